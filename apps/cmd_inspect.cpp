@@ -1,0 +1,84 @@
+// `flashspec inspect`: what a GGUF file holds and how the engine would run it.
+#include <cstdio>
+#include <map>
+#include <memory>
+
+#include "apps/commands.h"
+#include "apps/json_writer.h"
+#include "core/gguf.h"
+#include "core/llama_config.h"
+#include "core/tokenizer.h"
+#include "target/model_weights.h"
+
+namespace flashspec {
+
+namespace {
+
+struct InspectArgs {
+  std::string path;
+  bool json = false;
+};
+
+int run_inspect(const InspectArgs& a) {
+  const GgufFile f = GgufFile::open(a.path);
+  const LlamaConfig c = LlamaConfig::from_gguf(f);
+  const ModelWeights w(f, c);
+  const Tokenizer tok = Tokenizer::from_gguf(f);
+  std::map<std::string, int64_t> bytes_by_type;
+  int64_t total = 0;
+  for (const auto& t : f.tensors()) {
+    bytes_by_type[std::string(type_name(t.type))] += int64_t(t.nbytes);
+    total += int64_t(t.nbytes);
+  }
+  std::vector<int64_t> layer_bytes;
+  for (const auto& lt : w.layer_tensors()) {
+    int64_t n = 0;
+    for (auto* t : {lt.wq, lt.wk, lt.wv, lt.wo, lt.w_gate, lt.w_up, lt.w_down}) n += int64_t(t->nbytes);
+    layer_bytes.push_back(n);
+  }
+  if (a.json) {
+    JsonWriter j;
+    j.begin_object();
+    j.field("path", a.path).field("gguf_version", int64_t(f.version()));
+    j.field("architecture", c.arch).field("n_vocab", c.n_vocab).field("dim", c.dim);
+    j.field("n_layers", c.n_layers).field("n_heads", c.n_heads).field("n_kv_heads", c.n_kv_heads);
+    j.field("head_dim", c.head_dim).field("ffn_dim", c.ffn_dim).field("n_rot", c.n_rot);
+    j.field("context_length", c.context_length).field("rms_eps", double(c.rms_eps));
+    j.field("rope_freq_base", double(c.rope_freq_base)).field("tied_output", c.tied_output);
+    j.field("tokenizer", tok.model()).field("bos", tok.bos()).field("eos", tok.eos());
+    j.field("tensors", int64_t(f.tensors().size())).field("tensor_bytes", total);
+    j.key("bytes_by_type").begin_object();
+    for (const auto& [k, v] : bytes_by_type) j.field(k, v);
+    j.end_object();
+    j.field("layer_bytes", layer_bytes);
+    j.end_object();
+    std::printf("%s\n", j.str().c_str());
+    return 0;
+  }
+  std::printf("%s: GGUF v%u, %zu tensors, %.2f MB of tensor data\n", a.path.c_str(), f.version(),
+              f.tensors().size(), double(total) / 1e6);
+  std::printf("  arch %s: vocab %lld, dim %lld, layers %lld, heads %lld/%lld (head dim %lld), ffn %lld\n",
+              c.arch.c_str(), (long long)c.n_vocab, (long long)c.dim, (long long)c.n_layers,
+              (long long)c.n_heads, (long long)c.n_kv_heads, (long long)c.head_dim, (long long)c.ffn_dim);
+  std::printf("  rope dims %lld base %g, rms eps %g, context %lld, output head %s\n",
+              (long long)c.n_rot, double(c.rope_freq_base), double(c.rms_eps),
+              (long long)c.context_length, c.tied_output ? "tied" : "separate");
+  std::printf("  tokenizer %s: %d tokens, bos %d, eos %d\n", tok.model().c_str(), tok.n_vocab(),
+              tok.bos(), tok.eos());
+  for (const auto& [k, v] : bytes_by_type) std::printf("  %-5s %12lld bytes\n", k.c_str(), (long long)v);
+  for (size_t l = 0; l < layer_bytes.size(); ++l)
+    std::printf("  layer %3zu: %12lld bytes\n", l, (long long)layer_bytes[l]);
+  return 0;
+}
+
+}  // namespace
+
+Action register_inspect(CLI::App& app) {
+  auto args = std::make_shared<InspectArgs>();
+  CLI::App* sub = app.add_subcommand("inspect", "show a GGUF model's metadata and layout");
+  sub->add_option("model", args->path, "GGUF file")->required();
+  sub->add_flag("--json", args->json, "print JSON");
+  return [args] { return run_inspect(*args); };
+}
+
+}  // namespace flashspec

@@ -1,0 +1,14 @@
+#pragma once
+// Each subcommand registers its options on the CLI and returns the action to run
+// after parsing (exit code as result).
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace flashspec {
+
+using Action = std::function<int()>;
+
+Action register_generate(CLI::App& app);
+Action register_inspect(CLI::App& app);
+
+}  // namespace flashspec

@@ -1,0 +1,56 @@
+#pragma once
+// Options shared by generate, chat and bench (the CLI contract of DESIGN.md), and the
+// Engine that turns them into loaded models and a generation loop.
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/scheduler/generate.h"
+#include "core/tokenizer.h"
+
+namespace flashspec {
+
+class Backend;
+class LlamaModel;
+
+struct RunOptions {
+  std::string target_path;
+  std::string draft_path;
+  int64_t n_predict = 128;
+  SamplingParams sampling;
+  int64_t chain = 0;      // --chain K
+  std::string tree;       // --tree B | auto
+  std::string backend = "cpu";
+  int threads = 0;        // 0: all cores
+  int64_t ctx = 0;        // 0: what the run needs
+  bool ignore_eos = false;
+  // Streaming knobs (offload/).
+  bool stream = false;
+  std::string ram_budget, vram_budget, io_bw;
+  int io_depth = 8;
+  bool no_direct = false;
+};
+
+void add_run_options(CLI::App& sub, RunOptions& o);
+
+class Engine {
+ public:
+  explicit Engine(const RunOptions& o);
+  ~Engine();
+
+  const Tokenizer& tokenizer() const { return tokenizer_; }
+  LlamaModel& target() { return *target_; }
+  // Generation options from the CLI flags (sampling, n, eos handling).
+  GenerateOptions generate_options() const;
+  GenerationResult generate(const std::vector<int32_t>& prompt, const GenerateOptions& opt);
+
+ private:
+  RunOptions opt_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<LlamaModel> target_;
+  Tokenizer tokenizer_;
+};
+
+}  // namespace flashspec

@@ -1,0 +1,55 @@
+#include "core/ggml_type.h"
+
+#include <limits>
+
+#include "core/error.h"
+
+namespace flashspec {
+
+std::optional<TypeTraits> type_traits(uint32_t id) {
+  switch (static_cast<GgmlType>(id)) {
+    case GgmlType::F32: return TypeTraits{"F32", 1, 4};
+    case GgmlType::F16: return TypeTraits{"F16", 1, 2};
+    case GgmlType::BF16: return TypeTraits{"BF16", 1, 2};
+    case GgmlType::Q4_0: return TypeTraits{"Q4_0", QK4_0, sizeof(BlockQ4_0)};
+    case GgmlType::Q8_0: return TypeTraits{"Q8_0", QK8_0, sizeof(BlockQ8_0)};
+    case GgmlType::Q4_K: return TypeTraits{"Q4_K", QK_K, sizeof(BlockQ4_K)};
+    case GgmlType::Q6_K: return TypeTraits{"Q6_K", QK_K, sizeof(BlockQ6_K)};
+  }
+  return std::nullopt;
+}
+
+const TypeTraits& traits(GgmlType t) {
+  static constexpr TypeTraits kF32{"F32", 1, 4}, kF16{"F16", 1, 2}, kBF16{"BF16", 1, 2},
+      kQ4_0{"Q4_0", QK4_0, sizeof(BlockQ4_0)}, kQ8_0{"Q8_0", QK8_0, sizeof(BlockQ8_0)},
+      kQ4_K{"Q4_K", QK_K, sizeof(BlockQ4_K)}, kQ6_K{"Q6_K", QK_K, sizeof(BlockQ6_K)};
+  switch (t) {
+    case GgmlType::F32: return kF32;
+    case GgmlType::F16: return kF16;
+    case GgmlType::BF16: return kBF16;
+    case GgmlType::Q4_0: return kQ4_0;
+    case GgmlType::Q8_0: return kQ8_0;
+    case GgmlType::Q4_K: return kQ4_K;
+    case GgmlType::Q6_K: return kQ6_K;
+  }
+  throw Error("internal: unknown tensor type " + std::to_string(uint32_t(t)));
+}
+
+std::string_view type_name(GgmlType t) { return traits(t).name; }
+
+std::optional<int64_t> row_bytes_checked(GgmlType t, int64_t n) {
+  const TypeTraits& tr = traits(t);
+  if (n < 0 || n % tr.block_elems != 0) return std::nullopt;
+  const int64_t blocks = n / tr.block_elems;
+  if (blocks > std::numeric_limits<int64_t>::max() / tr.block_bytes) return std::nullopt;
+  return blocks * tr.block_bytes;
+}
+
+int64_t row_bytes(GgmlType t, int64_t n) {
+  auto b = row_bytes_checked(t, n);
+  if (!b) throw Error("internal: row of " + std::to_string(n) + " elements is not whole " +
+                      std::string(type_name(t)) + " blocks");
+  return *b;
+}
+
+}  // namespace flashspec

@@ -1,0 +1,33 @@
+#pragma once
+// Hyper-parameters of a llama-family model, read and validated from GGUF metadata.
+#include <cstdint>
+#include <string>
+
+namespace flashspec {
+
+class GgufFile;
+
+struct LlamaConfig {
+  std::string arch;        // general.architecture ("llama")
+  int64_t n_vocab = 0;     // rows of token_embd.weight
+  int64_t dim = 0;         // residual width
+  int64_t n_layers = 0;
+  int64_t n_heads = 0;
+  int64_t n_kv_heads = 0;  // < n_heads for grouped-query attention
+  int64_t head_dim = 0;
+  int64_t ffn_dim = 0;
+  int64_t n_rot = 0;       // leading dims of each head that RoPE rotates
+  int64_t context_length = 0;  // training context; generation may go past it
+  float rms_eps = 1e-5f;
+  float rope_freq_base = 10000.0f;
+  bool tied_output = false;  // no output.weight: the embedding is the output head
+
+  int64_t q_dim() const { return n_heads * head_dim; }
+  int64_t kv_dim() const { return n_kv_heads * head_dim; }
+
+  // Reads {arch}.* keys and checks them against each other and against the tensor
+  // table; Error "PATH: ..." on anything missing or inconsistent.
+  static LlamaConfig from_gguf(const GgufFile& f);
+};
+
+}  // namespace flashspec

@@ -1,0 +1,41 @@
+#pragma once
+// What a generation run measured; printed by `generate --json` and `bench`.
+#include <cstdint>
+#include <vector>
+
+namespace flashspec {
+
+struct GenerationStats {
+  int64_t prompt_tokens = 0;
+  int64_t generated = 0;
+  int64_t target_passes = 0;  // target forwards that produced tokens, prefill included
+  int64_t drafted = 0;        // draft tokens offered to the target
+  int64_t accepted = 0;       // draft tokens the target accepted
+  std::vector<int64_t> drafted_by_depth, accepted_by_depth;
+  double prefill_ms = 0, decode_ms = 0, ttft_ms = 0;
+  int64_t bytes_read = 0;  // target weight bytes read from storage
+  double read_busy_ms = 0;  // time with reads in flight
+  double io_wait_ms = 0;    // compute time spent waiting for weights
+
+  double tau() const { return target_passes ? double(generated) / double(target_passes) : 0.0; }
+  // Decode speed: tokens after the first over the time after the first.
+  double tokens_per_s() const {
+    return decode_ms > 0 && generated > 1 ? double(generated - 1) * 1000.0 / decode_ms : 0.0;
+  }
+  double prefill_tokens_per_s() const {
+    return prefill_ms > 0 ? double(prompt_tokens) * 1000.0 / prefill_ms : 0.0;
+  }
+  double read_gbps() const { return read_busy_ms > 0 ? double(bytes_read) / (read_busy_ms * 1e6) : 0.0; }
+  double io_busy() const {
+    const double total = prefill_ms + decode_ms;
+    return total > 0 ? read_busy_ms / total : 0.0;
+  }
+  std::vector<double> accept_rate_by_depth() const {
+    std::vector<double> r;
+    for (size_t d = 0; d < drafted_by_depth.size(); ++d)
+      r.push_back(drafted_by_depth[d] ? double(accepted_by_depth[d]) / double(drafted_by_depth[d]) : 0.0);
+    return r;
+  }
+};
+
+}  // namespace flashspec

@@ -1,0 +1,133 @@
+#include "kernels/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/error.h"
+#include "core/half.h"
+
+namespace flashspec {
+
+std::string CpuBackend::name() const {
+  return "cpu (" + std::string(matmul_isa()) + ", " + std::to_string(pool_.size()) + " threads)";
+}
+
+void CpuBackend::get_rows(const WeightMatrix& table, const int32_t* ids, int64_t n, float* out) {
+  const int64_t stride = row_bytes(table.type, table.cols);
+  for (int64_t i = 0; i < n; ++i) {
+    if (ids[i] < 0 || ids[i] >= table.rows)
+      throw Error("token id " + std::to_string(ids[i]) + " is outside the vocabulary of " +
+                  std::to_string(table.rows));
+    const auto* row = static_cast<const uint8_t*>(table.data) + ids[i] * stride;
+    dequantize_row(table.type, row, out + i * table.cols, table.cols);
+  }
+}
+
+void CpuBackend::matmul(const WeightMatrix& w, const float* x, int64_t T, float* y) {
+  flashspec::matmul(w, x, T, y, pool_);
+}
+
+void CpuBackend::rmsnorm(const float* x, const float* weight, int64_t T, int64_t dim, float eps,
+                         float* y) {
+  for (int64_t t = 0; t < T; ++t) {
+    const float* xr = x + t * dim;
+    float* yr = y + t * dim;
+    double ss = 0.0;  // double sum as llama.cpp does: wide rows lose bits in float
+    for (int64_t i = 0; i < dim; ++i) ss += double(xr[i] * xr[i]);
+    const float scale = 1.0f / std::sqrt(float(ss / double(dim)) + eps);
+    for (int64_t i = 0; i < dim; ++i) yr[i] = xr[i] * scale * weight[i];
+  }
+}
+
+void CpuBackend::rope(float* x, const int32_t* positions, int64_t T, int64_t n_heads,
+                      int64_t head_dim, int64_t n_rot, float freq_base) {
+  // theta_i = pos * base^(-2i/n_rot), built by repeated multiplication exactly as
+  // llama.cpp does so that angles (and so logits) agree to the last bit or two.
+  const float theta_scale = std::pow(freq_base, -2.0f / float(n_rot));
+  std::vector<float> cs(static_cast<size_t>(n_rot));
+  for (int64_t t = 0; t < T; ++t) {
+    float theta = float(positions[t]);
+    for (int64_t i = 0; i < n_rot; i += 2) {
+      cs[size_t(i)] = std::cos(theta);
+      cs[size_t(i + 1)] = std::sin(theta);
+      theta *= theta_scale;
+    }
+    for (int64_t h = 0; h < n_heads; ++h) {
+      float* v = x + (t * n_heads + h) * head_dim;
+      for (int64_t i = 0; i < n_rot; i += 2) {
+        const float c = cs[size_t(i)], s = cs[size_t(i + 1)];
+        const float x0 = v[i], x1 = v[i + 1];
+        v[i] = x0 * c - x1 * s;
+        v[i + 1] = x0 * s + x1 * c;
+      }
+    }
+  }
+}
+
+void CpuBackend::attention(const AttentionArgs& a) {
+  // Rounding follows llama.cpp's CPU attention (f16 K/V, queries and probabilities
+  // rounded to f16 before their products, sums in double) so that greedy outputs agree
+  // with it token for token even at near-ties.
+  const int64_t group = a.n_heads / a.n_kv_heads;
+  const int64_t q_stride = a.n_heads * a.head_dim;
+  const int64_t kv_stride = a.n_kv_heads * a.head_dim;
+  const int64_t n_keys = a.n_past + a.T;
+  const int64_t work = a.T * a.n_heads;
+  pool_.parallel_for(work, std::max<int64_t>(1, work / (8 * pool_.size())), [&](int64_t b, int64_t e) {
+    std::vector<float> prob(static_cast<size_t>(n_keys));
+    std::vector<float> q16(static_cast<size_t>(a.head_dim));
+    std::vector<double> acc(static_cast<size_t>(a.head_dim));
+    for (int64_t w = b; w < e; ++w) {
+      const int64_t t = w / a.n_heads, h = w % a.n_heads, kvh = h / group;
+      const float* q = a.q + t * q_stride + h * a.head_dim;
+      for (int64_t d = 0; d < a.head_dim; ++d) q16[size_t(d)] = fp16_to_float(float_to_fp16(q[d]));
+      const uint8_t* mrow = a.mask + t * a.T;
+      float mx = -INFINITY;
+      for (int64_t j = 0; j < n_keys; ++j) {
+        if (j >= a.n_past && !mrow[j - a.n_past]) {
+          prob[size_t(j)] = -INFINITY;
+          continue;
+        }
+        const uint16_t* k = a.k + j * kv_stride + kvh * a.head_dim;
+        double s = 0.0;
+        for (int64_t d = 0; d < a.head_dim; ++d) s += double(q16[size_t(d)] * fp16_to_float(k[d]));
+        prob[size_t(j)] = float(s) * a.scale;
+        mx = std::max(mx, prob[size_t(j)]);
+      }
+      double sum = 0.0;
+      for (int64_t j = 0; j < n_keys; ++j) {
+        const float p = prob[size_t(j)] == -INFINITY ? 0.0f : std::exp(prob[size_t(j)] - mx);
+        prob[size_t(j)] = p;
+        sum += p;
+      }
+      const float inv = sum > 0.0 ? float(1.0 / sum) : 0.0f;  // a fully masked row attends to nothing
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int64_t j = 0; j < n_keys; ++j) {
+        if (prob[size_t(j)] == 0.0f) continue;
+        const float p = fp16_to_float(float_to_fp16(prob[size_t(j)] * inv));
+        const uint16_t* v = a.v + j * kv_stride + kvh * a.head_dim;
+        for (int64_t d = 0; d < a.head_dim; ++d) acc[size_t(d)] += double(p * fp16_to_float(v[d]));
+      }
+      float* out = a.out + t * q_stride + h * a.head_dim;
+      for (int64_t d = 0; d < a.head_dim; ++d) out[d] = float(acc[size_t(d)]);
+    }
+  });
+}
+
+void CpuBackend::store_f16(const float* src, uint16_t* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = float_to_fp16(src[i]);
+}
+
+void CpuBackend::silu_mul(float* gate, const float* up, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    gate[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void CpuBackend::add(float* y, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+}  // namespace flashspec

@@ -1,0 +1,29 @@
+#pragma once
+// The CPU backend: SIMD kernels (runtime-dispatched) parallelised over a thread pool.
+#include "kernels/backend.h"
+#include "kernels/cpu/thread_pool.h"
+
+namespace flashspec {
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int n_threads) : pool_(n_threads) {}
+  std::string name() const override;
+  ThreadPool& pool() { return pool_; }
+
+  void get_rows(const WeightMatrix& table, const int32_t* ids, int64_t n, float* out) override;
+  void matmul(const WeightMatrix& w, const float* x, int64_t T, float* y) override;
+  void rmsnorm(const float* x, const float* weight, int64_t T, int64_t dim, float eps,
+               float* y) override;
+  void rope(float* x, const int32_t* positions, int64_t T, int64_t n_heads, int64_t head_dim,
+            int64_t n_rot, float freq_base) override;
+  void attention(const AttentionArgs& a) override;
+  void store_f16(const float* src, uint16_t* dst, int64_t n) override;
+  void silu_mul(float* gate, const float* up, int64_t n) override;
+  void add(float* y, const float* x, int64_t n) override;
+
+ private:
+  ThreadPool pool_;
+};
+
+}  // namespace flashspec

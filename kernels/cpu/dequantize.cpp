@@ -1,0 +1,104 @@
+// Scalar dequantization of every supported type: the definition of each format's
+// semantics that the matmul kernels (and the tests' references) are held to.
+#include <cstring>
+#include <string>
+
+#include "core/error.h"
+#include "core/half.h"
+#include "kernels/cpu/kquant_scales.h"
+#include "kernels/cpu/matmul.h"
+
+namespace flashspec {
+
+namespace {
+
+void dequantize_q4_0(const BlockQ4_0* x, float* y, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b, y += QK4_0) {
+    const float d = fp16_to_float(x[b].d);
+    for (int i = 0; i < QK4_0 / 2; ++i) {
+      y[i] = d * float((x[b].qs[i] & 0x0f) - 8);
+      y[i + QK4_0 / 2] = d * float((x[b].qs[i] >> 4) - 8);
+    }
+  }
+}
+
+void dequantize_q8_0(const BlockQ8_0* x, float* y, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b, y += QK8_0) {
+    const float d = fp16_to_float(x[b].d);
+    for (int i = 0; i < QK8_0; ++i) y[i] = d * float(x[b].qs[i]);
+  }
+}
+
+void dequantize_q4_k(const BlockQ4_K* x, float* y, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const float d = fp16_to_float(x[b].d);
+    const float dmin = fp16_to_float(x[b].dmin);
+    const KQuantScales s = unpack_q4_k_scales(x[b].scales);
+    // Each 32 bytes of qs hold 64 weights: sub-block 2j in the low nibbles, 2j+1 in the high.
+    for (int j = 0; j < 4; ++j) {
+      const uint8_t* q = x[b].qs + 32 * j;
+      const float d1 = d * float(s.sc[2 * j]), m1 = dmin * float(s.m[2 * j]);
+      const float d2 = d * float(s.sc[2 * j + 1]), m2 = dmin * float(s.m[2 * j + 1]);
+      for (int l = 0; l < 32; ++l) y[l] = d1 * float(q[l] & 0x0f) - m1;
+      for (int l = 0; l < 32; ++l) y[32 + l] = d2 * float(q[l] >> 4) - m2;
+      y += 64;
+    }
+  }
+}
+
+void dequantize_q6_k(const BlockQ6_K* x, float* y, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const float d = fp16_to_float(x[b].d);
+    // Two halves of 128 weights; in each, 64 ql bytes and 32 qh bytes hold four runs of
+    // 32: ql[l] low/high nibble -> runs 0/2, ql[l+32] -> runs 1/3, qh[l] bit pairs 0..3.
+    for (int n = 0; n < 2; ++n) {
+      const uint8_t* ql = x[b].ql + 64 * n;
+      const uint8_t* qh = x[b].qh + 32 * n;
+      const int8_t* sc = x[b].scales + 8 * n;
+      for (int l = 0; l < 32; ++l) {
+        const int is = l / 16;
+        const int q1 = int((ql[l] & 0x0f) | ((qh[l] & 3) << 4)) - 32;
+        const int q2 = int((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) - 32;
+        const int q3 = int((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+        const int q4 = int((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+        y[l] = d * float(sc[is]) * float(q1);
+        y[l + 32] = d * float(sc[is + 2]) * float(q2);
+        y[l + 64] = d * float(sc[is + 4]) * float(q3);
+        y[l + 96] = d * float(sc[is + 6]) * float(q4);
+      }
+      y += 128;
+    }
+  }
+}
+
+}  // namespace
+
+void dequantize_row(GgmlType type, const void* src, float* dst, int64_t n) {
+  const int64_t be = traits(type).block_elems;
+  if (n < 0 || n % be != 0)
+    throw Error("internal: dequantize_row of " + std::to_string(n) + " elements is not whole " +
+                std::string(type_name(type)) + " blocks");
+  const int64_t nb = n / be;
+  switch (type) {
+    case GgmlType::F32:
+      std::memcpy(dst, src, size_t(n) * sizeof(float));
+      return;
+    case GgmlType::F16: {
+      const auto* h = static_cast<const uint16_t*>(src);
+      for (int64_t i = 0; i < n; ++i) dst[i] = fp16_to_float(h[i]);
+      return;
+    }
+    case GgmlType::BF16: {
+      const auto* h = static_cast<const uint16_t*>(src);
+      for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_float(h[i]);
+      return;
+    }
+    case GgmlType::Q4_0: return dequantize_q4_0(static_cast<const BlockQ4_0*>(src), dst, nb);
+    case GgmlType::Q8_0: return dequantize_q8_0(static_cast<const BlockQ8_0*>(src), dst, nb);
+    case GgmlType::Q4_K: return dequantize_q4_k(static_cast<const BlockQ4_K*>(src), dst, nb);
+    case GgmlType::Q6_K: return dequantize_q6_k(static_cast<const BlockQ6_K*>(src), dst, nb);
+  }
+  throw Error("internal: dequantize_row of unknown type " + std::to_string(uint32_t(type)));
+}
+
+}  // namespace flashspec

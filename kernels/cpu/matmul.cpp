@@ -1,0 +1,271 @@
+// Dispatcher and work split of the CPU matmul: picks the ISA once, quantizes the
+// activations (once per call, in parallel) and hands disjoint ranges of output rows to the
+// pool's threads, so each thread streams its own slice of the weights exactly once.
+#include "kernels/cpu/matmul.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/cpu/matmul_internal.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define FS_X86 1
+#endif
+
+namespace flashspec {
+
+namespace cpu {
+
+namespace {
+
+const IsaKernels& kernels_for(Isa isa) {
+  switch (isa) {
+    case Isa::Avx512: return avx512_kernels();
+    case Isa::Avx2: return avx2_kernels();
+    case Isa::Scalar: break;
+  }
+  return scalar_kernels();
+}
+
+inline void cpu_relax() {
+#ifdef FS_X86
+  _mm_pause();
+#endif
+}
+
+// One-shot barrier between the quantize and multiply phases of a single call. Spins
+// because the pool's threads are already running and the wait is microseconds; yields
+// after a while in case the cores are oversubscribed.
+class SpinBarrier {
+ public:
+  explicit SpinBarrier(int n) : n_(n) {}
+  void arrive_and_wait() {
+    arrived_.fetch_add(1, std::memory_order_acq_rel);
+    for (int spin = 0; arrived_.load(std::memory_order_acquire) < n_; ++spin) {
+      if (spin < 8192)
+        cpu_relax();
+      else
+        std::this_thread::yield();
+    }
+  }
+
+ private:
+  std::atomic<int> arrived_{0};
+  const int n_;
+};
+
+// Hands out chunks of output rows. A chunk is a multiple of 8 rows (whole tiles on every
+// ISA) and there are ~4-8 per thread: few enough that the atomic per chunk is noise next
+// to streaming the chunk's weights, enough that a thread delayed by the OS is absorbed.
+class RowChunks {
+ public:
+  RowChunks(int64_t rows, int64_t T, int nth) : rows_(rows) {
+    const int64_t chunks = int64_t(nth) * (T == 1 ? 4 : 8);
+    grain_ = (rows + chunks - 1) / chunks;
+    grain_ = (grain_ + 7) / 8 * 8;
+    if (grain_ < 8) grain_ = 8;
+  }
+  template <class Fn>
+  void run(Fn&& fn) {
+    for (;;) {
+      const int64_t r0 = next_.fetch_add(grain_, std::memory_order_relaxed);
+      if (r0 >= rows_) return;
+      fn(r0, r0 + grain_ < rows_ ? r0 + grain_ : rows_);
+    }
+  }
+
+ private:
+  const int64_t rows_;
+  int64_t grain_;
+  std::atomic<int64_t> next_{0};
+};
+
+// Below this many activations every thread quantizes all of them into a private buffer:
+// a few hundred nanoseconds of duplicated work instead of a barrier that would make the
+// first thread wait for the others to wake up (the decode case, T = 1).
+constexpr int64_t kPrivateQuantizeMax = 16384;
+
+// The [first, last) share of `n` items for thread `tid` of `nth`.
+inline void static_share(int64_t n, int tid, int nth, int64_t& first, int64_t& last) {
+  first = n * tid / nth;
+  last = n * (tid + 1) / nth;
+}
+
+template <class T>
+std::unique_ptr<T[]> scratch(int64_t n) {
+  return std::make_unique_for_overwrite<T[]>(size_t(n));
+}
+
+void run_float(const IsaKernels& k, const WeightMatrix& w, const float* x, int64_t T, float* y,
+               ThreadPool& pool) {
+  const GemmF32Fn gemm = w.type == GgmlType::F32 ? k.f32 : w.type == GgmlType::F16 ? k.f16 : k.bf16;
+  RowChunks chunks(w.rows, T, pool.size());
+  pool.run([&](int, int) { chunks.run([&](int64_t r0, int64_t r1) { gemm(w, x, T, r0, r1, y); }); });
+}
+
+// Quantized activations of one call; `copies` independent buffers for private quantizing.
+struct Q8_0Scratch {
+  Q8_0Scratch(int64_t T, int64_t cols, int copies)
+      : T(T), cols(cols), nb(cols / QK8_0), per_copy(nb * T + kActScalePad),
+        qs(scratch<int8_t>(T * cols * copies)), d(size_t(per_copy * copies), 0.0f),
+        sum(size_t(per_copy * copies), 0.0f) {}
+  ActQ8_0 act(int copy) const {
+    return {qs.get() + copy * T * cols, d.data() + copy * per_copy, sum.data() + copy * per_copy,
+            T, cols};
+  }
+  // Quantizes items [i0, i1) of the flattened (token, block) space into copy `copy`.
+  void quantize(const IsaKernels& k, const float* x, int64_t i0, int64_t i1, int copy) {
+    int8_t* q = qs.get() + copy * T * cols;
+    float* dd = d.data() + copy * per_copy;
+    float* ss = sum.data() + copy * per_copy;
+    while (i0 < i1) {
+      const int64_t t = i0 / nb, b0 = i0 % nb;
+      const int64_t b1 = (i1 - t * nb) < nb ? i1 - t * nb : nb;
+      k.quantize_q8_0(x + t * cols, b0, b1, q + t * cols, dd + t, ss + t, T);
+      i0 = t * nb + b1;
+    }
+  }
+  int64_t T, cols, nb, per_copy;
+  std::unique_ptr<int8_t[]> qs;
+  std::vector<float> d, sum;
+};
+
+struct Q8_KScratch {
+  Q8_KScratch(int64_t T, int64_t cols, int copies)
+      : T(T), cols(cols), nb(cols / QK_K), per_copy(nb * T + kActScalePad),
+        qs(scratch<int8_t>(T * cols * copies)), d(size_t(per_copy * copies), 0.0f),
+        bsums(scratch<int16_t>(T * (cols / 16) * copies)) {}
+  ActQ8_K act(int copy) const {
+    return {qs.get() + copy * T * cols, d.data() + copy * per_copy,
+            bsums.get() + copy * T * (cols / 16), T, cols};
+  }
+  void quantize(const IsaKernels& k, const float* x, int64_t i0, int64_t i1, int copy) {
+    int8_t* q = qs.get() + copy * T * cols;
+    float* dd = d.data() + copy * per_copy;
+    int16_t* bs = bsums.get() + copy * T * (cols / 16);
+    while (i0 < i1) {
+      const int64_t t = i0 / nb, b0 = i0 % nb;
+      const int64_t b1 = (i1 - t * nb) < nb ? i1 - t * nb : nb;
+      k.quantize_q8_k(x + t * cols, b0, b1, q + t * cols, dd + t, T, bs + t * (cols / 16));
+      i0 = t * nb + b1;
+    }
+  }
+  int64_t T, cols, nb, per_copy;
+  std::unique_ptr<int8_t[]> qs;
+  std::vector<float> d;
+  std::unique_ptr<int16_t[]> bsums;
+};
+
+template <class Scratch, class Gemm>
+void run_quantized(const IsaKernels& k, const WeightMatrix& w, const float* x, int64_t T,
+                   float* y, ThreadPool& pool, Gemm gemm) {
+  const int nth = pool.size();
+  const bool private_acts = nth > 1 && T * w.cols <= kPrivateQuantizeMax;
+  Scratch s(T, w.cols, private_acts ? nth : 1);
+  const int64_t items = T * s.nb;
+  RowChunks chunks(w.rows, T, nth);
+  SpinBarrier barrier(nth);
+  pool.run([&](int tid, int n) {
+    if (private_acts) {
+      s.quantize(k, x, 0, items, tid);
+    } else {
+      int64_t i0, i1;
+      static_share(items, tid, n, i0, i1);
+      s.quantize(k, x, i0, i1, 0);
+      if (n > 1) barrier.arrive_and_wait();
+    }
+    const auto act = s.act(private_acts ? tid : 0);
+    chunks.run([&](int64_t r0, int64_t r1) { gemm(w, act, r0, r1, y); });
+  });
+}
+
+}  // namespace
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::Avx512: return "avx512";
+    case Isa::Avx2: return "avx2";
+    case Isa::Scalar: break;
+  }
+  return "scalar";
+}
+
+bool isa_supported(Isa isa) {
+#ifdef FS_X86
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                    __builtin_cpu_supports("f16c");
+  switch (isa) {
+    case Isa::Scalar: return true;
+    case Isa::Avx2: return avx2;
+    case Isa::Avx512:
+      return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  }
+  return false;
+#else
+  return isa == Isa::Scalar;
+#endif
+}
+
+Isa dispatch_isa() {
+  static const Isa chosen = [] {
+    Isa best = Isa::Scalar;
+    for (Isa i : {Isa::Avx2, Isa::Avx512})
+      if (isa_supported(i)) best = i;
+    // FLASHSPEC_ISA lets tests and benchmarks force a lower path; an ISA the CPU lacks
+    // (or an unknown name) falls back to the best one rather than crashing.
+    if (const char* env = std::getenv("FLASHSPEC_ISA")) {
+      const std::string_view want(env);
+      for (Isa i : {Isa::Scalar, Isa::Avx2, Isa::Avx512})
+        if (want == isa_name(i) && isa_supported(i)) return i;
+    }
+    return best;
+  }();
+  return chosen;
+}
+
+void matmul_with_isa(Isa isa, const WeightMatrix& w, const float* x, int64_t T, float* y,
+                     ThreadPool& pool) {
+  if (!isa_supported(isa))
+    throw Error(std::string("internal: matmul on ") + isa_name(isa) + ", which this CPU lacks");
+  row_bytes(w.type, w.cols);  // throws unless cols is whole blocks
+  if (T <= 0 || w.rows <= 0) return;
+  if (w.cols == 0) {
+    std::memset(y, 0, size_t(T * w.rows) * sizeof(float));
+    return;
+  }
+  const IsaKernels& k = kernels_for(isa);
+  switch (w.type) {
+    case GgmlType::F32:
+    case GgmlType::F16:
+    case GgmlType::BF16:
+      return run_float(k, w, x, T, y, pool);
+    case GgmlType::Q4_0:
+    case GgmlType::Q8_0:
+      return run_quantized<Q8_0Scratch>(k, w, x, T, y, pool,
+                                        w.type == GgmlType::Q4_0 ? k.q4_0 : k.q8_0);
+    case GgmlType::Q4_K:
+    case GgmlType::Q6_K:
+      return run_quantized<Q8_KScratch>(k, w, x, T, y, pool,
+                                        w.type == GgmlType::Q4_K ? k.q4_k : k.q6_k);
+  }
+  throw Error("internal: matmul of unknown type " + std::to_string(uint32_t(w.type)));
+}
+
+}  // namespace cpu
+
+void matmul(const WeightMatrix& w, const float* x, int64_t T, float* y, ThreadPool& pool) {
+  cpu::matmul_with_isa(cpu::dispatch_isa(), w, x, T, y, pool);
+}
+
+const char* matmul_isa() { return cpu::isa_name(cpu::dispatch_isa()); }
+
+}  // namespace flashspec

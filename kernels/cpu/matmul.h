@@ -1,0 +1,32 @@
+#pragma once
+// Batched matrix multiply of a weight matrix in any supported GGML type by T float
+// activation rows: the one hot loop of the CPU backend.
+#include <cstdint>
+
+#include "core/ggml_type.h"
+#include "kernels/cpu/thread_pool.h"
+
+namespace flashspec {
+
+// A weight matrix as stored in GGUF: `rows` output features, each a contiguous row of
+// `cols` input weights encoded in `type` (row stride = row_bytes(type, cols)).
+struct WeightMatrix {
+  GgmlType type;
+  const void* data;
+  int64_t rows;
+  int64_t cols;
+};
+
+// y[t][r] = sum_c W[r][c] * x[t][c] for t < T.  x is T x cols, y is T x rows, both
+// row-major and dense.  Quantized weights (Q4_0, Q8_0, Q4_K, Q6_K) multiply activations
+// quantized to 8 bits per block (Q8_0 / Q8_K), as llama.cpp does; F32/F16/BF16 weights
+// multiply the f32 activations.  Work is split over the pool's threads.
+void matmul(const WeightMatrix& w, const float* x, int64_t T, float* y, ThreadPool& pool);
+
+// Dequantizes n elements (a whole number of blocks) of `type` at src into dst.
+void dequantize_row(GgmlType type, const void* src, float* dst, int64_t n);
+
+// Name of the SIMD level matmul dispatches to on this CPU ("avx512", "avx2", "scalar").
+const char* matmul_isa();
+
+}  // namespace flashspec

@@ -1,0 +1,14 @@
+#pragma once
+// The AVX2 kernels, spread over several *_avx2.cpp files and gathered into one table by
+// matmul_avx2.cpp. Declarations only: safe to include from any file.
+#include "kernels/cpu/matmul_internal.h"
+
+namespace flashspec::cpu::avx2 {
+
+void gemm_q4_k(const WeightMatrix& w, const ActQ8_K& a, int64_t r0, int64_t r1, float* y);
+void gemm_q6_k(const WeightMatrix& w, const ActQ8_K& a, int64_t r0, int64_t r1, float* y);
+void gemm_f32(const WeightMatrix& w, const float* x, int64_t T, int64_t r0, int64_t r1, float* y);
+void gemm_f16(const WeightMatrix& w, const float* x, int64_t T, int64_t r0, int64_t r1, float* y);
+void gemm_bf16(const WeightMatrix& w, const float* x, int64_t T, int64_t r0, int64_t r1, float* y);
+
+}  // namespace flashspec::cpu::avx2

@@ -1,0 +1,200 @@
+// Portable kernels: the fallback on CPUs without AVX2 and the reference the SIMD paths are
+// checked against. Straightforward loops; one weight block is decoded once and reused for
+// every token, so batched calls still read the weights once.
+#include <cstring>
+
+#include "core/half.h"
+#include "kernels/cpu/kquant_scales.h"
+#include "kernels/cpu/matmul_internal.h"
+#include "kernels/cpu/quantize_activations.h"
+
+namespace flashspec::cpu {
+
+namespace {
+
+void quantize_q8_0(const float* x, int64_t b0, int64_t b1, int8_t* qs, float* d, float* sum,
+                   int64_t stride) {
+  for (int64_t b = b0; b < b1; ++b) {
+    int8_t* q = qs + b * QK8_0;
+    d[b * stride] = fp16_to_float(quantize_block_q8_0(x + b * QK8_0, q));
+    int s = 0;
+    for (int i = 0; i < QK8_0; ++i) s += q[i];
+    sum[b * stride] = float(s);
+  }
+}
+
+void quantize_q8_k(const float* x, int64_t b0, int64_t b1, int8_t* qs, float* d, int64_t stride,
+                   int16_t* bsums) {
+  for (int64_t b = b0; b < b1; ++b)
+    d[b * stride] = quantize_block_q8_k(x + b * QK_K, qs + b * QK_K, bsums + b * (QK_K / 16));
+}
+
+// Shared skeleton of the Q8_0-activation kernels: decode(row block, int8 out[32]) gives
+// the block's integer weights and returns its scale.
+template <class Block, class Decode>
+void gemm_q8_0_act(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y,
+                   Decode decode) {
+  const int64_t nb = w.cols / 32;
+  const int64_t T = a.T;
+  const int64_t stride = row_bytes(w.type, w.cols);
+  float acc[8];
+  int8_t q[32];
+  for (int64_t r = r0; r < r1; ++r) {
+    const auto* row = reinterpret_cast<const Block*>(static_cast<const char*>(w.data) + r * stride);
+    for (int64_t t0 = 0; t0 < T; t0 += 8) {
+      const int64_t nt = T - t0 < 8 ? T - t0 : 8;
+      for (int64_t t = 0; t < nt; ++t) acc[t] = 0.0f;
+      for (int64_t b = 0; b < nb; ++b) {
+        const float dw = decode(row[b], q);
+        for (int64_t t = 0; t < nt; ++t) {
+          const int8_t* xq = a.qs + (t0 + t) * a.cols + b * 32;
+          int s = 0;
+          for (int i = 0; i < 32; ++i) s += int(q[i]) * int(xq[i]);
+          acc[t] += dw * a.d[b * T + t0 + t] * float(s);
+        }
+      }
+      for (int64_t t = 0; t < nt; ++t) y[(t0 + t) * w.rows + r] = acc[t];
+    }
+  }
+}
+
+void gemm_q4_0(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y) {
+  gemm_q8_0_act<BlockQ4_0>(w, a, r0, r1, y, [](const BlockQ4_0& blk, int8_t* q) {
+    for (int i = 0; i < 16; ++i) {
+      q[i] = int8_t((blk.qs[i] & 0x0f) - 8);
+      q[i + 16] = int8_t((blk.qs[i] >> 4) - 8);
+    }
+    return fp16_to_float(blk.d);
+  });
+}
+
+void gemm_q8_0(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y) {
+  gemm_q8_0_act<BlockQ8_0>(w, a, r0, r1, y, [](const BlockQ8_0& blk, int8_t* q) {
+    std::memcpy(q, blk.qs, 32);
+    return fp16_to_float(blk.d);
+  });
+}
+
+// Q8_K skeleton: kernel(weight block, activation qs, activation bsums) returns the
+// block's dot product in units of the activation block scale.
+template <class Block, class Kernel>
+void gemm_q8_k_act(const WeightMatrix& w, const ActQ8_K& a, int64_t r0, int64_t r1, float* y,
+                   Kernel kernel) {
+  const int64_t nb = w.cols / QK_K;
+  const int64_t T = a.T;
+  const int64_t stride = row_bytes(w.type, w.cols);
+  for (int64_t r = r0; r < r1; ++r) {
+    const auto* row = reinterpret_cast<const Block*>(static_cast<const char*>(w.data) + r * stride);
+    for (int64_t t = 0; t < T; ++t) {
+      float acc = 0.0f;
+      for (int64_t b = 0; b < nb; ++b)
+        acc += a.d[b * T + t] * kernel(row[b], a.qs + t * a.cols + b * QK_K,
+                                       a.bsums + t * (a.cols / 16) + b * (QK_K / 16));
+      y[t * w.rows + r] = acc;
+    }
+  }
+}
+
+// Returns d*sum(sc*q*x) - dmin*sum(m*bsum) of one block, integer sums exact.
+float dot_q4_k(const BlockQ4_K& blk, const int8_t* x, const int16_t* bsums) {
+  const KQuantScales s = unpack_q4_k_scales(blk.scales);
+  int32_t sumi = 0, summ = 0;
+  for (int j = 0; j < 4; ++j) {
+    const uint8_t* q = blk.qs + 32 * j;
+    int32_t lo = 0, hi = 0;
+    for (int l = 0; l < 32; ++l) {
+      lo += int(q[l] & 0x0f) * int(x[64 * j + l]);
+      hi += int(q[l] >> 4) * int(x[64 * j + 32 + l]);
+    }
+    sumi += lo * s.sc[2 * j] + hi * s.sc[2 * j + 1];
+  }
+  for (int sb = 0; sb < 8; ++sb) summ += int(s.m[sb]) * (bsums[2 * sb] + bsums[2 * sb + 1]);
+  return fp16_to_float(blk.d) * float(sumi) - fp16_to_float(blk.dmin) * float(summ);
+}
+
+float dot_q6_k(const BlockQ6_K& blk, const int8_t* x, const int16_t* bsums) {
+  int32_t sumi = 0;
+  for (int n = 0; n < 2; ++n) {
+    const uint8_t* ql = blk.ql + 64 * n;
+    const uint8_t* qh = blk.qh + 32 * n;
+    const int8_t* sc = blk.scales + 8 * n;
+    const int8_t* xn = x + 128 * n;
+    int32_t part[8] = {};  // per 16-weight group of this half
+    for (int l = 0; l < 32; ++l) {
+      const int is = l / 16;
+      part[is + 0] += int((ql[l] & 0x0f) | ((qh[l] & 3) << 4)) * xn[l];
+      part[is + 2] += int((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) * xn[l + 32];
+      part[is + 4] += int((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) * xn[l + 64];
+      part[is + 6] += int((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) * xn[l + 96];
+    }
+    for (int g = 0; g < 8; ++g) sumi += int(sc[g]) * part[g];
+  }
+  // The stored q is offset by +32; remove 32 * sum(x) of each group at once.
+  for (int g = 0; g < 16; ++g) sumi -= 32 * int(blk.scales[g]) * bsums[g];
+  return fp16_to_float(blk.d) * float(sumi);
+}
+
+void gemm_q4_k(const WeightMatrix& w, const ActQ8_K& a, int64_t r0, int64_t r1, float* y) {
+  gemm_q8_k_act<BlockQ4_K>(w, a, r0, r1, y, dot_q4_k);
+}
+
+void gemm_q6_k(const WeightMatrix& w, const ActQ8_K& a, int64_t r0, int64_t r1, float* y) {
+  gemm_q8_k_act<BlockQ6_K>(w, a, r0, r1, y, dot_q6_k);
+}
+
+template <class Convert>
+void gemm_float(const WeightMatrix& w, const float* x, int64_t T, int64_t r0, int64_t r1,
+                float* y, Convert convert) {
+  const int64_t stride = row_bytes(w.type, w.cols);
+  constexpr int64_t kChunk = 256;  // weights converted once per chunk, reused per token
+  float wf[kChunk];
+  for (int64_t r = r0; r < r1; ++r) {
+    const char* row = static_cast<const char*>(w.data) + r * stride;
+    for (int64_t t = 0; t < T; ++t) y[t * w.rows + r] = 0.0f;
+    for (int64_t c0 = 0; c0 < w.cols; c0 += kChunk) {
+      const int64_t n = w.cols - c0 < kChunk ? w.cols - c0 : kChunk;
+      for (int64_t i = 0; i < n; ++i) wf[i] = convert(row, c0 + i);
+      for (int64_t t = 0; t < T; ++t) {
+        const float* xt = x + t * w.cols + c0;
+        float s = 0.0f;
+        for (int64_t i = 0; i < n; ++i) s += wf[i] * xt[i];
+        y[t * w.rows + r] += s;
+      }
+    }
+  }
+}
+
+void gemm_f32(const WeightMatrix& w, const float* x, int64_t T, int64_t r0, int64_t r1, float* y) {
+  gemm_float(w, x, T, r0, r1, y, [](const char* row, int64_t i) {
+    float v;
+    std::memcpy(&v, row + 4 * i, 4);
+    return v;
+  });
+}
+
+void gemm_f16(const WeightMatrix& w, const float* x, int64_t T, int64_t r0, int64_t r1, float* y) {
+  gemm_float(w, x, T, r0, r1, y, [](const char* row, int64_t i) {
+    uint16_t h;
+    std::memcpy(&h, row + 2 * i, 2);
+    return fp16_to_float(h);
+  });
+}
+
+void gemm_bf16(const WeightMatrix& w, const float* x, int64_t T, int64_t r0, int64_t r1,
+               float* y) {
+  gemm_float(w, x, T, r0, r1, y, [](const char* row, int64_t i) {
+    uint16_t h;
+    std::memcpy(&h, row + 2 * i, 2);
+    return bf16_to_float(h);
+  });
+}
+
+}  // namespace
+
+const IsaKernels& scalar_kernels() {
+  static constexpr IsaKernels k{"scalar", quantize_q8_0, quantize_q8_k, gemm_q4_0, gemm_q8_0,
+                                gemm_q4_k, gemm_q6_k,     gemm_f32,      gemm_f16,  gemm_bf16};
+  return k;
+}
+
+}  // namespace flashspec::cpu

@@ -1,0 +1,87 @@
+#include "kernels/cpu/quantize_activations.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/half.h"
+#include "kernels/cpu/matmul.h"
+
+namespace flashspec {
+
+namespace {
+
+// Rounds half to even like the SIMD conversions (cvtps2dq under the default MXCSR);
+// the clamp also turns a NaN from non-finite input into a defined value.
+inline int8_t round_q8(float v) {
+  const float r = std::nearbyint(v);
+  return int8_t(std::fmin(std::fmax(r, -127.0f), 127.0f));
+}
+
+inline float block_amax(const float* x, int n) {
+  float amax = 0.0f;
+  for (int i = 0; i < n; ++i) amax = std::fmax(amax, std::fabs(x[i]));
+  return amax;
+}
+
+}  // namespace
+
+uint16_t quantize_block_q8_0(const float* x, int8_t* q) {
+  const float d = block_amax(x, QK8_0) / 127.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  for (int i = 0; i < QK8_0; ++i) q[i] = round_q8(x[i] * id);
+  return float_to_fp16(d);
+}
+
+float quantize_block_q8_k(const float* x, int8_t* q, int16_t* bsums) {
+  const float d = block_amax(x, QK_K) / 127.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  for (int i = 0; i < QK_K; ++i) q[i] = round_q8(x[i] * id);
+  for (int g = 0; g < QK_K / 16; ++g) {
+    int s = 0;
+    for (int i = 0; i < 16; ++i) s += q[16 * g + i];
+    bsums[g] = int16_t(s);
+  }
+  return d;
+}
+
+void quantize_row_q8_0(const float* x, BlockQ8_0* y, int64_t n) {
+  for (int64_t b = 0; b < n / QK8_0; ++b) y[b].d = quantize_block_q8_0(x + b * QK8_0, y[b].qs);
+}
+
+void quantize_row_q8_k(const float* x, BlockQ8K* y, int64_t n) {
+  for (int64_t b = 0; b < n / QK_K; ++b)
+    y[b].d = quantize_block_q8_k(x + b * QK_K, y[b].qs, y[b].bsums);
+}
+
+void dequantize_row_q8_k(const BlockQ8K* x, float* y, int64_t n) {
+  for (int64_t b = 0; b < n / QK_K; ++b)
+    for (int i = 0; i < QK_K; ++i) y[b * QK_K + i] = x[b].d * float(x[b].qs[i]);
+}
+
+void activation_roundtrip(GgmlType weight_type, const float* x, float* out, int64_t n) {
+  switch (weight_type) {
+    case GgmlType::Q4_0:
+    case GgmlType::Q8_0:
+      for (int64_t b = 0; b < n / QK8_0; ++b) {
+        BlockQ8_0 blk;
+        blk.d = quantize_block_q8_0(x + b * QK8_0, blk.qs);
+        dequantize_row(GgmlType::Q8_0, &blk, out + b * QK8_0, QK8_0);
+      }
+      return;
+    case GgmlType::Q4_K:
+    case GgmlType::Q6_K:
+      for (int64_t b = 0; b < n / QK_K; ++b) {
+        BlockQ8K blk;
+        blk.d = quantize_block_q8_k(x + b * QK_K, blk.qs, blk.bsums);
+        dequantize_row_q8_k(&blk, out + b * QK_K, QK_K);
+      }
+      return;
+    case GgmlType::F32:
+    case GgmlType::F16:
+    case GgmlType::BF16:
+      std::memcpy(out, x, size_t(n) * sizeof(float));
+      return;
+  }
+}
+
+}  // namespace flashspec

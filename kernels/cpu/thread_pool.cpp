@@ -1,0 +1,92 @@
+#include "kernels/cpu/thread_pool.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define FS_CPU_RELAX() _mm_pause()
+#else
+#define FS_CPU_RELAX() ((void)0)
+#endif
+
+namespace flashspec {
+
+namespace {
+constexpr int kSpinIterations = 20000;  // ~ tens of microseconds before sleeping
+}
+
+ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads) {
+  if (n_threads < 1 || n_threads > 1024)
+    throw Error("threads: " + std::to_string(n_threads) + " is not a thread count in 1..1024");
+  threads_.reserve(n_threads - 1);
+  for (int i = 1; i < n_threads; ++i) threads_.emplace_back([this, i] { worker_loop(i); });
+}
+
+ThreadPool::~ThreadPool() {
+  stop_.store(true, std::memory_order_release);
+  generation_.fetch_add(1, std::memory_order_acq_rel);
+  generation_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void ThreadPool::worker_loop(int index) {
+  uint64_t seen = 0;
+  for (;;) {
+    uint64_t g = generation_.load(std::memory_order_acquire);
+    for (int spin = 0; g == seen && spin < kSpinIterations; ++spin) {
+      FS_CPU_RELAX();
+      g = generation_.load(std::memory_order_acquire);
+    }
+    while (g == seen) {
+      generation_.wait(seen, std::memory_order_acquire);
+      g = generation_.load(std::memory_order_acquire);
+    }
+    seen = g;
+    if (stop_.load(std::memory_order_acquire)) return;
+    (*job_)(index, n_threads_);
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
+  }
+}
+
+void ThreadPool::run(const std::function<void(int, int)>& fn) {
+  if (n_threads_ == 1) {
+    fn(0, 1);
+    return;
+  }
+  job_ = &fn;
+  pending_.store(n_threads_ - 1, std::memory_order_release);
+  generation_.fetch_add(1, std::memory_order_acq_rel);
+  generation_.notify_all();
+  fn(0, n_threads_);
+  int p = pending_.load(std::memory_order_acquire);
+  for (int spin = 0; p != 0 && spin < kSpinIterations; ++spin) {
+    FS_CPU_RELAX();
+    p = pending_.load(std::memory_order_acquire);
+  }
+  while (p != 0) {
+    pending_.wait(p, std::memory_order_acquire);
+    p = pending_.load(std::memory_order_acquire);
+  }
+}
+
+void ThreadPool::parallel_for(int64_t n, int64_t grain,
+                              const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  grain = std::max<int64_t>(grain, 1);
+  if (n_threads_ == 1 || n <= grain) {
+    fn(0, n);
+    return;
+  }
+  std::atomic<int64_t> next{0};
+  run([&](int, int) {
+    for (;;) {
+      const int64_t begin = next.fetch_add(grain, std::memory_order_relaxed);
+      if (begin >= n) break;
+      fn(begin, std::min(n, begin + grain));
+    }
+  });
+}
+
+}  // namespace flashspec

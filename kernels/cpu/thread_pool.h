@@ -1,0 +1,40 @@
+#pragma once
+// A fixed pool of worker threads for data-parallel kernels. The calling thread is
+// worker 0, so a pool of n threads starts n-1 OS threads. Between jobs workers spin
+// briefly (jobs arrive microseconds apart during a forward pass) and then sleep on an
+// atomic wait, so an idle pool costs no CPU.
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <thread>
+#include <vector>
+
+namespace flashspec {
+
+class ThreadPool {
+ public:
+  explicit ThreadPool(int n_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return n_threads_; }
+
+  // Runs fn(thread_index, n_threads) once on every thread and returns when all are done.
+  void run(const std::function<void(int, int)>& fn);
+
+  // Splits [0, n) into chunks of `grain` handed out dynamically; fn(begin, end).
+  void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+
+ private:
+  void worker_loop(int index);
+
+  int n_threads_;
+  std::vector<std::thread> threads_;
+  const std::function<void(int, int)>* job_ = nullptr;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<bool> stop_{false};
+};
+
+}  // namespace flashspec

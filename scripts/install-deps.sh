@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs the Debian packages flashspec needs, only those missing. CUDA is not
+# installed here: it is optional and detected at configure time.
+set -euo pipefail
+pkgs=(build-essential cmake pkg-config liburing-dev libmimalloc-dev libcli11-dev doctest-dev
+      python3-numpy fio clang libclang-rt-14-dev)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "install-deps: installing ${missing[*]}" >&2
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi

@@ -1,0 +1,28 @@
+#pragma once
+// Where a forward pass gets each layer's weights. Resident models hand out views of
+// the mapping; the streaming source (offload/) blocks in acquire() until the layer's
+// bytes have landed and recycles the slot on release().
+#include <cstdint>
+
+#include "target/model_weights.h"
+
+namespace flashspec {
+
+class LayerSource {
+ public:
+  virtual ~LayerSource() = default;
+  virtual LayerWeights acquire(int64_t layer) = 0;
+  virtual void release(int64_t layer) = 0;
+};
+
+class ResidentLayers final : public LayerSource {
+ public:
+  explicit ResidentLayers(const ModelWeights& w) : w_(w) {}
+  LayerWeights acquire(int64_t layer) override { return w_.layer(layer); }
+  void release(int64_t) override {}
+
+ private:
+  const ModelWeights& w_;
+};
+
+}  // namespace flashspec

@@ -1,0 +1,69 @@
+#pragma once
+// A llama-family model: its file, config and weights, and the one forward pass that
+// serves prefill, plain decoding and token-tree verification alike.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/gguf.h"
+#include "core/kv_cache.h"
+#include "core/llama_config.h"
+#include "kernels/backend.h"
+#include "target/layer_source.h"
+#include "target/model_weights.h"
+
+namespace flashspec {
+
+// T tokens at explicit positions; mask is T x T over the batch itself (row i may see
+// token j iff mask[i*T+j]); every query also sees all committed cache rows.
+struct ForwardBatch {
+  std::span<const int32_t> tokens;
+  std::span<const int32_t> positions;
+  std::span<const uint8_t> mask;
+};
+
+// A causal batch (prefill / decode) owning its positions and mask.
+struct CausalBatch {
+  std::vector<int32_t> tokens, positions;
+  std::vector<uint8_t> mask;
+  CausalBatch(std::span<const int32_t> toks, int64_t start_pos);
+  ForwardBatch view() const { return {tokens, positions, mask}; }
+};
+
+enum class LogitRows { Last, All };
+
+class LlamaModel {
+ public:
+  LlamaModel(const std::string& path, Backend& backend);
+
+  const LlamaConfig& config() const { return config_; }
+  const GgufFile& file() const { return file_; }
+  const ModelWeights& weights() const { return weights_; }
+  Backend& backend() { return backend_; }
+  // Replaces where layer weights come from (e.g. a streaming source).
+  void set_layer_source(std::unique_ptr<LayerSource> s) { layers_ = std::move(s); }
+
+  KvCache make_cache(int64_t capacity) const {
+    return KvCache(config_.n_layers, config_.kv_dim(), capacity);
+  }
+
+  // Runs the batch: writes its K/V rows after the committed ones (uncommitted), and
+  // returns logits (n_vocab per row) of the last row or of every row.
+  void forward(const ForwardBatch& batch, KvCache& kv, LogitRows rows, std::vector<float>& logits);
+
+  // Bytes of the per-layer matrices (what a streamed pass reads).
+  int64_t layer_bytes(int64_t l) const;
+
+ private:
+  GgufFile file_;
+  LlamaConfig config_;
+  ModelWeights weights_;
+  Backend& backend_;
+  std::unique_ptr<LayerSource> layers_;
+  // Activation scratch, kept between calls to avoid reallocating every token.
+  std::vector<float> x_, xb_, q_, k_, v_, att_, hb_, hb2_;
+};
+
+}  // namespace flashspec

@@ -1,0 +1,88 @@
+#include "target/model_weights.h"
+
+#include "core/error.h"
+#include "core/gguf.h"
+#include "core/half.h"
+
+namespace flashspec {
+
+namespace {
+
+std::string shape_str(const std::vector<int64_t>& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+const GgufTensorInfo& expect(const GgufFile& f, const std::string& name,
+                             const std::vector<int64_t>& dims) {
+  const GgufTensorInfo& t = f.require_tensor(name);
+  if (t.dims != dims)
+    throw Error(f.path() + ": tensor '" + name + "' has shape " + shape_str(t.dims) +
+                ", expected " + shape_str(dims));
+  return t;
+}
+
+WeightMatrix matrix_at(const GgufTensorInfo& t, const uint8_t* base) {
+  return WeightMatrix{t.type, base + t.file_offset, t.dims[1], t.dims[0]};
+}
+
+void append_norm(const GgufFile& f, const std::string& name, int64_t dim, std::vector<float>& out) {
+  const GgufTensorInfo& t = expect(f, name, {dim});
+  const uint8_t* src = f.tensor_data(t);
+  switch (t.type) {
+    case GgmlType::F32:
+    case GgmlType::F16:
+    case GgmlType::BF16: {
+      std::vector<float> row(static_cast<size_t>(dim));
+      dequantize_row(t.type, src, row.data(), dim);
+      out.insert(out.end(), row.begin(), row.end());
+      return;
+    }
+    default:
+      throw Error(f.path() + ": tensor '" + name + "' must be F32, F16 or BF16, not " +
+                  std::string(type_name(t.type)));
+  }
+}
+
+}  // namespace
+
+ModelWeights::ModelWeights(const GgufFile& f, const LlamaConfig& c)
+    : file_base_(f.bytes().data()), dim_(c.dim) {
+  embedding = matrix_at(expect(f, "token_embd.weight", {c.dim, c.n_vocab}), file_base_);
+  output = c.tied_output ? embedding
+                         : matrix_at(expect(f, "output.weight", {c.dim, c.n_vocab}), file_base_);
+  norms_.reserve(size_t(c.dim * (1 + 2 * c.n_layers)));
+  append_norm(f, "output_norm.weight", c.dim, norms_);
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    append_norm(f, p + "attn_norm.weight", c.dim, norms_);
+    append_norm(f, p + "ffn_norm.weight", c.dim, norms_);
+    layer_tensors_.push_back(LayerTensors{
+        &expect(f, p + "attn_q.weight", {c.dim, c.q_dim()}),
+        &expect(f, p + "attn_k.weight", {c.dim, c.kv_dim()}),
+        &expect(f, p + "attn_v.weight", {c.dim, c.kv_dim()}),
+        &expect(f, p + "attn_output.weight", {c.q_dim(), c.dim}),
+        &expect(f, p + "ffn_gate.weight", {c.dim, c.ffn_dim}),
+        &expect(f, p + "ffn_up.weight", {c.dim, c.ffn_dim}),
+        &expect(f, p + "ffn_down.weight", {c.ffn_dim, c.dim}),
+    });
+  }
+}
+
+LayerWeights ModelWeights::layer_at(int64_t l, const uint8_t* base) const {
+  const LayerTensors& t = layer_tensors_.at(size_t(l));
+  LayerWeights w;
+  w.attn_norm = norms_.data() + (1 + 2 * l) * dim_;
+  w.ffn_norm = norms_.data() + (2 + 2 * l) * dim_;
+  w.wq = matrix_at(*t.wq, base);
+  w.wk = matrix_at(*t.wk, base);
+  w.wv = matrix_at(*t.wv, base);
+  w.wo = matrix_at(*t.wo, base);
+  w.w_gate = matrix_at(*t.w_gate, base);
+  w.w_up = matrix_at(*t.w_up, base);
+  w.w_down = matrix_at(*t.w_down, base);
+  return w;
+}
+
+}  // namespace flashspec
