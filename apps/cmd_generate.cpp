@@ -66,6 +66,7 @@ int run_generate(const GenerateArgs& a) {
   if (!a.json) {
     std::fputs(prompt.c_str(), stdout);
     opt.on_token = [&](int32_t id) {
+      if (tok.is_end_of_generation(id)) return;  // the end marker is not text
       const std::string s = stream.push(tok.token_to_piece(id));
       std::fputs(s.c_str(), stdout);
       std::fflush(stdout);
@@ -79,7 +80,9 @@ int run_generate(const GenerateArgs& a) {
     return 0;
   }
   Utf8Stream text;
-  std::string generated = text.push(tok.decode(r.tokens)) + text.flush();
+  std::vector<int32_t> shown = r.tokens;
+  if (!shown.empty() && tok.is_end_of_generation(shown.back())) shown.pop_back();
+  std::string generated = text.push(tok.decode(shown)) + text.flush();
   JsonWriter j;
   j.begin_object();
   j.field("prompt_tokens", prompt_tokens).field("tokens", r.tokens).field("text", generated);

@@ -1,9 +1,12 @@
 #include "apps/run_options.h"
 
+#include <cstdlib>
 #include <thread>
 
 #include "core/error.h"
+#include "core/scheduler/speculative.h"
 #include "core/units.h"
+#include "core/vocab_compat.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "target/llama_model.h"
 
@@ -39,19 +42,46 @@ void add_run_options(CLI::App& sub, RunOptions& o) {
 Engine::Engine(const RunOptions& o) : opt_(o) {
   if (o.backend == "cuda")
     throw Error("--backend cuda: this build of flashspec has no CUDA backend");
-  if (!o.draft_path.empty() || o.chain > 0 || !o.tree.empty())
-    throw Error("speculative decoding (-d/--chain/--tree) is not available in this build yet");
+  if ((o.chain > 0 || !o.tree.empty()) && o.draft_path.empty())
+    throw Error("--chain/--tree need a draft model (-d DRAFT.gguf)");
+  if (o.chain > 0 && !o.tree.empty()) throw Error("--chain and --tree are exclusive");
   if (o.stream) throw Error("--stream: weight streaming is not available in this build yet");
   const int threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
   backend_ = std::make_unique<CpuBackend>(threads);
   target_ = std::make_unique<LlamaModel>(o.target_path, *backend_);
   tokenizer_ = Tokenizer::from_gguf(target_->file());
-  if (tokenizer_.n_vocab() != target_->config().n_vocab)
-    throw Error(o.target_path + ": tokenizer has " + std::to_string(tokenizer_.n_vocab()) +
-                " tokens but the embedding has " + std::to_string(target_->config().n_vocab) + " rows");
+  check_vocab_rows(tokenizer_, *target_, o.target_path);
+  if (o.draft_path.empty()) return;
+  draft_ = std::make_unique<LlamaModel>(o.draft_path, *backend_);
+  const Tokenizer draft_tok = Tokenizer::from_gguf(draft_->file());
+  check_vocab_rows(draft_tok, *draft_, o.draft_path);
+  check_vocab_compatible(draft_tok, o.draft_path, tokenizer_, o.target_path);
+  DraftPolicy p;
+  if (o.chain > 0) {
+    p.shape = DraftPolicy::Shape::Chain;
+    p.budget = o.chain;
+    p.sampled = !o.sampling.greedy();
+  } else if (o.tree.empty()) {
+    p.budget = 64;  // a draft alone means the default tree
+  } else if (o.tree == "auto") {
+    throw Error("--tree auto: not available in this build yet; give a budget, e.g. --tree 64");
+  } else {
+    char* end = nullptr;
+    const long long b = std::strtoll(o.tree.c_str(), &end, 10);
+    if (end == o.tree.c_str() || *end != '\0' || b < 1 || b > 65536)
+      throw Error("--tree: '" + o.tree + "' is not a budget in 1..65536 or 'auto'");
+    p.budget = b;
+  }
+  policy_ = p;
 }
 
 Engine::~Engine() = default;
+
+void Engine::check_vocab_rows(const Tokenizer& tok, const LlamaModel& m, const std::string& path) {
+  if (tok.n_vocab() != m.config().n_vocab)
+    throw Error(path + ": tokenizer has " + std::to_string(tok.n_vocab()) +
+                " tokens but the embedding has " + std::to_string(m.config().n_vocab) + " rows");
+}
 
 GenerateOptions Engine::generate_options() const {
   GenerateOptions g;
@@ -63,10 +93,11 @@ GenerateOptions Engine::generate_options() const {
 }
 
 GenerationResult Engine::generate(const std::vector<int32_t>& prompt, const GenerateOptions& g) {
-  if (opt_.ctx > 0 && context_needed(int64_t(prompt.size()), g.n_predict, 1) > opt_.ctx)
+  if (opt_.ctx > 0 && context_needed(int64_t(prompt.size()), g.n_predict, 1 + (policy_ ? policy_->budget : 0)) > opt_.ctx)
     throw Error("--ctx " + std::to_string(opt_.ctx) + " is too small for a " +
                 std::to_string(prompt.size()) + "-token prompt plus " + std::to_string(g.n_predict) +
                 " tokens");
+  if (policy_) return generate_speculative(*target_, *draft_, prompt, g, *policy_);
   return generate_target_only(*target_, prompt, g);
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/scheduler/generate.h"
+#include "draft/drafter.h"
 #include "core/tokenizer.h"
 
 namespace flashspec {
@@ -42,14 +43,19 @@ class Engine {
 
   const Tokenizer& tokenizer() const { return tokenizer_; }
   LlamaModel& target() { return *target_; }
+  bool speculative() const { return policy_.has_value(); }
   // Generation options from the CLI flags (sampling, n, eos handling).
   GenerateOptions generate_options() const;
   GenerationResult generate(const std::vector<int32_t>& prompt, const GenerateOptions& opt);
 
  private:
+  static void check_vocab_rows(const Tokenizer& tok, const LlamaModel& m, const std::string& path);
+
   RunOptions opt_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<LlamaModel> target_;
+  std::unique_ptr<LlamaModel> draft_;
+  std::optional<DraftPolicy> policy_;  // set when speculating
   Tokenizer tokenizer_;
 };
 

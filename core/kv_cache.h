@@ -1,9 +1,9 @@
 #pragma once
 // Key/value cache of one model. Positions [0, committed) hold the accepted sequence.
-// A forward pass writes its T new rows at [committed, committed + T) without
-// committing them; the caller then keeps a subset of them (the accepted path of a
-// token tree, or all of them for plain decoding) with commit(), which compacts the
-// kept rows in place so no accepted token is ever recomputed.
+// Forward passes append rows after them as *pending* rows (a token tree may take
+// several passes to grow); the caller then keeps a subset of the pending rows (the
+// accepted path, or all of them for plain decoding) with commit(), which compacts the
+// kept rows in place so no accepted token is ever recomputed, and drops the rest.
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -16,6 +16,7 @@ class KvCache {
 
   int64_t capacity() const { return capacity_; }
   int64_t committed() const { return committed_; }
+  int64_t pending() const { return pending_; }
   int64_t kv_dim() const { return kv_dim_; }
 
   // Rows of layer `l` (capacity x kv_dim, row-major), IEEE fp16 as in llama.cpp: half
@@ -25,13 +26,16 @@ class KvCache {
   const uint16_t* keys(int64_t l) const { return k_.data() + l * layer_stride(); }
   const uint16_t* values(int64_t l) const { return v_.data() + l * layer_stride(); }
 
-  // Error unless T more rows fit after the committed ones.
-  void reserve_pending(int64_t T) const;
-  // Keeps pending rows `kept` (indices into the last pass's T rows, increasing) as the
-  // next committed positions, in that order.
+  // Error unless T more rows fit after the committed and pending ones.
+  void check_room(int64_t T) const;
+  // A forward pass wrote T rows after the pending ones.
+  void add_pending(int64_t T);
+  // Keeps pending rows `kept` (indices into the pending rows, increasing) as the next
+  // committed positions, in that order, and drops the other pending rows.
   void commit(std::span<const int64_t> kept);
-  // Keeps the first n pending rows (plain decoding, prefill).
+  // Keeps the first n pending rows, drops the rest.
   void commit_first(int64_t n);
+  void discard_pending() { pending_ = 0; }
   // Drops committed rows from position n on (e.g. to restart a chat turn).
   void truncate(int64_t n);
 
@@ -40,6 +44,7 @@ class KvCache {
 
   int64_t n_layers_, kv_dim_, capacity_;
   int64_t committed_ = 0;
+  int64_t pending_ = 0;
   std::vector<uint16_t> k_, v_;
 };
 

@@ -9,16 +9,17 @@
 
 namespace flashspec {
 
-// Attention of T new query rows over `n_past` cached rows (visible to every query) plus
-// the T new rows themselves, of which query i sees new row j iff mask[i*T + j] != 0.
-// The new rows' keys/values are already stored at [n_past, n_past + T) of k/v.
+// Attention of T new query rows over `n_past` committed cache rows (visible to every
+// query) and the `n_masked` rows after them (earlier pending rows, then the T new rows
+// themselves), of which query i sees row j iff mask[i*n_masked + j] != 0. The new rows'
+// keys/values are already stored in k/v.
 struct AttentionArgs {
   const float* q;        // T x (n_heads * head_dim)
   const uint16_t* k;     // fp16 cache rows x (n_kv_heads * head_dim)
   const uint16_t* v;     // same layout as k
-  const uint8_t* mask;   // T x T
+  const uint8_t* mask;   // T x n_masked
   float* out;            // T x (n_heads * head_dim)
-  int64_t T, n_past, n_heads, n_kv_heads, head_dim;
+  int64_t T, n_past, n_masked, n_heads, n_kv_heads, head_dim;
   float scale;           // usually 1/sqrt(head_dim)
 };
 

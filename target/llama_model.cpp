@@ -37,10 +37,12 @@ void LlamaModel::forward(const ForwardBatch& b, KvCache& kv, LogitRows rows,
   const LlamaConfig& c = config_;
   const int64_t T = int64_t(b.tokens.size());
   if (T == 0) throw Error("forward: empty batch");
-  if (int64_t(b.positions.size()) != T || int64_t(b.mask.size()) != T * T)
+  const int64_t n_masked = kv.pending() + T;
+  if (int64_t(b.positions.size()) != T || int64_t(b.mask.size()) != T * n_masked)
     throw Error("forward: positions/mask do not match the batch size");
-  kv.reserve_pending(T);
+  kv.check_room(T);
   const int64_t n_past = kv.committed();
+  const int64_t first_row = n_past + kv.pending();
 
   x_.resize(size_t(T * c.dim));
   xb_.resize(size_t(T * c.dim));
@@ -64,10 +66,10 @@ void LlamaModel::forward(const ForwardBatch& b, KvCache& kv, LogitRows rows,
     be.matmul(w.wv, xb_.data(), T, v_.data());
     be.rope(q_.data(), b.positions.data(), T, c.n_heads, c.head_dim, c.n_rot, c.rope_freq_base);
     be.rope(k_.data(), b.positions.data(), T, c.n_kv_heads, c.head_dim, c.n_rot, c.rope_freq_base);
-    be.store_f16(k_.data(), kv.keys(l) + n_past * c.kv_dim(), T * c.kv_dim());
-    be.store_f16(v_.data(), kv.values(l) + n_past * c.kv_dim(), T * c.kv_dim());
+    be.store_f16(k_.data(), kv.keys(l) + first_row * c.kv_dim(), T * c.kv_dim());
+    be.store_f16(v_.data(), kv.values(l) + first_row * c.kv_dim(), T * c.kv_dim());
     be.attention(AttentionArgs{q_.data(), kv.keys(l), kv.values(l), b.mask.data(), att_.data(), T,
-                               n_past, c.n_heads, c.n_kv_heads, c.head_dim, scale});
+                               n_past, n_masked, c.n_heads, c.n_kv_heads, c.head_dim, scale});
     be.matmul(w.wo, att_.data(), T, xb_.data());
     be.add(x_.data(), xb_.data(), T * c.dim);
 
@@ -79,6 +81,8 @@ void LlamaModel::forward(const ForwardBatch& b, KvCache& kv, LogitRows rows,
     be.add(x_.data(), xb_.data(), T * c.dim);
     layers_->release(l);
   }
+
+  kv.add_pending(T);
 
   const int64_t first = rows == LogitRows::All ? 0 : T - 1;
   const int64_t n_out = T - first;

@@ -16,8 +16,9 @@
 
 namespace flashspec {
 
-// T tokens at explicit positions; mask is T x T over the batch itself (row i may see
-// token j iff mask[i*T+j]); every query also sees all committed cache rows.
+// T tokens at explicit positions. The mask is T x (P + T) over the P rows already
+// pending in the cache (from earlier passes of the same round) and the batch itself:
+// row i may see row j iff mask[i*(P+T) + j]. Every query also sees all committed rows.
 struct ForwardBatch {
   std::span<const int32_t> tokens;
   std::span<const int32_t> positions;
@@ -49,8 +50,8 @@ class LlamaModel {
     return KvCache(config_.n_layers, config_.kv_dim(), capacity);
   }
 
-  // Runs the batch: writes its K/V rows after the committed ones (uncommitted), and
-  // returns logits (n_vocab per row) of the last row or of every row.
+  // Runs the batch: appends its K/V rows to the cache as pending rows, and returns
+  // logits (n_vocab per row) of the last row or of every row.
   void forward(const ForwardBatch& batch, KvCache& kv, LogitRows rows, std::vector<float>& logits);
 
   // Bytes of the per-layer matrices (what a streamed pass reads).

@@ -295,8 +295,8 @@ TEST_CASE("every ISA quantizes activations bit-identically to the scalar referen
                                : isa == Isa::Avx2 ? cpu::avx2_kernels()
                                                   : cpu::avx512_kernels();
     std::vector<int8_t> qs(cols);
-    std::vector<float> d(cols / 32), sum(cols / 32);
-    k.quantize_q8_0(x.data(), 0, cols / 32, qs.data(), d.data(), sum.data(), 1);
+    std::vector<float> d(cols / 32), bias(cols / 32);
+    k.quantize_q8_0(x.data(), 0, cols / 32, qs.data(), d.data(), bias.data(), 1);
     for (int64_t b = 0; b < cols / 32; ++b) {
       CHECK(d[size_t(b)] == fp16_to_float(q0[size_t(b)].d));
       int s = 0;
@@ -304,7 +304,7 @@ TEST_CASE("every ISA quantizes activations bit-identically to the scalar referen
         CHECK(qs[size_t(b * 32 + i)] == q0[size_t(b)].qs[i]);
         s += q0[size_t(b)].qs[i];
       }
-      CHECK(sum[size_t(b)] == float(s));
+      CHECK(bias[size_t(b)] == -2.0f * (d[size_t(b)] * float(s)));
     }
     std::vector<int16_t> bsums(cols / 16);
     std::vector<float> dk(cols / QK_K);

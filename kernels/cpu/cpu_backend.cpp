@@ -72,7 +72,7 @@ void CpuBackend::attention(const AttentionArgs& a) {
   const int64_t group = a.n_heads / a.n_kv_heads;
   const int64_t q_stride = a.n_heads * a.head_dim;
   const int64_t kv_stride = a.n_kv_heads * a.head_dim;
-  const int64_t n_keys = a.n_past + a.T;
+  const int64_t n_keys = a.n_past + a.n_masked;
   const int64_t work = a.T * a.n_heads;
   pool_.parallel_for(work, std::max<int64_t>(1, work / (8 * pool_.size())), [&](int64_t b, int64_t e) {
     std::vector<float> prob(static_cast<size_t>(n_keys));
@@ -82,7 +82,7 @@ void CpuBackend::attention(const AttentionArgs& a) {
       const int64_t t = w / a.n_heads, h = w % a.n_heads, kvh = h / group;
       const float* q = a.q + t * q_stride + h * a.head_dim;
       for (int64_t d = 0; d < a.head_dim; ++d) q16[size_t(d)] = fp16_to_float(float_to_fp16(q[d]));
-      const uint8_t* mrow = a.mask + t * a.T;
+      const uint8_t* mrow = a.mask + t * a.n_masked;
       float mx = -INFINITY;
       for (int64_t j = 0; j < n_keys; ++j) {
         if (j >= a.n_past && !mrow[j - a.n_past]) {

@@ -56,10 +56,12 @@ void float_tile(const char* w0, const char* w1, const float* x, int64_t cols, in
   int64_t c = 0;
   for (; c + 8 <= cols; c += 8) {
     const __m256 v0 = Fmt::load8(w0, c), v1 = Fmt::load8(w1, c);
-    [&]<int... t>(std::integer_sequence<int, t...>) {
-      ((acc0[t] = _mm256_fmadd_ps(v0, _mm256_loadu_ps(xt[t] + c), acc0[t]),
-        acc1[t] = _mm256_fmadd_ps(v1, _mm256_loadu_ps(xt[t] + c), acc1[t])), ...);
-    }(std::make_integer_sequence<int, NT>{});
+    unroll<NT>([&](auto tc) FS_ALWAYS_INLINE {
+      constexpr int t = decltype(tc)::value;
+      const __m256 xv = _mm256_loadu_ps(xt[t] + c);
+      acc0[t] = _mm256_fmadd_ps(v0, xv, acc0[t]);
+      acc1[t] = _mm256_fmadd_ps(v1, xv, acc1[t]);
+    });
   }
   for (int t = 0; t < NT; ++t) {
     float s0 = hsum256(acc0[t]), s1 = hsum256(acc1[t]);

@@ -31,13 +31,6 @@ static inline void unpack_q4_k_scales(const uint8_t* s, uint64_t& sc, uint64_t& 
 // pshufb index broadcasting int16 lane k of each 128-bit half.
 static inline __m256i word_index(int k) { return _mm256_set1_epi16(int16_t((2 * k) | ((2 * k + 1) << 8))); }
 
-template <int NT, class Fn>
-static inline void for_tokens(Fn&& fn) {
-  [&]<int... t>(std::integer_sequence<int, t...>) {
-    (fn(std::integral_constant<int, t>{}), ...);
-  }(std::make_integer_sequence<int, NT>{});
-}
-
 template <int NT>
 void q4_k_tile(const BlockQ4_K* wr, const ActQ8_K& a, int64_t nb, int64_t t0, float* y,
                int64_t rows, int64_t r) {
@@ -67,7 +60,7 @@ void q4_k_tile(const BlockQ4_K* wr, const ActQ8_K& a, int64_t nb, int64_t t0, fl
       const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);  // sub-block 2j+1
       const __m256i sl = _mm256_shuffle_epi8(scb, word_index(2 * j));
       const __m256i sh = _mm256_shuffle_epi8(scb, word_index(2 * j + 1));
-      for_tokens<NT>([&](auto tc) {
+      unroll<NT>([&](auto tc) FS_ALWAYS_INLINE {
         constexpr int t = decltype(tc)::value;
         const int8_t* x = xq[t] + b * QK_K + 64 * j;
         const __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, loadu256(x)), sl);
@@ -76,7 +69,7 @@ void q4_k_tile(const BlockQ4_K* wr, const ActQ8_K& a, int64_t nb, int64_t t0, fl
       });
     }
     const float d = fp16_to_f32(blk.d), dmin = fp16_to_f32(blk.dmin);
-    for_tokens<NT>([&](auto tc) {
+    unroll<NT>([&](auto tc) FS_ALWAYS_INLINE {
       constexpr int t = decltype(tc)::value;
       const float dx = a.d[b * T + t0 + t];
       const __m256i mi = _mm256_madd_epi16(loadu256(bs[t] + b * (QK_K / 16)), mins);
@@ -124,7 +117,7 @@ void q6_k_tile(const BlockQ6_K* wr, const ActQ8_K& a, int64_t nb, int64_t t0, fl
         const __m128i idx = _mm_or_si128(_mm_set1_epi8(char(g)),
                                          _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1));
         const __m256i sv = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, idx));
-        for_tokens<NT>([&](auto tc) {
+        unroll<NT>([&](auto tc) FS_ALWAYS_INLINE {
           constexpr int t = decltype(tc)::value;
           const int8_t* x = xq[t] + b * QK_K + 128 * n + 32 * i;
           isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(q[i], loadu256(x)), sv));
@@ -133,7 +126,7 @@ void q6_k_tile(const BlockQ6_K* wr, const ActQ8_K& a, int64_t nb, int64_t t0, fl
     }
     const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
     const float d = fp16_to_f32(blk.d);
-    for_tokens<NT>([&](auto tc) {
+    unroll<NT>([&](auto tc) FS_ALWAYS_INLINE {
       constexpr int t = decltype(tc)::value;
       const __m256i off = _mm256_madd_epi16(loadu256(bs[t] + b * (QK_K / 16)), sc16);
       const __m256i s = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(off, 5));

@@ -113,34 +113,60 @@ void run_float(const IsaKernels& k, const WeightMatrix& w, const float* x, int64
 
 // Quantized activations of one call; `copies` independent buffers for private quantizing.
 struct Q8_0Scratch {
-  Q8_0Scratch(int64_t T, int64_t cols, int copies)
-      : T(T), cols(cols), nb(cols / QK8_0), per_copy(nb * T + kActScalePad),
-        qs(scratch<int8_t>(T * cols * copies)), d(size_t(per_copy * copies), 0.0f),
-        sum(size_t(per_copy * copies), 0.0f) {}
+  Q8_0Scratch(const IsaKernels& k, int64_t T, int64_t cols, int copies)
+      : T(T), cols(cols), nb(cols / QK8_0), paired(T >= 2 && k.quantize_q8_0_pairs != nullptr) {
+    const int64_t tokens = paired ? (T + 1) / 2 * 2 : T;
+    per_qs = tokens * cols;
+    per_f = paired ? tokens * nb * 4 : tokens * nb;
+    // Zeroed when paired: an odd T leaves a padding token that the kernels multiply.
+    qs = paired ? std::make_unique<int8_t[]>(size_t(per_qs * copies))
+                : scratch<int8_t>(per_qs * copies);
+    d.assign(size_t(per_f * copies), 0.0f);
+    bias.assign(size_t(per_f * copies), 0.0f);
+  }
   ActQ8_0 act(int copy) const {
-    return {qs.get() + copy * T * cols, d.data() + copy * per_copy, sum.data() + copy * per_copy,
-            T, cols};
+    ActQ8_0 a{};
+    a.T = T;
+    a.cols = cols;
+    const int8_t* q = qs.get() + copy * per_qs;
+    const float* dd = d.data() + copy * per_f;
+    const float* bb = bias.data() + copy * per_f;
+    if (paired) {
+      a.pair_qs = q;
+      a.pair_d = dd;
+      a.pair_bias = bb;
+    } else {
+      a.qs = q;
+      a.d = dd;
+      a.q4_bias = bb;
+    }
+    return a;
   }
   // Quantizes items [i0, i1) of the flattened (token, block) space into copy `copy`.
   void quantize(const IsaKernels& k, const float* x, int64_t i0, int64_t i1, int copy) {
-    int8_t* q = qs.get() + copy * T * cols;
-    float* dd = d.data() + copy * per_copy;
-    float* ss = sum.data() + copy * per_copy;
+    int8_t* q = qs.get() + copy * per_qs;
+    float* dd = d.data() + copy * per_f;
+    float* bb = bias.data() + copy * per_f;
     while (i0 < i1) {
       const int64_t t = i0 / nb, b0 = i0 % nb;
       const int64_t b1 = (i1 - t * nb) < nb ? i1 - t * nb : nb;
-      k.quantize_q8_0(x + t * cols, b0, b1, q + t * cols, dd + t, ss + t, T);
+      if (paired)
+        k.quantize_q8_0_pairs(x + t * cols, t, nb, b0, b1, q, dd, bb);
+      else
+        k.quantize_q8_0(x + t * cols, b0, b1, q + t * cols, dd + t, bb + t, T);
       i0 = t * nb + b1;
     }
   }
-  int64_t T, cols, nb, per_copy;
+  int64_t T, cols, nb;
+  bool paired;
+  int64_t per_qs = 0, per_f = 0;
   std::unique_ptr<int8_t[]> qs;
-  std::vector<float> d, sum;
+  std::vector<float> d, bias;
 };
 
 struct Q8_KScratch {
-  Q8_KScratch(int64_t T, int64_t cols, int copies)
-      : T(T), cols(cols), nb(cols / QK_K), per_copy(nb * T + kActScalePad),
+  Q8_KScratch(const IsaKernels&, int64_t T, int64_t cols, int copies)
+      : T(T), cols(cols), nb(cols / QK_K), per_copy(nb * T),
         qs(scratch<int8_t>(T * cols * copies)), d(size_t(per_copy * copies), 0.0f),
         bsums(scratch<int16_t>(T * (cols / 16) * copies)) {}
   ActQ8_K act(int copy) const {
@@ -169,7 +195,7 @@ void run_quantized(const IsaKernels& k, const WeightMatrix& w, const float* x, i
                    float* y, ThreadPool& pool, Gemm gemm) {
   const int nth = pool.size();
   const bool private_acts = nth > 1 && T * w.cols <= kPrivateQuantizeMax;
-  Scratch s(T, w.cols, private_acts ? nth : 1);
+  Scratch s(k, T, w.cols, private_acts ? nth : 1);
   const int64_t items = T * s.nb;
   RowChunks chunks(w.rows, T, nth);
   SpinBarrier barrier(nth);

@@ -1,13 +1,11 @@
 // AVX2 + FMA + F16C kernels for the Q8_0-activation types (Q4_0, Q8_0 weights) and the
 // activation quantizers; the table of all AVX2 kernels.
 //
-// Tile layout: a 256-bit register holds 16 weights of row r in its low 128 bits and the
-// same 16 columns of row r+1 in its high 128 bits, and each token's activations are
-// broadcast to both halves. One maddubs then serves two rows, the widening madd and the
-// int->float conversion are shared by both rows, and one fma applies both rows' block
-// scales (dw[r] * dx[t] in the low half, dw[r+1] * dx[t] in the high half). A tile is two
-// rows by up to four tokens, so a weight block is unpacked once per four tokens and every
-// activation load feeds two rows.
+// On Zen 3 the multiply-class instructions (maddubs, madd, fma) share two pipes and the
+// loops run at about 4 instructions per cycle, so the kernels are shaped to minimize
+// instructions per multiply-accumulate: each maddubs multiplies 32 int8 pairs, and the
+// widening, conversion and scaling that follow it are shared by two rows (single token)
+// or two tokens (several tokens) packed into the two 128-bit halves of a register.
 #include "kernels/cpu/matmul_avx2.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -20,17 +18,48 @@ namespace {
 
 using namespace simd;
 
-void quantize_q8_0(const float* x, int64_t b0, int64_t b1, int8_t* qs, float* d, float* sum,
-                   int64_t stride) {
+// Software prefetch distance for the weight streams. The hardware prefetcher alone leaves
+// the single-token loop latency-bound at a third of the memory bandwidth on Zen 3.
+constexpr int kPrefetchBytes = 4096;
+
+// One block as quantize_block_q8_0 does it (bit for bit): returns the 32 int8, the fp16
+// scale widened to float, and the Q4_0 zero-point term -2 * d * sum(q).
+struct Q8_0Block {
+  __m256i q;
+  float d;
+  float q4_bias;
+};
+inline Q8_0Block quantize_block(const float* xb) {
+  const float amax = hmax256(abs_max32(xb, _mm256_setzero_ps()));
+  const float dd = amax / 127.0f;
+  const float id = dd != 0.0f ? 1.0f / dd : 0.0f;
+  Q8_0Block r;
+  r.d = _cvtsh_ss(_cvtss_sh(dd, _MM_FROUND_TO_NEAREST_INT));
+  r.q = quantize32(xb, _mm256_set1_ps(id));
+  r.q4_bias = -2.0f * (r.d * float(hsum_epi32(sum4_epi8(r.q))));
+  return r;
+}
+
+void quantize_q8_0(const float* x, int64_t b0, int64_t b1, int8_t* qs, float* d,
+                   float* q4_bias, int64_t stride) {
   for (int64_t b = b0; b < b1; ++b) {
-    const float* xb = x + b * QK8_0;
-    const float amax = hmax256(abs_max32(xb, _mm256_setzero_ps()));
-    const float dd = amax / 127.0f;
-    const float id = dd != 0.0f ? 1.0f / dd : 0.0f;
-    d[b * stride] = _cvtsh_ss(_cvtss_sh(dd, _MM_FROUND_TO_NEAREST_INT));
-    const __m256i q = quantize32(xb, _mm256_set1_ps(id));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs + b * QK8_0), q);
-    sum[b * stride] = float(hsum_epi32(sum4_epi8(q)));
+    const Q8_0Block r = quantize_block(x + b * QK8_0);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs + b * QK8_0), r.q);
+    d[b * stride] = r.d;
+    q4_bias[b * stride] = r.q4_bias;
+  }
+}
+
+void quantize_q8_0_pairs(const float* x, int64_t t, int64_t nb, int64_t b0, int64_t b1,
+                         int8_t* pair_qs, float* pair_d, float* pair_bias) {
+  const int64_t base = (t / 2) * nb, slot = t % 2;
+  for (int64_t b = b0; b < b1; ++b) {
+    const Q8_0Block r = quantize_block(x + b * QK8_0);
+    int8_t* q = pair_qs + (base + b) * 64 + 16 * slot;
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q), _mm256_castsi256_si128(r.q));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32), _mm256_extracti128_si256(r.q, 1));
+    _mm_storeu_ps(pair_d + (base + b) * 8 + 4 * slot, _mm_set1_ps(r.d));
+    _mm_storeu_ps(pair_bias + (base + b) * 8 + 4 * slot, _mm_set1_ps(r.q4_bias));
   }
 }
 
@@ -68,190 +97,225 @@ inline __m256 row_pair_scales(uint16_t d0, uint16_t d1) {
   return _mm256_cvtph_ps(_mm_shuffle_epi8(h, spread));
 }
 
-// Broadcast lane t of each 128-bit half.
-template <int t>
-inline __m256 lane(__m256 v) {
-  return _mm256_shuffle_ps(v, v, t * 0x55);
+// An fp16 scale broadcast to 8 floats.
+inline __m256 bcast_scale(const uint16_t* d) {
+  return _mm256_cvtph_ps(_mm_set1_epi16(int16_t(load_u16(d))));
 }
 
-// Writes the tile results: acc[t] holds row0's partial sums in its low half and row1's in
-// the high half; corr (lanes t and 4+t) the block-sum correction, scaled by `corr_k`.
-template <int NT>
-inline void store_tile(const __m256* acc, __m256 corr, float corr_k, float* y, int64_t rows,
-                       int64_t r, int64_t t0, bool two_rows) {
-  alignas(32) float c[8];
-  _mm256_store_ps(c, corr);
-  for (int t = 0; t < NT; ++t) {
-    float* yt = y + (t0 + t) * rows + r;
-    const __m128 lo = _mm256_castps256_ps128(acc[t]), hi = _mm256_extractf128_ps(acc[t], 1);
-    yt[0] = hsum128(lo) + corr_k * c[t];
-    if (two_rows) yt[1] = hsum128(hi) + corr_k * c[4 + t];
-  }
-}
+// ---- Single token (decode): a 256-bit register holds 16 columns of row r in its low half
+// and the same columns of row r+1 in its high half; the token's activations are broadcast
+// to both. One maddubs serves two rows, and the widening, conversion and scaling of both
+// rows' partial sums share instructions. Plain activation layout.
 
 // Q4_0 weights are q in 0..15 with w = d * (q - 8). maddubs needs an unsigned operand, so
-// the tile multiplies q itself and removes 8 * d * sum(x_block) afterwards: that term
-// only needs the activation block sums, accumulated for the whole tile with one fma per
-// block instead of a sign fix-up per token.
-template <int NT>
-void q4_0_tile(const BlockQ4_0* w0, const BlockQ4_0* w1, const ActQ8_0& a, int64_t nb,
-               int64_t t0, float* y, int64_t rows, int64_t r, bool two_rows) {
-  const int64_t T = a.T;
+// the kernels multiply q itself and fold the zero point in with the activation block sums:
+// per block, dw * (dx * dot(q, x) + bias) with bias = -8 * dx * sum(x) spread over the
+// lanes (ActQ8_0::q4_bias): one fma, no sign fix-up.
+void q4_0_rows2(const BlockQ4_0* w0, const BlockQ4_0* w1, const ActQ8_0& a, int64_t nb,
+                float* y, int64_t r, bool two_rows) {
   const __m256i m4 = _mm256_set1_epi8(0x0f);
   const __m256i ones = _mm256_set1_epi16(1);
-  const int8_t* xq[NT];
-  for (int t = 0; t < NT; ++t) xq[t] = a.qs + (t0 + t) * a.cols;
-  __m256 acc[NT];
-  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
-  __m256 corr = _mm256_setzero_ps();
-  // A second accumulator set for the single-token case, where one fma chain per block
-  // would otherwise bound the loop by the fma latency.
-  __m256 acc_odd = _mm256_setzero_ps();
-
-  auto block = [&](int64_t b, __m256* accs) {
+  // Two accumulators, or the fma latency chain would bound the loop.
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  auto block = [&](int64_t b, __m256& acc) FS_ALWAYS_INLINE {
+    _mm_prefetch(reinterpret_cast<const char*>(w0 + b) + kPrefetchBytes, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(w1 + b) + kPrefetchBytes, _MM_HINT_T0);
     const __m256i q = load2x128(w0[b].qs, w1[b].qs);
     const __m256i lo = _mm256_and_si256(q, m4);                        // columns 0..15
     const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);  // columns 16..31
-    const __m256 dw = row_pair_scales(w0[b].d, w1[b].d);
-    __m256 s;
-    if constexpr (NT == 1) {
-      s = _mm256_mul_ps(dw, _mm256_broadcast_ss(a.d + b * T + t0));
-      corr = _mm256_fmadd_ps(s, _mm256_broadcast_ss(a.sum + b * T + t0), corr);
-    } else {
-      s = _mm256_mul_ps(dw, _mm256_broadcast_ps(reinterpret_cast<const __m128*>(a.d + b * T + t0)));
-      corr = _mm256_fmadd_ps(
-          s, _mm256_broadcast_ps(reinterpret_cast<const __m128*>(a.sum + b * T + t0)), corr);
-    }
-    auto token = [&](auto tc) {
-      constexpr int t = decltype(tc)::value;
-      const int8_t* xb = xq[t] + b * QK4_0;
-      const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast128(xb)),
-                                         _mm256_maddubs_epi16(hi, bcast128(xb + 16)));
-      const __m256 f = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones));
-      accs[t] = _mm256_fmadd_ps(f, NT == 1 ? s : lane<t>(s), accs[t]);
-    };
-    [&]<int... t>(std::integer_sequence<int, t...>) {
-      (token(std::integral_constant<int, t>{}), ...);
-    }(std::make_integer_sequence<int, NT>{});
+    const int8_t* xb = a.qs + b * QK4_0;
+    const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast128(xb)),
+                                       _mm256_maddubs_epi16(hi, bcast128(xb + 16)));
+    const __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones)),
+                                     _mm256_broadcast_ss(a.d + b), _mm256_broadcast_ss(a.q4_bias + b));
+    acc = _mm256_fmadd_ps(f, row_pair_scales(w0[b].d, w1[b].d), acc);
   };
-
   int64_t b = 0;
-  if constexpr (NT == 1) {
-    for (; b + 1 < nb; b += 2) {
-      block(b, acc);
-      block(b + 1, &acc_odd);
-    }
-    acc[0] = _mm256_add_ps(acc[0], acc_odd);
+  for (; b + 1 < nb; b += 2) {
+    block(b, acc0);
+    block(b + 1, acc1);
   }
-  for (; b < nb; ++b) block(b, acc);
-  store_tile<NT>(acc, corr, -8.0f, y, rows, r, t0, two_rows);
+  if (b < nb) block(b, acc0);
+  const __m256 acc = _mm256_add_ps(acc0, acc1);
+  y[r] = hsum128(_mm256_castps256_ps128(acc));
+  if (two_rows) y[r + 1] = hsum128(_mm256_extractf128_ps(acc, 1));
 }
 
 // Q8_0 weights are signed: maddubs gets |w| and x with w's sign moved onto it. Each
 // maddubs lane can reach 2*128*127, so the two halves are widened separately.
-template <int NT>
-void q8_0_tile(const BlockQ8_0* w0, const BlockQ8_0* w1, const ActQ8_0& a, int64_t nb,
-               int64_t t0, float* y, int64_t rows, int64_t r, bool two_rows) {
-  const int64_t T = a.T;
+void q8_0_rows2(const BlockQ8_0* w0, const BlockQ8_0* w1, const ActQ8_0& a, int64_t nb,
+                float* y, int64_t r, bool two_rows) {
   const __m256i ones = _mm256_set1_epi16(1);
-  const int8_t* xq[NT];
-  for (int t = 0; t < NT; ++t) xq[t] = a.qs + (t0 + t) * a.cols;
-  __m256 acc[NT];
-  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
-  __m256 acc_odd = _mm256_setzero_ps();
-
-  auto block = [&](int64_t b, __m256* accs) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  auto block = [&](int64_t b, __m256& acc) FS_ALWAYS_INLINE {
+    _mm_prefetch(reinterpret_cast<const char*>(w0 + b) + kPrefetchBytes, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(w1 + b) + kPrefetchBytes, _MM_HINT_T0);
     const __m256i wl = load2x128(w0[b].qs, w1[b].qs);
     const __m256i wh = load2x128(w0[b].qs + 16, w1[b].qs + 16);
-    const __m256i al = _mm256_abs_epi8(wl), ah = _mm256_abs_epi8(wh);
-    const __m256 dw = row_pair_scales(w0[b].d, w1[b].d);
-    __m256 s;
-    if constexpr (NT == 1)
-      s = _mm256_mul_ps(dw, _mm256_broadcast_ss(a.d + b * T + t0));
-    else
-      s = _mm256_mul_ps(dw, _mm256_broadcast_ps(reinterpret_cast<const __m128*>(a.d + b * T + t0)));
-    auto token = [&](auto tc) {
-      constexpr int t = decltype(tc)::value;
-      const int8_t* xb = xq[t] + b * QK8_0;
-      const __m256i pl = _mm256_maddubs_epi16(al, _mm256_sign_epi8(bcast128(xb), wl));
-      const __m256i ph = _mm256_maddubs_epi16(ah, _mm256_sign_epi8(bcast128(xb + 16), wh));
-      const __m256i i = _mm256_add_epi32(_mm256_madd_epi16(pl, ones), _mm256_madd_epi16(ph, ones));
-      accs[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), NT == 1 ? s : lane<t>(s), accs[t]);
-    };
-    [&]<int... t>(std::integer_sequence<int, t...>) {
-      (token(std::integral_constant<int, t>{}), ...);
-    }(std::make_integer_sequence<int, NT>{});
+    const int8_t* xb = a.qs + b * QK8_0;
+    const __m256i pl = _mm256_maddubs_epi16(_mm256_abs_epi8(wl), _mm256_sign_epi8(bcast128(xb), wl));
+    const __m256i ph = _mm256_maddubs_epi16(_mm256_abs_epi8(wh), _mm256_sign_epi8(bcast128(xb + 16), wh));
+    const __m256i i = _mm256_add_epi32(_mm256_madd_epi16(pl, ones), _mm256_madd_epi16(ph, ones));
+    const __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(i), _mm256_broadcast_ss(a.d + b));
+    acc = _mm256_fmadd_ps(f, row_pair_scales(w0[b].d, w1[b].d), acc);
   };
-
   int64_t b = 0;
-  if constexpr (NT == 1) {
-    for (; b + 1 < nb; b += 2) {
-      block(b, acc);
-      block(b + 1, &acc_odd);
-    }
-    acc[0] = _mm256_add_ps(acc[0], acc_odd);
+  for (; b + 1 < nb; b += 2) {
+    block(b, acc0);
+    block(b + 1, acc1);
   }
-  for (; b < nb; ++b) block(b, acc);
-  store_tile<NT>(acc, _mm256_setzero_ps(), 0.0f, y, rows, r, t0, two_rows);
+  if (b < nb) block(b, acc0);
+  const __m256 acc = _mm256_add_ps(acc0, acc1);
+  y[r] = hsum128(_mm256_castps256_ps128(acc));
+  if (two_rows) y[r + 1] = hsum128(_mm256_extractf128_ps(acc, 1));
 }
 
-// Tokens are processed in groups whose int8 activations stay within L2 while every row
-// pair of the range sweeps over them; weights are re-read once per group.
-inline int64_t token_group(int64_t cols) {
-  const int64_t g = (int64_t(192) << 10) / cols / 4 * 4;
-  return g < 4 ? 4 : g;
+// ---- Several tokens: a 256-bit register holds 16 columns of one row, broadcast to both
+// halves, against the same columns of two tokens (token-pair layout), loaded straight
+// from memory as the maddubs operand. The scales come pre-broadcast per token half, so
+// scaling is two fmas per row and token pair. A tile is two rows by NP token pairs: each
+// weight block is unpacked once per 2*NP tokens and each activation load feeds two rows.
+
+template <int R, int NP>
+FS_ALWAYS_INLINE inline void store_pairs(const __m256 (&acc)[R][NP], float* y, int64_t rows,
+                                         int64_t r, int64_t t0, int64_t T, bool all_rows) {
+  for (int i = 0; i < R; ++i) {
+    if (i > 0 && !all_rows) break;
+    for (int p = 0; p < NP; ++p) {
+      const int64_t t = t0 + 2 * p;
+      y[t * rows + r + i] = hsum128(_mm256_castps256_ps128(acc[i][p]));
+      if (t + 1 < T) y[(t + 1) * rows + r + i] = hsum128(_mm256_extractf128_ps(acc[i][p], 1));
+    }
+  }
 }
 
-template <class Block, template <int> class Tile>
-void gemm_q8_0_act(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y) {
+// R rows (consecutive, from w0) by NP token pairs starting at pair p0.
+template <int R, int NP>
+void q4_0_pairs(const BlockQ4_0* w0, const ActQ8_0& a, int64_t nb, int64_t p0, float* y,
+                int64_t rows, int64_t r, bool all_rows) {
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  const __m256i ones = _mm256_set1_epi16(1);
+  const int8_t* xq = a.pair_qs + p0 * nb * 64;
+  const float* dx = a.pair_d + p0 * nb * 8;
+  const float* bias = a.pair_bias + p0 * nb * 8;
+  const int64_t row_step = all_rows ? nb : 0;  // a missing last row repeats the previous one
+  __m256 acc[R][NP];
+  for (auto& row : acc)
+    for (auto& v : row) v = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    unroll<R>([&](auto ic) FS_ALWAYS_INLINE {
+      constexpr int i = decltype(ic)::value;
+      const BlockQ4_0& blk = w0[i * row_step + b];
+      _mm_prefetch(reinterpret_cast<const char*>(&blk) + kPrefetchBytes, _MM_HINT_T0);
+      const __m256i q = bcast128(blk.qs);
+      const __m256i lo = _mm256_and_si256(q, m4);
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+      const __m256 dw = bcast_scale(&blk.d);
+      unroll<NP>([&](auto pc) FS_ALWAYS_INLINE {
+        constexpr int p = decltype(pc)::value;
+        const int8_t* xp = xq + (p * nb + b) * 64;
+        const __m256i s = _mm256_add_epi16(_mm256_maddubs_epi16(lo, loadu256(xp)),
+                                           _mm256_maddubs_epi16(hi, loadu256(xp + 32)));
+        const __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(s, ones)),
+                                         _mm256_loadu_ps(dx + (p * nb + b) * 8),
+                                         _mm256_loadu_ps(bias + (p * nb + b) * 8));
+        acc[i][p] = _mm256_fmadd_ps(f, dw, acc[i][p]);
+      });
+    });
+  }
+  store_pairs<R, NP>(acc, y, rows, r, 2 * p0, a.T, all_rows);
+}
+
+template <int R, int NP>
+void q8_0_pairs(const BlockQ8_0* w0, const ActQ8_0& a, int64_t nb, int64_t p0, float* y,
+                int64_t rows, int64_t r, bool all_rows) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  const int8_t* xq = a.pair_qs + p0 * nb * 64;
+  const float* dx = a.pair_d + p0 * nb * 8;
+  const int64_t row_step = all_rows ? nb : 0;
+  __m256 acc[R][NP];
+  for (auto& row : acc)
+    for (auto& v : row) v = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    unroll<R>([&](auto ic) FS_ALWAYS_INLINE {
+      constexpr int i = decltype(ic)::value;
+      const BlockQ8_0& blk = w0[i * row_step + b];
+      _mm_prefetch(reinterpret_cast<const char*>(&blk) + kPrefetchBytes, _MM_HINT_T0);
+      const __m256i wl = bcast128(blk.qs), wh = bcast128(blk.qs + 16);
+      const __m256i al = _mm256_abs_epi8(wl), ah = _mm256_abs_epi8(wh);
+      const __m256 dw = bcast_scale(&blk.d);
+      unroll<NP>([&](auto pc) FS_ALWAYS_INLINE {
+        constexpr int p = decltype(pc)::value;
+        const int8_t* xp = xq + (p * nb + b) * 64;
+        const __m256i pl = _mm256_maddubs_epi16(al, _mm256_sign_epi8(loadu256(xp), wl));
+        const __m256i ph = _mm256_maddubs_epi16(ah, _mm256_sign_epi8(loadu256(xp + 32), wh));
+        const __m256i s = _mm256_add_epi32(_mm256_madd_epi16(pl, ones), _mm256_madd_epi16(ph, ones));
+        const __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(s), _mm256_loadu_ps(dx + (p * nb + b) * 8));
+        acc[i][p] = _mm256_fmadd_ps(f, dw, acc[i][p]);
+      });
+    });
+  }
+  store_pairs<R, NP>(acc, y, rows, r, 2 * p0, a.T, all_rows);
+}
+
+// Rows are processed in panels of about this many weight bytes: a panel stays in L2 while
+// every token tile sweeps over it, and a tile's activations stay in L1 while it sweeps
+// over the panel's rows.
+constexpr int64_t kPanelBytes = 160 << 10;
+
+#ifndef FS_R
+#define FS_R 2
+#define FS_NP 2
+#endif
+constexpr int kTileRows = FS_R, kTilePairs = FS_NP;
+
+template <class Block, class Rows2, class PairsFull, class Pairs1>
+void gemm_q8_0_act(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y,
+                   Rows2 rows2, PairsFull pairs_full, Pairs1 pairs1) {
   const int64_t nb = w.cols / 32;
   const auto* base = static_cast<const Block*>(w.data);
-  const int64_t T = a.T, tg = token_group(w.cols);
-  for (int64_t g0 = 0; g0 < T; g0 += tg) {
-    const int64_t g1 = g0 + tg < T ? g0 + tg : T;
+  if (a.pair_qs == nullptr) {  // single token
     for (int64_t r = r0; r < r1; r += 2) {
       const Block* w0 = base + r * nb;
       const bool two = r + 1 < r1;
-      const Block* w1 = two ? w0 + nb : w0;
-      int64_t t = g0;
-      for (; t + 4 <= g1; t += 4) Tile<4>::run(w0, w1, a, nb, t, y, w.rows, r, two);
-      switch (g1 - t) {
-        case 3: Tile<3>::run(w0, w1, a, nb, t, y, w.rows, r, two); break;
-        case 2: Tile<2>::run(w0, w1, a, nb, t, y, w.rows, r, two); break;
-        case 1: Tile<1>::run(w0, w1, a, nb, t, y, w.rows, r, two); break;
-        default: break;
-      }
+      rows2(w0, two ? w0 + nb : w0, a, nb, y, r, two);
     }
+    return;
+  }
+  const int64_t pairs = (a.T + 1) / 2;
+  int64_t panel = kPanelBytes / (nb * int64_t(sizeof(Block))) / kTileRows * kTileRows;
+  if (panel < kTileRows) panel = kTileRows;
+  for (int64_t q0 = r0; q0 < r1; q0 += panel) {
+    const int64_t q1 = q0 + panel < r1 ? q0 + panel : r1;
+    int64_t p = 0;
+    auto sweep = [&](auto kernel) {
+      for (int64_t r = q0; r < q1; r += kTileRows) {
+        if (r + kTileRows <= q1) {
+          kernel(base + r * nb, a, nb, p, y, w.rows, r, true);
+        } else {
+          for (int64_t i = r; i < q1; ++i) kernel(base + i * nb, a, nb, p, y, w.rows, i, false);
+        }
+      }
+    };
+    for (; p + kTilePairs <= pairs; p += kTilePairs) sweep(pairs_full);
+    for (; p < pairs; ++p) sweep(pairs1);
   }
 }
 
-template <int NT>
-struct Q4_0Tile {
-  static void run(const BlockQ4_0* w0, const BlockQ4_0* w1, const ActQ8_0& a, int64_t nb,
-                  int64_t t0, float* y, int64_t rows, int64_t r, bool two) {
-    q4_0_tile<NT>(w0, w1, a, nb, t0, y, rows, r, two);
-  }
-};
-template <int NT>
-struct Q8_0Tile {
-  static void run(const BlockQ8_0* w0, const BlockQ8_0* w1, const ActQ8_0& a, int64_t nb,
-                  int64_t t0, float* y, int64_t rows, int64_t r, bool two) {
-    q8_0_tile<NT>(w0, w1, a, nb, t0, y, rows, r, two);
-  }
-};
-
 void gemm_q4_0(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y) {
-  gemm_q8_0_act<BlockQ4_0, Q4_0Tile>(w, a, r0, r1, y);
+  gemm_q8_0_act<BlockQ4_0>(w, a, r0, r1, y, q4_0_rows2, q4_0_pairs<kTileRows, kTilePairs>,
+                           q4_0_pairs<kTileRows, 1>);
 }
 
 void gemm_q8_0(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y) {
-  gemm_q8_0_act<BlockQ8_0, Q8_0Tile>(w, a, r0, r1, y);
+  gemm_q8_0_act<BlockQ8_0>(w, a, r0, r1, y, q8_0_rows2, q8_0_pairs<kTileRows, kTilePairs>,
+                           q8_0_pairs<kTileRows, 1>);
 }
 
 }  // namespace
 
 const IsaKernels& avx2_kernels() {
-  static constexpr IsaKernels k{"avx2",         quantize_q8_0,  quantize_q8_k,
+  static constexpr IsaKernels k{"avx2",         quantize_q8_0,  quantize_q8_0_pairs, quantize_q8_k,
                                 gemm_q4_0,      gemm_q8_0,      avx2::gemm_q4_k,
                                 avx2::gemm_q6_k, avx2::gemm_f32, avx2::gemm_f16,
                                 avx2::gemm_bf16};

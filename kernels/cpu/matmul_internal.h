@@ -10,13 +10,25 @@ namespace flashspec::cpu {
 
 enum class Isa { Scalar, Avx2, Avx512 };
 
-// Activations quantized to Q8_0 (blocks of 32 per token row), stored as separate arrays
-// rather than BlockQ8_0 so a tile kernel fetches the scales of 4 consecutive tokens with
-// one 16-byte load and the int8 data of a block with aligned-enough 16/32-byte loads.
+// Activations quantized to Q8_0 (blocks of 32 per token row), in one of two layouts.
+//
+// Plain (T == 1, and every T on ISAs without pair kernels): per-token rows of int8 with
+// the scales in separate arrays.
+//
+// Token pairs (T >= 2 on SIMD ISAs): tokens 2p and 2p+1 interleaved per block, so one
+// 256-bit load gives a kernel 16 columns of both tokens and one maddubs serves two tokens;
+// their scales come pre-broadcast to the 4 lanes each token's partial sums occupy. A
+// missing last token (odd T) is all zeros.
 struct ActQ8_0 {
-  const int8_t* qs;  // [T][cols]
-  const float* d;    // [cols/32][T]: the block's fp16 scale, widened to float
-  const float* sum;  // [cols/32][T]: sum of the block's qs (an integer, exact in float)
+  const int8_t* qs;  // plain: [T][cols]
+  const float* d;    // plain: [cols/32][T], the block's fp16 scale widened to float
+  // plain: [cols/32][T], -2 * d * sum(qs): the Q4_0 zero point's share per accumulator lane
+  // (-8 * d * sum(qs) split over the 4 lanes a SIMD tile keeps per row and token).
+  const float* q4_bias;
+  const int8_t* pair_qs;   // pairs: [T/2 up][cols/32][64]: columns 0..15 of token 2p, of 2p+1,
+                           // then columns 16..31 of 2p, of 2p+1
+  const float* pair_d;     // pairs: [T/2 up][cols/32][8]: d of token 2p x4, of 2p+1 x4
+  const float* pair_bias;  // pairs: [T/2 up][cols/32][8]: q4_bias likewise
   int64_t T;
   int64_t cols;
 };
@@ -30,14 +42,15 @@ struct ActQ8_K {
   int64_t cols;
 };
 
-// The d / sum arrays are allocated this many floats longer than nb*T (and zeroed) so a
-// tile kernel may load the scales of a full token group even when fewer tokens remain.
-inline constexpr int64_t kActScalePad = 16;
-
 // Quantizes blocks [b0, b1) of the activation row x (one token) into the arrays above:
-// qs points at the token's row, d / sum at element [0][t] (stride `stride` per block).
+// qs points at the token's row, d / q4_bias at element [0][t] (stride `stride` per block).
 using QuantizeQ8_0Fn = void (*)(const float* x, int64_t b0, int64_t b1, int8_t* qs, float* d,
-                                float* sum, int64_t stride);
+                                float* q4_bias, int64_t stride);
+// The same into the token-pair layout: x is token t's row, nb = cols / 32, the pointers are
+// the arrays' bases.
+using QuantizePairsQ8_0Fn = void (*)(const float* x, int64_t t, int64_t nb, int64_t b0,
+                                     int64_t b1, int8_t* pair_qs, float* pair_d,
+                                     float* pair_bias);
 using QuantizeQ8_KFn = void (*)(const float* x, int64_t b0, int64_t b1, int8_t* qs, float* d,
                                 int64_t stride, int16_t* bsums);
 
@@ -52,6 +65,7 @@ using GemmF32Fn = void (*)(const WeightMatrix& w, const float* x, int64_t T, int
 struct IsaKernels {
   const char* name;
   QuantizeQ8_0Fn quantize_q8_0;
+  QuantizePairsQ8_0Fn quantize_q8_0_pairs;  // null: this ISA's kernels want the plain layout
   QuantizeQ8_KFn quantize_q8_k;
   GemmQ8_0Fn q4_0;
   GemmQ8_0Fn q8_0;

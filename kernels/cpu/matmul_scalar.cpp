@@ -12,14 +12,15 @@ namespace flashspec::cpu {
 
 namespace {
 
-void quantize_q8_0(const float* x, int64_t b0, int64_t b1, int8_t* qs, float* d, float* sum,
-                   int64_t stride) {
+void quantize_q8_0(const float* x, int64_t b0, int64_t b1, int8_t* qs, float* d,
+                   float* q4_bias, int64_t stride) {
   for (int64_t b = b0; b < b1; ++b) {
     int8_t* q = qs + b * QK8_0;
-    d[b * stride] = fp16_to_float(quantize_block_q8_0(x + b * QK8_0, q));
+    const float db = fp16_to_float(quantize_block_q8_0(x + b * QK8_0, q));
     int s = 0;
     for (int i = 0; i < QK8_0; ++i) s += q[i];
-    sum[b * stride] = float(s);
+    d[b * stride] = db;
+    q4_bias[b * stride] = -2.0f * (db * float(s));
   }
 }
 
@@ -192,8 +193,9 @@ void gemm_bf16(const WeightMatrix& w, const float* x, int64_t T, int64_t r0, int
 }  // namespace
 
 const IsaKernels& scalar_kernels() {
-  static constexpr IsaKernels k{"scalar", quantize_q8_0, quantize_q8_k, gemm_q4_0, gemm_q8_0,
-                                gemm_q4_k, gemm_q6_k,     gemm_f32,      gemm_f16,  gemm_bf16};
+  static constexpr IsaKernels k{"scalar",  quantize_q8_0, nullptr,  quantize_q8_k, gemm_q4_0,
+                                gemm_q8_0, gemm_q4_k,     gemm_q6_k, gemm_f32,      gemm_f16,
+                                gemm_bf16};
   return k;
 }
 

@@ -7,8 +7,22 @@
 
 #include <cstdint>
 #include <cstring>
+#include <utility>
+
+// Hot-loop lambdas must be inlined into the tile loop for their register arrays to stay
+// in registers; GCC does not always do so on its own.
+#define FS_ALWAYS_INLINE __attribute__((always_inline))
 
 namespace flashspec::cpu::simd {
+
+// Calls fn(std::integral_constant<int, t>) for t = 0 .. N-1, fully unrolled, so t can
+// be an immediate operand.
+template <int N, class Fn>
+static inline FS_ALWAYS_INLINE void unroll(Fn&& fn) {
+  [&]<int... t>(std::integer_sequence<int, t...>) FS_ALWAYS_INLINE {
+    (fn(std::integral_constant<int, t>{}), ...);
+  }(std::make_integer_sequence<int, N>{});
+}
 
 static inline float hsum128(__m128 v) {
   v = _mm_add_ps(v, _mm_movehl_ps(v, v));

@@ -67,7 +67,9 @@ void walk(const GgufFile& f, size_t size) {
   if (f.version() != 2 && f.version() != 3) bug("version");
   if (f.alignment() == 0 || (f.alignment() & (f.alignment() - 1)) != 0) bug("alignment");
   if (f.data_offset() % f.alignment() != 0) bug("data offset alignment");
-  for (const auto& [key, value] : f.metadata()) {
+  for (const auto& kv : f.metadata()) {
+    const std::string& key = kv.first;  // (clang 14 cannot capture structured bindings)
+    const GgufValue& value = kv.second;
     if (f.find(key) != &value) bug("find() does not return the entry");
     h += walk_value(value, 0);
     try_get([&] { h += f.get_uint(key).value_or(0); });

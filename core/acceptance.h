@@ -1,0 +1,38 @@
+#pragma once
+// Lossless acceptance rules: given the target's distribution at every tree node, pick
+// the accepted path and one bonus token so that the emitted tokens are distributed
+// exactly as if sampled from the target alone.
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "core/sampler.h"
+#include "core/token_tree.h"
+
+namespace flashspec {
+
+struct Acceptance {
+  std::vector<int32_t> path;  // accepted nodes, root excluded, root-to-leaf order
+  int32_t bonus = -1;         // token sampled from the target after the path
+};
+
+// Target distribution (probabilities over the vocabulary) at a node.
+using NodeDistribution = std::function<std::span<const float>(int32_t node)>;
+
+// SpecExec rule, for any tree (deterministic top-k / best-first included): at the
+// current node draw x from the target; descend while x is a child, else x is the
+// bonus. Greedy decoding is the special case where the draw is the argmax.
+Acceptance accept_by_target_draw(const TokenTree& tree, const NodeDistribution& p, Rng& rng);
+
+// Multi-draft rejection sampling (SpecInfer-style) for trees whose children were drawn
+// i.i.d. from the draft (tree.draws / tree.draft_dist): each draw x is accepted with
+// probability min(1, p(x)/q(x)); after a rejection the target distribution becomes the
+// residual max(0, p - q), renormalised; if every draw is rejected the bonus is drawn
+// from the last residual. `residual` lets a test substitute a broken residual rule.
+using ResidualRule = std::function<void(std::vector<float>& p, std::span<const float> q)>;
+void exact_residual(std::vector<float>& p, std::span<const float> q);
+Acceptance accept_by_rejection(const TokenTree& tree, const NodeDistribution& p, Rng& rng,
+                               const ResidualRule& residual = exact_residual);
+
+}  // namespace flashspec

@@ -1,0 +1,52 @@
+#include "core/token_tree.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace flashspec {
+
+TokenTree::TokenTree(int32_t root_token)
+    : tokens{root_token}, parent{-1}, depth{0}, logp{0.0}, draws(1), draft_dist(1) {}
+
+int32_t TokenTree::max_depth() const { return *std::max_element(depth.begin(), depth.end()); }
+
+int32_t TokenTree::add(int32_t token, int32_t parent_node, double logp_total) {
+  if (parent_node < 0 || parent_node >= size()) throw Error("token tree: parent out of range");
+  tokens.push_back(token);
+  parent.push_back(parent_node);
+  depth.push_back(depth[size_t(parent_node)] + 1);
+  logp.push_back(logp_total);
+  draws.emplace_back();
+  draft_dist.emplace_back();
+  return size() - 1;
+}
+
+int32_t TokenTree::child_with_token(int32_t node, int32_t token) const {
+  // Children come after their parent; trees are at most a few thousand nodes.
+  for (int32_t i = node + 1; i < size(); ++i)
+    if (parent[size_t(i)] == node && tokens[size_t(i)] == token) return i;
+  return -1;
+}
+
+std::vector<int32_t> TokenTree::positions(int64_t root_pos) const {
+  std::vector<int32_t> p(tokens.size());
+  for (size_t i = 0; i < p.size(); ++i) p[i] = int32_t(root_pos + depth[i]);
+  return p;
+}
+
+bool TokenTree::is_ancestor_or_self(int32_t anc, int32_t node) const {
+  while (node > anc) node = parent[size_t(node)];
+  return node == anc;
+}
+
+std::vector<uint8_t> TokenTree::ancestor_mask() const {
+  const size_t n = tokens.size();
+  std::vector<uint8_t> m(n * n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    for (int32_t j = int32_t(i); j >= 0; j = parent[size_t(j)]) m[i * n + size_t(j)] = 1;
+  }
+  return m;
+}
+
+}  // namespace flashspec

@@ -1,0 +1,38 @@
+#pragma once
+// A tree of drafted tokens to verify in one target pass. Node 0 is the root: the last
+// emitted token, which neither model has processed yet; every other node is a drafted
+// continuation of its parent. Parents always come before their children.
+#include <cstdint>
+#include <vector>
+
+namespace flashspec {
+
+struct TokenTree {
+  std::vector<int32_t> tokens;  // token of each node
+  std::vector<int32_t> parent;  // -1 for the root
+  std::vector<int32_t> depth;   // 0 for the root
+  std::vector<double> logp;     // cumulative draft log-probability (0 at the root)
+  // For sampled drafts (rejection-sampling acceptance): the order in which children of
+  // each node were drawn i.i.d. from the draft's distribution there (a node id may repeat
+  // when the same token was drawn twice), and that distribution. Empty for
+  // deterministic (top-k / best-first) trees.
+  std::vector<std::vector<int32_t>> draws;
+  std::vector<std::vector<float>> draft_dist;
+
+  explicit TokenTree(int32_t root_token);
+
+  int32_t size() const { return int32_t(tokens.size()); }
+  int32_t max_depth() const;
+  // Adds a child of `parent`; returns its node id.
+  int32_t add(int32_t token, int32_t parent_node, double logp_total);
+  // The child of `node` holding `token`, or -1.
+  int32_t child_with_token(int32_t node, int32_t token) const;
+
+  // Positions of every node when the root sits at `root_pos`.
+  std::vector<int32_t> positions(int64_t root_pos) const;
+  // size x size: row i sees node j iff j is i or one of its ancestors.
+  std::vector<uint8_t> ancestor_mask() const;
+  bool is_ancestor_or_self(int32_t anc, int32_t node) const;
+};
+
+}  // namespace flashspec

@@ -1,0 +1,84 @@
+#include "tests/cli_runner.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <stdexcept>
+
+#include "tests/fixtures.h"
+
+namespace flashspec::testing {
+
+CliResult run_cli(const std::vector<std::string>& args, const std::string& stdin_text,
+                  int timeout_s) {
+  int in[2], out[2], err[2];
+  if (pipe(in) || pipe(out) || pipe(err)) throw std::runtime_error("pipe failed");
+  const pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    dup2(in[0], 0);
+    dup2(out[1], 1);
+    dup2(err[1], 2);
+    for (int fd : {in[0], in[1], out[0], out[1], err[0], err[1]}) close(fd);
+    std::vector<char*> argv;
+    std::string exe = cli_path();
+    argv.push_back(exe.data());
+    std::vector<std::string> copy = args;
+    for (auto& a : copy) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(exe.c_str(), argv.data());
+    _exit(127);
+  }
+  close(in[0]);
+  close(out[1]);
+  close(err[1]);
+  CliResult r;
+  size_t written = 0;
+  if (stdin_text.empty()) {
+    close(in[1]);
+    in[1] = -1;
+  } else {
+    fcntl(in[1], F_SETFL, O_NONBLOCK);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  bool out_open = true, err_open = true, killed = false;
+  while (out_open || err_open) {
+    pollfd fds[3] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}, {in[1], POLLOUT, 0}};
+    const int nfds = in[1] >= 0 ? 3 : 2;
+    poll(fds, nfds, 100);
+    char buf[65536];
+    if (out_open && (fds[0].revents & (POLLIN | POLLHUP))) {
+      const ssize_t n = read(out[0], buf, sizeof buf);
+      if (n > 0) r.out.append(buf, size_t(n)); else out_open = false;
+    }
+    if (err_open && (fds[1].revents & (POLLIN | POLLHUP))) {
+      const ssize_t n = read(err[0], buf, sizeof buf);
+      if (n > 0) r.err.append(buf, size_t(n)); else err_open = false;
+    }
+    if (in[1] >= 0 && (fds[2].revents & (POLLOUT | POLLERR | POLLHUP))) {
+      const ssize_t n = write(in[1], stdin_text.data() + written, stdin_text.size() - written);
+      if (n > 0) written += size_t(n);
+      if (n < 0 || written == stdin_text.size()) {
+        close(in[1]);
+        in[1] = -1;
+      }
+    }
+    if (!killed && std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      killed = true;
+    }
+  }
+  if (in[1] >= 0) close(in[1]);
+  close(out[0]);
+  close(err[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+}  // namespace flashspec::testing

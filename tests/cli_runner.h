@@ -1,0 +1,18 @@
+#pragma once
+// Runs the flashspec CLI as a child process and captures its exit code and output, so
+// tests check what a user sees (one error line, the exit status, the JSON).
+#include <string>
+#include <vector>
+
+namespace flashspec::testing {
+
+struct CliResult {
+  int exit_code = -1;  // 128 + signal when killed by a signal
+  std::string out, err;
+};
+
+// Runs the CLI with args (no shell), optional stdin text; kills it after timeout_s.
+CliResult run_cli(const std::vector<std::string>& args, const std::string& stdin_text = "",
+                  int timeout_s = 120);
+
+}  // namespace flashspec::testing

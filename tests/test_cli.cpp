@@ -1,0 +1,172 @@
+// The CLI as a user meets it: bad input gives one error line and a non-zero exit,
+// good input gives the documented JSON.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+
+#include "tests/cli_runner.h"
+#include "tests/fixtures.h"
+#include "tests/gguf_writer.h"
+#include "tests/json.h"
+
+using namespace flashspec;
+using namespace flashspec::testing;
+
+namespace {
+
+// One line on stderr, "flashspec: error: ...", containing every `parts`, exit 1.
+void check_error(const CliResult& r, const std::vector<std::string>& parts) {
+  CAPTURE(r.err);
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.rfind("flashspec: error: ", 0) == 0);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  for (const auto& p : parts) CHECK(r.err.find(p) != std::string::npos);
+}
+
+CliResult generate_with(const std::string& model) {
+  return run_cli({"generate", "-m", model, "-p", "Once upon a time", "-n", "4", "--temp", "0"});
+}
+
+GgufWriter stories() { return GgufWriter::from(GgufFile::open(model_path("stories260K"))); }
+
+}  // namespace
+
+TEST_CASE("cli: missing model file") {
+  check_error(generate_with("/nonexistent/model.gguf"), {"/nonexistent/model.gguf", "cannot open"});
+}
+
+TEST_CASE("cli: not a GGUF file") {
+  TempFile f("notgguf");
+  write_file(f.path, std::vector<uint8_t>(4096, 'x'));
+  check_error(generate_with(f.path), {f.path, "bad magic"});
+}
+
+TEST_CASE("cli: truncated model") {
+  TempFile f("trunc");
+  std::vector<uint8_t> bytes = read_file(model_path("stories260K"));
+  for (size_t cut : {size_t(10), size_t(3000), bytes.size() / 2, bytes.size() - 1}) {
+    CAPTURE(cut);
+    write_file(f.path, std::span(bytes).first(cut));
+    const CliResult r = generate_with(f.path);
+    check_error(r, {f.path});
+    // The reader names what it could not read: a field cut short, a count that cannot
+    // fit in what is left, or tensor data past the end.
+    CHECK((r.err.find("truncated") != std::string::npos || r.err.find("remaining") != std::string::npos ||
+           r.err.find("outside the file") != std::string::npos));
+  }
+}
+
+TEST_CASE("cli: unsupported GGUF version") {
+  TempFile f("v1");
+  GgufWriter w = stories();
+  w.version = 1;
+  w.write(f.path);
+  check_error(generate_with(f.path), {f.path, "version 1"});
+}
+
+TEST_CASE("cli: absurd tensor count") {
+  TempFile f("count");
+  GgufWriter w = stories();
+  w.tensor_count = uint64_t(1) << 60;
+  w.write(f.path);
+  const CliResult r = generate_with(f.path);
+  check_error(r, {f.path});
+}
+
+TEST_CASE("cli: missing tensor") {
+  TempFile f("missing");
+  GgufWriter w = stories();
+  w.remove_tensor("blk.3.ffn_up.weight");
+  w.write(f.path);
+  check_error(generate_with(f.path), {f.path, "blk.3.ffn_up.weight"});
+}
+
+TEST_CASE("cli: missing metadata key") {
+  TempFile f("nokey");
+  GgufWriter w = stories();
+  w.remove("llama.block_count");
+  w.write(f.path);
+  check_error(generate_with(f.path), {f.path, "llama.block_count"});
+}
+
+TEST_CASE("cli: unknown tensor type") {
+  TempFile f("type");
+  GgufWriter w = stories();
+  w.tensor("blk.0.attn_q.weight")->type = 77;
+  w.write(f.path);
+  check_error(generate_with(f.path), {f.path, "blk.0.attn_q.weight", "type 77"});
+}
+
+TEST_CASE("cli: tensor data outside the file") {
+  TempFile f("outside");
+  GgufWriter w = stories();
+  w.tensor("output.weight")->offset = uint64_t(1) << 40;
+  w.write(f.path);
+  check_error(generate_with(f.path), {f.path, "output.weight", "outside"});
+}
+
+TEST_CASE("cli: wrong tensor shape") {
+  TempFile f("shape");
+  GgufWriter w = stories();
+  TensorSpec* t = w.tensor("blk.1.attn_k.weight");
+  t->dims = {64, 64};
+  t->data.resize(64 * 64 * 4);
+  w.write(f.path);
+  check_error(generate_with(f.path), {f.path, "blk.1.attn_k.weight", "shape"});
+}
+
+TEST_CASE("cli: hostile dimensions in metadata") {
+  TempFile f("dims");
+  GgufWriter w = stories();
+  w.set("llama.embedding_length", gv_u32(0xffffffffu));
+  w.write(f.path);
+  check_error(generate_with(f.path), {f.path, "embedding_length"});
+}
+
+TEST_CASE("cli: a GPU asked for in a CPU-only run") {
+  const CliResult r = run_cli({"generate", "-m", model_path("stories260K"), "-p", "x", "--backend", "cuda"});
+  check_error(r, {"cuda"});
+}
+
+TEST_CASE("cli: bad flags are refused") {
+  CHECK(run_cli({"generate", "-m", model_path("stories260K"), "-n", "-5"}).exit_code != 0);
+  CHECK(run_cli({"generate", "-p", "x"}).exit_code != 0);  // no model
+  CHECK(run_cli({"frobnicate"}).exit_code != 0);
+  const CliResult r = run_cli({"generate", "-m", model_path("stories260K"), "-p", "x", "--ctx", "3"});
+  check_error(r, {"--ctx"});
+}
+
+TEST_CASE("cli: generate --json gives tokens, text, logits and stats") {
+  const CliResult r = run_cli({"generate", "-m", model_path("stories260K"), "-p", "Once upon a time",
+                               "-n", "16", "--temp", "0", "--json", "--logits", "2"});
+  REQUIRE(r.exit_code == 0);
+  const json::Value j = json::parse(r.out);
+  const json::Value ref = json::parse_file(reference_path("stories260K"))[0];
+  CHECK(j["prompt_tokens"].as_vector<int32_t>() == ref["prompt_tokens"].as_vector<int32_t>());
+  const std::vector<int32_t> want = ref["greedy_tokens"].as_vector<int32_t>();
+  CHECK(j["tokens"].as_vector<int32_t>() == std::vector<int32_t>(want.begin(), want.begin() + 16));
+  CHECK(ref["greedy_text"].as_string().rfind(j["text"].as_string(), 0) == 0);
+  CHECK(j["logits"].size() == 2);
+  CHECK(j["logits"][0].size() == 512);
+  CHECK(j["stats"]["target_passes"].as_int() == 16);
+  CHECK(j["stats"]["tau"].as_number() == doctest::Approx(1.0));
+}
+
+TEST_CASE("cli: plain generate streams the text") {
+  const CliResult r = run_cli({"generate", "-m", model_path("stories260K"), "-p", "Once upon a time",
+                               "-n", "8", "--temp", "0"});
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.rfind("Once upon a time, there was a little girl", 0) == 0);
+}
+
+TEST_CASE("cli: inspect --json") {
+  const CliResult r = run_cli({"inspect", model_path("stories260K-wide-q4_k_m"), "--json"});
+  REQUIRE(r.exit_code == 0);
+  const json::Value j = json::parse(r.out);
+  CHECK(j["dim"].as_int() == 256);
+  CHECK(j["n_layers"].as_int() == 8);
+  CHECK(j["n_vocab"].as_int() == 512);
+  CHECK(j["bytes_by_type"].contains("Q4_K"));
+  CHECK(j["bytes_by_type"].contains("Q6_K"));
+  CHECK(j["layer_bytes"].size() == 8);
+}

@@ -1,0 +1,263 @@
+// Speculative decoding is lossless: greedy output equals the target alone token for
+// token, and sampled output has the target's distribution (checked by chi-square tests
+// that a broken residual rule fails).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <map>
+
+#include "core/scheduler/speculative.h"
+#include "core/tokenizer.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "target/llama_model.h"
+#include "tests/cli_runner.h"
+#include "tests/fixtures.h"
+#include "tests/gguf_writer.h"
+#include "tests/json.h"
+
+using namespace flashspec;
+using namespace flashspec::testing;
+
+namespace {
+
+struct Pair {
+  CpuBackend backend{2};
+  LlamaModel target, draft;
+  Tokenizer tok;
+  explicit Pair(const std::string& target_name)
+      : target(model_path(target_name), backend),
+        draft(model_path("salty279K"), backend),
+        tok(Tokenizer::from_gguf(target.file())) {}
+};
+
+std::vector<std::string> reference_prompts() {
+  std::vector<std::string> out;
+  const json::Value refs = json::parse_file(reference_path("stories260K"));
+  for (const json::Value& r : refs.as_array())
+    out.push_back(r["prompt"].as_string());
+  return out;
+}
+
+DraftPolicy chain(int64_t k, bool sampled = false) {
+  DraftPolicy p;
+  p.shape = DraftPolicy::Shape::Chain;
+  p.budget = k;
+  p.sampled = sampled;
+  return p;
+}
+DraftPolicy tree(int64_t b) {
+  DraftPolicy p;
+  p.budget = b;
+  return p;
+}
+
+GenerateOptions greedy(int64_t n) {
+  GenerateOptions o;
+  o.n_predict = n;
+  o.sampling.temperature = 0;
+  o.ignore_eos = true;
+  return o;
+}
+
+void check_greedy_lossless(const std::string& target_name, const std::vector<DraftPolicy>& policies) {
+  Pair m(target_name);
+  for (const std::string& prompt : reference_prompts()) {
+    const std::vector<int32_t> ids = m.tok.encode(prompt, true);
+    const GenerationResult want = generate_target_only(m.target, ids, greedy(128));
+    for (const DraftPolicy& p : policies) {
+      CAPTURE(prompt);
+      CAPTURE(p.budget);
+      CAPTURE(int(p.shape));
+      const GenerationResult got = generate_speculative(m.target, m.draft, ids, greedy(128), p);
+      CHECK(got.tokens == want.tokens);
+      CHECK(got.stats.target_passes < want.stats.target_passes);
+      CHECK(got.stats.accepted + got.stats.target_passes >= 128);  // each pass emits accepted + 1, the last one cut
+    }
+  }
+}
+
+// Upper 0.1% point of chi-square with df degrees of freedom (Wilson-Hilferty).
+double chi2_critical_999(double df) {
+  const double z = 3.090232;
+  const double a = 2.0 / (9.0 * df);
+  return df * std::pow(1.0 - a + z * std::sqrt(a), 3.0);
+}
+
+using Triple = std::array<int32_t, 3>;
+
+std::map<Triple, int> sample_triples(const std::function<GenerationResult(uint64_t)>& run, int n) {
+  std::map<Triple, int> counts;
+  for (int s = 0; s < n; ++s) {
+    const GenerationResult r = run(uint64_t(s) + 1);
+    REQUIRE(r.tokens.size() == 3);
+    ++counts[{r.tokens[0], r.tokens[1], r.tokens[2]}];
+  }
+  return counts;
+}
+
+// Two-sample chi-square homogeneity statistic over the triples (categories with fewer
+// than 10 pooled observations merged into one), and its degrees of freedom.
+std::pair<double, double> chi2_two_sample(const std::map<Triple, int>& a, const std::map<Triple, int>& b) {
+  std::map<Triple, std::pair<int, int>> both;
+  for (auto& [k, v] : a) both[k].first += v;
+  for (auto& [k, v] : b) both[k].second += v;
+  std::vector<std::pair<int, int>> cats;
+  std::pair<int, int> rare{0, 0};
+  for (auto& [k, v] : both) {
+    if (v.first + v.second >= 10) cats.push_back(v);
+    else { rare.first += v.first; rare.second += v.second; }
+  }
+  if (rare.first + rare.second > 0) cats.push_back(rare);
+  double na = 0, nb = 0;
+  for (auto& c : cats) { na += c.first; nb += c.second; }
+  double stat = 0;
+  for (auto& c : cats) {
+    const double tot = c.first + c.second;
+    const double ea = tot * na / (na + nb), eb = tot * nb / (na + nb);
+    stat += (c.first - ea) * (c.first - ea) / ea + (c.second - eb) * (c.second - eb) / eb;
+  }
+  return {stat, double(cats.size() - 1)};
+}
+
+}  // namespace
+
+TEST_CASE("speculative greedy equals target-only: stories260K, chains and trees") {
+  check_greedy_lossless("stories260K", {chain(1), chain(4), chain(8), tree(4), tree(16), tree(64), tree(256)});
+}
+
+TEST_CASE("speculative greedy equals target-only: wide targets") {
+  for (const char* name : {"stories260K-wide-f32", "stories260K-wide-q8_0", "stories260K-wide-q4_0",
+                           "stories260K-wide-q4_k_m"}) {
+    CAPTURE(name);
+    check_greedy_lossless(name, {chain(4), tree(64)});
+  }
+}
+
+TEST_CASE("tau with a 64-token tree beats llama.cpp's chains") {
+  Pair m("stories260K");
+  int64_t tokens = 0, passes = 0;
+  for (const std::string& prompt : reference_prompts()) {
+    const GenerationResult r = generate_speculative(m.target, m.draft, m.tok.encode(prompt, true), greedy(128), tree(64));
+    tokens += r.stats.generated;
+    passes += r.stats.target_passes;
+  }
+  const double tau = double(tokens) / double(passes);
+  MESSAGE("tau(--tree 64) over the 8 reference prompts = " << tau);
+  CHECK(tau >= 4.7);
+}
+
+TEST_CASE("sampling is lossless: first 3 tokens match target-only sampling") {
+  Pair m("stories260K");
+  const std::vector<int32_t> ids = m.tok.encode("Tom and his dog went to the park.", true);
+  constexpr int kSeeds = 2000;
+  struct Setting { float top_p; };
+  for (Setting st : {Setting{1.0f}, Setting{0.9f}}) {
+    GenerateOptions o;
+    o.n_predict = 3;
+    o.ignore_eos = true;
+    o.sampling = SamplingParams{1.0f, 0, st.top_p, 0.0f, 0};
+    auto with_seed = [&](uint64_t s) { GenerateOptions x = o; x.sampling.seed = s; return x; };
+    const auto reference = sample_triples([&](uint64_t s) {
+      return generate_target_only(m.target, ids, with_seed(s + 1000000)); }, kSeeds);
+    for (const DraftPolicy& p : {chain(2, true), chain(4, true), tree(16)}) {
+      CAPTURE(st.top_p);
+      CAPTURE(p.budget);
+      const auto spec = sample_triples([&](uint64_t s) {
+        return generate_speculative(m.target, m.draft, ids, with_seed(s), p); }, kSeeds);
+      const auto [stat, df] = chi2_two_sample(reference, spec);
+      MESSAGE("top_p " << st.top_p << " budget " << p.budget << ": chi2 " << stat << " df " << df
+                       << " critical " << chi2_critical_999(df));
+      CHECK(stat < chi2_critical_999(df));
+    }
+  }
+}
+
+TEST_CASE("the chi-square test catches a broken residual rule") {
+  Pair m("stories260K");
+  const std::vector<int32_t> ids = m.tok.encode("Tom and his dog went to the park.", true);
+  GenerateOptions o;
+  o.n_predict = 3;
+  o.ignore_eos = true;
+  o.sampling = SamplingParams{1.0f, 0, 1.0f, 0.0f, 0};
+  auto with_seed = [&](uint64_t s) { GenerateOptions x = o; x.sampling.seed = s; return x; };
+  const auto reference = sample_triples([&](uint64_t s) {
+    return generate_target_only(m.target, ids, with_seed(s + 1000000)); }, 2000);
+  DraftPolicy broken = chain(4, true);
+  // Off by one draft: the residual forgets to subtract q, so a rejected draft token can
+  // be drawn again at its full target probability.
+  broken.residual = [](std::vector<float>&, std::span<const float>) {};
+  const auto spec = sample_triples([&](uint64_t s) {
+    return generate_speculative(m.target, m.draft, ids, with_seed(s), broken); }, 2000);
+  const auto [stat, df] = chi2_two_sample(reference, spec);
+  MESSAGE("broken rule: chi2 " << stat << " df " << df << " critical " << chi2_critical_999(df));
+  CHECK(stat > chi2_critical_999(df));
+}
+
+TEST_CASE("rejection sampling with several i.i.d. draws per node is exact") {
+  // A hand-made tree: root with 3 draws from q (one token drawn twice). The emitted
+  // first token must follow p exactly; compare the empirical frequencies over many
+  // trials with the exact p.
+  const std::vector<float> p = {0.5f, 0.3f, 0.15f, 0.05f};
+  const std::vector<float> q = {0.1f, 0.6f, 0.2f, 0.1f};
+  std::vector<double> freq(4, 0.0);
+  Rng rng(7);
+  Rng draw_rng(11);
+  const int n = 200000;
+  for (int i = 0; i < n; ++i) {
+    TokenTree t(0);
+    t.draft_dist[0] = q;
+    for (int d = 0; d < 3; ++d) {
+      const int32_t x = sample_from(q, draw_rng);
+      int32_t node = t.child_with_token(0, x);
+      if (node < 0) node = t.add(x, 0, 0.0);
+      t.draws[0].push_back(node);
+    }
+    const std::vector<float> leaf = {0.25f, 0.25f, 0.25f, 0.25f};
+    const Acceptance a = accept_by_rejection(t, [&](int32_t node) -> std::span<const float> {
+      return node == 0 ? std::span<const float>(p) : std::span<const float>(leaf); }, rng);
+    const int32_t first = a.path.empty() ? a.bonus : t.tokens[size_t(a.path[0])];
+    freq[size_t(first)] += 1.0 / n;
+  }
+  for (size_t i = 0; i < 4; ++i) CHECK(freq[i] == doctest::Approx(p[i]).epsilon(0.02));
+}
+
+TEST_CASE("a draft with another vocabulary is refused") {
+  const GgufFile salty = GgufFile::open(model_path("salty279K"));
+  std::vector<std::string> tokens;
+  for (const GgufValue& v : salty.require_array("tokenizer.ggml.tokens").items) tokens.push_back(*v.as_string());
+  SUBCASE("a token text differs") {
+    tokens[300] = "zzz";
+    GgufWriter w = GgufWriter::from(salty);
+    w.set("tokenizer.ggml.tokens", gv_str_array(tokens));
+    TempFile f("badvocab");
+    w.write(f.path);
+    const CliResult r = run_cli({"generate", "-m", model_path("stories260K"), "-d", f.path, "-p", "x", "-n", "2"});
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("token 300 differs") != std::string::npos);
+    CHECK(r.err.find(f.path) != std::string::npos);
+  }
+  SUBCASE("the special tokens differ") {
+    GgufWriter w = GgufWriter::from(salty);
+    w.set("tokenizer.ggml.eos_token_id", gv_u32(3));
+    TempFile f("badeos");
+    w.write(f.path);
+    const CliResult r = run_cli({"generate", "-m", model_path("stories260K"), "-d", f.path, "-p", "x", "-n", "2"});
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("special tokens differ") != std::string::npos);
+  }
+}
+
+TEST_CASE("cli: speculative generate reports acceptance stats") {
+  const CliResult r = run_cli({"generate", "-m", model_path("stories260K"), "-d", model_path("salty279K"),
+                               "-p", "Once upon a time", "-n", "64", "--temp", "0", "--tree", "32", "--json"});
+  REQUIRE(r.exit_code == 0);
+  const json::Value j = json::parse(r.out);
+  const json::Value ref = json::parse_file(reference_path("stories260K"))[0];
+  const std::vector<int32_t> want = ref["greedy_tokens"].as_vector<int32_t>();
+  CHECK(j["tokens"].as_vector<int32_t>() == std::vector<int32_t>(want.begin(), want.begin() + 64));
+  const json::Value& s = j["stats"];
+  CHECK(s["tau"].as_number() > 2.0);
+  CHECK(s["drafted"].as_int() > s["accepted"].as_int());
+  CHECK(s["accept_by_depth"].size() >= 2);
+  CHECK(s["generated"].as_int() <= s["accepted"].as_int() + s["target_passes"].as_int());
+}
