@@ -26,6 +26,10 @@ void add_run_options(CLI::App& sub, RunOptions& o) {
   sub.add_option("--chain", o.chain, "speculate with a chain of K draft tokens")
       ->check(CLI::Range(int64_t(1), int64_t(4096)));
   sub.add_option("--tree", o.tree, "speculate with a draft tree of B tokens, or 'auto'");
+  sub.add_option("--tree-width", o.tree_width, "tree nodes the draft expands per pass (0: budget/16)")
+      ->check(CLI::Range(0, 4096));
+  sub.add_option("--tree-children", o.tree_children, "candidate children kept per tree node")
+      ->check(CLI::Range(1, 4096));
   sub.add_option("--backend", o.backend, "compute backend")->check(CLI::IsMember({"cpu", "cuda"}));
   sub.add_option("-t,--threads", o.threads, "CPU threads (default: all cores)")->check(CLI::Range(1, 1024));
   sub.add_option("-c,--ctx", o.ctx, "context size in tokens (default: what the run needs)")
@@ -57,6 +61,8 @@ Engine::Engine(const RunOptions& o) : opt_(o) {
   check_vocab_rows(draft_tok, *draft_, o.draft_path);
   check_vocab_compatible(draft_tok, o.draft_path, tokenizer_, o.target_path);
   DraftPolicy p;
+  p.expand_width = o.tree_width;
+  p.max_children = o.tree_children;
   if (o.chain > 0) {
     p.shape = DraftPolicy::Shape::Chain;
     p.budget = o.chain;

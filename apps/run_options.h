@@ -23,6 +23,8 @@ struct RunOptions {
   SamplingParams sampling;
   int64_t chain = 0;      // --chain K
   std::string tree;       // --tree B | auto
+  int32_t tree_width = 0;     // nodes fed per draft pass (0: auto)
+  int32_t tree_children = 8;   // candidate children per node
   std::string backend = "cpu";
   int threads = 0;        // 0: all cores
   int64_t ctx = 0;        // 0: what the run needs

@@ -105,7 +105,7 @@ void Drafter::grow_best_first(TokenTree& tree, const DraftPolicy& policy,
   const double inv_temp = sampling.greedy() ? 1.0 : 1.0 / double(sampling.temperature);
   const int32_t width = policy.expand_width > 0
                             ? policy.expand_width
-                            : int32_t(std::clamp<int64_t>(policy.budget / 8, 1, 64));
+                            : int32_t(std::clamp<int64_t>(policy.budget / 16, 1, 64));
   std::vector<int32_t> order;
   auto push_children = [&](int32_t node, std::span<const float> l) {
     // log-softmax at the sampling temperature; only the top candidates are kept

@@ -21,7 +21,7 @@ struct DraftPolicy {
   // Chains: tokens drawn from the draft's sampling distribution (rejection-sampling
   // acceptance) when true, its argmax when false.
   bool sampled = false;
-  int32_t max_children = 16;   // best-first tree: candidate children kept per node
+  int32_t max_children = 8;    // best-first tree: candidate children kept per node
   int32_t expand_width = 0;    // best-first tree: nodes fed per draft pass (0: auto)
   // Residual update of the rejection rule; replaceable only so that tests can show a
   // broken rule is caught.

@@ -20,7 +20,11 @@ using namespace simd;
 
 // Software prefetch distance for the weight streams. The hardware prefetcher alone leaves
 // the single-token loop latency-bound at a third of the memory bandwidth on Zen 3.
-constexpr int kPrefetchBytes = 4096;
+#ifndef FS_PD
+#define FS_PD 4096
+#define FS_PH _MM_HINT_T0
+#endif
+constexpr int kPrefetchBytes = FS_PD;
 
 // One block as quantize_block_q8_0 does it (bit for bit): returns the 32 int8, the fp16
 // scale widened to float, and the Q4_0 zero-point term -2 * d * sum(q).
@@ -105,69 +109,99 @@ inline __m256 bcast_scale(const uint16_t* d) {
 // ---- Single token (decode): a 256-bit register holds 16 columns of row r in its low half
 // and the same columns of row r+1 in its high half; the token's activations are broadcast
 // to both. One maddubs serves two rows, and the widening, conversion and scaling of both
-// rows' partial sums share instructions. Plain activation layout.
+// rows' partial sums share instructions. A tile is NPR such row pairs, sharing the
+// activation loads. Plain activation layout.
+
+// [d(row a) x4 | d(row b) x4] as floats from two fp16 block scales.
+inline __m256 row_pair_scales(const uint16_t* da, const uint16_t* db) {
+  const __m128i a = _mm_broadcastw_epi16(_mm_loadu_si16(da));
+  const __m128i b = _mm_broadcastw_epi16(_mm_loadu_si16(db));
+  return _mm256_cvtph_ps(_mm_unpacklo_epi64(a, b));
+}
+
+// Rows r .. r + 2*NPR - 1 starting at w0 (row stride nb blocks); rows at or past `nrows`
+// repeat the last valid row and are not stored.
+template <int NPR, class Block, class Dot>
+FS_ALWAYS_INLINE inline void decode_tile(const Block* w0, int64_t nb, int nrows, float* y,
+                                         int64_t r, Dot dot) {
+  const Block* row[2 * NPR];
+  for (int i = 0; i < 2 * NPR; ++i) row[i] = w0 + (i < nrows ? i : nrows - 1) * nb;
+  // Two accumulators per row pair (even and odd blocks): one fma chain per block would
+  // bound the loop by the fma latency.
+  __m256 acc[NPR][2];
+  for (auto& pr : acc) pr[0] = pr[1] = _mm256_setzero_ps();
+  int64_t b = 0;
+  for (; b + 1 < nb; b += 2) {
+    // One prefetch per row per two blocks (36 bytes) keeps ahead of the 64-byte lines.
+    for (int i = 0; i < 2 * NPR; ++i)
+      _mm_prefetch(reinterpret_cast<const char*>(row[i] + b) + kPrefetchBytes, FS_PH);
+    dot(row, b, acc, std::integral_constant<int, 0>{});
+    dot(row, b + 1, acc, std::integral_constant<int, 1>{});
+  }
+  if (b < nb) dot(row, b, acc, std::integral_constant<int, 0>{});
+  for (int pr = 0; pr < NPR; ++pr) {
+    const __m256 v = _mm256_add_ps(acc[pr][0], acc[pr][1]);
+    if (2 * pr < nrows) y[r + 2 * pr] = hsum128(_mm256_castps256_ps128(v));
+    if (2 * pr + 1 < nrows) y[r + 2 * pr + 1] = hsum128(_mm256_extractf128_ps(v, 1));
+  }
+}
 
 // Q4_0 weights are q in 0..15 with w = d * (q - 8). maddubs needs an unsigned operand, so
 // the kernels multiply q itself and fold the zero point in with the activation block sums:
 // per block, dw * (dx * dot(q, x) + bias) with bias = -8 * dx * sum(x) spread over the
 // lanes (ActQ8_0::q4_bias): one fma, no sign fix-up.
-void q4_0_rows2(const BlockQ4_0* w0, const BlockQ4_0* w1, const ActQ8_0& a, int64_t nb,
-                float* y, int64_t r, bool two_rows) {
+template <int NPR>
+void q4_0_decode(const BlockQ4_0* w0, int64_t nb, int nrows, const ActQ8_0& a, float* y,
+                 int64_t r) {
   const __m256i m4 = _mm256_set1_epi8(0x0f);
   const __m256i ones = _mm256_set1_epi16(1);
-  // Two accumulators, or the fma latency chain would bound the loop.
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  auto block = [&](int64_t b, __m256& acc) FS_ALWAYS_INLINE {
-    _mm_prefetch(reinterpret_cast<const char*>(w0 + b) + kPrefetchBytes, _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(w1 + b) + kPrefetchBytes, _MM_HINT_T0);
-    const __m256i q = load2x128(w0[b].qs, w1[b].qs);
-    const __m256i lo = _mm256_and_si256(q, m4);                        // columns 0..15
-    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);  // columns 16..31
+  decode_tile<NPR>(w0, nb, nrows, y, r,
+                   [&](const BlockQ4_0* const* row, int64_t b, __m256(&acc)[NPR][2], auto kc)
+                       FS_ALWAYS_INLINE {
     const int8_t* xb = a.qs + b * QK4_0;
-    const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast128(xb)),
-                                       _mm256_maddubs_epi16(hi, bcast128(xb + 16)));
-    const __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones)),
-                                     _mm256_broadcast_ss(a.d + b), _mm256_broadcast_ss(a.q4_bias + b));
-    acc = _mm256_fmadd_ps(f, row_pair_scales(w0[b].d, w1[b].d), acc);
-  };
-  int64_t b = 0;
-  for (; b + 1 < nb; b += 2) {
-    block(b, acc0);
-    block(b + 1, acc1);
-  }
-  if (b < nb) block(b, acc0);
-  const __m256 acc = _mm256_add_ps(acc0, acc1);
-  y[r] = hsum128(_mm256_castps256_ps128(acc));
-  if (two_rows) y[r + 1] = hsum128(_mm256_extractf128_ps(acc, 1));
+    const __m256i xl = bcast128(xb), xh = bcast128(xb + 16);
+    const __m256 dx = _mm256_broadcast_ss(a.d + b), bias = _mm256_broadcast_ss(a.q4_bias + b);
+    unroll<NPR>([&](auto pc) FS_ALWAYS_INLINE {
+      constexpr int pr = decltype(pc)::value;
+      const BlockQ4_0& b0 = row[2 * pr][b];
+      const BlockQ4_0& b1 = row[2 * pr + 1][b];
+      const __m256i q = load2x128(b0.qs, b1.qs);
+      const __m256i lo = _mm256_and_si256(q, m4);                        // columns 0..15
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);  // columns 16..31
+      const __m256i s = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xl), _mm256_maddubs_epi16(hi, xh));
+      const __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(s, ones)), dx, bias);
+      acc[pr][decltype(kc)::value] =
+          _mm256_fmadd_ps(f, row_pair_scales(&b0.d, &b1.d), acc[pr][decltype(kc)::value]);
+    });
+  });
 }
 
 // Q8_0 weights are signed: maddubs gets |w| and x with w's sign moved onto it. Each
 // maddubs lane can reach 2*128*127, so the two halves are widened separately.
-void q8_0_rows2(const BlockQ8_0* w0, const BlockQ8_0* w1, const ActQ8_0& a, int64_t nb,
-                float* y, int64_t r, bool two_rows) {
+template <int NPR>
+void q8_0_decode(const BlockQ8_0* w0, int64_t nb, int nrows, const ActQ8_0& a, float* y,
+                 int64_t r) {
   const __m256i ones = _mm256_set1_epi16(1);
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  auto block = [&](int64_t b, __m256& acc) FS_ALWAYS_INLINE {
-    _mm_prefetch(reinterpret_cast<const char*>(w0 + b) + kPrefetchBytes, _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(w1 + b) + kPrefetchBytes, _MM_HINT_T0);
-    const __m256i wl = load2x128(w0[b].qs, w1[b].qs);
-    const __m256i wh = load2x128(w0[b].qs + 16, w1[b].qs + 16);
+  decode_tile<NPR>(w0, nb, nrows, y, r,
+                   [&](const BlockQ8_0* const* row, int64_t b, __m256(&acc)[NPR][2], auto kc)
+                       FS_ALWAYS_INLINE {
     const int8_t* xb = a.qs + b * QK8_0;
-    const __m256i pl = _mm256_maddubs_epi16(_mm256_abs_epi8(wl), _mm256_sign_epi8(bcast128(xb), wl));
-    const __m256i ph = _mm256_maddubs_epi16(_mm256_abs_epi8(wh), _mm256_sign_epi8(bcast128(xb + 16), wh));
-    const __m256i i = _mm256_add_epi32(_mm256_madd_epi16(pl, ones), _mm256_madd_epi16(ph, ones));
-    const __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(i), _mm256_broadcast_ss(a.d + b));
-    acc = _mm256_fmadd_ps(f, row_pair_scales(w0[b].d, w1[b].d), acc);
-  };
-  int64_t b = 0;
-  for (; b + 1 < nb; b += 2) {
-    block(b, acc0);
-    block(b + 1, acc1);
-  }
-  if (b < nb) block(b, acc0);
-  const __m256 acc = _mm256_add_ps(acc0, acc1);
-  y[r] = hsum128(_mm256_castps256_ps128(acc));
-  if (two_rows) y[r + 1] = hsum128(_mm256_extractf128_ps(acc, 1));
+    const __m256i xl = bcast128(xb), xh = bcast128(xb + 16);
+    const __m256 dx = _mm256_broadcast_ss(a.d + b);
+    unroll<NPR>([&](auto pc) FS_ALWAYS_INLINE {
+      constexpr int pr = decltype(pc)::value;
+      const BlockQ8_0& b0 = row[2 * pr][b];
+      const BlockQ8_0& b1 = row[2 * pr + 1][b];
+      const __m256i wl = load2x128(b0.qs, b1.qs);
+      const __m256i wh = load2x128(b0.qs + 16, b1.qs + 16);
+      const __m256i pl = _mm256_maddubs_epi16(_mm256_abs_epi8(wl), _mm256_sign_epi8(xl, wl));
+      const __m256i ph = _mm256_maddubs_epi16(_mm256_abs_epi8(wh), _mm256_sign_epi8(xh, wh));
+      const __m256i i = _mm256_add_epi32(_mm256_madd_epi16(pl, ones), _mm256_madd_epi16(ph, ones));
+      const __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(i), dx);
+      acc[pr][decltype(kc)::value] =
+          _mm256_fmadd_ps(f, row_pair_scales(&b0.d, &b1.d), acc[pr][decltype(kc)::value]);
+    });
+  });
 }
 
 // ---- Several tokens: a 256-bit register holds 16 columns of one row, broadcast to both
@@ -189,8 +223,11 @@ FS_ALWAYS_INLINE inline void store_pairs(const __m256 (&acc)[R][NP], float* y, i
   }
 }
 
-// R rows (consecutive, from w0) by NP token pairs starting at pair p0.
-template <int R, int NP>
+// R rows (consecutive, from w0) by NP token pairs starting at pair p0. Only the first token
+// tile over a panel streams its weights from memory and prefetches; the others find them
+// in L2, and prefetches would only take load slots (the loop is bound by loads and by
+// the two pipes that execute maddubs, madd and fma alike).
+template <int R, int NP, bool kPrefetch>
 void q4_0_pairs(const BlockQ4_0* w0, const ActQ8_0& a, int64_t nb, int64_t p0, float* y,
                 int64_t rows, int64_t r, bool all_rows) {
   const __m256i m4 = _mm256_set1_epi8(0x0f);
@@ -203,30 +240,36 @@ void q4_0_pairs(const BlockQ4_0* w0, const ActQ8_0& a, int64_t nb, int64_t p0, f
   for (auto& row : acc)
     for (auto& v : row) v = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
+    __m256i lo[R], hi[R];
+    __m256 dw[R];
     unroll<R>([&](auto ic) FS_ALWAYS_INLINE {
       constexpr int i = decltype(ic)::value;
       const BlockQ4_0& blk = w0[i * row_step + b];
-      _mm_prefetch(reinterpret_cast<const char*>(&blk) + kPrefetchBytes, _MM_HINT_T0);
+      if constexpr (kPrefetch)
+        _mm_prefetch(reinterpret_cast<const char*>(&blk) + kPrefetchBytes, _MM_HINT_T0);
       const __m256i q = bcast128(blk.qs);
-      const __m256i lo = _mm256_and_si256(q, m4);
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-      const __m256 dw = bcast_scale(&blk.d);
-      unroll<NP>([&](auto pc) FS_ALWAYS_INLINE {
-        constexpr int p = decltype(pc)::value;
-        const int8_t* xp = xq + (p * nb + b) * 64;
-        const __m256i s = _mm256_add_epi16(_mm256_maddubs_epi16(lo, loadu256(xp)),
-                                           _mm256_maddubs_epi16(hi, loadu256(xp + 32)));
+      lo[i] = _mm256_and_si256(q, m4);
+      hi[i] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+      dw[i] = bcast_scale(&blk.d);
+    });
+    unroll<NP>([&](auto pc) FS_ALWAYS_INLINE {
+      constexpr int p = decltype(pc)::value;
+      const int8_t* xp = xq + (p * nb + b) * 64;
+      const __m256i xl = loadu256(xp), xh = loadu256(xp + 32);
+      const __m256 bv = _mm256_loadu_ps(bias + (p * nb + b) * 8);
+      unroll<R>([&](auto ic) FS_ALWAYS_INLINE {
+        constexpr int i = decltype(ic)::value;
+        const __m256i s = _mm256_add_epi16(_mm256_maddubs_epi16(lo[i], xl), _mm256_maddubs_epi16(hi[i], xh));
         const __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(s, ones)),
-                                         _mm256_loadu_ps(dx + (p * nb + b) * 8),
-                                         _mm256_loadu_ps(bias + (p * nb + b) * 8));
-        acc[i][p] = _mm256_fmadd_ps(f, dw, acc[i][p]);
+                                         _mm256_loadu_ps(dx + (p * nb + b) * 8), bv);
+        acc[i][p] = _mm256_fmadd_ps(f, dw[i], acc[i][p]);
       });
     });
   }
   store_pairs<R, NP>(acc, y, rows, r, 2 * p0, a.T, all_rows);
 }
 
-template <int R, int NP>
+template <int R, int NP, bool kPrefetch>
 void q8_0_pairs(const BlockQ8_0* w0, const ActQ8_0& a, int64_t nb, int64_t p0, float* y,
                 int64_t rows, int64_t r, bool all_rows) {
   const __m256i ones = _mm256_set1_epi16(1);
@@ -240,7 +283,8 @@ void q8_0_pairs(const BlockQ8_0* w0, const ActQ8_0& a, int64_t nb, int64_t p0, f
     unroll<R>([&](auto ic) FS_ALWAYS_INLINE {
       constexpr int i = decltype(ic)::value;
       const BlockQ8_0& blk = w0[i * row_step + b];
-      _mm_prefetch(reinterpret_cast<const char*>(&blk) + kPrefetchBytes, _MM_HINT_T0);
+      if constexpr (kPrefetch)
+        _mm_prefetch(reinterpret_cast<const char*>(&blk) + kPrefetchBytes, _MM_HINT_T0);
       const __m256i wl = bcast128(blk.qs), wh = bcast128(blk.qs + 16);
       const __m256i al = _mm256_abs_epi8(wl), ah = _mm256_abs_epi8(wh);
       const __m256 dw = bcast_scale(&blk.d);
@@ -269,17 +313,16 @@ constexpr int64_t kPanelBytes = 160 << 10;
 #endif
 constexpr int kTileRows = FS_R, kTilePairs = FS_NP;
 
-template <class Block, class Rows2, class PairsFull, class Pairs1>
+template <class Block, class Decode, class Tile>
 void gemm_q8_0_act(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y,
-                   Rows2 rows2, PairsFull pairs_full, Pairs1 pairs1) {
+                   Decode decode, Tile tile) {
   const int64_t nb = w.cols / 32;
   const auto* base = static_cast<const Block*>(w.data);
   if (a.pair_qs == nullptr) {  // single token
-    for (int64_t r = r0; r < r1; r += 2) {
-      const Block* w0 = base + r * nb;
-      const bool two = r + 1 < r1;
-      rows2(w0, two ? w0 + nb : w0, a, nb, y, r, two);
-    }
+    int64_t r = r0;
+    for (; r + 4 <= r1; r += 4) decode(std::integral_constant<int, 2>{})(base + r * nb, nb, 4, a, y, r);
+    if (r < r1) decode(std::integral_constant<int, 1>{})(base + r * nb, nb, int(r1 - r) > 2 ? 2 : int(r1 - r), a, y, r);
+    if (r + 2 < r1) decode(std::integral_constant<int, 1>{})(base + (r + 2) * nb, nb, 1, a, y, r + 2);
     return;
   }
   const int64_t pairs = (a.T + 1) / 2;
@@ -288,7 +331,8 @@ void gemm_q8_0_act(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t 
   for (int64_t q0 = r0; q0 < r1; q0 += panel) {
     const int64_t q1 = q0 + panel < r1 ? q0 + panel : r1;
     int64_t p = 0;
-    auto sweep = [&](auto kernel) {
+    auto sweep = [&](auto np, auto prefetch) {
+      const auto kernel = tile(np, prefetch);
       for (int64_t r = q0; r < q1; r += kTileRows) {
         if (r + kTileRows <= q1) {
           kernel(base + r * nb, a, nb, p, y, w.rows, r, true);
@@ -297,19 +341,33 @@ void gemm_q8_0_act(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t 
         }
       }
     };
-    for (; p + kTilePairs <= pairs; p += kTilePairs) sweep(pairs_full);
-    for (; p < pairs; ++p) sweep(pairs1);
+    constexpr std::integral_constant<int, kTilePairs> full;
+    constexpr std::integral_constant<int, 1> one;
+    constexpr std::true_type first;
+    constexpr std::false_type later;
+    if (p + kTilePairs <= pairs) {
+      sweep(full, first);
+      for (p += kTilePairs; p + kTilePairs <= pairs; p += kTilePairs) sweep(full, later);
+    } else {
+      sweep(one, first);
+      ++p;
+    }
+    for (; p < pairs; ++p) sweep(one, later);
   }
 }
 
 void gemm_q4_0(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y) {
-  gemm_q8_0_act<BlockQ4_0>(w, a, r0, r1, y, q4_0_rows2, q4_0_pairs<kTileRows, kTilePairs>,
-                           q4_0_pairs<kTileRows, 1>);
+  gemm_q8_0_act<BlockQ4_0>(w, a, r0, r1, y, [](auto npr) { return q4_0_decode<decltype(npr)::value>; },
+                           [](auto np, auto prefetch) {
+    return q4_0_pairs<kTileRows, decltype(np)::value, decltype(prefetch)::value>;
+  });
 }
 
 void gemm_q8_0(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y) {
-  gemm_q8_0_act<BlockQ8_0>(w, a, r0, r1, y, q8_0_rows2, q8_0_pairs<kTileRows, kTilePairs>,
-                           q8_0_pairs<kTileRows, 1>);
+  gemm_q8_0_act<BlockQ8_0>(w, a, r0, r1, y, [](auto npr) { return q8_0_decode<decltype(npr)::value>; },
+                           [](auto np, auto prefetch) {
+    return q8_0_pairs<kTileRows, decltype(np)::value, decltype(prefetch)::value>;
+  });
 }
 
 }  // namespace
