@@ -38,6 +38,20 @@ inline uint16_t float_to_fp16(float f) {
   return uint16_t(sign | (m >> 13));
 }
 
+// fp16_to_float(float_to_fp16(x)) without leaving float: the value x takes once stored
+// as fp16 (round to nearest even), for finite x of at most 65504 in magnitude. Cheap
+// enough for the attention inner loops.
+inline float round_to_fp16(float x) {
+  const uint32_t u = float_to_bits(x);
+  const uint32_t abs = u & 0x7fffffffu;
+  if (abs < 0x38800000u) {  // below the smallest normal half: multiples of 2^-24
+    const float magic = 0.5f;  // adding 2^-1 pushes the bits below 2^-24 out, rounding to even
+    const float y = (bits_to_float(abs) + magic) - magic;
+    return bits_to_float(float_to_bits(y) | (u & 0x80000000u));
+  }
+  return bits_to_float((u + 0xfffu + ((u >> 13) & 1u)) & ~0x1fffu);
+}
+
 inline float bf16_to_float(uint16_t h) { return bits_to_float(uint32_t(h) << 16); }
 
 }  // namespace flashspec

@@ -67,50 +67,68 @@ void CpuBackend::rope(float* x, const int32_t* positions, int64_t T, int64_t n_h
 
 void CpuBackend::attention(const AttentionArgs& a) {
   // Rounding follows llama.cpp's CPU attention (f16 K/V, queries and probabilities
-  // rounded to f16 before their products, sums in double) so that greedy outputs agree
-  // with it token for token even at near-ties.
+  // rounded to f16 before their products) so that greedy outputs agree with it token
+  // for token even at near-ties.
   const int64_t group = a.n_heads / a.n_kv_heads;
-  const int64_t q_stride = a.n_heads * a.head_dim;
-  const int64_t kv_stride = a.n_kv_heads * a.head_dim;
+  const int64_t hd = a.head_dim;
+  const int64_t q_stride = a.n_heads * hd;
+  const int64_t kv_stride = a.n_kv_heads * hd;
   const int64_t n_keys = a.n_past + a.n_masked;
+  // Keys transposed per kv head ([kvh][d][j]) and values ([kvh][j][d]) in f32, converted
+  // once per call, so the inner loops run over contiguous floats for every head.
+  kt_.resize(size_t(kv_stride * n_keys));
+  vf_.resize(size_t(kv_stride * n_keys));
+  pool_.parallel_for(a.n_kv_heads, 1, [&](int64_t b, int64_t e) {
+    for (int64_t g = b; g < e; ++g) {
+      float* kt = kt_.data() + g * hd * n_keys;
+      float* vf = vf_.data() + g * n_keys * hd;
+      for (int64_t j = 0; j < n_keys; ++j) {
+        const uint16_t* k = a.k + j * kv_stride + g * hd;
+        const uint16_t* v = a.v + j * kv_stride + g * hd;
+        for (int64_t d = 0; d < hd; ++d) {
+          kt[d * n_keys + j] = fp16_to_float(k[d]);
+          vf[j * hd + d] = fp16_to_float(v[d]);
+        }
+      }
+    }
+  });
   const int64_t work = a.T * a.n_heads;
   pool_.parallel_for(work, std::max<int64_t>(1, work / (8 * pool_.size())), [&](int64_t b, int64_t e) {
-    std::vector<float> prob(static_cast<size_t>(n_keys));
-    std::vector<float> q16(static_cast<size_t>(a.head_dim));
-    std::vector<double> acc(static_cast<size_t>(a.head_dim));
+    std::vector<float> score(static_cast<size_t>(n_keys));
+    std::vector<float> acc(static_cast<size_t>(hd));
     for (int64_t w = b; w < e; ++w) {
-      const int64_t t = w / a.n_heads, h = w % a.n_heads, kvh = h / group;
-      const float* q = a.q + t * q_stride + h * a.head_dim;
-      for (int64_t d = 0; d < a.head_dim; ++d) q16[size_t(d)] = fp16_to_float(float_to_fp16(q[d]));
+      const int64_t t = w / a.n_heads, h = w % a.n_heads, g = h / group;
+      const float* q = a.q + t * q_stride + h * hd;
+      const float* kt = kt_.data() + g * hd * n_keys;
+      const float* vf = vf_.data() + g * n_keys * hd;
+      std::fill(score.begin(), score.end(), 0.0f);
+      for (int64_t d = 0; d < hd; ++d) {
+        const float qd = round_to_fp16(q[d]);
+        const float* kd = kt + d * n_keys;
+        for (int64_t j = 0; j < n_keys; ++j) score[size_t(j)] += qd * kd[j];
+      }
       const uint8_t* mrow = a.mask + t * a.n_masked;
       float mx = -INFINITY;
       for (int64_t j = 0; j < n_keys; ++j) {
-        if (j >= a.n_past && !mrow[j - a.n_past]) {
-          prob[size_t(j)] = -INFINITY;
-          continue;
-        }
-        const uint16_t* k = a.k + j * kv_stride + kvh * a.head_dim;
-        double s = 0.0;
-        for (int64_t d = 0; d < a.head_dim; ++d) s += double(q16[size_t(d)] * fp16_to_float(k[d]));
-        prob[size_t(j)] = float(s) * a.scale;
-        mx = std::max(mx, prob[size_t(j)]);
+        const bool visible = j < a.n_past || mrow[j - a.n_past];
+        score[size_t(j)] = visible ? score[size_t(j)] * a.scale : -INFINITY;
+        mx = std::max(mx, score[size_t(j)]);
       }
       double sum = 0.0;
       for (int64_t j = 0; j < n_keys; ++j) {
-        const float p = prob[size_t(j)] == -INFINITY ? 0.0f : std::exp(prob[size_t(j)] - mx);
-        prob[size_t(j)] = p;
+        const float p = score[size_t(j)] == -INFINITY ? 0.0f : std::exp(score[size_t(j)] - mx);
+        score[size_t(j)] = p;
         sum += p;
       }
       const float inv = sum > 0.0 ? float(1.0 / sum) : 0.0f;  // a fully masked row attends to nothing
-      std::fill(acc.begin(), acc.end(), 0.0);
+      std::fill(acc.begin(), acc.end(), 0.0f);
       for (int64_t j = 0; j < n_keys; ++j) {
-        if (prob[size_t(j)] == 0.0f) continue;
-        const float p = fp16_to_float(float_to_fp16(prob[size_t(j)] * inv));
-        const uint16_t* v = a.v + j * kv_stride + kvh * a.head_dim;
-        for (int64_t d = 0; d < a.head_dim; ++d) acc[size_t(d)] += double(p * fp16_to_float(v[d]));
+        if (score[size_t(j)] == 0.0f) continue;
+        const float p = round_to_fp16(score[size_t(j)] * inv);
+        const float* v = vf + j * hd;
+        for (int64_t d = 0; d < hd; ++d) acc[size_t(d)] += p * v[d];
       }
-      float* out = a.out + t * q_stride + h * a.head_dim;
-      for (int64_t d = 0; d < a.head_dim; ++d) out[d] = float(acc[size_t(d)]);
+      std::copy(acc.begin(), acc.end(), a.out + t * q_stride + h * hd);
     }
   });
 }

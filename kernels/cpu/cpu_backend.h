@@ -3,6 +3,8 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/thread_pool.h"
 
+#include <vector>
+
 namespace flashspec {
 
 class CpuBackend final : public Backend {
@@ -24,6 +26,7 @@ class CpuBackend final : public Backend {
 
  private:
   ThreadPool pool_;
+  std::vector<float> kt_, vf_;  // attention scratch: f32 keys (transposed) and values
 };
 
 }  // namespace flashspec

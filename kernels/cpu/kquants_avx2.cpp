@@ -31,7 +31,10 @@ static inline void unpack_q4_k_scales(const uint8_t* s, uint64_t& sc, uint64_t& 
 // pshufb index broadcasting int16 lane k of each 128-bit half.
 static inline __m256i word_index(int k) { return _mm256_set1_epi16(int16_t((2 * k) | ((2 * k + 1) << 8))); }
 
-template <int NT>
+// Prefetch distance for the weight stream; see matmul_avx2.cpp.
+constexpr int kPrefetchBytes = 8192;
+
+template <int NT, bool kPrefetch>
 void q4_k_tile(const BlockQ4_K* wr, const ActQ8_K& a, int64_t nb, int64_t t0, float* y,
                int64_t rows, int64_t r) {
   const int64_t T = a.T;
@@ -46,6 +49,10 @@ void q4_k_tile(const BlockQ4_K* wr, const ActQ8_K& a, int64_t nb, int64_t t0, fl
   }
   for (int64_t b = 0; b < nb; ++b) {
     const BlockQ4_K& blk = wr[b];
+    if constexpr (kPrefetch) {
+      const char* p = reinterpret_cast<const char*>(&blk) + kPrefetchBytes;
+      for (int64_t o = 0; o < int64_t(sizeof(BlockQ4_K)); o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
+    }
     uint64_t sc, m;
     unpack_q4_k_scales(blk.scales, sc, m);
     const __m256i scb = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(int64_t(sc))));
@@ -66,6 +73,7 @@ void q4_k_tile(const BlockQ4_K* wr, const ActQ8_K& a, int64_t nb, int64_t t0, fl
         const __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, loadu256(x)), sl);
         const __m256i ph = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, loadu256(x + 32)), sh);
         isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(pl, ph));
+        keep(isum[t]);
       });
     }
     const float d = fp16_to_f32(blk.d), dmin = fp16_to_f32(blk.dmin);
@@ -82,7 +90,7 @@ void q4_k_tile(const BlockQ4_K* wr, const ActQ8_K& a, int64_t nb, int64_t t0, fl
 
 // Q6_K stores q + 32 in 0..63 (unsigned, as maddubs wants); the 32 * sum(x) per 16-group
 // is removed with the activation bsums in one madd per block.
-template <int NT>
+template <int NT, bool kPrefetch>
 void q6_k_tile(const BlockQ6_K* wr, const ActQ8_K& a, int64_t nb, int64_t t0, float* y,
                int64_t rows, int64_t r) {
   const int64_t T = a.T;
@@ -98,6 +106,10 @@ void q6_k_tile(const BlockQ6_K* wr, const ActQ8_K& a, int64_t nb, int64_t t0, fl
   }
   for (int64_t b = 0; b < nb; ++b) {
     const BlockQ6_K& blk = wr[b];
+    if constexpr (kPrefetch) {
+      const char* p = reinterpret_cast<const char*>(&blk) + kPrefetchBytes;
+      for (int64_t o = 0; o < int64_t(sizeof(BlockQ6_K)); o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
+    }
     const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales));
     __m256i isum[NT];
     for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
@@ -121,6 +133,7 @@ void q6_k_tile(const BlockQ6_K* wr, const ActQ8_K& a, int64_t nb, int64_t t0, fl
           constexpr int t = decltype(tc)::value;
           const int8_t* x = xq[t] + b * QK_K + 128 * n + 32 * i;
           isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(q[i], loadu256(x)), sv));
+          keep(isum[t]);
         });
       }
     }
@@ -136,56 +149,56 @@ void q6_k_tile(const BlockQ6_K* wr, const ActQ8_K& a, int64_t nb, int64_t t0, fl
   for (int t = 0; t < NT; ++t) y[(t0 + t) * rows + r] = hsum256(acc[t]);
 }
 
-// Token groups keep the group's int8 activations in L2 while the rows sweep over them.
-static inline int64_t token_group(int64_t cols) {
-  const int64_t g = (int64_t(192) << 10) / cols / 4 * 4;
-  return g < 4 ? 4 : g;
-}
+// Rows are processed in panels that stay in L2 while every token tile sweeps over them
+// (the tile's activations stay in L1). Only the first sweep streams from memory and
+// prefetches.
+constexpr int64_t kPanelBytes = 160 << 10;
 
-template <class Block, template <int> class Tile>
-void gemm_q8_k_act(const WeightMatrix& w, const ActQ8_K& a, int64_t r0, int64_t r1, float* y) {
+template <class Block, class Tile>
+void gemm_q8_k_act(const WeightMatrix& w, const ActQ8_K& a, int64_t r0, int64_t r1, float* y,
+                   Tile tile) {
   const int64_t nb = w.cols / QK_K;
   const auto* base = static_cast<const Block*>(w.data);
-  const int64_t T = a.T, tg = token_group(w.cols);
-  for (int64_t g0 = 0; g0 < T; g0 += tg) {
-    const int64_t g1 = g0 + tg < T ? g0 + tg : T;
-    for (int64_t r = r0; r < r1; ++r) {
-      const Block* wr = base + r * nb;
-      int64_t t = g0;
-      for (; t + 4 <= g1; t += 4) Tile<4>::run(wr, a, nb, t, y, w.rows, r);
-      switch (g1 - t) {
-        case 3: Tile<3>::run(wr, a, nb, t, y, w.rows, r); break;
-        case 2: Tile<2>::run(wr, a, nb, t, y, w.rows, r); break;
-        case 1: Tile<1>::run(wr, a, nb, t, y, w.rows, r); break;
+  const int64_t T = a.T;
+  int64_t panel = kPanelBytes / (nb * int64_t(sizeof(Block)));
+  if (panel < 1) panel = 1;
+  for (int64_t q0 = r0; q0 < r1; q0 += panel) {
+    const int64_t q1 = q0 + panel < r1 ? q0 + panel : r1;
+    auto sweep = [&](auto nt, auto prefetch, int64_t t) {
+      const auto kernel = tile(nt, prefetch);
+      for (int64_t r = q0; r < q1; ++r) kernel(base + r * nb, a, nb, t, y, w.rows, r);
+    };
+    auto sweep_rest = [&](int64_t t, auto prefetch) {
+      switch (T - t) {
+        case 3: sweep(std::integral_constant<int, 3>{}, prefetch, t); break;
+        case 2: sweep(std::integral_constant<int, 2>{}, prefetch, t); break;
+        case 1: sweep(std::integral_constant<int, 1>{}, prefetch, t); break;
         default: break;
       }
+    };
+    if (T < 4) {
+      sweep_rest(0, std::true_type{});
+      continue;
     }
+    sweep(std::integral_constant<int, 4>{}, std::true_type{}, 0);
+    int64_t t = 4;
+    for (; t + 4 <= T; t += 4) sweep(std::integral_constant<int, 4>{}, std::false_type{}, t);
+    sweep_rest(t, std::false_type{});
   }
 }
-
-template <int NT>
-struct Q4KTile {
-  static void run(const BlockQ4_K* wr, const ActQ8_K& a, int64_t nb, int64_t t0, float* y,
-                  int64_t rows, int64_t r) {
-    q4_k_tile<NT>(wr, a, nb, t0, y, rows, r);
-  }
-};
-template <int NT>
-struct Q6KTile {
-  static void run(const BlockQ6_K* wr, const ActQ8_K& a, int64_t nb, int64_t t0, float* y,
-                  int64_t rows, int64_t r) {
-    q6_k_tile<NT>(wr, a, nb, t0, y, rows, r);
-  }
-};
 
 }  // namespace
 
 void gemm_q4_k(const WeightMatrix& w, const ActQ8_K& a, int64_t r0, int64_t r1, float* y) {
-  gemm_q8_k_act<BlockQ4_K, Q4KTile>(w, a, r0, r1, y);
+  gemm_q8_k_act<BlockQ4_K>(w, a, r0, r1, y, [](auto nt, auto prefetch) {
+    return q4_k_tile<decltype(nt)::value, decltype(prefetch)::value>;
+  });
 }
 
 void gemm_q6_k(const WeightMatrix& w, const ActQ8_K& a, int64_t r0, int64_t r1, float* y) {
-  gemm_q8_k_act<BlockQ6_K, Q6KTile>(w, a, r0, r1, y);
+  gemm_q8_k_act<BlockQ6_K>(w, a, r0, r1, y, [](auto nt, auto prefetch) {
+    return q6_k_tile<decltype(nt)::value, decltype(prefetch)::value>;
+  });
 }
 
 }  // namespace flashspec::cpu::avx2

@@ -21,7 +21,7 @@ using namespace simd;
 // Software prefetch distance for the weight streams. The hardware prefetcher alone leaves
 // the single-token loop latency-bound at a third of the memory bandwidth on Zen 3.
 #ifndef FS_PD
-#define FS_PD 4096
+#define FS_PD 8192
 #define FS_PH _MM_HINT_T0
 #endif
 constexpr int kPrefetchBytes = FS_PD;

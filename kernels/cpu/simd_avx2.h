@@ -24,6 +24,11 @@ static inline FS_ALWAYS_INLINE void unroll(Fn&& fn) {
   }(std::make_integer_sequence<int, N>{});
 }
 
+// Pins v to a register at this point, emitting nothing. Used between the steps of an
+// int32 accumulation: GCC otherwise reassociates the whole unrolled chain into a tree,
+// computes every product first and spills them to the stack.
+static inline FS_ALWAYS_INLINE void keep(__m256i& v) { asm("" : "+x"(v)); }
+
 static inline float hsum128(__m128 v) {
   v = _mm_add_ps(v, _mm_movehl_ps(v, v));
   v = _mm_add_ss(v, _mm_movehdup_ps(v));
