@@ -15,7 +15,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "flashspec 0.1");
   flashspec::Action generate = flashspec::register_generate(app);
   flashspec::Action inspect = flashspec::register_inspect(app);
-  flashspec::Action bench = flashspec::register_bench(app);
+  flashspec::Action throughput = flashspec::register_throughput(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
   try {
     if (app.got_subcommand("generate")) return generate();
     if (app.got_subcommand("inspect")) return inspect();
-    if (app.got_subcommand("bench")) return bench();
+    if (app.got_subcommand("throughput")) return throughput();
   } catch (const flashspec::Error& e) {
     std::fprintf(stderr, "flashspec: error: %s\n", e.what());
     return 1;

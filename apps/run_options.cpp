@@ -4,7 +4,6 @@
 #include <thread>
 
 #include "core/error.h"
-#include "core/scheduler/speculative.h"
 #include "core/units.h"
 #include "core/vocab_compat.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -99,12 +98,17 @@ GenerateOptions Engine::generate_options() const {
 }
 
 GenerationResult Engine::generate(const std::vector<int32_t>& prompt, const GenerateOptions& g) {
-  if (opt_.ctx > 0 && context_needed(int64_t(prompt.size()), g.n_predict, 1 + (policy_ ? policy_->budget : 0)) > opt_.ctx)
+  const int64_t need = context_needed(int64_t(prompt.size()), g.n_predict, Session::scratch_rows(policy_));
+  if (opt_.ctx > 0 && need > opt_.ctx)
     throw Error("--ctx " + std::to_string(opt_.ctx) + " is too small for a " +
                 std::to_string(prompt.size()) + "-token prompt plus " + std::to_string(g.n_predict) +
                 " tokens");
-  if (policy_) return generate_speculative(*target_, *draft_, prompt, g, *policy_);
-  return generate_target_only(*target_, prompt, g);
+  Session s = new_session(need);
+  return s.generate(prompt, g);
+}
+
+Session Engine::new_session(int64_t default_ctx) {
+  return Session(*target_, draft_.get(), policy_, opt_.ctx > 0 ? opt_.ctx : default_ctx);
 }
 
 }  // namespace flashspec

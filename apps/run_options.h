@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/scheduler/generate.h"
+#include "core/scheduler/session.h"
 #include "draft/drafter.h"
 #include "core/tokenizer.h"
 
@@ -49,6 +50,9 @@ class Engine {
   // Generation options from the CLI flags (sampling, n, eos handling).
   GenerateOptions generate_options() const;
   GenerationResult generate(const std::vector<int32_t>& prompt, const GenerateOptions& opt);
+  // A session over the loaded models (target-only or speculative as the flags say) with
+  // --ctx rows of context, or `default_ctx` when --ctx was not given.
+  Session new_session(int64_t default_ctx);
 
  private:
   static void check_vocab_rows(const Tokenizer& tok, const LlamaModel& m, const std::string& path);

@@ -19,12 +19,11 @@ std::span<const float> Drafter::usable(const std::vector<float>& logits, size_t 
   return std::span(logits).subspan(row * n, size_t(vocab_limit_));
 }
 
-void Drafter::start(std::span<const int32_t> prompt, int32_t first) {
-  std::vector<float> logits;
-  model_.forward(CausalBatch(prompt, 0).view(), kv_, LogitRows::Last, logits);
-  kv_.commit_first(int64_t(prompt.size()));
-  ++forwards_;
-  to_feed_ = {first};
+void Drafter::sync(std::span<const int32_t> seq) {
+  if (seq.empty()) throw Error("internal: drafter synced to an empty sequence");
+  const int64_t keep = std::min<int64_t>(kv_.committed(), int64_t(seq.size()) - 1);
+  kv_.truncate(keep);
+  to_feed_.assign(seq.begin() + keep, seq.end());
 }
 
 void Drafter::feed(const TokenTree& tree, std::span<const int32_t> nodes, std::vector<float>& logits) {
@@ -140,18 +139,13 @@ void Drafter::grow_best_first(TokenTree& tree, const DraftPolicy& policy,
   }
 }
 
-void Drafter::advance(const TokenTree& tree, const Acceptance& acc) {
+void Drafter::advance(const Acceptance& acc) {
   std::vector<int64_t> kept;
   for (int64_t i = 0; i < int64_t(to_feed_.size()); ++i) kept.push_back(i);
-  size_t n_fed = 0;
-  while (n_fed < acc.path.size() && row_of_node_[size_t(acc.path[n_fed])] >= 0) {
-    kept.push_back(row_of_node_[size_t(acc.path[n_fed])]);
-    ++n_fed;
-  }
+  for (size_t i = 0; i < acc.path.size() && row_of_node_[size_t(acc.path[i])] >= 0; ++i)
+    kept.push_back(row_of_node_[size_t(acc.path[i])]);
   kv_.commit(kept);
   to_feed_.clear();
-  for (size_t i = n_fed; i < acc.path.size(); ++i) to_feed_.push_back(tree.tokens[size_t(acc.path[i])]);
-  to_feed_.push_back(acc.bonus);
 }
 
 }  // namespace flashspec

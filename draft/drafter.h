@@ -33,12 +33,14 @@ class Drafter {
   // `vocab_limit`: ids at or above it are never proposed (the target's vocabulary size).
   Drafter(LlamaModel& model, int64_t capacity, int32_t vocab_limit);
 
-  // Processes the prompt; `first` is the first emitted token (from the target's prefill).
-  void start(std::span<const int32_t> prompt, int32_t first);
-  // Grows a tree below the last emitted token.
+  // Makes the cache a prefix of `seq` (cutting what is not in it) and queues the rest;
+  // the last token of seq is the root of the next tree.
+  void sync(std::span<const int32_t> seq);
+  // Grows a tree below the last token of the synced sequence.
   TokenTree propose(const DraftPolicy& policy, const SamplingParams& sampling, Rng& rng);
-  // Keeps the accepted path in the cache; the bonus becomes the next root.
-  void advance(const TokenTree& tree, const Acceptance& acc);
+  // Keeps the rows of the accepted path that the draft computed; sync() queues the rest.
+  void advance(const Acceptance& acc);
+  void reset() { kv_.truncate(0); to_feed_.clear(); }
 
   int64_t forwards() const { return forwards_; }
 
@@ -54,7 +56,7 @@ class Drafter {
   LlamaModel& model_;
   KvCache kv_;
   int32_t vocab_limit_;
-  std::vector<int32_t> to_feed_;     // emitted tokens the draft has not processed; last = root
+  std::vector<int32_t> to_feed_;      // sequence tokens the draft has not processed; last = root
   std::vector<int32_t> row_of_node_;  // pending-row of each fed tree node, -1 if not fed
   int64_t forwards_ = 0;
 };

@@ -13,11 +13,13 @@
 
 #include "core/error.h"
 #include "core/ggml_type.h"
+#include "core/gguf.h"
 #include "core/half.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/quantize_activations.h"
 #include "kernels/cpu/thread_pool.h"
+#include "tests/fixtures.h"
 
 using namespace flashspec;
 using flashspec::cpu::Isa;
@@ -177,7 +179,8 @@ std::vector<Shape> shapes_for(GgmlType type) {
   const int64_t be = traits(type).block_elems;
   const int64_t smallest = be == 1 ? 32 : be;
   std::vector<Shape> s = {{1, smallest}, {7, 256}, {67, 512}, {300, 1024}};
-  if (be == 1) s.push_back({5, 37});  // float types: columns that are not a SIMD multiple
+  if (be <= 32) s.push_back({13, 160});  // 5 blocks of 32: a partial group of 4 blocks
+  if (be == 1) s.push_back({5, 37});     // float types: columns that are not a SIMD multiple
   return s;
 }
 
@@ -335,9 +338,9 @@ TEST_CASE("matmul matches a double-precision reference for every type, ISA and t
         for (Isa isa : isas) {
           for (ThreadPool* pool : {&pool1, &pool2}) {
             const std::string type_str(type_name(type));
-    CAPTURE(type_str);
             const std::string isa_str = cpu::isa_name(isa);
-    CAPTURE(isa_str);
+            CAPTURE(type_str);
+            CAPTURE(isa_str);
             CAPTURE(pool->size());
             CAPTURE(s.rows);
             CAPTURE(s.cols);
@@ -352,11 +355,12 @@ TEST_CASE("matmul matches a double-precision reference for every type, ISA and t
   }
 }
 
-TEST_CASE("matmul over many token groups (long rows, T spanning several L2 groups)") {
+TEST_CASE("matmul over several row panels and token tiles (long rows)") {
   const std::vector<Isa> isas = supported_isas();
   ThreadPool pool(2);
   std::mt19937 rng(5);
-  constexpr int64_t rows = 9, cols = 8192, T = 67;
+  // 80 rows of 8192 columns span 2-5 of the kernels' ~160 KB row panels for every type.
+  constexpr int64_t rows = 80, cols = 8192, T = 67;
   for (GgmlType type : kAllTypes) {
     const auto w = random_weights(rng, type, rows, cols);
     const WeightMatrix wm{type, w.data(), rows, cols};
@@ -367,9 +371,9 @@ TEST_CASE("matmul over many token groups (long rows, T spanning several L2 group
     const Reference ref = reference(type, w, rows, cols, xr, T);
     for (Isa isa : isas) {
       const std::string type_str(type_name(type));
-    CAPTURE(type_str);
       const std::string isa_str = cpu::isa_name(isa);
-    CAPTURE(isa_str);
+      CAPTURE(type_str);
+      CAPTURE(isa_str);
       std::vector<float> y(size_t(T * rows), std::nanf(""));
       cpu::matmul_with_isa(isa, wm, x.data(), T, y.data(), pool);
       REQUIRE(max_rel_error(y, ref) <= 1e-4);
@@ -417,4 +421,57 @@ TEST_CASE("matmul edge cases and ISA selection") {
   CHECK(y[0] == 0.0f);
   const WeightMatrix bad{GgmlType::Q4_0, w.data(), 3, 48};
   CHECK_THROWS_AS(matmul(bad, x.data(), 1, y.data(), pool), Error);
+}
+
+TEST_CASE("real GGUF weights: dequantization agrees with the F32 model, matmul with its reference") {
+  // The quantized fixtures are quantizations of stories260K-wide-f32 by llama.cpp, so each
+  // dequantized tensor must equal the F32 tensor up to that format's quantization noise
+  // (measured: Q8_0 0.6%, Q6_K 1.8%, Q4_K 7.8%, Q4_0 9.3% relative RMS); any layout
+  // mistake (nibble order, scale packing, Q6_K interleave) would give ~100%.
+  const GgufFile f32 = GgufFile::open(flashspec::testing::model_path("stories260K-wide-f32"));
+  const std::vector<Isa> isas = supported_isas();
+  ThreadPool pool(2);
+  std::mt19937 rng(13);
+  int checked = 0;
+  for (const char* model : {"stories260K-wide-q8_0", "stories260K-wide-q4_0", "stories260K-wide-q4_k_m"}) {
+    const GgufFile q = GgufFile::open(flashspec::testing::model_path(model));
+    for (const GgufTensorInfo& t : q.tensors()) {
+      if (!is_quantized(t.type)) continue;
+      CAPTURE(model);
+      CAPTURE(t.name);
+      const GgufTensorInfo& ref = f32.require_tensor(t.name);
+      REQUIRE(ref.elements() == t.elements());
+      std::vector<float> a(size_t(t.elements())), b(size_t(t.elements()));
+      dequantize_row(t.type, q.tensor_data(t), a.data(), t.elements());
+      dequantize_row(ref.type, f32.tensor_data(ref), b.data(), ref.elements());
+      double err = 0, norm = 0;
+      for (size_t i = 0; i < a.size(); ++i) {
+        err += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+        norm += double(b[i]) * b[i];
+      }
+      const double bound = t.type == GgmlType::Q8_0 ? 0.02 : t.type == GgmlType::Q6_K ? 0.05 : 0.15;
+      if (norm == 0)
+        CHECK(err == 0);  // an all-zero tensor (the inflation pads with zeros)
+      else
+        CHECK(std::sqrt(err / norm) <= bound);
+
+      // The kernels on real blocks: y = W x for 3 tokens against the double reference.
+      const int64_t cols = t.dims[0], rows = t.rows(), T = 3;
+      const std::vector<float> x = random_floats(rng, T * cols);
+      std::vector<float> xr(x.size());
+      for (int64_t i = 0; i < T; ++i)
+        activation_roundtrip(t.type, x.data() + i * cols, xr.data() + i * cols, cols);
+      const std::vector<uint8_t> w(q.tensor_data(t), q.tensor_data(t) + t.nbytes);
+      const Reference r = reference(t.type, w, rows, cols, xr, T);
+      for (Isa isa : isas) {
+        const std::string isa_str = cpu::isa_name(isa);
+        CAPTURE(isa_str);
+        std::vector<float> y(size_t(T * rows), std::nanf(""));
+        cpu::matmul_with_isa(isa, {t.type, w.data(), rows, cols}, x.data(), T, y.data(), pool);
+        CHECK(max_rel_error(y, r) <= 1e-4);
+      }
+      ++checked;
+    }
+  }
+  CHECK(checked > 100);
 }

@@ -16,6 +16,7 @@ namespace {
 using namespace simd;
 
 struct F32Fmt {
+  static constexpr int64_t kBytes = 4;
   static __m256 load8(const char* row, int64_t c) {
     return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + c);
   }
@@ -26,12 +27,14 @@ struct F32Fmt {
   }
 };
 struct F16Fmt {
+  static constexpr int64_t kBytes = 2;
   static __m256 load8(const char* row, int64_t c) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * c)));
   }
   static float load1(const char* row, int64_t c) { return _cvtsh_ss(load_u16(row + 2 * c)); }
 };
 struct BF16Fmt {
+  static constexpr int64_t kBytes = 2;
   static __m256 load8(const char* row, int64_t c) {
     const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * c)));
     return _mm256_castsi256_ps(_mm256_slli_epi32(h, 16));
@@ -53,8 +56,12 @@ void float_tile(const char* w0, const char* w1, const float* x, int64_t cols, in
     acc0[t] = acc1[t] = _mm256_setzero_ps();
     xt[t] = x + (t0 + t) * cols;
   }
+  // Single token: the two rows are consecutive, so prefetch the next pair of rows as one
+  // linear stream at twice the pace (see matmul_avx2.cpp's decode_tile).
+  const char* pf = w0 + 2 * (w1 - w0);
   int64_t c = 0;
   for (; c + 8 <= cols; c += 8) {
+    if constexpr (NT == 1) _mm_prefetch(pf + 2 * c * Fmt::kBytes, _MM_HINT_T0);
     const __m256 v0 = Fmt::load8(w0, c), v1 = Fmt::load8(w1, c);
     unroll<NT>([&](auto tc) FS_ALWAYS_INLINE {
       constexpr int t = decltype(tc)::value;

@@ -9,6 +9,7 @@
 #if defined(__x86_64__) || defined(__i386__)
 
 #include "kernels/cpu/simd_avx2.h"
+#include "kernels/cpu/tile_drivers.h"
 
 namespace flashspec::cpu::avx2 {
 
@@ -49,7 +50,7 @@ void q4_k_tile(const BlockQ4_K* wr, const ActQ8_K& a, int64_t nb, int64_t t0, fl
   }
   for (int64_t b = 0; b < nb; ++b) {
     const BlockQ4_K& blk = wr[b];
-    if constexpr (kPrefetch) {
+    if constexpr (kPrefetch) {  // one linear stream, each line once
       const char* p = reinterpret_cast<const char*>(&blk) + kPrefetchBytes;
       for (int64_t o = 0; o < int64_t(sizeof(BlockQ4_K)); o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
     }
@@ -106,7 +107,7 @@ void q6_k_tile(const BlockQ6_K* wr, const ActQ8_K& a, int64_t nb, int64_t t0, fl
   }
   for (int64_t b = 0; b < nb; ++b) {
     const BlockQ6_K& blk = wr[b];
-    if constexpr (kPrefetch) {
+    if constexpr (kPrefetch) {  // one linear stream, each line once
       const char* p = reinterpret_cast<const char*>(&blk) + kPrefetchBytes;
       for (int64_t o = 0; o < int64_t(sizeof(BlockQ6_K)); o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
     }
@@ -149,54 +150,16 @@ void q6_k_tile(const BlockQ6_K* wr, const ActQ8_K& a, int64_t nb, int64_t t0, fl
   for (int t = 0; t < NT; ++t) y[(t0 + t) * rows + r] = hsum256(acc[t]);
 }
 
-// Rows are processed in panels that stay in L2 while every token tile sweeps over them
-// (the tile's activations stay in L1). Only the first sweep streams from memory and
-// prefetches.
-constexpr int64_t kPanelBytes = 160 << 10;
-
-template <class Block, class Tile>
-void gemm_q8_k_act(const WeightMatrix& w, const ActQ8_K& a, int64_t r0, int64_t r1, float* y,
-                   Tile tile) {
-  const int64_t nb = w.cols / QK_K;
-  const auto* base = static_cast<const Block*>(w.data);
-  const int64_t T = a.T;
-  int64_t panel = kPanelBytes / (nb * int64_t(sizeof(Block)));
-  if (panel < 1) panel = 1;
-  for (int64_t q0 = r0; q0 < r1; q0 += panel) {
-    const int64_t q1 = q0 + panel < r1 ? q0 + panel : r1;
-    auto sweep = [&](auto nt, auto prefetch, int64_t t) {
-      const auto kernel = tile(nt, prefetch);
-      for (int64_t r = q0; r < q1; ++r) kernel(base + r * nb, a, nb, t, y, w.rows, r);
-    };
-    auto sweep_rest = [&](int64_t t, auto prefetch) {
-      switch (T - t) {
-        case 3: sweep(std::integral_constant<int, 3>{}, prefetch, t); break;
-        case 2: sweep(std::integral_constant<int, 2>{}, prefetch, t); break;
-        case 1: sweep(std::integral_constant<int, 1>{}, prefetch, t); break;
-        default: break;
-      }
-    };
-    if (T < 4) {
-      sweep_rest(0, std::true_type{});
-      continue;
-    }
-    sweep(std::integral_constant<int, 4>{}, std::true_type{}, 0);
-    int64_t t = 4;
-    for (; t + 4 <= T; t += 4) sweep(std::integral_constant<int, 4>{}, std::false_type{}, t);
-    sweep_rest(t, std::false_type{});
-  }
-}
-
 }  // namespace
 
 void gemm_q4_k(const WeightMatrix& w, const ActQ8_K& a, int64_t r0, int64_t r1, float* y) {
-  gemm_q8_k_act<BlockQ4_K>(w, a, r0, r1, y, [](auto nt, auto prefetch) {
+  drive_q8_k<BlockQ4_K>(w, a, r0, r1, y, [](auto nt, auto prefetch) {
     return q4_k_tile<decltype(nt)::value, decltype(prefetch)::value>;
   });
 }
 
 void gemm_q6_k(const WeightMatrix& w, const ActQ8_K& a, int64_t r0, int64_t r1, float* y) {
-  gemm_q8_k_act<BlockQ6_K>(w, a, r0, r1, y, [](auto nt, auto prefetch) {
+  drive_q8_k<BlockQ6_K>(w, a, r0, r1, y, [](auto nt, auto prefetch) {
     return q6_k_tile<decltype(nt)::value, decltype(prefetch)::value>;
   });
 }

@@ -16,6 +16,7 @@
 #include "kernels/cpu/matmul_internal.h"
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define FS_X86 1
 #endif
@@ -104,25 +105,47 @@ std::unique_ptr<T[]> scratch(int64_t n) {
   return std::make_unique_for_overwrite<T[]>(size_t(n));
 }
 
+// Below this many multiply-adds a matmul runs on the calling thread alone: waking and
+// joining the pool costs microseconds, more than the whole product (a 256 x 256 matrix
+// times one token, say).
+constexpr int64_t kMinParallelMacs = 1 << 17;
+
+// Runs fn(tid, nth) on the pool, or as (0, 1) on the caller for small products.
+template <class Fn>
+void run_on(ThreadPool& pool, int64_t macs, Fn&& fn) {
+  if (pool.size() == 1 || macs < kMinParallelMacs)
+    fn(0, 1);
+  else
+    pool.run(fn);
+}
+
 void run_float(const IsaKernels& k, const WeightMatrix& w, const float* x, int64_t T, float* y,
                ThreadPool& pool) {
   const GemmF32Fn gemm = w.type == GgmlType::F32 ? k.f32 : w.type == GgmlType::F16 ? k.f16 : k.bf16;
   RowChunks chunks(w.rows, T, pool.size());
-  pool.run([&](int, int) { chunks.run([&](int64_t r0, int64_t r1) { gemm(w, x, T, r0, r1, y); }); });
+  run_on(pool, w.rows * w.cols * T, [&](int, int) {
+    chunks.run([&](int64_t r0, int64_t r1) { gemm(w, x, T, r0, r1, y); });
+  });
 }
 
 // Quantized activations of one call; `copies` independent buffers for private quantizing.
 struct Q8_0Scratch {
   Q8_0Scratch(const IsaKernels& k, int64_t T, int64_t cols, int copies)
       : T(T), cols(cols), nb(cols / QK8_0), paired(T >= 2 && k.quantize_q8_0_pairs != nullptr) {
-    const int64_t tokens = paired ? (T + 1) / 2 * 2 : T;
-    per_qs = tokens * cols;
-    per_f = paired ? tokens * nb * 4 : tokens * nb;
-    // Zeroed when paired: an odd T leaves a padding token that the kernels multiply.
-    qs = paired ? std::make_unique<int8_t[]>(size_t(per_qs * copies))
-                : scratch<int8_t>(per_qs * copies);
+    if (paired) {
+      const int64_t pairs = (T + 1) / 2;
+      per_qs = pairs * 2 * cols;
+      per_f = pairs * pair_groups(nb) * 8;
+      // Zeroed: an odd T and a partial last group leave padding that kernels multiply.
+      qs = std::make_unique<int8_t[]>(size_t(per_qs * copies));
+      zp.assign(size_t(per_f * copies), 0);
+    } else {
+      per_qs = T * cols;
+      per_f = T * nb;
+      qs = scratch<int8_t>(per_qs * copies);
+      bias.assign(size_t(per_f * copies), 0.0f);
+    }
     d.assign(size_t(per_f * copies), 0.0f);
-    bias.assign(size_t(per_f * copies), 0.0f);
   }
   ActQ8_0 act(int copy) const {
     ActQ8_0 a{};
@@ -130,15 +153,14 @@ struct Q8_0Scratch {
     a.cols = cols;
     const int8_t* q = qs.get() + copy * per_qs;
     const float* dd = d.data() + copy * per_f;
-    const float* bb = bias.data() + copy * per_f;
     if (paired) {
       a.pair_qs = q;
       a.pair_d = dd;
-      a.pair_bias = bb;
+      a.pair_zp = zp.data() + copy * per_f;
     } else {
       a.qs = q;
       a.d = dd;
-      a.q4_bias = bb;
+      a.q4_bias = bias.data() + copy * per_f;
     }
     return a;
   }
@@ -146,14 +168,14 @@ struct Q8_0Scratch {
   void quantize(const IsaKernels& k, const float* x, int64_t i0, int64_t i1, int copy) {
     int8_t* q = qs.get() + copy * per_qs;
     float* dd = d.data() + copy * per_f;
-    float* bb = bias.data() + copy * per_f;
     while (i0 < i1) {
       const int64_t t = i0 / nb, b0 = i0 % nb;
       const int64_t b1 = (i1 - t * nb) < nb ? i1 - t * nb : nb;
       if (paired)
-        k.quantize_q8_0_pairs(x + t * cols, t, nb, b0, b1, q, dd, bb);
+        k.quantize_q8_0_pairs(x + t * cols, t, nb, b0, b1, q, dd, zp.data() + copy * per_f);
       else
-        k.quantize_q8_0(x + t * cols, b0, b1, q + t * cols, dd + t, bb + t, T);
+        k.quantize_q8_0(x + t * cols, b0, b1, q + t * cols, dd + t, bias.data() + copy * per_f + t,
+                        T);
       i0 = t * nb + b1;
     }
   }
@@ -162,6 +184,7 @@ struct Q8_0Scratch {
   int64_t per_qs = 0, per_f = 0;
   std::unique_ptr<int8_t[]> qs;
   std::vector<float> d, bias;
+  std::vector<int32_t> zp;
 };
 
 struct Q8_KScratch {
@@ -193,13 +216,14 @@ struct Q8_KScratch {
 template <class Scratch, class Gemm>
 void run_quantized(const IsaKernels& k, const WeightMatrix& w, const float* x, int64_t T,
                    float* y, ThreadPool& pool, Gemm gemm) {
-  const int nth = pool.size();
+  const int64_t macs = w.rows * w.cols * T;
+  const int nth = macs < kMinParallelMacs ? 1 : pool.size();
   const bool private_acts = nth > 1 && T * w.cols <= kPrivateQuantizeMax;
   Scratch s(k, T, w.cols, private_acts ? nth : 1);
   const int64_t items = T * s.nb;
   RowChunks chunks(w.rows, T, nth);
   SpinBarrier barrier(nth);
-  pool.run([&](int tid, int n) {
+  run_on(pool, macs, [&](int tid, int n) {
     if (private_acts) {
       s.quantize(k, x, 0, items, tid);
     } else {
@@ -224,21 +248,39 @@ const char* isa_name(Isa isa) {
   return "scalar";
 }
 
-bool isa_supported(Isa isa) {
+namespace {
+
+struct CpuFeatures {
+  bool avx2 = false;
+  bool avx512 = false;
+};
+
+// Probed once: CPUID is a VM exit under a hypervisor, far too slow for every matmul call.
+const CpuFeatures& cpu_features() {
+  static const CpuFeatures f = [] {
+    CpuFeatures r;
 #ifdef FS_X86
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                    __builtin_cpu_supports("f16c");
+    // F16C is CPUID.1:ECX bit 29; not every compiler's __builtin_cpu_supports knows it.
+    unsigned eax, ebx, ecx, edx;
+    const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 29)) != 0;
+    r.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
+    r.avx512 = r.avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+#endif
+    return r;
+  }();
+  return f;
+}
+
+}  // namespace
+
+bool isa_supported(Isa isa) {
   switch (isa) {
     case Isa::Scalar: return true;
-    case Isa::Avx2: return avx2;
-    case Isa::Avx512:
-      return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+    case Isa::Avx2: return cpu_features().avx2;
+    case Isa::Avx512: return cpu_features().avx512;
   }
   return false;
-#else
-  return isa == Isa::Scalar;
-#endif
 }
 
 Isa dispatch_isa() {
@@ -262,13 +304,17 @@ void matmul_with_isa(Isa isa, const WeightMatrix& w, const float* x, int64_t T, 
                      ThreadPool& pool) {
   if (!isa_supported(isa))
     throw Error(std::string("internal: matmul on ") + isa_name(isa) + ", which this CPU lacks");
+  matmul_with_kernels(kernels_for(isa), w, x, T, y, pool);
+}
+
+void matmul_with_kernels(const IsaKernels& k, const WeightMatrix& w, const float* x, int64_t T,
+                         float* y, ThreadPool& pool) {
   row_bytes(w.type, w.cols);  // throws unless cols is whole blocks
   if (T <= 0 || w.rows <= 0) return;
   if (w.cols == 0) {
     std::memset(y, 0, size_t(T * w.rows) * sizeof(float));
     return;
   }
-  const IsaKernels& k = kernels_for(isa);
   switch (w.type) {
     case GgmlType::F32:
     case GgmlType::F16:
@@ -289,7 +335,8 @@ void matmul_with_isa(Isa isa, const WeightMatrix& w, const float* x, int64_t T, 
 }  // namespace cpu
 
 void matmul(const WeightMatrix& w, const float* x, int64_t T, float* y, ThreadPool& pool) {
-  cpu::matmul_with_isa(cpu::dispatch_isa(), w, x, T, y, pool);
+  static const cpu::IsaKernels& kernels = cpu::kernels_for(cpu::dispatch_isa());
+  cpu::matmul_with_kernels(kernels, w, x, T, y, pool);
 }
 
 const char* matmul_isa() { return cpu::isa_name(cpu::dispatch_isa()); }

@@ -5,6 +5,13 @@
 
 namespace flashspec::cpu::avx2 {
 
+void quantize_q8_0(const float* x, int64_t b0, int64_t b1, int8_t* qs, float* d, float* q4_bias,
+                   int64_t stride);
+void quantize_q8_0_pairs(const float* x, int64_t t, int64_t nb, int64_t b0, int64_t b1,
+                         int8_t* pair_qs, float* pair_d, int32_t* pair_zp);
+void quantize_q8_k(const float* x, int64_t b0, int64_t b1, int8_t* qs, float* d, int64_t stride,
+                   int16_t* bsums);
+
 void gemm_q4_k(const WeightMatrix& w, const ActQ8_K& a, int64_t r0, int64_t r1, float* y);
 void gemm_q6_k(const WeightMatrix& w, const ActQ8_K& a, int64_t r0, int64_t r1, float* y);
 void gemm_f32(const WeightMatrix& w, const float* x, int64_t T, int64_t r0, int64_t r1, float* y);

@@ -1,5 +1,234 @@
-// placeholder, replaced below
-#include "kernels/cpu/matmul_internal.h"
+// AVX-512 (F, BW, VL, DQ) kernels for Q4_0 and Q8_0 weights: the AVX2 designs at twice
+// the width. A 512-bit register holds four 128-bit lanes, so
+//  - single token: 16 columns of four consecutive rows, the token broadcast to all lanes;
+//  - several tokens (token-pair layout): columns 0..15 and 16..31 of one row, each against
+//    both tokens of a pair, i.e. one maddubs per row, token pair and block.
+// The K-quants, the float types and the activation quantizers use the AVX2 kernels,
+// which every AVX-512 CPU runs.
+#include "kernels/cpu/matmul_avx2.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+
+#include <immintrin.h>
+
+#include <utility>
+
+// GCC 12's avx512fintrin.h seeds some intrinsics with _mm512_undefined_*(), which
+// -W(maybe-)uninitialized reports at every inlined use; the values are never read.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+#include "kernels/cpu/pair_tiles.h"
+#include "kernels/cpu/simd_avx2.h"
+#include "kernels/cpu/tile_drivers.h"
+
 namespace flashspec::cpu {
-const IsaKernels& avx512_kernels() { return avx2_kernels(); }
+
+namespace {
+
+using namespace simd;
+
+inline __m512i load4x128(const void* a, const void* b, const void* c, const void* d) {
+  __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(static_cast<const __m128i*>(a)));
+  v = _mm512_inserti32x4(v, _mm_loadu_si128(static_cast<const __m128i*>(b)), 1);
+  v = _mm512_inserti32x4(v, _mm_loadu_si128(static_cast<const __m128i*>(c)), 2);
+  return _mm512_inserti32x4(v, _mm_loadu_si128(static_cast<const __m128i*>(d)), 3);
 }
+
+inline __m512i bcast4x128(const void* p) {
+  return _mm512_broadcast_i32x4(_mm_loadu_si128(static_cast<const __m128i*>(p)));
+}
+
+// [d(row0) x4 | d(row1) x4 | d(row2) x4 | d(row3) x4] as floats from four fp16 scales.
+inline __m512 row_quad_scales(uint16_t d0, uint16_t d1, uint16_t d2, uint16_t d3) {
+  const uint64_t v = uint64_t(d0) | (uint64_t(d1) << 16) | (uint64_t(d2) << 32) | (uint64_t(d3) << 48);
+  const __m256i spread = _mm256_setr_epi16(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+  return _mm512_cvtph_ps(
+      _mm256_permutexvar_epi16(spread, _mm256_castsi128_si256(_mm_cvtsi64_si128(int64_t(v)))));
+}
+
+// w's sign moved onto x (x itself where w >= 0), for maddubs(|w|, .): AVX-512 has no
+// sign_epi8. Where w = 0 the product is 0 through |w| anyway.
+inline __m512i sign_of(__m512i x, __m512i w) {
+  return _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(w), _mm512_setzero_si512(), x);
+}
+
+// ---- Single token: NQ groups of four rows share the activation loads. Rows at or past
+// nrows repeat the last valid row and are not stored.
+template <int NQ, class Block, class Dot>
+FS_ALWAYS_INLINE inline void decode_tile(const Block* w0, int64_t nb, int nrows, float* y,
+                                         int64_t r, Dot dot) {
+  const Block* row[4 * NQ];
+  for (int i = 0; i < 4 * NQ; ++i) row[i] = w0 + (i < nrows ? i : nrows - 1) * nb;
+  __m512 acc[NQ][2];  // even and odd blocks: two fma chains
+  for (auto& q : acc) q[0] = q[1] = _mm512_setzero_ps();
+  // The rows are consecutive in memory: prefetch a later tile (at least 8 KB ahead) as
+  // one linear stream.
+  constexpr int64_t kStep = 2 * 4 * NQ * int64_t(sizeof(Block));  // bytes per 2 blocks
+  const int64_t tile_bytes = 4 * NQ * nb * int64_t(sizeof(Block));
+  const int64_t ahead = 8192 / tile_bytes > 1 ? 8192 / tile_bytes : 1;
+  const char* pf = reinterpret_cast<const char*>(w0 + ahead * 4 * NQ * nb);
+  int64_t b = 0;
+  for (; b + 1 < nb; b += 2) {
+    for (int64_t o = 0; o < kStep; o += 64) _mm_prefetch(pf + b / 2 * kStep + o, _MM_HINT_T0);
+    dot(row, b, acc, std::integral_constant<int, 0>{});
+    dot(row, b + 1, acc, std::integral_constant<int, 1>{});
+  }
+  if (b < nb) dot(row, b, acc, std::integral_constant<int, 0>{});
+  for (int q = 0; q < NQ; ++q) {
+    const __m512 v = _mm512_add_ps(acc[q][0], acc[q][1]);
+    const __m128 lane[4] = {_mm512_castps512_ps128(v), _mm512_extractf32x4_ps(v, 1),
+                            _mm512_extractf32x4_ps(v, 2), _mm512_extractf32x4_ps(v, 3)};
+    for (int i = 0; i < 4; ++i)
+      if (4 * q + i < nrows) y[r + 4 * q + i] = hsum128(lane[i]);
+  }
+}
+
+template <int NQ>
+void q4_0_decode(const BlockQ4_0* w0, int64_t nb, int nrows, const ActQ8_0& a, float* y,
+                 int64_t r) {
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  const __m512i ones = _mm512_set1_epi16(1);
+  decode_tile<NQ>(w0, nb, nrows, y, r,
+                  [&](const BlockQ4_0* const* row, int64_t b, __m512(&acc)[NQ][2], auto kc)
+                      FS_ALWAYS_INLINE {
+    const int8_t* xb = a.qs + b * QK4_0;
+    const __m512i xl = bcast4x128(xb), xh = bcast4x128(xb + 16);
+    const __m512 dx = _mm512_set1_ps(a.d[b]), bias = _mm512_set1_ps(a.q4_bias[b]);
+    unroll<NQ>([&](auto qc) FS_ALWAYS_INLINE {
+      constexpr int q = decltype(qc)::value;
+      const BlockQ4_0* const* rq = row + 4 * q;
+      const __m512i w = load4x128(rq[0][b].qs, rq[1][b].qs, rq[2][b].qs, rq[3][b].qs);
+      const __m512i lo = _mm512_and_si512(w, m4);
+      const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
+      const __m512i s = _mm512_add_epi16(_mm512_maddubs_epi16(lo, xl), _mm512_maddubs_epi16(hi, xh));
+      const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(s, ones)), dx, bias);
+      const __m512 dw = row_quad_scales(rq[0][b].d, rq[1][b].d, rq[2][b].d, rq[3][b].d);
+      acc[q][decltype(kc)::value] = _mm512_fmadd_ps(f, dw, acc[q][decltype(kc)::value]);
+    });
+  });
+}
+
+template <int NQ>
+void q8_0_decode(const BlockQ8_0* w0, int64_t nb, int nrows, const ActQ8_0& a, float* y,
+                 int64_t r) {
+  const __m512i ones = _mm512_set1_epi16(1);
+  decode_tile<NQ>(w0, nb, nrows, y, r,
+                  [&](const BlockQ8_0* const* row, int64_t b, __m512(&acc)[NQ][2], auto kc)
+                      FS_ALWAYS_INLINE {
+    const int8_t* xb = a.qs + b * QK8_0;
+    const __m512i xl = bcast4x128(xb), xh = bcast4x128(xb + 16);
+    const __m512 dx = _mm512_set1_ps(a.d[b]);
+    unroll<NQ>([&](auto qc) FS_ALWAYS_INLINE {
+      constexpr int q = decltype(qc)::value;
+      const BlockQ8_0* const* rq = row + 4 * q;
+      const __m512i wl = load4x128(rq[0][b].qs, rq[1][b].qs, rq[2][b].qs, rq[3][b].qs);
+      const __m512i wh =
+          load4x128(rq[0][b].qs + 16, rq[1][b].qs + 16, rq[2][b].qs + 16, rq[3][b].qs + 16);
+      const __m512i pl = _mm512_maddubs_epi16(_mm512_abs_epi8(wl), sign_of(xl, wl));
+      const __m512i ph = _mm512_maddubs_epi16(_mm512_abs_epi8(wh), sign_of(xh, wh));
+      const __m512i i = _mm512_add_epi32(_mm512_madd_epi16(pl, ones), _mm512_madd_epi16(ph, ones));
+      const __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(i), dx);
+      const __m512 dw = row_quad_scales(rq[0][b].d, rq[1][b].d, rq[2][b].d, rq[3][b].d);
+      acc[q][decltype(kc)::value] = _mm512_fmadd_ps(f, dw, acc[q][decltype(kc)::value]);
+    });
+  });
+}
+
+// ---- Several tokens (token-pair layout, pairs_tile in pair_tiles.h): lanes
+// [cols 0..15 | cols 0..15 | cols 16..31 | cols 16..31] of one row against one 64-byte
+// token-pair block [t0 0..15 | t1 0..15 | t0 16..31 | t1 16..31], i.e. one maddubs per
+// row, token pair and block; the two 256-bit halves of the int32 sums are then added into
+// the [t0 x4 | t1 x4] form the shared tile reduces.
+
+inline __m256i fold_halves(__m512i v) {
+  return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+}
+
+template <int NP, bool kPrefetch>
+void q4_0_pairs(const BlockQ4_0* w, const ActQ8_0& a, int64_t nb, int64_t p0, float* y,
+                int64_t rows, int64_t r, bool) {
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  const __m512i ones = _mm512_set1_epi16(1);
+  // Shift counts per 16-bit lane: 0 in the low 256 bits (low nibbles, columns 0..15),
+  // 4 in the high 256 bits (high nibbles, columns 16..31).
+  const __m512i shifts = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
+  pairs_tile<NP, kPrefetch, true>(
+      w, a, nb, p0, y, rows, r,
+      [&](const BlockQ4_0& blk) FS_ALWAYS_INLINE {
+        return _mm512_and_si512(_mm512_srlv_epi16(bcast4x128(blk.qs), shifts), m4);
+      },
+      [&](__m512i wq, const int8_t* xp) FS_ALWAYS_INLINE {
+        return fold_halves(_mm512_madd_epi16(_mm512_maddubs_epi16(wq, _mm512_loadu_si512(xp)), ones));
+      });
+}
+
+struct Q8_0Signed512 {
+  __m512i w, aw;
+};
+
+template <int NP, bool kPrefetch>
+void q8_0_pairs(const BlockQ8_0* w, const ActQ8_0& a, int64_t nb, int64_t p0, float* y,
+                int64_t rows, int64_t r, bool) {
+  const __m512i ones = _mm512_set1_epi16(1);
+  pairs_tile<NP, kPrefetch, false>(
+      w, a, nb, p0, y, rows, r,
+      [&](const BlockQ8_0& blk) FS_ALWAYS_INLINE {
+        // [qs 0..15 | qs 0..15 | qs 16..31 | qs 16..31]
+        const __m512i q =
+            _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs)));
+        const __m512i wq = _mm512_shuffle_i64x2(q, q, _MM_SHUFFLE(1, 1, 0, 0));
+        return Q8_0Signed512{wq, _mm512_abs_epi8(wq)};
+      },
+      [&](const Q8_0Signed512& q, const int8_t* xp) FS_ALWAYS_INLINE {
+        // Each maddubs lane is at most 2 * 128 * 127: no saturation, one widening.
+        const __m512i p = _mm512_maddubs_epi16(q.aw, sign_of(_mm512_loadu_si512(xp), q.w));
+        return fold_halves(_mm512_madd_epi16(p, ones));
+      });
+}
+
+// Single token: 8 rows (two quads) per tile; several tokens: 1 row by up to 4 pairs.
+constexpr int kDecodeRows = 8, kTileRows = 1, kTilePairs = 4;
+
+void gemm_q4_0(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y) {
+  drive_q8_0<kDecodeRows, kTileRows, kTilePairs, BlockQ4_0>(
+      w, a, r0, r1, y, q4_0_decode<2>, [](auto np, auto prefetch) {
+        return q4_0_pairs<decltype(np)::value, decltype(prefetch)::value>;
+      });
+}
+
+void gemm_q8_0(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y) {
+  drive_q8_0<kDecodeRows, kTileRows, kTilePairs, BlockQ8_0>(
+      w, a, r0, r1, y, q8_0_decode<2>, [](auto np, auto prefetch) {
+        return q8_0_pairs<decltype(np)::value, decltype(prefetch)::value>;
+      });
+}
+
+}  // namespace
+
+const IsaKernels& avx512_kernels() {
+  static constexpr IsaKernels k{"avx512",
+                                avx2::quantize_q8_0,
+                                avx2::quantize_q8_0_pairs,
+                                avx2::quantize_q8_k,
+                                gemm_q4_0,
+                                gemm_q8_0,
+                                avx2::gemm_q4_k,
+                                avx2::gemm_q6_k,
+                                avx2::gemm_f32,
+                                avx2::gemm_f16,
+                                avx2::gemm_bf16};
+  return k;
+}
+
+}  // namespace flashspec::cpu
+
+#else  // not x86: the dispatcher never selects AVX-512; keep the symbol for the linker.
+
+namespace flashspec::cpu {
+const IsaKernels& avx512_kernels() { return scalar_kernels(); }
+}  // namespace flashspec::cpu
+
+#endif

@@ -16,22 +16,25 @@ enum class Isa { Scalar, Avx2, Avx512 };
 // the scales in separate arrays.
 //
 // Token pairs (T >= 2 on SIMD ISAs): tokens 2p and 2p+1 interleaved per block, so one
-// 256-bit load gives a kernel 16 columns of both tokens and one maddubs serves two tokens;
-// their scales come pre-broadcast to the 4 lanes each token's partial sums occupy. A
-// missing last token (odd T) is all zeros.
+// 256-bit load gives a kernel 16 columns of both tokens and one maddubs serves two tokens.
+// Scales come per group of 4 blocks, laid out like the int32 sums a kernel has after
+// reducing 4 blocks: [block 4g..4g+3 of token 2p | of token 2p+1]. A missing last token
+// (odd T) and missing blocks of a last partial group are zeros.
 struct ActQ8_0 {
   const int8_t* qs;  // plain: [T][cols]
   const float* d;    // plain: [cols/32][T], the block's fp16 scale widened to float
   // plain: [cols/32][T], -2 * d * sum(qs): the Q4_0 zero point's share per accumulator lane
   // (-8 * d * sum(qs) split over the 4 lanes a SIMD tile keeps per row and token).
   const float* q4_bias;
-  const int8_t* pair_qs;   // pairs: [T/2 up][cols/32][64]: columns 0..15 of token 2p, of 2p+1,
-                           // then columns 16..31 of 2p, of 2p+1
-  const float* pair_d;     // pairs: [T/2 up][cols/32][8]: d of token 2p x4, of 2p+1 x4
-  const float* pair_bias;  // pairs: [T/2 up][cols/32][8]: q4_bias likewise
+  const int8_t* pair_qs;  // pairs: [T/2 up][cols/32][64]: columns 0..15 of token 2p, of 2p+1,
+                          // then columns 16..31 of 2p, of 2p+1
+  const float* pair_d;    // pairs: [T/2 up][groups][8], groups = cols/32/4 rounded up
+  const int32_t* pair_zp; // pairs: [T/2 up][groups][8]: -8 * sum(qs), Q4_0's zero point term
   int64_t T;
   int64_t cols;
 };
+
+inline int64_t pair_groups(int64_t nb) { return (nb + 3) / 4; }
 
 // Activations quantized to Q8_K (blocks of 256), for the K-quant weight types.
 struct ActQ8_K {
@@ -50,7 +53,7 @@ using QuantizeQ8_0Fn = void (*)(const float* x, int64_t b0, int64_t b1, int8_t* 
 // the arrays' bases.
 using QuantizePairsQ8_0Fn = void (*)(const float* x, int64_t t, int64_t nb, int64_t b0,
                                      int64_t b1, int8_t* pair_qs, float* pair_d,
-                                     float* pair_bias);
+                                     int32_t* pair_zp);
 using QuantizeQ8_KFn = void (*)(const float* x, int64_t b0, int64_t b1, int8_t* qs, float* d,
                                 int64_t stride, int16_t* bsums);
 
@@ -90,5 +93,9 @@ Isa dispatch_isa();
 // matmul() on a chosen ISA (which must be supported), for tests and benchmarks.
 void matmul_with_isa(Isa isa, const WeightMatrix& w, const float* x, int64_t T, float* y,
                      ThreadPool& pool);
+// matmul() on a kernel table as is, without the CPU check: lets a kernel table be checked
+// under an instruction-set emulator.
+void matmul_with_kernels(const IsaKernels& k, const WeightMatrix& w, const float* x, int64_t T,
+                         float* y, ThreadPool& pool);
 
 }  // namespace flashspec::cpu

@@ -14,7 +14,8 @@
 namespace flashspec {
 
 namespace {
-constexpr int kSpinIterations = 20000;  // ~ tens of microseconds before sleeping
+constexpr int kSpinIterations = 2000;  // ~50 us: covers the gap between ops of a pass, and a
+                                       // pool sharing cores with another process soon sleeps
 }
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads) {

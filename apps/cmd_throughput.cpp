@@ -1,4 +1,4 @@
-// `flashspec bench`: llama-bench-style throughput of the engine's own forward pass
+// `flashspec throughput`: llama-bench-style throughput of the engine's own forward pass
 // (prefill of a P-token prompt, then T single-token decode steps), one JSON line per
 // repetition plus a summary line, so runs can be compared with llama.cpp's figures.
 #include <algorithm>
@@ -76,9 +76,9 @@ int run_bench(const BenchArgs& a) {
 
 }  // namespace
 
-Action register_bench(CLI::App& app) {
+Action register_throughput(CLI::App& app) {
   auto args = std::make_shared<BenchArgs>();
-  CLI::App* sub = app.add_subcommand("bench", "measure prefill and decode throughput");
+  CLI::App* sub = app.add_subcommand("throughput", "llama-bench style prefill (pp) and decode (tg) tokens/s of the forward pass");
   sub->add_option("-m,--model", args->model, "model (GGUF)")->required();
   sub->add_option("--pp", args->pp, "prompt tokens to prefill")->check(CLI::Range(int64_t(1), int64_t(1) << 16));
   sub->add_option("--tg", args->tg, "tokens to decode")->check(CLI::Range(int64_t(0), int64_t(1) << 16));

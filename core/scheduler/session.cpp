@@ -1,0 +1,166 @@
+#include "core/scheduler/session.h"
+
+#include <chrono>
+
+#include "core/acceptance.h"
+#include "core/error.h"
+#include "target/llama_model.h"
+
+namespace flashspec {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+void count_depths(GenerationStats& s, const TokenTree& tree, const Acceptance& acc) {
+  const size_t max_depth = size_t(tree.max_depth());
+  if (s.drafted_by_depth.size() < max_depth) {
+    s.drafted_by_depth.resize(max_depth, 0);
+    s.accepted_by_depth.resize(max_depth, 0);
+  }
+  for (size_t d = 0; d < max_depth; ++d) ++s.drafted_by_depth[d];
+  for (size_t d = 0; d < acc.path.size(); ++d) ++s.accepted_by_depth[d];
+  s.drafted += tree.size() - 1;
+  s.accepted += int64_t(acc.path.size());
+}
+}  // namespace
+
+int64_t Session::scratch_rows(const std::optional<DraftPolicy>& policy) {
+  return 2 + (policy ? policy->budget : 0);
+}
+
+Session::Session(LlamaModel& target, LlamaModel* draft, std::optional<DraftPolicy> policy,
+                 int64_t capacity)
+    : target_(target), policy_(policy), kv_(target.make_cache(capacity)) {
+  if (policy_) {
+    if (!draft) throw Error("internal: speculative session without a draft model");
+    // The draft also holds the unprocessed tail of the last round besides its own tree.
+    drafter_.emplace(*draft, capacity + policy_->budget + 2, int32_t(target.config().n_vocab));
+  }
+}
+
+void Session::reset() {
+  kv_.truncate(0);
+  seq_.clear();
+  if (drafter_) drafter_->reset();
+}
+
+void Session::resync() {
+  const int64_t keep = std::min<int64_t>(kv_.committed(), int64_t(seq_.size()) - 1);
+  kv_.truncate(std::max<int64_t>(keep, 0));
+  if (drafter_ && !seq_.empty()) drafter_->sync(seq_);
+}
+
+void Session::prefill(std::vector<float>& logits) {
+  const std::span<const int32_t> unseen = std::span(seq_).subspan(size_t(kv_.committed()));
+  target_.forward(CausalBatch(unseen, kv_.committed()).view(), kv_, LogitRows::Last, logits);
+  kv_.commit_first(int64_t(unseen.size()));
+}
+
+bool Session::emit(int32_t tok, const GenerateOptions& opt, GenerationResult& r) {
+  seq_.push_back(tok);
+  r.tokens.push_back(tok);
+  if (opt.on_token) opt.on_token(tok);
+  return (!opt.ignore_eos && opt.is_end && opt.is_end(tok)) || int64_t(r.tokens.size()) >= opt.n_predict;
+}
+
+GenerationResult Session::generate(std::span<const int32_t> input, const GenerateOptions& opt) {
+  if (seq_.empty() && input.empty())
+    throw Error("prompt: it tokenized to nothing (empty prompt without BOS)");
+  const int64_t need = int64_t(seq_.size() + input.size()) + opt.n_predict + scratch_rows(policy_);
+  if (need > kv_.capacity())
+    throw Error("context full: " + std::to_string(seq_.size() + input.size()) + " tokens plus " +
+                std::to_string(opt.n_predict) + " to generate exceed the context size " +
+                std::to_string(kv_.capacity()) + " (raise --ctx)");
+  GenerationResult r;
+  const int64_t before = kv_.committed();
+  seq_.insert(seq_.end(), input.begin(), input.end());
+  r.stats.prompt_tokens = int64_t(seq_.size()) - before;  // rows this call prefills
+  Rng rng(opt.sampling.seed);
+  std::vector<float> logits;
+  const int64_t n_vocab = target_.config().n_vocab;
+
+  const auto t0 = Clock::now();
+  prefill(logits);
+  r.stats.prefill_ms = ms_since(t0);
+  r.stats.target_passes = 1;
+  if (opt.n_predict > 0) {
+    if (opt.logits_positions > 0) r.logits.emplace_back(logits.begin(), logits.begin() + n_vocab);
+    const int32_t first = sample_token(opt.sampling, std::span(logits).first(size_t(n_vocab)), rng);
+    r.stats.ttft_ms = ms_since(t0);
+    const auto t_first = Clock::now();
+    if (!emit(first, opt, r)) {
+      if (policy_) generate_tree(opt, r, logits, rng);
+      else generate_plain(opt, r, logits, rng);
+    }
+    r.stats.decode_ms = ms_since(t_first);
+  }
+  r.stats.generated = int64_t(r.tokens.size());
+  resync();
+  return r;
+}
+
+void Session::generate_plain(const GenerateOptions& opt, GenerationResult& r,
+                             std::vector<float>& logits, Rng& rng) {
+  const int64_t n_vocab = target_.config().n_vocab;
+  for (;;) {
+    prefill(logits);  // the one token emitted last
+    ++r.stats.target_passes;
+    if (int64_t(r.logits.size()) < opt.logits_positions)
+      r.logits.emplace_back(logits.begin(), logits.begin() + n_vocab);
+    if (emit(sample_token(opt.sampling, std::span(logits).first(size_t(n_vocab)), rng), opt, r)) return;
+  }
+}
+
+void Session::generate_tree(const GenerateOptions& opt, GenerationResult& r,
+                            std::vector<float>& logits, Rng& rng) {
+  const DraftPolicy& policy = *policy_;
+  const int64_t n_vocab = target_.config().n_vocab;
+  std::vector<std::vector<float>> dist_cache;
+  std::vector<char> dist_ready;
+  for (;;) {
+    drafter_->sync(seq_);
+    const TokenTree tree = drafter_->propose(policy, opt.sampling, rng);
+    const std::vector<int32_t> pos = tree.positions(kv_.committed());
+    const std::vector<uint8_t> mask = tree.ancestor_mask();
+    target_.forward(ForwardBatch{tree.tokens, pos, mask}, kv_, LogitRows::All, logits);
+    ++r.stats.target_passes;
+
+    dist_cache.resize(size_t(tree.size()));
+    dist_ready.assign(size_t(tree.size()), 0);
+    const NodeDistribution p = [&](int32_t node) -> std::span<const float> {
+      if (!dist_ready[size_t(node)]) {
+        sampling_distribution(opt.sampling, std::span(logits).subspan(size_t(node * n_vocab), size_t(n_vocab)),
+                              dist_cache[size_t(node)]);
+        dist_ready[size_t(node)] = 1;
+      }
+      return dist_cache[size_t(node)];
+    };
+    const bool sampled_draft = policy.shape == DraftPolicy::Shape::Chain && policy.sampled;
+    const Acceptance acc = sampled_draft ? accept_by_rejection(tree, p, rng, policy.residual)
+                                         : accept_by_target_draw(tree, p, rng);
+    count_depths(r.stats, tree, acc);
+
+    // Row of the target's output each emitted token was drawn from: the root for the
+    // first, then each accepted node for the token after it.
+    std::vector<int64_t> rows{0};
+    rows.insert(rows.end(), acc.path.begin(), acc.path.end());
+    kv_.commit(rows);
+    drafter_->advance(acc);
+
+    std::vector<int32_t> emitted;
+    for (int32_t node : acc.path) emitted.push_back(tree.tokens[size_t(node)]);
+    emitted.push_back(acc.bonus);
+    for (size_t i = 0; i < emitted.size(); ++i) {
+      if (int64_t(r.logits.size()) < opt.logits_positions) {
+        const auto row = logits.begin() + rows[i] * n_vocab;
+        r.logits.emplace_back(row, row + n_vocab);
+      }
+      if (emit(emitted[i], opt, r)) return;
+    }
+  }
+}
+
+}  // namespace flashspec

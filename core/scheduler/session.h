@@ -1,0 +1,50 @@
+#pragma once
+// A generation session: the token sequence so far and the models' caches of it. Each
+// generate() call appends input tokens (a prompt, a chat turn) and generates after them,
+// reusing every cached row, so a conversation never re-prefills its history.
+// Invariant between calls: each model's cache holds a prefix of seq_; the tokens after
+// that prefix are fed at the start of the next call.
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "core/kv_cache.h"
+#include "core/scheduler/generate.h"
+#include "draft/drafter.h"
+
+namespace flashspec {
+
+class LlamaModel;
+
+class Session {
+ public:
+  // `draft`/`policy` absent: target-only decoding. `capacity`: context rows.
+  Session(LlamaModel& target, LlamaModel* draft, std::optional<DraftPolicy> policy, int64_t capacity);
+
+  GenerationResult generate(std::span<const int32_t> input, const GenerateOptions& opt);
+  void reset();
+
+  const std::vector<int32_t>& tokens() const { return seq_; }
+  int64_t capacity() const { return kv_.capacity(); }
+  // Extra context rows a speculative pass needs beyond the sequence itself.
+  static int64_t scratch_rows(const std::optional<DraftPolicy>& policy);
+
+ private:
+  // Runs the target over the tokens it has not seen; returns the last row's logits.
+  void prefill(std::vector<float>& logits);
+  void generate_plain(const GenerateOptions& opt, GenerationResult& r, std::vector<float>& logits, Rng& rng);
+  void generate_tree(const GenerateOptions& opt, GenerationResult& r, std::vector<float>& logits, Rng& rng);
+  // Emits one token; true when generation must stop.
+  bool emit(int32_t tok, const GenerateOptions& opt, GenerationResult& r);
+  // Cuts both caches back to a prefix of seq_ (tokens generated past a stop point).
+  void resync();
+
+  LlamaModel& target_;
+  std::optional<DraftPolicy> policy_;
+  KvCache kv_;
+  std::optional<Drafter> drafter_;
+  std::vector<int32_t> seq_;
+};
+
+}  // namespace flashspec
