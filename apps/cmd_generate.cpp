@@ -8,6 +8,7 @@
 #include "apps/commands.h"
 #include "apps/json_writer.h"
 #include "apps/run_options.h"
+#include "apps/trace_writer.h"
 #include "core/error.h"
 #include "core/scheduler/generate.h"
 #include "core/tokenizer.h"
@@ -23,6 +24,7 @@ struct GenerateArgs {
   std::string prompt_file;
   bool json = false;
   int64_t logits = 0;
+  std::string trace_path;
 };
 
 void print_stats_line(const GenerationStats& s) {
@@ -43,7 +45,13 @@ void write_stats(JsonWriter& j, const GenerationStats& s) {
   j.field("tokens_per_s", s.tokens_per_s()).field("prefill_tokens_per_s", s.prefill_tokens_per_s());
   j.field("ttft_ms", s.ttft_ms).field("prefill_ms", s.prefill_ms).field("decode_ms", s.decode_ms);
   j.field("bytes_read", s.bytes_read).field("read_gbps", s.read_gbps()).field("io_busy", s.io_busy());
-  j.field("io_wait_ms", s.io_wait_ms);
+  j.field("io_wait_ms", s.io_wait_ms).field("draft_ms", s.draft_ms);
+  j.key("timeline").begin_array();
+  for (const PassRecord& p : s.passes) {
+    j.begin_object().field("draft_ms", p.draft_ms).field("target_ms", p.target_ms);
+    j.field("tree_tokens", p.tree_tokens).field("emitted", p.emitted).end_object();
+  }
+  j.end_array();
   j.end_object();
 }
 
@@ -73,6 +81,11 @@ int run_generate(const GenerateArgs& a) {
     };
   }
   const GenerationResult r = engine.generate(prompt_tokens, opt);
+  if (!a.trace_path.empty()) {
+    std::ofstream out(a.trace_path, std::ios::binary);
+    out << chrome_trace(r.stats);
+    if (!out) throw Error(a.trace_path + ": cannot write the trace file");
+  }
   if (!a.json) {
     std::fputs(stream.flush().c_str(), stdout);
     std::fputs("\n", stdout);
@@ -110,6 +123,7 @@ Action register_generate(CLI::App& app) {
   sub->add_option("-p,--prompt", args->prompt, "prompt text");
   sub->add_option("-f,--file", args->prompt_file, "read the prompt from a file");
   sub->add_flag("--json", args->json, "print one JSON object instead of streaming text");
+  sub->add_option("--trace", args->trace_path, "write a Chrome trace (JSON) of the passes to this file");
   sub->add_option("--logits", args->logits, "with --json: full logits of the first K generated positions")
       ->check(CLI::Range(int64_t(0), int64_t(1) << 20));
   return [args] { return run_generate(*args); };

@@ -5,6 +5,15 @@
 
 namespace flashspec {
 
+// One target pass of a generation: what it verified and where its time went (ms from
+// the start of the generate call).
+struct PassRecord {
+  double draft_start = 0, draft_ms = 0;    // growing the tree this pass verified
+  double target_start = 0, target_ms = 0;  // the target forward (verification)
+  int64_t tree_tokens = 0;                 // rows verified (root included)
+  int64_t emitted = 0;                     // tokens this pass produced
+};
+
 struct GenerationStats {
   int64_t prompt_tokens = 0;
   int64_t generated = 0;
@@ -16,6 +25,8 @@ struct GenerationStats {
   int64_t bytes_read = 0;  // target weight bytes read from storage
   double read_busy_ms = 0;  // time with reads in flight
   double io_wait_ms = 0;    // compute time spent waiting for weights
+  double draft_ms = 0;      // total time the draft spent growing trees
+  std::vector<PassRecord> passes;
 
   double tau() const { return target_passes ? double(generated) / double(target_passes) : 0.0; }
   // Decode speed: tokens after the first over the time after the first.

@@ -309,6 +309,27 @@ TEST_CASE("every ISA quantizes activations bit-identically to the scalar referen
       }
       CHECK(bias[size_t(b)] == -2.0f * (d[size_t(b)] * float(s)));
     }
+    if (k.quantize_q8_0_pairs != nullptr) {
+      // Token-pair layout: this row as token 1 (the second of pair 0) of two tokens.
+      const int64_t nb = cols / 32, groups = cpu::pair_groups(nb);
+      std::vector<int8_t> pq(size_t(2 * cols), 0);
+      std::vector<float> pd(size_t(groups * 8), 0.0f);
+      std::vector<int32_t> pz(size_t(groups * 8), 0);
+      k.quantize_q8_0_pairs(x.data(), 1, nb, 0, nb, pq.data(), pd.data(), pz.data());
+      for (int64_t b = 0; b < nb; ++b) {
+        const BlockQ8_0& ref = q0[size_t(b)];
+        int s = 0;
+        for (int i = 0; i < 16; ++i) {
+          CHECK(pq[size_t(b * 64 + 16 + i)] == ref.qs[i]);       // columns 0..15 of token 1
+          CHECK(pq[size_t(b * 64 + 48 + i)] == ref.qs[16 + i]);  // columns 16..31
+          CHECK(pq[size_t(b * 64 + i)] == 0);                    // token 0 untouched
+          s += ref.qs[i] + ref.qs[16 + i];
+        }
+        const size_t slot = size_t((b / 4) * 8 + 4 + b % 4);
+        CHECK(pd[slot] == fp16_to_float(ref.d));
+        CHECK(pz[slot] == -8 * s);
+      }
+    }
     std::vector<int16_t> bsums(cols / 16);
     std::vector<float> dk(cols / QK_K);
     k.quantize_q8_k(x.data(), 0, cols / QK_K, qs.data(), dk.data(), 1, bsums.data());
@@ -320,6 +341,9 @@ TEST_CASE("every ISA quantizes activations bit-identically to the scalar referen
   }
 }
 
+// Small products run on the calling thread whatever the pool (see matmul.cpp), so the
+// two-thread runs exercise the parallel paths on the larger shapes: private activation
+// copies for few tokens, shared ones behind a barrier for many.
 TEST_CASE("matmul matches a double-precision reference for every type, ISA and thread count") {
   const std::vector<Isa> isas = supported_isas();
   ThreadPool pool1(1), pool2(2);

@@ -83,8 +83,10 @@ GenerationResult Session::generate(std::span<const int32_t> input, const Generat
   const int64_t n_vocab = target_.config().n_vocab;
 
   const auto t0 = Clock::now();
+  call_start_ = t0;
   prefill(logits);
   r.stats.prefill_ms = ms_since(t0);
+  r.stats.passes.push_back(PassRecord{0, 0, 0, r.stats.prefill_ms, int64_t(seq_.size()) - before, 1});
   r.stats.target_passes = 1;
   if (opt.n_predict > 0) {
     if (opt.logits_positions > 0) r.logits.emplace_back(logits.begin(), logits.begin() + n_vocab);
@@ -106,8 +108,10 @@ void Session::generate_plain(const GenerateOptions& opt, GenerationResult& r,
                              std::vector<float>& logits, Rng& rng) {
   const int64_t n_vocab = target_.config().n_vocab;
   for (;;) {
+    const double start = ms_since(call_start_);
     prefill(logits);  // the one token emitted last
     ++r.stats.target_passes;
+    r.stats.passes.push_back(PassRecord{start, 0, start, ms_since(call_start_) - start, 1, 1});
     if (int64_t(r.logits.size()) < opt.logits_positions)
       r.logits.emplace_back(logits.begin(), logits.begin() + n_vocab);
     if (emit(sample_token(opt.sampling, std::span(logits).first(size_t(n_vocab)), rng), opt, r)) return;
@@ -121,12 +125,19 @@ void Session::generate_tree(const GenerateOptions& opt, GenerationResult& r,
   std::vector<std::vector<float>> dist_cache;
   std::vector<char> dist_ready;
   for (;;) {
+    PassRecord rec;
+    rec.draft_start = ms_since(call_start_);
     drafter_->sync(seq_);
     const TokenTree tree = drafter_->propose(policy, opt.sampling, rng);
+    rec.target_start = ms_since(call_start_);
+    rec.draft_ms = rec.target_start - rec.draft_start;
     const std::vector<int32_t> pos = tree.positions(kv_.committed());
     const std::vector<uint8_t> mask = tree.ancestor_mask();
     target_.forward(ForwardBatch{tree.tokens, pos, mask}, kv_, LogitRows::All, logits);
     ++r.stats.target_passes;
+    rec.target_ms = ms_since(call_start_) - rec.target_start;
+    rec.tree_tokens = tree.size();
+    r.stats.draft_ms += rec.draft_ms;
 
     dist_cache.resize(size_t(tree.size()));
     dist_ready.assign(size_t(tree.size()), 0);
@@ -153,6 +164,8 @@ void Session::generate_tree(const GenerateOptions& opt, GenerationResult& r,
     std::vector<int32_t> emitted;
     for (int32_t node : acc.path) emitted.push_back(tree.tokens[size_t(node)]);
     emitted.push_back(acc.bonus);
+    rec.emitted = int64_t(emitted.size());
+    r.stats.passes.push_back(rec);
     for (size_t i = 0; i < emitted.size(); ++i) {
       if (int64_t(r.logits.size()) < opt.logits_positions) {
         const auto row = logits.begin() + rows[i] * n_vocab;

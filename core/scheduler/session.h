@@ -4,6 +4,7 @@
 // reusing every cached row, so a conversation never re-prefills its history.
 // Invariant between calls: each model's cache holds a prefix of seq_; the tokens after
 // that prefix are fed at the start of the next call.
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -45,6 +46,7 @@ class Session {
   KvCache kv_;
   std::optional<Drafter> drafter_;
   std::vector<int32_t> seq_;
+  std::chrono::steady_clock::time_point call_start_;  // of the running generate()
 };
 
 }  // namespace flashspec
