@@ -116,7 +116,9 @@ void CpuBackend::attention(const AttentionArgs& a) {
       }
       double sum = 0.0;
       for (int64_t j = 0; j < n_keys; ++j) {
-        const float p = score[size_t(j)] == -INFINITY ? 0.0f : std::exp(score[size_t(j)] - mx);
+        // exp underflows to 0 below -87.3 anyway; skipping it avoids libm's slow path
+        const float z = score[size_t(j)] - mx;
+        const float p = z < -88.0f ? 0.0f : std::exp(z);
         score[size_t(j)] = p;
         sum += p;
       }
