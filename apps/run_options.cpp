@@ -69,7 +69,8 @@ Engine::Engine(const RunOptions& o) : opt_(o) {
   } else if (o.tree.empty()) {
     p.budget = 64;  // a draft alone means the default tree
   } else if (o.tree == "auto") {
-    throw Error("--tree auto: not available in this build yet; give a budget, e.g. --tree 64");
+    p.auto_budget = true;
+    p.budget = 1024;  // the largest budget auto may choose
   } else {
     char* end = nullptr;
     const long long b = std::strtoll(o.tree.c_str(), &end, 10);

@@ -18,6 +18,7 @@ struct DraftPolicy {
   enum class Shape { Chain, Tree };
   Shape shape = Shape::Tree;
   int64_t budget = 64;  // drafted tokens per round (tree nodes below the root)
+  bool auto_budget = false;  // choose the budget each pass, up to `budget` (--tree auto)
   // Chains: tokens drawn from the draft's sampling distribution (rejection-sampling
   // acceptance) when true, its argmax when false.
   bool sampled = false;

@@ -85,4 +85,11 @@ LayerWeights ModelWeights::layer_at(int64_t l, const uint8_t* base) const {
   return w;
 }
 
+LayerWeights ModelWeights::layer_from(int64_t l, const std::array<const uint8_t*, 7>& data) const {
+  LayerWeights w = layer_at(l, file_base_);  // norms, types and shapes
+  WeightMatrix* m[7] = {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down};
+  for (size_t i = 0; i < 7; ++i) m[i]->data = data[i];
+  return w;
+}
+
 }  // namespace flashspec

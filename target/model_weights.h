@@ -1,5 +1,6 @@
 #pragma once
 // Views of a llama model's weights inside a GGUF file, validated against its config.
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -37,6 +38,9 @@ class ModelWeights {
   // offsets (the mapping itself for resident weights, a streamed copy otherwise).
   LayerWeights layer_at(int64_t l, const uint8_t* base) const;
   LayerWeights layer(int64_t l) const { return layer_at(l, file_base_); }
+  // Layer l's weights with each matrix's bytes at data[i], in LayerTensors order
+  // (wq, wk, wv, wo, w_gate, w_up, w_down): a streamed layer's copy (offload/).
+  LayerWeights layer_from(int64_t l, const std::array<const uint8_t*, 7>& data) const;
 
  private:
   const uint8_t* file_base_;

@@ -19,6 +19,9 @@ struct GenerateOptions {
   bool ignore_eos = false;
   std::function<bool(int32_t)> is_end;  // end-of-generation test (tokenizer's)
   std::function<void(int32_t)> on_token;  // called as each token is final
+  // Asked after each emitted token (after on_token): true ends the generation there
+  // (Ctrl-C in chat, an app-level stop string). The token just emitted is kept.
+  std::function<bool()> should_stop;
 };
 
 struct GenerationResult {

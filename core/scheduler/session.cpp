@@ -38,6 +38,7 @@ Session::Session(LlamaModel& target, LlamaModel* draft, std::optional<DraftPolic
     if (!draft) throw Error("internal: speculative session without a draft model");
     // The draft also holds the unprocessed tail of the last round besides its own tree.
     drafter_.emplace(*draft, capacity + policy_->budget + 2, int32_t(target.config().n_vocab));
+    if (policy_->auto_budget) auto_budget_.emplace(policy_->budget);
   }
 }
 
@@ -63,7 +64,8 @@ bool Session::emit(int32_t tok, const GenerateOptions& opt, GenerationResult& r)
   seq_.push_back(tok);
   r.tokens.push_back(tok);
   if (opt.on_token) opt.on_token(tok);
-  return (!opt.ignore_eos && opt.is_end && opt.is_end(tok)) || int64_t(r.tokens.size()) >= opt.n_predict;
+  return (!opt.ignore_eos && opt.is_end && opt.is_end(tok)) || int64_t(r.tokens.size()) >= opt.n_predict ||
+         (opt.should_stop && opt.should_stop());
 }
 
 GenerationResult Session::generate(std::span<const int32_t> input, const GenerateOptions& opt) {
@@ -120,13 +122,14 @@ void Session::generate_plain(const GenerateOptions& opt, GenerationResult& r,
 
 void Session::generate_tree(const GenerateOptions& opt, GenerationResult& r,
                             std::vector<float>& logits, Rng& rng) {
-  const DraftPolicy& policy = *policy_;
+  DraftPolicy policy = *policy_;
   const int64_t n_vocab = target_.config().n_vocab;
   std::vector<std::vector<float>> dist_cache;
   std::vector<char> dist_ready;
   for (;;) {
     PassRecord rec;
     rec.draft_start = ms_since(call_start_);
+    if (auto_budget_) policy.budget = auto_budget_->choose();
     drafter_->sync(seq_);
     const TokenTree tree = drafter_->propose(policy, opt.sampling, rng);
     rec.target_start = ms_since(call_start_);
@@ -153,6 +156,7 @@ void Session::generate_tree(const GenerateOptions& opt, GenerationResult& r,
     const Acceptance acc = sampled_draft ? accept_by_rejection(tree, p, rng, policy.residual)
                                          : accept_by_target_draw(tree, p, rng);
     count_depths(r.stats, tree, acc);
+    if (auto_budget_) auto_budget_->observe(tree.size() - 1, acc.path, rec.target_ms, rec.draft_ms);
 
     // Row of the target's output each emitted token was drawn from: the root for the
     // first, then each accepted node for the token after it.

@@ -12,6 +12,7 @@
 
 #include "core/kv_cache.h"
 #include "core/scheduler/generate.h"
+#include "core/scheduler/tree_budget.h"
 #include "draft/drafter.h"
 
 namespace flashspec {
@@ -45,6 +46,7 @@ class Session {
   std::optional<DraftPolicy> policy_;
   KvCache kv_;
   std::optional<Drafter> drafter_;
+  std::optional<TreeBudget> auto_budget_;  // --tree auto: learns across the whole session
   std::vector<int32_t> seq_;
   std::chrono::steady_clock::time_point call_start_;  // of the running generate()
 };

@@ -1,0 +1,28 @@
+#pragma once
+// What a weight stream measured since it was opened. Callers take differences of two
+// snapshots to attribute I/O to one generation.
+#include <cstdint>
+
+namespace flashspec {
+
+struct StreamCounters {
+  uint64_t bytes_read = 0;    // bytes landed by streamed reads (the resident load excluded)
+  double read_busy_ms = 0;    // time with reads queued or in flight (bandwidth-cap waits included:
+                              // the emulated device is busy then)
+  double io_wait_ms = 0;      // time acquire() blocked waiting for a layer
+  int64_t passes = 0;         // streamed passes the I/O thread has begun
+  uint64_t resident_bytes = 0;  // read once at open into resident layers
+  double resident_load_ms = 0;
+
+  double read_gbps() const { return read_busy_ms > 0 ? double(bytes_read) / (read_busy_ms * 1e6) : 0; }
+  StreamCounters since(const StreamCounters& before) const {
+    StreamCounters d = *this;
+    d.bytes_read -= before.bytes_read;
+    d.read_busy_ms -= before.read_busy_ms;
+    d.io_wait_ms -= before.io_wait_ms;
+    d.passes -= before.passes;
+    return d;
+  }
+};
+
+}  // namespace flashspec

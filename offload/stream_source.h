@@ -1,0 +1,66 @@
+#pragma once
+// The target's LayerSource when streaming: a WeightStream over the model's per-layer
+// matrices, handing out LayerWeights views into the stream's buffers.
+//
+// Header-only on purpose: offload/*.cpp stay byte-level and below target/ in the link
+// order (DESIGN.md dependency direction); only code above target/ (apps, tests, the
+// benchmark) includes this adapter.
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "core/gguf.h"
+#include "offload/weight_stream.h"
+#include "target/layer_source.h"
+#include "target/model_weights.h"
+
+namespace flashspec {
+
+// The 7 matrices of every layer, in LayerTensors order (norms stay resident in ModelWeights).
+inline std::vector<std::vector<TensorExtent>> layer_extents(const ModelWeights& w) {
+  std::vector<std::vector<TensorExtent>> out;
+  for (const LayerTensors& t : w.layer_tensors()) {
+    std::vector<TensorExtent> l;
+    for (const GgufTensorInfo* ti : {t.wq, t.wk, t.wv, t.wo, t.w_gate, t.w_up, t.w_down})
+      l.push_back(TensorExtent{ti->file_offset, ti->nbytes});
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
+// Tensor bytes outside the streamed matrices (embedding, output head, norms): they stay
+// in the mapping (or ModelWeights' copy) whatever the budget, a fixed overhead.
+inline uint64_t fixed_tensor_bytes(const GgufFile& f, const ModelWeights& w) {
+  uint64_t total = 0;
+  for (const GgufTensorInfo& t : f.tensors()) total += t.nbytes;
+  for (const auto& l : layer_extents(w))
+    for (const TensorExtent& e : l) total -= e.bytes;
+  return total;
+}
+
+class StreamedLayers final : public LayerSource {
+ public:
+  StreamedLayers(const GgufFile& f, const ModelWeights& w, StreamOptions o)
+      : w_(w), stream_(f.path(), layer_extents(w), with_size(std::move(o), f.file_size())) {}
+
+  LayerWeights acquire(int64_t layer) override {
+    const uint8_t* buf = stream_.acquire(layer);
+    const std::vector<uint64_t>& off = stream_.plan().layers[size_t(layer)].tensor_offset;
+    std::array<const uint8_t*, 7> data{};
+    for (size_t i = 0; i < data.size(); ++i) data[i] = buf + off[i];
+    return w_.layer_from(layer, data);
+  }
+  void release(int64_t layer) override { stream_.release(layer); }
+
+  WeightStream& stream() { return stream_; }
+
+ private:
+  static StreamOptions with_size(StreamOptions o, uint64_t size) {
+    o.expected_file_size = size;
+    return o;
+  }
+  const ModelWeights& w_;
+  WeightStream stream_;
+};
+
+}  // namespace flashspec

@@ -1,0 +1,110 @@
+#pragma once
+// Streams the layers of a model file, pass after pass, through a ring of layer slots.
+//
+// The first layers that fit the RAM budget (after the ring) are read once at open into
+// owned aligned memory and stay resident. The rest stream: an I/O thread owned by this
+// object keeps the ring full in layer order, and at the last layer wraps to the first
+// streamed layer of the next pass, so the storage never idles between passes. While
+// layer l is computed, layers l+1 .. l+k-1 are in flight (k = ring slots).
+// acquire(l) blocks on a condition variable until l's bytes have landed; release(l)
+// hands its slot back for the next read. An I/O error ends the I/O thread and is
+// rethrown by every later acquire(). A layer acquired out of order (a pass abandoned
+// midway) restarts the stream at that layer. At the start of each streamed pass the
+// file is checked against what was opened: replaced, truncated or rewritten -> Error.
+//
+// Byte level only (no model types): the LayerSource for a llama model is
+// offload/stream_source.h.
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "offload/aligned_buffer.h"
+#include "offload/file_identity.h"
+#include "offload/layer_plan.h"
+#include "offload/stream_counters.h"
+#include "offload/uring_reader.h"
+
+namespace flashspec {
+
+struct StreamOptions {
+  uint64_t ram_budget = 0;                     // resident layers + ring, bytes
+  int io_depth = 8;                            // requests in flight
+  uint64_t request_bytes = uint64_t(1) << 20;  // bytes per request
+  double io_bw = 0;                            // bytes/s cap, 0: none
+  bool direct = true;                          // O_DIRECT (false: --no-direct)
+  int ring_slots = 2;                          // >= 2
+  uint64_t expected_file_size = 0;             // size when the model was opened (0: unchecked)
+  ReadFault fault;                             // test hook (see uring_reader.h)
+  std::function<void(const std::string&)> notice;  // one-line notices; default: stderr
+};
+
+class WeightStream {
+ public:
+  // `layers`: per layer, the tensors to stream. Reads the resident layers before
+  // returning; Error on any I/O problem.
+  WeightStream(const std::string& path, const std::vector<std::vector<TensorExtent>>& layers,
+               const StreamOptions& o);
+  ~WeightStream();  // stops the I/O thread (mid-pass too), waits for reads in flight
+  WeightStream(const WeightStream&) = delete;
+  WeightStream& operator=(const WeightStream&) = delete;
+
+  const LayerPlan& plan() const { return plan_; }
+  bool direct() const { return reader_->direct(); }
+  const std::string& path() const { return path_; }
+
+  // Layer l's buffer: tensor i of the layer starts at buffer + plan().layers[l].tensor_offset[i].
+  // Valid until release(l).
+  const uint8_t* acquire(int64_t layer);
+  void release(int64_t layer);
+
+  StreamCounters counters() const;
+
+ private:
+  struct Slot {
+    AlignedBuffer buf;
+    int64_t pos = -1;  // stream position it holds (or is being read for)
+    int ranges_left = 0;
+    bool ready = false;
+  };
+  using Clock = std::chrono::steady_clock;
+
+  void io_loop();
+  void fill_ring(std::unique_lock<std::mutex>& lk);
+  int64_t n_streamed() const { return int64_t(plan_.layers.size()) - plan_.n_resident; }
+  double ms(Clock::duration d) const { return std::chrono::duration<double, std::milli>(d).count(); }
+
+  std::string path_;
+  LayerPlan plan_;
+  StreamOptions opt_;
+  std::unique_ptr<UringReader> reader_;
+  std::unique_ptr<FileIdentity> identity_;
+  std::vector<AlignedBuffer> resident_;  // per resident layer
+  std::vector<Slot> slots_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_consumer_, cv_io_;
+  int64_t fill_pos_ = 0;     // next stream position the I/O thread will read
+  int64_t consume_pos_ = 0;  // position the consumer holds or waits for
+  int64_t freed_pos_ = 0;    // positions below this have been released
+  int64_t resync_pos_ = -1;  // >= 0: restart the stream there
+  bool holding_ = false;
+  bool stop_ = false;
+  std::exception_ptr error_;
+  // Counters.
+  uint64_t resident_read_ = 0;  // reader bytes from the resident load
+  bool busy_ = false;
+  Clock::time_point busy_since_{};
+  double busy_ms_ = 0, wait_ms_ = 0, resident_ms_ = 0;
+  int64_t passes_ = 0;
+
+  std::thread io_;  // last member: started when everything above exists
+};
+
+}  // namespace flashspec
