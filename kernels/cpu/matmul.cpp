@@ -132,20 +132,21 @@ void run_float(const IsaKernels& k, const WeightMatrix& w, const float* x, int64
 struct Q8_0Scratch {
   Q8_0Scratch(const IsaKernels& k, int64_t T, int64_t cols, int copies)
       : T(T), cols(cols), nb(cols / QK8_0), paired(T >= 2 && k.quantize_q8_0_pairs != nullptr) {
+    const int64_t padded_blocks = pair_groups(nb) * 4;
     if (paired) {
       const int64_t pairs = (T + 1) / 2;
       per_qs = pairs * 2 * cols;
-      per_f = pairs * pair_groups(nb) * 8;
-      // Zeroed: an odd T and a partial last group leave padding that kernels multiply.
+      per_f = pairs * 2 * padded_blocks;
+      // Zeroed: an odd T leaves a padding token that the kernels multiply.
       qs = std::make_unique<int8_t[]>(size_t(per_qs * copies));
-      zp.assign(size_t(per_f * copies), 0);
     } else {
       per_qs = T * cols;
-      per_f = T * nb;
+      per_f = T * padded_blocks;
       qs = scratch<int8_t>(per_qs * copies);
-      bias.assign(size_t(per_f * copies), 0.0f);
     }
+    // Zeroed: the scales of the blocks that pad a last partial group.
     d.assign(size_t(per_f * copies), 0.0f);
+    zp.assign(size_t(per_f * copies), 0);
   }
   ActQ8_0 act(int copy) const {
     ActQ8_0 a{};
@@ -153,14 +154,15 @@ struct Q8_0Scratch {
     a.cols = cols;
     const int8_t* q = qs.get() + copy * per_qs;
     const float* dd = d.data() + copy * per_f;
+    const int32_t* z = zp.data() + copy * per_f;
     if (paired) {
       a.pair_qs = q;
       a.pair_d = dd;
-      a.pair_zp = zp.data() + copy * per_f;
+      a.pair_zp = z;
     } else {
       a.qs = q;
       a.d = dd;
-      a.q4_bias = bias.data() + copy * per_f;
+      a.zp = z;
     }
     return a;
   }
@@ -168,14 +170,14 @@ struct Q8_0Scratch {
   void quantize(const IsaKernels& k, const float* x, int64_t i0, int64_t i1, int copy) {
     int8_t* q = qs.get() + copy * per_qs;
     float* dd = d.data() + copy * per_f;
+    int32_t* z = zp.data() + copy * per_f;
     while (i0 < i1) {
       const int64_t t = i0 / nb, b0 = i0 % nb;
       const int64_t b1 = (i1 - t * nb) < nb ? i1 - t * nb : nb;
       if (paired)
-        k.quantize_q8_0_pairs(x + t * cols, t, nb, b0, b1, q, dd, zp.data() + copy * per_f);
+        k.quantize_q8_0_pairs(x + t * cols, t, nb, b0, b1, q, dd, z);
       else
-        k.quantize_q8_0(x + t * cols, b0, b1, q + t * cols, dd + t, bias.data() + copy * per_f + t,
-                        T);
+        k.quantize_q8_0(x + t * cols, b0, b1, q + t * cols, dd + t, z + t, T);
       i0 = t * nb + b1;
     }
   }
@@ -183,7 +185,7 @@ struct Q8_0Scratch {
   bool paired;
   int64_t per_qs = 0, per_f = 0;
   std::unique_ptr<int8_t[]> qs;
-  std::vector<float> d, bias;
+  std::vector<float> d;
   std::vector<int32_t> zp;
 };
 

@@ -41,87 +41,50 @@ inline __m512i bcast4x128(const void* p) {
   return _mm512_broadcast_i32x4(_mm_loadu_si128(static_cast<const __m128i*>(p)));
 }
 
-// [d(row0) x4 | d(row1) x4 | d(row2) x4 | d(row3) x4] as floats from four fp16 scales.
-inline __m512 row_quad_scales(uint16_t d0, uint16_t d1, uint16_t d2, uint16_t d3) {
-  const uint64_t v = uint64_t(d0) | (uint64_t(d1) << 16) | (uint64_t(d2) << 32) | (uint64_t(d3) << 48);
-  const __m256i spread = _mm256_setr_epi16(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-  return _mm512_cvtph_ps(
-      _mm256_permutexvar_epi16(spread, _mm256_castsi128_si256(_mm_cvtsi64_si128(int64_t(v)))));
-}
-
 // w's sign moved onto x (x itself where w >= 0), for maddubs(|w|, .): AVX-512 has no
 // sign_epi8. Where w = 0 the product is 0 through |w| anyway.
 inline __m512i sign_of(__m512i x, __m512i w) {
   return _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(w), _mm512_setzero_si512(), x);
 }
 
-// ---- Single token: NQ groups of four rows share the activation loads. Rows at or past
-// nrows repeat the last valid row and are not stored.
-template <int NQ, class Block, class Dot>
-FS_ALWAYS_INLINE inline void decode_tile(const Block* w0, int64_t nb, int nrows, float* y,
-                                         int64_t r, Dot dot) {
-  const Block* row[4 * NQ];
-  for (int i = 0; i < 4 * NQ; ++i) row[i] = w0 + (i < nrows ? i : nrows - 1) * nb;
-  __m512 acc[NQ][2];  // even and odd blocks: two fma chains
-  for (auto& q : acc) q[0] = q[1] = _mm512_setzero_ps();
-  // The rows are consecutive in memory: prefetch a later tile (at least 8 KB ahead) as
-  // one linear stream.
-  constexpr int64_t kStep = 2 * 4 * NQ * int64_t(sizeof(Block));  // bytes per 2 blocks
-  const int64_t tile_bytes = 4 * NQ * nb * int64_t(sizeof(Block));
-  const int64_t ahead = 8192 / tile_bytes > 1 ? 8192 / tile_bytes : 1;
-  const char* pf = reinterpret_cast<const char*>(w0 + ahead * 4 * NQ * nb);
-  int64_t b = 0;
-  for (; b + 1 < nb; b += 2) {
-    for (int64_t o = 0; o < kStep; o += 64) _mm_prefetch(pf + b / 2 * kStep + o, _MM_HINT_T0);
-    dot(row, b, acc, std::integral_constant<int, 0>{});
-    dot(row, b + 1, acc, std::integral_constant<int, 1>{});
-  }
-  if (b < nb) dot(row, b, acc, std::integral_constant<int, 0>{});
-  for (int q = 0; q < NQ; ++q) {
-    const __m512 v = _mm512_add_ps(acc[q][0], acc[q][1]);
-    const __m128 lane[4] = {_mm512_castps512_ps128(v), _mm512_extractf32x4_ps(v, 1),
-                            _mm512_extractf32x4_ps(v, 2), _mm512_extractf32x4_ps(v, 3)};
-    for (int i = 0; i < 4; ++i)
-      if (4 * q + i < nrows) y[r + 4 * q + i] = hsum128(lane[i]);
-  }
+// ---- Single token (decode_tile in pair_tiles.h): 16 columns of four consecutive rows per
+// 512-bit register against the token broadcast to all lanes; the int32 sums of each quad
+// split into its two row pairs. A tile is two quads sharing the activation loads.
+
+// Halves of a quad's sums [r0 x4 | r1 x4 | r2 x4 | r3 x4] as row pairs.
+inline void split_quad(__m512i v, __m256i& pair0, __m256i& pair1) {
+  pair0 = _mm512_castsi512_si256(v);
+  pair1 = _mm512_extracti64x4_epi64(v, 1);
 }
 
-template <int NQ>
 void q4_0_decode(const BlockQ4_0* w0, int64_t nb, int nrows, const ActQ8_0& a, float* y,
                  int64_t r) {
   const __m512i m4 = _mm512_set1_epi8(0x0f);
   const __m512i ones = _mm512_set1_epi16(1);
-  decode_tile<NQ>(w0, nb, nrows, y, r,
-                  [&](const BlockQ4_0* const* row, int64_t b, __m512(&acc)[NQ][2], auto kc)
-                      FS_ALWAYS_INLINE {
+  decode_tile<4, true>(w0, nb, nrows, a, y, r,
+                       [&](const BlockQ4_0* const* row, int64_t b, __m256i(&v)[4]) FS_ALWAYS_INLINE {
     const int8_t* xb = a.qs + b * QK4_0;
     const __m512i xl = bcast4x128(xb), xh = bcast4x128(xb + 16);
-    const __m512 dx = _mm512_set1_ps(a.d[b]), bias = _mm512_set1_ps(a.q4_bias[b]);
-    unroll<NQ>([&](auto qc) FS_ALWAYS_INLINE {
+    unroll<2>([&](auto qc) FS_ALWAYS_INLINE {
       constexpr int q = decltype(qc)::value;
       const BlockQ4_0* const* rq = row + 4 * q;
       const __m512i w = load4x128(rq[0][b].qs, rq[1][b].qs, rq[2][b].qs, rq[3][b].qs);
       const __m512i lo = _mm512_and_si512(w, m4);
       const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
       const __m512i s = _mm512_add_epi16(_mm512_maddubs_epi16(lo, xl), _mm512_maddubs_epi16(hi, xh));
-      const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(s, ones)), dx, bias);
-      const __m512 dw = row_quad_scales(rq[0][b].d, rq[1][b].d, rq[2][b].d, rq[3][b].d);
-      acc[q][decltype(kc)::value] = _mm512_fmadd_ps(f, dw, acc[q][decltype(kc)::value]);
+      split_quad(_mm512_madd_epi16(s, ones), v[2 * q], v[2 * q + 1]);
     });
   });
 }
 
-template <int NQ>
 void q8_0_decode(const BlockQ8_0* w0, int64_t nb, int nrows, const ActQ8_0& a, float* y,
                  int64_t r) {
   const __m512i ones = _mm512_set1_epi16(1);
-  decode_tile<NQ>(w0, nb, nrows, y, r,
-                  [&](const BlockQ8_0* const* row, int64_t b, __m512(&acc)[NQ][2], auto kc)
-                      FS_ALWAYS_INLINE {
+  decode_tile<4, false>(w0, nb, nrows, a, y, r,
+                        [&](const BlockQ8_0* const* row, int64_t b, __m256i(&v)[4]) FS_ALWAYS_INLINE {
     const int8_t* xb = a.qs + b * QK8_0;
     const __m512i xl = bcast4x128(xb), xh = bcast4x128(xb + 16);
-    const __m512 dx = _mm512_set1_ps(a.d[b]);
-    unroll<NQ>([&](auto qc) FS_ALWAYS_INLINE {
+    unroll<2>([&](auto qc) FS_ALWAYS_INLINE {
       constexpr int q = decltype(qc)::value;
       const BlockQ8_0* const* rq = row + 4 * q;
       const __m512i wl = load4x128(rq[0][b].qs, rq[1][b].qs, rq[2][b].qs, rq[3][b].qs);
@@ -129,10 +92,8 @@ void q8_0_decode(const BlockQ8_0* w0, int64_t nb, int nrows, const ActQ8_0& a, f
           load4x128(rq[0][b].qs + 16, rq[1][b].qs + 16, rq[2][b].qs + 16, rq[3][b].qs + 16);
       const __m512i pl = _mm512_maddubs_epi16(_mm512_abs_epi8(wl), sign_of(xl, wl));
       const __m512i ph = _mm512_maddubs_epi16(_mm512_abs_epi8(wh), sign_of(xh, wh));
-      const __m512i i = _mm512_add_epi32(_mm512_madd_epi16(pl, ones), _mm512_madd_epi16(ph, ones));
-      const __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(i), dx);
-      const __m512 dw = row_quad_scales(rq[0][b].d, rq[1][b].d, rq[2][b].d, rq[3][b].d);
-      acc[q][decltype(kc)::value] = _mm512_fmadd_ps(f, dw, acc[q][decltype(kc)::value]);
+      split_quad(_mm512_add_epi32(_mm512_madd_epi16(pl, ones), _mm512_madd_epi16(ph, ones)),
+                 v[2 * q], v[2 * q + 1]);
     });
   });
 }
@@ -194,14 +155,14 @@ constexpr int kDecodeRows = 8, kTileRows = 1, kTilePairs = 4;
 
 void gemm_q4_0(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y) {
   drive_q8_0<kDecodeRows, kTileRows, kTilePairs, BlockQ4_0>(
-      w, a, r0, r1, y, q4_0_decode<2>, [](auto np, auto prefetch) {
+      w, a, r0, r1, y, q4_0_decode, [](auto np, auto prefetch) {
         return q4_0_pairs<decltype(np)::value, decltype(prefetch)::value>;
       });
 }
 
 void gemm_q8_0(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y) {
   drive_q8_0<kDecodeRows, kTileRows, kTilePairs, BlockQ8_0>(
-      w, a, r0, r1, y, q8_0_decode<2>, [](auto np, auto prefetch) {
+      w, a, r0, r1, y, q8_0_decode, [](auto np, auto prefetch) {
         return q8_0_pairs<decltype(np)::value, decltype(prefetch)::value>;
       });
 }

@@ -13,27 +13,30 @@ enum class Isa { Scalar, Avx2, Avx512 };
 // Activations quantized to Q8_0 (blocks of 32 per token row), in one of two layouts.
 //
 // Plain (T == 1, and every T on ISAs without pair kernels): per-token rows of int8 with
-// the scales in separate arrays.
+// the scales in separate arrays, allocated zero-filled up to a whole number of groups of
+// 4 blocks so a kernel may read a last partial group whole.
 //
 // Token pairs (T >= 2 on SIMD ISAs): tokens 2p and 2p+1 interleaved per block, so one
 // 256-bit load gives a kernel 16 columns of both tokens and one maddubs serves two tokens.
 // Scales come per group of 4 blocks, laid out like the int32 sums a kernel has after
 // reducing 4 blocks: [block 4g..4g+3 of token 2p | of token 2p+1]. A missing last token
 // (odd T) and missing blocks of a last partial group are zeros.
+//
+// SIMD kernels for both layouts perform the same floating-point operations per output
+// (see pair_tiles.h), so a token's result does not depend on the batch it is in.
 struct ActQ8_0 {
-  const int8_t* qs;  // plain: [T][cols]
-  const float* d;    // plain: [cols/32][T], the block's fp16 scale widened to float
-  // plain: [cols/32][T], -2 * d * sum(qs): the Q4_0 zero point's share per accumulator lane
-  // (-8 * d * sum(qs) split over the 4 lanes a SIMD tile keeps per row and token).
-  const float* q4_bias;
-  const int8_t* pair_qs;  // pairs: [T/2 up][cols/32][64]: columns 0..15 of token 2p, of 2p+1,
-                          // then columns 16..31 of 2p, of 2p+1
-  const float* pair_d;    // pairs: [T/2 up][groups][8], groups = cols/32/4 rounded up
-  const int32_t* pair_zp; // pairs: [T/2 up][groups][8]: -8 * sum(qs), Q4_0's zero point term
+  const int8_t* qs;   // plain: [T][cols]
+  const float* d;     // plain: [groups*4][T], the block's fp16 scale widened to float
+  const int32_t* zp;  // plain: [groups*4][T], -8 * sum(qs): the Q4_0 zero point's term
+  const int8_t* pair_qs;   // pairs: [T/2 up][cols/32][64]: columns 0..15 of token 2p, of
+                           // 2p+1, then columns 16..31 of 2p, of 2p+1
+  const float* pair_d;     // pairs: [T/2 up][groups][8]
+  const int32_t* pair_zp;  // pairs: [T/2 up][groups][8]
   int64_t T;
   int64_t cols;
 };
 
+// Groups of 4 blocks in nb blocks, the last one possibly partial.
 inline int64_t pair_groups(int64_t nb) { return (nb + 3) / 4; }
 
 // Activations quantized to Q8_K (blocks of 256), for the K-quant weight types.
@@ -46,9 +49,9 @@ struct ActQ8_K {
 };
 
 // Quantizes blocks [b0, b1) of the activation row x (one token) into the arrays above:
-// qs points at the token's row, d / q4_bias at element [0][t] (stride `stride` per block).
+// qs points at the token's row, d / zp at element [0][t] (stride `stride` per block).
 using QuantizeQ8_0Fn = void (*)(const float* x, int64_t b0, int64_t b1, int8_t* qs, float* d,
-                                float* q4_bias, int64_t stride);
+                                int32_t* zp, int64_t stride);
 // The same into the token-pair layout: x is token t's row, nb = cols / 32, the pointers are
 // the arrays' bases.
 using QuantizePairsQ8_0Fn = void (*)(const float* x, int64_t t, int64_t nb, int64_t b0,

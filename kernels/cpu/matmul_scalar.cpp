@@ -1,6 +1,7 @@
-// Portable kernels: the fallback on CPUs without AVX2 and the reference the SIMD paths are
-// checked against. Straightforward loops; one weight block is decoded once and reused for
-// every token, so batched calls still read the weights once.
+// Portable kernels: the fallback on CPUs without AVX2, and the plainest statement of each
+// format's arithmetic. Straightforward loops; one weight block is decoded once and reused
+// for every token, so batched calls still read the weights once, and each output is
+// computed the same way whatever the batch (batch invariance).
 #include <cstring>
 
 #include "core/half.h"
@@ -12,15 +13,14 @@ namespace flashspec::cpu {
 
 namespace {
 
-void quantize_q8_0(const float* x, int64_t b0, int64_t b1, int8_t* qs, float* d,
-                   float* q4_bias, int64_t stride) {
+void quantize_q8_0(const float* x, int64_t b0, int64_t b1, int8_t* qs, float* d, int32_t* zp,
+                   int64_t stride) {
   for (int64_t b = b0; b < b1; ++b) {
     int8_t* q = qs + b * QK8_0;
-    const float db = fp16_to_float(quantize_block_q8_0(x + b * QK8_0, q));
-    int s = 0;
+    d[b * stride] = fp16_to_float(quantize_block_q8_0(x + b * QK8_0, q));
+    int32_t s = 0;
     for (int i = 0; i < QK8_0; ++i) s += q[i];
-    d[b * stride] = db;
-    q4_bias[b * stride] = -2.0f * (db * float(s));
+    zp[b * stride] = -8 * s;
   }
 }
 

@@ -1,8 +1,11 @@
 #pragma once
-// The several-token tile over the token-pair activation layout, shared by the AVX2 and
-// AVX-512 kernels (which differ in how one weight block is multiplied with one token pair).
-// Include only from *_avx2.cpp / *_avx512.cpp; internal linkage so each ISA keeps its own
-// copy (see tile_drivers.h).
+// The tiles of the Q8_0-activation kernels (Q4_0, Q8_0 weights), shared by the AVX2 and
+// AVX-512 files, which supply how one weight block is multiplied with activations. Both
+// tiles (several tokens: pairs_tile; single token: decode_tile) reduce exact int32 block
+// sums and then perform the very same floating-point operations per output, so a token's
+// result is bit for bit the same whether it is multiplied alone or in a batch (speculative
+// verification relies on it). Include only from *_avx2.cpp / *_avx512.cpp; internal
+// linkage so each ISA keeps its own copy (see tile_drivers.h).
 #include <immintrin.h>
 
 #include <cstdint>
@@ -46,6 +49,24 @@ FS_ALWAYS_INLINE inline __m256 group_scales(const Block* w, int nvalid) {
   return _mm256_cvtph_ps(_mm_set1_epi64x(int64_t(h)));
 }
 
+// [d of blocks b..b+3 of row a | of row b] (0 past nvalid).
+template <class Block>
+FS_ALWAYS_INLINE inline __m256 row_pair_group_scales(const Block* wa, const Block* wb, int nvalid) {
+  uint64_t ha = 0, hb = 0;
+  for (int k = 0; k < 4; ++k)
+    if (k < nvalid) {
+      ha |= uint64_t(wa[k].d) << (16 * k);
+      hb |= uint64_t(wb[k].d) << (16 * k);
+    }
+  return _mm256_cvtph_ps(_mm_set_epi64x(int64_t(hb), int64_t(ha)));
+}
+
+// The one floating-point step per group of 4 blocks: acc += float(u) * (dw * dx), lane by
+// lane (each lane one block of one output).
+FS_ALWAYS_INLINE inline __m256 group_fma(__m256 acc, __m256i u, __m256 dw, __m256 dx) {
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(u), _mm256_mul_ps(dw, dx), acc);
+}
+
 // Row w (nb blocks) times token pairs p0 .. p0+NP-1. prepare(block) unpacks a weight block
 // once; dot(prepared, pair_block) gives its [t0 x4 | t1 x4] int32 sums with one pair.
 template <int NP, bool kPrefetch, bool kZeroPoint, class Block, class Prepare, class Dot>
@@ -86,8 +107,7 @@ FS_ALWAYS_INLINE inline void pairs_tile(const Block* w, const ActQ8_0& a, int64_
       const int64_t o = (p * groups + g) * 8;
       __m256i u = red[p].result();
       if constexpr (kZeroPoint) u = _mm256_add_epi32(u, loadu256(zp + o));
-      const __m256 s = _mm256_mul_ps(dw, _mm256_loadu_ps(dx + o));
-      acc[p] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(u), s, acc[p]);
+      acc[p] = group_fma(acc[p], u, dw, _mm256_loadu_ps(dx + o));
     });
   };
   for (int64_t g = 0; g < full; ++g) group(g, 4);
@@ -96,6 +116,55 @@ FS_ALWAYS_INLINE inline void pairs_tile(const Block* w, const ActQ8_0& a, int64_
     const int64_t t = 2 * (p0 + p);
     y[t * rows + r] = hsum128(_mm256_castps256_ps128(acc[p]));
     if (t + 1 < a.T) y[(t + 1) * rows + r] = hsum128(_mm256_extractf128_ps(acc[p], 1));
+  }
+}
+
+// Single token (plain layout, T = 1): rows r .. r + 2*NPR - 1 starting at w0 (row stride
+// nb blocks); rows at or past nrows repeat the last valid row and are not stored.
+// dot(rows, b, v) sets v[i] = [row 2i x4 | row 2i+1 x4], the int32 sums of block b.
+template <int NPR, bool kZeroPoint, class Block, class Dot>
+FS_ALWAYS_INLINE inline void decode_tile(const Block* w0, int64_t nb, int nrows, const ActQ8_0& a,
+                                         float* y, int64_t r, Dot dot) {
+  const Block* row[2 * NPR];
+  for (int i = 0; i < 2 * NPR; ++i) row[i] = w0 + (i < nrows ? i : nrows - 1) * nb;
+  const int64_t groups = pair_groups(nb), full = nb / 4;
+  __m256 acc[NPR];
+  for (auto& v : acc) v = _mm256_setzero_ps();
+  // The tile reads its rows as 2*NPR interleaved streams, but they are consecutive in
+  // memory, so the prefetches run over a later tile (at least 8 KB ahead) as one linear
+  // stream at the same pace, each line once: the DRAM access pattern stays sequential.
+  constexpr int64_t kGroupBytes = 4 * 2 * NPR * int64_t(sizeof(Block));
+  const int64_t tile_bytes = 2 * NPR * nb * int64_t(sizeof(Block));
+  const int64_t ahead = 8192 / tile_bytes > 1 ? 8192 / tile_bytes : 1;
+  const char* pf = reinterpret_cast<const char*>(w0 + ahead * 2 * NPR * nb);
+  auto group = [&](int64_t g, int nvalid) FS_ALWAYS_INLINE {
+    for (int64_t o = 0; o < kGroupBytes; o += 64) _mm_prefetch(pf + g * kGroupBytes + o, _MM_HINT_T0);
+    Reduce4 red[NPR];
+    unroll<4>([&](auto kc) FS_ALWAYS_INLINE {
+      constexpr int k = decltype(kc)::value;
+      if (k < nvalid) {
+        __m256i v[NPR];
+        dot(row, 4 * g + k, v);
+        for (int i = 0; i < NPR; ++i) red[i].template add<k>(v[i]);
+      } else {
+        for (auto& rd : red) rd.template add<k>(_mm256_setzero_si256());
+      }
+    });
+    const __m256 dx = _mm256_broadcast_ps(reinterpret_cast<const __m128*>(a.d + 4 * g));
+    const __m256i zp = bcast128(a.zp + 4 * g);
+    unroll<NPR>([&](auto ic) FS_ALWAYS_INLINE {
+      constexpr int i = decltype(ic)::value;
+      __m256i u = red[i].result();
+      if constexpr (kZeroPoint) u = _mm256_add_epi32(u, zp);
+      const __m256 dw = row_pair_group_scales(row[2 * i] + 4 * g, row[2 * i + 1] + 4 * g, nvalid);
+      acc[i] = group_fma(acc[i], u, dw, dx);
+    });
+  };
+  for (int64_t g = 0; g < full; ++g) group(g, 4);
+  if (full < groups) group(full, int(nb - 4 * full));
+  for (int i = 0; i < NPR; ++i) {
+    if (2 * i < nrows) y[r + 2 * i] = hsum128(_mm256_castps256_ps128(acc[i]));
+    if (2 * i + 1 < nrows) y[r + 2 * i + 1] = hsum128(_mm256_extractf128_ps(acc[i], 1));
   }
 }
 

@@ -14,12 +14,11 @@ namespace {
 using namespace simd;
 
 // One block as quantize_block_q8_0 does it (bit for bit): returns the 32 int8, the fp16
-// scale widened to float, the sum of the int8 and the Q4_0 zero-point term -2 * d * sum.
+// scale widened to float and the sum of the int8.
 struct Q8_0Block {
   __m256i q;
   float d;
   int32_t sum;
-  float q4_bias;
 };
 inline Q8_0Block quantize_block(const float* xb) {
   const float amax = hmax256(abs_max32(xb, _mm256_setzero_ps()));
@@ -29,19 +28,18 @@ inline Q8_0Block quantize_block(const float* xb) {
   r.d = _cvtsh_ss(_cvtss_sh(dd, _MM_FROUND_TO_NEAREST_INT));
   r.q = quantize32(xb, _mm256_set1_ps(id));
   r.sum = hsum_epi32(sum4_epi8(r.q));
-  r.q4_bias = -2.0f * (r.d * float(r.sum));
   return r;
 }
 
 }  // namespace
 
-void quantize_q8_0(const float* x, int64_t b0, int64_t b1, int8_t* qs, float* d,
-                   float* q4_bias, int64_t stride) {
+void quantize_q8_0(const float* x, int64_t b0, int64_t b1, int8_t* qs, float* d, int32_t* zp,
+                   int64_t stride) {
   for (int64_t b = b0; b < b1; ++b) {
     const Q8_0Block r = quantize_block(x + b * QK8_0);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs + b * QK8_0), r.q);
     d[b * stride] = r.d;
-    q4_bias[b * stride] = r.q4_bias;
+    zp[b * stride] = -8 * r.sum;
   }
 }
 
