@@ -45,30 +45,31 @@ Agreement compare_with_llamacpp(LlamaModel& model, const Tokenizer& tok, const j
   return a;
 }
 
-void check_model_exact(const std::string& name) {
+// Runs every reference prompt of `name` and checks each with `check`.
+template <class Check>
+void for_each_reference(const std::string& name, int64_t n_predict, Check check) {
   CpuBackend backend(2);
   LlamaModel model(model_path(name), backend);
   const Tokenizer tok = Tokenizer::from_gguf(model.file());
   const json::Value refs = json::parse_file(reference_path(name));
   for (const json::Value& ref : refs.as_array()) {
     CAPTURE(ref["prompt"].as_string());
-    const Agreement a = compare_with_llamacpp(model, tok, ref, 128);
-    CHECK(a.tokens_equal == 128);
-    for (double d : a.max_logit_diff) CHECK(d <= 1e-2);
+    check(compare_with_llamacpp(model, tok, ref, n_predict));
   }
 }
 
+void check_model_exact(const std::string& name) {
+  for_each_reference(name, 128, [](const Agreement& a) {
+    CHECK(a.tokens_equal == 128);
+    for (double d : a.max_logit_diff) CHECK(d <= 1e-2);
+  });
+}
+
 void check_model_quantized(const std::string& name) {
-  CpuBackend backend(2);
-  LlamaModel model(model_path(name), backend);
-  const Tokenizer tok = Tokenizer::from_gguf(model.file());
-  const json::Value refs = json::parse_file(reference_path(name));
-  for (const json::Value& ref : refs.as_array()) {
-    CAPTURE(ref["prompt"].as_string());
-    const Agreement a = compare_with_llamacpp(model, tok, ref, 4);
+  for_each_reference(name, 4, [](const Agreement& a) {
     CHECK(a.tokens_equal >= 1);
     CHECK(a.max_logit_diff[0] <= 1.0);
-  }
+  });
 }
 
 }  // namespace
