@@ -7,7 +7,10 @@
 #include "apps/json_writer.h"
 #include "core/gguf.h"
 #include "core/llama_config.h"
+#include "core/error.h"
 #include "core/tokenizer.h"
+#include "core/units.h"
+#include "offload/stream_source.h"
 #include "target/model_weights.h"
 
 namespace flashspec {
@@ -17,13 +20,61 @@ namespace {
 struct InspectArgs {
   std::string path;
   bool json = false;
+  std::string ram_budget = "0";  // streaming plan for this budget
 };
+
+// ---- streaming plan (offload/): which layers stay resident under --ram-budget ----
+LayerPlan stream_plan(const InspectArgs& a, const ModelWeights& w) {
+  const std::optional<double> b = parse_size(a.ram_budget);
+  if (!b || *b > 1e18) throw Error("--ram-budget: '" + a.ram_budget + "' is not a size (e.g. 512M, 2G)");
+  PlanOptions po;
+  po.ram_budget = uint64_t(*b);
+  return plan_layers(layer_extents(w), po);
+}
+
+void json_stream_plan(JsonWriter& j, const LayerPlan& p, uint64_t fixed) {
+  j.key("stream_plan").begin_object();
+  j.field("ram_budget", int64_t(p.ram_budget)).field("n_resident", int64_t(p.n_resident));
+  j.field("resident_bytes", int64_t(p.resident_bytes)).field("streamed_bytes_per_pass", int64_t(p.streamed_bytes));
+  j.field("ring_slots", int64_t(p.ring_slots)).field("slot_bytes", int64_t(p.slot_bytes));
+  j.field("ring_bytes", int64_t(p.ring_bytes)).field("ring_over_budget", p.ring_over_budget());
+  j.field("fixed_bytes", int64_t(fixed));  // embedding, output head, norms: always resident
+  j.key("layers").begin_array();
+  for (const LayerExtent& e : p.layers) {
+    j.begin_object();
+    j.field("tensor_bytes", int64_t(e.tensor_bytes)).field("read_bytes", int64_t(e.read_bytes));
+    j.field("ranges", int64_t(e.ranges.size())).field("resident", e.resident);
+    j.end_object();
+  }
+  j.end_array();
+  j.end_object();
+}
+
+void print_stream_plan(const LayerPlan& p, uint64_t fixed) {
+  std::printf("  stream plan for --ram-budget %s: %d of %zu layers resident (%s), %s streamed per pass\n",
+              format_bytes(p.ram_budget).c_str(), p.n_resident, p.layers.size(),
+              format_bytes(p.resident_bytes).c_str(), format_bytes(p.streamed_bytes).c_str());
+  if (p.ring_slots > 0)
+    std::printf("  ring %d x %s = %s%s\n", p.ring_slots, format_bytes(p.slot_bytes).c_str(),
+                format_bytes(p.ring_bytes).c_str(),
+                p.ring_over_budget() ? " (the minimum ring: a fixed overhead over the budget)" : "");
+  std::printf("  fixed: %s (embedding, output head, norms) stay resident in the mapping\n",
+              format_bytes(fixed).c_str());
+  for (size_t l = 0; l < p.layers.size(); ++l) {
+    const LayerExtent& e = p.layers[l];
+    std::printf("  layer %3zu: %12llu bytes, reads %12llu in %zu range%s, %s\n", l,
+                (unsigned long long)e.tensor_bytes, (unsigned long long)e.read_bytes, e.ranges.size(),
+                e.ranges.size() == 1 ? "" : "s", e.resident ? "resident" : "streamed");
+  }
+}
+// ---- end of streaming plan ----
 
 int run_inspect(const InspectArgs& a) {
   const GgufFile f = GgufFile::open(a.path);
   const LlamaConfig c = LlamaConfig::from_gguf(f);
   const ModelWeights w(f, c);
   const Tokenizer tok = Tokenizer::from_gguf(f);
+  const LayerPlan plan = stream_plan(a, w);
   std::map<std::string, int64_t> bytes_by_type;
   int64_t total = 0;
   for (const auto& t : f.tensors()) {
@@ -51,6 +102,7 @@ int run_inspect(const InspectArgs& a) {
     for (const auto& [k, v] : bytes_by_type) j.field(k, v);
     j.end_object();
     j.field("layer_bytes", layer_bytes);
+    json_stream_plan(j, plan, fixed_tensor_bytes(f, w));
     j.end_object();
     std::printf("%s\n", j.str().c_str());
     return 0;
@@ -66,8 +118,7 @@ int run_inspect(const InspectArgs& a) {
   std::printf("  tokenizer %s: %d tokens, bos %d, eos %d\n", tok.model().c_str(), tok.n_vocab(),
               tok.bos(), tok.eos());
   for (const auto& [k, v] : bytes_by_type) std::printf("  %-5s %12lld bytes\n", k.c_str(), (long long)v);
-  for (size_t l = 0; l < layer_bytes.size(); ++l)
-    std::printf("  layer %3zu: %12lld bytes\n", l, (long long)layer_bytes[l]);
+  print_stream_plan(plan, fixed_tensor_bytes(f, w));
   return 0;
 }
 
@@ -78,6 +129,7 @@ Action register_inspect(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("inspect", "show a GGUF model's metadata and layout");
   sub->add_option("model", args->path, "GGUF file")->required();
   sub->add_flag("--json", args->json, "print JSON");
+  sub->add_option("--ram-budget", args->ram_budget, "show the streaming plan for this RAM budget (e.g. 2G)");
   return [args] { return run_inspect(*args); };
 }
 

@@ -1,15 +1,69 @@
 #include "apps/run_options.h"
 
+#include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <thread>
 
 #include "core/error.h"
 #include "core/units.h"
 #include "core/vocab_compat.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "offload/stream_source.h"
 #include "target/llama_model.h"
 
 namespace flashspec {
+
+// ---- weight streaming (offload/): --stream, --ram-budget, --io-depth, --io-bw, --no-direct ----
+namespace {
+
+uint64_t size_flag(const std::string& flag, const std::string& v) {
+  if (v.empty()) return 0;
+  const std::optional<double> b = parse_size(v);
+  if (!b || *b > 1e18) throw Error(flag + ": '" + v + "' is not a size (e.g. 512M, 2.1G, 1GiB)");
+  return uint64_t(*b);
+}
+
+// Makes the target stream its layers from its file; returns the stream (owned by the model).
+WeightStream* attach_stream(LlamaModel& target, const RunOptions& o) {
+  StreamOptions so;
+  so.ram_budget = size_flag("--ram-budget", o.ram_budget);
+  so.io_bw = double(size_flag("--io-bw", o.io_bw));
+  so.io_depth = o.io_depth;
+  so.direct = !o.no_direct;
+  auto src = std::make_unique<StreamedLayers>(target.file(), target.weights(), so);
+  WeightStream& ws = src->stream();
+  const LayerPlan& p = ws.plan();
+  std::fprintf(stderr,
+               "[flashspec] streaming %s: %d of %zu layers resident (%s), ring %d x %s%s, %s read "
+               "per pass, %s, depth %d x %s%s\n",
+               o.target_path.c_str(), p.n_resident, p.layers.size(), format_bytes(p.resident_bytes).c_str(),
+               p.ring_slots, format_bytes(p.slot_bytes).c_str(),
+               p.ring_over_budget() ? " (minimum ring, over the budget)" : "",
+               format_bytes(p.streamed_bytes).c_str(), ws.direct() ? "O_DIRECT" : "buffered", so.io_depth,
+               format_bytes(so.request_bytes).c_str(),
+               so.io_bw > 0 ? (", capped at " + format_bytes(uint64_t(so.io_bw)) + "/s").c_str() : "");
+  target.set_layer_source(std::move(src));
+  return &ws;
+}
+
+}  // namespace
+
+void Engine::add_stream_stats(GenerationStats& s, const StreamCounters& before) const {
+  if (!stream_) return;
+  const StreamCounters d = stream_->counters().since(before);
+  s.bytes_read = int64_t(d.bytes_read);
+  s.read_busy_ms = d.read_busy_ms;
+  s.io_wait_ms = d.io_wait_ms;
+}
+
+static void print_stream_stats(const GenerationStats& s) {
+  std::fprintf(stderr,
+               "\n[flashspec] stream: %s read, %.2f GB/s while reading, I/O busy %.0f%%, compute waited "
+               "%.1f ms for weights\n",
+               format_bytes(uint64_t(s.bytes_read)).c_str(), s.read_gbps(), 100.0 * s.io_busy(), s.io_wait_ms);
+}
+// ---- end of weight streaming ----
 
 void add_run_options(CLI::App& sub, RunOptions& o) {
   sub.add_option("-m,--model", o.target_path, "target model (GGUF)")->required();
@@ -48,10 +102,10 @@ Engine::Engine(const RunOptions& o) : opt_(o) {
   if ((o.chain > 0 || !o.tree.empty()) && o.draft_path.empty())
     throw Error("--chain/--tree need a draft model (-d DRAFT.gguf)");
   if (o.chain > 0 && !o.tree.empty()) throw Error("--chain and --tree are exclusive");
-  if (o.stream) throw Error("--stream: weight streaming is not available in this build yet");
   const int threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
   backend_ = std::make_unique<CpuBackend>(threads);
   target_ = std::make_unique<LlamaModel>(o.target_path, *backend_);
+  if (o.stream) stream_ = attach_stream(*target_, o);  // weight streaming (offload/)
   tokenizer_ = Tokenizer::from_gguf(target_->file());
   check_vocab_rows(tokenizer_, *target_, o.target_path);
   if (o.draft_path.empty()) return;
@@ -105,7 +159,13 @@ GenerationResult Engine::generate(const std::vector<int32_t>& prompt, const Gene
                 std::to_string(prompt.size()) + "-token prompt plus " + std::to_string(g.n_predict) +
                 " tokens");
   Session s = new_session(need);
-  return s.generate(prompt, g);
+  const StreamCounters before = stream_ ? stream_->counters() : StreamCounters{};
+  GenerationResult r = s.generate(prompt, g);
+  if (stream_) {
+    add_stream_stats(r.stats, before);
+    print_stream_stats(r.stats);
+  }
+  return r;
 }
 
 Session Engine::new_session(int64_t default_ctx) {

@@ -11,11 +11,13 @@
 #include "core/scheduler/session.h"
 #include "draft/drafter.h"
 #include "core/tokenizer.h"
+#include "offload/stream_counters.h"
 
 namespace flashspec {
 
 class Backend;
 class LlamaModel;
+class WeightStream;
 
 struct RunOptions {
   std::string target_path;
@@ -54,6 +56,12 @@ class Engine {
   // --ctx rows of context, or `default_ctx` when --ctx was not given.
   Session new_session(int64_t default_ctx);
 
+  // ---- weight streaming (offload/) ----
+  // The target's weight stream with --stream, else nullptr (owned by the target model).
+  WeightStream* stream() const { return stream_; }
+  // Adds what the stream did since `before` to a run's stats (no-op without --stream).
+  void add_stream_stats(GenerationStats& s, const StreamCounters& before) const;
+
  private:
   static void check_vocab_rows(const Tokenizer& tok, const LlamaModel& m, const std::string& path);
 
@@ -63,6 +71,7 @@ class Engine {
   std::unique_ptr<LlamaModel> draft_;
   std::optional<DraftPolicy> policy_;  // set when speculating
   Tokenizer tokenizer_;
+  WeightStream* stream_ = nullptr;  // --stream: the target's layer source's stream
 };
 
 }  // namespace flashspec

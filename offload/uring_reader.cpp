@@ -73,7 +73,10 @@ UringReader::UringReader(const std::string& path, ReaderOptions o)
   ring_ok_ = true;
   reqs_.resize(size_t(depth_));
   for (int i = depth_ - 1; i >= 0; --i) free_.push_back(i);
-  if (opt_.bandwidth > 0) bucket_ = TokenBucket(opt_.bandwidth, double(req_bytes_));
+  // Burst: two requests or 2 ms of transfer, so that sleep and completion jitter does not
+  // cost throughput, while an idle device banks next to nothing (it emulates a slower disk).
+  if (opt_.bandwidth > 0)
+    bucket_ = TokenBucket(opt_.bandwidth, std::max(2.0 * double(req_bytes_), opt_.bandwidth * 0.002));
 }
 
 UringReader::~UringReader() {
@@ -113,28 +116,30 @@ void UringReader::prepare(int slot) {
   }
   const uint64_t index = submitted_count_++;
   r.fault = opt_.fault ? opt_.fault(index, r.offset + r.sub) : 0;
+  uint64_t len = r.length - r.sub;
+  if (r.fault > 0) len = std::min(len, uint64_t(r.fault));  // an injected short read
   if (r.fault < 0) {
     io_uring_prep_nop(sqe);  // completes at once; its result is replaced by the fault
   } else if (r.buf_index >= 0) {
-    io_uring_prep_read_fixed(sqe, fd_, r.dst + r.sub, unsigned(r.length - r.sub), r.offset + r.sub,
-                             r.buf_index);
+    io_uring_prep_read_fixed(sqe, fd_, r.dst + r.sub, unsigned(len), r.offset + r.sub, r.buf_index);
   } else {
-    io_uring_prep_read(sqe, fd_, r.dst + r.sub, unsigned(r.length - r.sub), r.offset + r.sub);
+    io_uring_prep_read(sqe, fd_, r.dst + r.sub, unsigned(len), r.offset + r.sub);
   }
   io_uring_sqe_set_data64(sqe, uint64_t(slot));
   ++inflight_;
-  ++unsubmitted_;
 }
 
 void UringReader::flush_submissions() {
-  while (unsubmitted_ > 0) {
+  if (broken_) throw Error(path_ + ": io_uring unusable after an earlier failure");
+  int stalls = 0;
+  while (io_uring_sq_ready(&ring_) > 0) {
     const int n = io_uring_submit(&ring_);
-    if (n >= 0) {
-      unsubmitted_ -= std::min(n, unsubmitted_);
-      if (n == 0) std::this_thread::yield();
+    if (n > 0) {
+      stalls = 0;
       continue;
     }
-    if (n == -EINTR || n == -EAGAIN || n == -EBUSY) {
+    if (n == 0 || n == -EINTR || n == -EAGAIN || n == -EBUSY) {
+      if (++stalls > kMaxRetries) throw Error(path_ + ": io_uring submit makes no progress");
       std::this_thread::yield();
       continue;
     }
@@ -269,24 +274,25 @@ void UringReader::cancel_all() noexcept {
   instant_done_.clear();
   first_job_ = split_job_ = 0;
   if (!ring_ok_) return;
-  if (unsubmitted_ > 0) {
-    // Prepared but never handed to the kernel: hand them over so they complete.
-    try {
-      flush_submissions();
-    } catch (...) {
-      unsubmitted_ = 0;
-    }
+  try {
+    flush_submissions();  // prepared requests must reach the kernel to complete
+  } catch (...) {
+    // They never will: forget them, and refuse further use (their SQEs are still queued).
+    inflight_ -= int(io_uring_sq_ready(&ring_));
+    broken_ = true;
   }
-  while (inflight_ > unsubmitted_) {
+  while (inflight_ > 0) {
     io_uring_cqe* cqe = nullptr;
     const int rc = io_uring_wait_cqe(&ring_, &cqe);
     if (rc == -EINTR || rc == -EAGAIN) continue;
-    if (rc < 0) break;  // the ring is unusable; nothing more will complete
+    if (rc < 0) {  // the ring is unusable; nothing more will complete
+      broken_ = true;
+      break;
+    }
     io_uring_cqe_seen(&ring_, cqe);
     --inflight_;
   }
   inflight_ = 0;
-  unsubmitted_ = 0;
   free_.clear();
   for (int i = depth_ - 1; i >= 0; --i) free_.push_back(i);
 }

@@ -33,7 +33,8 @@ struct ReadJob {
 };
 
 // Test hook, called for every request submitted (0-based count, in submission order):
-// a negative errno makes that request complete with that error instead of reading.
+// a negative errno makes that request complete with that error instead of reading; a
+// positive n makes it read at most n bytes (a short read; keep n aligned for O_DIRECT).
 using ReadFault = std::function<int(uint64_t request_index, uint64_t offset)>;
 
 struct ReaderOptions {
@@ -121,7 +122,7 @@ class UringReader {
   std::vector<Request> reqs_;
   std::vector<int> free_;
   int inflight_ = 0;
-  int unsubmitted_ = 0;      // prepared SQEs not yet handed to the kernel
+  bool broken_ = false;      // a submit or wait failed for good: no further use
   uint64_t submitted_count_ = 0;
   std::vector<uint64_t> instant_done_;  // empty jobs
   TokenBucket bucket_;

@@ -3,9 +3,11 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <stdexcept>
 
@@ -76,7 +78,10 @@ CliResult run_cli(const std::vector<std::string>& args, const std::string& stdin
   close(out[0]);
   close(err[0]);
   int status = 0;
-  waitpid(pid, &status, 0);
+  struct rusage ru {};
+  while (wait4(pid, &status, 0, &ru) < 0 && errno == EINTR) {
+  }
+  r.max_rss_kb = ru.ru_maxrss;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return r;
 }

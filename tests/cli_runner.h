@@ -9,6 +9,7 @@ namespace flashspec::testing {
 struct CliResult {
   int exit_code = -1;  // 128 + signal when killed by a signal
   std::string out, err;
+  long max_rss_kb = 0;  // the child's peak resident set (wait4 rusage ru_maxrss)
 };
 
 // Runs the CLI with args (no shell), optional stdin text; kills it after timeout_s.
