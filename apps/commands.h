@@ -11,5 +11,7 @@ using Action = std::function<int()>;
 Action register_generate(CLI::App& app);
 Action register_inspect(CLI::App& app);
 Action register_throughput(CLI::App& app);
+Action register_chat(CLI::App& app);
+Action register_bench(CLI::App& app);
 
 }  // namespace flashspec

@@ -16,6 +16,8 @@ int main(int argc, char** argv) {
   flashspec::Action generate = flashspec::register_generate(app);
   flashspec::Action inspect = flashspec::register_inspect(app);
   flashspec::Action throughput = flashspec::register_throughput(app);
+  flashspec::Action chat = flashspec::register_chat(app);
+  flashspec::Action bench = flashspec::register_bench(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -25,6 +27,8 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("generate")) return generate();
     if (app.got_subcommand("inspect")) return inspect();
     if (app.got_subcommand("throughput")) return throughput();
+    if (app.got_subcommand("chat")) return chat();
+    if (app.got_subcommand("bench")) return bench();
   } catch (const flashspec::Error& e) {
     std::fprintf(stderr, "flashspec: error: %s\n", e.what());
     return 1;

@@ -1,0 +1,250 @@
+#include "apps/chat_template.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "core/error.h"
+
+namespace flashspec {
+
+const char* chat_style_name(ChatStyle s) {
+  switch (s) {
+    case ChatStyle::Plain: return "plain";
+    case ChatStyle::Llama2: return "llama-2";
+    case ChatStyle::ChatML: return "chatml";
+    case ChatStyle::Llama3: return "llama-3";
+    case ChatStyle::Zephyr: return "zephyr";
+  }
+  return "?";
+}
+
+std::optional<ChatStyle> parse_chat_style(std::string_view n) {
+  if (n == "plain") return ChatStyle::Plain;
+  if (n == "llama2" || n == "llama-2") return ChatStyle::Llama2;
+  if (n == "chatml") return ChatStyle::ChatML;
+  if (n == "llama3" || n == "llama-3") return ChatStyle::Llama3;
+  if (n == "zephyr") return ChatStyle::Zephyr;
+  return std::nullopt;
+}
+
+std::optional<ChatStyle> detect_chat_style(std::string_view t) {
+  // Most specific markers first: a llama-3 or chatml template may also mention [INST]
+  // in a comment, never the other way round.
+  if (t.find("<|start_header_id|>") != std::string_view::npos) return ChatStyle::Llama3;
+  if (t.find("<|im_start|>") != std::string_view::npos) return ChatStyle::ChatML;
+  if (t.find("<|user|>") != std::string_view::npos) return ChatStyle::Zephyr;
+  if (t.find("[INST]") != std::string_view::npos) return ChatStyle::Llama2;
+  return std::nullopt;
+}
+
+ChatFormat::ChatFormat(const Tokenizer& tok, ChatStyle style) : tok_(&tok), style_(style) {
+  switch (style) {
+    case ChatStyle::Plain:
+      stop_text_ = "\nUser:";
+      break;
+    case ChatStyle::ChatML:
+      im_start_ = special("<|im_start|>", false);
+      turn_end_ = special("<|im_end|>", false);
+      break;
+    case ChatStyle::Llama3:
+      start_header_ = special("<|start_header_id|>", false);
+      end_header_ = special("<|end_header_id|>", false);
+      turn_end_ = special("<|eot_id|>", false);
+      break;
+    case ChatStyle::Llama2:
+    case ChatStyle::Zephyr:
+      break;  // BOS/EOS only; zephyr's <|user|> markers are plain text in most vocabularies
+  }
+}
+
+ChatFormat ChatFormat::for_model(const Tokenizer& tok, const std::string* chat_template,
+                                 std::optional<ChatStyle> forced, std::string& notice) {
+  notice.clear();
+  if (forced) {  // the user asked: missing tokens are an error
+    try {
+      return ChatFormat(tok, *forced);
+    } catch (const Error& e) {
+      throw Error(std::string("--chat-format ") + chat_style_name(*forced) + ": " + e.what());
+    }
+  }
+  if (!chat_template || chat_template->empty()) return ChatFormat(tok, ChatStyle::Plain);
+  const std::optional<ChatStyle> style = detect_chat_style(*chat_template);
+  if (!style) {
+    notice = "chat template not recognised (known: llama-2, chatml, llama-3, zephyr); using the plain "
+             "transcript format";
+    return ChatFormat(tok, ChatStyle::Plain);
+  }
+  try {
+    return ChatFormat(tok, *style);
+  } catch (const Error& e) {
+    notice = std::string("chat template looks like ") + chat_style_name(*style) + " but " + e.what() +
+             "; using the plain transcript format";
+    return ChatFormat(tok, ChatStyle::Plain);
+  }
+}
+
+int32_t ChatFormat::special(std::string_view text, bool optional) const {
+  const int32_t id = tok_->find_token(text);
+  if (id < 0 && !optional)
+    throw Error("the vocabulary has no '" + std::string(text) + "' token");
+  return id;
+}
+
+ChatFormat::Part ChatFormat::marker(std::string_view text) const {
+  const int32_t id = special(text, true);
+  if (id >= 0 && (tok_->token_type(id) == TokenType::Control || tok_->token_type(id) == TokenType::UserDefined))
+    return Part{id, {}};
+  return Part{-1, std::string(text)};
+}
+
+std::vector<int32_t> ChatFormat::tokenize(const std::vector<Part>& parts) const {
+  std::vector<int32_t> out;
+  std::string text;  // adjacent text parts are one fragment, as in the templated string
+  auto flush_text = [&] {
+    if (text.empty()) return;
+    const std::vector<int32_t> ids = tok_->encode(text, false);
+    out.insert(out.end(), ids.begin(), ids.end());
+    text.clear();
+  };
+  for (const Part& p : parts) {
+    if (p.id < 0) {
+      text += p.text;
+      continue;
+    }
+    flush_text();
+    out.push_back(p.id);
+  }
+  flush_text();
+  return out;
+}
+
+void ChatFormat::user_turn(std::vector<Part>& parts, std::string_view user) const {
+  const std::string u(user);
+  switch (style_) {
+    case ChatStyle::Plain:
+      parts.push_back({-1, "User: " + u + "\nAssistant:"});
+      break;
+    case ChatStyle::Llama2:
+      parts.push_back({-1, "[INST] " + u + " [/INST]"});
+      break;
+    case ChatStyle::ChatML:
+      parts.push_back({im_start_, {}});
+      parts.push_back({-1, "user\n" + u});
+      parts.push_back({turn_end_, {}});
+      parts.push_back({-1, "\n"});
+      parts.push_back({im_start_, {}});
+      parts.push_back({-1, "assistant\n"});
+      break;
+    case ChatStyle::Llama3:
+      parts.push_back({start_header_, {}});
+      parts.push_back({-1, "user"});
+      parts.push_back({end_header_, {}});
+      parts.push_back({-1, "\n\n" + u});
+      parts.push_back({turn_end_, {}});
+      parts.push_back({start_header_, {}});
+      parts.push_back({-1, "assistant"});
+      parts.push_back({end_header_, {}});
+      parts.push_back({-1, "\n\n"});
+      break;
+    case ChatStyle::Zephyr:
+      parts.push_back(marker("<|user|>"));
+      parts.push_back({-1, "\n" + u});
+      parts.push_back({tok_->eos(), {}});
+      parts.push_back({-1, "\n"});
+      parts.push_back(marker("<|assistant|>"));
+      parts.push_back({-1, "\n"});
+      break;
+  }
+}
+
+std::vector<int32_t> ChatFormat::first_turn(std::string_view user, std::string_view system) const {
+  std::vector<Part> parts;
+  if (tok_->add_bos() || style_ == ChatStyle::Llama2) parts.push_back({tok_->bos(), {}});
+  const std::string sys(system);
+  if (!sys.empty()) {
+    switch (style_) {
+      case ChatStyle::Plain:
+        parts.push_back({-1, sys + "\n"});
+        break;
+      case ChatStyle::Llama2:
+        // The system block sits inside the first [INST].
+        parts.push_back({-1, "[INST] <<SYS>>\n" + sys + "\n<</SYS>>\n\n" + std::string(user) + " [/INST]"});
+        return tokenize(parts);
+      case ChatStyle::ChatML:
+        parts.push_back({im_start_, {}});
+        parts.push_back({-1, "system\n" + sys});
+        parts.push_back({turn_end_, {}});
+        parts.push_back({-1, "\n"});
+        break;
+      case ChatStyle::Llama3:
+        parts.push_back({start_header_, {}});
+        parts.push_back({-1, "system"});
+        parts.push_back({end_header_, {}});
+        parts.push_back({-1, "\n\n" + sys});
+        parts.push_back({turn_end_, {}});
+        break;
+      case ChatStyle::Zephyr:
+        parts.push_back(marker("<|system|>"));
+        parts.push_back({-1, "\n" + sys});
+        parts.push_back({tok_->eos(), {}});
+        parts.push_back({-1, "\n"});
+        break;
+    }
+  }
+  user_turn(parts, user);
+  return tokenize(parts);
+}
+
+std::vector<int32_t> ChatFormat::next_turn(std::string_view user, AnswerEnd end, int32_t last_token) const {
+  std::vector<Part> parts;
+  switch (style_) {
+    case ChatStyle::Plain:
+      if (end == AnswerEnd::StopText) {
+        // The answer already ends with "\nUser:": continue that line.
+        parts.push_back({-1, std::string(user) + "\nAssistant:"});
+        return tokenize(parts);
+      }
+      parts.push_back({-1, "\n"});
+      break;
+    case ChatStyle::Llama2:
+      if (last_token != tok_->eos()) parts.push_back({tok_->eos(), {}});
+      parts.push_back({tok_->bos(), {}});
+      break;
+    case ChatStyle::ChatML:
+      if (last_token != turn_end_) parts.push_back({turn_end_, {}});
+      parts.push_back({-1, "\n"});
+      break;
+    case ChatStyle::Llama3:
+      if (last_token != turn_end_) parts.push_back({turn_end_, {}});
+      break;
+    case ChatStyle::Zephyr:
+      if (last_token != tok_->eos()) parts.push_back({tok_->eos(), {}});
+      parts.push_back({-1, "\n"});
+      break;
+  }
+  user_turn(parts, user);
+  return tokenize(parts);
+}
+
+std::string StopTextFilter::push(std::string_view text) {
+  if (stopped_) return {};
+  pending_.append(text);
+  if (stop_.empty()) return std::exchange(pending_, {});
+  const size_t hit = pending_.find(stop_);
+  if (hit != std::string::npos) {
+    stopped_ = true;
+    std::string out = pending_.substr(0, hit);
+    pending_.clear();
+    return out;
+  }
+  // Keep the longest tail of pending_ that could still grow into the stop text.
+  size_t keep = std::min(pending_.size(), stop_.size() - 1);
+  while (keep > 0 && pending_.compare(pending_.size() - keep, keep, stop_, 0, keep) != 0) --keep;
+  std::string out = pending_.substr(0, pending_.size() - keep);
+  pending_.erase(0, pending_.size() - keep);
+  return out;
+}
+
+std::string StopTextFilter::flush() { return std::exchange(pending_, {}); }
+
+}  // namespace flashspec

@@ -1,0 +1,483 @@
+// `flashspec bench`: acceptance-rate and speed benchmark over a prompt set. Sweeps draft
+// chains (--chain K,..), draft trees (--tree B,..), temperatures (--temp T,..) and storage
+// bandwidths (--io-bw R,..); for each (temperature, bandwidth) it also runs the target
+// alone, the reference of every speedup. Each configuration runs every prompt once (after
+// one short warm-up generation) and is aggregated over the set:
+//   τ = generated / target passes (prefill pass included, as GenerationStats::tau),
+//   accept_by_depth from the summed per-depth counts, drafted/accepted sums,
+//   tokens/s = tokens after each prompt's first / decode time (all prompts),
+//   TTFT = mean, TPOT = mean over prompts of decode ms per token after the first,
+//   bytes read and read GB/s from the streaming counters,
+//   speedup = tokens/s / target-only tokens/s with the same temperature and --io-bw.
+// Writes PREFIX.jsonl (one object per configuration), PREFIX.csv and PREFIX.svg, shows
+// progress on stderr and prints an aligned table on stdout.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "apps/bench_report.h"
+#include "apps/commands.h"
+#include "apps/run_options.h"
+#include "core/error.h"
+#include "core/units.h"
+#include "offload/weight_stream.h"
+
+namespace flashspec {
+
+namespace {
+
+// The largest budget --tree auto may choose (Engine's ceiling), for sizing the context.
+constexpr int64_t kAutoTreeMaxBudget = 1024;
+
+struct BenchArgs {
+  RunOptions run;
+  std::string prompts_path;
+  std::string chains = "1,4,8";
+  std::string trees = "4,16,64,256";
+  std::string temps = "0";
+  std::string io_bws = "0";
+  std::string out_dir, out_prefix;
+  int64_t max_prompts = 0;
+};
+
+// ---- prompts file: JSON lines with a "prompt" string -------------------------------
+
+// Just enough JSON to read one object per line and pick its top-level "prompt" string;
+// every other value is parsed (so malformed lines are caught) and dropped.
+class JsonLine {
+ public:
+  JsonLine(std::string_view s) : s_(s) {}
+
+  // The "prompt" member of the object on this line; false with `why` set when the line
+  // is not one JSON object or has no "prompt" string.
+  bool prompt(std::string& out, std::string& why) {
+    try {
+      ws();
+      if (peek() != '{') return fail(why, "not a JSON object");
+      ++i_;
+      bool found = false;
+      ws();
+      if (peek() == '}') {
+        ++i_;
+      } else {
+        for (;;) {
+          ws();
+          const std::string key = string();
+          ws();
+          expect(':');
+          ws();
+          if (key == "prompt" && peek() == '"') {
+            out = string();
+            found = true;
+          } else {
+            skip_value();
+          }
+          ws();
+          if (peek() == ',') { ++i_; continue; }
+          expect('}');
+          break;
+        }
+      }
+      ws();
+      if (i_ != s_.size()) return fail(why, "text after the JSON object");
+      if (!found) return fail(why, "no \"prompt\" string");
+      return true;
+    } catch (const std::string& e) {
+      return fail(why, e);
+    }
+  }
+
+ private:
+  bool fail(std::string& why, const std::string& w) { why = w; return false; }
+  char peek() const { return i_ < s_.size() ? s_[i_] : '\0'; }
+  void ws() { while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\r' || s_[i_] == '\n')) ++i_; }
+  void expect(char c) {
+    if (peek() != c) throw "expected '" + std::string(1, c) + "' at column " + std::to_string(i_ + 1);
+    ++i_;
+  }
+  unsigned hex4() {
+    if (i_ + 4 > s_.size()) throw std::string("bad \\u escape");
+    unsigned v = 0;
+    for (int k = 0; k < 4; ++k) {
+      const char c = s_[i_++];
+      v <<= 4;
+      if (c >= '0' && c <= '9') v |= unsigned(c - '0');
+      else if (c >= 'a' && c <= 'f') v |= unsigned(c - 'a' + 10);
+      else if (c >= 'A' && c <= 'F') v |= unsigned(c - 'A' + 10);
+      else throw std::string("bad \\u escape");
+    }
+    return v;
+  }
+  static void utf8(std::string& o, unsigned cp) {
+    if (cp < 0x80) o += char(cp);
+    else if (cp < 0x800) o += char(0xC0 | (cp >> 6)), o += char(0x80 | (cp & 0x3F));
+    else if (cp < 0x10000)
+      o += char(0xE0 | (cp >> 12)), o += char(0x80 | ((cp >> 6) & 0x3F)), o += char(0x80 | (cp & 0x3F));
+    else
+      o += char(0xF0 | (cp >> 18)), o += char(0x80 | ((cp >> 12) & 0x3F)), o += char(0x80 | ((cp >> 6) & 0x3F)),
+          o += char(0x80 | (cp & 0x3F));
+  }
+  std::string string() {
+    expect('"');
+    std::string o;
+    for (;;) {
+      if (i_ >= s_.size()) throw std::string("unterminated string");
+      const char c = s_[i_++];
+      if (c == '"') return o;
+      if (static_cast<unsigned char>(c) < 0x20) throw std::string("control character in a string");
+      if (c != '\\') { o += c; continue; }
+      const char e = peek();
+      ++i_;
+      switch (e) {
+        case '"': o += '"'; break;
+        case '\\': o += '\\'; break;
+        case '/': o += '/'; break;
+        case 'b': o += '\b'; break;
+        case 'f': o += '\f'; break;
+        case 'n': o += '\n'; break;
+        case 'r': o += '\r'; break;
+        case 't': o += '\t'; break;
+        case 'u': {
+          unsigned cp = hex4();
+          if (cp >= 0xD800 && cp < 0xDC00 && s_.substr(i_, 2) == "\\u") {
+            i_ += 2;
+            const unsigned lo = hex4();
+            if (lo < 0xDC00 || lo > 0xDFFF) throw std::string("bad surrogate pair");
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+          } else if (cp >= 0xD800 && cp < 0xE000) {
+            cp = 0xFFFD;
+          }
+          utf8(o, cp);
+          break;
+        }
+        default: throw std::string("bad escape in a string");
+      }
+    }
+  }
+  void skip_value() {
+    ws();
+    const char c = peek();
+    if (c == '"') { string(); return; }
+    if (c == '{' || c == '[') {
+      const char close = c == '{' ? '}' : ']';
+      ++i_;
+      ws();
+      if (peek() == close) { ++i_; return; }
+      for (;;) {
+        ws();
+        if (close == '}') {
+          string();
+          ws();
+          expect(':');
+        }
+        skip_value();
+        ws();
+        if (peek() == ',') { ++i_; continue; }
+        expect(close);
+        return;
+      }
+    }
+    for (const char* lit : {"true", "false", "null"})
+      if (s_.substr(i_, std::strlen(lit)) == lit) { i_ += std::strlen(lit); return; }
+    const size_t start = i_;
+    while (i_ < s_.size() && std::strchr("+-0123456789.eE", s_[i_])) ++i_;
+    if (i_ == start) throw "unexpected '" + std::string(1, c) + "' at column " + std::to_string(i_ + 1);
+  }
+
+  std::string_view s_;
+  size_t i_ = 0;
+};
+
+std::vector<std::string> load_prompts(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot read the prompts file");
+  std::vector<std::string> prompts;
+  std::string line, why;
+  for (int64_t n = 1; std::getline(in, line); ++n) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    std::string p;
+    if (!JsonLine(line).prompt(p, why)) throw Error(path + ":" + std::to_string(n) + ": " + why);
+    prompts.push_back(std::move(p));
+  }
+  if (prompts.empty()) throw Error(path + ": no prompts (expected JSON lines like {\"prompt\": \"...\"})");
+  return prompts;
+}
+
+// The shipped prompt set: next to the executable, in ../share/flashspec, or in the
+// source tree this binary was built from.
+std::string default_prompts_path() {
+  std::vector<std::filesystem::path> where;
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    where.push_back(exe.parent_path() / "bench_prompts.jsonl");
+    where.push_back(exe.parent_path() / ".." / "share" / "flashspec" / "bench_prompts.jsonl");
+  }
+#ifdef FS_SOURCE_DIR
+  where.push_back(std::filesystem::path(FS_SOURCE_DIR) / "apps" / "bench_prompts.jsonl");
+#endif
+  std::string looked;
+  for (const auto& p : where) {
+    if (std::filesystem::is_regular_file(p, ec)) return p.string();
+    looked += (looked.empty() ? "" : ", ") + p.string();
+  }
+  throw Error("bench: the default prompt set was not found (looked in " + looked + "); pass --prompts FILE.jsonl");
+}
+
+// ---- sweep ---------------------------------------------------------------------------
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::string cur;
+  std::stringstream ss(s);
+  while (std::getline(ss, cur, ',')) {
+    const size_t a = cur.find_first_not_of(" \t"), b = cur.find_last_not_of(" \t");
+    if (a == std::string::npos) continue;
+    cur = cur.substr(a, b - a + 1);
+    if (cur != "none") out.push_back(cur);
+  }
+  return out;
+}
+
+int64_t parse_budget(const std::string& flag, const std::string& v) {
+  char* end = nullptr;
+  const long long b = std::strtoll(v.c_str(), &end, 10);
+  if (end == v.c_str() || *end != '\0' || b < 1 || b > 65536)
+    throw Error(flag + ": '" + v + "' is not a budget in 1..65536");
+  return b;
+}
+
+struct Config {
+  std::string shape;  // target, chain, tree, tree-auto
+  int64_t budget = 0;
+  double temp = 0;
+  std::string io_bw;
+  double io_bw_bytes = 0;
+  std::string label() const {
+    if (shape == "target") return "target";
+    if (shape == "tree-auto") return "tree-auto";
+    return shape + "-" + std::to_string(budget);
+  }
+};
+
+class Progress {
+ public:
+  explicit Progress(int64_t total) : total_(total), tty_(::isatty(STDERR_FILENO) == 1) {}
+  void step(const std::string& what) {
+    ++done_;
+    if (!tty_) return;
+    const int width = 30;
+    const int fill = total_ ? int(double(done_) * width / double(total_)) : width;
+    std::string bar(size_t(fill), '#');
+    bar += std::string(size_t(width - fill), '.');
+    std::fprintf(stderr, "\r[%s] %lld/%lld %-40.40s", bar.c_str(), (long long)done_, (long long)total_,
+                 what.c_str());
+    std::fflush(stderr);
+  }
+  // One configuration finished: a plain line (the bar is redrawn after it on a terminal).
+  void config_done(size_t i, size_t n, const BenchRow& r) {
+    if (tty_) std::fputs("\r\033[K", stderr);
+    std::fprintf(stderr, "bench: [%zu/%zu] %s T=%g io-bw %s: tau %.2f, %.1f tok/s\n", i, n, r.config.c_str(),
+                 r.temp, r.bandwidth_label().c_str(), r.tau(), r.tokens_per_s());
+  }
+
+ private:
+  int64_t total_, done_ = 0;
+  bool tty_;
+};
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  out.close();
+  if (!out) throw Error(path + ": cannot write");
+}
+
+int run_bench(const BenchArgs& a) {
+  const std::vector<std::string> prompts_text = load_prompts(a.prompts_path.empty() ? default_prompts_path() : a.prompts_path);
+  std::vector<std::string> prompts = prompts_text;
+  if (a.max_prompts > 0 && int64_t(prompts.size()) > a.max_prompts) prompts.resize(size_t(a.max_prompts));
+
+  std::vector<Config> configs;
+  std::vector<double> temps;
+  for (const std::string& t : split_list(a.temps)) {
+    char* end = nullptr;
+    const double v = std::strtod(t.c_str(), &end);
+    if (end == t.c_str() || *end != '\0' || !(v >= 0 && v <= 100))
+      throw Error("--temp: '" + t + "' is not a temperature in 0..100");
+    temps.push_back(v);
+  }
+  if (temps.empty()) throw Error("--temp: no temperature given");
+  std::vector<std::pair<std::string, double>> bws;
+  for (const std::string& b : split_list(a.io_bws)) {
+    const std::optional<double> v = parse_size(b);
+    if (!v) throw Error("--io-bw: '" + b + "' is not a rate like 2.1G (bytes/s) or 0 (unthrottled)");
+    bws.push_back({b, *v});
+  }
+  if (bws.empty()) bws.push_back({"0", 0});
+  std::vector<int64_t> chains;
+  for (const std::string& c : split_list(a.chains)) chains.push_back(parse_budget("--chain", c));
+  std::vector<std::string> trees = split_list(a.trees);
+  for (const std::string& t : trees)
+    if (t != "auto") parse_budget("--tree", t);
+  if ((!chains.empty() || !trees.empty()) && a.run.draft_path.empty())
+    throw Error("bench: --chain/--tree sweeps need a draft model (-d DRAFT.gguf); pass --chain none --tree none "
+                "for target-only");
+  for (const auto& [bw, bytes] : bws)
+    for (double t : temps) {
+      configs.push_back({"target", 0, t, bw, bytes});
+      for (int64_t k : chains) configs.push_back({"chain", k, t, bw, bytes});
+      for (const std::string& b : trees)
+        configs.push_back(b == "auto" ? Config{"tree-auto", 0, t, bw, bytes}
+                                      : Config{"tree", parse_budget("--tree", b), t, bw, bytes});
+    }
+
+  // Output paths up front, so a bad --out fails before the sweep.
+  std::string prefix = a.out_prefix;
+  if (prefix.empty()) {
+    const std::filesystem::path dir = a.out_dir.empty() ? std::filesystem::path(".") : std::filesystem::path(a.out_dir);
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) throw Error("--out-dir " + dir.string() + ": " + ec.message());
+    prefix = (dir / "bench").string();
+  }
+
+  Progress progress(int64_t(configs.size() * prompts.size()));
+  std::vector<BenchRow> rows;
+  std::vector<std::vector<int32_t>> tokens;  // prompts, tokenized once
+  for (size_t ci = 0; ci < configs.size(); ++ci) {
+    const Config& c = configs[ci];
+    RunOptions r = a.run;
+    r.sampling.temperature = float(c.temp);
+    r.chain = c.shape == "chain" ? c.budget : 0;
+    r.tree = c.shape == "tree" ? std::to_string(c.budget) : c.shape == "tree-auto" ? "auto" : "";
+    if (c.shape == "target") r.draft_path.clear();
+    if (c.io_bw_bytes > 0) {
+      r.stream = true;
+      r.io_bw = c.io_bw;
+    } else {
+      r.io_bw.clear();
+    }
+    Engine engine(r);
+    if (tokens.empty())
+      for (const std::string& p : prompts) tokens.push_back(engine.tokenizer().encode(p, engine.tokenizer().add_bos()));
+    const GenerateOptions opt = engine.generate_options();
+    // One fresh session per prompt, as `generate` does (so --tree auto starts from scratch
+    // each time), sized for the prompt, the answer and the widest draft pass. Sessions are
+    // driven here rather than through Engine::generate to keep stderr to the progress bar.
+    const int64_t scratch = 2 + (c.shape == "tree-auto" ? kAutoTreeMaxBudget : c.budget);
+    auto run_one = [&](const std::vector<int32_t>& p, const GenerateOptions& g) {
+      Session s = engine.new_session(int64_t(p.size()) + g.n_predict + scratch);
+      const StreamCounters before = engine.stream() ? engine.stream()->counters() : StreamCounters{};
+      GenerationResult res = s.generate(p, g);
+      engine.add_stream_stats(res.stats, before);
+      return res;
+    };
+    {  // warm-up: thread pool, page cache, first-touch allocations
+      GenerateOptions w = opt;
+      w.n_predict = std::min<int64_t>(opt.n_predict, 4);
+      run_one(tokens.front(), w);
+    }
+    BenchRow row;
+    row.config = c.label();
+    row.shape = c.shape;
+    row.budget = c.budget;
+    row.temp = c.temp;
+    row.io_bw = c.io_bw;
+    row.io_bw_bytes = c.io_bw_bytes;
+    row.n_predict = opt.n_predict;
+    double ttft_sum = 0, tpot_sum = 0;
+    int64_t tpot_n = 0;
+    for (const std::vector<int32_t>& p : tokens) {
+      char what[96];
+      std::snprintf(what, sizeof what, "%s T=%g %s", row.config.c_str(), c.temp, row.bandwidth_label().c_str());
+      progress.step(what);
+      const GenerationResult res = run_one(p, opt);
+      const GenerationStats& s = res.stats;
+      ++row.prompts;
+      row.prompt_tokens += s.prompt_tokens;
+      row.generated += s.generated;
+      row.target_passes += s.target_passes;
+      row.drafted += s.drafted;
+      row.accepted += s.accepted;
+      if (row.drafted_by_depth.size() < s.drafted_by_depth.size()) {
+        row.drafted_by_depth.resize(s.drafted_by_depth.size(), 0);
+        row.accepted_by_depth.resize(s.drafted_by_depth.size(), 0);
+      }
+      for (size_t d = 0; d < s.drafted_by_depth.size(); ++d) {
+        row.drafted_by_depth[d] += s.drafted_by_depth[d];
+        row.accepted_by_depth[d] += d < s.accepted_by_depth.size() ? s.accepted_by_depth[d] : 0;
+      }
+      row.prefill_ms += s.prefill_ms;
+      row.decode_ms += s.decode_ms;
+      row.decode_tokens += std::max<int64_t>(s.generated - 1, 0);
+      ttft_sum += s.ttft_ms;
+      if (s.generated > 1) {
+        tpot_sum += s.decode_ms / double(s.generated - 1);
+        ++tpot_n;
+      }
+      row.bytes_read += s.bytes_read;
+      row.read_busy_ms += s.read_busy_ms;
+      row.io_wait_ms += s.io_wait_ms;
+    }
+    row.ttft_ms = row.prompts ? ttft_sum / double(row.prompts) : 0;
+    row.tpot_ms = tpot_n ? tpot_sum / double(tpot_n) : 0;
+    rows.push_back(std::move(row));
+    progress.config_done(ci + 1, configs.size(), rows.back());
+  }
+  for (BenchRow& row : rows) {
+    for (const BenchRow& ref : rows)
+      if (ref.shape == "target" && ref.temp == row.temp && ref.io_bw == row.io_bw)
+        row.speedup = ref.tokens_per_s() > 0 ? row.tokens_per_s() / ref.tokens_per_s() : 0.0;
+  }
+
+  std::string jsonl;
+  for (const BenchRow& row : rows) jsonl += bench_json_line(row) + "\n";
+  const std::string subtitle = std::filesystem::path(a.run.target_path).filename().string() +
+                               (a.run.draft_path.empty() ? "" : " + draft " + std::filesystem::path(a.run.draft_path).filename().string()) +
+                               ", " + std::to_string(prompts.size()) + " prompts, n=" + std::to_string(a.run.n_predict);
+  write_text(prefix + ".jsonl", jsonl);
+  write_text(prefix + ".csv", bench_csv(rows));
+  write_text(prefix + ".svg", bench_svg(rows, subtitle));
+  std::printf("%s", bench_table(rows).c_str());
+  std::fflush(stdout);
+  std::fprintf(stderr, "bench: wrote %s.jsonl, %s.csv, %s.svg\n", prefix.c_str(), prefix.c_str(), prefix.c_str());
+  return 0;
+}
+
+}  // namespace
+
+Action register_bench(CLI::App& app) {
+  auto args = std::make_shared<BenchArgs>();
+  args->run.n_predict = 64;
+  CLI::App* sub = app.add_subcommand("bench", "acceptance-rate and speed benchmark over a prompt set");
+  add_run_options(*sub, args->run);
+  // The sweep axes replace the single-valued run options of the same name.
+  for (const char* name : {"--chain", "--tree", "--temp", "--io-bw"})
+    if (CLI::Option* o = sub->get_option_no_throw(name)) sub->remove_option(o);
+  if (CLI::Option* n = sub->get_option_no_throw("--n-predict")) n->description("tokens to generate per prompt (default 64)");
+  sub->add_option("--chain", args->chains, "draft chain lengths to sweep, comma-separated ('none': no chains)")
+      ->capture_default_str();
+  sub->add_option("--tree", args->trees, "draft tree budgets to sweep, comma-separated, 'auto' allowed ('none': no trees)")
+      ->capture_default_str();
+  sub->add_option("--temp", args->temps, "temperatures to sweep, comma-separated")->capture_default_str();
+  sub->add_option("--io-bw", args->io_bws, "storage bandwidths to sweep, e.g. 0,1G,2.1G (0: unthrottled; others stream)")
+      ->capture_default_str();
+  sub->add_option("--prompts", args->prompts_path, "prompts file: JSON lines with a \"prompt\" field (default: the shipped set)");
+  sub->add_option("--max-prompts", args->max_prompts, "use only the first N prompts")->check(CLI::Range(int64_t(1), int64_t(1) << 30));
+  CLI::Option* dir = sub->add_option("--out-dir", args->out_dir, "write DIR/bench.jsonl, .csv, .svg (default: .)");
+  sub->add_option("--out", args->out_prefix, "write PREFIX.jsonl, PREFIX.csv, PREFIX.svg")->excludes(dir);
+  return [args] { return run_bench(*args); };
+}
+
+}  // namespace flashspec
