@@ -89,6 +89,7 @@ GenerationResult Session::generate(std::span<const int32_t> input, const Generat
   prefill(logits);
   r.stats.prefill_ms = ms_since(t0);
   r.stats.passes.push_back(PassRecord{0, 0, 0, r.stats.prefill_ms, int64_t(seq_.size()) - before, 1});
+  if (auto_budget_) auto_budget_->observe_cost(int64_t(seq_.size()) - before, r.stats.prefill_ms);
   r.stats.target_passes = 1;
   if (opt.n_predict > 0) {
     if (opt.logits_positions > 0) r.logits.emplace_back(logits.begin(), logits.begin() + n_vocab);

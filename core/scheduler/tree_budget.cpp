@@ -90,8 +90,12 @@ int64_t TreeBudget::choose() {
     if (rate > best_rate) best_rate = rate, best = b;
   }
   current_ = best;
-  // Now and then try the next larger budget, to learn whether it would pay.
-  if (passes_ % kExploreEvery == kExploreEvery - 1 && best < budgets_.back()) return best * 2;
+  // Early on, and now and then after, try a neighbouring budget, alternately smaller
+  // and larger, so the costs around the choice are measured rather than extrapolated.
+  const bool explore = passes_ <= 2 || passes_ % kExploreEvery == 0;
+  const bool down = passes_ <= 2 ? passes_ == 1 : (passes_ / kExploreEvery) % 2 == 1;
+  if (explore && down && best > 1) return best / 2;
+  if (explore && !down && best < budgets_.back()) return best * 2;
   return best;
 }
 
