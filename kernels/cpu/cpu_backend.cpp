@@ -74,51 +74,38 @@ void CpuBackend::attention(const AttentionArgs& a) {
   const int64_t q_stride = a.n_heads * hd;
   const int64_t kv_stride = a.n_kv_heads * hd;
   const int64_t n_keys = a.n_past + a.n_masked;
-  // Keys transposed per kv head ([kvh][d][j]) and values ([kvh][j][d]) in f32, converted
-  // once per call, so the inner loops run over contiguous floats for every head.
-  kt_.resize(size_t(kv_stride * n_keys));
+  // The fp16 rows this call reads, as f32, converted once (vectorised) for all heads.
+  kf_.resize(size_t(kv_stride * n_keys));
   vf_.resize(size_t(kv_stride * n_keys));
-  pool_.parallel_for(a.n_kv_heads, 1, [&](int64_t b, int64_t e) {
-    for (int64_t g = b; g < e; ++g) {
-      float* kt = kt_.data() + g * hd * n_keys;
-      float* vf = vf_.data() + g * n_keys * hd;
-      for (int64_t j = 0; j < n_keys; ++j) {
-        const uint16_t* k = a.k + j * kv_stride + g * hd;
-        const uint16_t* v = a.v + j * kv_stride + g * hd;
-        for (int64_t d = 0; d < hd; ++d) {
-          kt[d * n_keys + j] = fp16_to_float(k[d]);
-          vf[j * hd + d] = fp16_to_float(v[d]);
-        }
-      }
-    }
-  });
+  dequantize_row(GgmlType::F16, a.k, kf_.data(), kv_stride * n_keys);
+  dequantize_row(GgmlType::F16, a.v, vf_.data(), kv_stride * n_keys);
   const int64_t work = a.T * a.n_heads;
   pool_.parallel_for(work, std::max<int64_t>(1, work / (8 * pool_.size())), [&](int64_t b, int64_t e) {
     std::vector<float> score(static_cast<size_t>(n_keys));
-    std::vector<float> acc(static_cast<size_t>(hd));
+    std::vector<float> acc(static_cast<size_t>(hd)), q16(static_cast<size_t>(hd));
     for (int64_t w = b; w < e; ++w) {
       const int64_t t = w / a.n_heads, h = w % a.n_heads, g = h / group;
       const float* q = a.q + t * q_stride + h * hd;
-      const float* kt = kt_.data() + g * hd * n_keys;
-      const float* vf = vf_.data() + g * n_keys * hd;
-      std::fill(score.begin(), score.end(), 0.0f);
-      for (int64_t d = 0; d < hd; ++d) {
-        const float qd = round_to_fp16(q[d]);
-        const float* kd = kt + d * n_keys;
-        for (int64_t j = 0; j < n_keys; ++j) score[size_t(j)] += qd * kd[j];
-      }
+      for (int64_t d = 0; d < hd; ++d) q16[size_t(d)] = round_to_fp16(q[d]);
       const uint8_t* mrow = a.mask + t * a.n_masked;
       float mx = -INFINITY;
       for (int64_t j = 0; j < n_keys; ++j) {
-        const bool visible = j < a.n_past || mrow[j - a.n_past];
-        score[size_t(j)] = visible ? score[size_t(j)] * a.scale : -INFINITY;
+        if (j >= a.n_past && !mrow[j - a.n_past]) {  // masked: no dot product needed
+          score[size_t(j)] = -INFINITY;
+          continue;
+        }
+        const float* k = kf_.data() + j * kv_stride + g * hd;
+        float s = 0.0f;
+        for (int64_t d = 0; d < hd; ++d) s += q16[size_t(d)] * k[d];
+        score[size_t(j)] = s * a.scale;
         mx = std::max(mx, score[size_t(j)]);
       }
       double sum = 0.0;
       for (int64_t j = 0; j < n_keys; ++j) {
-        // exp underflows to 0 below -87.3 anyway; skipping it avoids libm's slow path
+        // exp underflows to 0 below -87.3 anyway; skipping it avoids libm's slow path.
+        // Masked keys (and a fully masked row, where z is NaN) give 0.
         const float z = score[size_t(j)] - mx;
-        const float p = z < -88.0f ? 0.0f : std::exp(z);
+        const float p = z >= -88.0f ? std::exp(z) : 0.0f;
         score[size_t(j)] = p;
         sum += p;
       }
@@ -127,7 +114,7 @@ void CpuBackend::attention(const AttentionArgs& a) {
       for (int64_t j = 0; j < n_keys; ++j) {
         if (score[size_t(j)] == 0.0f) continue;
         const float p = round_to_fp16(score[size_t(j)] * inv);
-        const float* v = vf + j * hd;
+        const float* v = vf_.data() + j * kv_stride + g * hd;
         for (int64_t d = 0; d < hd; ++d) acc[size_t(d)] += p * v[d];
       }
       std::copy(acc.begin(), acc.end(), a.out + t * q_stride + h * hd);

@@ -26,7 +26,7 @@ class CpuBackend final : public Backend {
 
  private:
   ThreadPool pool_;
-  std::vector<float> kt_, vf_;  // attention scratch: f32 keys (transposed) and values
+  std::vector<float> kf_, vf_;  // attention scratch: the cache rows read, as f32
 };
 
 }  // namespace flashspec

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/half.h"
+#include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/kquant_scales.h"
 #include "kernels/cpu/matmul.h"
 
@@ -85,6 +86,7 @@ void dequantize_row(GgmlType type, const void* src, float* dst, int64_t n) {
       return;
     case GgmlType::F16: {
       const auto* h = static_cast<const uint16_t*>(src);
+      if (cpu::dispatch_isa() != cpu::Isa::Scalar) return cpu::f16_to_f32_avx2(h, dst, n);
       for (int64_t i = 0; i < n; ++i) dst[i] = fp16_to_float(h[i]);
       return;
     }

@@ -92,6 +92,8 @@ bool isa_supported(Isa isa);
 // The ISA matmul() uses: the best supported one, or FLASHSPEC_ISA (scalar|avx2|avx512)
 // when set and supported. Decided once per process.
 Isa dispatch_isa();
+// fp16 -> f32 conversion with F16C (AVX2-level CPUs; kernels/cpu/convert_avx2.cpp).
+void f16_to_f32_avx2(const uint16_t* src, float* dst, int64_t n);
 
 // matmul() on a chosen ISA (which must be supported), for tests and benchmarks.
 void matmul_with_isa(Isa isa, const WeightMatrix& w, const float* x, int64_t T, float* y,
