@@ -36,9 +36,6 @@ namespace flashspec {
 
 namespace {
 
-// The largest budget --tree auto may choose (Engine's ceiling), for sizing the context.
-constexpr int64_t kAutoTreeMaxBudget = 1024;
-
 struct BenchArgs {
   RunOptions run;
   std::string prompts_path;
@@ -375,7 +372,7 @@ int run_bench(const BenchArgs& a) {
     // One fresh session per prompt, as `generate` does (so --tree auto starts from scratch
     // each time), sized for the prompt, the answer and the widest draft pass. Sessions are
     // driven here rather than through Engine::generate to keep stderr to the progress bar.
-    const int64_t scratch = 2 + (c.shape == "tree-auto" ? kAutoTreeMaxBudget : c.budget);
+    const int64_t scratch = engine.scratch_rows();
     auto run_one = [&](const std::vector<int32_t>& p, const GenerateOptions& g) {
       Session s = engine.new_session(int64_t(p.size()) + g.n_predict + scratch);
       const StreamCounters before = engine.stream() ? engine.stream()->counters() : StreamCounters{};

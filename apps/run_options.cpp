@@ -153,7 +153,7 @@ GenerateOptions Engine::generate_options() const {
 }
 
 GenerationResult Engine::generate(const std::vector<int32_t>& prompt, const GenerateOptions& g) {
-  const int64_t need = context_needed(int64_t(prompt.size()), g.n_predict, Session::scratch_rows(policy_));
+  const int64_t need = context_needed(int64_t(prompt.size()), g.n_predict, scratch_rows());
   if (opt_.ctx > 0 && need > opt_.ctx)
     throw Error("--ctx " + std::to_string(opt_.ctx) + " is too small for a " +
                 std::to_string(prompt.size()) + "-token prompt plus " + std::to_string(g.n_predict) +

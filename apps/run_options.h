@@ -55,6 +55,8 @@ class Engine {
   // A session over the loaded models (target-only or speculative as the flags say) with
   // --ctx rows of context, or `default_ctx` when --ctx was not given.
   Session new_session(int64_t default_ctx);
+  // Context rows a session needs beyond the sequence itself (the widest draft pass).
+  int64_t scratch_rows() const { return Session::scratch_rows(policy_); }
 
   // ---- weight streaming (offload/) ----
   // The target's weight stream with --stream, else nullptr (owned by the target model).
