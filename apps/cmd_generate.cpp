@@ -45,11 +45,13 @@ void write_stats(JsonWriter& j, const GenerationStats& s) {
   j.field("tokens_per_s", s.tokens_per_s()).field("prefill_tokens_per_s", s.prefill_tokens_per_s());
   j.field("ttft_ms", s.ttft_ms).field("prefill_ms", s.prefill_ms).field("decode_ms", s.decode_ms);
   j.field("bytes_read", s.bytes_read).field("read_gbps", s.read_gbps()).field("io_busy", s.io_busy());
-  j.field("io_wait_ms", s.io_wait_ms).field("draft_ms", s.draft_ms);
+  j.field("io_wait_ms", s.io_wait_ms).field("draft_ms", s.draft_ms).field("pregrow_ms", s.pregrow_ms);
   j.key("timeline").begin_array();
   for (const PassRecord& p : s.passes) {
-    j.begin_object().field("draft_ms", p.draft_ms).field("target_ms", p.target_ms);
-    j.field("tree_tokens", p.tree_tokens).field("emitted", p.emitted).end_object();
+    j.begin_object().field("start_ms", p.draft_start).field("draft_ms", p.draft_ms);
+    j.field("target_ms", p.target_ms).field("io_wait_ms", p.io_wait_ms).field("compute_ms", p.compute_ms());
+    j.field("pregrow_ms", p.pregrow_ms).field("draft_stall_ms", p.draft_stall_ms);
+    j.field("pregrown", p.pregrown).field("tree_tokens", p.tree_tokens).field("emitted", p.emitted).end_object();
   }
   j.end_array();
   j.end_object();

@@ -81,6 +81,11 @@ void add_run_options(CLI::App& sub, RunOptions& o) {
   sub.add_option("--tree", o.tree, "speculate with a draft tree of B tokens, or 'auto'");
   sub.add_option("--tree-width", o.tree_width, "tree nodes the draft expands per pass (0: budget/16)")
       ->check(CLI::Range(0, 4096));
+  sub.add_option("--pregrow", o.pregrow,
+                 "trees: while the target verifies B nodes, the draft grows up to B x N more on its "
+                 "own thread for the next pass (0: no overlap; default 4 with --stream and greedy "
+                 "decoding, else 0)")
+      ->check(CLI::Range(0, 64));
   sub.add_option("--tree-children", o.tree_children, "candidate children kept per tree node")
       ->check(CLI::Range(1, 4096));
   sub.add_option("--backend", o.backend, "compute backend")->check(CLI::IsMember({"cpu", "cuda"}));
@@ -109,13 +114,23 @@ Engine::Engine(const RunOptions& o) : opt_(o) {
   tokenizer_ = Tokenizer::from_gguf(target_->file());
   check_vocab_rows(tokenizer_, *target_, o.target_path);
   if (o.draft_path.empty()) return;
-  draft_ = std::make_unique<LlamaModel>(o.draft_path, *backend_);
+  // One thread: the draft is small, and with pre-growing it runs beside the target's pool.
+  draft_backend_ = std::make_unique<CpuBackend>(1);
+  draft_ = std::make_unique<LlamaModel>(o.draft_path, *draft_backend_);
   const Tokenizer draft_tok = Tokenizer::from_gguf(draft_->file());
   check_vocab_rows(draft_tok, *draft_, o.draft_path);
   check_vocab_compatible(draft_tok, o.draft_path, tokenizer_, o.target_path);
   DraftPolicy p;
   p.expand_width = o.tree_width;
   p.max_children = o.tree_children;
+  // Default: pre-grow only when the target streams. A resident target on the CPU keeps
+  // every core busy, and a draft thread beside its pool slows it more than it saves
+  // (measured: 2x slower on 2 cores with a small resident target); a streamed pass waits
+  // for storage and leaves cores idle. Only greedy by default: pre-growing stops when a
+  // pass ends, so tree shapes depend on timing; greedy output does not depend on the
+  // tree, sampled output keeps its distribution but not its draws, so --seed reproduces
+  // a sampled run only without pre-growing.
+  p.pregrow = o.pregrow >= 0 ? o.pregrow : (o.stream && o.sampling.greedy() ? 4 : 0);
   if (o.chain > 0) {
     p.shape = DraftPolicy::Shape::Chain;
     p.budget = o.chain;

@@ -28,6 +28,8 @@ struct RunOptions {
   std::string tree;       // --tree B | auto
   int32_t tree_width = 0;     // nodes fed per draft pass (0: auto)
   int32_t tree_children = 8;   // candidate children per node
+  int32_t pregrow = -1;        // tree nodes pre-grown during a pass, per verified node (0: off,
+                               // -1: 4 when streaming greedily, else 0, see Engine)
   std::string backend = "cpu";
   int threads = 0;        // 0: all cores
   int64_t ctx = 0;        // 0: what the run needs
@@ -69,6 +71,7 @@ class Engine {
 
   RunOptions opt_;
   std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Backend> draft_backend_;  // the draft's own: it runs on its own thread
   std::unique_ptr<LlamaModel> target_;
   std::unique_ptr<LlamaModel> draft_;
   std::optional<DraftPolicy> policy_;  // set when speculating

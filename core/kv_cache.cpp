@@ -26,7 +26,9 @@ void KvCache::add_pending(int64_t T) {
   pending_ += T;
 }
 
-void KvCache::commit(std::span<const int64_t> kept) {
+void KvCache::commit(std::span<const int64_t> kept, int64_t still_pending) {
+  if (still_pending < 0 || still_pending > int64_t(kept.size()))
+    throw Error("kv cache: more rows left pending than kept");
   int64_t dst = committed_;
   int64_t last = -1;
   for (int64_t rel : kept) {
@@ -42,8 +44,8 @@ void KvCache::commit(std::span<const int64_t> kept) {
     }
     ++dst;
   }
-  committed_ = dst;
-  pending_ = 0;
+  committed_ = dst - still_pending;
+  pending_ = still_pending;
 }
 
 void KvCache::commit_first(int64_t n) {

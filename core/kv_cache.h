@@ -31,8 +31,10 @@ class KvCache {
   // A forward pass wrote T rows after the pending ones.
   void add_pending(int64_t T);
   // Keeps pending rows `kept` (indices into the pending rows, increasing) as the next
-  // committed positions, in that order, and drops the other pending rows.
-  void commit(std::span<const int64_t> kept);
+  // committed positions, in that order, and drops the other pending rows. The last
+  // `still_pending` of them stay pending instead (a pre-grown draft tree kept for the
+  // next round).
+  void commit(std::span<const int64_t> kept, int64_t still_pending = 0);
   // Keeps the first n pending rows, drops the rest.
   void commit_first(int64_t n);
   void discard_pending() { pending_ = 0; }

@@ -8,10 +8,17 @@ namespace flashspec {
 // One target pass of a generation: what it verified and where its time went (ms from
 // the start of the generate call).
 struct PassRecord {
-  double draft_start = 0, draft_ms = 0;    // growing the tree this pass verified
+  // Growing the tree this pass verified, on the critical path (before the pass could start).
+  double draft_start = 0, draft_ms = 0;
   double target_start = 0, target_ms = 0;  // the target forward (verification)
-  int64_t tree_tokens = 0;                 // rows verified (root included)
-  int64_t emitted = 0;                     // tokens this pass produced
+  double io_wait_ms = 0;    // part of target_ms spent waiting for streamed weights
+  double pregrow_ms = 0;    // draft growing the next tree on its own thread during the pass
+  double draft_stall_ms = 0;  // after the pass, waiting for that growth to finish
+  int64_t pregrown = 0;     // nodes of this pass's tree that were grown during the previous pass
+  int64_t tree_tokens = 0;  // rows verified (root included)
+  int64_t emitted = 0;      // tokens this pass produced
+
+  double compute_ms() const { return target_ms - io_wait_ms; }
 };
 
 struct GenerationStats {
@@ -25,7 +32,8 @@ struct GenerationStats {
   int64_t bytes_read = 0;  // target weight bytes read from storage
   double read_busy_ms = 0;  // time with reads in flight
   double io_wait_ms = 0;    // compute time spent waiting for weights
-  double draft_ms = 0;      // total time the draft spent growing trees
+  double draft_ms = 0;      // time the target waited for the draft (trees, stalls)
+  double pregrow_ms = 0;    // draft time hidden behind target passes (its own thread)
   std::vector<PassRecord> passes;
 
   double tau() const { return target_passes ? double(generated) / double(target_passes) : 0.0; }

@@ -29,6 +29,31 @@ int32_t TokenTree::child_with_token(int32_t node, int32_t token) const {
   return -1;
 }
 
+TokenTree TokenTree::prefix(int32_t n) const {
+  if (n < 1 || n > size()) throw Error("token tree: prefix size out of range");
+  TokenTree t = *this;
+  for (auto* v : {&t.tokens, &t.parent, &t.depth}) v->resize(size_t(n));
+  t.logp.resize(size_t(n));
+  t.draws.resize(size_t(n));
+  t.draft_dist.resize(size_t(n));
+  for (auto& d : t.draws) std::erase_if(d, [n](int32_t c) { return c >= n; });
+  return t;
+}
+
+TokenTree TokenTree::subtree(int32_t node, std::vector<int32_t>& new_id) const {
+  if (node < 0 || node >= size()) throw Error("token tree: subtree root out of range");
+  if (!draws[size_t(node)].empty()) throw Error("internal: re-rooting a sampled tree");
+  TokenTree t(tokens[size_t(node)]);
+  new_id.assign(tokens.size(), -1);
+  new_id[size_t(node)] = 0;
+  // Parents come first, so one pass in id order finds every descendant.
+  for (int32_t i = node + 1; i < size(); ++i) {
+    const int32_t p = new_id[size_t(parent[size_t(i)])];
+    if (p >= 0) new_id[size_t(i)] = t.add(tokens[size_t(i)], p, logp[size_t(i)] - logp[size_t(node)]);
+  }
+  return t;
+}
+
 std::vector<int32_t> TokenTree::positions(int64_t root_pos) const {
   std::vector<int32_t> p(tokens.size());
   for (size_t i = 0; i < p.size(); ++i) p[i] = int32_t(root_pos + depth[i]);

@@ -28,6 +28,12 @@ struct TokenTree {
   // The child of `node` holding `token`, or -1.
   int32_t child_with_token(int32_t node, int32_t token) const;
 
+  // The first n nodes (a tree again: parents come first).
+  TokenTree prefix(int32_t n) const;
+  // The subtree under `node`, re-rooted there with node ids in the same relative order
+  // and log-probabilities relative to it. new_id[old] is the node's id in it, or -1.
+  TokenTree subtree(int32_t node, std::vector<int32_t>& new_id) const;
+
   // Positions of every node when the root sits at `root_pos`.
   std::vector<int32_t> positions(int64_t root_pos) const;
   // size x size: row i sees node j iff j is i or one of its ancestors.

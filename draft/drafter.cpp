@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
-#include <queue>
 
 #include "core/error.h"
 #include "target/llama_model.h"
 
 namespace flashspec {
+
+int32_t DraftPolicy::width_for(int64_t b) const {
+  return expand_width > 0 ? expand_width : int32_t(std::clamp<int64_t>(b / 16, 1, 64));
+}
 
 Drafter::Drafter(LlamaModel& model, int64_t capacity, int32_t vocab_limit)
     : model_(model),
@@ -19,6 +22,13 @@ std::span<const float> Drafter::usable(const std::vector<float>& logits, size_t 
   return std::span(logits).subspan(row * n, size_t(vocab_limit_));
 }
 
+void Drafter::reset() {
+  kv_.truncate(0);
+  to_feed_.clear();
+  tree_ = TokenTree(0);
+  heap_.clear();
+}
+
 void Drafter::sync(std::span<const int32_t> seq) {
   if (seq.empty()) throw Error("internal: drafter synced to an empty sequence");
   const int64_t keep = std::min<int64_t>(kv_.committed(), int64_t(seq.size()) - 1);
@@ -26,9 +36,19 @@ void Drafter::sync(std::span<const int32_t> seq) {
   to_feed_.assign(seq.begin() + keep, seq.end());
 }
 
-void Drafter::feed(const TokenTree& tree, std::span<const int32_t> nodes, std::vector<float>& logits) {
-  // Pending rows so far: to_feed (all ancestors of the root, which is their last) and
-  // the tree nodes fed earlier this round.
+void Drafter::feed_root(std::vector<float>& logits) {
+  if (to_feed_.empty()) throw Error("internal: drafter not synced");
+  tree_ = TokenTree(to_feed_.back());
+  row_of_node_.assign(1, int32_t(to_feed_.size()) - 1);
+  fed_ = 1;
+  heap_.clear();
+  model_.forward(CausalBatch(to_feed_, kv_.committed()).view(), kv_, LogitRows::Last, logits);
+  ++forwards_;
+}
+
+void Drafter::feed(std::span<const int32_t> nodes, std::vector<float>& logits) {
+  // Pending rows so far: to_feed (all ancestors of the root, which is their last; empty
+  // when the root is already committed) and the tree nodes fed earlier.
   const int64_t P = kv_.pending();
   const int64_t T = int64_t(nodes.size());
   const int64_t f = int64_t(to_feed_.size());
@@ -37,11 +57,11 @@ void Drafter::feed(const TokenTree& tree, std::span<const int32_t> nodes, std::v
   const int64_t root_pos = kv_.committed() + f - 1;
   for (int64_t i = 0; i < T; ++i) {
     const int32_t node = nodes[size_t(i)];
-    toks.push_back(tree.tokens[size_t(node)]);
-    pos.push_back(int32_t(root_pos + tree.depth[size_t(node)]));
+    toks.push_back(tree_.tokens[size_t(node)]);
+    pos.push_back(int32_t(root_pos + tree_.depth[size_t(node)]));
     uint8_t* row = mask.data() + i * (P + T);
     std::fill(row, row + f, 1);
-    for (int32_t a = tree.parent[size_t(node)]; a > 0; a = tree.parent[size_t(a)])
+    for (int32_t a = tree_.parent[size_t(node)]; a > 0; a = tree_.parent[size_t(a)])
       row[row_of_node_[size_t(a)]] = 1;
     row[P + i] = 1;
   }
@@ -51,22 +71,19 @@ void Drafter::feed(const TokenTree& tree, std::span<const int32_t> nodes, std::v
 }
 
 TokenTree Drafter::propose(const DraftPolicy& policy, const SamplingParams& sampling, Rng& rng) {
-  if (to_feed_.empty()) throw Error("internal: drafter not started");
-  TokenTree tree(to_feed_.back());
-  row_of_node_.assign(1, int32_t(to_feed_.size()) - 1);
+  if (policy.shape == DraftPolicy::Shape::Tree) {
+    start_tree(policy, sampling);
+    grow_to(policy.budget, policy.width_for(policy.budget));
+    return tree_;
+  }
   std::vector<float> logits;
-  model_.forward(CausalBatch(to_feed_, kv_.committed()).view(), kv_, LogitRows::Last, logits);
-  ++forwards_;
-  if (policy.budget <= 0) return tree;
-  if (policy.shape == DraftPolicy::Shape::Chain)
-    grow_chain(tree, policy, sampling, rng, std::move(logits));
-  else
-    grow_best_first(tree, policy, sampling, std::move(logits));
-  return tree;
+  feed_root(logits);
+  grow_chain(policy, sampling, rng, std::move(logits));
+  return tree_;
 }
 
-void Drafter::grow_chain(TokenTree& tree, const DraftPolicy& policy, const SamplingParams& sampling,
-                         Rng& rng, std::vector<float> logits) {
+void Drafter::grow_chain(const DraftPolicy& policy, const SamplingParams& sampling, Rng& rng,
+                         std::vector<float> logits) {
   int32_t node = 0;
   for (int64_t i = 0; i < policy.budget; ++i) {
     const std::span<const float> l = usable(logits, 0);
@@ -75,67 +92,72 @@ void Drafter::grow_chain(TokenTree& tree, const DraftPolicy& policy, const Sampl
       std::vector<float> q;
       sampling_distribution(sampling, l, q);
       x = sample_from(q, rng);
-      tree.draft_dist[size_t(node)] = std::move(q);
+      tree_.draft_dist[size_t(node)] = std::move(q);
     } else {
       x = argmax(l);
     }
-    const int32_t child = tree.add(x, node, 0.0);
+    const int32_t child = tree_.add(x, node, 0.0);
     row_of_node_.push_back(-1);
-    if (policy.sampled) tree.draws[size_t(node)].push_back(child);
+    if (policy.sampled) tree_.draws[size_t(node)].push_back(child);
     node = child;
     if (i + 1 < policy.budget) {
       const int32_t one[1] = {node};
-      feed(tree, one, logits);
+      feed(one, logits);
     }
   }
 }
 
-void Drafter::grow_best_first(TokenTree& tree, const DraftPolicy& policy,
-                              const SamplingParams& sampling, std::vector<float> logits) {
+void Drafter::start_tree(const DraftPolicy& policy, const SamplingParams& sampling) {
+  max_children_ = policy.max_children;
+  inv_temp_ = sampling.greedy() ? 1.0 : 1.0 / double(sampling.temperature);
+  std::vector<float> logits;
+  feed_root(logits);
+  push_children(0, usable(logits, 0));
+}
+
+void Drafter::push_children(int32_t node, std::span<const float> l) {
+  // log-softmax at the sampling temperature; only the top candidates are kept
+  float mx = -INFINITY;
+  for (float v : l) mx = std::max(mx, v);
+  double sum = 0.0;
+  for (float v : l) sum += std::exp((double(v) - mx) * inv_temp_);
+  const double log_z = std::log(sum);
+  order_.resize(l.size());
+  for (size_t i = 0; i < l.size(); ++i) order_[i] = int32_t(i);
+  const size_t k = std::min<size_t>(size_t(max_children_), l.size());
+  std::partial_sort(order_.begin(), order_.begin() + k, order_.end(),
+                    [&](int32_t a, int32_t b) { return l[size_t(a)] > l[size_t(b)]; });
+  for (size_t i = 0; i < k; ++i) {
+    const double lp = (double(l[size_t(order_[i])]) - mx) * inv_temp_ - log_z;
+    heap_.push_back({tree_.logp[size_t(node)] + lp, node, order_[i]});
+    std::push_heap(heap_.begin(), heap_.end());
+  }
+}
+
+void Drafter::grow_to(int64_t nodes, int32_t width, const std::atomic<bool>* stop) {
   // SpecExec-style: candidates ranked by cumulative draft log-probability; each draft
   // pass feeds the best few new nodes at once, so a tree of B tokens costs about
-  // B / width passes instead of B.
-  struct Candidate {
-    double logp;
-    int32_t parent, token;
-    bool operator<(const Candidate& o) const { return logp < o.logp; }
-  };
-  std::priority_queue<Candidate> heap;
-  const double inv_temp = sampling.greedy() ? 1.0 : 1.0 / double(sampling.temperature);
-  const int32_t width = policy.expand_width > 0
-                            ? policy.expand_width
-                            : int32_t(std::clamp<int64_t>(policy.budget / 16, 1, 64));
-  std::vector<int32_t> order;
-  auto push_children = [&](int32_t node, std::span<const float> l) {
-    // log-softmax at the sampling temperature; only the top candidates are kept
-    float mx = -INFINITY;
-    for (float v : l) mx = std::max(mx, v);
-    double sum = 0.0;
-    for (float v : l) sum += std::exp((double(v) - mx) * inv_temp);
-    const double log_z = std::log(sum);
-    order.resize(l.size());
-    for (size_t i = 0; i < l.size(); ++i) order[i] = int32_t(i);
-    const size_t k = std::min<size_t>(size_t(policy.max_children), l.size());
-    std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                      [&](int32_t a, int32_t b) { return l[size_t(a)] > l[size_t(b)]; });
-    for (size_t i = 0; i < k; ++i) {
-      const double lp = (double(l[size_t(order[i])]) - mx) * inv_temp - log_z;
-      heap.push({tree.logp[size_t(node)] + lp, node, order[i]});
+  // B / width passes instead of B. The nodes added last stay unfed until the tree has
+  // to grow below them.
+  std::vector<int32_t> batch;
+  std::vector<float> logits;
+  while (tree_.size() - 1 < nodes) {
+    if (stop && stop->load(std::memory_order_relaxed)) return;
+    if (fed_ < tree_.size()) {
+      batch.clear();
+      for (int32_t n = fed_; n < tree_.size(); ++n) batch.push_back(n);
+      feed(batch, logits);
+      for (size_t i = 0; i < batch.size(); ++i) push_children(batch[i], usable(logits, i));
+      fed_ = tree_.size();
     }
-  };
-  push_children(0, usable(logits, 0));
-  std::vector<int32_t> fresh;
-  while (tree.size() - 1 < policy.budget && !heap.empty()) {
-    fresh.clear();
-    while (int32_t(fresh.size()) < width && tree.size() - 1 < policy.budget && !heap.empty()) {
-      const Candidate c = heap.top();
-      heap.pop();
-      fresh.push_back(tree.add(c.token, c.parent, c.logp));
+    if (heap_.empty()) return;
+    for (int32_t i = 0; i < width && tree_.size() - 1 < nodes && !heap_.empty(); ++i) {
+      std::pop_heap(heap_.begin(), heap_.end());
+      const Candidate c = heap_.back();
+      heap_.pop_back();
+      tree_.add(c.token, c.parent, c.logp);
       row_of_node_.push_back(-1);
     }
-    if (tree.size() - 1 >= policy.budget) break;  // full: the last nodes need no children
-    feed(tree, fresh, logits);
-    for (size_t i = 0; i < fresh.size(); ++i) push_children(fresh[i], usable(logits, i));
   }
 }
 
@@ -146,6 +168,43 @@ void Drafter::advance(const Acceptance& acc) {
     kept.push_back(row_of_node_[size_t(acc.path[i])]);
   kv_.commit(kept);
   to_feed_.clear();
+}
+
+bool Drafter::reroot(const Acceptance& acc) {
+  const int32_t end = acc.path.empty() ? 0 : acc.path.back();
+  const int32_t b = tree_.child_with_token(end, acc.bonus);
+  if (b < 0 || b >= fed_) {  // not grown, or grown without its own row yet
+    advance(acc);
+    return false;
+  }
+  std::vector<int32_t> new_id;
+  TokenTree sub = tree_.subtree(b, new_id);
+  // Committed: the sequence tail, the path and the bonus token. Pending: the fed nodes of
+  // the subtree. Rows were fed parents-first, so this list is increasing.
+  std::vector<int64_t> kept;
+  for (int64_t i = 0; i < int64_t(to_feed_.size()); ++i) kept.push_back(i);
+  for (int32_t node : acc.path) kept.push_back(row_of_node_[size_t(node)]);
+  kept.push_back(row_of_node_[size_t(b)]);
+  std::vector<int32_t> rows(size_t(sub.size()), -1);
+  int32_t still_pending = 0;
+  for (int32_t old = b + 1; old < fed_; ++old) {
+    if (new_id[size_t(old)] < 0) continue;
+    rows[size_t(new_id[size_t(old)])] = still_pending++;
+    kept.push_back(row_of_node_[size_t(old)]);
+  }
+  kv_.commit(kept, still_pending);
+
+  std::vector<Candidate> frontier;
+  for (const Candidate& c : heap_)
+    if (new_id[size_t(c.parent)] >= 0)
+      frontier.push_back({c.logp - tree_.logp[size_t(b)], new_id[size_t(c.parent)], c.token});
+  heap_ = std::move(frontier);
+  std::make_heap(heap_.begin(), heap_.end());
+  tree_ = std::move(sub);
+  row_of_node_ = std::move(rows);
+  fed_ = 1 + still_pending;  // unfed nodes are the last added, so they stay last
+  to_feed_.clear();
+  return true;
 }
 
 }  // namespace flashspec

@@ -1,6 +1,13 @@
 #pragma once
 // The resident draft model and its proposal policies. It keeps its own KV cache of the
 // accepted sequence and grows a token tree below the last emitted token each round.
+//
+// Best-first trees persist across rounds: while the target verifies the first B nodes,
+// the draft may keep growing the same tree (on another thread, see DraftWorker); once the
+// target has chosen its path and bonus token, reroot() keeps the grown subtree under that
+// bonus token as the start of the next round's tree, so the next pass need not wait for
+// the draft.
+#include <atomic>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -24,9 +31,18 @@ struct DraftPolicy {
   bool sampled = false;
   int32_t max_children = 8;    // best-first tree: candidate children kept per node
   int32_t expand_width = 0;    // best-first tree: nodes fed per draft pass (0: auto)
+  // Best-first trees: while the target verifies B nodes, the draft grows the tree on to
+  // B * (1 + pregrow) nodes on its own thread (0: no overlap, the draft waits).
+  int32_t pregrow = 0;
   // Residual update of the rejection rule; replaceable only so that tests can show a
   // broken rule is caught.
   ResidualRule residual = exact_residual;
+
+  bool overlapped() const { return shape == Shape::Tree && pregrow > 0; }
+  // Largest tree the draft ever holds (verified budget plus pre-grown nodes).
+  int64_t max_tree_nodes() const { return budget * (1 + (overlapped() ? pregrow : 0)); }
+  // Nodes fed per draft pass for a tree of `b` nodes.
+  int32_t width_for(int64_t b) const;
 };
 
 class Drafter {
@@ -37,28 +53,65 @@ class Drafter {
   // Makes the cache a prefix of `seq` (cutting what is not in it) and queues the rest;
   // the last token of seq is the root of the next tree.
   void sync(std::span<const int32_t> seq);
-  // Grows a tree below the last token of the synced sequence.
+  // Grows a tree of policy.budget nodes below the last token of the synced sequence.
   TokenTree propose(const DraftPolicy& policy, const SamplingParams& sampling, Rng& rng);
   // Keeps the rows of the accepted path that the draft computed; sync() queues the rest.
   void advance(const Acceptance& acc);
-  void reset() { kv_.truncate(0); to_feed_.clear(); }
+  void reset();
+
+  // ---- best-first trees that persist across rounds ----
+  // Starts a tree below the last token of the synced sequence (feeds the sequence's
+  // unprocessed tail).
+  void start_tree(const DraftPolicy& policy, const SamplingParams& sampling);
+  // Grows the current tree to `nodes` nodes below the root, `width` nodes per draft
+  // pass (fewer nodes when no candidates are left, or when `stop` turns true: it is
+  // checked before each draft pass).
+  void grow_to(int64_t nodes, int32_t width, const std::atomic<bool>* stop = nullptr);
+  const TokenTree& tree() const { return tree_; }
+  // After the target accepted `acc` over a prefix of tree(): keeps the path's rows and,
+  // when the bonus token is a grown child of the path's last node, makes the subtree
+  // under it the current tree (true). Otherwise false, and the caller syncs and starts
+  // a new tree.
+  bool reroot(const Acceptance& acc);
 
   int64_t forwards() const { return forwards_; }
 
  private:
-  // Runs the pending-row batch; logits for all rows.
-  void feed(const TokenTree& tree, std::span<const int32_t> nodes, std::vector<float>& logits);
-  void grow_chain(TokenTree& tree, const DraftPolicy& policy, const SamplingParams& sampling,
-                  Rng& rng, std::vector<float> logits);
-  void grow_best_first(TokenTree& tree, const DraftPolicy& policy, const SamplingParams& sampling,
-                       std::vector<float> logits);
+  struct Candidate {
+    double logp;
+    int32_t parent, token;
+    // Ties broken by ids so that growth is deterministic whatever the heap's history.
+    bool operator<(const Candidate& o) const {
+      if (logp != o.logp) return logp < o.logp;
+      if (parent != o.parent) return parent > o.parent;
+      return token > o.token;
+    }
+  };
+
+  // Runs the tree nodes `nodes` as one pending-row batch; logits for all of them.
+  void feed(std::span<const int32_t> nodes, std::vector<float>& logits);
+  // Feeds the tree's root: the sequence tail not yet in the cache.
+  void feed_root(std::vector<float>& logits);
+  void grow_chain(const DraftPolicy& policy, const SamplingParams& sampling, Rng& rng,
+                  std::vector<float> logits);
+  // Queues the best children of `node` (its logits: `l`) as candidates.
+  void push_children(int32_t node, std::span<const float> l);
   std::span<const float> usable(const std::vector<float>& logits, size_t row) const;
 
   LlamaModel& model_;
   KvCache kv_;
   int32_t vocab_limit_;
   std::vector<int32_t> to_feed_;      // sequence tokens the draft has not processed; last = root
-  std::vector<int32_t> row_of_node_;  // pending-row of each fed tree node, -1 if not fed
+  // The current tree. Nodes [0, fed_) have their rows in the cache (row_of_node_: the
+  // pending row, -1 for a root that is already committed); later nodes were added last
+  // and are fed by the next grow_to().
+  TokenTree tree_{0};
+  std::vector<int32_t> row_of_node_;
+  int32_t fed_ = 0;
+  std::vector<Candidate> heap_;  // best-first frontier (std::push_heap order)
+  int32_t max_children_ = 8;
+  double inv_temp_ = 1.0;
+  std::vector<int32_t> order_;  // scratch of push_children
   int64_t forwards_ = 0;
 };
 

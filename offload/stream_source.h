@@ -51,6 +51,7 @@ class StreamedLayers final : public LayerSource {
     return w_.layer_from(layer, data);
   }
   void release(int64_t layer) override { stream_.release(layer); }
+  double wait_ms() const override { return stream_.counters().io_wait_ms; }
 
   WeightStream& stream() { return stream_; }
 

@@ -13,6 +13,8 @@ class LayerSource {
   virtual ~LayerSource() = default;
   virtual LayerWeights acquire(int64_t layer) = 0;
   virtual void release(int64_t layer) = 0;
+  // Milliseconds acquire() has blocked waiting for weights so far (0 when resident).
+  virtual double wait_ms() const { return 0.0; }
 };
 
 class ResidentLayers final : public LayerSource {

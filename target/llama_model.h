@@ -54,6 +54,9 @@ class LlamaModel {
   // logits (n_vocab per row) of the last row or of every row.
   void forward(const ForwardBatch& batch, KvCache& kv, LogitRows rows, std::vector<float>& logits);
 
+  // Milliseconds forward passes have waited for streamed weights so far.
+  double weight_wait_ms() const { return layers_->wait_ms(); }
+
   // Bytes of the per-layer matrices (what a streamed pass reads).
   int64_t layer_bytes(int64_t l) const;
 

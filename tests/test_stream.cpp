@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <set>
 #include <future>
 #include <thread>
 
@@ -579,6 +580,45 @@ TEST_CASE("stream: CLI --stream matches the resident run (plain and speculative)
       CHECK(got["stats"].contains("io_wait_ms"));
     }
   }
+}
+
+TEST_CASE("stream: a streamed speculative run pre-grows trees and reports a per-pass timeline") {
+  // Throttled so that each pass waits for its weights: the draft thread then has time to
+  // pre-grow (on by default for greedy streamed runs).
+  const std::string model = model_path("stories260K-wide-q8_0");
+  const std::string trace = (std::filesystem::temp_directory_path() /
+                             ("fs-trace-" + std::to_string(getpid()) + ".json")).string();
+  const std::vector<std::string> base = {"generate", "-m", model, "-p", "Once upon a time", "-n", "32",
+                                         "--temp", "0", "--json", "--ignore-eos", "-t", "2"};
+  const json::Value want = cli_json(base);
+  std::vector<std::string> a = base;
+  for (const char* x : {"-d", "", "--tree", "16", "--stream", "--io-bw", "100M", "--trace", ""}) a.push_back(x);
+  a[a.size() - 8] = model_path("salty279K");
+  a.back() = trace;
+  const json::Value got = cli_json(a);
+  CHECK(got["tokens"].as_vector<int32_t>() == want["tokens"].as_vector<int32_t>());
+
+  const json::Value& st = got["stats"];
+  const auto& passes = st["timeline"].as_array();
+  REQUIRE(int64_t(passes.size()) == st["target_passes"].as_int());
+  double io_wait = 0;
+  int64_t pregrown = 0;
+  for (const json::Value& p : passes) {
+    io_wait += p["io_wait_ms"].as_number();
+    pregrown += p["pregrown"].as_int() > 0;
+    CHECK(p["compute_ms"].as_number() == doctest::Approx(p["target_ms"].as_number() - p["io_wait_ms"].as_number()));
+  }
+  CHECK(io_wait > 0);
+  CHECK(io_wait <= st["io_wait_ms"].as_number() + 1e-6);  // passes are part of the run
+  CHECK(st["pregrow_ms"].as_number() > 0);
+  CHECK(pregrown > 0);
+
+  const json::Value tr = json::parse_file(trace);
+  std::remove(trace.c_str());
+  std::set<std::string> names;
+  for (const json::Value& e : tr["traceEvents"].as_array()) names.insert(e["name"].as_string());
+  CHECK(names.count("target pass") == 1);
+  CHECK(names.count("draft pre-grows") == 1);
 }
 
 TEST_CASE("stream: CLI rejects bad streaming sizes with one line naming the flag") {

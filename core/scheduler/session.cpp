@@ -25,6 +25,19 @@ void count_depths(GenerationStats& s, const TokenTree& tree, const Acceptance& a
   s.drafted += tree.size() - 1;
   s.accepted += int64_t(acc.path.size());
 }
+
+// While the draft worker may be growing, only it touches the drafter; leaving a pass
+// early (an exception) must not let the session touch it before the growth ends.
+struct WaitForWorker {
+  DraftWorker* worker;
+  ~WaitForWorker() {
+    if (!worker) return;
+    try {
+      worker->finish();
+    } catch (...) {  // already unwinding: the first error is the one reported
+    }
+  }
+};
 }  // namespace
 
 int64_t Session::scratch_rows(const std::optional<DraftPolicy>& policy) {
@@ -37,8 +50,13 @@ Session::Session(LlamaModel& target, LlamaModel* draft, std::optional<DraftPolic
   if (policy_) {
     if (!draft) throw Error("internal: speculative session without a draft model");
     // The draft also holds the unprocessed tail of the last round besides its own tree.
-    drafter_.emplace(*draft, capacity + policy_->budget + 2, int32_t(target.config().n_vocab));
+    drafter_.emplace(*draft, capacity + policy_->max_tree_nodes() + 2, int32_t(target.config().n_vocab));
     if (policy_->auto_budget) auto_budget_.emplace(policy_->budget);
+    if (policy_->overlapped()) {
+      if (&draft->backend() == &target.backend())
+        throw Error("internal: an overlapped draft needs its own backend");
+      worker_ = std::make_unique<DraftWorker>(*drafter_);
+    }
   }
 }
 
@@ -86,10 +104,16 @@ GenerationResult Session::generate(std::span<const int32_t> input, const Generat
 
   const auto t0 = Clock::now();
   call_start_ = t0;
+  const double wait0 = target_.weight_wait_ms();
   prefill(logits);
   r.stats.prefill_ms = ms_since(t0);
-  r.stats.passes.push_back(PassRecord{0, 0, 0, r.stats.prefill_ms, int64_t(seq_.size()) - before, 1});
-  if (auto_budget_) auto_budget_->observe_cost(int64_t(seq_.size()) - before, r.stats.prefill_ms);
+  PassRecord pre;
+  pre.target_ms = r.stats.prefill_ms;
+  pre.io_wait_ms = target_.weight_wait_ms() - wait0;
+  pre.tree_tokens = int64_t(seq_.size()) - before;
+  pre.emitted = 1;
+  r.stats.passes.push_back(pre);
+  if (auto_budget_) auto_budget_->observe_cost(pre.tree_tokens, pre.target_ms, pre.io_wait_ms);
   r.stats.target_passes = 1;
   if (opt.n_predict > 0) {
     if (opt.logits_positions > 0) r.logits.emplace_back(logits.begin(), logits.begin() + n_vocab);
@@ -111,14 +135,35 @@ void Session::generate_plain(const GenerateOptions& opt, GenerationResult& r,
                              std::vector<float>& logits, Rng& rng) {
   const int64_t n_vocab = target_.config().n_vocab;
   for (;;) {
-    const double start = ms_since(call_start_);
+    PassRecord rec;
+    rec.draft_start = rec.target_start = ms_since(call_start_);
+    const double wait0 = target_.weight_wait_ms();
     prefill(logits);  // the one token emitted last
     ++r.stats.target_passes;
-    r.stats.passes.push_back(PassRecord{start, 0, start, ms_since(call_start_) - start, 1, 1});
+    rec.target_ms = ms_since(call_start_) - rec.target_start;
+    rec.io_wait_ms = target_.weight_wait_ms() - wait0;
+    rec.tree_tokens = rec.emitted = 1;
+    r.stats.passes.push_back(rec);
     if (int64_t(r.logits.size()) < opt.logits_positions)
       r.logits.emplace_back(logits.begin(), logits.begin() + n_vocab);
     if (emit(sample_token(opt.sampling, std::span(logits).first(size_t(n_vocab)), rng), opt, r)) return;
   }
+}
+
+TokenTree Session::next_tree(const DraftPolicy& policy, const GenerateOptions& opt, Rng& rng,
+                            bool pregrown, PassRecord& rec) {
+  if (!policy.overlapped()) {
+    drafter_->sync(seq_);
+    return drafter_->propose(policy, opt.sampling, rng);
+  }
+  if (pregrown) {
+    rec.pregrown = std::min<int64_t>(drafter_->tree().size() - 1, policy.budget);
+  } else {
+    drafter_->sync(seq_);
+    drafter_->start_tree(policy, opt.sampling);
+  }
+  drafter_->grow_to(policy.budget, policy.width_for(policy.budget));
+  return drafter_->tree().prefix(int32_t(std::min<int64_t>(drafter_->tree().size(), policy.budget + 1)));
 }
 
 void Session::generate_tree(const GenerateOptions& opt, GenerationResult& r,
@@ -127,21 +172,31 @@ void Session::generate_tree(const GenerateOptions& opt, GenerationResult& r,
   const int64_t n_vocab = target_.config().n_vocab;
   std::vector<std::vector<float>> dist_cache;
   std::vector<char> dist_ready;
+  bool pregrown = false;  // the drafter holds a tree below seq_.back(), grown last pass
+  WaitForWorker settle{worker_.get()};
   for (;;) {
     PassRecord rec;
     rec.draft_start = ms_since(call_start_);
     if (auto_budget_) policy.budget = auto_budget_->choose();
-    drafter_->sync(seq_);
-    const TokenTree tree = drafter_->propose(policy, opt.sampling, rng);
+    const TokenTree tree = next_tree(policy, opt, rng, pregrown, rec);
     rec.target_start = ms_since(call_start_);
     rec.draft_ms = rec.target_start - rec.draft_start;
+    // Policy for the overlap: while the target verifies the first B nodes, the draft
+    // keeps growing the same best-first tree, until the pass ends or the tree reaches
+    // B x (1 + pregrow) nodes. Best-first order spends those nodes on the continuations
+    // the draft finds most likely, so whichever bonus token the target picks, the
+    // subtree already grown under it is as large as the draft could have made it for
+    // that outcome's probability; it becomes the start of the next pass's tree. Growth
+    // stops when the pass ends, so the target never waits for it.
+    if (worker_) worker_->grow_async(policy.max_tree_nodes(), policy.width_for(policy.max_tree_nodes()));
+    const double wait0 = target_.weight_wait_ms();
     const std::vector<int32_t> pos = tree.positions(kv_.committed());
     const std::vector<uint8_t> mask = tree.ancestor_mask();
     target_.forward(ForwardBatch{tree.tokens, pos, mask}, kv_, LogitRows::All, logits);
     ++r.stats.target_passes;
     rec.target_ms = ms_since(call_start_) - rec.target_start;
+    rec.io_wait_ms = target_.weight_wait_ms() - wait0;
     rec.tree_tokens = tree.size();
-    r.stats.draft_ms += rec.draft_ms;
 
     dist_cache.resize(size_t(tree.size()));
     dist_ready.assign(size_t(tree.size()), 0);
@@ -157,14 +212,25 @@ void Session::generate_tree(const GenerateOptions& opt, GenerationResult& r,
     const Acceptance acc = sampled_draft ? accept_by_rejection(tree, p, rng, policy.residual)
                                          : accept_by_target_draw(tree, p, rng);
     count_depths(r.stats, tree, acc);
-    if (auto_budget_) auto_budget_->observe(tree.size() - 1, acc.path, rec.target_ms, rec.draft_ms);
 
     // Row of the target's output each emitted token was drawn from: the root for the
     // first, then each accepted node for the token after it.
     std::vector<int64_t> rows{0};
     rows.insert(rows.end(), acc.path.begin(), acc.path.end());
     kv_.commit(rows);
-    drafter_->advance(acc);
+    if (worker_) {
+      const double t = ms_since(call_start_);
+      rec.pregrow_ms = worker_->finish();
+      rec.draft_stall_ms = ms_since(call_start_) - t;
+      pregrown = drafter_->reroot(acc);
+    } else {
+      drafter_->advance(acc);
+    }
+    r.stats.draft_ms += rec.draft_ms + rec.draft_stall_ms;
+    r.stats.pregrow_ms += rec.pregrow_ms;
+    if (auto_budget_)
+      auto_budget_->observe(tree.size() - 1, acc.path, rec.target_ms, rec.io_wait_ms,
+                            rec.draft_ms + rec.draft_stall_ms);
 
     std::vector<int32_t> emitted;
     for (int32_t node : acc.path) emitted.push_back(tree.tokens[size_t(node)]);

@@ -5,6 +5,7 @@
 // Invariant between calls: each model's cache holds a prefix of seq_; the tokens after
 // that prefix are fed at the start of the next call.
 #include <chrono>
+#include <memory>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -13,6 +14,7 @@
 #include "core/kv_cache.h"
 #include "core/scheduler/generate.h"
 #include "core/scheduler/tree_budget.h"
+#include "draft/draft_worker.h"
 #include "draft/drafter.h"
 
 namespace flashspec {
@@ -21,7 +23,9 @@ class LlamaModel;
 
 class Session {
  public:
-  // `draft`/`policy` absent: target-only decoding. `capacity`: context rows.
+  // `draft`/`policy` absent: target-only decoding. `capacity`: context rows. A policy
+  // that pre-grows trees runs the draft on its own thread, so the draft model needs a
+  // backend of its own.
   Session(LlamaModel& target, LlamaModel* draft, std::optional<DraftPolicy> policy, int64_t capacity);
 
   GenerationResult generate(std::span<const int32_t> input, const GenerateOptions& opt);
@@ -37,6 +41,10 @@ class Session {
   void prefill(std::vector<float>& logits);
   void generate_plain(const GenerateOptions& opt, GenerationResult& r, std::vector<float>& logits, Rng& rng);
   void generate_tree(const GenerateOptions& opt, GenerationResult& r, std::vector<float>& logits, Rng& rng);
+  // The tree the next pass verifies: the pre-grown one when `pregrown`, else a new one;
+  // grown on this thread to `policy.budget` nodes where it is smaller.
+  TokenTree next_tree(const DraftPolicy& policy, const GenerateOptions& opt, Rng& rng, bool pregrown,
+                      PassRecord& rec);
   // Emits one token; true when generation must stop.
   bool emit(int32_t tok, const GenerateOptions& opt, GenerationResult& r);
   // Cuts both caches back to a prefix of seq_ (tokens generated past a stop point).
@@ -46,6 +54,7 @@ class Session {
   std::optional<DraftPolicy> policy_;
   KvCache kv_;
   std::optional<Drafter> drafter_;
+  std::unique_ptr<DraftWorker> worker_;  // pre-growing policies only; declared after drafter_
   std::optional<TreeBudget> auto_budget_;  // --tree auto: learns across the whole session
   std::vector<int32_t> seq_;
   std::chrono::steady_clock::time_point call_start_;  // of the running generate()

@@ -1,0 +1,148 @@
+// The draft's trees across rounds: a tree re-rooted under the target's bonus token goes
+// on exactly as a tree started afresh from that token, and the worker thread that
+// pre-grows trees stops on request, reports errors and joins cleanly.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cmath>
+#include <thread>
+
+#include "core/error.h"
+#include "core/tokenizer.h"
+#include "draft/draft_worker.h"
+#include "draft/drafter.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "target/llama_model.h"
+#include "tests/fixtures.h"
+
+using namespace flashspec;
+using namespace flashspec::testing;
+
+namespace {
+
+struct Draft {
+  CpuBackend backend{1};
+  LlamaModel model{model_path("salty279K"), backend};
+  std::vector<int32_t> seq = Tokenizer::from_gguf(model.file()).encode("Once upon a time, there was", true);
+  int32_t vocab = int32_t(model.config().n_vocab);
+};
+
+SamplingParams greedy() {
+  SamplingParams s;
+  s.temperature = 0;
+  return s;
+}
+
+// A fed child of `node` other than its first: a bonus token the target might pick
+// where the draft's favourite was rejected. -1 if there is none.
+int32_t grown_later_child(const TokenTree& t, int32_t node) {
+  int32_t seen = 0;
+  for (int32_t c = node + 1; c < t.size(); ++c) {
+    if (t.parent[size_t(c)] != node || seen++ == 0) continue;
+    for (int32_t g = c + 1; g < t.size(); ++g)
+      if (t.parent[size_t(g)] == c) return c;  // it has children, so it was fed
+  }
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("a re-rooted tree grows exactly like a fresh tree from the bonus token") {
+  Draft d;
+  DraftPolicy policy;
+  Drafter pregrown(d.model, 1024, d.vocab);
+  pregrown.sync(d.seq);
+  pregrown.start_tree(policy, greedy());
+  pregrown.grow_to(300, 1);  // width 1: exact best-first order, comparable across roots
+  const TokenTree& big = pregrown.tree();
+  REQUIRE(big.size() == 301);
+
+  // The target accepted the draft's first node and then chose one of its later children.
+  const int32_t bonus_node = grown_later_child(big, 1);
+  REQUIRE(bonus_node > 0);
+  Acceptance acc;
+  acc.path = {1};
+  acc.bonus = big.tokens[size_t(bonus_node)];
+  std::vector<int32_t> seq2 = d.seq;
+  seq2.push_back(big.tokens[1]);
+  seq2.push_back(acc.bonus);
+  int32_t under = 0;  // nodes already grown below the bonus node
+  for (int32_t i = bonus_node + 1; i < big.size(); ++i) under += big.is_ancestor_or_self(bonus_node, i);
+  REQUIRE(pregrown.reroot(acc));
+  CHECK(pregrown.tree().size() == 1 + under);
+  CHECK(pregrown.tree().tokens[0] == acc.bonus);
+  pregrown.grow_to(64, 1);
+
+  Drafter fresh(d.model, 1024, d.vocab);
+  fresh.sync(seq2);
+  fresh.start_tree(policy, greedy());
+  fresh.grow_to(64, 1);
+
+  const TokenTree& a = pregrown.tree();
+  const TokenTree& b = fresh.tree();
+  REQUIRE(a.size() == b.size());
+  CHECK(a.tokens == b.tokens);
+  CHECK(a.parent == b.parent);
+  for (int32_t i = 0; i < a.size(); ++i) CHECK(std::abs(a.logp[size_t(i)] - b.logp[size_t(i)]) < 1e-9);
+
+  // A later round that does not re-root syncs both drafters to the same state.
+  Acceptance none;
+  none.bonus = -1;  // a token no node holds: the re-root fails
+  CHECK_FALSE(pregrown.reroot(none));
+}
+
+TEST_CASE("re-rooting fails over to a fresh tree when the bonus token was not grown") {
+  Draft d;
+  Drafter dr(d.model, 1024, d.vocab);
+  dr.sync(d.seq);
+  dr.start_tree(DraftPolicy{}, greedy());
+  dr.grow_to(8, 2);
+  Acceptance acc;
+  acc.path = {1};
+  acc.bonus = d.vocab - 1;  // never among the draft's top children here
+  REQUIRE(dr.tree().child_with_token(1, acc.bonus) < 0);
+  CHECK_FALSE(dr.reroot(acc));
+  std::vector<int32_t> seq2 = d.seq;
+  seq2.push_back(dr.tree().tokens[1]);
+  seq2.push_back(acc.bonus);
+  dr.sync(seq2);  // keeps the accepted row, feeds the bonus token
+  dr.start_tree(DraftPolicy{}, greedy());
+  dr.grow_to(8, 2);
+  CHECK(dr.tree().size() == 9);
+  CHECK(dr.tree().tokens[0] == acc.bonus);
+}
+
+TEST_CASE("the draft worker stops on request, rethrows errors and joins while growing") {
+  Draft d;
+  SUBCASE("finish() stops a long growth early") {
+    Drafter dr(d.model, 8192, d.vocab);
+    dr.sync(d.seq);
+    dr.start_tree(DraftPolicy{}, greedy());
+    DraftWorker w(dr);
+    w.grow_async(8000, 1);  // thousands of draft passes: far longer than the call below
+    w.finish();
+    CHECK(dr.tree().size() - 1 < 8000);
+  }
+  SUBCASE("an error on the worker thread reaches the caller") {
+    Drafter dr(d.model, int64_t(d.seq.size()) + 4, d.vocab);  // no room for a batch of 8
+    dr.sync(d.seq);
+    dr.start_tree(DraftPolicy{}, greedy());
+    DraftWorker w(dr);
+    w.grow_async(500, 8);
+    // The first draft pass fails within microseconds; give it that time before finish()
+    // asks the growth to stop (a stop seen first would skip the pass).
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    CHECK_THROWS_WITH_AS(w.finish(), doctest::Contains("context full"), Error);
+    CHECK_NOTHROW(w.finish());  // reported once
+  }
+  SUBCASE("destroying a busy worker joins it") {
+    Drafter dr(d.model, 8192, d.vocab);
+    dr.sync(d.seq);
+    dr.start_tree(DraftPolicy{}, greedy());
+    {
+      DraftWorker w(dr);
+      w.grow_async(8000, 1);
+    }
+    CHECK(dr.tree().size() - 1 < 8000);
+  }
+}
