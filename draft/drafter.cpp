@@ -161,12 +161,16 @@ void Drafter::grow_to(int64_t nodes, int32_t width, const std::atomic<bool>* sto
   }
 }
 
-void Drafter::advance(const Acceptance& acc) {
+std::vector<int64_t> Drafter::accepted_rows(const Acceptance& acc) const {
   std::vector<int64_t> kept;
   for (int64_t i = 0; i < int64_t(to_feed_.size()); ++i) kept.push_back(i);
   for (size_t i = 0; i < acc.path.size() && row_of_node_[size_t(acc.path[i])] >= 0; ++i)
     kept.push_back(row_of_node_[size_t(acc.path[i])]);
-  kv_.commit(kept);
+  return kept;
+}
+
+void Drafter::advance(const Acceptance& acc) {
+  kv_.commit(accepted_rows(acc));
   to_feed_.clear();
 }
 
@@ -179,11 +183,10 @@ bool Drafter::reroot(const Acceptance& acc) {
   }
   std::vector<int32_t> new_id;
   TokenTree sub = tree_.subtree(b, new_id);
-  // Committed: the sequence tail, the path and the bonus token. Pending: the fed nodes of
-  // the subtree. Rows were fed parents-first, so this list is increasing.
-  std::vector<int64_t> kept;
-  for (int64_t i = 0; i < int64_t(to_feed_.size()); ++i) kept.push_back(i);
-  for (int32_t node : acc.path) kept.push_back(row_of_node_[size_t(node)]);
+  // Committed: the sequence tail, the path (all fed: they are ancestors of a fed node) and
+  // the bonus token. Pending: the fed nodes of the subtree. Rows were fed parents-first,
+  // so this list is increasing.
+  std::vector<int64_t> kept = accepted_rows(acc);
   kept.push_back(row_of_node_[size_t(b)]);
   std::vector<int32_t> rows(size_t(sub.size()), -1);
   int32_t still_pending = 0;

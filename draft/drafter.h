@@ -94,6 +94,9 @@ class Drafter {
   void feed_root(std::vector<float>& logits);
   void grow_chain(const DraftPolicy& policy, const SamplingParams& sampling, Rng& rng,
                   std::vector<float> logits);
+  // Pending rows of the sequence tail and of the accepted path, up to its first node
+  // without a row: what a round keeps.
+  std::vector<int64_t> accepted_rows(const Acceptance& acc) const;
   // Queues the best children of `node` (its logits: `l`) as candidates.
   void push_children(int32_t node, std::span<const float> l);
   std::span<const float> usable(const std::vector<float>& logits, size_t row) const;

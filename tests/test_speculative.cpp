@@ -61,6 +61,19 @@ GenerateOptions greedy(int64_t n) {
   return o;
 }
 
+// n sampled tokens (past end-of-sequence) with `sampling`, and the same with a seed.
+GenerateOptions sampled(int64_t n, SamplingParams sampling) {
+  GenerateOptions o;
+  o.n_predict = n;
+  o.ignore_eos = true;
+  o.sampling = sampling;
+  return o;
+}
+GenerateOptions seeded(GenerateOptions o, uint64_t seed) {
+  o.sampling.seed = seed;
+  return o;
+}
+
 void check_greedy_lossless(const std::string& target_name, const std::vector<DraftPolicy>& policies) {
   Pair m(target_name);
   for (const std::string& prompt : reference_prompts()) {
@@ -163,18 +176,14 @@ TEST_CASE("sampling is lossless: first 3 tokens match target-only sampling") {
   constexpr int kSeeds = 2000;
   struct Setting { float top_p; };
   for (Setting st : {Setting{1.0f}, Setting{0.9f}}) {
-    GenerateOptions o;
-    o.n_predict = 3;
-    o.ignore_eos = true;
-    o.sampling = SamplingParams{1.0f, 0, st.top_p, 0.0f, 0};
-    auto with_seed = [&](uint64_t s) { GenerateOptions x = o; x.sampling.seed = s; return x; };
+    const GenerateOptions o = sampled(3, SamplingParams{1.0f, 0, st.top_p, 0.0f, 0});
     const auto reference = sample_triples([&](uint64_t s) {
-      return generate_target_only(m.target, ids, with_seed(s + 1000000)); }, kSeeds);
+      return generate_target_only(m.target, ids, seeded(o, s + 1000000)); }, kSeeds);
     for (const DraftPolicy& p : {chain(2, true), chain(4, true), tree(16)}) {
       CAPTURE(st.top_p);
       CAPTURE(p.budget);
       const auto spec = sample_triples([&](uint64_t s) {
-        return generate_speculative(m.target, m.draft, ids, with_seed(s), p); }, kSeeds);
+        return generate_speculative(m.target, m.draft, ids, seeded(o, s), p); }, kSeeds);
       const auto [stat, df] = chi2_two_sample(reference, spec);
       MESSAGE("top_p " << st.top_p << " budget " << p.budget << ": chi2 " << stat << " df " << df
                        << " critical " << chi2_critical_999(df));
@@ -189,16 +198,12 @@ TEST_CASE("sampling is lossless with trees pre-grown during the previous pass") 
   Pair m("stories260K");
   const std::vector<int32_t> ids = m.tok.encode("Tom and his dog went to the park.", true);
   constexpr int kSeeds = 2000;
-  GenerateOptions o;
-  o.n_predict = 9;
-  o.ignore_eos = true;
-  o.sampling = SamplingParams{0.8f, 0, 1.0f, 0.0f, 0};
-  auto with_seed = [&](uint64_t s) { GenerateOptions x = o; x.sampling.seed = s; return x; };
+  const GenerateOptions o = sampled(9, SamplingParams{0.8f, 0, 1.0f, 0.0f, 0});
   const auto reference = sample_triples([&](uint64_t s) {
-    return generate_target_only(m.target, ids, with_seed(s + 1000000)); }, kSeeds, 6);
+    return generate_target_only(m.target, ids, seeded(o, s + 1000000)); }, kSeeds, 6);
   int64_t pregrown_passes = 0;
   const auto spec = sample_triples([&](uint64_t s) {
-    GenerationResult r = generate_speculative(m.target, m.draft, ids, with_seed(s), tree(16, 4));
+    GenerationResult r = generate_speculative(m.target, m.draft, ids, seeded(o, s), tree(16, 4));
     for (const PassRecord& p : r.stats.passes) pregrown_passes += p.pregrown > 0;
     return r; }, kSeeds, 6);
   const auto [stat, df] = chi2_two_sample(reference, spec);
@@ -211,19 +216,15 @@ TEST_CASE("sampling is lossless with trees pre-grown during the previous pass") 
 TEST_CASE("the chi-square test catches a broken residual rule") {
   Pair m("stories260K");
   const std::vector<int32_t> ids = m.tok.encode("Tom and his dog went to the park.", true);
-  GenerateOptions o;
-  o.n_predict = 3;
-  o.ignore_eos = true;
-  o.sampling = SamplingParams{1.0f, 0, 1.0f, 0.0f, 0};
-  auto with_seed = [&](uint64_t s) { GenerateOptions x = o; x.sampling.seed = s; return x; };
+  const GenerateOptions o = sampled(3, SamplingParams{1.0f, 0, 1.0f, 0.0f, 0});
   const auto reference = sample_triples([&](uint64_t s) {
-    return generate_target_only(m.target, ids, with_seed(s + 1000000)); }, 2000);
+    return generate_target_only(m.target, ids, seeded(o, s + 1000000)); }, 2000);
   DraftPolicy broken = chain(4, true);
   // Off by one draft: the residual forgets to subtract q, so a rejected draft token can
   // be drawn again at its full target probability.
   broken.residual = [](std::vector<float>&, std::span<const float>) {};
   const auto spec = sample_triples([&](uint64_t s) {
-    return generate_speculative(m.target, m.draft, ids, with_seed(s), broken); }, 2000);
+    return generate_speculative(m.target, m.draft, ids, seeded(o, s), broken); }, 2000);
   const auto [stat, df] = chi2_two_sample(reference, spec);
   MESSAGE("broken rule: chi2 " << stat << " df " << df << " critical " << chi2_critical_999(df));
   CHECK(stat > chi2_critical_999(df));

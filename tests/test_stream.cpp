@@ -592,9 +592,7 @@ TEST_CASE("stream: a streamed speculative run pre-grows trees and reports a per-
                                          "--temp", "0", "--json", "--ignore-eos", "-t", "2"};
   const json::Value want = cli_json(base);
   std::vector<std::string> a = base;
-  for (const char* x : {"-d", "", "--tree", "16", "--stream", "--io-bw", "100M", "--trace", ""}) a.push_back(x);
-  a[a.size() - 8] = model_path("salty279K");
-  a.back() = trace;
+  a.insert(a.end(), {"-d", model_path("salty279K"), "--tree", "16", "--stream", "--io-bw", "100M", "--trace", trace});
   const json::Value got = cli_json(a);
   CHECK(got["tokens"].as_vector<int32_t>() == want["tokens"].as_vector<int32_t>());
 

@@ -14,6 +14,17 @@ double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
+// Runs one target pass and records when it started, how long it took and how much of
+// that it waited for streamed weights.
+template <class Pass>
+void time_target_pass(const LlamaModel& target, Clock::time_point call_start, PassRecord& rec, Pass&& pass) {
+  rec.target_start = ms_since(call_start);
+  const double wait0 = target.weight_wait_ms();
+  pass();
+  rec.target_ms = ms_since(call_start) - rec.target_start;
+  rec.io_wait_ms = target.weight_wait_ms() - wait0;
+}
+
 void count_depths(GenerationStats& s, const TokenTree& tree, const Acceptance& acc) {
   const size_t max_depth = size_t(tree.max_depth());
   if (s.drafted_by_depth.size() < max_depth) {
@@ -104,12 +115,9 @@ GenerationResult Session::generate(std::span<const int32_t> input, const Generat
 
   const auto t0 = Clock::now();
   call_start_ = t0;
-  const double wait0 = target_.weight_wait_ms();
-  prefill(logits);
-  r.stats.prefill_ms = ms_since(t0);
   PassRecord pre;
-  pre.target_ms = r.stats.prefill_ms;
-  pre.io_wait_ms = target_.weight_wait_ms() - wait0;
+  time_target_pass(target_, call_start_, pre, [&] { prefill(logits); });
+  r.stats.prefill_ms = pre.target_ms;
   pre.tree_tokens = int64_t(seq_.size()) - before;
   pre.emitted = 1;
   r.stats.passes.push_back(pre);
@@ -136,12 +144,9 @@ void Session::generate_plain(const GenerateOptions& opt, GenerationResult& r,
   const int64_t n_vocab = target_.config().n_vocab;
   for (;;) {
     PassRecord rec;
-    rec.draft_start = rec.target_start = ms_since(call_start_);
-    const double wait0 = target_.weight_wait_ms();
-    prefill(logits);  // the one token emitted last
+    time_target_pass(target_, call_start_, rec, [&] { prefill(logits); });  // the one token emitted last
+    rec.draft_start = rec.target_start;
     ++r.stats.target_passes;
-    rec.target_ms = ms_since(call_start_) - rec.target_start;
-    rec.io_wait_ms = target_.weight_wait_ms() - wait0;
     rec.tree_tokens = rec.emitted = 1;
     r.stats.passes.push_back(rec);
     if (int64_t(r.logits.size()) < opt.logits_positions)
@@ -179,8 +184,6 @@ void Session::generate_tree(const GenerateOptions& opt, GenerationResult& r,
     rec.draft_start = ms_since(call_start_);
     if (auto_budget_) policy.budget = auto_budget_->choose();
     const TokenTree tree = next_tree(policy, opt, rng, pregrown, rec);
-    rec.target_start = ms_since(call_start_);
-    rec.draft_ms = rec.target_start - rec.draft_start;
     // Policy for the overlap: while the target verifies the first B nodes, the draft
     // keeps growing the same best-first tree, until the pass ends or the tree reaches
     // B x (1 + pregrow) nodes. Best-first order spends those nodes on the continuations
@@ -188,14 +191,14 @@ void Session::generate_tree(const GenerateOptions& opt, GenerationResult& r,
     // subtree already grown under it is as large as the draft could have made it for
     // that outcome's probability; it becomes the start of the next pass's tree. Growth
     // stops when the pass ends, so the target never waits for it.
-    if (worker_) worker_->grow_async(policy.max_tree_nodes(), policy.width_for(policy.max_tree_nodes()));
-    const double wait0 = target_.weight_wait_ms();
-    const std::vector<int32_t> pos = tree.positions(kv_.committed());
-    const std::vector<uint8_t> mask = tree.ancestor_mask();
-    target_.forward(ForwardBatch{tree.tokens, pos, mask}, kv_, LogitRows::All, logits);
+    time_target_pass(target_, call_start_, rec, [&] {
+      if (worker_) worker_->grow_async(policy.max_tree_nodes(), policy.width_for(policy.max_tree_nodes()));
+      const std::vector<int32_t> pos = tree.positions(kv_.committed());
+      const std::vector<uint8_t> mask = tree.ancestor_mask();
+      target_.forward(ForwardBatch{tree.tokens, pos, mask}, kv_, LogitRows::All, logits);
+    });
+    rec.draft_ms = rec.target_start - rec.draft_start;
     ++r.stats.target_passes;
-    rec.target_ms = ms_since(call_start_) - rec.target_start;
-    rec.io_wait_ms = target_.weight_wait_ms() - wait0;
     rec.tree_tokens = tree.size();
 
     dist_cache.resize(size_t(tree.size()));

@@ -42,7 +42,6 @@ TreeBudget::TreeBudget(int64_t max_budget) {
   accepted_n_.assign(n, 0);
   pass_ms_.assign(n, {});
   draft_ms_.assign(n, {});
-  current_ = index(kMaxStart);
 }
 
 size_t TreeBudget::index(int64_t b) const {
@@ -95,11 +94,11 @@ int64_t TreeBudget::choose() {
     // having no intercept yet, so this errs small). Streamed, that is the cap: the
     // storage floor hides the rows' compute.
     const double limit = kExploreCost * expected_ms(1);
-    current_ = 0;
-    while (current_ + 1 < budgets_.size() && budgets_[current_ + 1] <= kMaxStart &&
-           expected_ms(budgets_[current_ + 1]) <= limit)
-      ++current_;
-    return budgets_[current_];
+    size_t start = 0;
+    while (start + 1 < budgets_.size() && budgets_[start + 1] <= kMaxStart &&
+           expected_ms(budgets_[start + 1]) <= limit)
+      ++start;
+    return budgets_[start];
   }
   size_t best = 0, frontier = 0;  // frontier: the largest budget ever verified
   double best_rate = -1, frontier_rate = 0;
@@ -108,7 +107,6 @@ int64_t TreeBudget::choose() {
     if (rate > best_rate) best_rate = rate, best = i;
     frontier = i, frontier_rate = rate;
   }
-  current_ = best;
   // When the largest tree ever verified is (nearly) the best, a larger one may be better
   // still, and only verifying it tells. Every other pass, verify the largest budget, up
   // to twice the frontier, whose modelled cost is at most kExploreCost times the

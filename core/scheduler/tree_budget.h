@@ -69,7 +69,6 @@ class TreeBudget {
   int64_t passes_ = 0;
   int64_t next_explore_ = 6;  // pass count of the next neighbour exploration (kExploreEvery)
   int64_t explorations_ = 0;
-  size_t current_ = 0;  // grid index of the last choice
 };
 
 }  // namespace flashspec
