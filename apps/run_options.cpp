@@ -126,10 +126,10 @@ Engine::Engine(const RunOptions& o) : opt_(o) {
   // Default: pre-grow only when the target streams. A resident target on the CPU keeps
   // every core busy, and a draft thread beside its pool slows it more than it saves
   // (measured: 2x slower on 2 cores with a small resident target); a streamed pass waits
-  // for storage and leaves cores idle. Only greedy by default: pre-growing stops when a
-  // pass ends, so tree shapes depend on timing; greedy output does not depend on the
-  // tree, sampled output keeps its distribution but not its draws, so --seed reproduces
-  // a sampled run only without pre-growing.
+  // for storage and leaves cores idle. Tree shapes then depend on timing, but the tokens
+  // do not: a tree's acceptance draws one target sample per emitted token, so a --seed
+  // reproduces a sampled run either way. Only greedy by default because pre-growing has
+  // been benchmarked for greedy streamed runs only.
   p.pregrow = o.pregrow >= 0 ? o.pregrow : (o.stream && o.sampling.greedy() ? 4 : 0);
   if (o.chain > 0) {
     p.shape = DraftPolicy::Shape::Chain;
