@@ -52,6 +52,12 @@ DraftPolicy tree(int64_t b, int32_t pregrow = 0) {
   p.pregrow = pregrow;
   return p;
 }
+// --tree auto: each pass's budget chosen by TreeBudget, up to 1024 (as in the CLI).
+DraftPolicy tree_auto(int32_t pregrow = 0) {
+  DraftPolicy p = tree(1024, pregrow);
+  p.auto_budget = true;
+  return p;
+}
 
 GenerateOptions greedy(int64_t n) {
   GenerateOptions o;
@@ -157,6 +163,12 @@ TEST_CASE("speculative greedy equals target-only: the draft pre-grows trees on i
   check_greedy_lossless("stories260K", {tree(4, 1), tree(16, 4), tree(64, 4), tree(64, 16)});
 }
 
+TEST_CASE("speculative greedy equals target-only: --tree auto, with and without pre-growing") {
+  // The budget changes from pass to pass with the draft's probabilities and measured
+  // times; the output must not.
+  check_greedy_lossless("stories260K", {tree_auto(), tree_auto(4)});
+}
+
 TEST_CASE("tau with a 64-token tree beats llama.cpp's chains") {
   Pair m("stories260K");
   int64_t tokens = 0, passes = 0;
@@ -210,6 +222,28 @@ TEST_CASE("sampling is lossless with trees pre-grown during the previous pass") 
   MESSAGE("pre-grown trees: chi2 " << stat << " df " << df << " critical " << chi2_critical_999(df)
                                    << "; passes that started from a pre-grown tree: " << pregrown_passes);
   CHECK(pregrown_passes > 0);
+  CHECK(stat < chi2_critical_999(df));
+}
+
+TEST_CASE("sampling is lossless with --tree auto") {
+  // Each pass's tree size depends on the draft's probabilities and on what earlier passes
+  // accepted, never on the target's draws at this pass, so the output distribution must
+  // stay the target's.
+  Pair m("stories260K");
+  const std::vector<int32_t> ids = m.tok.encode("Tom and his dog went to the park.", true);
+  constexpr int kSeeds = 2000;
+  const GenerateOptions o = sampled(9, SamplingParams{0.8f, 0, 1.0f, 0.0f, 0});
+  const auto reference = sample_triples([&](uint64_t s) {
+    return generate_target_only(m.target, ids, seeded(o, s + 1000000)); }, kSeeds, 6);
+  std::map<int64_t, int64_t> budgets;  // tree size -> passes
+  const auto spec = sample_triples([&](uint64_t s) {
+    GenerationResult r = generate_speculative(m.target, m.draft, ids, seeded(o, s), tree_auto());
+    for (size_t i = 1; i < r.stats.passes.size(); ++i) ++budgets[r.stats.passes[i].tree_tokens - 1];
+    return r; }, kSeeds, 6);
+  const auto [stat, df] = chi2_two_sample(reference, spec);
+  MESSAGE("--tree auto: chi2 " << stat << " df " << df << " critical " << chi2_critical_999(df) << "; "
+                               << budgets.size() << " different budgets chosen");
+  CHECK(budgets.size() >= 3);  // the budget did change from pass to pass
   CHECK(stat < chi2_critical_999(df));
 }
 

@@ -155,19 +155,23 @@ void Session::generate_plain(const GenerateOptions& opt, GenerationResult& r,
   }
 }
 
-TokenTree Session::next_tree(const DraftPolicy& policy, const GenerateOptions& opt, Rng& rng,
-                            bool pregrown, PassRecord& rec) {
-  if (!policy.overlapped()) {
+TokenTree Session::next_tree(DraftPolicy& policy, const GenerateOptions& opt, Rng& rng, bool pregrown,
+                            PassRecord& rec) {
+  if (!policy.overlapped() && !auto_budget_) {
     drafter_->sync(seq_);
     return drafter_->propose(policy, opt.sampling, rng);
   }
-  if (pregrown) {
-    rec.pregrown = std::min<int64_t>(drafter_->tree().size() - 1, policy.budget);
-  } else {
+  if (!pregrown) {
     drafter_->sync(seq_);
     drafter_->start_tree(policy, opt.sampling);
   }
-  drafter_->grow_to(policy.budget, policy.width_for(policy.budget));
+  const int64_t already = drafter_->tree().size() - 1;
+  // --tree auto prices every budget on the tree itself, so the draft first grows the
+  // largest tree worth pricing.
+  const int64_t grow = auto_budget_ ? auto_budget_->horizon() : policy.budget;
+  drafter_->grow_to(grow, policy.width_for(grow));
+  if (auto_budget_) policy.budget = auto_budget_->choose(drafter_->tree());
+  if (pregrown) rec.pregrown = std::min(already, policy.budget);
   return drafter_->tree().prefix(int32_t(std::min<int64_t>(drafter_->tree().size(), policy.budget + 1)));
 }
 
@@ -182,7 +186,6 @@ void Session::generate_tree(const GenerateOptions& opt, GenerationResult& r,
   for (;;) {
     PassRecord rec;
     rec.draft_start = ms_since(call_start_);
-    if (auto_budget_) policy.budget = auto_budget_->choose();
     const TokenTree tree = next_tree(policy, opt, rng, pregrown, rec);
     // Policy for the overlap: while the target verifies the first B nodes, the draft
     // keeps growing the same best-first tree, until the pass ends or the tree reaches
@@ -232,7 +235,7 @@ void Session::generate_tree(const GenerateOptions& opt, GenerationResult& r,
     r.stats.draft_ms += rec.draft_ms + rec.draft_stall_ms;
     r.stats.pregrow_ms += rec.pregrow_ms;
     if (auto_budget_)
-      auto_budget_->observe(tree.size() - 1, acc.path, rec.target_ms, rec.io_wait_ms,
+      auto_budget_->observe(tree, acc.path, rec.target_ms, rec.io_wait_ms,
                             rec.draft_ms + rec.draft_stall_ms);
 
     std::vector<int32_t> emitted;

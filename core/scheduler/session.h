@@ -42,8 +42,9 @@ class Session {
   void generate_plain(const GenerateOptions& opt, GenerationResult& r, std::vector<float>& logits, Rng& rng);
   void generate_tree(const GenerateOptions& opt, GenerationResult& r, std::vector<float>& logits, Rng& rng);
   // The tree the next pass verifies: the pre-grown one when `pregrown`, else a new one;
-  // grown on this thread to `policy.budget` nodes where it is smaller.
-  TokenTree next_tree(const DraftPolicy& policy, const GenerateOptions& opt, Rng& rng, bool pregrown,
+  // grown on this thread to `policy.budget` nodes where it is smaller. With --tree auto
+  // it also chooses policy.budget.
+  TokenTree next_tree(DraftPolicy& policy, const GenerateOptions& opt, Rng& rng, bool pregrown,
                       PassRecord& rec);
   // Emits one token; true when generation must stop.
   bool emit(int32_t tok, const GenerateOptions& opt, GenerationResult& r);

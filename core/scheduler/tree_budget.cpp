@@ -8,9 +8,8 @@ namespace flashspec {
 namespace {
 constexpr double kEma = 0.3;          // weight of the newest time measurement
 constexpr int64_t kExploreEvery = 6;  // passes between re-explorations of a neighbour, at first
-constexpr int64_t kMaxStart = 64;     // largest first budget (its pass tells acceptance for all b <= it)
-constexpr double kExploreCost = 2.0;    // exploring larger trees: at most this times the cost of the best
-constexpr double kFrontierNear = 0.9;  // "nearly the best" for exploring beyond the frontier
+constexpr int64_t kMaxStart = 64;     // largest first budget
+constexpr double kStartCost = 2.0;    // the first budget costs at most this times a one-token pass
 constexpr double kIoBound = 0.05;     // a pass that waited this fraction for weights is I/O-bound
 }  // namespace
 
@@ -37,11 +36,7 @@ TreeBudget::TreeBudget(int64_t max_budget) {
     budgets_.push_back(p);
     if (p >= 2 && p + p / 2 <= top) budgets_.push_back(p + p / 2);
   }
-  const size_t n = budgets_.size();
-  accepted_sum_.assign(n, 0.0);
-  accepted_n_.assign(n, 0);
-  pass_ms_.assign(n, {});
-  draft_ms_.assign(n, {});
+  pass_ms_.assign(budgets_.size(), {});
 }
 
 size_t TreeBudget::index(int64_t b) const {
@@ -50,9 +45,11 @@ size_t TreeBudget::index(int64_t b) const {
   return i;
 }
 
-double TreeBudget::expected_tokens(int64_t b) const {
-  const size_t i = index(b);
-  return accepted_n_[i] ? 1.0 + accepted_sum_[i] / double(accepted_n_[i]) : 1.0;
+double TreeBudget::expected_tokens(const TokenTree& tree, int64_t b) const {
+  const std::vector<double> p = model_.node_probabilities(tree);
+  double tokens = 1.0;
+  for (int64_t k = 1; k <= b && k < tree.size(); ++k) tokens += p[size_t(k)];
+  return tokens;
 }
 
 double TreeBudget::expected_ms(int64_t b) const {
@@ -60,25 +57,35 @@ double TreeBudget::expected_ms(int64_t b) const {
   const double rows = double(budgets_[i] + 1);
   const double target = pass_ms_[i].n ? pass_ms_[i].value
                                       : std::max(io_floor_.n ? io_floor_.value : 0.0, compute_fit_.at(rows));
-  const double draft = draft_ms_[i].n ? draft_ms_[i].value : draft_fit_.at(double(budgets_[i]));
-  return target + draft;
+  return target + draft_ms_.value;
 }
 
-void TreeBudget::observe(int64_t budget, const std::vector<int32_t>& path, double target_ms,
+int64_t TreeBudget::first_budget() const {
+  // The prefill's cost point alone overestimates the cost of rows (no intercept yet), so
+  // this errs small. Streamed, the storage floor hides the rows' compute and this is the
+  // cap.
+  const double limit = kStartCost * expected_ms(1);
+  size_t start = 0;
+  while (start + 1 < budgets_.size() && budgets_[start + 1] <= kMaxStart &&
+         expected_ms(budgets_[start + 1]) <= limit)
+    ++start;
+  return budgets_[start];
+}
+
+int64_t TreeBudget::horizon() const {
+  if (passes_ == 0) return first_budget();
+  // Twice the choice: room to grow by one doubling per pass when larger trees pay.
+  return std::min(2 * best_, budgets_.back());
+}
+
+void TreeBudget::observe(const TokenTree& verified, const std::vector<int32_t>& path, double target_ms,
                          double io_wait_ms, double draft_ms) {
   ++passes_;
-  for (size_t i = 0; i < budgets_.size() && budgets_[i] <= budget; ++i) {
-    int64_t len = 0;
-    while (len < int64_t(path.size()) && path[size_t(len)] <= budgets_[i]) ++len;
-    accepted_sum_[i] += double(len);
-    ++accepted_n_[i];
-  }
+  model_.observe(verified, path);
+  const int64_t budget = verified.size() - 1;
   const size_t k = index(budget);
-  if (budgets_[k] == budget) {  // measured times belong to exactly this budget
-    pass_ms_[k].add(target_ms);
-    draft_ms_[k].add(draft_ms);
-  }
-  draft_fit_.add(double(budget), draft_ms);
+  if (budgets_[k] == budget) pass_ms_[k].add(target_ms);  // measured times belong to exactly this budget
+  draft_ms_.add(draft_ms);
   observe_cost(budget + 1, target_ms, io_wait_ms);
 }
 
@@ -87,38 +94,19 @@ void TreeBudget::observe_cost(int64_t rows, double target_ms, double io_wait_ms)
   if (io_wait_ms > kIoBound * target_ms) io_floor_.add(target_ms);
 }
 
-int64_t TreeBudget::choose() {
-  if (passes_ == 0) {
-    // Nothing verified yet: the largest budget whose pass costs at most kExploreCost times
-    // a one-token pass by the prefill's cost point (which overestimates the cost of rows,
-    // having no intercept yet, so this errs small). Streamed, that is the cap: the
-    // storage floor hides the rows' compute.
-    const double limit = kExploreCost * expected_ms(1);
-    size_t start = 0;
-    while (start + 1 < budgets_.size() && budgets_[start + 1] <= kMaxStart &&
-           expected_ms(budgets_[start + 1]) <= limit)
-      ++start;
-    return budgets_[start];
-  }
-  size_t best = 0, frontier = 0;  // frontier: the largest budget ever verified
-  double best_rate = -1, frontier_rate = 0;
-  for (size_t i = 0; i < budgets_.size() && accepted_n_[i] > 0; ++i) {  // acceptance known
-    const double rate = expected_tokens(budgets_[i]) / std::max(expected_ms(budgets_[i]), 1e-6);
+int64_t TreeBudget::choose(const TokenTree& grown) {
+  const int64_t available = std::max<int64_t>(1, grown.size() - 1);
+  if (passes_ == 0) return best_ = std::min(first_budget(), available);
+  const std::vector<double> p = model_.node_probabilities(grown);
+  size_t best = 0;
+  double best_rate = -1, tokens = 1.0;
+  int64_t counted = 0;  // nodes summed into `tokens`
+  for (size_t i = 0; i < budgets_.size() && budgets_[i] <= available; ++i) {
+    for (; counted < budgets_[i] && counted + 1 < grown.size(); ++counted) tokens += p[size_t(counted + 1)];
+    const double rate = tokens / std::max(expected_ms(budgets_[i]), 1e-6);
     if (rate > best_rate) best_rate = rate, best = i;
-    frontier = i, frontier_rate = rate;
   }
-  // When the largest tree ever verified is (nearly) the best, a larger one may be better
-  // still, and only verifying it tells. Every other pass, verify the largest budget, up
-  // to twice the frontier, whose modelled cost is at most kExploreCost times the
-  // frontier's: one such pass tells acceptance for every budget up to it.
-  if (frontier + 1 < budgets_.size() && frontier_rate >= kFrontierNear * best_rate && passes_ % 2 == 1) {
-    size_t up = frontier + 1;
-    const double limit = kExploreCost * expected_ms(budgets_[frontier]);
-    while (up + 1 < budgets_.size() && budgets_[up + 1] <= 2 * budgets_[frontier] &&
-           expected_ms(budgets_[up + 1]) <= limit)
-      ++up;
-    return budgets_[up];
-  }
+  best_ = budgets_[best];
   // Now and then try a neighbouring budget, alternately smaller and larger, so that the
   // costs around the choice are measured rather than modelled and stay fresh. The gap
   // grows with the run (a quarter of the passes so far), as the estimates firm up.
@@ -126,9 +114,9 @@ int64_t TreeBudget::choose() {
     next_explore_ = passes_ + std::max(kExploreEvery, passes_ / 4);
     const bool down = (explorations_++ % 2) == 1;
     if (down && best > 0) return budgets_[best - 1];
-    if (!down && best + 1 < budgets_.size()) return budgets_[best + 1];
+    if (!down && best + 1 < budgets_.size() && budgets_[best + 1] <= available) return budgets_[best + 1];
   }
-  return budgets_[best];
+  return best_;
 }
 
 }  // namespace flashspec

@@ -2,11 +2,13 @@
 // `--tree auto`: picks the tree budget B of each pass to maximise expected tokens per
 // second, from what the run has measured so far.
 //
-// Acceptance: best-first growth adds nodes parent-first, so the first b nodes of any
-// verified tree are (up to the batching of draft passes) the tree a budget of b would
-// have drafted, and the accepted path restricted to node ids <= b is the path that
-// smaller tree would have accepted. Every pass therefore tells the accepted length for
-// every b up to its own size.
+// Acceptance: the draft first grows its tree to horizon() nodes (twice the last choice);
+// every candidate budget b is then priced on that very tree, as 1 + the sum of the
+// predicted acceptance probabilities of its first b nodes (AcceptanceModel: the draft's
+// log-probabilities, calibrated online on every verified node). Best-first growth adds
+// nodes parent-first, so the first b nodes are (up to the batching of draft passes) the
+// tree a budget of b would have drafted. Pricing this pass's own tree lets B follow
+// the context: a confident draft earns a deeper tree, a confused one a smaller one.
 //
 // Costs: a target pass streams the same bytes whatever B is and computes B + 1 rows, so
 // its time is modelled as max(I/O floor, compute line): the compute line is a
@@ -14,15 +16,18 @@
 // weights) against rows, over every pass including prefill; the I/O floor is the
 // average time of passes that waited for weights (0 for a resident target). A budget
 // that was tried uses its own measured average instead, which also catches pipeline
-// effects near the crossover that the model misses.
+// effects near the crossover that the model misses. Neighbouring budgets are tried now
+// and then, at growing intervals, so that the costs around the choice are measured.
 //
-// Exploring: the first pass uses the largest budget (up to 64) the prefill's cost point
-// prices at most twice a one-token pass; whenever the largest tree verified so far is
-// (nearly) the best, a pass at up to twice its cost learns the acceptance of larger
-// trees; and neighbouring budgets are re-measured at growing intervals.
+// The first pass verifies the largest budget (up to 64) that the prefill's cost point
+// prices at most twice a one-token pass: the more nodes verified, the more the model
+// learns.
 #include <cstddef>
 #include <cstdint>
 #include <vector>
+
+#include "core/scheduler/acceptance_model.h"
+#include "core/token_tree.h"
 
 namespace flashspec {
 
@@ -30,21 +35,24 @@ class TreeBudget {
  public:
   explicit TreeBudget(int64_t max_budget);
 
-  // Budget for the next pass.
-  int64_t choose();
-  // A verified pass: its tree size (without root), the node ids of the accepted path
-  // (increasing), and the times it took: the target pass, the part of it spent waiting
+  // Nodes the draft should grow below the root before choose().
+  int64_t horizon() const;
+  // Budget for the next pass: at most the nodes `grown` has below its root.
+  int64_t choose(const TokenTree& grown);
+  // A verified tree (the first B + 1 nodes of the grown one), the node ids of its
+  // accepted path, and the times it took: the target pass, the part of it spent waiting
   // for streamed weights, and the draft time the pass waited for.
-  void observe(int64_t budget, const std::vector<int32_t>& path, double target_ms, double io_wait_ms,
-               double draft_ms);
+  void observe(const TokenTree& verified, const std::vector<int32_t>& path, double target_ms,
+               double io_wait_ms, double draft_ms);
   // A target pass that is not a tree (prefill): a cost point for `rows` rows.
   void observe_cost(int64_t rows, double target_ms, double io_wait_ms);
 
-  // Expected tokens per pass (accepted + bonus) at budget b, for reports and tests.
-  double expected_tokens(int64_t b) const;
+  // Expected tokens (accepted + bonus) of verifying the first b nodes of `tree`.
+  double expected_tokens(const TokenTree& tree, int64_t b) const;
   // Expected target + draft milliseconds of a pass at budget b.
   double expected_ms(int64_t b) const;
   const std::vector<int64_t>& candidates() const { return budgets_; }
+  const AcceptanceModel& acceptance() const { return model_; }
 
  private:
   // Least-squares line y = a + s x with a non-negative slope.
@@ -59,14 +67,16 @@ class TreeBudget {
     void add(double v);
   };
   size_t index(int64_t b) const;  // grid index of the largest candidate <= b
+  int64_t first_budget() const;
 
   std::vector<int64_t> budgets_;  // candidate budgets: 1, 2, 3, 4, 6, 8, 12, ... up to the maximum
-  std::vector<double> accepted_sum_;
-  std::vector<int64_t> accepted_n_;
-  std::vector<Average> pass_ms_, draft_ms_;  // measured, per candidate
-  LineFit compute_fit_, draft_fit_;
+  AcceptanceModel model_;
+  std::vector<Average> pass_ms_;  // measured target time, per candidate
+  Average draft_ms_;              // the draft grows horizon() nodes whatever the choice
+  LineFit compute_fit_;
   Average io_floor_;
   int64_t passes_ = 0;
+  int64_t best_ = 1;          // the last choice that was not an exploration
   int64_t next_explore_ = 6;  // pass count of the next neighbour exploration (kExploreEvery)
   int64_t explorations_ = 0;
 };
