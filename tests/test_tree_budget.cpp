@@ -83,6 +83,7 @@ struct SimPair {
 
 struct PassCost {
   double compute_ms, io_ms;  // the pass takes max of the two; waits for weights the rest
+  double draft_ms_per_node = 0.0;  // the draft's time per node grown, before the pass
 };
 using Cost = std::function<PassCost(int64_t)>;
 
@@ -103,10 +104,11 @@ Outcome run(int64_t fixed, const Cost& cost, const SimPair& pair, int passes) {
     const TokenTree verified = grown.prefix(int32_t(b + 1));
     const PassCost c = cost(b);
     const double ms = std::max(c.compute_ms, c.io_ms);
+    const double draft_ms = 1.0 + c.draft_ms_per_node * double(grown.size() - 1);
     const std::vector<int32_t> path = pair.accept(pass, verified);
-    tb.observe(verified, path, ms, std::max(0.0, c.io_ms - c.compute_ms), 1.0);
+    tb.observe(verified, path, ms, std::max(0.0, c.io_ms - c.compute_ms), draft_ms);
     o.tokens += double(path.size() + 1);
-    o.ms += ms + 1.0;
+    o.ms += ms + draft_ms;
   }
   return o;
 }
@@ -141,7 +143,10 @@ TEST_CASE("tree auto: a resident target (compute only)") {
   const Cost cheap_rows = [](int64_t b) { return PassCost{100.0 + 2.0 * double(b + 1), 0.0}; };
   // Rows expensive (the 1B target on 2 cores): one or two draft tokens win.
   const Cost dear_rows = [](int64_t b) { return PassCost{30.0 + 11.0 * double(b + 1), 0.0}; };
-  for (const Cost& cost : {cheap_rows, dear_rows}) {
+  // A draft nearly as costly as the target (salty279K for stories260K): drafting, not
+  // verifying, limits the tree.
+  const Cost dear_draft = [](int64_t b) { return PassCost{2.0 + 0.1 * double(b + 1), 0.0, 0.4}; };
+  for (const Cost& cost : {cheap_rows, dear_rows, dear_draft}) {
     check_auto_near_best(cost, SimPair{});
     check_auto_near_best(cost, SimPair{.sharpness = 1.0});
   }

@@ -2,7 +2,8 @@
 // `--tree auto`: picks the tree budget B of each pass to maximise expected tokens per
 // second, from what the run has measured so far.
 //
-// Acceptance: the draft first grows its tree to horizon() nodes (twice the last choice);
+// Acceptance: the draft first grows its tree to horizon() nodes (the next candidate past
+// the last choice, where drafting is cheap);
 // every candidate budget b is then priced on that very tree, as 1 + the sum of the
 // predicted acceptance probabilities of its first b nodes (AcceptanceModel: the draft's
 // log-probabilities, calibrated online on every verified node). Best-first growth adds
@@ -49,7 +50,7 @@ class TreeBudget {
 
   // Expected tokens (accepted + bonus) of verifying the first b nodes of `tree`.
   double expected_tokens(const TokenTree& tree, int64_t b) const;
-  // Expected target + draft milliseconds of a pass at budget b.
+  // Expected target + draft milliseconds of a pass at budget b (drafting b nodes).
   double expected_ms(int64_t b) const;
   const std::vector<int64_t>& candidates() const { return budgets_; }
   const AcceptanceModel& acceptance() const { return model_; }
@@ -67,16 +68,20 @@ class TreeBudget {
     void add(double v);
   };
   size_t index(int64_t b) const;  // grid index of the largest candidate <= b
+  double target_ms(int64_t b) const;  // expected target time of a pass at budget b
   int64_t first_budget() const;
 
   std::vector<int64_t> budgets_;  // candidate budgets: 1, 2, 3, 4, 6, 8, 12, ... up to the maximum
   AcceptanceModel model_;
   std::vector<Average> pass_ms_;  // measured target time, per candidate
-  Average draft_ms_;              // the draft grows horizon() nodes whatever the choice
+  // Draft time the pass waited for against the nodes the tree had when choose() saw it
+  // (pre-grown nodes cost nothing on the critical path, which the fit then reflects).
+  LineFit draft_fit_;
   LineFit compute_fit_;
   Average io_floor_;
   int64_t passes_ = 0;
-  int64_t best_ = 1;          // the last choice that was not an exploration
+  int64_t best_ = 1;          // the budget with the best steady rate, last pass
+  int64_t grown_ = 0;         // nodes of the tree the last choose() saw
   int64_t next_explore_ = 6;  // pass count of the next neighbour exploration (kExploreEvery)
   int64_t explorations_ = 0;
 };
