@@ -43,7 +43,7 @@ class Session {
   void generate_tree(const GenerateOptions& opt, GenerationResult& r, std::vector<float>& logits, Rng& rng);
   // The tree the next pass verifies: the pre-grown one when `pregrown`, else a new one;
   // grown on this thread to `policy.budget` nodes where it is smaller. With --tree auto
-  // it also chooses policy.budget.
+  // it grows to TreeBudget::horizon() instead and then sets policy.budget to the choice.
   TokenTree next_tree(DraftPolicy& policy, const GenerateOptions& opt, Rng& rng, bool pregrown,
                       PassRecord& rec);
   // Emits one token; true when generation must stop.
