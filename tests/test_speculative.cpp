@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <functional>
 #include <map>
 
 #include "core/scheduler/speculative.h"
@@ -204,21 +205,33 @@ TEST_CASE("sampling is lossless: first 3 tokens match target-only sampling") {
   }
 }
 
-TEST_CASE("sampling is lossless with trees pre-grown during the previous pass") {
-  // Tokens 6..8 come from the second or a later tree pass, whose tree was (in part)
-  // grown while the target verified the one before and re-rooted under its bonus token.
+namespace {
+// Chi-square statistic and degrees of freedom of tokens 6..8 -- drawn in the second or a
+// later tree pass -- of speculative sampling with `policy` against target-only sampling,
+// over 2000 seeds; `inspect` sees every speculative result.
+std::pair<double, double> chi2_later_tokens(const DraftPolicy& policy,
+                                            const std::function<void(const GenerationResult&)>& inspect) {
   Pair m("stories260K");
   const std::vector<int32_t> ids = m.tok.encode("Tom and his dog went to the park.", true);
   constexpr int kSeeds = 2000;
   const GenerateOptions o = sampled(9, SamplingParams{0.8f, 0, 1.0f, 0.0f, 0});
   const auto reference = sample_triples([&](uint64_t s) {
     return generate_target_only(m.target, ids, seeded(o, s + 1000000)); }, kSeeds, 6);
-  int64_t pregrown_passes = 0;
   const auto spec = sample_triples([&](uint64_t s) {
-    GenerationResult r = generate_speculative(m.target, m.draft, ids, seeded(o, s), tree(16, 4));
-    for (const PassRecord& p : r.stats.passes) pregrown_passes += p.pregrown > 0;
+    GenerationResult r = generate_speculative(m.target, m.draft, ids, seeded(o, s), policy);
+    inspect(r);
     return r; }, kSeeds, 6);
-  const auto [stat, df] = chi2_two_sample(reference, spec);
+  return chi2_two_sample(reference, spec);
+}
+}  // namespace
+
+TEST_CASE("sampling is lossless with trees pre-grown during the previous pass") {
+  // Later passes start from a tree (in part) grown while the target verified the one
+  // before and re-rooted under its bonus token.
+  int64_t pregrown_passes = 0;
+  const auto [stat, df] = chi2_later_tokens(tree(16, 4), [&](const GenerationResult& r) {
+    for (const PassRecord& p : r.stats.passes) pregrown_passes += p.pregrown > 0;
+  });
   MESSAGE("pre-grown trees: chi2 " << stat << " df " << df << " critical " << chi2_critical_999(df)
                                    << "; passes that started from a pre-grown tree: " << pregrown_passes);
   CHECK(pregrown_passes > 0);
@@ -229,18 +242,10 @@ TEST_CASE("sampling is lossless with --tree auto") {
   // Each pass's tree size depends on the draft's probabilities and on what earlier passes
   // accepted, never on the target's draws at this pass, so the output distribution must
   // stay the target's.
-  Pair m("stories260K");
-  const std::vector<int32_t> ids = m.tok.encode("Tom and his dog went to the park.", true);
-  constexpr int kSeeds = 2000;
-  const GenerateOptions o = sampled(9, SamplingParams{0.8f, 0, 1.0f, 0.0f, 0});
-  const auto reference = sample_triples([&](uint64_t s) {
-    return generate_target_only(m.target, ids, seeded(o, s + 1000000)); }, kSeeds, 6);
   std::map<int64_t, int64_t> budgets;  // tree size -> passes
-  const auto spec = sample_triples([&](uint64_t s) {
-    GenerationResult r = generate_speculative(m.target, m.draft, ids, seeded(o, s), tree_auto());
+  const auto [stat, df] = chi2_later_tokens(tree_auto(), [&](const GenerationResult& r) {
     for (size_t i = 1; i < r.stats.passes.size(); ++i) ++budgets[r.stats.passes[i].tree_tokens - 1];
-    return r; }, kSeeds, 6);
-  const auto [stat, df] = chi2_two_sample(reference, spec);
+  });
   MESSAGE("--tree auto: chi2 " << stat << " df " << df << " critical " << chi2_critical_999(df) << "; "
                                << budgets.size() << " different budgets chosen");
   CHECK(budgets.size() >= 3);  // the budget did change from pass to pass

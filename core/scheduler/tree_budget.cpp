@@ -47,13 +47,6 @@ size_t TreeBudget::index(int64_t b) const {
   return i;
 }
 
-double TreeBudget::expected_tokens(const TokenTree& tree, int64_t b) const {
-  const std::vector<double> p = model_.node_probabilities(tree);
-  double tokens = 1.0;
-  for (int64_t k = 1; k <= b && k < tree.size(); ++k) tokens += p[size_t(k)];
-  return tokens;
-}
-
 double TreeBudget::target_ms(int64_t b) const {
   const size_t i = index(b);
   if (pass_ms_[i].n) return pass_ms_[i].value;

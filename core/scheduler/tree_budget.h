@@ -48,12 +48,9 @@ class TreeBudget {
   // A target pass that is not a tree (prefill): a cost point for `rows` rows.
   void observe_cost(int64_t rows, double target_ms, double io_wait_ms);
 
-  // Expected tokens (accepted + bonus) of verifying the first b nodes of `tree`.
-  double expected_tokens(const TokenTree& tree, int64_t b) const;
   // Expected target + draft milliseconds of a pass at budget b (drafting b nodes).
   double expected_ms(int64_t b) const;
   const std::vector<int64_t>& candidates() const { return budgets_; }
-  const AcceptanceModel& acceptance() const { return model_; }
 
  private:
   // Least-squares line y = a + s x with a non-negative slope.
