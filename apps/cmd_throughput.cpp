@@ -11,7 +11,7 @@
 #include "apps/commands.h"
 #include "apps/json_writer.h"
 #include "core/error.h"
-#include "kernels/cpu/cpu_backend.h"
+#include "apps/run_options.h"
 #include "target/llama_model.h"
 
 namespace flashspec {
@@ -24,6 +24,7 @@ struct BenchArgs {
   int64_t tg = 32;
   int reps = 3;
   int threads = 0;
+  std::string backend = "cpu";
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -32,7 +33,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 int run_bench(const BenchArgs& a) {
   const int threads = a.threads > 0 ? a.threads : int(std::max(1u, std::thread::hardware_concurrency()));
-  CpuBackend backend(threads);
+  const std::unique_ptr<Backend> be = make_backend(a.backend, threads);
+  Backend& backend = *be;
   LlamaModel model(a.model, backend);
   const int64_t n_vocab = model.config().n_vocab;
   // Token ids spread over the vocabulary, BOS first; content does not change the cost.
@@ -84,6 +86,7 @@ Action register_throughput(CLI::App& app) {
   sub->add_option("--tg", args->tg, "tokens to decode")->check(CLI::Range(int64_t(0), int64_t(1) << 16));
   sub->add_option("-r,--reps", args->reps, "repetitions")->check(CLI::Range(1, 1000));
   sub->add_option("-t,--threads", args->threads, "CPU threads (default: all cores)")->check(CLI::Range(1, 1024));
+  sub->add_option("--backend", args->backend, "compute backend")->check(CLI::IsMember({"cpu", "cuda"}));
   return [args] { return run_bench(*args); };
 }
 

@@ -11,6 +11,10 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "offload/stream_source.h"
 #include "target/llama_model.h"
+#include "target/staged_layers.h"
+#ifdef FLASHSPEC_HAVE_CUDA
+#include "kernels/cuda/cuda_backend.h"
+#endif
 
 namespace flashspec {
 
@@ -24,28 +28,60 @@ uint64_t size_flag(const std::string& flag, const std::string& v) {
   return uint64_t(*b);
 }
 
-// Makes the target stream its layers from its file; returns the stream (owned by the model).
-WeightStream* attach_stream(LlamaModel& target, const RunOptions& o) {
-  StreamOptions so;
-  so.ram_budget = size_flag("--ram-budget", o.ram_budget);
-  so.io_bw = double(size_flag("--io-bw", o.io_bw));
-  so.io_depth = o.io_depth;
-  so.direct = !o.no_direct;
-  auto src = std::make_unique<StreamedLayers>(target.file(), target.weights(), so);
-  WeightStream& ws = src->stream();
+void print_stream_plan(const RunOptions& o, const WeightStream& ws, const StreamOptions& so) {
   const LayerPlan& p = ws.plan();
   std::fprintf(stderr,
-               "[flashspec] streaming %s: %d of %zu layers resident (%s), ring %d x %s%s, %s read "
-               "per pass, %s, depth %d x %s%s\n",
+               "[flashspec] streaming %s: %d of %zu streamed layers resident in RAM (%s), ring %d x %s%s, "
+               "%s read per pass, %s, depth %d x %s%s\n",
                o.target_path.c_str(), p.n_resident, p.layers.size(), format_bytes(p.resident_bytes).c_str(),
                p.ring_slots, format_bytes(p.slot_bytes).c_str(),
                p.ring_over_budget() ? " (minimum ring, over the budget)" : "",
                format_bytes(p.streamed_bytes).c_str(), ws.direct() ? "O_DIRECT" : "buffered", so.io_depth,
                format_bytes(so.request_bytes).c_str(),
                so.io_bw > 0 ? (", capped at " + format_bytes(uint64_t(so.io_bw)) + "/s").c_str() : "");
-  target.set_layer_source(std::move(src));
-  return &ws;
 }
+
+// Sets where the target's layers come from: the mapping or the weight stream (--stream),
+// and for a GPU backend the VRAM tier in front of them (--vram-budget). Returns the
+// stream (owned by the model) or nullptr.
+WeightStream* attach_layers(LlamaModel& target, Backend& be, const RunOptions& o) {
+  const int64_t n_layers = target.config().n_layers;
+  int64_t in_vram = 0;
+  if (!be.host_memory()) {
+    in_vram = o.vram_budget.empty()
+                  ? n_layers
+                  : StagedLayers::resident_layers_for(target.weights(), size_flag("--vram-budget", o.vram_budget));
+    std::fprintf(stderr, "[flashspec] %s: %lld of %lld layers resident in VRAM%s\n", o.target_path.c_str(),
+                 (long long)in_vram, (long long)n_layers,
+                 in_vram < n_layers ? (o.stream ? ", the rest streamed through 2 VRAM slots"
+                                                : ", the rest copied from RAM through 2 VRAM slots")
+                                    : "");
+  }
+  std::unique_ptr<LayerSource> host;
+  WeightStream* ws = nullptr;
+  if (o.stream && in_vram < n_layers) {
+    StreamOptions so;
+    so.ram_budget = size_flag("--ram-budget", o.ram_budget);
+    so.io_bw = double(size_flag("--io-bw", o.io_bw));
+    so.io_depth = o.io_depth;
+    so.direct = !o.no_direct;
+    auto streamed = std::make_unique<StreamedLayers>(target.file(), target.weights(), so, in_vram);
+    ws = &streamed->stream();
+    print_stream_plan(o, *ws, so);
+    host = std::move(streamed);
+  } else if (o.stream) {
+    std::fprintf(stderr, "[flashspec] --stream: every layer fits the VRAM budget; nothing to stream\n");
+  }
+  if (be.host_memory()) {
+    if (host) target.set_layer_source(std::move(host));
+  } else {
+    if (!host && in_vram < n_layers) host = std::make_unique<ResidentLayers>(target.weights());
+    target.set_layer_source(std::make_unique<StagedLayers>(target.weights(), target.placed().norms, be,
+                                                           std::move(host), in_vram));
+  }
+  return ws;
+}
+
 
 }  // namespace
 
@@ -64,6 +100,15 @@ static void print_stream_stats(const GenerationStats& s) {
                format_bytes(uint64_t(s.bytes_read)).c_str(), s.read_gbps(), 100.0 * s.io_busy(), s.io_wait_ms);
 }
 // ---- end of weight streaming ----
+
+std::unique_ptr<Backend> make_backend(const std::string& name, int threads) {
+  if (name != "cuda") return std::make_unique<CpuBackend>(threads);
+#ifdef FLASHSPEC_HAVE_CUDA
+  return cuda::make_backend(0);
+#else
+  throw Error("--backend cuda: this build of flashspec has no CUDA backend (nvcc was not found when it was configured)");
+#endif
+}
 
 void add_run_options(CLI::App& sub, RunOptions& o) {
   sub.add_option("-m,--model", o.target_path, "target model (GGUF)")->required();
@@ -102,20 +147,20 @@ void add_run_options(CLI::App& sub, RunOptions& o) {
 }
 
 Engine::Engine(const RunOptions& o) : opt_(o) {
-  if (o.backend == "cuda")
-    throw Error("--backend cuda: this build of flashspec has no CUDA backend");
+  if (!o.vram_budget.empty() && o.backend != "cuda") throw Error("--vram-budget needs --backend cuda");
   if ((o.chain > 0 || !o.tree.empty()) && o.draft_path.empty())
     throw Error("--chain/--tree need a draft model (-d DRAFT.gguf)");
   if (o.chain > 0 && !o.tree.empty()) throw Error("--chain and --tree are exclusive");
   const int threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
-  backend_ = std::make_unique<CpuBackend>(threads);
+  backend_ = make_backend(o.backend, threads);
   target_ = std::make_unique<LlamaModel>(o.target_path, *backend_);
-  if (o.stream) stream_ = attach_stream(*target_, o);  // weight streaming (offload/)
+  stream_ = attach_layers(*target_, *backend_, o);  // weight streaming (offload/), VRAM tier
   tokenizer_ = Tokenizer::from_gguf(target_->file());
   check_vocab_rows(tokenizer_, *target_, o.target_path);
   if (o.draft_path.empty()) return;
-  // One thread: the draft is small, and with pre-growing it runs beside the target's pool.
-  draft_backend_ = std::make_unique<CpuBackend>(1);
+  // On the CPU one thread: the draft is small, and with pre-growing it runs beside the
+  // target's pool. On a GPU its own stream, so that it can overlap the target's passes.
+  draft_backend_ = make_backend(o.backend, 1);
   draft_ = std::make_unique<LlamaModel>(o.draft_path, *draft_backend_);
   const Tokenizer draft_tok = Tokenizer::from_gguf(draft_->file());
   check_vocab_rows(draft_tok, *draft_, o.draft_path);

@@ -43,6 +43,10 @@ struct RunOptions {
 
 void add_run_options(CLI::App& sub, RunOptions& o);
 
+// The compute backend --backend names ("cpu" or "cuda"); `threads` is for the CPU. Error
+// (one line) when CUDA is asked for and this build or machine has none.
+std::unique_ptr<Backend> make_backend(const std::string& name, int threads);
+
 class Engine {
  public:
   explicit Engine(const RunOptions& o);

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/acceptance.h"
-#include "core/kv_cache.h"
+#include "target/kv_cache.h"
 #include "core/sampler.h"
 #include "core/token_tree.h"
 

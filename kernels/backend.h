@@ -2,7 +2,15 @@
 // The compute interface the model forward is written against. Each backend (cpu/,
 // cuda/) implements these ops on memory it owns; the forward never touches numbers
 // itself, so the same forward serves every backend.
+//
+// Every pointer an op takes (weights, activations, ids, positions, masks, KV rows) lies
+// in the backend's memory: ordinary host memory for the CPU backend, device memory for
+// a GPU backend, where it comes from alloc() and is filled by upload(). Ops run in
+// issue order on the backend's one queue and may return before they finish; download()
+// and synchronize() wait for them, and are where a failed asynchronous op reports.
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "kernels/cpu/matmul.h"
@@ -23,12 +31,47 @@ struct AttentionArgs {
   float scale;           // usually 1/sqrt(head_dim)
 };
 
+// Host -> backend copies on a queue beside the backend's ops (a GPU's copy engine), so
+// that streamed weights move while earlier layers compute.
+class CopyQueue {
+ public:
+  virtual ~CopyQueue() = default;
+  // Page-locks [p, p + bytes) of host memory for fast asynchronous copies, until the queue
+  // dies (it must die before that memory is freed).
+  virtual void pin(void* p, size_t bytes) = 0;
+  // Copies host src into backend dst once every op issued before this call has finished
+  // (they may still read dst). src must stay untouched until wait_host().
+  virtual void copy_in(void* dst, const void* src, size_t bytes) = 0;
+  // Ops issued after this call start once every copy queued so far has landed.
+  virtual void order_ops_after_copies() = 0;
+  // Blocks until every copy queued so far has landed (their sources may be reused).
+  virtual void wait_host() = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
 
-  // out[i] = dequantized row ids[i] of `table` (an embedding matrix).
+  // True when alloc() hands out ordinary host memory that the host may read and write
+  // directly (and ops accept any host pointer), so callers can skip staging copies.
+  virtual bool host_memory() const = 0;
+  // `bytes` of backend memory (at least 256-byte aligned); Error when it cannot.
+  virtual void* alloc(size_t bytes) = 0;
+  virtual void free(void* p) noexcept = 0;
+  // host -> backend; returns once `src` may be reused.
+  virtual void upload(void* dst, const void* src, size_t bytes) = 0;
+  // backend -> host; returns once every op issued before it finished and dst holds the bytes.
+  virtual void download(void* dst, const void* src, size_t bytes) = 0;
+  // Within backend memory; the ranges do not overlap.
+  virtual void copy(void* dst, const void* src, size_t bytes) = 0;
+  // Blocks until every op issued so far has finished.
+  virtual void synchronize() = 0;
+  // A copy queue feeding this backend (the CPU's copies synchronously).
+  virtual std::unique_ptr<CopyQueue> make_copy_queue() = 0;
+
+  // out[i] = dequantized row ids[i] of `table` (an embedding matrix); the caller has
+  // checked that every id is a row of the table.
   virtual void get_rows(const WeightMatrix& table, const int32_t* ids, int64_t n, float* out) = 0;
   virtual void matmul(const WeightMatrix& w, const float* x, int64_t T, float* y) = 0;
   // y[t] = x[t] / rms(x[t]) * weight, over rows of `dim`.

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/error.h"
 #include "core/gguf.h"
 #include "offload/weight_stream.h"
 #include "target/layer_source.h"
@@ -38,29 +39,41 @@ inline uint64_t fixed_tensor_bytes(const GgufFile& f, const ModelWeights& w) {
   return total;
 }
 
+// Streams layers first_layer.. (the ones before it are resident elsewhere, e.g. in VRAM:
+// they are neither read nor asked for).
 class StreamedLayers final : public LayerSource {
  public:
-  StreamedLayers(const GgufFile& f, const ModelWeights& w, StreamOptions o)
-      : w_(w), stream_(f.path(), layer_extents(w), with_size(std::move(o), f.file_size())) {}
+  StreamedLayers(const GgufFile& f, const ModelWeights& w, StreamOptions o, int64_t first_layer = 0)
+      : w_(w),
+        first_(first_layer),
+        stream_(f.path(), tail(layer_extents(w), first_layer), with_size(std::move(o), f.file_size())) {}
 
   LayerWeights acquire(int64_t layer) override {
-    const uint8_t* buf = stream_.acquire(layer);
-    const std::vector<uint64_t>& off = stream_.plan().layers[size_t(layer)].tensor_offset;
+    const uint8_t* buf = stream_.acquire(layer - first_);
+    const std::vector<uint64_t>& off = stream_.plan().layers[size_t(layer - first_)].tensor_offset;
     std::array<const uint8_t*, 7> data{};
     for (size_t i = 0; i < data.size(); ++i) data[i] = buf + off[i];
     return w_.layer_from(layer, data);
   }
-  void release(int64_t layer) override { stream_.release(layer); }
+  void release(int64_t layer) override { stream_.release(layer - first_); }
   double wait_ms() const override { return stream_.counters().io_wait_ms; }
+  std::vector<std::span<uint8_t>> buffers() const override { return stream_.buffers(); }
 
   WeightStream& stream() { return stream_; }
 
  private:
+  static std::vector<std::vector<TensorExtent>> tail(std::vector<std::vector<TensorExtent>> v,
+                                                     int64_t first) {
+    if (first < 0 || first >= int64_t(v.size())) throw Error("internal: no layers left to stream");
+    v.erase(v.begin(), v.begin() + first);
+    return v;
+  }
   static StreamOptions with_size(StreamOptions o, uint64_t size) {
     o.expected_file_size = size;
     return o;
   }
   const ModelWeights& w_;
+  int64_t first_;
   WeightStream stream_;
 };
 

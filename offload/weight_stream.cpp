@@ -199,4 +199,11 @@ StreamCounters WeightStream::counters() const {
   return c;
 }
 
+std::vector<std::span<uint8_t>> WeightStream::buffers() const {
+  std::vector<std::span<uint8_t>> out;
+  for (const Slot& s : slots_) out.emplace_back(s.buf.data(), s.buf.size());
+  for (const AlignedBuffer& b : resident_) out.emplace_back(b.data(), b.size());
+  return out;
+}
+
 }  // namespace flashspec

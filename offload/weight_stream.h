@@ -21,6 +21,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -65,6 +66,8 @@ class WeightStream {
   void release(int64_t layer);
 
   StreamCounters counters() const;
+  // Every buffer weights are read into (ring slots and resident layers).
+  std::vector<std::span<uint8_t>> buffers() const;
 
  private:
   struct Slot {

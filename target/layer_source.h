@@ -3,6 +3,8 @@
 // the mapping; the streaming source (offload/) blocks in acquire() until the layer's
 // bytes have landed and recycles the slot on release().
 #include <cstdint>
+#include <span>
+#include <vector>
 
 #include "target/model_weights.h"
 
@@ -15,6 +17,9 @@ class LayerSource {
   virtual void release(int64_t layer) = 0;
   // Milliseconds acquire() has blocked waiting for weights so far (0 when resident).
   virtual double wait_ms() const { return 0.0; }
+  // Host memory that acquire() hands out weights from and that lives as long as the
+  // source (a stream's buffers), for a GPU to page-lock; empty when there is none.
+  virtual std::vector<std::span<uint8_t>> buffers() const { return {}; }
 };
 
 class ResidentLayers final : public LayerSource {

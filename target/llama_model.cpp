@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "target/staged_layers.h"
 
 namespace flashspec {
 
@@ -23,13 +24,30 @@ LlamaModel::LlamaModel(const std::string& path, Backend& backend)
       config_(LlamaConfig::from_gguf(file_)),
       weights_(file_, config_),
       backend_(backend),
-      layers_(std::make_unique<ResidentLayers>(weights_)) {}
+      placed_(weights_, backend) {
+  if (backend.host_memory()) layers_ = std::make_unique<ResidentLayers>(weights_);
+}
 
 int64_t LlamaModel::layer_bytes(int64_t l) const {
   const LayerTensors& t = weights_.layer_tensors().at(size_t(l));
   int64_t n = 0;
   for (auto* ti : {t.wq, t.wk, t.wv, t.wo, t.w_gate, t.w_up, t.w_down}) n += int64_t(ti->nbytes);
   return n;
+}
+
+LlamaModel::BatchInputs LlamaModel::place_inputs(const ForwardBatch& b) {
+  if (backend_.host_memory()) return {b.tokens.data(), b.positions.data(), b.mask.data()};
+  // One upload for all three: ids and positions first (4-byte aligned), then the mask.
+  const size_t ids = b.tokens.size_bytes(), pos = b.positions.size_bytes();
+  inputs_host_.resize(ids + pos + b.mask.size_bytes());
+  std::memcpy(inputs_host_.data(), b.tokens.data(), ids);
+  std::memcpy(inputs_host_.data() + ids, b.positions.data(), pos);
+  std::memcpy(inputs_host_.data() + ids + pos, b.mask.data(), b.mask.size_bytes());
+  inputs_.reserve(backend_, inputs_host_.size());
+  backend_.upload(inputs_.get(), inputs_host_.data(), inputs_host_.size());
+  const uint8_t* base = inputs_.get<uint8_t>();
+  return {reinterpret_cast<const int32_t*>(base), reinterpret_cast<const int32_t*>(base + ids),
+          base + ids + pos};
 }
 
 void LlamaModel::forward(const ForwardBatch& b, KvCache& kv, LogitRows rows,
@@ -40,45 +58,55 @@ void LlamaModel::forward(const ForwardBatch& b, KvCache& kv, LogitRows rows,
   const int64_t n_masked = kv.pending() + T;
   if (int64_t(b.positions.size()) != T || int64_t(b.mask.size()) != T * n_masked)
     throw Error("forward: positions/mask do not match the batch size");
+  for (int32_t id : b.tokens)
+    if (id < 0 || id >= c.n_vocab)
+      throw Error("token id " + std::to_string(id) + " is outside the vocabulary of " +
+                  std::to_string(c.n_vocab));
   kv.check_room(T);
   const int64_t n_past = kv.committed();
   const int64_t first_row = n_past + kv.pending();
 
-  x_.resize(size_t(T * c.dim));
-  xb_.resize(size_t(T * c.dim));
-  q_.resize(size_t(T * c.q_dim()));
-  k_.resize(size_t(T * c.kv_dim()));
-  v_.resize(size_t(T * c.kv_dim()));
-  att_.resize(size_t(T * c.q_dim()));
-  hb_.resize(size_t(T * c.ffn_dim));
-  hb2_.resize(size_t(T * c.ffn_dim));
-
   Backend& be = backend_;
-  be.get_rows(weights_.embedding, b.tokens.data(), T, x_.data());
+  if (!layers_)  // a GPU with no layer source set: every layer resident in its memory
+    layers_ = std::make_unique<StagedLayers>(weights_, placed_.norms, be, nullptr, c.n_layers);
+  const BatchInputs in = place_inputs(b);
+
+  // Activations, carved from one buffer: x, xb (dim), q, att (q_dim), k, v (kv_dim),
+  // hb, hb2 (ffn_dim), each T rows and 256-byte aligned like the buffer.
+  const int64_t sizes[] = {c.dim, c.dim, c.q_dim(), c.q_dim(), c.kv_dim(), c.kv_dim(), c.ffn_dim, c.ffn_dim};
+  int64_t offset[9] = {0};
+  for (size_t i = 0; i < 8; ++i) offset[i + 1] = offset[i] + (T * sizes[i] + 63) / 64 * 64;
+  act_.reserve(be, size_t(offset[8]) * sizeof(float));
+  float* buf[8];
+  for (size_t i = 0; i < 8; ++i) buf[i] = act_.get<float>() + offset[i];
+  float *x = buf[0], *xb = buf[1], *q = buf[2], *att = buf[3], *k = buf[4], *v = buf[5],
+        *hb = buf[6], *hb2 = buf[7];
+
+  be.get_rows(placed_.embedding, in.tokens, T, x);
   const float scale = 1.0f / std::sqrt(float(c.head_dim));
 
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const LayerWeights w = layers_->acquire(l);
 
-    be.rmsnorm(x_.data(), w.attn_norm, T, c.dim, c.rms_eps, xb_.data());
-    be.matmul(w.wq, xb_.data(), T, q_.data());
-    be.matmul(w.wk, xb_.data(), T, k_.data());
-    be.matmul(w.wv, xb_.data(), T, v_.data());
-    be.rope(q_.data(), b.positions.data(), T, c.n_heads, c.head_dim, c.n_rot, c.rope_freq_base);
-    be.rope(k_.data(), b.positions.data(), T, c.n_kv_heads, c.head_dim, c.n_rot, c.rope_freq_base);
-    be.store_f16(k_.data(), kv.keys(l) + first_row * c.kv_dim(), T * c.kv_dim());
-    be.store_f16(v_.data(), kv.values(l) + first_row * c.kv_dim(), T * c.kv_dim());
-    be.attention(AttentionArgs{q_.data(), kv.keys(l), kv.values(l), b.mask.data(), att_.data(), T,
-                               n_past, n_masked, c.n_heads, c.n_kv_heads, c.head_dim, scale});
-    be.matmul(w.wo, att_.data(), T, xb_.data());
-    be.add(x_.data(), xb_.data(), T * c.dim);
+    be.rmsnorm(x, w.attn_norm, T, c.dim, c.rms_eps, xb);
+    be.matmul(w.wq, xb, T, q);
+    be.matmul(w.wk, xb, T, k);
+    be.matmul(w.wv, xb, T, v);
+    be.rope(q, in.positions, T, c.n_heads, c.head_dim, c.n_rot, c.rope_freq_base);
+    be.rope(k, in.positions, T, c.n_kv_heads, c.head_dim, c.n_rot, c.rope_freq_base);
+    be.store_f16(k, kv.keys(l) + first_row * c.kv_dim(), T * c.kv_dim());
+    be.store_f16(v, kv.values(l) + first_row * c.kv_dim(), T * c.kv_dim());
+    be.attention(AttentionArgs{q, kv.keys(l), kv.values(l), in.mask, att, T, n_past, n_masked,
+                               c.n_heads, c.n_kv_heads, c.head_dim, scale});
+    be.matmul(w.wo, att, T, xb);
+    be.add(x, xb, T * c.dim);
 
-    be.rmsnorm(x_.data(), w.ffn_norm, T, c.dim, c.rms_eps, xb_.data());
-    be.matmul(w.w_gate, xb_.data(), T, hb_.data());
-    be.matmul(w.w_up, xb_.data(), T, hb2_.data());
-    be.silu_mul(hb_.data(), hb2_.data(), T * c.ffn_dim);
-    be.matmul(w.w_down, hb_.data(), T, xb_.data());
-    be.add(x_.data(), xb_.data(), T * c.dim);
+    be.rmsnorm(x, w.ffn_norm, T, c.dim, c.rms_eps, xb);
+    be.matmul(w.w_gate, xb, T, hb);
+    be.matmul(w.w_up, xb, T, hb2);
+    be.silu_mul(hb, hb2, T * c.ffn_dim);
+    be.matmul(w.w_down, hb, T, xb);
+    be.add(x, xb, T * c.dim);
     layers_->release(l);
   }
 
@@ -86,10 +114,15 @@ void LlamaModel::forward(const ForwardBatch& b, KvCache& kv, LogitRows rows,
 
   const int64_t first = rows == LogitRows::All ? 0 : T - 1;
   const int64_t n_out = T - first;
-  be.rmsnorm(x_.data() + first * c.dim, weights_.output_norm(), n_out, c.dim, c.rms_eps,
-             xb_.data());
+  be.rmsnorm(x + first * c.dim, placed_.output_norm, n_out, c.dim, c.rms_eps, xb);
   logits.resize(size_t(n_out * c.n_vocab));
-  be.matmul(weights_.output, xb_.data(), n_out, logits.data());
+  if (be.host_memory()) {
+    be.matmul(placed_.output, xb, n_out, logits.data());
+  } else {
+    logits_dev_.reserve(be, logits.size() * sizeof(float));
+    be.matmul(placed_.output, xb, n_out, logits_dev_.get<float>());
+    be.download(logits.data(), logits_dev_.get(), logits.size() * sizeof(float));
+  }
 }
 
 }  // namespace flashspec

@@ -8,11 +8,13 @@
 #include <vector>
 
 #include "core/gguf.h"
-#include "core/kv_cache.h"
+#include "target/kv_cache.h"
 #include "core/llama_config.h"
 #include "kernels/backend.h"
+#include "kernels/backend_buffer.h"
 #include "target/layer_source.h"
 #include "target/model_weights.h"
+#include "target/placed_weights.h"
 
 namespace flashspec {
 
@@ -37,17 +39,22 @@ enum class LogitRows { Last, All };
 
 class LlamaModel {
  public:
+  // Loads the file and places the weights where `backend` computes: views of the mapping
+  // for the CPU; for a GPU, the embedding, head and norms at once and every layer at the
+  // first forward, unless a layer source set before it says otherwise.
   LlamaModel(const std::string& path, Backend& backend);
 
   const LlamaConfig& config() const { return config_; }
   const GgufFile& file() const { return file_; }
   const ModelWeights& weights() const { return weights_; }
+  const PlacedWeights& placed() const { return placed_; }
   Backend& backend() { return backend_; }
-  // Replaces where layer weights come from (e.g. a streaming source).
+  // Replaces where layer weights come from (e.g. a streaming source). It must hand out
+  // weights in the backend's memory (target/staged_layers.h does for a GPU).
   void set_layer_source(std::unique_ptr<LayerSource> s) { layers_ = std::move(s); }
 
   KvCache make_cache(int64_t capacity) const {
-    return KvCache(config_.n_layers, config_.kv_dim(), capacity);
+    return KvCache(backend_, config_.n_layers, config_.kv_dim(), capacity);
   }
 
   // Runs the batch: appends its K/V rows to the cache as pending rows, and returns
@@ -55,19 +62,31 @@ class LlamaModel {
   void forward(const ForwardBatch& batch, KvCache& kv, LogitRows rows, std::vector<float>& logits);
 
   // Milliseconds forward passes have waited for streamed weights so far.
-  double weight_wait_ms() const { return layers_->wait_ms(); }
+  double weight_wait_ms() const { return layers_ ? layers_->wait_ms() : 0.0; }
 
   // Bytes of the per-layer matrices (what a streamed pass reads).
   int64_t layer_bytes(int64_t l) const;
 
  private:
+  // The batch's ids, positions and mask where the kernels read them (staged through one
+  // upload for a GPU backend).
+  struct BatchInputs {
+    const int32_t* tokens;
+    const int32_t* positions;
+    const uint8_t* mask;
+  };
+  BatchInputs place_inputs(const ForwardBatch& b);
+
   GgufFile file_;
   LlamaConfig config_;
   ModelWeights weights_;
   Backend& backend_;
+  PlacedWeights placed_;
   std::unique_ptr<LayerSource> layers_;
-  // Activation scratch, kept between calls to avoid reallocating every token.
-  std::vector<float> x_, xb_, q_, k_, v_, att_, hb_, hb2_;
+  // Scratch in backend memory, grown as needed and kept between calls: activations,
+  // staged inputs (and their host staging), and for a GPU the logits before download.
+  BackendBuffer act_, inputs_, logits_dev_;
+  std::vector<uint8_t> inputs_host_;
 };
 
 }  // namespace flashspec

@@ -70,25 +70,27 @@ ModelWeights::ModelWeights(const GgufFile& f, const LlamaConfig& c)
   }
 }
 
-LayerWeights ModelWeights::layer_at(int64_t l, const uint8_t* base) const {
+LayerWeights ModelWeights::layer(int64_t l) const {
   const LayerTensors& t = layer_tensors_.at(size_t(l));
-  LayerWeights w;
-  w.attn_norm = norms_.data() + (1 + 2 * l) * dim_;
-  w.ffn_norm = norms_.data() + (2 + 2 * l) * dim_;
-  w.wq = matrix_at(*t.wq, base);
-  w.wk = matrix_at(*t.wk, base);
-  w.wv = matrix_at(*t.wv, base);
-  w.wo = matrix_at(*t.wo, base);
-  w.w_gate = matrix_at(*t.w_gate, base);
-  w.w_up = matrix_at(*t.w_up, base);
-  w.w_down = matrix_at(*t.w_down, base);
-  return w;
+  std::array<const uint8_t*, 7> data{};
+  size_t i = 0;
+  for (const GgufTensorInfo* ti : {t.wq, t.wk, t.wv, t.wo, t.w_gate, t.w_up, t.w_down})
+    data[i++] = file_base_ + ti->file_offset;
+  return layer_from(l, data);
 }
 
-LayerWeights ModelWeights::layer_from(int64_t l, const std::array<const uint8_t*, 7>& data) const {
-  LayerWeights w = layer_at(l, file_base_);  // norms, types and shapes
+LayerWeights ModelWeights::layer_from(int64_t l, const std::array<const uint8_t*, 7>& data,
+                                      const float* norms) const {
+  const LayerTensors& t = layer_tensors_.at(size_t(l));
+  LayerWeights w;
+  w.attn_norm = norms + (1 + 2 * l) * dim_;
+  w.ffn_norm = norms + (2 + 2 * l) * dim_;
   WeightMatrix* m[7] = {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down};
-  for (size_t i = 0; i < 7; ++i) m[i]->data = data[i];
+  size_t i = 0;
+  for (const GgufTensorInfo* ti : {t.wq, t.wk, t.wv, t.wo, t.w_gate, t.w_up, t.w_down}) {
+    *m[i] = WeightMatrix{ti->type, data[i], ti->dims[1], ti->dims[0]};
+    ++i;
+  }
   return w;
 }
 

@@ -31,16 +31,22 @@ class ModelWeights {
 
   WeightMatrix embedding{};
   WeightMatrix output{};  // the embedding itself when the head is tied
-  const float* output_norm() const { return norms_.data(); }
   const std::vector<LayerTensors>& layer_tensors() const { return layer_tensors_; }
 
-  // Layer l's weights read from `base`, an image holding the file's bytes at the file's
-  // offsets (the mapping itself for resident weights, a streamed copy otherwise).
-  LayerWeights layer_at(int64_t l, const uint8_t* base) const;
-  LayerWeights layer(int64_t l) const { return layer_at(l, file_base_); }
+  // Every norm vector as f32: the output norm, then per layer the attention and FFN
+  // norms (`norms` arguments below point at this array or a copy of it).
+  const std::vector<float>& norms() const { return norms_; }
+
+  // Layer l's weights in the mapping.
+  LayerWeights layer(int64_t l) const;
   // Layer l's weights with each matrix's bytes at data[i], in LayerTensors order
-  // (wq, wk, wv, wo, w_gate, w_up, w_down): a streamed layer's copy (offload/).
-  LayerWeights layer_from(int64_t l, const std::array<const uint8_t*, 7>& data) const;
+  // (wq, wk, wv, wo, w_gate, w_up, w_down) (a streamed or uploaded copy) and its norms
+  // in `norms`.
+  LayerWeights layer_from(int64_t l, const std::array<const uint8_t*, 7>& data,
+                          const float* norms) const;
+  LayerWeights layer_from(int64_t l, const std::array<const uint8_t*, 7>& data) const {
+    return layer_from(l, data, norms_.data());
+  }
 
  private:
   const uint8_t* file_base_;

@@ -11,7 +11,7 @@
 #include <span>
 #include <vector>
 
-#include "core/kv_cache.h"
+#include "target/kv_cache.h"
 #include "core/scheduler/generate.h"
 #include "core/scheduler/tree_budget.h"
 #include "draft/draft_worker.h"

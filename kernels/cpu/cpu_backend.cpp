@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "core/error.h"
@@ -13,12 +15,35 @@ std::string CpuBackend::name() const {
   return "cpu (" + std::string(matmul_isa()) + ", " + std::to_string(pool_.size()) + " threads)";
 }
 
+void* CpuBackend::alloc(size_t bytes) {
+  constexpr size_t kAlign = 256;  // the alignment Backend promises; also whole cache lines
+  void* p = std::aligned_alloc(kAlign, (std::max<size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign);
+  if (!p) throw Error("cannot allocate " + std::to_string(bytes) + " bytes of memory");
+  return p;
+}
+
+void CpuBackend::free(void* p) noexcept { std::free(p); }
+
+void CpuBackend::upload(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
+void CpuBackend::download(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
+void CpuBackend::copy(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
+
+namespace {
+// Ops finish before they return, so each copy can happen at once.
+class CpuCopyQueue final : public CopyQueue {
+ public:
+  void pin(void*, size_t) override {}
+  void copy_in(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void order_ops_after_copies() override {}
+  void wait_host() override {}
+};
+}  // namespace
+
+std::unique_ptr<CopyQueue> CpuBackend::make_copy_queue() { return std::make_unique<CpuCopyQueue>(); }
+
 void CpuBackend::get_rows(const WeightMatrix& table, const int32_t* ids, int64_t n, float* out) {
   const int64_t stride = row_bytes(table.type, table.cols);
   for (int64_t i = 0; i < n; ++i) {
-    if (ids[i] < 0 || ids[i] >= table.rows)
-      throw Error("token id " + std::to_string(ids[i]) + " is outside the vocabulary of " +
-                  std::to_string(table.rows));
     const auto* row = static_cast<const uint8_t*>(table.data) + ids[i] * stride;
     dequantize_row(table.type, row, out + i * table.cols, table.cols);
   }

@@ -13,6 +13,15 @@ class CpuBackend final : public Backend {
   std::string name() const override;
   ThreadPool& pool() { return pool_; }
 
+  bool host_memory() const override { return true; }
+  void* alloc(size_t bytes) override;
+  void free(void* p) noexcept override;
+  void upload(void* dst, const void* src, size_t bytes) override;
+  void download(void* dst, const void* src, size_t bytes) override;
+  void copy(void* dst, const void* src, size_t bytes) override;
+  void synchronize() override {}  // every op has finished when it returns
+  std::unique_ptr<CopyQueue> make_copy_queue() override;
+
   void get_rows(const WeightMatrix& table, const int32_t* ids, int64_t n, float* out) override;
   void matmul(const WeightMatrix& w, const float* x, int64_t T, float* y) override;
   void rmsnorm(const float* x, const float* weight, int64_t T, int64_t dim, float eps,

@@ -4,15 +4,18 @@
 // several passes to grow); the caller then keeps a subset of the pending rows (the
 // accepted path, or all of them for plain decoding) with commit(), which compacts the
 // kept rows in place so no accepted token is ever recomputed, and drops the rest.
+// The rows live in the backend's memory (VRAM for a GPU backend), next to the kernels
+// that read them.
 #include <cstdint>
 #include <span>
-#include <vector>
+
+#include "kernels/backend_buffer.h"
 
 namespace flashspec {
 
 class KvCache {
  public:
-  KvCache(int64_t n_layers, int64_t kv_dim, int64_t capacity);
+  KvCache(Backend& be, int64_t n_layers, int64_t kv_dim, int64_t capacity);
 
   int64_t capacity() const { return capacity_; }
   int64_t committed() const { return committed_; }
@@ -21,10 +24,8 @@ class KvCache {
 
   // Rows of layer `l` (capacity x kv_dim, row-major), IEEE fp16 as in llama.cpp: half
   // the memory of f32, and the same rounding, so logits agree with llama.cpp's.
-  uint16_t* keys(int64_t l) { return k_.data() + l * layer_stride(); }
-  uint16_t* values(int64_t l) { return v_.data() + l * layer_stride(); }
-  const uint16_t* keys(int64_t l) const { return k_.data() + l * layer_stride(); }
-  const uint16_t* values(int64_t l) const { return v_.data() + l * layer_stride(); }
+  uint16_t* keys(int64_t l) const { return k_.get<uint16_t>() + l * layer_stride(); }
+  uint16_t* values(int64_t l) const { return v_.get<uint16_t>() + l * layer_stride(); }
 
   // Error unless T more rows fit after the committed and pending ones.
   void check_room(int64_t T) const;
@@ -43,11 +44,14 @@ class KvCache {
 
  private:
   int64_t layer_stride() const { return capacity_ * kv_dim_; }
+  // Copies `n` consecutive rows from src to dst (row indices) in every layer.
+  void move_rows(int64_t dst, int64_t src, int64_t n);
 
+  Backend* be_;
   int64_t n_layers_, kv_dim_, capacity_;
   int64_t committed_ = 0;
   int64_t pending_ = 0;
-  std::vector<uint16_t> k_, v_;
+  BackendBuffer k_, v_;
 };
 
 }  // namespace flashspec

@@ -1,0 +1,89 @@
+// Masked (tree) attention over the fp16 KV cache, with the CPU backend's rounding: the
+// query rounded to fp16 before its dot products, probabilities normalised then rounded
+// to fp16 before they weight the value rows, exp() cut to 0 below -88.
+//
+// One block per (query row, head), three sweeps over the keys: the maximum score, the
+// sum of exponentials, then the weighted sum of value rows in chunks whose
+// probabilities are staged in shared memory. Scores are recomputed in each sweep rather
+// than stored, so the context length needs no shared memory of its own.
+#include <cuda_fp16.h>
+
+#include "core/error.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/kernels.h"
+#include "kernels/cuda/reduce.cuh"
+
+namespace flashspec::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;   // also the largest head_dim (one output dim per thread)
+constexpr int kChunk = 1024;    // keys whose probabilities are staged at a time
+
+__device__ float round_f16(float v) { return __half2float(__float2half_rn(v)); }
+
+__global__ void attention_kernel(AttentionArgs a) {
+  __shared__ float q16[kThreads];
+  __shared__ float prob[kChunk];
+  __shared__ float scratch[32];
+  const int64_t h = blockIdx.x, t = blockIdx.y;
+  const int64_t hd = a.head_dim, g = h / (a.n_heads / a.n_kv_heads);
+  const int64_t kv_stride = a.n_kv_heads * hd, n_keys = a.n_past + a.n_masked;
+  const float* q = a.q + (t * a.n_heads + h) * hd;
+  const uint8_t* mrow = a.mask + t * a.n_masked;
+  const __half* keys = reinterpret_cast<const __half*>(a.k) + g * hd;
+  const __half* values = reinterpret_cast<const __half*>(a.v) + g * hd;
+
+  for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) q16[d] = round_f16(q[d]);
+  __syncthreads();
+
+  // Score of key j, or -inf where the mask hides it.
+  auto score = [&](int64_t j) {
+    if (j >= a.n_past && !mrow[j - a.n_past]) return -INFINITY;
+    const __half* k = keys + j * kv_stride;
+    float s = 0.0f;
+    for (int64_t d = 0; d < hd; ++d) s += q16[d] * __half2float(k[d]);
+    return s * a.scale;
+  };
+  auto weight = [&](float s, float mx) {  // exp(s - mx), 0 below the cut (and for masked keys)
+    const float z = s - mx;
+    return z >= -88.0f ? expf(z) : 0.0f;
+  };
+
+  float mx = -INFINITY;
+  for (int64_t j = threadIdx.x; j < n_keys; j += blockDim.x) mx = fmaxf(mx, score(j));
+  mx = block_reduce(mx, Max{}, scratch);
+
+  float sum = 0.0f;
+  for (int64_t j = threadIdx.x; j < n_keys; j += blockDim.x) sum += weight(score(j), mx);
+  sum = block_reduce(sum, Sum{}, scratch);
+  const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;  // a fully masked row attends to nothing
+
+  float acc = 0.0f;  // output dim threadIdx.x
+  for (int64_t c0 = 0; c0 < n_keys; c0 += kChunk) {
+    const int64_t n = min(int64_t(kChunk), n_keys - c0);
+    __syncthreads();  // the previous chunk's probabilities have been used
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      const float p = weight(score(c0 + j), mx);
+      prob[j] = p == 0.0f ? 0.0f : round_f16(p * inv);
+    }
+    __syncthreads();
+    if (threadIdx.x < hd) {
+      const __half* v = values + c0 * kv_stride + threadIdx.x;
+      for (int64_t j = 0; j < n; ++j)
+        if (prob[j] != 0.0f) acc += prob[j] * __half2float(v[j * kv_stride]);
+    }
+  }
+  if (threadIdx.x < hd) a.out[(t * a.n_heads + h) * hd + threadIdx.x] = acc;
+}
+
+}  // namespace
+
+void launch_attention(const AttentionArgs& a, cudaStream_t s) {
+  if (a.head_dim > kThreads) throw Error("cuda: attention supports head dims up to 256, not " + std::to_string(a.head_dim));
+  if (a.n_kv_heads < 1 || a.n_heads % a.n_kv_heads) throw Error("cuda: attention heads do not group into KV heads");
+  attention_kernel<<<dim3(unsigned(a.n_heads), unsigned(a.T)), kThreads, 0, s>>>(a);
+  check_launch("attention");
+}
+
+}  // namespace flashspec::cuda

@@ -1,0 +1,176 @@
+// The CUDA backend: device selection, VRAM, the op stream, and the ops' dispatch to the
+// kernels (kernels.h). cuBLAS serves batches too large for the mat-vec kernel.
+#include "kernels/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "kernels/cuda/cublas_library.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_copy_queue.h"
+#include "kernels/cuda/kernels.h"
+
+namespace flashspec::cuda {
+
+namespace {
+
+// Above this many rows a batch is multiplied by cuBLAS on dequantized weights: it reads
+// a quantized row ~0.5-1 byte/weight once per 8 rows in the mat-vec kernel, against ~8
+// bytes/weight to dequantize and multiply, so the mat-vec stays ahead up to ~64 rows.
+constexpr int64_t kGemmMinT = 65;
+// Rows of a weight matrix dequantized at a time for cuBLAS (bounds the f32 scratch).
+constexpr int64_t kGemmRowTile = 4096;
+
+}  // namespace
+
+int device_count(std::string& why) {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    cudaGetLastError();  // clear it
+    why = std::string("no usable CUDA driver (") + cudaGetErrorString(e) + ")";
+    return 0;
+  }
+  if (n == 0) why = "no CUDA device is present";
+  return n;
+}
+
+std::unique_ptr<Backend> make_backend(int device) {
+  std::string why;
+  const int n = device_count(why);
+  if (n == 0) throw Error("--backend cuda: " + why);
+  if (device < 0 || device >= n)
+    throw Error("--backend cuda: device " + std::to_string(device) + " does not exist (" + std::to_string(n) + " found)");
+  return std::make_unique<CudaBackend>(device);
+}
+
+CudaBackend::CudaBackend(int device) : device_(device) {
+  use_device();
+  cudaDeviceProp p{};
+  check(cudaGetDeviceProperties(&p, device_), "query device");
+  device_name_ = std::string(p.name) + ", sm_" + std::to_string(p.major) + std::to_string(p.minor) + ", " +
+                 std::to_string((p.totalGlobalMem + (size_t(1) << 29)) >> 30) + " GiB";
+  check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "create stream");
+  cublas_ = std::make_unique<CublasLibrary>(stream_);
+  if (!cublas_->ok()) device_name_ += ", no cuBLAS: " + cublas_->why_not();
+}
+
+CudaBackend::~CudaBackend() {
+  cudaSetDevice(device_);
+  cudaStreamSynchronize(stream_);
+  dequantized_ = BackendBuffer();
+  cublas_.reset();
+  cudaStreamDestroy(stream_);
+}
+
+void CudaBackend::use_device() const { check(cudaSetDevice(device_), "select device " + std::to_string(device_)); }
+
+std::string CudaBackend::name() const { return "cuda (" + device_name_ + ")"; }
+
+void* CudaBackend::alloc(size_t bytes) {
+  use_device();
+  void* p = nullptr;
+  const cudaError_t e = cudaMalloc(&p, std::max<size_t>(bytes, 1));
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    throw Error("cuda: cannot allocate " + std::to_string(bytes >> 20) + " MiB of device memory (" +
+                cudaGetErrorString(e) + "; " + std::to_string(free_b >> 20) + " of " +
+                std::to_string(total_b >> 20) + " MiB free)");
+  }
+  return p;
+}
+
+void CudaBackend::free(void* p) noexcept {
+  cudaSetDevice(device_);
+  cudaFree(p);
+}
+
+void CudaBackend::upload(void* dst, const void* src, size_t bytes) {
+  use_device();
+  // From pageable memory this returns once src has been staged, so it may be reused.
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "copy to the GPU");
+}
+
+void CudaBackend::download(void* dst, const void* src, size_t bytes) {
+  use_device();
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "copy from the GPU");
+  check(cudaStreamSynchronize(stream_), "GPU ops");
+}
+
+void CudaBackend::copy(void* dst, const void* src, size_t bytes) {
+  use_device();
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_), "copy within the GPU");
+}
+
+void CudaBackend::synchronize() {
+  use_device();
+  check(cudaStreamSynchronize(stream_), "GPU ops");
+}
+
+std::unique_ptr<CopyQueue> CudaBackend::make_copy_queue() {
+  use_device();
+  return std::make_unique<CudaCopyQueue>(device_, stream_);
+}
+
+void CudaBackend::get_rows(const WeightMatrix& table, const int32_t* ids, int64_t n, float* out) {
+  use_device();
+  launch_get_rows(table, ids, n, out, stream_);
+}
+
+void CudaBackend::matmul(const WeightMatrix& w, const float* x, int64_t T, float* y) {
+  use_device();
+  if (T < kGemmMinT || !cublas_->ok() || w.cols > INT32_MAX || T > INT32_MAX) {
+    for (int64_t t0 = 0; t0 < T; t0 += kMatvecMaxT)
+      launch_matvec(w, x + t0 * w.cols, std::min(kMatvecMaxT, T - t0), y + t0 * w.rows, stream_);
+    return;
+  }
+  // Row-major W (rows x cols) is column-major W^T (cols x rows, ld cols), x (T x cols) is
+  // column-major cols x T, y (T x rows) column-major rows x T: y = op_T(W^T) x. Each tile
+  // of rows [r0, r0 + m) writes y's rows r0.. of every column (C = y + r0, ld rows).
+  const int64_t tile = std::min(kGemmRowTile, w.rows);
+  dequantized_.reserve(*this, size_t(tile * w.cols) * sizeof(float));
+  for (int64_t r0 = 0; r0 < w.rows; r0 += tile) {
+    const int64_t m = std::min(tile, w.rows - r0);
+    launch_dequantize(w, r0, m, dequantized_.get<float>(), stream_);
+    cublas_->sgemm(CUBLAS_OP_T, CUBLAS_OP_N, int(m), int(T), int(w.cols), dequantized_.get<float>(), int(w.cols),
+                   x, int(w.cols), y + r0, int(w.rows));
+  }
+}
+
+void CudaBackend::rmsnorm(const float* x, const float* weight, int64_t T, int64_t dim, float eps, float* y) {
+  use_device();
+  launch_rmsnorm(x, weight, T, dim, eps, y, stream_);
+}
+
+void CudaBackend::rope(float* x, const int32_t* positions, int64_t T, int64_t n_heads, int64_t head_dim,
+                       int64_t n_rot, float freq_base) {
+  use_device();
+  // Computed on the host exactly as the CPU backend does.
+  const float theta_scale = std::pow(freq_base, -2.0f / float(n_rot));
+  launch_rope(x, positions, T, n_heads, head_dim, n_rot, theta_scale, stream_);
+}
+
+void CudaBackend::attention(const AttentionArgs& a) {
+  use_device();
+  launch_attention(a, stream_);
+}
+
+void CudaBackend::store_f16(const float* src, uint16_t* dst, int64_t n) {
+  use_device();
+  launch_store_f16(src, dst, n, stream_);
+}
+
+void CudaBackend::silu_mul(float* gate, const float* up, int64_t n) {
+  use_device();
+  launch_silu_mul(gate, up, n, stream_);
+}
+
+void CudaBackend::add(float* y, const float* x, int64_t n) {
+  use_device();
+  launch_add(y, x, n, stream_);
+}
+
+}  // namespace flashspec::cuda

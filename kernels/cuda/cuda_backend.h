@@ -1,0 +1,65 @@
+#pragma once
+// The CUDA backend: the Backend ops as CUDA kernels on one stream of one GPU, memory in
+// VRAM. Ops are queued and return at once; download() and synchronize() wait for them.
+// Every public call selects the device first: the draft's backend is driven from its own
+// thread.
+#include <cuda_runtime_api.h>
+
+#include <memory>
+#include <string>
+
+#include "kernels/backend.h"
+#include "kernels/backend_buffer.h"
+
+namespace flashspec::cuda {
+
+class CublasLibrary;
+
+// CUDA devices usable here; 0 with `why` saying what is missing (no driver, no device).
+// Never throws.
+int device_count(std::string& why);
+
+// A backend on `device`; Error "--backend cuda: ..." when there is no usable GPU.
+std::unique_ptr<Backend> make_backend(int device);
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device);
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  std::string name() const override;
+  cudaStream_t stream() const { return stream_; }
+  int device() const { return device_; }
+
+  bool host_memory() const override { return false; }
+  void* alloc(size_t bytes) override;
+  void free(void* p) noexcept override;
+  void upload(void* dst, const void* src, size_t bytes) override;
+  void download(void* dst, const void* src, size_t bytes) override;
+  void copy(void* dst, const void* src, size_t bytes) override;
+  void synchronize() override;
+  std::unique_ptr<CopyQueue> make_copy_queue() override;
+
+  void get_rows(const WeightMatrix& table, const int32_t* ids, int64_t n, float* out) override;
+  void matmul(const WeightMatrix& w, const float* x, int64_t T, float* y) override;
+  void rmsnorm(const float* x, const float* weight, int64_t T, int64_t dim, float eps, float* y) override;
+  void rope(float* x, const int32_t* positions, int64_t T, int64_t n_heads, int64_t head_dim,
+            int64_t n_rot, float freq_base) override;
+  void attention(const AttentionArgs& a) override;
+  void store_f16(const float* src, uint16_t* dst, int64_t n) override;
+  void silu_mul(float* gate, const float* up, int64_t n) override;
+  void add(float* y, const float* x, int64_t n) override;
+
+ private:
+  void use_device() const;
+
+  int device_;
+  std::string device_name_;
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<CublasLibrary> cublas_;  // null where libcublas cannot be loaded
+  BackendBuffer dequantized_;              // scratch: a weight matrix as f32 for cuBLAS
+};
+
+}  // namespace flashspec::cuda

@@ -1,0 +1,101 @@
+// Row and element kernels: rmsnorm, rope, store_f16, silu_mul, add.
+#include <cuda_fp16.h>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/kernels.h"
+#include "kernels/cuda/reduce.cuh"
+
+namespace flashspec::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+// One block per row. The sum of squares is a float tree reduction (the CPU sums in
+// double); the difference is far below the fp16 rounding of the KV cache.
+__global__ void rmsnorm_kernel(const float* __restrict__ x, const float* __restrict__ weight, int64_t dim,
+                               float eps, float* __restrict__ y) {
+  __shared__ float scratch[32];
+  const float* xr = x + int64_t(blockIdx.x) * dim;
+  float* yr = y + int64_t(blockIdx.x) * dim;
+  float ss = 0.0f;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) ss += xr[i] * xr[i];
+  ss = block_reduce(ss, Sum{}, scratch);
+  const float scale = 1.0f / sqrtf(ss / float(dim) + eps);
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) yr[i] = xr[i] * scale * weight[i];
+}
+
+// One thread per rotated pair (row t, head h, pair p). The angle is built by p repeated
+// multiplications from the position, as the CPU (and llama.cpp) build it, so that the
+// angles agree to the last bit rather than to powf's rounding.
+__global__ void rope_kernel(float* __restrict__ x, const int32_t* __restrict__ positions, int64_t T,
+                            int64_t n_heads, int64_t head_dim, int64_t n_rot, float theta_scale) {
+  const int64_t pairs = n_rot / 2;
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= T * n_heads * pairs) return;
+  const int64_t p = i % pairs, th = i / pairs;  // th = t * n_heads + h
+  const int64_t t = th / n_heads;
+  float theta = float(positions[t]);
+  for (int64_t k = 0; k < p; ++k) theta *= theta_scale;
+  const float c = cosf(theta), s = sinf(theta);
+  float* v = x + th * head_dim + 2 * p;
+  const float x0 = v[0], x1 = v[1];
+  v[0] = x0 * c - x1 * s;
+  v[1] = x0 * s + x1 * c;
+}
+
+__global__ void store_f16_kernel(const float* __restrict__ src, uint16_t* __restrict__ dst, int64_t n) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) dst[i] = __half_as_ushort(__float2half_rn(src[i]));
+}
+
+__global__ void silu_mul_kernel(float* __restrict__ gate, const float* __restrict__ up, int64_t n) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) {
+    const float g = gate[i];
+    gate[i] = g / (1.0f + expf(-g)) * up[i];
+  }
+}
+
+__global__ void add_kernel(float* __restrict__ y, const float* __restrict__ x, int64_t n) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) y[i] += x[i];
+}
+
+unsigned blocks(int64_t n) { return unsigned((n + kThreads - 1) / kThreads); }
+
+}  // namespace
+
+void launch_rmsnorm(const float* x, const float* weight, int64_t T, int64_t dim, float eps, float* y,
+                    cudaStream_t s) {
+  rmsnorm_kernel<<<unsigned(T), kThreads, 0, s>>>(x, weight, dim, eps, y);
+  check_launch("rmsnorm");
+}
+
+void launch_rope(float* x, const int32_t* positions, int64_t T, int64_t n_heads, int64_t head_dim,
+                 int64_t n_rot, float theta_scale, cudaStream_t s) {
+  const int64_t n = T * n_heads * (n_rot / 2);
+  if (n == 0) return;
+  rope_kernel<<<blocks(n), kThreads, 0, s>>>(x, positions, T, n_heads, head_dim, n_rot, theta_scale);
+  check_launch("rope");
+}
+
+void launch_store_f16(const float* src, uint16_t* dst, int64_t n, cudaStream_t s) {
+  if (n == 0) return;
+  store_f16_kernel<<<blocks(n), kThreads, 0, s>>>(src, dst, n);
+  check_launch("store_f16");
+}
+
+void launch_silu_mul(float* gate, const float* up, int64_t n, cudaStream_t s) {
+  if (n == 0) return;
+  silu_mul_kernel<<<blocks(n), kThreads, 0, s>>>(gate, up, n);
+  check_launch("silu_mul");
+}
+
+void launch_add(float* y, const float* x, int64_t n, cudaStream_t s) {
+  if (n == 0) return;
+  add_kernel<<<blocks(n), kThreads, 0, s>>>(y, x, n);
+  check_launch("add");
+}
+
+}  // namespace flashspec::cuda

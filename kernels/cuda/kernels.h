@@ -1,0 +1,29 @@
+#pragma once
+// Launchers of the CUDA backend's kernels (kernels/cuda/*.cu), each queued on `s`.
+// Pointers are device memory; shapes as in kernels/backend.h.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernels/backend.h"
+
+namespace flashspec::cuda {
+
+// The mat-vec kernel reads each weight once for up to this many activation rows.
+inline constexpr int64_t kMatvecMaxT = 8;
+
+void launch_get_rows(const WeightMatrix& table, const int32_t* ids, int64_t n, float* out, cudaStream_t s);
+// y = W x for T <= kMatvecMaxT rows of x.
+void launch_matvec(const WeightMatrix& w, const float* x, int64_t T, float* y, cudaStream_t s);
+// Rows [r0, r0 + n) of W as f32, row-major n x cols.
+void launch_dequantize(const WeightMatrix& w, int64_t r0, int64_t n, float* out, cudaStream_t s);
+void launch_rmsnorm(const float* x, const float* weight, int64_t T, int64_t dim, float eps, float* y,
+                    cudaStream_t s);
+void launch_rope(float* x, const int32_t* positions, int64_t T, int64_t n_heads, int64_t head_dim,
+                 int64_t n_rot, float theta_scale, cudaStream_t s);
+void launch_attention(const AttentionArgs& a, cudaStream_t s);
+void launch_store_f16(const float* src, uint16_t* dst, int64_t n, cudaStream_t s);
+void launch_silu_mul(float* gate, const float* up, int64_t n, cudaStream_t s);
+void launch_add(float* y, const float* x, int64_t n, cudaStream_t s);
+
+}  // namespace flashspec::cuda

@@ -1,0 +1,136 @@
+// Weight-matrix kernels: the mat-vec that decoding and small trees spend their time in
+// (one weight read serves up to kMatvecMaxT activation rows), dequantization of a row
+// range to f32 for the cuBLAS path of large batches, and embedding lookup.
+#include <algorithm>
+
+#include "kernels/cuda/block_formats.cuh"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/kernels.h"
+
+namespace flashspec::cuda {
+
+namespace {
+
+constexpr int kWarpsPerBlock = 4;  // one output row per warp
+
+// One warp per output row: lane l decodes groups l, l + 32, ... of the row (32 weights
+// each; neighbouring lanes read neighbouring bytes) and multiplies them into every
+// activation row; a shuffle reduction sums the lanes.
+template <GgmlType kType>
+__global__ void matvec_kernel(const uint8_t* __restrict__ w, int64_t stride, int64_t rows, int64_t cols,
+                              const float* __restrict__ x, int T, float* __restrict__ y) {
+  const int lane = threadIdx.x & 31;
+  const int64_t r = int64_t(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
+  if (r >= rows) return;  // the whole warp leaves together
+  const uint8_t* row = w + r * stride;
+  const int64_t groups = (cols + 31) / 32;
+  float acc[kMatvecMaxT];
+#pragma unroll
+  for (int t = 0; t < kMatvecMaxT; ++t) acc[t] = 0.0f;
+  float wv[32];
+  for (int64_t g = lane; g < groups; g += 32) {
+    const int n = is_plain(kType) ? int(min(int64_t(32), cols - g * 32)) : 32;
+    decode_group(kType, row, g, n, wv);
+#pragma unroll
+    for (int t = 0; t < kMatvecMaxT; ++t) {
+      if (t < T) {
+        const float* xr = x + t * cols + g * 32;
+        float s = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 32; ++i)
+          if (!is_plain(kType) || i < n) s += wv[i] * xr[i];
+        acc[t] += s;
+      }
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < kMatvecMaxT; ++t) {
+    if (t < T) {
+      float v = acc[t];
+      for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffffu, v, off);
+      if (lane == 0) y[t * rows + r] = v;
+    }
+  }
+}
+
+// One thread per group of 32 weights of rows [r0, r0 + n).
+template <GgmlType kType>
+__global__ void dequantize_kernel(const uint8_t* __restrict__ w, int64_t stride, int64_t r0, int64_t n,
+                                  int64_t cols, float* __restrict__ out) {
+  const int64_t groups = (cols + 31) / 32;
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n * groups) return;
+  const int64_t r = i / groups, g = i % groups;
+  const int m = int(min(int64_t(32), cols - g * 32));
+  float v[32];
+  decode_group(kType, w + (r0 + r) * stride, g, m, v);
+  float* o = out + r * cols + g * 32;
+  for (int k = 0; k < m; ++k) o[k] = v[k];
+}
+
+// One block per looked-up row; ids outside the table give a zero row (the forward has
+// already refused them; this only keeps a bad id from reading out of bounds).
+template <GgmlType kType>
+__global__ void get_rows_kernel(const uint8_t* __restrict__ table, int64_t stride, int64_t rows, int64_t cols,
+                                const int32_t* __restrict__ ids, float* __restrict__ out) {
+  const int32_t id = ids[blockIdx.x];
+  float* o = out + int64_t(blockIdx.x) * cols;
+  const int64_t groups = (cols + 31) / 32;
+  for (int64_t g = threadIdx.x; g < groups; g += blockDim.x) {
+    const int m = int(min(int64_t(32), cols - g * 32));
+    float v[32];
+    if (id >= 0 && id < rows) decode_group(kType, table + int64_t(id) * stride, g, m, v);
+    for (int k = 0; k < m; ++k) o[g * 32 + k] = (id >= 0 && id < rows) ? v[k] : 0.0f;
+  }
+}
+
+// Calls f(std::integral_constant-like tag) with the weight type as a template argument.
+template <class F>
+void with_type(GgmlType t, F&& f) {
+  switch (t) {
+    case GgmlType::F32: return f.template operator()<GgmlType::F32>();
+    case GgmlType::F16: return f.template operator()<GgmlType::F16>();
+    case GgmlType::BF16: return f.template operator()<GgmlType::BF16>();
+    case GgmlType::Q8_0: return f.template operator()<GgmlType::Q8_0>();
+    case GgmlType::Q4_0: return f.template operator()<GgmlType::Q4_0>();
+    case GgmlType::Q4_K: return f.template operator()<GgmlType::Q4_K>();
+    case GgmlType::Q6_K: return f.template operator()<GgmlType::Q6_K>();
+  }
+  throw Error("cuda: unsupported weight type");
+}
+
+unsigned blocks_for(int64_t n, int64_t per_block) { return unsigned((n + per_block - 1) / per_block); }
+
+}  // namespace
+
+void launch_matvec(const WeightMatrix& w, const float* x, int64_t T, float* y, cudaStream_t s) {
+  const auto* data = static_cast<const uint8_t*>(w.data);
+  const int64_t stride = row_bytes(w.type, w.cols);
+  with_type(w.type, [&]<GgmlType kType>() {
+    matvec_kernel<kType><<<blocks_for(w.rows, kWarpsPerBlock), kWarpsPerBlock * 32, 0, s>>>(
+        data, stride, w.rows, w.cols, x, int(T), y);
+  });
+  check_launch("matvec");
+}
+
+void launch_dequantize(const WeightMatrix& w, int64_t r0, int64_t n, float* out, cudaStream_t s) {
+  const auto* data = static_cast<const uint8_t*>(w.data);
+  const int64_t stride = row_bytes(w.type, w.cols);
+  const int64_t groups = n * ((w.cols + 31) / 32);
+  with_type(w.type, [&]<GgmlType kType>() {
+    dequantize_kernel<kType><<<blocks_for(groups, 256), 256, 0, s>>>(data, stride, r0, n, w.cols, out);
+  });
+  check_launch("dequantize");
+}
+
+void launch_get_rows(const WeightMatrix& table, const int32_t* ids, int64_t n, float* out, cudaStream_t s) {
+  if (n == 0) return;
+  const auto* data = static_cast<const uint8_t*>(table.data);
+  const int64_t stride = row_bytes(table.type, table.cols);
+  with_type(table.type, [&]<GgmlType kType>() {
+    get_rows_kernel<kType><<<unsigned(n), 128, 0, s>>>(data, stride, table.rows, table.cols, ids, out);
+  });
+  check_launch("get_rows");
+}
+
+}  // namespace flashspec::cuda

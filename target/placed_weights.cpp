@@ -1,0 +1,36 @@
+#include "target/placed_weights.h"
+
+namespace flashspec {
+
+int64_t matrix_bytes(const WeightMatrix& m) { return m.rows * row_bytes(m.type, m.cols); }
+
+namespace {
+
+WeightMatrix upload(Backend& be, const WeightMatrix& m, BackendBuffer& buf) {
+  buf = BackendBuffer(be, size_t(matrix_bytes(m)));
+  be.upload(buf.get(), m.data, buf.size());
+  WeightMatrix out = m;
+  out.data = buf.get();
+  return out;
+}
+
+}  // namespace
+
+PlacedWeights::PlacedWeights(const ModelWeights& w, Backend& be) {
+  const std::vector<float>& n = w.norms();
+  if (be.host_memory()) {
+    embedding = w.embedding;
+    output = w.output;
+    norms = n.data();
+  } else {
+    embedding = upload(be, w.embedding, embedding_);
+    // A tied head is the embedding itself: one copy serves both.
+    output = w.output.data == w.embedding.data ? embedding : upload(be, w.output, output_);
+    norms_ = BackendBuffer(be, n.size() * sizeof(float));
+    be.upload(norms_.get(), n.data(), norms_.size());
+    norms = norms_.get<float>();
+  }
+  output_norm = norms;  // the output norm comes first (ModelWeights::norms())
+}
+
+}  // namespace flashspec

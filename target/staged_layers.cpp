@@ -1,0 +1,94 @@
+#include "target/staged_layers.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "target/placed_weights.h"
+
+namespace flashspec {
+
+namespace {
+
+constexpr size_t kAlign = 256;
+size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+std::array<const WeightMatrix*, 7> matrices(const LayerWeights& w) {
+  return {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down};
+}
+
+// Where each of a layer's 7 matrices starts in a packed layer buffer (aligned for the
+// kernels' loads); the last entry is the packed size.
+std::array<size_t, 8> packing(const ModelWeights& w, int64_t layer) {
+  const LayerWeights lw = w.layer(layer);
+  const auto m = matrices(lw);
+  std::array<size_t, 8> off{};
+  for (size_t i = 0; i < m.size(); ++i) off[i + 1] = off[i] + align_up(size_t(matrix_bytes(*m[i])));
+  return off;
+}
+
+// Copies a layer's matrices (host memory) into a packed backend buffer through `copy`.
+template <class CopyFn>
+void copy_layer(const ModelWeights& w, int64_t layer, const LayerWeights& src, void* dst, CopyFn copy) {
+  const std::array<size_t, 8> off = packing(w, layer);
+  const auto m = matrices(src);
+  for (size_t i = 0; i < m.size(); ++i)
+    copy(static_cast<uint8_t*>(dst) + off[i], m[i]->data, size_t(matrix_bytes(*m[i])));
+}
+
+}  // namespace
+
+int64_t StagedLayers::resident_layers_for(const ModelWeights& w, uint64_t budget) {
+  const int64_t n = int64_t(w.layer_tensors().size());
+  uint64_t all = 0, biggest = 0;
+  std::vector<uint64_t> bytes;
+  for (int64_t l = 0; l < n; ++l) {
+    bytes.push_back(packing(w, l)[7]);
+    all += bytes.back();
+    biggest = std::max(biggest, bytes.back());
+  }
+  if (all <= budget) return n;
+  int64_t k = 0;
+  for (uint64_t used = 2 * biggest; k < n && used + bytes[size_t(k)] <= budget; ++k)
+    used += bytes[size_t(k)];
+  return k;
+}
+
+StagedLayers::StagedLayers(const ModelWeights& w, const float* norms, Backend& be,
+                           std::unique_ptr<LayerSource> host, int64_t n_resident)
+    : w_(w), norms_(norms), be_(be), host_(std::move(host)), queue_(be.make_copy_queue()) {
+  const int64_t n = int64_t(w.layer_tensors().size());
+  if (n_resident < 0 || n_resident > n) throw Error("internal: resident layer count out of range");
+  if (n_resident < n && !host_) throw Error("internal: streamed layers need a host source");
+  for (int64_t l = 0; l < n_resident; ++l) {
+    resident_.emplace_back(be, packing(w, l)[7]);
+    copy_layer(w, l, w.layer(l), resident_.back().get(),
+               [&](void* d, const void* s, size_t b) { be.upload(d, s, b); });
+  }
+  if (n_resident == n) return;
+  size_t biggest = 0;
+  for (int64_t l = n_resident; l < n; ++l) biggest = std::max(biggest, packing(w, l)[7]);
+  for (BackendBuffer& s : slots_) s = BackendBuffer(be, biggest);
+  for (std::span<uint8_t> b : host_->buffers()) queue_->pin(b.data(), b.size());
+}
+
+LayerWeights StagedLayers::view(int64_t layer, const BackendBuffer& buf) const {
+  const std::array<size_t, 8> off = packing(w_, layer);
+  std::array<const uint8_t*, 7> data{};
+  for (size_t i = 0; i < data.size(); ++i) data[i] = buf.get<uint8_t>() + off[i];
+  return w_.layer_from(layer, data, norms_);
+}
+
+LayerWeights StagedLayers::acquire(int64_t layer) {
+  if (layer < n_resident()) return view(layer, resident_[size_t(layer)]);
+  const BackendBuffer& slot = slots_[size_t(layer % 2)];
+  const LayerWeights src = host_->acquire(layer);
+  copy_layer(w_, layer, src, slot.get(),
+             [&](void* d, const void* s, size_t b) { queue_->copy_in(d, s, b); });
+  queue_->order_ops_after_copies();
+  // The host source may recycle its buffer once the copy has landed.
+  queue_->wait_host();
+  host_->release(layer);
+  return view(layer, slot);
+}
+
+}  // namespace flashspec

@@ -1,0 +1,249 @@
+// The CUDA backend's ops against the CPU backend (or a double-precision reference) on
+// random inputs: every weight type through the mat-vec and the cuBLAS paths, the row
+// kernels, tree-masked attention, memory and the copy queue. Each case says why it
+// skipped where the build or the machine has no GPU.
+#include <doctest/doctest.h>
+
+#ifdef FLASHSPEC_HAVE_CUDA
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "core/error.h"
+#include "core/half.h"
+#include "kernels/backend_buffer.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cuda/cuda_backend.h"
+
+using namespace flashspec;
+
+namespace {
+
+std::unique_ptr<Backend> gpu_or_skip() {
+  std::string why;
+  if (cuda::device_count(why) == 0) {
+    MESSAGE((std::string("CUDA tests skipped: ") + why));
+    return nullptr;
+  }
+  return cuda::make_backend(0);
+}
+
+template <class T>
+BackendBuffer to_gpu(Backend& be, const std::vector<T>& v) {
+  BackendBuffer b(be, v.size() * sizeof(T));
+  be.upload(b.get(), v.data(), v.size() * sizeof(T));
+  return b;
+}
+
+template <class T>
+std::vector<T> from_gpu(Backend& be, const BackendBuffer& b, size_t n) {
+  std::vector<T> v(n);
+  be.download(v.data(), b.get(), n * sizeof(T));
+  return v;
+}
+
+std::vector<float> random_floats(size_t n, std::mt19937& rng, float scale = 1.0f) {
+  std::vector<float> v(n);
+  for (float& x : v) x = scale * float(int(rng() % 20001) - 10000) / 10000.0f;
+  return v;
+}
+
+// A random weight matrix in `t` with finite scales.
+std::vector<uint8_t> random_weights(GgmlType t, int64_t rows, int64_t cols, std::mt19937& rng) {
+  std::vector<uint8_t> w(static_cast<size_t>(rows * row_bytes(t, cols)));
+  for (uint8_t& b : w) b = uint8_t(rng());
+  const TypeTraits& tr = traits(t);
+  auto scale = [&](size_t at) {
+    const uint16_t h = float_to_fp16(float(int(rng() % 1000) + 1) / 8192.0f);
+    std::memcpy(w.data() + at, &h, 2);
+  };
+  for (size_t b = 0; b < w.size() / size_t(tr.block_bytes); ++b) {
+    const size_t at = b * size_t(tr.block_bytes);
+    switch (t) {
+      case GgmlType::Q4_0: case GgmlType::Q8_0: scale(at); break;
+      case GgmlType::Q4_K: scale(at); scale(at + 2); break;
+      case GgmlType::Q6_K: scale(at + 208); break;
+      case GgmlType::F16: scale(at); break;
+      case GgmlType::BF16: w[at + 1] = uint8_t(0x3c + rng() % 3); break;
+      case GgmlType::F32: { const float v = float(int(rng() % 2001) - 1000) / 1000.0f; std::memcpy(w.data() + at, &v, 4); break; }
+    }
+  }
+  return w;
+}
+
+}  // namespace
+
+TEST_CASE("cuda backend: matmul of every weight type, mat-vec and cuBLAS batches, against double precision") {
+  const std::unique_ptr<Backend> gpu = gpu_or_skip();
+  if (!gpu) return;
+  std::mt19937 rng(3);
+  struct Case { GgmlType type; int64_t rows, cols; };
+  for (const Case c : {Case{GgmlType::F32, 96, 172}, Case{GgmlType::F16, 96, 352}, Case{GgmlType::BF16, 64, 256},
+                       Case{GgmlType::Q8_0, 96, 352}, Case{GgmlType::Q4_0, 256, 512}, Case{GgmlType::Q4_K, 96, 512},
+                       Case{GgmlType::Q6_K, 96, 768}, Case{GgmlType::Q4_0, 4500, 256}}) {
+    CAPTURE(type_name(c.type));
+    CAPTURE(c.rows);
+    const std::vector<uint8_t> w = random_weights(c.type, c.rows, c.cols, rng);
+    std::vector<float> wf(size_t(c.rows * c.cols));
+    for (int64_t r = 0; r < c.rows; ++r)
+      dequantize_row(c.type, w.data() + r * row_bytes(c.type, c.cols), wf.data() + r * c.cols, c.cols);
+    const BackendBuffer wg = to_gpu(*gpu, w);
+    const WeightMatrix m{c.type, wg.get(), c.rows, c.cols};
+    for (int64_t T : {1, 3, 8, 9, 64, 100}) {
+      CAPTURE(T);
+      const std::vector<float> x = random_floats(size_t(T * c.cols), rng);
+      const BackendBuffer xg = to_gpu(*gpu, x);
+      BackendBuffer yg(*gpu, size_t(T * c.rows) * sizeof(float));
+      gpu->matmul(m, xg.get<float>(), T, yg.get<float>());
+      const std::vector<float> y = from_gpu<float>(*gpu, yg, size_t(T * c.rows));
+      int bad = 0;
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t r = 0; r < c.rows; ++r) {
+          double ref = 0, mag = 0;
+          for (int64_t k = 0; k < c.cols; ++k) {
+            ref += double(wf[size_t(r * c.cols + k)]) * double(x[size_t(t * c.cols + k)]);
+            mag += std::fabs(double(wf[size_t(r * c.cols + k)]) * double(x[size_t(t * c.cols + k)]));
+          }
+          bad += std::fabs(double(y[size_t(t * c.rows + r)]) - ref) > 1e-4 * mag + 1e-6;
+        }
+      CHECK(bad == 0);
+    }
+  }
+}
+
+TEST_CASE("cuda backend: row and element kernels agree with the CPU backend") {
+  const std::unique_ptr<Backend> gpu = gpu_or_skip();
+  if (!gpu) return;
+  CpuBackend cpu(1);
+  std::mt19937 rng(5);
+  const int64_t T = 5, dim = 352, heads = 8, hd = 44;
+
+  SUBCASE("get_rows") {
+    const std::vector<uint8_t> table = random_weights(GgmlType::Q6_K, 40, 512, rng);
+    const std::vector<int32_t> ids = {0, 39, 7, 7, 21};
+    const BackendBuffer tg = to_gpu(*gpu, table), ig = to_gpu(*gpu, ids);
+    BackendBuffer og(*gpu, 5 * 512 * sizeof(float));
+    gpu->get_rows(WeightMatrix{GgmlType::Q6_K, tg.get(), 40, 512}, ig.get<int32_t>(), 5, og.get<float>());
+    std::vector<float> want(5 * 512);
+    cpu.get_rows(WeightMatrix{GgmlType::Q6_K, table.data(), 40, 512}, ids.data(), 5, want.data());
+    CHECK(from_gpu<float>(*gpu, og, want.size()) == want);  // the same decoding, exactly
+  }
+  SUBCASE("rmsnorm") {
+    const std::vector<float> x = random_floats(size_t(T * dim), rng, 3.0f), w = random_floats(size_t(dim), rng);
+    const BackendBuffer xg = to_gpu(*gpu, x), wg = to_gpu(*gpu, w);
+    BackendBuffer yg(*gpu, x.size() * 4);
+    gpu->rmsnorm(xg.get<float>(), wg.get<float>(), T, dim, 1e-5f, yg.get<float>());
+    std::vector<float> want(x.size());
+    cpu.rmsnorm(x.data(), w.data(), T, dim, 1e-5f, want.data());
+    const std::vector<float> got = from_gpu<float>(*gpu, yg, x.size());
+    for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-5));
+  }
+  SUBCASE("rope") {
+    std::vector<float> x = random_floats(size_t(T * heads * hd), rng);
+    const std::vector<int32_t> pos = {0, 1, 17, 300, 4095};
+    BackendBuffer xg = to_gpu(*gpu, x);
+    const BackendBuffer pg = to_gpu(*gpu, pos);
+    gpu->rope(xg.get<float>(), pg.get<int32_t>(), T, heads, hd, 32, 10000.0f);
+    cpu.rope(x.data(), pos.data(), T, heads, hd, 32, 10000.0f);
+    const std::vector<float> got = from_gpu<float>(*gpu, xg, x.size());
+    for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(x[i]).epsilon(1e-5).scale(1.0));
+  }
+  SUBCASE("store_f16, silu_mul, add") {
+    const std::vector<float> a = random_floats(1000, rng, 70000.0f), b = random_floats(1000, rng, 8.0f);
+    const BackendBuffer ag = to_gpu(*gpu, a);
+    BackendBuffer hg(*gpu, 1000 * 2);
+    gpu->store_f16(ag.get<float>(), hg.get<uint16_t>(), 1000);
+    std::vector<uint16_t> want16(1000);
+    cpu.store_f16(a.data(), want16.data(), 1000);
+    CHECK(from_gpu<uint16_t>(*gpu, hg, 1000) == want16);  // round to nearest even, overflow to inf
+
+    std::vector<float> g = b, u = random_floats(1000, rng);
+    BackendBuffer gg = to_gpu(*gpu, g);
+    const BackendBuffer ug = to_gpu(*gpu, u);
+    gpu->silu_mul(gg.get<float>(), ug.get<float>(), 1000);
+    cpu.silu_mul(g.data(), u.data(), 1000);
+    const std::vector<float> got = from_gpu<float>(*gpu, gg, 1000);
+    for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(g[i]).epsilon(1e-6));
+
+    std::vector<float> y = b;
+    BackendBuffer yg = to_gpu(*gpu, y);
+    gpu->add(yg.get<float>(), ug.get<float>(), 1000);
+    cpu.add(y.data(), u.data(), 1000);
+    CHECK(from_gpu<float>(*gpu, yg, 1000) == y);
+  }
+}
+
+TEST_CASE("cuda backend: tree-masked attention with grouped KV heads agrees with the CPU backend") {
+  const std::unique_ptr<Backend> gpu = gpu_or_skip();
+  if (!gpu) return;
+  CpuBackend cpu(1);
+  std::mt19937 rng(9);
+  for (int64_t hd : {8, 64, 128}) {
+    for (int64_t n_past : {0, 5, 1500}) {  // 1500: past one chunk of staged probabilities
+      CAPTURE(hd);
+      CAPTURE(n_past);
+      const int64_t T = 4, n_masked = 7, heads = 4, kv_heads = 2;
+      const int64_t n_keys = n_past + n_masked;
+      const std::vector<float> q = random_floats(size_t(T * heads * hd), rng, 2.0f);
+      std::vector<uint16_t> k(size_t(n_keys * kv_heads * hd)), v(k.size());
+      for (auto& e : k) e = float_to_fp16(float(int(rng() % 2001) - 1000) / 500.0f);
+      for (auto& e : v) e = float_to_fp16(float(int(rng() % 2001) - 1000) / 500.0f);
+      // Query rows see pending rows 0..2 (earlier passes) by a tree pattern and themselves;
+      // row 1 sees none of the pending rows, nor itself: fully masked when n_past = 0.
+      std::vector<uint8_t> mask(size_t(T * n_masked), 0);
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t j = 0; j < n_masked; ++j)
+          mask[size_t(t * n_masked + j)] = t != 1 && (j == 3 + t || (j < 3 && (j + t) % 2 == 0));
+      const BackendBuffer qg = to_gpu(*gpu, q), kg = to_gpu(*gpu, k), vg = to_gpu(*gpu, v), mg = to_gpu(*gpu, mask);
+      BackendBuffer og(*gpu, q.size() * 4);
+      const float scale = 1.0f / std::sqrt(float(hd));
+      gpu->attention(AttentionArgs{qg.get<float>(), kg.get<uint16_t>(), vg.get<uint16_t>(), mg.get<uint8_t>(),
+                                   og.get<float>(), T, n_past, n_masked, heads, kv_heads, hd, scale});
+      std::vector<float> want(q.size());
+      cpu.attention(AttentionArgs{q.data(), k.data(), v.data(), mask.data(), want.data(), T, n_past, n_masked,
+                                  heads, kv_heads, hd, scale});
+      const std::vector<float> got = from_gpu<float>(*gpu, og, q.size());
+      double worst = 0;
+      for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, double(std::fabs(got[i] - want[i])));
+      CHECK(worst < 5e-3);  // a probability may round to a neighbouring fp16 value
+    }
+  }
+}
+
+TEST_CASE("cuda backend: memory, copies, the copy queue, and a clear error when VRAM runs out") {
+  const std::unique_ptr<Backend> gpu = gpu_or_skip();
+  if (!gpu) return;
+  std::mt19937 rng(11);
+  const std::vector<float> a = random_floats(4096, rng);
+  const BackendBuffer ag = to_gpu(*gpu, a);
+  BackendBuffer bg(*gpu, a.size() * 4);
+  gpu->copy(bg.get(), ag.get(), a.size() * 4);
+  CHECK(from_gpu<float>(*gpu, bg, a.size()) == a);
+
+  std::vector<float> host = random_floats(1 << 20, rng);  // page-locked below, as a stream's buffer
+  BackendBuffer cg(*gpu, host.size() * 4);
+  {
+    const std::unique_ptr<CopyQueue> q = gpu->make_copy_queue();
+    q->pin(host.data(), host.size() * 4);
+    q->copy_in(cg.get(), host.data(), host.size() * 4);
+    q->order_ops_after_copies();
+    q->wait_host();
+  }
+  CHECK(from_gpu<float>(*gpu, cg, host.size()) == host);
+
+  std::string err;
+  try {
+    BackendBuffer huge(*gpu, size_t(1) << 50);
+  } catch (const Error& e) {
+    err = e.what();
+  }
+  CHECK(err.find("device memory") != std::string::npos);
+}
+
+#else
+
+TEST_CASE("cuda backend: skipped") { MESSAGE("CUDA tests skipped: this build has no CUDA backend"); }
+
+#endif

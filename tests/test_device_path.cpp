@@ -1,0 +1,184 @@
+// The GPU data flow, run on the CPU kernels: a backend whose memory is "not the host's"
+// (tests/device_like_backend.h) must give bit-identical results to the CPU backend, with
+// every op reading only backend memory, whether layers are resident in it, staged
+// through its slot ring from the mapping, or streamed from storage through pinned buffers.
+#include <doctest/doctest.h>
+
+#include <cstring>
+
+#include "core/scheduler/generate.h"
+#include "core/scheduler/speculative.h"
+#include "core/tokenizer.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "offload/stream_source.h"
+#include "target/llama_model.h"
+#include "target/staged_layers.h"
+#include "tests/device_like_backend.h"
+#include "tests/fixtures.h"
+#include "tests/json.h"
+
+using namespace flashspec;
+using namespace flashspec::testing;
+
+namespace {
+
+constexpr uint64_t MiB = 1024 * 1024;
+
+GenerateOptions greedy(int64_t n) {
+  GenerateOptions o;
+  o.n_predict = n;
+  o.sampling.temperature = 0;
+  o.logits_positions = 4;
+  o.ignore_eos = true;
+  return o;
+}
+
+bool bit_identical(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].size() != b[i].size() || std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float)) != 0)
+      return false;
+  return true;
+}
+
+std::vector<int32_t> first_prompt(const LlamaModel& m, const std::string& name) {
+  const Tokenizer tok = Tokenizer::from_gguf(m.file());
+  return tok.encode(json::parse_file(reference_path(name))[0]["prompt"].as_string(), tok.add_bos());
+}
+
+}  // namespace
+
+TEST_CASE("device path: every weight type, resident in backend memory, matches the CPU bit for bit") {
+  for (const char* name : {"stories260K", "stories260K-wide-f32", "stories260K-wide-q8_0",
+                           "stories260K-wide-q4_0", "stories260K-wide-q4_k_m"}) {
+    CAPTURE(name);
+    CpuBackend cpu(2);
+    LlamaModel ref(model_path(name), cpu);
+    const std::vector<int32_t> prompt = first_prompt(ref, name);
+    const GenerationResult want = generate_target_only(ref, prompt, greedy(24));
+
+    DeviceLikeBackend dev;
+    {
+      LlamaModel m(model_path(name), dev);
+      const GenerationResult got = generate_target_only(m, prompt, greedy(24));
+      CHECK(got.tokens == want.tokens);
+      CHECK(bit_identical(got.logits, want.logits));
+      CHECK(dev.streamed_copies() == 0);  // every layer resident: nothing staged per pass
+    }
+    CHECK(dev.live_allocations() == 0);  // the model gave back all it allocated
+  }
+}
+
+TEST_CASE("device path: layers staged through the slot ring, from the mapping or a stream") {
+  const char* name = "stories260K-wide-q8_0";  // 8 layers
+  CpuBackend cpu(2);
+  LlamaModel ref(model_path(name), cpu);
+  const std::vector<int32_t> prompt = first_prompt(ref, name);
+  const GenerationResult want = generate_target_only(ref, prompt, greedy(16));
+
+  DeviceLikeBackend dev;
+  LlamaModel m(model_path(name), dev);
+  const int64_t n = m.config().n_layers;
+  for (int64_t resident : {int64_t(0), int64_t(3), n - 1}) {
+    for (bool stream : {false, true}) {
+      CAPTURE(resident);
+      CAPTURE(stream);
+      std::unique_ptr<LayerSource> host;
+      if (stream) {
+        StreamOptions o;
+        o.ram_budget = 2 * MiB;  // a resident RAM tier after the VRAM one, then the ring
+        host = std::make_unique<StreamedLayers>(m.file(), m.weights(), o, resident);
+      } else {
+        host = std::make_unique<ResidentLayers>(m.weights());
+      }
+      m.set_layer_source(std::make_unique<StagedLayers>(m.weights(), m.placed().norms, dev, std::move(host), resident));
+      const int64_t copies = dev.streamed_copies(), unpinned = dev.unpinned_copies();
+      const GenerationResult got = generate_target_only(m, prompt, greedy(16));
+      CHECK(got.tokens == want.tokens);
+      CHECK(bit_identical(got.logits, want.logits));
+      // 7 matrices per staged layer per pass; a stream's buffers are pinned, the mapping is not.
+      const int64_t staged = 7 * (n - resident) * got.stats.target_passes;
+      CHECK(dev.streamed_copies() - copies == staged);
+      CHECK(dev.unpinned_copies() - unpinned == (stream ? 0 : staged));
+    }
+  }
+}
+
+TEST_CASE("device path: the VRAM budget keeps the leading layers that fit beside the ring") {
+  CpuBackend cpu(1);
+  LlamaModel m(model_path("stories260K-wide-q4_0"), cpu);
+  const ModelWeights& w = m.weights();
+  const int64_t n = m.config().n_layers;
+  // Packed layer sizes (each matrix rounded up to 256 bytes).
+  std::vector<uint64_t> bytes;
+  for (int64_t l = 0; l < n; ++l) {
+    uint64_t b = 0;
+    const LayerWeights lw = w.layer(l);
+    for (const WeightMatrix* mm : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down})
+      b += (uint64_t(matrix_bytes(*mm)) + 255) / 256 * 256;
+    bytes.push_back(b);
+  }
+  uint64_t all = 0;
+  for (uint64_t b : bytes) all += b;
+  const uint64_t ring = 2 * bytes[0];  // the layers are the same shape
+  CHECK(StagedLayers::resident_layers_for(w, 0) == 0);
+  CHECK(StagedLayers::resident_layers_for(w, ring) == 0);
+  CHECK(StagedLayers::resident_layers_for(w, ring + bytes[0] + bytes[1] + bytes[2]) == 3);
+  CHECK(StagedLayers::resident_layers_for(w, ring + bytes[0] + bytes[1] + bytes[2] - 1) == 2);
+  CHECK(StagedLayers::resident_layers_for(w, all - 1) == n - 3);  // n - 2 and the ring: all of it
+  CHECK(StagedLayers::resident_layers_for(w, all) == n);          // all of them: no ring needed
+}
+
+TEST_CASE("device path: speculative trees commit KV rows inside backend memory, lossless") {
+  CpuBackend cpu(2);
+  LlamaModel ref(model_path("stories260K"), cpu);
+  DeviceLikeBackend dev, dev_draft;
+  LlamaModel target(model_path("stories260K"), dev), draft(model_path("salty279K"), dev_draft);
+  const Tokenizer tok = Tokenizer::from_gguf(ref.file());
+  const json::Value refs = json::parse_file(reference_path("stories260K"));
+  for (size_t i = 0; i < 3; ++i) {
+    const std::vector<int32_t> prompt = tok.encode(refs[i]["prompt"].as_string(), true);
+    GenerateOptions o = greedy(64);
+    o.logits_positions = 0;
+    const GenerationResult want = generate_target_only(ref, prompt, o);
+    for (int32_t pregrow : {0, 4}) {
+      DraftPolicy p;
+      p.budget = 12;
+      p.pregrow = pregrow;
+      CAPTURE(pregrow);
+      const GenerationResult got = generate_speculative(target, draft, prompt, o, p);
+      CHECK(got.tokens == want.tokens);
+      CHECK(got.stats.target_passes < want.stats.target_passes);
+    }
+  }
+}
+
+TEST_CASE("device path: committing kept rows moves them within backend memory, overlapping runs too") {
+  DeviceLikeBackend dev;
+  const int64_t layers = 2, dim = 3;
+  KvCache kv(dev, layers, dim, 16);
+  // Rows 0..1 committed, 8 pending rows; row r of layer l holds l * 100 + r in every cell.
+  std::vector<uint16_t> host(size_t(16 * dim));
+  for (int64_t l = 0; l < layers; ++l) {
+    for (int64_t r = 0; r < 16; ++r)
+      for (int64_t d = 0; d < dim; ++d) host[size_t(r * dim + d)] = uint16_t(l * 100 + r);
+    dev.upload(kv.keys(l), host.data(), host.size() * 2);
+    dev.upload(kv.values(l), host.data(), host.size() * 2);
+  }
+  kv.add_pending(2);
+  kv.commit_first(2);
+  kv.add_pending(8);
+  // Kept: pending 1, 2, 3 (a run that overlaps its destination), 5, 7; 7 stays pending.
+  const std::vector<int64_t> kept = {1, 2, 3, 5, 7};
+  kv.commit(kept, 1);
+  CHECK(kv.committed() == 6);
+  CHECK(kv.pending() == 1);
+  const uint16_t expect_rows[] = {0, 1, 3, 4, 5, 7, 9};  // absolute source rows now at 0..6
+  for (int64_t l = 0; l < layers; ++l) {
+    dev.download(host.data(), kv.keys(l), host.size() * 2);
+    for (int64_t r = 0; r < 7; ++r)
+      for (int64_t d = 0; d < dim; ++d) CHECK(host[size_t(r * dim + d)] == l * 100 + expect_rows[r]);
+    dev.download(host.data(), kv.values(l), host.size() * 2);
+    for (int64_t r = 0; r < 7; ++r) CHECK(host[size_t(r * dim)] == l * 100 + expect_rows[r]);
+  }
+}
