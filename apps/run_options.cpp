@@ -76,12 +76,16 @@ WeightStream* attach_layers(LlamaModel& target, Backend& be, const RunOptions& o
     if (host) target.set_layer_source(std::move(host));
   } else {
     if (!host && in_vram < n_layers) host = std::make_unique<ResidentLayers>(target.weights());
-    target.set_layer_source(std::make_unique<StagedLayers>(target.weights(), target.placed().norms, be,
-                                                           std::move(host), in_vram));
+    try {
+      target.set_layer_source(std::make_unique<StagedLayers>(target.weights(), target.placed().norms, be,
+                                                             std::move(host), in_vram));
+    } catch (const Error& e) {
+      if (!o.vram_budget.empty()) throw;
+      throw Error(std::string(e.what()) + "; --vram-budget SIZE keeps only the layers that fit");
+    }
   }
   return ws;
 }
-
 
 }  // namespace
 

@@ -52,7 +52,13 @@ std::string printable(std::string_view s, size_t max_len = std::string_view::npo
   return out;
 }
 
-std::string quoted(std::string_view s) { return "'" + printable(s, kMaxShown) + "'"; }
+std::string quoted(std::string_view s) {
+  // Appended rather than "'" + string: GCC 12 warns falsely (-Wrestrict) on that form.
+  std::string out = "'";
+  out += printable(s, kMaxShown);
+  out += '\'';
+  return out;
+}
 
 std::string u128_str(unsigned __int128 v) {
   if (v == 0) return "0";

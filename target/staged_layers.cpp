@@ -55,7 +55,7 @@ int64_t StagedLayers::resident_layers_for(const ModelWeights& w, uint64_t budget
 
 StagedLayers::StagedLayers(const ModelWeights& w, const float* norms, Backend& be,
                            std::unique_ptr<LayerSource> host, int64_t n_resident)
-    : w_(w), norms_(norms), be_(be), host_(std::move(host)), queue_(be.make_copy_queue()) {
+    : w_(w), norms_(norms), host_(std::move(host)), queue_(be.make_copy_queue()) {
   const int64_t n = int64_t(w.layer_tensors().size());
   if (n_resident < 0 || n_resident > n) throw Error("internal: resident layer count out of range");
   if (n_resident < n && !host_) throw Error("internal: streamed layers need a host source");

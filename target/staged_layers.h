@@ -39,14 +39,12 @@ class StagedLayers final : public LayerSource {
   double wait_ms() const override { return host_ ? host_->wait_ms() : 0.0; }
 
   int64_t n_resident() const { return int64_t(resident_.size()); }
-  LayerSource* host() const { return host_.get(); }
 
  private:
   LayerWeights view(int64_t layer, const BackendBuffer& buf) const;
 
   const ModelWeights& w_;
   const float* norms_;
-  Backend& be_;
   std::unique_ptr<LayerSource> host_;
   std::unique_ptr<CopyQueue> queue_;  // after host_: dies first, unpinning host_'s buffers
   std::vector<BackendBuffer> resident_;
