@@ -1,4 +1,5 @@
 // `flashspec inspect`: what a GGUF file holds and how the engine would run it.
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -12,6 +13,7 @@
 #include "core/units.h"
 #include "offload/stream_source.h"
 #include "target/model_weights.h"
+#include "target/staged_layers.h"
 
 namespace flashspec {
 
@@ -21,19 +23,68 @@ struct InspectArgs {
   std::string path;
   bool json = false;
   std::string ram_budget = "0";  // streaming plan for this budget
+  std::string vram_budget;       // and in front of it, the VRAM tier of --backend cuda
 };
 
-// ---- streaming plan (offload/): which layers stay resident under --ram-budget ----
-LayerPlan stream_plan(const InspectArgs& a, const ModelWeights& w) {
-  const std::optional<double> b = parse_size(a.ram_budget);
-  if (!b || *b > 1e18) throw Error("--ram-budget: '" + a.ram_budget + "' is not a size (e.g. 512M, 2G)");
-  PlanOptions po;
-  po.ram_budget = uint64_t(*b);
-  return plan_layers(layer_extents(w), po);
+uint64_t size_arg(const std::string& flag, const std::string& v) {
+  const std::optional<double> b = parse_size(v);
+  if (!b || *b > 1e18) throw Error(flag + ": '" + v + "' is not a size (e.g. 512M, 2G)");
+  return uint64_t(*b);
 }
 
-void json_stream_plan(JsonWriter& j, const LayerPlan& p, uint64_t fixed) {
+// ---- VRAM tier (target/staged_layers.h): the leading layers that fit --vram-budget ----
+struct VramPlan {
+  uint64_t budget = 0, resident_bytes = 0, slot_bytes = 0;
+  int64_t n_resident = 0, n_layers = 0;
+};
+
+VramPlan vram_plan(const InspectArgs& a, const ModelWeights& w) {
+  VramPlan p;
+  p.n_layers = int64_t(w.layer_tensors().size());
+  if (a.vram_budget.empty()) {
+    p.n_resident = 0;
+    return p;
+  }
+  p.budget = size_arg("--vram-budget", a.vram_budget);
+  p.n_resident = StagedLayers::resident_layers_for(w, p.budget);
+  for (int64_t l = 0; l < p.n_layers; ++l) {
+    const uint64_t b = StagedLayers::packed_bytes(w, l);
+    if (l < p.n_resident) p.resident_bytes += b;
+    else p.slot_bytes = std::max(p.slot_bytes, b);
+  }
+  return p;
+}
+
+void json_vram_plan(JsonWriter& j, const VramPlan& p, uint64_t fixed) {
+  j.key("vram_plan").begin_object();
+  j.field("vram_budget", int64_t(p.budget)).field("n_resident", p.n_resident);
+  j.field("resident_bytes", int64_t(p.resident_bytes)).field("ring_slots", int64_t(p.n_resident < p.n_layers ? 2 : 0));
+  j.field("slot_bytes", int64_t(p.slot_bytes)).field("fixed_bytes", int64_t(fixed));
+  j.end_object();
+}
+
+void print_vram_plan(const VramPlan& p, uint64_t fixed) {
+  std::printf("  VRAM plan for --vram-budget %s: %lld of %lld layers resident (%s)", format_bytes(p.budget).c_str(),
+              (long long)p.n_resident, (long long)p.n_layers, format_bytes(p.resident_bytes).c_str());
+  if (p.n_resident < p.n_layers)
+    std::printf(", the rest through 2 slots of %s", format_bytes(p.slot_bytes).c_str());
+  std::printf("; besides, %s (embedding, output head, norms) and the KV cache\n", format_bytes(fixed).c_str());
+}
+// ---- end of VRAM tier ----
+
+// ---- streaming plan (offload/): which layers stay resident under --ram-budget ----
+// Layers `first`.. are streamed (those before it are in VRAM).
+LayerPlan stream_plan(const InspectArgs& a, const ModelWeights& w, int64_t first) {
+  PlanOptions po;
+  po.ram_budget = size_arg("--ram-budget", a.ram_budget);
+  std::vector<std::vector<TensorExtent>> extents = layer_extents(w);
+  extents.erase(extents.begin(), extents.begin() + first);
+  return plan_layers(extents, po);
+}
+
+void json_stream_plan(JsonWriter& j, const LayerPlan& p, uint64_t fixed, int64_t first) {
   j.key("stream_plan").begin_object();
+  j.field("first_layer", first);
   j.field("ram_budget", int64_t(p.ram_budget)).field("n_resident", int64_t(p.n_resident));
   j.field("resident_bytes", int64_t(p.resident_bytes)).field("streamed_bytes_per_pass", int64_t(p.streamed_bytes));
   j.field("ring_slots", int64_t(p.ring_slots)).field("slot_bytes", int64_t(p.slot_bytes));
@@ -50,9 +101,9 @@ void json_stream_plan(JsonWriter& j, const LayerPlan& p, uint64_t fixed) {
   j.end_object();
 }
 
-void print_stream_plan(const LayerPlan& p, uint64_t fixed) {
-  std::printf("  stream plan for --ram-budget %s: %d of %zu layers resident (%s), %s streamed per pass\n",
-              format_bytes(p.ram_budget).c_str(), p.n_resident, p.layers.size(),
+void print_stream_plan(const LayerPlan& p, uint64_t fixed, int64_t first) {
+  std::printf("  stream plan for --ram-budget %s: %d of %zu %slayers resident (%s), %s streamed per pass\n",
+              format_bytes(p.ram_budget).c_str(), p.n_resident, p.layers.size(), first > 0 ? "streamed " : "",
               format_bytes(p.resident_bytes).c_str(), format_bytes(p.streamed_bytes).c_str());
   if (p.ring_slots > 0)
     std::printf("  ring %d x %s = %s%s\n", p.ring_slots, format_bytes(p.slot_bytes).c_str(),
@@ -62,7 +113,7 @@ void print_stream_plan(const LayerPlan& p, uint64_t fixed) {
               format_bytes(fixed).c_str());
   for (size_t l = 0; l < p.layers.size(); ++l) {
     const LayerExtent& e = p.layers[l];
-    std::printf("  layer %3zu: %12llu bytes, reads %12llu in %zu range%s, %s\n", l,
+    std::printf("  layer %3lld: %12llu bytes, reads %12llu in %zu range%s, %s\n", (long long)(first + int64_t(l)),
                 (unsigned long long)e.tensor_bytes, (unsigned long long)e.read_bytes, e.ranges.size(),
                 e.ranges.size() == 1 ? "" : "s", e.resident ? "resident" : "streamed");
   }
@@ -74,7 +125,11 @@ int run_inspect(const InspectArgs& a) {
   const LlamaConfig c = LlamaConfig::from_gguf(f);
   const ModelWeights w(f, c);
   const Tokenizer tok = Tokenizer::from_gguf(f);
-  const LayerPlan plan = stream_plan(a, w);
+  const VramPlan vram = vram_plan(a, w);
+  const uint64_t fixed = fixed_tensor_bytes(f, w);
+  // Every layer in VRAM leaves nothing to stream (and no plan to show).
+  const bool streams = vram.n_resident < vram.n_layers;
+  const LayerPlan plan = streams ? stream_plan(a, w, vram.n_resident) : LayerPlan{};
   std::map<std::string, int64_t> bytes_by_type;
   int64_t total = 0;
   for (const auto& t : f.tensors()) {
@@ -102,7 +157,8 @@ int run_inspect(const InspectArgs& a) {
     for (const auto& [k, v] : bytes_by_type) j.field(k, v);
     j.end_object();
     j.field("layer_bytes", layer_bytes);
-    json_stream_plan(j, plan, fixed_tensor_bytes(f, w));
+    if (!a.vram_budget.empty()) json_vram_plan(j, vram, fixed);
+    if (streams) json_stream_plan(j, plan, fixed, vram.n_resident);
     j.end_object();
     std::printf("%s\n", j.str().c_str());
     return 0;
@@ -118,7 +174,8 @@ int run_inspect(const InspectArgs& a) {
   std::printf("  tokenizer %s: %d tokens, bos %d, eos %d\n", tok.model().c_str(), tok.n_vocab(),
               tok.bos(), tok.eos());
   for (const auto& [k, v] : bytes_by_type) std::printf("  %-5s %12lld bytes\n", k.c_str(), (long long)v);
-  print_stream_plan(plan, fixed_tensor_bytes(f, w));
+  if (!a.vram_budget.empty()) print_vram_plan(vram, fixed);
+  if (streams) print_stream_plan(plan, fixed, vram.n_resident);
   return 0;
 }
 
@@ -130,6 +187,8 @@ Action register_inspect(CLI::App& app) {
   sub->add_option("model", args->path, "GGUF file")->required();
   sub->add_flag("--json", args->json, "print JSON");
   sub->add_option("--ram-budget", args->ram_budget, "show the streaming plan for this RAM budget (e.g. 2G)");
+  sub->add_option("--vram-budget", args->vram_budget,
+                  "show which layers --backend cuda keeps in this much VRAM (then stream the rest)");
   return [args] { return run_inspect(*args); };
 }
 

@@ -37,12 +37,14 @@ void copy_layer(const ModelWeights& w, int64_t layer, const LayerWeights& src, v
 
 }  // namespace
 
+uint64_t StagedLayers::packed_bytes(const ModelWeights& w, int64_t layer) { return packing(w, layer)[7]; }
+
 int64_t StagedLayers::resident_layers_for(const ModelWeights& w, uint64_t budget) {
   const int64_t n = int64_t(w.layer_tensors().size());
   uint64_t all = 0, biggest = 0;
   std::vector<uint64_t> bytes;
   for (int64_t l = 0; l < n; ++l) {
-    bytes.push_back(packing(w, l)[7]);
+    bytes.push_back(packed_bytes(w, l));
     all += bytes.back();
     biggest = std::max(biggest, bytes.back());
   }

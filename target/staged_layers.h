@@ -33,6 +33,8 @@ class StagedLayers final : public LayerSource {
   // How many leading layers fit `budget` bytes of backend memory together with the two
   // ring slots the others need (all of them when they all fit without a ring).
   static int64_t resident_layers_for(const ModelWeights& w, uint64_t budget);
+  // Backend memory one layer takes (its matrices, each 256-byte aligned).
+  static uint64_t packed_bytes(const ModelWeights& w, int64_t layer);
 
   LayerWeights acquire(int64_t layer) override;
   void release(int64_t) override {}

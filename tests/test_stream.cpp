@@ -28,6 +28,7 @@
 #include "offload/uring_reader.h"
 #include "offload/weight_stream.h"
 #include "target/llama_model.h"
+#include "target/staged_layers.h"
 #include "tests/cli_runner.h"
 #include "tests/fixtures.h"
 #include "tests/gguf_writer.h"
@@ -656,6 +657,31 @@ TEST_CASE("stream: inspect shows the streaming plan for a budget") {
   CHECK(text.out.find("stream plan for --ram-budget") != std::string::npos);
   CHECK(text.out.find("resident") != std::string::npos);
   CHECK(text.out.find("streamed") != std::string::npos);
+}
+
+TEST_CASE("stream: inspect shows the VRAM tier in front of the stream") {
+  const std::string model = model_path("stories260K-wide-q4_0");  // 8 equal layers
+  CpuBackend cpu(1);
+  const LlamaModel m(model, cpu);
+  const uint64_t layer = StagedLayers::packed_bytes(m.weights(), 0);
+  // Three layers and the two ring slots fit; the stream then starts at layer 3.
+  const json::Value three = cli_json({"inspect", model, "--json", "--vram-budget", std::to_string(5 * layer)});
+  CHECK(three["vram_plan"]["n_resident"].as_int() == 3);
+  CHECK(three["vram_plan"]["ring_slots"].as_int() == 2);
+  CHECK(three["vram_plan"]["slot_bytes"].as_int() == int64_t(layer));
+  CHECK(three["stream_plan"]["first_layer"].as_int() == 3);
+  CHECK(three["stream_plan"]["layers"].size() == 5);
+  // All of them fit: nothing left to stream.
+  const json::Value all = cli_json({"inspect", model, "--json", "--vram-budget", "1G"});
+  CHECK(all["vram_plan"]["n_resident"].as_int() == 8);
+  CHECK(all["vram_plan"]["ring_slots"].as_int() == 0);
+  CHECK(!all.contains("stream_plan"));
+  const CliResult text = run_cli({"inspect", model, "--vram-budget", std::to_string(5 * layer)});
+  CHECK(text.out.find("VRAM plan for --vram-budget") != std::string::npos);
+  CHECK(text.out.find("layer   3:") != std::string::npos);
+  CHECK(text.out.find("layer   2:") == std::string::npos);
+  const CliResult bad = run_cli({"inspect", model, "--vram-budget", "much"});
+  CHECK(bad.err.find("--vram-budget: 'much' is not a size") != std::string::npos);
 }
 
 // ---------------------------------------------------------------- peak RSS
