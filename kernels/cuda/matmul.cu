@@ -13,33 +13,44 @@ namespace {
 
 constexpr int kWarpsPerBlock = 4;  // one output row per warp
 
-// One warp per output row: lane l decodes groups l, l + 32, ... of the row (32 weights
-// each; neighbouring lanes read neighbouring bytes) and multiplies them into every
-// activation row; a shuffle reduction sums the lanes.
+// One warp per output row. The warp walks the row 32 groups (1024 weights) at a time:
+// lane l decodes group l of the stretch (neighbouring lanes read neighbouring bytes),
+// then for each activation row the warp stages the matching 1024 activations in shared
+// memory with coalesced loads, and each lane takes the dot product of its group. The
+// staging is padded to 33 floats per group so that lane l's reads (l*33 + i) and the
+// warp's writes fall in 32 different banks. A shuffle reduction sums the lanes.
 template <GgmlType kType>
 __global__ void matvec_kernel(const uint8_t* __restrict__ w, int64_t stride, int64_t rows, int64_t cols,
                               const float* __restrict__ x, int T, float* __restrict__ y) {
+  __shared__ float staged[kWarpsPerBlock][32 * 33];
   const int lane = threadIdx.x & 31;
+  float* xs = staged[threadIdx.x >> 5];
   const int64_t r = int64_t(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
-  if (r >= rows) return;  // the whole warp leaves together
+  if (r >= rows) return;  // the whole warp leaves together, and warps share nothing
   const uint8_t* row = w + r * stride;
   const int64_t groups = (cols + 31) / 32;
   float acc[kMatvecMaxT];
 #pragma unroll
   for (int t = 0; t < kMatvecMaxT; ++t) acc[t] = 0.0f;
   float wv[32];
-  for (int64_t g = lane; g < groups; g += 32) {
-    const int n = is_plain(kType) ? int(min(int64_t(32), cols - g * 32)) : 32;
-    decode_group(kType, row, g, n, wv);
+  for (int64_t g0 = 0; g0 < groups; g0 += 32) {  // the same trip count for every lane
+    const int64_t g = g0 + lane;
+    const bool mine = g < groups;
+    if (mine) decode_group(kType, row, g, is_plain(kType) ? int(min(int64_t(32), cols - g * 32)) : 32, wv);
 #pragma unroll
     for (int t = 0; t < kMatvecMaxT; ++t) {
       if (t < T) {
-        const float* xr = x + t * cols + g * 32;
-        float s = 0.0f;
+        const float* xr = x + t * cols + g0 * 32;
+        __syncwarp();  // the last activation row's reads are done
+        for (int i = lane; i < 32 * 32; i += 32)
+          xs[(i >> 5) * 33 + (i & 31)] = g0 * 32 + i < cols ? xr[i] : 0.0f;
+        __syncwarp();
+        if (mine) {
+          float s = 0.0f;
 #pragma unroll
-        for (int i = 0; i < 32; ++i)
-          if (!is_plain(kType) || i < n) s += wv[i] * xr[i];
-        acc[t] += s;
+          for (int i = 0; i < 32; ++i) s += wv[i] * xs[lane * 33 + i];  // wv is 0 past a plain row's end
+          acc[t] += s;
+        }
       }
     }
   }
