@@ -62,13 +62,13 @@ StagedLayers::StagedLayers(const ModelWeights& w, const float* norms, Backend& b
   if (n_resident < 0 || n_resident > n) throw Error("internal: resident layer count out of range");
   if (n_resident < n && !host_) throw Error("internal: streamed layers need a host source");
   for (int64_t l = 0; l < n_resident; ++l) {
-    resident_.emplace_back(be, packing(w, l)[7]);
+    resident_.emplace_back(be, packed_bytes(w, l));
     copy_layer(w, l, w.layer(l), resident_.back().get(),
                [&](void* d, const void* s, size_t b) { be.upload(d, s, b); });
   }
   if (n_resident == n) return;
   size_t biggest = 0;
-  for (int64_t l = n_resident; l < n; ++l) biggest = std::max(biggest, packing(w, l)[7]);
+  for (int64_t l = n_resident; l < n; ++l) biggest = std::max<size_t>(biggest, packed_bytes(w, l));
   for (BackendBuffer& s : slots_) s = BackendBuffer(be, biggest);
   for (std::span<uint8_t> b : host_->buffers()) queue_->pin(b.data(), b.size());
 }
