@@ -37,7 +37,8 @@ class CopyQueue {
  public:
   virtual ~CopyQueue() = default;
   // Page-locks [p, p + bytes) of host memory for fast asynchronous copies, until the queue
-  // dies (it must die before that memory is freed).
+  // dies (it must die before that memory is freed). Best effort: where the OS refuses,
+  // copies from that memory still work, more slowly.
   virtual void pin(void* p, size_t bytes) = 0;
   // Copies host src into backend dst once every op issued before this call has finished
   // (they may still read dst). src must stay untouched until wait_host().

@@ -1,5 +1,6 @@
 #include "kernels/cuda/cuda_copy_queue.h"
 
+#include <cstdio>
 #include <string>
 
 #include "kernels/cuda/cuda_check.h"
@@ -34,9 +35,18 @@ CudaCopyQueue::~CudaCopyQueue() {
 void CudaCopyQueue::pin(void* p, size_t bytes) {
   if (bytes == 0) return;
   check(cudaSetDevice(device_), "select device");
-  check(cudaHostRegister(p, bytes, cudaHostRegisterDefault),
-        "cannot page-lock " + std::to_string(bytes >> 20) + " MiB of weight buffers");
-  pinned_.push_back(p);
+  const cudaError_t e = cudaHostRegister(p, bytes, cudaHostRegisterDefault);
+  if (e == cudaSuccess) {
+    pinned_.push_back(p);
+    return;
+  }
+  // Copies from pageable memory still work (the driver stages them), only slower; a
+  // locked-memory limit (containers, ulimit -l) should not stop the run.
+  cudaGetLastError();
+  if (!warned_)
+    std::fprintf(stderr, "[flashspec] cannot page-lock the weight buffers (%s); copies to the GPU will be slower\n",
+                 cudaGetErrorString(e));
+  warned_ = true;
 }
 
 void CudaCopyQueue::copy_in(void* dst, const void* src, size_t bytes) {

@@ -40,6 +40,7 @@ class CudaCopyQueue final : public CopyQueue {
   StreamHandle copies_;
   EventHandle ops_done_, copies_done_;
   std::vector<void*> pinned_;
+  bool warned_ = false;  // a pin failed (said once)
 };
 
 }  // namespace flashspec::cuda
