@@ -13,5 +13,6 @@ Action register_inspect(CLI::App& app);
 Action register_throughput(CLI::App& app);
 Action register_chat(CLI::App& app);
 Action register_bench(CLI::App& app);
+Action register_tokenize(CLI::App& app);
 
 }  // namespace flashspec

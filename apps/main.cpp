@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   flashspec::Action throughput = flashspec::register_throughput(app);
   flashspec::Action chat = flashspec::register_chat(app);
   flashspec::Action bench = flashspec::register_bench(app);
+  flashspec::Action tokenize = flashspec::register_tokenize(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -29,6 +30,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("throughput")) return throughput();
     if (app.got_subcommand("chat")) return chat();
     if (app.got_subcommand("bench")) return bench();
+    if (app.got_subcommand("tokenize")) return tokenize();
   } catch (const flashspec::Error& e) {
     std::fprintf(stderr, "flashspec: error: %s\n", e.what());
     return 1;

@@ -77,7 +77,7 @@ WeightStream* attach_layers(LlamaModel& target, Backend& be, const RunOptions& o
   } else {
     if (!host && in_vram < n_layers) host = std::make_unique<ResidentLayers>(target.weights());
     try {
-      target.set_layer_source(std::make_unique<StagedLayers>(target.weights(), target.placed().norms, be,
+      target.set_layer_source(std::make_unique<StagedLayers>(target.weights(), target.placed().vectors, be,
                                                              std::move(host), in_vram));
     } catch (const Error& e) {
       if (!o.vram_budget.empty()) throw;
@@ -141,6 +141,8 @@ void add_run_options(CLI::App& sub, RunOptions& o) {
   sub.add_option("-t,--threads", o.threads, "CPU threads (default: all cores)")->check(CLI::Range(1, 1024));
   sub.add_option("-c,--ctx", o.ctx, "context size in tokens (default: what the run needs)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
+  sub.add_option("--kv-type", o.kv_type, "KV cache element type (f32: no rounding, twice the memory)")
+      ->check(CLI::IsMember({"f16", "f32"}));
   sub.add_flag("--ignore-eos", o.ignore_eos, "keep generating past end-of-sequence");
   sub.add_flag("--stream", o.stream, "stream target layers from storage");
   sub.add_option("--ram-budget", o.ram_budget, "RAM for resident target layers, e.g. 2G");
@@ -157,7 +159,9 @@ Engine::Engine(const RunOptions& o) : opt_(o) {
   if (o.chain > 0 && !o.tree.empty()) throw Error("--chain and --tree are exclusive");
   const int threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
   backend_ = make_backend(o.backend, threads);
+  const KvType kv_type = o.kv_type == "f32" ? KvType::F32 : KvType::F16;
   target_ = std::make_unique<LlamaModel>(o.target_path, *backend_);
+  target_->set_kv_type(kv_type);
   stream_ = attach_layers(*target_, *backend_, o);  // weight streaming (offload/), VRAM tier
   tokenizer_ = Tokenizer::from_gguf(target_->file());
   check_vocab_rows(tokenizer_, *target_, o.target_path);
@@ -166,6 +170,7 @@ Engine::Engine(const RunOptions& o) : opt_(o) {
   // target's pool. On a GPU its own stream, so that it can overlap the target's passes.
   draft_backend_ = make_backend(o.backend, 1);
   draft_ = std::make_unique<LlamaModel>(o.draft_path, *draft_backend_);
+  draft_->set_kv_type(kv_type);
   const Tokenizer draft_tok = Tokenizer::from_gguf(draft_->file());
   check_vocab_rows(draft_tok, *draft_, o.draft_path);
   check_vocab_compatible(draft_tok, o.draft_path, tokenizer_, o.target_path);

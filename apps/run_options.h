@@ -33,6 +33,7 @@ struct RunOptions {
   std::string backend = "cpu";
   int threads = 0;        // 0: all cores
   int64_t ctx = 0;        // 0: what the run needs
+  std::string kv_type = "f16";  // --kv-type: element type of both models' KV caches
   bool ignore_eos = false;
   // Streaming knobs (offload/).
   bool stream = false;

@@ -17,18 +17,37 @@
 
 namespace flashspec {
 
+// Element type of the KV cache rows. F16 is the default (llama.cpp's); F32 rounds nothing
+// (what llama.cpp's references were made with for the tiny fixtures).
+enum class KvType { F16, F32 };
+
+// Bytes of `n` cache values of type t.
+inline size_t kv_bytes(KvType t, int64_t n) { return size_t(n) * (t == KvType::F32 ? 4 : 2); }
+inline const char* kv_type_name(KvType t) { return t == KvType::F32 ? "f32" : "f16"; }
+
 // Attention of T new query rows over `n_past` committed cache rows (visible to every
 // query) and the `n_masked` rows after them (earlier pending rows, then the T new rows
 // themselves), of which query i sees row j iff mask[i*n_masked + j] != 0. The new rows'
 // keys/values are already stored in k/v.
 struct AttentionArgs {
   const float* q;        // T x (n_heads * head_dim)
-  const uint16_t* k;     // fp16 cache rows x (n_kv_heads * head_dim)
-  const uint16_t* v;     // same layout as k
+  const void* k;         // cache rows x (n_kv_heads * head_dim), of type kv_type
+  const void* v;         // same layout as k
   const uint8_t* mask;   // T x n_masked
   float* out;            // T x (n_heads * head_dim)
   int64_t T, n_past, n_masked, n_heads, n_kv_heads, head_dim;
   float scale;           // usually 1/sqrt(head_dim)
+  KvType kv_type;
+};
+
+// How RoPE rotates a model's heads (llama.cpp's rope with ext_factor 0, attn_factor 1):
+// pair i of a head turns by pos * freq_scale * base^(-2i/n_rot) / factors[i].
+struct RopeParams {
+  int64_t n_rot;               // leading dims of each head that rotate
+  float freq_base;
+  float freq_scale;            // 1, or 1/factor for linear scaling
+  bool neox;                   // pairs (i, i + n_rot/2) instead of (2i, 2i+1)
+  const float* factors;        // n_rot/2 per-pair divisors in backend memory (Llama 3.1+), or null
 };
 
 // Host -> backend copies on a queue beside the backend's ops (a GPU's copy engine), so
@@ -78,13 +97,15 @@ class Backend {
   // y[t] = x[t] / rms(x[t]) * weight, over rows of `dim`.
   virtual void rmsnorm(const float* x, const float* weight, int64_t T, int64_t dim, float eps,
                        float* y) = 0;
-  // Rotates the first n_rot dims of every head of every row in place (adjacent pairs,
-  // llama "normal" RoPE), row t at positions[t].
-  virtual void rope(float* x, const int32_t* positions, int64_t T, int64_t n_heads,
-                    int64_t head_dim, int64_t n_rot, float freq_base) = 0;
+  // Rotates the first n_rot dims of every head of every row in place, row t at
+  // positions[t], as `r` says.
+  virtual void rope(float* x, const int32_t* positions, int64_t T, int64_t n_heads, int64_t head_dim,
+                    const RopeParams& r) = 0;
   virtual void attention(const AttentionArgs& a) = 0;
-  // Rounds n floats to fp16 (round to nearest even), e.g. new rows into the KV cache.
-  virtual void store_f16(const float* src, uint16_t* dst, int64_t n) = 0;
+  // Stores n floats as KV cache values of type t (fp16: round to nearest even).
+  virtual void store_kv(const float* src, void* dst, int64_t n, KvType t) = 0;
+  // y[t][i] += bias[i] for T rows of n.
+  virtual void add_bias(float* y, const float* bias, int64_t T, int64_t n) = 0;
   // gate[i] = silu(gate[i]) * up[i]
   virtual void silu_mul(float* gate, const float* up, int64_t n) = 0;
   // y[i] += x[i]

@@ -6,11 +6,11 @@
 
 namespace flashspec {
 
-KvCache::KvCache(Backend& be, int64_t n_layers, int64_t kv_dim, int64_t capacity)
-    : be_(&be), n_layers_(n_layers), kv_dim_(kv_dim), capacity_(capacity) {
+KvCache::KvCache(Backend& be, int64_t n_layers, int64_t kv_dim, int64_t capacity, KvType type)
+    : be_(&be), n_layers_(n_layers), kv_dim_(kv_dim), capacity_(capacity), type_(type) {
   if (n_layers < 1 || kv_dim < 1 || capacity < 1) throw Error("kv cache: invalid shape");
   // Rows are written by a forward pass before any pass reads them, so no clearing.
-  const size_t bytes = sizeof(uint16_t) * size_t(n_layers * kv_dim * capacity);
+  const size_t bytes = size_t(n_layers) * layer_bytes();
   k_ = BackendBuffer(be, bytes);
   v_ = BackendBuffer(be, bytes);
 }
@@ -21,10 +21,10 @@ void KvCache::move_rows(int64_t dst, int64_t src, int64_t n) {
   const int64_t g = src - dst;
   for (int64_t done = 0; done < n; done += g) {
     const int64_t rows = std::min(g, n - done);
-    const size_t bytes = sizeof(uint16_t) * size_t(rows * kv_dim_);
+    const size_t bytes = size_t(rows) * row_bytes();
     for (int64_t l = 0; l < n_layers_; ++l) {
-      be_->copy(keys(l) + (dst + done) * kv_dim_, keys(l) + (src + done) * kv_dim_, bytes);
-      be_->copy(values(l) + (dst + done) * kv_dim_, values(l) + (src + done) * kv_dim_, bytes);
+      be_->copy(key_row(l, dst + done), key_row(l, src + done), bytes);
+      be_->copy(value_row(l, dst + done), value_row(l, src + done), bytes);
     }
   }
 }

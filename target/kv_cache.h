@@ -9,23 +9,29 @@
 #include <cstdint>
 #include <span>
 
+#include "kernels/backend.h"
 #include "kernels/backend_buffer.h"
 
 namespace flashspec {
 
 class KvCache {
  public:
-  KvCache(Backend& be, int64_t n_layers, int64_t kv_dim, int64_t capacity);
+  KvCache(Backend& be, int64_t n_layers, int64_t kv_dim, int64_t capacity, KvType type = KvType::F16);
 
   int64_t capacity() const { return capacity_; }
   int64_t committed() const { return committed_; }
   int64_t pending() const { return pending_; }
   int64_t kv_dim() const { return kv_dim_; }
+  KvType type() const { return type_; }
+  // Bytes of one row (one position of one layer's keys, or values).
+  size_t row_bytes() const { return kv_bytes(type_, kv_dim_); }
 
-  // Rows of layer `l` (capacity x kv_dim, row-major), IEEE fp16 as in llama.cpp: half
-  // the memory of f32, and the same rounding, so logits agree with llama.cpp's.
-  uint16_t* keys(int64_t l) const { return k_.get<uint16_t>() + l * layer_stride(); }
-  uint16_t* values(int64_t l) const { return v_.get<uint16_t>() + l * layer_stride(); }
+  // Rows of layer `l` (capacity x kv_dim, row-major) of type(): fp16 by default, as in
+  // llama.cpp (half the memory of f32, and the same rounding, so logits agree).
+  uint8_t* keys(int64_t l) const { return k_.get<uint8_t>() + size_t(l) * layer_bytes(); }
+  uint8_t* values(int64_t l) const { return v_.get<uint8_t>() + size_t(l) * layer_bytes(); }
+  uint8_t* key_row(int64_t l, int64_t row) const { return keys(l) + size_t(row) * row_bytes(); }
+  uint8_t* value_row(int64_t l, int64_t row) const { return values(l) + size_t(row) * row_bytes(); }
 
   // Error unless T more rows fit after the committed and pending ones.
   void check_room(int64_t T) const;
@@ -38,17 +44,17 @@ class KvCache {
   void commit(std::span<const int64_t> kept, int64_t still_pending = 0);
   // Keeps the first n pending rows, drops the rest.
   void commit_first(int64_t n);
-  void discard_pending() { pending_ = 0; }
   // Drops committed rows from position n on (e.g. to restart a chat turn).
   void truncate(int64_t n);
 
  private:
-  int64_t layer_stride() const { return capacity_ * kv_dim_; }
+  size_t layer_bytes() const { return size_t(capacity_) * row_bytes(); }
   // Copies `n` consecutive rows from src to dst (row indices) in every layer.
   void move_rows(int64_t dst, int64_t src, int64_t n);
 
   Backend* be_;
   int64_t n_layers_, kv_dim_, capacity_;
+  KvType type_;
   int64_t committed_ = 0;
   int64_t pending_ = 0;
   BackendBuffer k_, v_;

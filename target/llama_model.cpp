@@ -68,7 +68,7 @@ void LlamaModel::forward(const ForwardBatch& b, KvCache& kv, LogitRows rows,
 
   Backend& be = backend_;
   if (!layers_)  // a GPU with no layer source set: every layer resident in its memory
-    layers_ = std::make_unique<StagedLayers>(weights_, placed_.norms, be, nullptr, c.n_layers);
+    layers_ = std::make_unique<StagedLayers>(weights_, placed_.vectors, be, nullptr, c.n_layers);
   const BatchInputs in = place_inputs(b);
 
   // Activations, carved from one buffer: x, xb (dim), q, att (q_dim), k, v (kv_dim),
@@ -84,6 +84,7 @@ void LlamaModel::forward(const ForwardBatch& b, KvCache& kv, LogitRows rows,
 
   be.get_rows(placed_.embedding, in.tokens, T, x);
   const float scale = 1.0f / std::sqrt(float(c.head_dim));
+  const RopeParams rope{c.n_rot, c.rope_freq_base, c.rope_freq_scale, c.rope_neox, placed_.rope_factors};
 
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const LayerWeights w = layers_->acquire(l);
@@ -92,13 +93,19 @@ void LlamaModel::forward(const ForwardBatch& b, KvCache& kv, LogitRows rows,
     be.matmul(w.wq, xb, T, q);
     be.matmul(w.wk, xb, T, k);
     be.matmul(w.wv, xb, T, v);
-    be.rope(q, in.positions, T, c.n_heads, c.head_dim, c.n_rot, c.rope_freq_base);
-    be.rope(k, in.positions, T, c.n_kv_heads, c.head_dim, c.n_rot, c.rope_freq_base);
-    be.store_f16(k, kv.keys(l) + first_row * c.kv_dim(), T * c.kv_dim());
-    be.store_f16(v, kv.values(l) + first_row * c.kv_dim(), T * c.kv_dim());
-    be.attention(AttentionArgs{q, kv.keys(l), kv.values(l), in.mask, att, T, n_past, n_masked,
-                               c.n_heads, c.n_kv_heads, c.head_dim, scale});
+    if (w.bq) be.add_bias(q, w.bq, T, c.q_dim());
+    if (w.bk) be.add_bias(k, w.bk, T, c.kv_dim());
+    if (w.bv) be.add_bias(v, w.bv, T, c.kv_dim());
+    if (w.q_norm) be.rmsnorm(q, w.q_norm, T * c.n_heads, c.head_dim, c.rms_eps, q);  // per head, in place
+    if (w.k_norm) be.rmsnorm(k, w.k_norm, T * c.n_kv_heads, c.head_dim, c.rms_eps, k);
+    be.rope(q, in.positions, T, c.n_heads, c.head_dim, rope);
+    be.rope(k, in.positions, T, c.n_kv_heads, c.head_dim, rope);
+    be.store_kv(k, kv.key_row(l, first_row), T * c.kv_dim(), kv.type());
+    be.store_kv(v, kv.value_row(l, first_row), T * c.kv_dim(), kv.type());
+    be.attention(AttentionArgs{q, kv.keys(l), kv.values(l), in.mask, att, T, n_past, n_masked, c.n_heads,
+                               c.n_kv_heads, c.head_dim, scale, kv.type()});
     be.matmul(w.wo, att, T, xb);
+    if (w.bo) be.add_bias(xb, w.bo, T, c.dim);
     be.add(x, xb, T * c.dim);
 
     be.rmsnorm(x, w.ffn_norm, T, c.dim, c.rms_eps, xb);

@@ -1,6 +1,6 @@
 #pragma once
-// A llama-family model: its file, config and weights, and the one forward pass that
-// serves prefill, plain decoding and token-tree verification alike.
+// A llama-family model (llama, qwen2, qwen3): its file, config and weights, and the one
+// forward pass that serves prefill, plain decoding and token-tree verification alike.
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -53,8 +53,11 @@ class LlamaModel {
   // weights in the backend's memory (target/staged_layers.h does for a GPU).
   void set_layer_source(std::unique_ptr<LayerSource> s) { layers_ = std::move(s); }
 
+  // The element type of the caches make_cache() makes (fp16 unless set).
+  void set_kv_type(KvType t) { kv_type_ = t; }
+  KvType kv_type() const { return kv_type_; }
   KvCache make_cache(int64_t capacity) const {
-    return KvCache(backend_, config_.n_layers, config_.kv_dim(), capacity);
+    return KvCache(backend_, config_.n_layers, config_.kv_dim(), capacity, kv_type_);
   }
 
   // Runs the batch: appends its K/V rows to the cache as pending rows, and returns
@@ -83,6 +86,7 @@ class LlamaModel {
   Backend& backend_;
   PlacedWeights placed_;
   std::unique_ptr<LayerSource> layers_;
+  KvType kv_type_ = KvType::F16;
   // Scratch in backend memory, grown as needed and kept between calls: activations,
   // staged inputs (and their host staging), and for a GPU the logits before download.
   BackendBuffer act_, inputs_, logits_dev_;

@@ -1,5 +1,5 @@
 #pragma once
-// Views of a llama model's weights inside a GGUF file, validated against its config.
+// Views of a llama-family model's weights inside a GGUF file, validated against its config.
 #include <array>
 #include <cstdint>
 #include <vector>
@@ -15,6 +15,10 @@ struct GgufTensorInfo;
 struct LayerWeights {
   const float* attn_norm = nullptr;
   WeightMatrix wq{}, wk{}, wv{}, wo{};
+  // Optional per family: Q/K/V (and output) biases (qwen2; some llama files), per-head
+  // RMS norms of Q and K before RoPE (qwen3). Null where the model has none.
+  const float *bq = nullptr, *bk = nullptr, *bv = nullptr, *bo = nullptr;
+  const float *q_norm = nullptr, *k_norm = nullptr;
   const float* ffn_norm = nullptr;
   WeightMatrix w_gate{}, w_up{}, w_down{};
 };
@@ -33,28 +37,35 @@ class ModelWeights {
   WeightMatrix output{};  // the embedding itself when the head is tied
   const std::vector<LayerTensors>& layer_tensors() const { return layer_tensors_; }
 
-  // Every norm vector as f32: the output norm, then per layer the attention and FFN
-  // norms (`norms` arguments below point at this array or a copy of it).
-  const std::vector<float>& norms() const { return norms_; }
+  // Every 1-D tensor (norms, biases, RoPE frequency factors) as f32, in one array that
+  // stays resident (`vectors` arguments below point at it or at a copy of it).
+  const std::vector<float>& vectors() const { return vectors_; }
+  // Offsets into vectors() of the output norm and of the RoPE frequency factors (n_rot/2
+  // values; -1 when the model has none).
+  int64_t output_norm_offset() const { return 0; }
+  int64_t rope_factors_offset() const { return rope_factors_; }
 
   // Layer l's weights in the mapping.
   LayerWeights layer(int64_t l) const;
   // Layer l's weights with each matrix's bytes at data[i], in LayerTensors order
-  // (wq, wk, wv, wo, w_gate, w_up, w_down) (a streamed or uploaded copy) and its norms
-  // in `norms`.
-  LayerWeights layer_from(int64_t l, const std::array<const uint8_t*, 7>& data,
-                          const float* norms) const;
+  // (wq, wk, wv, wo, w_gate, w_up, w_down) (a streamed or uploaded copy) and its vectors
+  // in `vectors` (vectors() or a copy of it).
+  LayerWeights layer_from(int64_t l, const std::array<const uint8_t*, 7>& data, const float* vectors) const;
   LayerWeights layer_from(int64_t l, const std::array<const uint8_t*, 7>& data) const {
-    return layer_from(l, data, norms_.data());
+    return layer_from(l, data, vectors_.data());
   }
 
  private:
+  // Where layer l's vectors start in vectors_ (-1: absent).
+  struct LayerVectors {
+    int64_t attn_norm = -1, ffn_norm = -1, bq = -1, bk = -1, bv = -1, bo = -1, q_norm = -1, k_norm = -1;
+  };
+
   const uint8_t* file_base_;
-  int64_t dim_;
   std::vector<LayerTensors> layer_tensors_;
-  // Norm vectors are tiny: always kept resident as f32 (output norm, then per layer
-  // attention and FFN norms), whatever their type in the file.
-  std::vector<float> norms_;
+  std::vector<LayerVectors> layer_vectors_;
+  std::vector<float> vectors_;
+  int64_t rope_factors_ = -1;
 };
 
 }  // namespace flashspec

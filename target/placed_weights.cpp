@@ -17,20 +17,21 @@ WeightMatrix upload(Backend& be, const WeightMatrix& m, BackendBuffer& buf) {
 }  // namespace
 
 PlacedWeights::PlacedWeights(const ModelWeights& w, Backend& be) {
-  const std::vector<float>& n = w.norms();
+  const std::vector<float>& v = w.vectors();
   if (be.host_memory()) {
     embedding = w.embedding;
     output = w.output;
-    norms = n.data();
+    vectors = v.data();
   } else {
     embedding = upload(be, w.embedding, embedding_);
     // A tied head is the embedding itself: one copy serves both.
     output = w.output.data == w.embedding.data ? embedding : upload(be, w.output, output_);
-    norms_ = BackendBuffer(be, n.size() * sizeof(float));
-    be.upload(norms_.get(), n.data(), norms_.size());
-    norms = norms_.get<float>();
+    vectors_ = BackendBuffer(be, v.size() * sizeof(float));
+    be.upload(vectors_.get(), v.data(), vectors_.size());
+    vectors = vectors_.get<float>();
   }
-  output_norm = norms;  // the output norm comes first (ModelWeights::norms())
+  output_norm = vectors + w.output_norm_offset();
+  if (w.rope_factors_offset() >= 0) rope_factors = vectors + w.rope_factors_offset();
 }
 
 }  // namespace flashspec

@@ -1,7 +1,7 @@
 #pragma once
-// The weights a forward reads outside its layers (token embedding, output head, norms),
-// where the backend's kernels can read them: views of the mapping for a host-memory
-// backend, copies in the backend's memory (VRAM) otherwise.
+// The weights a forward reads outside its layers (token embedding, output head, the 1-D
+// vectors: norms, biases, RoPE factors), where the backend's kernels can read them: views
+// of the mapping for a host-memory backend, copies in the backend's memory (VRAM) otherwise.
 #include "kernels/backend.h"
 #include "kernels/backend_buffer.h"
 #include "target/model_weights.h"
@@ -13,11 +13,12 @@ class PlacedWeights {
   PlacedWeights(const ModelWeights& w, Backend& be);
 
   WeightMatrix embedding{}, output{};
+  const float* vectors = nullptr;  // ModelWeights::vectors(), where the kernels read them
   const float* output_norm = nullptr;
-  const float* norms = nullptr;  // ModelWeights::norms(), where the kernels read them
+  const float* rope_factors = nullptr;  // null: none
 
  private:
-  BackendBuffer embedding_, output_, norms_;
+  BackendBuffer embedding_, output_, vectors_;
 };
 
 // Bytes of a weight matrix in its file encoding.

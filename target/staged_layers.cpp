@@ -55,9 +55,9 @@ int64_t StagedLayers::resident_layers_for(const ModelWeights& w, uint64_t budget
   return k;
 }
 
-StagedLayers::StagedLayers(const ModelWeights& w, const float* norms, Backend& be,
+StagedLayers::StagedLayers(const ModelWeights& w, const float* vectors, Backend& be,
                            std::unique_ptr<LayerSource> host, int64_t n_resident)
-    : w_(w), norms_(norms), host_(std::move(host)), queue_(be.make_copy_queue()) {
+    : w_(w), vectors_(vectors), host_(std::move(host)), queue_(be.make_copy_queue()) {
   const int64_t n = int64_t(w.layer_tensors().size());
   if (n_resident < 0 || n_resident > n) throw Error("internal: resident layer count out of range");
   if (n_resident < n && !host_) throw Error("internal: streamed layers need a host source");
@@ -77,7 +77,7 @@ LayerWeights StagedLayers::view(int64_t layer, const BackendBuffer& buf) const {
   const std::array<size_t, 8> off = packing(w_, layer);
   std::array<const uint8_t*, 7> data{};
   for (size_t i = 0; i < data.size(); ++i) data[i] = buf.get<uint8_t>() + off[i];
-  return w_.layer_from(layer, data, norms_);
+  return w_.layer_from(layer, data, vectors_);
 }
 
 LayerWeights StagedLayers::acquire(int64_t layer) {

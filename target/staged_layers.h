@@ -26,8 +26,8 @@ namespace flashspec {
 class StagedLayers final : public LayerSource {
  public:
   // `host` serves layers n_resident.. (may be null when every layer is resident);
-  // `norms` is ModelWeights::norms() in backend memory (PlacedWeights::norms).
-  StagedLayers(const ModelWeights& w, const float* norms, Backend& be,
+  // `vectors` is ModelWeights::vectors() in backend memory (PlacedWeights::vectors).
+  StagedLayers(const ModelWeights& w, const float* vectors, Backend& be,
                std::unique_ptr<LayerSource> host, int64_t n_resident);
 
   // How many leading layers fit `budget` bytes of backend memory together with the two
@@ -46,7 +46,7 @@ class StagedLayers final : public LayerSource {
   LayerWeights view(int64_t layer, const BackendBuffer& buf) const;
 
   const ModelWeights& w_;
-  const float* norms_;
+  const float* vectors_;
   std::unique_ptr<LayerSource> host_;
   std::unique_ptr<CopyQueue> queue_;  // after host_: dies first, unpinning host_'s buffers
   std::vector<BackendBuffer> resident_;

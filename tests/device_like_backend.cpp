@@ -129,26 +129,33 @@ void DeviceLikeBackend::rmsnorm(const float* x, const float* weight, int64_t T, 
 }
 
 void DeviceLikeBackend::rope(float* x, const int32_t* positions, int64_t T, int64_t n_heads,
-                             int64_t head_dim, int64_t n_rot, float freq_base) {
+                             int64_t head_dim, const RopeParams& r) {
   check(x, floats(T * n_heads * head_dim), "rope rows");
   check(positions, size_t(T) * sizeof(int32_t), "positions");
-  cpu_.rope(x, positions, T, n_heads, head_dim, n_rot, freq_base);
+  if (r.factors) check(r.factors, floats(r.n_rot / 2), "rope factors");
+  cpu_.rope(x, positions, T, n_heads, head_dim, r);
 }
 
 void DeviceLikeBackend::attention(const AttentionArgs& a) {
-  const int64_t kv_bytes = (a.n_past + a.n_masked) * a.n_kv_heads * a.head_dim * 2;
+  const size_t rows = kv_bytes(a.kv_type, (a.n_past + a.n_masked) * a.n_kv_heads * a.head_dim);
   check(a.q, floats(a.T * a.n_heads * a.head_dim), "queries");
-  check(a.k, size_t(kv_bytes), "key rows");
-  check(a.v, size_t(kv_bytes), "value rows");
+  check(a.k, rows, "key rows");
+  check(a.v, rows, "value rows");
   check(a.mask, size_t(a.T * a.n_masked), "mask");
   check(a.out, floats(a.T * a.n_heads * a.head_dim), "attention output");
   cpu_.attention(a);
 }
 
-void DeviceLikeBackend::store_f16(const float* src, uint16_t* dst, int64_t n) {
-  check(src, floats(n), "store_f16 source");
-  check(dst, size_t(n) * 2, "KV rows");
-  cpu_.store_f16(src, dst, n);
+void DeviceLikeBackend::store_kv(const float* src, void* dst, int64_t n, KvType t) {
+  check(src, floats(n), "store_kv source");
+  check(dst, kv_bytes(t, n), "KV rows");
+  cpu_.store_kv(src, dst, n, t);
+}
+
+void DeviceLikeBackend::add_bias(float* y, const float* bias, int64_t T, int64_t n) {
+  check(y, floats(T * n), "biased rows");
+  check(bias, floats(n), "bias");
+  cpu_.add_bias(y, bias, T, n);
 }
 
 void DeviceLikeBackend::silu_mul(float* gate, const float* up, int64_t n) {

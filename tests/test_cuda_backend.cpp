@@ -140,24 +140,46 @@ TEST_CASE("cuda backend: row and element kernels agree with the CPU backend") {
     const std::vector<float> got = from_gpu<float>(*gpu, yg, x.size());
     for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-5));
   }
-  SUBCASE("rope") {
-    std::vector<float> x = random_floats(size_t(T * heads * hd), rng);
-    const std::vector<int32_t> pos = {0, 1, 17, 300, 4095};
-    BackendBuffer xg = to_gpu(*gpu, x);
-    const BackendBuffer pg = to_gpu(*gpu, pos);
-    gpu->rope(xg.get<float>(), pg.get<int32_t>(), T, heads, hd, 32, 10000.0f);
-    cpu.rope(x.data(), pos.data(), T, heads, hd, 32, 10000.0f);
-    const std::vector<float> got = from_gpu<float>(*gpu, xg, x.size());
-    for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(x[i]).epsilon(1e-5).scale(1.0));
+  SUBCASE("rope: llama and NeoX pairs, frequency factors, linear scaling") {
+    std::vector<float> factors(16);
+    for (size_t i = 0; i < factors.size(); ++i) factors[i] = 1.0f + float(i % 5);
+    const BackendBuffer fg = to_gpu(*gpu, factors);
+    for (const bool neox : {false, true}) {
+      for (const bool scaled : {false, true}) {
+        CAPTURE(neox);
+        CAPTURE(scaled);
+        std::vector<float> x = random_floats(size_t(T * heads * hd), rng);
+        const std::vector<int32_t> pos = {0, 1, 17, 300, 4095};
+        BackendBuffer xg = to_gpu(*gpu, x);
+        const BackendBuffer pg = to_gpu(*gpu, pos);
+        const float fscale = scaled ? 0.25f : 1.0f;
+        gpu->rope(xg.get<float>(), pg.get<int32_t>(), T, heads, hd,
+                  RopeParams{32, 10000.0f, fscale, neox, scaled ? fg.get<float>() : nullptr});
+        cpu.rope(x.data(), pos.data(), T, heads, hd, RopeParams{32, 10000.0f, fscale, neox, scaled ? factors.data() : nullptr});
+        const std::vector<float> got = from_gpu<float>(*gpu, xg, x.size());
+        for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(x[i]).epsilon(1e-5).scale(1.0));
+      }
+    }
   }
-  SUBCASE("store_f16, silu_mul, add") {
+  SUBCASE("store_kv, add_bias, silu_mul, add") {
     const std::vector<float> a = random_floats(1000, rng, 70000.0f), b = random_floats(1000, rng, 8.0f);
     const BackendBuffer ag = to_gpu(*gpu, a);
     BackendBuffer hg(*gpu, 1000 * 2);
-    gpu->store_f16(ag.get<float>(), hg.get<uint16_t>(), 1000);
+    gpu->store_kv(ag.get<float>(), hg.get(), 1000, KvType::F16);
     std::vector<uint16_t> want16(1000);
-    cpu.store_f16(a.data(), want16.data(), 1000);
+    cpu.store_kv(a.data(), want16.data(), 1000, KvType::F16);
     CHECK(from_gpu<uint16_t>(*gpu, hg, 1000) == want16);  // round to nearest even, overflow to inf
+    BackendBuffer fg(*gpu, 1000 * 4);
+    gpu->store_kv(ag.get<float>(), fg.get(), 1000, KvType::F32);
+    CHECK(from_gpu<float>(*gpu, fg, 1000) == a);
+
+    std::vector<float> biased = a;
+    const std::vector<float> bias(b.begin(), b.begin() + 100);
+    BackendBuffer bg = to_gpu(*gpu, biased);
+    const BackendBuffer biasg = to_gpu(*gpu, bias);
+    gpu->add_bias(bg.get<float>(), biasg.get<float>(), 10, 100);
+    cpu.add_bias(biased.data(), bias.data(), 10, 100);
+    CHECK(from_gpu<float>(*gpu, bg, 1000) == biased);
 
     std::vector<float> g = b, u = random_floats(1000, rng);
     BackendBuffer gg = to_gpu(*gpu, g);
@@ -199,11 +221,11 @@ TEST_CASE("cuda backend: tree-masked attention with grouped KV heads agrees with
       const BackendBuffer qg = to_gpu(*gpu, q), kg = to_gpu(*gpu, k), vg = to_gpu(*gpu, v), mg = to_gpu(*gpu, mask);
       BackendBuffer og(*gpu, q.size() * 4);
       const float scale = 1.0f / std::sqrt(float(hd));
-      gpu->attention(AttentionArgs{qg.get<float>(), kg.get<uint16_t>(), vg.get<uint16_t>(), mg.get<uint8_t>(),
-                                   og.get<float>(), T, n_past, n_masked, heads, kv_heads, hd, scale});
+      gpu->attention(AttentionArgs{qg.get<float>(), kg.get(), vg.get(), mg.get<uint8_t>(), og.get<float>(), T,
+                                   n_past, n_masked, heads, kv_heads, hd, scale, KvType::F16});
       std::vector<float> want(q.size());
       cpu.attention(AttentionArgs{q.data(), k.data(), v.data(), mask.data(), want.data(), T, n_past, n_masked,
-                                  heads, kv_heads, hd, scale});
+                                  heads, kv_heads, hd, scale, KvType::F16});
       const std::vector<float> got = from_gpu<float>(*gpu, og, q.size());
       double worst = 0;
       for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, double(std::fabs(got[i] - want[i])));

@@ -125,7 +125,7 @@ TEST_CASE("cuda model: layers streamed from storage through VRAM slots match res
   for (int64_t in_vram : {int64_t(0), int64_t(3)}) {
     CAPTURE(in_vram);
     auto host = std::make_unique<StreamedLayers>(m.file(), m.weights(), StreamOptions{}, in_vram);
-    m.set_layer_source(std::make_unique<StagedLayers>(m.weights(), m.placed().norms, *gpu, std::move(host), in_vram));
+    m.set_layer_source(std::make_unique<StagedLayers>(m.weights(), m.placed().vectors, *gpu, std::move(host), in_vram));
     const GenerationResult got = generate_target_only(m, prompt, greedy(32, 4));
     CHECK(got.tokens == want.tokens);
     CHECK(max_abs_diff(got.logits, want.logits) == 0.0);  // same kernels, same bytes

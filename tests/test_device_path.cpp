@@ -91,7 +91,7 @@ TEST_CASE("device path: layers staged through the slot ring, from the mapping or
       } else {
         host = std::make_unique<ResidentLayers>(m.weights());
       }
-      m.set_layer_source(std::make_unique<StagedLayers>(m.weights(), m.placed().norms, dev, std::move(host), resident));
+      m.set_layer_source(std::make_unique<StagedLayers>(m.weights(), m.placed().vectors, dev, std::move(host), resident));
       const int64_t copies = dev.streamed_copies(), unpinned = dev.unpinned_copies();
       const GenerationResult got = generate_target_only(m, prompt, greedy(16));
       CHECK(got.tokens == want.tokens);

@@ -355,15 +355,19 @@ TEST_CASE("tokenizer: metadata errors") {
     w.set("tokenizer.ggml.tokens", gv_str_array({}));
     CHECK(error_of(w) == "bad.gguf: key 'tokenizer.ggml.tokens' is empty");
   }
-  SUBCASE("non-llama tokenizer model") {
+  SUBCASE("unsupported tokenizer model") {
+    w.set("tokenizer.ggml.model", gv_str("t5"));
+    CHECK(error_of(w) == "bad.gguf: unsupported tokenizer model 't5' (key 'tokenizer.ggml.model'; supported: "
+                         "llama (SentencePiece), gpt2 (byte-level BPE))");
+  }
+  SUBCASE("a BPE vocabulary without merges") {
     w.set("tokenizer.ggml.model", gv_str("gpt2"));
-    CHECK(error_of(w) ==
-          "bad.gguf: unsupported tokenizer model 'gpt2' (only 'llama' SentencePiece is supported)");
+    CHECK(error_of(w) == "bad.gguf: missing required key 'tokenizer.ggml.merges' (a BPE vocabulary needs its merges)");
   }
   SUBCASE("model name with a newline stays one line") {
     w.set("tokenizer.ggml.model", gv_str("bpe\nx"));
-    CHECK(error_of(w) ==
-          "bad.gguf: unsupported tokenizer model 'bpe\\x0ax' (only 'llama' SentencePiece is supported)");
+    CHECK(error_of(w) == "bad.gguf: unsupported tokenizer model 'bpe\\x0ax' (key 'tokenizer.ggml.model'; supported: "
+                         "llama (SentencePiece), gpt2 (byte-level BPE))");
   }
   SUBCASE("bos id out of range") {
     w.set("tokenizer.ggml.bos_token_id", gv_u32(512));

@@ -65,53 +65,68 @@ void CpuBackend::rmsnorm(const float* x, const float* weight, int64_t T, int64_t
   }
 }
 
-void CpuBackend::rope(float* x, const int32_t* positions, int64_t T, int64_t n_heads,
-                      int64_t head_dim, int64_t n_rot, float freq_base) {
+void CpuBackend::rope(float* x, const int32_t* positions, int64_t T, int64_t n_heads, int64_t head_dim,
+                      const RopeParams& r) {
   // theta_i = pos * base^(-2i/n_rot), built by repeated multiplication exactly as
-  // llama.cpp does so that angles (and so logits) agree to the last bit or two.
-  const float theta_scale = std::pow(freq_base, -2.0f / float(n_rot));
-  std::vector<float> cs(static_cast<size_t>(n_rot));
+  // llama.cpp does so that angles (and so logits) agree to the last bit or two; then
+  // divided by the pair's factor and scaled, in llama.cpp's order.
+  const float theta_scale = std::pow(r.freq_base, -2.0f / float(r.n_rot));
+  const int64_t half = r.n_rot / 2;
+  std::vector<float> cs(static_cast<size_t>(r.n_rot));
   for (int64_t t = 0; t < T; ++t) {
     float theta = float(positions[t]);
-    for (int64_t i = 0; i < n_rot; i += 2) {
-      cs[size_t(i)] = std::cos(theta);
-      cs[size_t(i + 1)] = std::sin(theta);
+    for (int64_t i = 0; i < half; ++i) {
+      float th = r.factors ? theta / r.factors[i] : theta;
+      th = r.freq_scale * th;
+      cs[size_t(2 * i)] = std::cos(th);
+      cs[size_t(2 * i + 1)] = std::sin(th);
       theta *= theta_scale;
     }
     for (int64_t h = 0; h < n_heads; ++h) {
       float* v = x + (t * n_heads + h) * head_dim;
-      for (int64_t i = 0; i < n_rot; i += 2) {
-        const float c = cs[size_t(i)], s = cs[size_t(i + 1)];
-        const float x0 = v[i], x1 = v[i + 1];
-        v[i] = x0 * c - x1 * s;
-        v[i + 1] = x0 * s + x1 * c;
+      for (int64_t i = 0; i < half; ++i) {
+        const float c = cs[size_t(2 * i)], s = cs[size_t(2 * i + 1)];
+        // NeoX pairs dim i with i + n_rot/2; llama's "normal" RoPE pairs 2i with 2i+1.
+        float& a = r.neox ? v[i] : v[2 * i];
+        float& b = r.neox ? v[i + half] : v[2 * i + 1];
+        const float x0 = a, x1 = b;
+        a = x0 * c - x1 * s;
+        b = x0 * s + x1 * c;
       }
     }
   }
 }
 
 void CpuBackend::attention(const AttentionArgs& a) {
-  // Rounding follows llama.cpp's CPU attention (f16 K/V, queries and probabilities
-  // rounded to f16 before their products) so that greedy outputs agree with it token
-  // for token even at near-ties.
+  // With an fp16 cache the rounding follows llama.cpp's CPU attention (queries and
+  // probabilities rounded to fp16 before their products with the fp16 rows) so that greedy
+  // outputs agree with it token for token even at near-ties; an f32 cache rounds nothing,
+  // as llama.cpp's f32 path.
+  const bool f16 = a.kv_type == KvType::F16;
+  auto round = [f16](float x) { return f16 ? round_to_fp16(x) : x; };
   const int64_t group = a.n_heads / a.n_kv_heads;
   const int64_t hd = a.head_dim;
   const int64_t q_stride = a.n_heads * hd;
   const int64_t kv_stride = a.n_kv_heads * hd;
   const int64_t n_keys = a.n_past + a.n_masked;
-  // The fp16 rows this call reads, as f32, converted once (vectorised) for all heads.
-  kf_.resize(size_t(kv_stride * n_keys));
-  vf_.resize(size_t(kv_stride * n_keys));
-  dequantize_row(GgmlType::F16, a.k, kf_.data(), kv_stride * n_keys);
-  dequantize_row(GgmlType::F16, a.v, vf_.data(), kv_stride * n_keys);
+  const float *keys = static_cast<const float*>(a.k), *values = static_cast<const float*>(a.v);
+  if (f16) {
+    // The fp16 rows this call reads, as f32, converted once (vectorised) for all heads.
+    kf_.resize(size_t(kv_stride * n_keys));
+    vf_.resize(size_t(kv_stride * n_keys));
+    dequantize_row(GgmlType::F16, a.k, kf_.data(), kv_stride * n_keys);
+    dequantize_row(GgmlType::F16, a.v, vf_.data(), kv_stride * n_keys);
+    keys = kf_.data();
+    values = vf_.data();
+  }
   const int64_t work = a.T * a.n_heads;
   pool_.parallel_for(work, std::max<int64_t>(1, work / (8 * pool_.size())), [&](int64_t b, int64_t e) {
     std::vector<float> score(static_cast<size_t>(n_keys));
-    std::vector<float> acc(static_cast<size_t>(hd)), q16(static_cast<size_t>(hd));
+    std::vector<float> acc(static_cast<size_t>(hd)), qr(static_cast<size_t>(hd));
     for (int64_t w = b; w < e; ++w) {
       const int64_t t = w / a.n_heads, h = w % a.n_heads, g = h / group;
       const float* q = a.q + t * q_stride + h * hd;
-      for (int64_t d = 0; d < hd; ++d) q16[size_t(d)] = round_to_fp16(q[d]);
+      for (int64_t d = 0; d < hd; ++d) qr[size_t(d)] = round(q[d]);
       const uint8_t* mrow = a.mask + t * a.n_masked;
       float mx = -INFINITY;
       for (int64_t j = 0; j < n_keys; ++j) {
@@ -119,9 +134,9 @@ void CpuBackend::attention(const AttentionArgs& a) {
           score[size_t(j)] = -INFINITY;
           continue;
         }
-        const float* k = kf_.data() + j * kv_stride + g * hd;
+        const float* k = keys + j * kv_stride + g * hd;
         float s = 0.0f;
-        for (int64_t d = 0; d < hd; ++d) s += q16[size_t(d)] * k[d];
+        for (int64_t d = 0; d < hd; ++d) s += qr[size_t(d)] * k[d];
         score[size_t(j)] = s * a.scale;
         mx = std::max(mx, score[size_t(j)]);
       }
@@ -138,8 +153,8 @@ void CpuBackend::attention(const AttentionArgs& a) {
       std::fill(acc.begin(), acc.end(), 0.0f);
       for (int64_t j = 0; j < n_keys; ++j) {
         if (score[size_t(j)] == 0.0f) continue;
-        const float p = round_to_fp16(score[size_t(j)] * inv);
-        const float* v = vf_.data() + j * kv_stride + g * hd;
+        const float p = round(score[size_t(j)] * inv);
+        const float* v = values + j * kv_stride + g * hd;
         for (int64_t d = 0; d < hd; ++d) acc[size_t(d)] += p * v[d];
       }
       std::copy(acc.begin(), acc.end(), a.out + t * q_stride + h * hd);
@@ -147,8 +162,18 @@ void CpuBackend::attention(const AttentionArgs& a) {
   });
 }
 
-void CpuBackend::store_f16(const float* src, uint16_t* dst, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dst[i] = float_to_fp16(src[i]);
+void CpuBackend::store_kv(const float* src, void* dst, int64_t n, KvType t) {
+  if (t == KvType::F32) {
+    std::memcpy(dst, src, size_t(n) * sizeof(float));
+    return;
+  }
+  auto* d = static_cast<uint16_t*>(dst);
+  for (int64_t i = 0; i < n; ++i) d[i] = float_to_fp16(src[i]);
+}
+
+void CpuBackend::add_bias(float* y, const float* bias, int64_t T, int64_t n) {
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t i = 0; i < n; ++i) y[t * n + i] += bias[i];
 }
 
 void CpuBackend::silu_mul(float* gate, const float* up, int64_t n) {

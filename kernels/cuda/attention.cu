@@ -1,6 +1,7 @@
-// Masked (tree) attention over the fp16 KV cache, with the CPU backend's rounding: the
-// query rounded to fp16 before its dot products, probabilities normalised then rounded
-// to fp16 before they weight the value rows, exp() cut to 0 below -88.
+// Masked (tree) attention over the KV cache, with the CPU backend's rounding: for an fp16
+// cache the query rounded to fp16 before its dot products and probabilities normalised
+// then rounded to fp16 before they weight the value rows (an f32 cache rounds nothing);
+// exp() cut to 0 below -88.
 //
 // One block per (query row, head), three sweeps over the keys: the maximum score, the
 // sum of exponentials, then the weighted sum of value rows in chunks whose
@@ -22,7 +23,22 @@ constexpr int kChunk = 1024;    // keys whose probabilities are staged at a time
 
 __device__ float round_f16(float v) { return __half2float(__float2half_rn(v)); }
 
+// The cache's element type: how a value reads as float, and how q and p round before
+// their products.
+struct F16Cache {
+  using Elem = __half;
+  __device__ static float load(Elem e) { return __half2float(e); }
+  __device__ static float round(float v) { return round_f16(v); }
+};
+struct F32Cache {
+  using Elem = float;
+  __device__ static float load(Elem e) { return e; }
+  __device__ static float round(float v) { return v; }
+};
+
+template <class Cache>
 __global__ void attention_kernel(AttentionArgs a) {
+  using Elem = typename Cache::Elem;
   __shared__ float q16[kThreads];
   __shared__ float prob[kChunk];
   __shared__ float scratch[32];
@@ -31,18 +47,18 @@ __global__ void attention_kernel(AttentionArgs a) {
   const int64_t kv_stride = a.n_kv_heads * hd, n_keys = a.n_past + a.n_masked;
   const float* q = a.q + (t * a.n_heads + h) * hd;
   const uint8_t* mrow = a.mask + t * a.n_masked;
-  const __half* keys = reinterpret_cast<const __half*>(a.k) + g * hd;
-  const __half* values = reinterpret_cast<const __half*>(a.v) + g * hd;
+  const Elem* keys = static_cast<const Elem*>(a.k) + g * hd;
+  const Elem* values = static_cast<const Elem*>(a.v) + g * hd;
 
-  for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) q16[d] = round_f16(q[d]);
+  for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) q16[d] = Cache::round(q[d]);
   __syncthreads();
 
   // Score of key j, or -inf where the mask hides it.
   auto score = [&](int64_t j) {
     if (j >= a.n_past && !mrow[j - a.n_past]) return -INFINITY;
-    const __half* k = keys + j * kv_stride;
+    const Elem* k = keys + j * kv_stride;
     float s = 0.0f;
-    for (int64_t d = 0; d < hd; ++d) s += q16[d] * __half2float(k[d]);
+    for (int64_t d = 0; d < hd; ++d) s += q16[d] * Cache::load(k[d]);
     return s * a.scale;
   };
   auto weight = [&](float s, float mx) {  // exp(s - mx), 0 below the cut (and for masked keys)
@@ -65,13 +81,13 @@ __global__ void attention_kernel(AttentionArgs a) {
     __syncthreads();  // the previous chunk's probabilities have been used
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
       const float p = weight(score(c0 + j), mx);
-      prob[j] = p == 0.0f ? 0.0f : round_f16(p * inv);
+      prob[j] = p == 0.0f ? 0.0f : Cache::round(p * inv);
     }
     __syncthreads();
     if (threadIdx.x < hd) {
-      const __half* v = values + c0 * kv_stride + threadIdx.x;
+      const Elem* v = values + c0 * kv_stride + threadIdx.x;
       for (int64_t j = 0; j < n; ++j)
-        if (prob[j] != 0.0f) acc += prob[j] * __half2float(v[j * kv_stride]);
+        if (prob[j] != 0.0f) acc += prob[j] * Cache::load(v[j * kv_stride]);
     }
   }
   if (threadIdx.x < hd) a.out[(t * a.n_heads + h) * hd + threadIdx.x] = acc;
@@ -82,7 +98,11 @@ __global__ void attention_kernel(AttentionArgs a) {
 void launch_attention(const AttentionArgs& a, cudaStream_t s) {
   if (a.head_dim > kThreads) throw Error("cuda: attention supports head dims up to 256, not " + std::to_string(a.head_dim));
   if (a.n_kv_heads < 1 || a.n_heads % a.n_kv_heads) throw Error("cuda: attention heads do not group into KV heads");
-  attention_kernel<<<dim3(unsigned(a.n_heads), unsigned(a.T)), kThreads, 0, s>>>(a);
+  const dim3 grid(unsigned(a.n_heads), unsigned(a.T));
+  if (a.kv_type == KvType::F32)
+    attention_kernel<F32Cache><<<grid, kThreads, 0, s>>>(a);
+  else
+    attention_kernel<F16Cache><<<grid, kThreads, 0, s>>>(a);
   check_launch("attention");
 }
 

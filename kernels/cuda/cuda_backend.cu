@@ -146,11 +146,11 @@ void CudaBackend::rmsnorm(const float* x, const float* weight, int64_t T, int64_
 }
 
 void CudaBackend::rope(float* x, const int32_t* positions, int64_t T, int64_t n_heads, int64_t head_dim,
-                       int64_t n_rot, float freq_base) {
+                       const RopeParams& r) {
   use_device();
   // Computed on the host exactly as the CPU backend does.
-  const float theta_scale = std::pow(freq_base, -2.0f / float(n_rot));
-  launch_rope(x, positions, T, n_heads, head_dim, n_rot, theta_scale, stream_);
+  const float theta_scale = std::pow(r.freq_base, -2.0f / float(r.n_rot));
+  launch_rope(x, positions, T, n_heads, head_dim, r, theta_scale, stream_);
 }
 
 void CudaBackend::attention(const AttentionArgs& a) {
@@ -158,9 +158,17 @@ void CudaBackend::attention(const AttentionArgs& a) {
   launch_attention(a, stream_);
 }
 
-void CudaBackend::store_f16(const float* src, uint16_t* dst, int64_t n) {
+void CudaBackend::store_kv(const float* src, void* dst, int64_t n, KvType t) {
   use_device();
-  launch_store_f16(src, dst, n, stream_);
+  if (t == KvType::F32)
+    copy(dst, src, size_t(n) * sizeof(float));
+  else
+    launch_store_f16(src, static_cast<uint16_t*>(dst), n, stream_);
+}
+
+void CudaBackend::add_bias(float* y, const float* bias, int64_t T, int64_t n) {
+  use_device();
+  launch_add_bias(y, bias, T, n, stream_);
 }
 
 void CudaBackend::silu_mul(float* gate, const float* up, int64_t n) {

@@ -1,4 +1,4 @@
-// Row and element kernels: rmsnorm, rope, store_f16, silu_mul, add.
+// Row and element kernels: rmsnorm, rope, store_f16, silu_mul, add, add_bias.
 #include <cuda_fp16.h>
 
 #include "kernels/cuda/cuda_check.h"
@@ -27,21 +27,26 @@ __global__ void rmsnorm_kernel(const float* __restrict__ x, const float* __restr
 
 // One thread per rotated pair (row t, head h, pair p). The angle is built by p repeated
 // multiplications from the position, as the CPU (and llama.cpp) build it, so that the
-// angles agree to the last bit rather than to powf's rounding.
+// angles agree to the last bit rather than to powf's rounding; then divided by the pair's
+// factor and scaled in the CPU's order.
 __global__ void rope_kernel(float* __restrict__ x, const int32_t* __restrict__ positions, int64_t T,
-                            int64_t n_heads, int64_t head_dim, int64_t n_rot, float theta_scale) {
-  const int64_t pairs = n_rot / 2;
+                            int64_t n_heads, int64_t head_dim, RopeParams r, float theta_scale) {
+  const int64_t pairs = r.n_rot / 2;
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= T * n_heads * pairs) return;
   const int64_t p = i % pairs, th = i / pairs;  // th = t * n_heads + h
   const int64_t t = th / n_heads;
   float theta = float(positions[t]);
   for (int64_t k = 0; k < p; ++k) theta *= theta_scale;
+  if (r.factors) theta = theta / r.factors[p];
+  theta = r.freq_scale * theta;
   const float c = cosf(theta), s = sinf(theta);
-  float* v = x + th * head_dim + 2 * p;
-  const float x0 = v[0], x1 = v[1];
-  v[0] = x0 * c - x1 * s;
-  v[1] = x0 * s + x1 * c;
+  float* v = x + th * head_dim;
+  float& a = r.neox ? v[p] : v[2 * p];
+  float& b = r.neox ? v[p + pairs] : v[2 * p + 1];
+  const float x0 = a, x1 = b;
+  a = x0 * c - x1 * s;
+  b = x0 * s + x1 * c;
 }
 
 __global__ void store_f16_kernel(const float* __restrict__ src, uint16_t* __restrict__ dst, int64_t n) {
@@ -62,6 +67,11 @@ __global__ void add_kernel(float* __restrict__ y, const float* __restrict__ x, i
   if (i < n) y[i] += x[i];
 }
 
+__global__ void add_bias_kernel(float* __restrict__ y, const float* __restrict__ bias, int64_t T, int64_t n) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < T * n) y[i] += bias[i % n];
+}
+
 unsigned blocks(int64_t n) { return unsigned((n + kThreads - 1) / kThreads); }
 
 }  // namespace
@@ -73,10 +83,10 @@ void launch_rmsnorm(const float* x, const float* weight, int64_t T, int64_t dim,
 }
 
 void launch_rope(float* x, const int32_t* positions, int64_t T, int64_t n_heads, int64_t head_dim,
-                 int64_t n_rot, float theta_scale, cudaStream_t s) {
-  const int64_t n = T * n_heads * (n_rot / 2);
+                 const RopeParams& r, float theta_scale, cudaStream_t s) {
+  const int64_t n = T * n_heads * (r.n_rot / 2);
   if (n == 0) return;
-  rope_kernel<<<blocks(n), kThreads, 0, s>>>(x, positions, T, n_heads, head_dim, n_rot, theta_scale);
+  rope_kernel<<<blocks(n), kThreads, 0, s>>>(x, positions, T, n_heads, head_dim, r, theta_scale);
   check_launch("rope");
 }
 
@@ -96,6 +106,12 @@ void launch_add(float* y, const float* x, int64_t n, cudaStream_t s) {
   if (n == 0) return;
   add_kernel<<<blocks(n), kThreads, 0, s>>>(y, x, n);
   check_launch("add");
+}
+
+void launch_add_bias(float* y, const float* bias, int64_t T, int64_t n, cudaStream_t s) {
+  if (T * n == 0) return;
+  add_bias_kernel<<<blocks(T * n), kThreads, 0, s>>>(y, bias, T, n);
+  check_launch("add_bias");
 }
 
 }  // namespace flashspec::cuda

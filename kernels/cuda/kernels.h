@@ -20,10 +20,11 @@ void launch_dequantize(const WeightMatrix& w, int64_t r0, int64_t n, float* out,
 void launch_rmsnorm(const float* x, const float* weight, int64_t T, int64_t dim, float eps, float* y,
                     cudaStream_t s);
 void launch_rope(float* x, const int32_t* positions, int64_t T, int64_t n_heads, int64_t head_dim,
-                 int64_t n_rot, float theta_scale, cudaStream_t s);
+                 const RopeParams& r, float theta_scale, cudaStream_t s);
 void launch_attention(const AttentionArgs& a, cudaStream_t s);
 void launch_store_f16(const float* src, uint16_t* dst, int64_t n, cudaStream_t s);
 void launch_silu_mul(float* gate, const float* up, int64_t n, cudaStream_t s);
 void launch_add(float* y, const float* x, int64_t n, cudaStream_t s);
+void launch_add_bias(float* y, const float* bias, int64_t T, int64_t n, cudaStream_t s);
 
 }  // namespace flashspec::cuda

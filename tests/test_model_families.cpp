@@ -1,0 +1,206 @@
+// Model families people run: Llama 3 (rope_freqs scaling, tied head), Qwen2 (Q/K/V
+// biases, NeoX RoPE), Qwen3 (per-head Q/K norms, head size != dim / heads) against
+// llama.cpp's references, speculation across families, and one clear error line for
+// every unsupported or malformed model.
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <fstream>
+
+#include "core/scheduler/generate.h"
+#include "core/scheduler/speculative.h"
+#include "core/tokenizer.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "target/llama_model.h"
+#include "tests/cli_runner.h"
+#include "tests/fixtures.h"
+#include "tests/gguf_writer.h"
+
+using namespace flashspec;
+using namespace flashspec::testing;
+
+namespace {
+
+nlohmann::json reference(const std::string& model) {
+  std::ifstream in(reference_path(model));
+  REQUIRE(in);
+  return nlohmann::json::parse(in);
+}
+
+GenerateOptions greedy(int64_t n, int64_t logits_positions = 0) {
+  GenerateOptions o;
+  o.n_predict = n;
+  o.sampling.temperature = 0;
+  o.ignore_eos = true;
+  o.logits_positions = logits_positions;
+  return o;
+}
+
+// Every reference prompt of a tiny model: prompt tokens and 32 greedy tokens identical to
+// llama.cpp's, logits at the 2 stored positions within `tolerance`.
+void check_against_llamacpp(const std::string& name, KvType kv, double tolerance) {
+  CpuBackend backend(2);
+  LlamaModel model(model_path(name), backend);
+  model.set_kv_type(kv);
+  const Tokenizer tok = Tokenizer::from_gguf(model.file());
+  const nlohmann::json refs = reference(name);
+  REQUIRE(refs.size() == 8);
+  double worst = 0;
+  for (const auto& r : refs) {
+    const std::string prompt = r["prompt"];
+    CAPTURE(prompt);
+    const std::vector<int32_t> ids = tok.encode(prompt, true);
+    CHECK(ids == r["prompt_tokens"].get<std::vector<int32_t>>());
+    const GenerationResult g = generate_target_only(model, ids, greedy(32, 2));
+    CHECK(g.tokens == r["greedy_tokens"].get<std::vector<int32_t>>());
+    REQUIRE(g.logits.size() == 2);
+    for (size_t p = 0; p < 2; ++p) {
+      const std::vector<float> want = r["logits"][p].get<std::vector<float>>();
+      REQUIRE(want.size() == g.logits[p].size());
+      for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, double(std::fabs(want[i] - g.logits[p][i])));
+    }
+  }
+  MESSAGE(name << " (" << std::string(kv_type_name(kv)) << " KV): largest logit difference to llama.cpp " << worst);
+  CHECK(worst <= tolerance);
+}
+
+CliResult generate_with(const std::string& model) {
+  return run_cli({"generate", "-m", model, "-p", "Once upon a time", "-n", "2", "--temp", "0"});
+}
+
+void check_error(const CliResult& r, const std::vector<std::string>& parts) {
+  CAPTURE(r.err);
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.rfind("flashspec: error: ", 0) == 0);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  for (const auto& p : parts) CHECK(r.err.find(p) != std::string::npos);
+}
+
+// stories260K re-labelled as `arch`: its llama.* keys copied to arch.*.
+GgufWriter stories_as(const std::string& arch) {
+  const GgufFile f = GgufFile::open(model_path("stories260K"));
+  GgufWriter w = GgufWriter::from(f);
+  w.set("general.architecture", gv_str(arch));
+  for (const auto& [key, value] : f.metadata())
+    if (key.rfind("llama.", 0) == 0) w.set(arch + key.substr(5), value);
+  return w;
+}
+
+}  // namespace
+
+// The references were made with an f32 KV cache; llama.cpp's own fp16-cache logits move by
+// up to 0.17 from them (shared/models/README.md).
+TEST_CASE("tiny-llama3 (Llama 3 rope scaling, tied head) matches llama.cpp") {
+  check_against_llamacpp("tiny-llama3", KvType::F16, 0.25);
+  check_against_llamacpp("tiny-llama3", KvType::F32, 2e-2);
+}
+TEST_CASE("tiny-qwen2 (Q/K/V biases, NeoX RoPE) matches llama.cpp") {
+  check_against_llamacpp("tiny-qwen2", KvType::F16, 0.25);
+  check_against_llamacpp("tiny-qwen2", KvType::F32, 2e-2);
+}
+TEST_CASE("tiny-qwen3 (per-head Q/K norms, head size 32) matches llama.cpp") {
+  check_against_llamacpp("tiny-qwen3", KvType::F16, 0.25);
+  check_against_llamacpp("tiny-qwen3", KvType::F32, 2e-2);
+}
+
+TEST_CASE("speculation across families is lossless: tiny-qwen2 drafting tiny-qwen3") {
+  CpuBackend backend(2), draft_backend(1);
+  LlamaModel target(model_path("tiny-qwen3"), backend), draft(model_path("tiny-qwen2"), draft_backend);
+  const Tokenizer tok = Tokenizer::from_gguf(target.file());
+  // Four prompts: drafting over a 152k vocabulary on one thread is the slow part here.
+  const nlohmann::json refs = reference("tiny-qwen3");
+  for (size_t i = 0; i < refs.size(); i += 2) {
+    const std::string prompt = refs[i]["prompt"];
+    CAPTURE(prompt);
+    const std::vector<int32_t> ids = tok.encode(prompt, true);
+    const GenerationResult want = generate_target_only(target, ids, greedy(32));
+    for (const bool tree : {false, true}) {
+      DraftPolicy p;
+      p.shape = tree ? DraftPolicy::Shape::Tree : DraftPolicy::Shape::Chain;
+      p.budget = tree ? 16 : 4;
+      CAPTURE(tree);
+      const GenerationResult got = generate_speculative(target, draft, ids, greedy(32), p);
+      CHECK(got.tokens == want.tokens);
+      CHECK(got.stats.drafted > 0);
+    }
+  }
+}
+
+TEST_CASE("cli: unsupported or malformed model families are one error line each") {
+  TempFile f("family");
+  SUBCASE("unknown architecture") {
+    stories_as("gptneox").write(f.path);
+    check_error(generate_with(f.path), {f.path, "unsupported architecture 'gptneox'", "supported: llama, qwen2, qwen3"});
+  }
+  SUBCASE("an architecture name with control bytes stays one line") {
+    GgufWriter w = stories_as("llama");
+    w.set("general.architecture", gv_str("evil\nflashspec: error: forged"));
+    w.write(f.path);
+    check_error(generate_with(f.path), {"'evil\\x0aflashspec: error: forged'"});
+  }
+  SUBCASE("qwen2 without its biases") {
+    stories_as("qwen2").write(f.path);
+    check_error(generate_with(f.path), {f.path, "missing required tensor 'blk.0.attn_q.bias'"});
+  }
+  SUBCASE("a bias of the wrong shape") {
+    GgufWriter w = stories_as("qwen2");
+    for (int l = 0; l < 5; ++l) {
+      const std::string p = "blk." + std::to_string(l) + ".";
+      w.add_tensor_f32(p + "attn_q.bias", {64}, std::vector<float>(64, 0.0f));
+      w.add_tensor_f32(p + "attn_k.bias", {l == 3 ? 31 : 32}, std::vector<float>(l == 3 ? 31 : 32, 0.0f));
+      w.add_tensor_f32(p + "attn_v.bias", {32}, std::vector<float>(32, 0.0f));
+    }
+    w.write(f.path);
+    check_error(generate_with(f.path), {f.path, "tensor 'blk.3.attn_k.bias' has shape [31], expected [32]"});
+  }
+  SUBCASE("a Q/K norm of the wrong shape") {
+    GgufWriter w = stories_as("qwen3");
+    for (int l = 0; l < 5; ++l) {
+      const std::string p = "blk." + std::to_string(l) + ".";
+      w.add_tensor_f32(p + "attn_q_norm.weight", {8}, std::vector<float>(8, 1.0f));
+      w.add_tensor_f32(p + "attn_k_norm.weight", {l == 2 ? 64 : 8}, std::vector<float>(l == 2 ? 64 : 8, 1.0f));
+    }
+    w.write(f.path);
+    check_error(generate_with(f.path), {f.path, "tensor 'blk.2.attn_k_norm.weight' has shape [64], expected [8]"});
+  }
+  SUBCASE("YaRN rope scaling") {
+    GgufWriter w = stories_as("llama");
+    w.set("llama.rope.scaling.type", gv_str("yarn"));
+    w.write(f.path);
+    check_error(generate_with(f.path), {f.path, "rope scaling 'yarn' is not supported", "supported: none, linear, llama3"});
+  }
+  SUBCASE("llama3 rope scaling without its factors") {
+    GgufWriter w = stories_as("llama");
+    w.set("llama.rope.scaling.type", gv_str("llama3"));
+    w.write(f.path);
+    check_error(generate_with(f.path), {f.path, "needs the tensor 'rope_freqs.weight'"});
+  }
+  SUBCASE("rope factors of the wrong size") {
+    GgufWriter w = stories_as("llama");
+    w.add_tensor_f32("rope_freqs.weight", {3}, {1, 2, 3});
+    w.write(f.path);
+    check_error(generate_with(f.path), {f.path, "tensor 'rope_freqs.weight' has shape [3], expected [4]"});
+  }
+}
+
+TEST_CASE("rope: linear scaling and frequency factors turn the angles as llama.cpp's formula says") {
+  CpuBackend be(1);
+  // One head of 4 dims at position 3, base 100: pair i turns by 3 * 100^(-i/2) * scale / factor_i.
+  const float factors[2] = {2.0f, 4.0f};
+  for (const bool neox : {false, true}) {
+    float x[4] = {1, 0, 1, 0};
+    if (neox) x[1] = 1, x[2] = 0;  // NeoX pairs dims (0, 2) and (1, 3)
+    const int32_t pos = 3;
+    be.rope(x, &pos, 1, 1, 4, RopeParams{4, 100.0f, 0.5f, neox, factors});
+    const double a0 = 3.0 * 0.5 / 2.0, a1 = 3.0 * 0.1 * 0.5 / 4.0;
+    CAPTURE(neox);
+    const float c0 = neox ? x[0] : x[0], s0 = neox ? x[2] : x[1];
+    const float c1 = neox ? x[1] : x[2], s1 = neox ? x[3] : x[3];
+    CHECK(c0 == doctest::Approx(std::cos(a0)).epsilon(1e-6));
+    CHECK(s0 == doctest::Approx(std::sin(a0)).epsilon(1e-6));
+    CHECK(c1 == doctest::Approx(std::cos(a1)).epsilon(1e-6));
+    CHECK(s1 == doctest::Approx(std::sin(a1)).epsilon(1e-6));
+  }
+}
