@@ -23,7 +23,7 @@
 #include <optional>
 #include <string>
 
-#include "apps/chat_template.h"
+#include "core/chat_template.h"
 #include "apps/commands.h"
 #include "apps/json_writer.h"
 #include "apps/run_options.h"
@@ -118,6 +118,7 @@ struct ChatArgs {
   bool json = false;
   std::string system;
   std::string format = "auto";
+  bool think = false;
 };
 
 const char* end_name(AnswerEnd e) {
@@ -192,8 +193,10 @@ int run_chat(const ChatArgs& a) {
   Engine engine(a.run);
   const Tokenizer& tok = engine.tokenizer();
   std::string notice;
-  const ChatFormat fmt = ChatFormat::for_model(
-      tok, engine.target().file().get_string("tokenizer.chat_template"), forced, notice);
+  ChatFormat fmt = ChatFormat::for_model(tok, engine.target().file().get_string("tokenizer.chat_template"), forced,
+                                         notice);
+  fmt.set_thinking(a.think);
+  const bool hide_reasoning = fmt.reasons() && !a.think;
   if (!notice.empty()) std::fprintf(stderr, "flashspec: %s\n", notice.c_str());
   Session session = engine.new_session(kDefaultChatCtx);
 
@@ -258,12 +261,13 @@ int run_chat(const ChatArgs& a) {
                                                                 : fmt.next_turn(message, last_end, last_token);
     GenerateOptions opt = engine.generate_options();
     StopTextFilter filter(fmt.stop_text());
+    ReasoningFilter reasoning;
     Utf8Stream utf8;
     std::string shown;             // answer text (the JSON "text")
     bool strip_space = true;       // the display drops the answer's leading space
     bool turn_end = false;         // the style's end-of-turn token arrived
     bool end_token = false;        // an end-of-generation token arrived
-    auto show = [&](const std::string& s) {
+    auto emit = [&](const std::string& s) {
       shown += s;
       if (a.json || s.empty()) return;
       std::string_view v = s;
@@ -273,6 +277,7 @@ int run_chat(const ChatArgs& a) {
       }
       put(std::string(v));
     };
+    auto show = [&](const std::string& text) { emit(hide_reasoning ? reasoning.push(text) : text); };
     opt.on_token = [&](int32_t id) {
       if (tok.is_end_of_generation(id)) {
         end_token = true;
@@ -298,6 +303,7 @@ int run_chat(const ChatArgs& a) {
       continue;
     }
     if (!filter.stopped()) show(filter.push(utf8.flush()) + filter.flush());
+    if (hide_reasoning) emit(reasoning.flush());
     if (!a.json) put("\n");
 
     ++turn;
@@ -342,6 +348,9 @@ Action register_chat(CLI::App& app) {
   sub->add_option("--chat-format", args->format,
                   "turn format: auto (from the model's chat template, else plain), plain, llama2, "
                   "chatml, llama3, zephyr");
+  sub->add_flag("--think", args->think,
+                "reasoning models (Qwen3): let the model think before answering and show its reasoning "
+                "(default: thinking off, any reasoning hidden)");
   sub->add_flag("--json", args->json, "one JSON line per turn instead of streamed text (for scripts)");
   return [args] { return run_chat(*args); };
 }

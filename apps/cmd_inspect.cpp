@@ -150,8 +150,12 @@ int run_inspect(const InspectArgs& a) {
     j.field("n_layers", c.n_layers).field("n_heads", c.n_heads).field("n_kv_heads", c.n_kv_heads);
     j.field("head_dim", c.head_dim).field("ffn_dim", c.ffn_dim).field("n_rot", c.n_rot);
     j.field("context_length", c.context_length).field("rms_eps", double(c.rms_eps));
-    j.field("rope_freq_base", double(c.rope_freq_base)).field("tied_output", c.tied_output);
-    j.field("tokenizer", tok.model()).field("bos", tok.bos()).field("eos", tok.eos());
+    j.field("rope_freq_base", double(c.rope_freq_base)).field("rope_neox", c.rope_neox);
+    j.field("rope_scaling", c.rope_scaling).field("rope_factors", w.rope_factors_offset() >= 0);
+    j.field("tied_output", c.tied_output);
+    j.field("tokenizer", tok.model()).field("pre_tokenizer", tok.pre()).field("n_tokens", int64_t(tok.n_vocab()));
+    j.field("bos", tok.bos()).field("eos", tok.eos()).field("add_bos", tok.add_bos());
+    j.field("end_of_generation", tok.end_of_generation());
     j.field("tensors", int64_t(f.tensors().size())).field("tensor_bytes", total);
     j.key("bytes_by_type").begin_object();
     for (const auto& [k, v] : bytes_by_type) j.field(k, v);
@@ -168,11 +172,16 @@ int run_inspect(const InspectArgs& a) {
   std::printf("  arch %s: vocab %lld, dim %lld, layers %lld, heads %lld/%lld (head dim %lld), ffn %lld\n",
               c.arch.c_str(), (long long)c.n_vocab, (long long)c.dim, (long long)c.n_layers,
               (long long)c.n_heads, (long long)c.n_kv_heads, (long long)c.head_dim, (long long)c.ffn_dim);
-  std::printf("  rope dims %lld base %g, rms eps %g, context %lld, output head %s\n",
-              (long long)c.n_rot, double(c.rope_freq_base), double(c.rms_eps),
-              (long long)c.context_length, c.tied_output ? "tied" : "separate");
-  std::printf("  tokenizer %s: %d tokens, bos %d, eos %d\n", tok.model().c_str(), tok.n_vocab(),
-              tok.bos(), tok.eos());
+  std::printf("  rope %s dims %lld base %g%s%s, rms eps %g, context %lld, output head %s\n",
+              c.rope_neox ? "neox" : "normal", (long long)c.n_rot, double(c.rope_freq_base),
+              w.rope_factors_offset() >= 0 ? ", frequency factors (rope_freqs)" : "",
+              c.rope_freq_scale != 1.0f ? (", linear scale " + std::to_string(c.rope_freq_scale)).c_str() : "",
+              double(c.rms_eps), (long long)c.context_length, c.tied_output ? "tied" : "separate");
+  std::string eog;
+  for (int32_t id : tok.end_of_generation()) eog += (eog.empty() ? "" : " ") + std::to_string(id);
+  std::printf("  tokenizer %s%s%s: %d tokens, bos %d%s, eos %d, end of generation {%s}\n", tok.model().c_str(),
+              tok.pre().empty() ? "" : "/", tok.pre().c_str(), tok.n_vocab(), tok.bos(),
+              tok.add_bos() ? " (added)" : "", tok.eos(), eog.c_str());
   for (const auto& [k, v] : bytes_by_type) std::printf("  %-5s %12lld bytes\n", k.c_str(), (long long)v);
   if (!a.vram_budget.empty()) print_vram_plan(vram, fixed);
   if (streams) print_stream_plan(plan, fixed, vram.n_resident);

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <sstream>
 
+#include "core/chat_template.h"
 #include "core/gguf.h"
 #include "core/tokenizer.h"
 #include "tests/cli_runner.h"
@@ -309,4 +310,49 @@ TEST_CASE("chat: Ctrl-C stops the answer and keeps the session; twice at the pro
   kill(c.pid, SIGINT);
   CAPTURE(c.got_err);
   CHECK(c.wait_exit() == 0);
+}
+
+TEST_CASE("chat: Llama 3 and Qwen3 turns are their templates' text with the specials parsed") {
+  const Tokenizer llama = tokenizer_of(model_path("tiny-llama3"));
+  std::string notice;
+  const ChatFormat l3 = ChatFormat::for_model(llama, GgufFile::open(model_path("tiny-llama3")).get_string("tokenizer.chat_template"),
+                                              std::nullopt, notice);
+  CHECK(notice.empty());
+  CHECK(l3.style() == ChatStyle::Llama3);
+  CHECK(l3.first_turn("Hi", "") ==
+        llama.encode("<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+                     "<|start_header_id|>assistant<|end_header_id|>\n\n",
+                     false, true));
+
+  const GgufFile qf = GgufFile::open(model_path("tiny-qwen3"));
+  const Tokenizer qwen = Tokenizer::from_gguf(qf);
+  ChatFormat q3 = ChatFormat::for_model(qwen, qf.get_string("tokenizer.chat_template"), std::nullopt, notice);
+  CHECK(notice.empty());
+  CHECK(q3.style() == ChatStyle::ChatML);
+  CHECK(q3.reasons());
+  // Thinking off (the default): the template's enable_thinking=false rendering.
+  CHECK(q3.first_turn("Hi", "Be brief.") ==
+        qwen.encode("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+                    "<|im_start|>assistant\n<think>\n\n</think>\n\n",
+                    false, true));
+  q3.set_thinking(true);
+  CHECK(q3.first_turn("Hi", "") == qwen.encode("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n", false, true));
+  // A later turn closes an answer that ended without <|im_end|>.
+  CHECK(q3.next_turn("More", AnswerEnd::Length, 42) ==
+        qwen.encode("<|im_end|>\n<|im_start|>user\nMore<|im_end|>\n<|im_start|>assistant\n", false, true));
+}
+
+TEST_CASE("chat: reasoning blocks are hidden from answers, even split over tokens") {
+  auto run = [](const std::vector<std::string>& chunks) {
+    ReasoningFilter f;
+    std::string out;
+    for (const std::string& c : chunks) out += f.push(c);
+    return out + f.flush();
+  };
+  CHECK(run({"<think>\nplan\n</think>\n\nThe answer."}) == "The answer.");
+  CHECK(run({"<th", "ink>a", "b</thi", "nk>", "\n", "\nDone"}) == "Done");
+  CHECK(run({"No reasoning <here>, just text."}) == "No reasoning <here>, just text.");
+  CHECK(run({"Before <think>hidden</think>\n\nafter"}) == "Before after");
+  CHECK(run({"<think>never closed"}).empty());
+  CHECK(run({"ends with <thi"}) == "ends with <thi");  // a marker that never completes is text
 }

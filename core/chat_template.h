@@ -1,5 +1,5 @@
 #pragma once
-// Chat turn formatting for `flashspec chat`. There is no Jinja engine: the style is
+// Chat turn formatting for `flashspec chat` (and the server). There is no Jinja engine: the style is
 // recognised from markers in the GGUF's tokenizer.chat_template text and each turn is
 // built here, as token ids. Our tokenizer does not parse control tokens out of text, so
 // a turn is a list of parts (plain text, or one special token looked up by its text)
@@ -13,6 +13,10 @@
 //   llama-3 "<|start_header_id|>"
 //           <|start_header_id|>user<|end_header_id|>\n\n{u}<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n
 //   zephyr  "<|user|>"      <|user|>\n{u}</s>\n<|assistant|>\n
+// Reasoning models (Qwen3: a chatml template that mentions <think>) think by default; with
+// thinking off the assistant header is followed by an empty "<think>\n\n</think>\n\n",
+// as the template's enable_thinking=false renders it, and the app hides any reasoning
+// that appears anyway (ReasoningFilter).
 // When a later turn starts, the previous answer is closed first: the style's
 // end-of-turn token is added if the answer did not end with it (cut by -n or Ctrl-C).
 // In the plain style the model may start the user's next line itself; the app stops the
@@ -56,8 +60,14 @@ class ChatFormat {
   // the last two cases `notice` gets one line saying why.
   static ChatFormat for_model(const Tokenizer& tok, const std::string* chat_template,
                               std::optional<ChatStyle> forced, std::string& notice);
+  // Takes what the template adds to the style: reasoning blocks (chatml with <think>
+  // tokens), the default system prompt Qwen2.5's template writes when none is given.
+  void adopt_template_details(std::string_view chat_template);
 
   ChatStyle style() const { return style_; }
+  // The template is a reasoning model's (<think> blocks); thinking is then off unless set.
+  bool reasons() const { return think_open_ >= 0; }
+  void set_thinking(bool on) { thinking_ = on; }
 
   // Tokens of the first turn of a conversation: BOS (when the vocabulary adds one), the
   // system prompt (if any), the user's turn and the assistant header.
@@ -89,7 +99,21 @@ class ChatFormat {
   ChatStyle style_;
   int32_t turn_end_ = -1;  // token closing an assistant turn (-1: the end-of-generation ones)
   int32_t im_start_ = -1, start_header_ = -1, end_header_ = -1;
-  std::string stop_text_;
+  int32_t think_open_ = -1, think_close_ = -1;  // <think> </think> of a reasoning template
+  bool thinking_ = false;
+  std::string stop_text_, default_system_;
+};
+
+// Streams an answer's text without its reasoning: <think>...</think> blocks (and the
+// newlines after them) are dropped, even when the markers arrive split over tokens.
+class ReasoningFilter {
+ public:
+  std::string push(std::string_view text);
+  std::string flush();  // what is held back at the end (nothing inside an open block)
+
+ private:
+  std::string pending_;
+  bool inside_ = false, after_close_ = false;
 };
 
 // Streams an answer's text while holding back anything that might be the start of a

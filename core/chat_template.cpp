@@ -1,4 +1,4 @@
-#include "apps/chat_template.h"
+#include "core/chat_template.h"
 
 #include <algorithm>
 #include <utility>
@@ -75,12 +75,24 @@ ChatFormat ChatFormat::for_model(const Tokenizer& tok, const std::string* chat_t
     return ChatFormat(tok, ChatStyle::Plain);
   }
   try {
-    return ChatFormat(tok, *style);
+    ChatFormat f(tok, *style);
+    f.adopt_template_details(*chat_template);
+    return f;
   } catch (const Error& e) {
     notice = std::string("chat template looks like ") + chat_style_name(*style) + " but " + e.what() +
              "; using the plain transcript format";
     return ChatFormat(tok, ChatStyle::Plain);
   }
+}
+
+void ChatFormat::adopt_template_details(std::string_view t) {
+  if (style_ != ChatStyle::ChatML) return;
+  static constexpr std::string_view kQwenSystem = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
+  if (t.find(kQwenSystem) != std::string_view::npos) default_system_ = kQwenSystem;
+  if (t.find("<think>") == std::string_view::npos) return;
+  think_open_ = special("<think>", true);
+  think_close_ = special("</think>", true);
+  if (think_open_ < 0 || think_close_ < 0) think_open_ = think_close_ = -1;
 }
 
 int32_t ChatFormat::special(std::string_view text, bool optional) const {
@@ -134,6 +146,12 @@ void ChatFormat::user_turn(std::vector<Part>& parts, std::string_view user) cons
       parts.push_back({-1, "\n"});
       parts.push_back({im_start_, {}});
       parts.push_back({-1, "assistant\n"});
+      if (reasons() && !thinking_) {
+        parts.push_back({think_open_, {}});
+        parts.push_back({-1, "\n\n"});
+        parts.push_back({think_close_, {}});
+        parts.push_back({-1, "\n\n"});
+      }
       break;
     case ChatStyle::Llama3:
       parts.push_back({start_header_, {}});
@@ -160,7 +178,7 @@ void ChatFormat::user_turn(std::vector<Part>& parts, std::string_view user) cons
 std::vector<int32_t> ChatFormat::first_turn(std::string_view user, std::string_view system) const {
   std::vector<Part> parts;
   if (tok_->add_bos() || style_ == ChatStyle::Llama2) parts.push_back({tok_->bos(), {}});
-  const std::string sys(system);
+  const std::string sys = system.empty() ? default_system_ : std::string(system);
   if (!sys.empty()) {
     switch (style_) {
       case ChatStyle::Plain:
@@ -226,6 +244,58 @@ std::vector<int32_t> ChatFormat::next_turn(std::string_view user, AnswerEnd end,
   return tokenize(parts);
 }
 
+namespace {
+// Length of the longest tail of `s` that is a proper prefix of `marker`: text that may
+// still grow into the marker and must wait for the next push.
+size_t partial_tail(const std::string& s, std::string_view marker) {
+  size_t keep = std::min(s.size(), marker.size() - 1);
+  while (keep > 0 && s.compare(s.size() - keep, keep, marker, 0, keep) != 0) --keep;
+  return keep;
+}
+}  // namespace
+
+std::string ReasoningFilter::push(std::string_view text) {
+  static constexpr std::string_view kOpen = "<think>", kClose = "</think>";
+  pending_.append(text);
+  std::string out;
+  for (;;) {
+    if (inside_) {
+      const size_t hit = pending_.find(kClose);
+      if (hit == std::string::npos) {
+        pending_.erase(0, pending_.size() - partial_tail(pending_, kClose));
+        return out;
+      }
+      pending_.erase(0, hit + kClose.size());
+      inside_ = false;
+      after_close_ = true;
+    }
+    if (after_close_) {  // the template puts "\n\n" after </think>: not part of the answer
+      const size_t text_start = pending_.find_first_not_of('\n');
+      if (text_start == std::string::npos) {
+        pending_.clear();
+        return out;
+      }
+      pending_.erase(0, text_start);
+      after_close_ = false;
+    }
+    const size_t hit = pending_.find(kOpen);
+    if (hit == std::string::npos) {
+      const size_t keep = partial_tail(pending_, kOpen);
+      out += pending_.substr(0, pending_.size() - keep);
+      pending_.erase(0, pending_.size() - keep);
+      return out;
+    }
+    out += pending_.substr(0, hit);
+    pending_.erase(0, hit + kOpen.size());
+    inside_ = true;
+  }
+}
+
+std::string ReasoningFilter::flush() {
+  if (inside_) pending_.clear();
+  return std::exchange(pending_, {});
+}
+
 std::string StopTextFilter::push(std::string_view text) {
   if (stopped_) return {};
   pending_.append(text);
@@ -238,8 +308,7 @@ std::string StopTextFilter::push(std::string_view text) {
     return out;
   }
   // Keep the longest tail of pending_ that could still grow into the stop text.
-  size_t keep = std::min(pending_.size(), stop_.size() - 1);
-  while (keep > 0 && pending_.compare(pending_.size() - keep, keep, stop_, 0, keep) != 0) --keep;
+  const size_t keep = partial_tail(pending_, stop_);
   std::string out = pending_.substr(0, pending_.size() - keep);
   pending_.erase(0, pending_.size() - keep);
   return out;
