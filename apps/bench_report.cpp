@@ -6,7 +6,7 @@
 #include <map>
 #include <set>
 
-#include "apps/json_writer.h"
+#include <nlohmann/json.hpp>
 
 namespace flashspec {
 
@@ -170,21 +170,34 @@ std::string BenchRow::family() const { return shape + " T=" + fmt("%g", temp); }
 std::string BenchRow::bandwidth_label() const { return io_bw_bytes > 0 ? io_bw : "unthrottled"; }
 
 std::string bench_json_line(const BenchRow& r) {
-  JsonWriter j;
-  j.begin_object();
-  j.field("config", r.config).field("shape", r.shape).field("budget", r.budget);
-  j.field("temp", r.temp).field("io_bw", r.io_bw).field("io_bw_bytes", r.io_bw_bytes);
-  j.field("prompts", r.prompts).field("n_predict", r.n_predict).field("prompt_tokens", r.prompt_tokens);
-  j.field("generated", r.generated).field("target_passes", r.target_passes).field("tau", r.tau());
-  j.field("drafted", r.drafted).field("accepted", r.accepted);
-  j.field("accept_by_depth", r.accept_by_depth());
-  j.field("drafted_by_depth", r.drafted_by_depth).field("accepted_by_depth", r.accepted_by_depth);
-  j.field("tokens_per_s", r.tokens_per_s()).field("ttft_ms", r.ttft_ms).field("tpot_ms", r.tpot_ms);
-  j.field("prefill_ms", r.prefill_ms).field("decode_ms", r.decode_ms);
-  j.field("bytes_read", r.bytes_read).field("read_gbps", r.read_gbps()).field("io_busy", r.io_busy());
-  j.field("io_wait_ms", r.io_wait_ms).field("speedup", r.speedup);
-  j.end_object();
-  return j.str();
+  return nlohmann::json{{"config", r.config},
+                        {"shape", r.shape},
+                        {"budget", r.budget},
+                        {"temp", r.temp},
+                        {"io_bw", r.io_bw},
+                        {"io_bw_bytes", r.io_bw_bytes},
+                        {"prompts", r.prompts},
+                        {"n_predict", r.n_predict},
+                        {"prompt_tokens", r.prompt_tokens},
+                        {"generated", r.generated},
+                        {"target_passes", r.target_passes},
+                        {"tau", r.tau()},
+                        {"drafted", r.drafted},
+                        {"accepted", r.accepted},
+                        {"accept_by_depth", r.accept_by_depth()},
+                        {"drafted_by_depth", r.drafted_by_depth},
+                        {"accepted_by_depth", r.accepted_by_depth},
+                        {"tokens_per_s", r.tokens_per_s()},
+                        {"ttft_ms", r.ttft_ms},
+                        {"tpot_ms", r.tpot_ms},
+                        {"prefill_ms", r.prefill_ms},
+                        {"decode_ms", r.decode_ms},
+                        {"bytes_read", r.bytes_read},
+                        {"read_gbps", r.read_gbps()},
+                        {"io_busy", r.io_busy()},
+                        {"io_wait_ms", r.io_wait_ms},
+                        {"speedup", r.speedup}}
+      .dump();
 }
 
 std::string bench_csv(const std::vector<BenchRow>& rows) {

@@ -18,18 +18,22 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "apps/bench_report.h"
 #include "apps/commands.h"
+#include "apps/output.h"
 #include "apps/run_options.h"
+#include "apps/text_input.h"
 #include "core/error.h"
+#include "core/printable.h"
 #include "core/units.h"
+#include "engine/engine.h"
 #include "offload/weight_stream.h"
 
 namespace flashspec {
@@ -39,174 +43,39 @@ namespace {
 struct BenchArgs {
   RunOptions run;
   std::string prompts_path;
-  std::string chains = "1,4,8";
-  std::string trees = "4,16,64,256";
-  std::string temps = "0";
-  std::string io_bws = "0";
+  std::vector<std::string> chains{"1", "4", "8"};
+  std::vector<std::string> trees{"4", "16", "64", "256"};
+  std::vector<double> temps{0.0};
+  std::vector<std::string> io_bws{"0"};
   std::string out_dir, out_prefix;
   int64_t max_prompts = 0;
 };
 
 // ---- prompts file: JSON lines with a "prompt" string -------------------------------
 
-// Just enough JSON to read one object per line and pick its top-level "prompt" string;
-// every other value is parsed (so malformed lines are caught) and dropped.
-class JsonLine {
- public:
-  JsonLine(std::string_view s) : s_(s) {}
-
-  // The "prompt" member of the object on this line; false with `why` set when the line
-  // is not one JSON object or has no "prompt" string.
-  bool prompt(std::string& out, std::string& why) {
-    try {
-      ws();
-      if (peek() != '{') return fail(why, "not a JSON object");
-      ++i_;
-      bool found = false;
-      ws();
-      if (peek() == '}') {
-        ++i_;
-      } else {
-        for (;;) {
-          ws();
-          const std::string key = string();
-          ws();
-          expect(':');
-          ws();
-          if (key == "prompt" && peek() == '"') {
-            out = string();
-            found = true;
-          } else {
-            skip_value();
-          }
-          ws();
-          if (peek() == ',') { ++i_; continue; }
-          expect('}');
-          break;
-        }
-      }
-      ws();
-      if (i_ != s_.size()) return fail(why, "text after the JSON object");
-      if (!found) return fail(why, "no \"prompt\" string");
-      return true;
-    } catch (const std::string& e) {
-      return fail(why, e);
-    }
-  }
-
- private:
-  bool fail(std::string& why, const std::string& w) { why = w; return false; }
-  char peek() const { return i_ < s_.size() ? s_[i_] : '\0'; }
-  void ws() { while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\r' || s_[i_] == '\n')) ++i_; }
-  void expect(char c) {
-    if (peek() != c) throw "expected '" + std::string(1, c) + "' at column " + std::to_string(i_ + 1);
-    ++i_;
-  }
-  unsigned hex4() {
-    if (i_ + 4 > s_.size()) throw std::string("bad \\u escape");
-    unsigned v = 0;
-    for (int k = 0; k < 4; ++k) {
-      const char c = s_[i_++];
-      v <<= 4;
-      if (c >= '0' && c <= '9') v |= unsigned(c - '0');
-      else if (c >= 'a' && c <= 'f') v |= unsigned(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F') v |= unsigned(c - 'A' + 10);
-      else throw std::string("bad \\u escape");
-    }
-    return v;
-  }
-  static void utf8(std::string& o, unsigned cp) {
-    if (cp < 0x80) o += char(cp);
-    else if (cp < 0x800) o += char(0xC0 | (cp >> 6)), o += char(0x80 | (cp & 0x3F));
-    else if (cp < 0x10000)
-      o += char(0xE0 | (cp >> 12)), o += char(0x80 | ((cp >> 6) & 0x3F)), o += char(0x80 | (cp & 0x3F));
-    else
-      o += char(0xF0 | (cp >> 18)), o += char(0x80 | ((cp >> 12) & 0x3F)), o += char(0x80 | ((cp >> 6) & 0x3F)),
-          o += char(0x80 | (cp & 0x3F));
-  }
-  std::string string() {
-    expect('"');
-    std::string o;
-    for (;;) {
-      if (i_ >= s_.size()) throw std::string("unterminated string");
-      const char c = s_[i_++];
-      if (c == '"') return o;
-      if (static_cast<unsigned char>(c) < 0x20) throw std::string("control character in a string");
-      if (c != '\\') { o += c; continue; }
-      const char e = peek();
-      ++i_;
-      switch (e) {
-        case '"': o += '"'; break;
-        case '\\': o += '\\'; break;
-        case '/': o += '/'; break;
-        case 'b': o += '\b'; break;
-        case 'f': o += '\f'; break;
-        case 'n': o += '\n'; break;
-        case 'r': o += '\r'; break;
-        case 't': o += '\t'; break;
-        case 'u': {
-          unsigned cp = hex4();
-          if (cp >= 0xD800 && cp < 0xDC00 && s_.substr(i_, 2) == "\\u") {
-            i_ += 2;
-            const unsigned lo = hex4();
-            if (lo < 0xDC00 || lo > 0xDFFF) throw std::string("bad surrogate pair");
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-          } else if (cp >= 0xD800 && cp < 0xE000) {
-            cp = 0xFFFD;
-          }
-          utf8(o, cp);
-          break;
-        }
-        default: throw std::string("bad escape in a string");
-      }
-    }
-  }
-  void skip_value() {
-    ws();
-    const char c = peek();
-    if (c == '"') { string(); return; }
-    if (c == '{' || c == '[') {
-      const char close = c == '{' ? '}' : ']';
-      ++i_;
-      ws();
-      if (peek() == close) { ++i_; return; }
-      for (;;) {
-        ws();
-        if (close == '}') {
-          string();
-          ws();
-          expect(':');
-        }
-        skip_value();
-        ws();
-        if (peek() == ',') { ++i_; continue; }
-        expect(close);
-        return;
-      }
-    }
-    for (const char* lit : {"true", "false", "null"})
-      if (s_.substr(i_, std::strlen(lit)) == lit) { i_ += std::strlen(lit); return; }
-    const size_t start = i_;
-    while (i_ < s_.size() && std::strchr("+-0123456789.eE", s_[i_])) ++i_;
-    if (i_ == start) throw "unexpected '" + std::string(1, c) + "' at column " + std::to_string(i_ + 1);
-  }
-
-  std::string_view s_;
-  size_t i_ = 0;
-};
-
 std::vector<std::string> load_prompts(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot read the prompts file");
+  const std::string text = read_text_file(path);
   std::vector<std::string> prompts;
-  std::string line, why;
-  for (int64_t n = 1; std::getline(in, line); ++n) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    std::string p;
-    if (!JsonLine(line).prompt(p, why)) throw Error(path + ":" + std::to_string(n) + ": " + why);
-    prompts.push_back(std::move(p));
+  size_t pos = 0;
+  for (int64_t n = 1; pos < text.size(); ++n) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    const std::string_view line(text.data() + pos, end - pos);
+    pos = end + 1;
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    const std::string where = printable(path) + ":" + std::to_string(n) + ": ";
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(where + "not a JSON object (" + e.what() + ")");
+    }
+    if (!j.is_object()) throw Error(where + "not a JSON object");
+    auto it = j.find("prompt");
+    if (it == j.end() || !it->is_string()) throw Error(where + "no \"prompt\" string");
+    prompts.push_back(it->get<std::string>());
   }
-  if (prompts.empty()) throw Error(path + ": no prompts (expected JSON lines like {\"prompt\": \"...\"})");
+  if (prompts.empty()) throw Error(printable(path) + ": no prompts (expected JSON lines like {\"prompt\": \"...\"})");
   return prompts;
 }
 
@@ -233,17 +102,10 @@ std::string default_prompts_path() {
 
 // ---- sweep ---------------------------------------------------------------------------
 
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::string cur;
-  std::stringstream ss(s);
-  while (std::getline(ss, cur, ',')) {
-    const size_t a = cur.find_first_not_of(" \t"), b = cur.find_last_not_of(" \t");
-    if (a == std::string::npos) continue;
-    cur = cur.substr(a, b - a + 1);
-    if (cur != "none") out.push_back(cur);
-  }
-  return out;
+// A sweep list without its 'none' entries ("--chain none": no chains).
+std::vector<std::string> without_none(std::vector<std::string> v) {
+  std::erase(v, std::string("none"));
+  return v;
 }
 
 int64_t parse_budget(const std::string& flag, const std::string& v) {
@@ -293,41 +155,21 @@ class Progress {
   bool tty_;
 };
 
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  out.close();
-  if (!out) throw Error(path + ": cannot write");
-}
-
 int run_bench(const BenchArgs& a) {
   const std::vector<std::string> prompts_text = load_prompts(a.prompts_path.empty() ? default_prompts_path() : a.prompts_path);
   std::vector<std::string> prompts = prompts_text;
   if (a.max_prompts > 0 && int64_t(prompts.size()) > a.max_prompts) prompts.resize(size_t(a.max_prompts));
 
   std::vector<Config> configs;
-  std::vector<double> temps;
-  for (const std::string& t : split_list(a.temps)) {
-    char* end = nullptr;
-    const double v = std::strtod(t.c_str(), &end);
-    if (end == t.c_str() || *end != '\0' || !(v >= 0 && v <= 100))
-      throw Error("--temp: '" + t + "' is not a temperature in 0..100");
-    temps.push_back(v);
-  }
-  if (temps.empty()) throw Error("--temp: no temperature given");
+  const std::vector<double>& temps = a.temps;
   std::vector<std::pair<std::string, double>> bws;
-  for (const std::string& b : split_list(a.io_bws)) {
-    const std::optional<double> v = parse_size(b);
-    if (!v) throw Error("--io-bw: '" + b + "' is not a rate like 2.1G (bytes/s) or 0 (unthrottled)");
-    bws.push_back({b, *v});
-  }
-  if (bws.empty()) bws.push_back({"0", 0});
+  for (const std::string& b : a.io_bws) bws.push_back({b, *parse_size(b)});  // checked at parse time
   std::vector<int64_t> chains;
-  for (const std::string& c : split_list(a.chains)) chains.push_back(parse_budget("--chain", c));
-  std::vector<std::string> trees = split_list(a.trees);
+  for (const std::string& c : without_none(a.chains)) chains.push_back(parse_budget("--chain", c));
+  std::vector<std::string> trees = without_none(a.trees);
   for (const std::string& t : trees)
     if (t != "auto") parse_budget("--tree", t);
-  if ((!chains.empty() || !trees.empty()) && a.run.draft_path.empty())
+  if ((!chains.empty() || !trees.empty()) && a.run.engine.draft_path.empty())
     throw Error("bench: --chain/--tree sweeps need a draft model (-d DRAFT.gguf); pass --chain none --tree none "
                 "for target-only");
   for (const auto& [bw, bytes] : bws)
@@ -348,34 +190,39 @@ int run_bench(const BenchArgs& a) {
     if (ec) throw Error("--out-dir " + dir.string() + ": " + ec.message());
     prefix = (dir / "bench").string();
   }
+  OutputFile jsonl_out(prefix + ".jsonl"), csv_out(prefix + ".csv"), svg_out(prefix + ".svg");
 
   Progress progress(int64_t(configs.size() * prompts.size()));
   std::vector<BenchRow> rows;
   std::vector<std::vector<int32_t>> tokens;  // prompts, tokenized once
   for (size_t ci = 0; ci < configs.size(); ++ci) {
     const Config& c = configs[ci];
-    RunOptions r = a.run;
-    r.sampling.temperature = float(c.temp);
-    r.chain = c.shape == "chain" ? c.budget : 0;
-    r.tree = c.shape == "tree" ? std::to_string(c.budget) : c.shape == "tree-auto" ? "auto" : "";
+    EngineOptions r = a.run.engine;
+    SamplingParams sampling = a.run.sampling;
+    sampling.temperature = float(c.temp);
+    r.greedy = sampling.greedy();
+    SpeculationOptions& sp = r.speculation;
+    if (c.shape == "chain") sp.mode = SpeculationOptions::Mode::Chain, sp.budget = c.budget, sp.sampled_chain = !r.greedy;
+    if (c.shape == "tree") sp.mode = SpeculationOptions::Mode::Tree, sp.budget = c.budget;
+    if (c.shape == "tree-auto") sp.mode = SpeculationOptions::Mode::AutoTree, sp.budget = 1024;
     if (c.shape == "target") r.draft_path.clear();
     if (c.io_bw_bytes > 0) {
-      r.stream = true;
-      r.io_bw = c.io_bw;
+      r.placement.stream = true;
+      r.placement.io_bw = uint64_t(c.io_bw_bytes);
     } else {
-      r.io_bw.clear();
+      r.placement.io_bw = 0;
     }
     Engine engine(r);
     if (tokens.empty())
-      for (const std::string& p : prompts) tokens.push_back(engine.tokenizer().encode(p, engine.tokenizer().add_bos()));
-    const GenerateOptions opt = engine.generate_options();
+      for (const std::string& p : prompts) tokens.push_back(engine.tokenizer().encode(p, true));
+    const GenerateOptions opt = engine.request(sampling, a.run.n_predict, a.run.ignore_eos);
     // One fresh session per prompt, as `generate` does (so --tree auto starts from scratch
     // each time), sized for the prompt, the answer and the widest draft pass. Sessions are
     // driven here rather than through Engine::generate to keep stderr to the progress bar.
     const int64_t scratch = engine.scratch_rows();
     auto run_one = [&](const std::vector<int32_t>& p, const GenerateOptions& g) {
       Session s = engine.new_session(int64_t(p.size()) + g.n_predict + scratch);
-      const StreamCounters before = engine.stream() ? engine.stream()->counters() : StreamCounters{};
+      const StreamCounters before = engine.stream_counters();
       GenerationResult res = s.generate(p, g);
       engine.add_stream_stats(res.stats, before);
       return res;
@@ -440,14 +287,15 @@ int run_bench(const BenchArgs& a) {
 
   std::string jsonl;
   for (const BenchRow& row : rows) jsonl += bench_json_line(row) + "\n";
-  const std::string subtitle = std::filesystem::path(a.run.target_path).filename().string() +
-                               (a.run.draft_path.empty() ? "" : " + draft " + std::filesystem::path(a.run.draft_path).filename().string()) +
+  const EngineOptions& eo = a.run.engine;
+  const std::string subtitle = std::filesystem::path(eo.target_path).filename().string() +
+                               (eo.draft_path.empty() ? "" : " + draft " + std::filesystem::path(eo.draft_path).filename().string()) +
                                ", " + std::to_string(prompts.size()) + " prompts, n=" + std::to_string(a.run.n_predict);
-  write_text(prefix + ".jsonl", jsonl);
-  write_text(prefix + ".csv", bench_csv(rows));
-  write_text(prefix + ".svg", bench_svg(rows, subtitle));
-  std::printf("%s", bench_table(rows).c_str());
-  std::fflush(stdout);
+  jsonl_out.write_all(jsonl);
+  csv_out.write_all(bench_csv(rows));
+  svg_out.write_all(bench_svg(rows, subtitle));
+  write_stdout(bench_table(rows));
+  flush_stdout();
   std::fprintf(stderr, "bench: wrote %s.jsonl, %s.csv, %s.svg\n", prefix.c_str(), prefix.c_str(), prefix.c_str());
   return 0;
 }
@@ -464,17 +312,29 @@ Action register_bench(CLI::App& app) {
     if (CLI::Option* o = sub->get_option_no_throw(name)) sub->remove_option(o);
   if (CLI::Option* n = sub->get_option_no_throw("--n-predict")) n->description("tokens to generate per prompt (default 64)");
   sub->add_option("--chain", args->chains, "draft chain lengths to sweep, comma-separated ('none': no chains)")
+      ->delimiter(',')
       ->capture_default_str();
   sub->add_option("--tree", args->trees, "draft tree budgets to sweep, comma-separated, 'auto' allowed ('none': no trees)")
+      ->delimiter(',')
       ->capture_default_str();
-  sub->add_option("--temp", args->temps, "temperatures to sweep, comma-separated")->capture_default_str();
+  sub->add_option("--temp", args->temps, "temperatures to sweep, comma-separated")
+      ->delimiter(',')
+      ->check(finite_range(0, 100))
+      ->capture_default_str();
   sub->add_option("--io-bw", args->io_bws, "storage bandwidths to sweep, e.g. 0,1G,2.1G (0: unthrottled; others stream)")
+      ->delimiter(',')
+      ->check(CLI::Validator(
+          [](std::string& v) { return parse_size(v) ? std::string() : "'" + v + "' is not a rate like 2.1G (bytes/s) or 0"; },
+          "RATE"))
       ->capture_default_str();
   sub->add_option("--prompts", args->prompts_path, "prompts file: JSON lines with a \"prompt\" field (default: the shipped set)");
   sub->add_option("--max-prompts", args->max_prompts, "use only the first N prompts")->check(CLI::Range(int64_t(1), int64_t(1) << 30));
   CLI::Option* dir = sub->add_option("--out-dir", args->out_dir, "write DIR/bench.jsonl, .csv, .svg (default: .)");
   sub->add_option("--out", args->out_prefix, "write PREFIX.jsonl, PREFIX.csv, PREFIX.svg")->excludes(dir);
-  return [args] { return run_bench(*args); };
+  return [args, sub] {
+    finish_run_options(*sub, args->run);
+    return run_bench(*args);
+  };
 }
 
 }  // namespace flashspec

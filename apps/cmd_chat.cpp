@@ -23,10 +23,12 @@
 #include <optional>
 #include <string>
 
-#include "core/chat_template.h"
 #include "apps/commands.h"
-#include "apps/json_writer.h"
+#include "apps/output.h"
 #include "apps/run_options.h"
+#include "apps/stats_report.h"
+#include "core/chat_template.h"
+#include "engine/engine.h"
 #include "core/error.h"
 #include "core/gguf.h"
 #include "offload/weight_stream.h"
@@ -146,17 +148,6 @@ struct Totals {
   }
 };
 
-void write_turn_stats(JsonWriter& j, const GenerationStats& s) {
-  j.key("stats").begin_object();
-  j.field("prompt_tokens", s.prompt_tokens).field("generated", s.generated);
-  j.field("target_passes", s.target_passes).field("drafted", s.drafted).field("accepted", s.accepted);
-  j.field("tau", s.tau()).field("accept_by_depth", s.accept_rate_by_depth());
-  j.field("tokens_per_s", s.tokens_per_s()).field("ttft_ms", s.ttft_ms);
-  j.field("prefill_ms", s.prefill_ms).field("decode_ms", s.decode_ms);
-  j.field("bytes_read", s.bytes_read).field("read_gbps", s.read_gbps());
-  j.end_object();
-}
-
 void print_stats(const std::optional<GenerationStats>& last, const Totals& t, const Session& s) {
   if (last) {
     std::fprintf(stderr,
@@ -179,8 +170,8 @@ void print_stats(const std::optional<GenerationStats>& last, const Totals& t, co
 
 void put(const std::string& s) {
   if (s.empty()) return;
-  std::fwrite(s.data(), 1, s.size(), stdout);
-  std::fflush(stdout);
+  write_stdout(s);
+  flush_stdout();
 }
 
 int run_chat(const ChatArgs& a) {
@@ -190,7 +181,7 @@ int run_chat(const ChatArgs& a) {
     if (!forced)
       throw Error("--chat-format: '" + a.format + "' is not auto, plain, llama2, chatml, llama3 or zephyr");
   }
-  Engine engine(a.run);
+  Engine engine(a.run.engine);
   const Tokenizer& tok = engine.tokenizer();
   std::string notice;
   ChatFormat fmt = ChatFormat::for_model(tok, engine.target().file().get_string("tokenizer.chat_template"), forced,
@@ -198,7 +189,7 @@ int run_chat(const ChatArgs& a) {
   fmt.set_thinking(a.think);
   const bool hide_reasoning = fmt.reasons() && !a.think;
   if (!notice.empty()) std::fprintf(stderr, "flashspec: %s\n", notice.c_str());
-  Session session = engine.new_session(kDefaultChatCtx);
+  Session session = engine.new_session(a.run.engine.ctx > 0 ? a.run.engine.ctx : kDefaultChatCtx);
 
   const bool interactive = ::isatty(STDIN_FILENO) == 1;
   if (interactive)
@@ -259,7 +250,7 @@ int run_chat(const ChatArgs& a) {
 
     const std::vector<int32_t> input = session.tokens().empty() ? fmt.first_turn(message, a.system)
                                                                 : fmt.next_turn(message, last_end, last_token);
-    GenerateOptions opt = engine.generate_options();
+    GenerateOptions opt = engine.request(a.run.sampling, a.run.n_predict, a.run.ignore_eos);
     StopTextFilter filter(fmt.stop_text());
     ReasoningFilter reasoning;
     Utf8Stream utf8;
@@ -293,7 +284,7 @@ int run_chat(const ChatArgs& a) {
       return SigintGuard::pending() || filter.stopped() || (turn_end && !opt.ignore_eos);
     };
     GenerationResult r;
-    const StreamCounters before = engine.stream() ? engine.stream()->counters() : StreamCounters{};
+    const StreamCounters before = engine.stream_counters();
     try {
       r = session.generate(input, opt);
       engine.add_stream_stats(r.stats, before);
@@ -317,14 +308,14 @@ int run_chat(const ChatArgs& a) {
     totals.add(r.stats);
 
     if (a.json) {
-      JsonWriter j;
-      j.begin_object().field("turn", turn).field("prompt_tokens", r.stats.prompt_tokens);
-      j.field("history_tokens", int64_t(session.tokens().size())).field("stop", end_name(how));
-      j.field("tokens", r.tokens).field("text", shown);
-      write_turn_stats(j, r.stats);
-      j.end_object();
-      std::printf("%s\n", j.str().c_str());
-      std::fflush(stdout);
+      const nlohmann::json j = {{"turn", turn},
+                                {"prompt_tokens", r.stats.prompt_tokens},
+                                {"history_tokens", int64_t(session.tokens().size())},
+                                {"stop", end_name(how)},
+                                {"tokens", r.tokens},
+                                {"text", shown},
+                                {"stats", stats_json(r.stats)}};
+      put(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
     } else {
       if (how == AnswerEnd::Interrupted) std::fprintf(stderr, "[interrupted]\n");
       std::fprintf(stderr, "[%lld tokens, %.1f tok/s, tau %.2f, prefilled %lld rows]\n",
@@ -352,7 +343,10 @@ Action register_chat(CLI::App& app) {
                 "reasoning models (Qwen3): let the model think before answering and show its reasoning "
                 "(default: thinking off, any reasoning hidden)");
   sub->add_flag("--json", args->json, "one JSON line per turn instead of streamed text (for scripts)");
-  return [args] { return run_chat(*args); };
+  return [args, sub] {
+    finish_run_options(*sub, args->run);
+    return run_chat(*args);
+  };
 }
 
 }  // namespace flashspec

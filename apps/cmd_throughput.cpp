@@ -1,93 +1,151 @@
-// `flashspec throughput`: llama-bench-style throughput of the engine's own forward pass
-// (prefill of a P-token prompt, then T single-token decode steps), one JSON line per
-// repetition plus a summary line, so runs can be compared with llama.cpp's figures.
-#include <algorithm>
+// `flashspec throughput`: llama-bench-style throughput of the engine's forward pass:
+// prefill of P-token prompts (pp) and T single-token decode steps (tg), each measured
+// -r times after a warm-up, reported as mean +- stddev tokens/s in a table (md), CSV or
+// JSON lines. Runs through the Engine, so --stream / --ram-budget / --io-bw measure a
+// streamed target exactly as generate would run it.
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <numeric>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "apps/commands.h"
-#include "apps/json_writer.h"
-#include "core/error.h"
+#include "apps/output.h"
 #include "apps/run_options.h"
+#include "core/error.h"
+#include "engine/engine.h"
+#include "kernels/cpu/matmul.h"
 #include "target/llama_model.h"
 
 namespace flashspec {
 
 namespace {
 
-struct BenchArgs {
-  std::string model;
-  int64_t pp = 64;
-  int64_t tg = 32;
+struct ThroughputArgs {
+  RunOptions run;
+  std::vector<int64_t> pp{64}, tg{32};
   int reps = 3;
-  int threads = 0;
-  std::string backend = "cpu";
+  std::string output = "md";
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-int run_bench(const BenchArgs& a) {
-  const int threads = a.threads > 0 ? a.threads : int(std::max(1u, std::thread::hardware_concurrency()));
-  const std::unique_ptr<Backend> be = make_backend(a.backend, threads);
-  Backend& backend = *be;
-  LlamaModel model(a.model, backend);
-  const int64_t n_vocab = model.config().n_vocab;
-  // Token ids spread over the vocabulary, BOS first; content does not change the cost.
-  std::vector<int32_t> prompt(size_t(a.pp));
-  for (int64_t i = 0; i < a.pp; ++i) prompt[size_t(i)] = int32_t(i == 0 ? 1 : (i * 7919) % n_vocab);
-  std::vector<float> logits;
-  std::vector<double> pp_rates, tg_rates;
-  for (int rep = -1; rep < a.reps; ++rep) {  // rep -1 warms caches and page-ins
-    KvCache kv = model.make_cache(a.pp + a.tg + 1);
-    auto t0 = std::chrono::steady_clock::now();
-    model.forward(CausalBatch(prompt, 0).view(), kv, LogitRows::Last, logits);
-    kv.commit_first(a.pp);
-    const double pp_s = seconds_since(t0);
-    t0 = std::chrono::steady_clock::now();
-    for (int64_t i = 0; i < a.tg; ++i) {
-      const int32_t tok[1] = {int32_t((i * 31 + 5) % n_vocab)};
-      model.forward(CausalBatch(tok, kv.committed()).view(), kv, LogitRows::Last, logits);
-      kv.commit_first(1);
-    }
-    const double tg_s = seconds_since(t0);
-    if (rep < 0) continue;
-    pp_rates.push_back(double(a.pp) / pp_s);
-    tg_rates.push_back(double(a.tg) / tg_s);
-    JsonWriter j;
-    j.begin_object().field("model", a.model).field("threads", int64_t(threads)).field("rep", int64_t(rep));
-    j.field("pp", a.pp).field("pp_tokens_per_s", pp_rates.back());
-    j.field("tg", a.tg).field("tg_tokens_per_s", tg_rates.back()).end_object();
-    std::printf("%s\n", j.str().c_str());
+struct Measure {
+  std::string test;  // "pp64", "tg32"
+  int64_t n = 0;
+  std::vector<double> rates;  // tokens/s per repetition
+  double mean() const { return rates.empty() ? 0 : std::accumulate(rates.begin(), rates.end(), 0.0) / double(rates.size()); }
+  double stddev() const {
+    if (rates.size() < 2) return 0;
+    double m = mean(), ss = 0;
+    for (double r : rates) ss += (r - m) * (r - m);
+    return std::sqrt(ss / double(rates.size() - 1));
   }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0.0 : v[v.size() / 2];
-  };
-  JsonWriter j;
-  j.begin_object().field("model", a.model).field("backend", backend.name()).field("threads", int64_t(threads));
-  j.field("pp", a.pp).field("pp_tokens_per_s_median", median(pp_rates));
-  j.field("tg", a.tg).field("tg_tokens_per_s_median", median(tg_rates)).end_object();
-  std::printf("%s\n", j.str().c_str());
+};
+
+// Prefill of n tokens (pp) or n decode steps after a 1-token prompt (tg), once.
+double run_once(LlamaModel& model, bool prefill, int64_t n) {
+  const int64_t n_vocab = model.config().n_vocab;
+  // Token ids spread over the vocabulary; content does not change the cost.
+  std::vector<int32_t> ids(size_t(prefill ? n : 1));
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t((int64_t(i) * 7919 + 1) % n_vocab);
+  KvCache kv = model.make_cache((prefill ? n : n + 1) + 1);
+  std::vector<float> logits;
+  if (prefill) {
+    const auto t0 = std::chrono::steady_clock::now();
+    model.forward_causal(ids, kv, LogitRows::Last, logits);
+    return double(n) / seconds_since(t0);
+  }
+  model.forward_causal(ids, kv, LogitRows::Last, logits);
+  kv.commit_first(1);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t tok[1] = {int32_t((i * 31 + 5) % n_vocab)};
+    model.forward_causal(tok, kv, LogitRows::Last, logits);
+    kv.commit_first(1);
+  }
+  return double(n) / seconds_since(t0);
+}
+
+int run_throughput(const ThroughputArgs& a) {
+  Engine engine(a.run.engine);
+  LlamaModel& model = engine.target();
+  std::vector<Measure> ms;
+  for (int64_t n : a.pp) ms.push_back({"pp" + std::to_string(n), n, {}});
+  for (int64_t n : a.tg) ms.push_back({"tg" + std::to_string(n), n, {}});
+  for (Measure& m : ms) {
+    const bool prefill = m.test[0] == 'p';
+    run_once(model, prefill, std::min<int64_t>(m.n, 16));  // warm-up: pool, page cache, first touch
+    for (int r = 0; r < a.reps; ++r) m.rates.push_back(run_once(model, prefill, m.n));
+  }
+  const std::string backend = engine.backend().name();
+  const std::string placement = a.run.engine.placement.stream ? "streamed" : "resident";
+  const std::string model_name = a.run.engine.target_path;
+  std::string out;
+  if (a.output == "json") {
+    for (const Measure& m : ms) {
+      const nlohmann::json j = {{"model", model_name}, {"backend", backend},         {"placement", placement},
+                                {"plan", engine.plan().describe()}, {"test", m.test}, {"n", m.n},
+                                {"reps", a.reps},                   {"tokens_per_s", m.mean()},
+                                {"stddev", m.stddev()},             {"samples", m.rates}};
+      out += j.dump() + "\n";
+    }
+  } else if (a.output == "csv") {
+    out = "model,backend,placement,test,tokens_per_s,stddev,reps\n";
+    char buf[256];
+    for (const Measure& m : ms) {
+      std::snprintf(buf, sizeof buf, ",%.3f,%.3f,%d\n", m.mean(), m.stddev(), a.reps);
+      out += model_name + "," + backend + "," + placement + "," + m.test + buf;
+    }
+  } else {
+    char buf[512];
+    std::snprintf(buf, sizeof buf, "| %-40s | %-28s | %-9s | %8s | %20s |\n", "model", "backend", "placement", "test",
+                  "t/s");
+    out = buf;
+    out += "| " + std::string(40, '-') + " | " + std::string(28, '-') + " | " + std::string(9, '-') + " | " +
+           std::string(8, '-') + " | " + std::string(20, '-') + " |\n";
+    for (const Measure& m : ms) {
+      std::string name = model_name.size() > 40 ? "..." + model_name.substr(model_name.size() - 37) : model_name;
+      std::snprintf(buf, sizeof buf, "| %-40s | %-28s | %-9s | %8s | %11.2f +- %6.2f |\n", name.c_str(),
+                    backend.c_str(), placement.c_str(), m.test.c_str(), m.mean(), m.stddev());
+      out += buf;
+    }
+  }
+  write_stdout(out);
+  flush_stdout();
   return 0;
 }
 
 }  // namespace
 
 Action register_throughput(CLI::App& app) {
-  auto args = std::make_shared<BenchArgs>();
-  CLI::App* sub = app.add_subcommand("throughput", "llama-bench style prefill (pp) and decode (tg) tokens/s of the forward pass");
-  sub->add_option("-m,--model", args->model, "model (GGUF)")->required();
-  sub->add_option("--pp", args->pp, "prompt tokens to prefill")->check(CLI::Range(int64_t(1), int64_t(1) << 16));
-  sub->add_option("--tg", args->tg, "tokens to decode")->check(CLI::Range(int64_t(0), int64_t(1) << 16));
-  sub->add_option("-r,--reps", args->reps, "repetitions")->check(CLI::Range(1, 1000));
-  sub->add_option("-t,--threads", args->threads, "CPU threads (default: all cores)")->check(CLI::Range(1, 1024));
-  sub->add_option("--backend", args->backend, "compute backend")->check(CLI::IsMember({"cpu", "cuda"}));
-  return [args] { return run_bench(*args); };
+  auto args = std::make_shared<ThroughputArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "throughput", "llama-bench style prefill (pp) and decode (tg) tokens/s of the target's forward pass");
+  add_run_options(*sub, args->run);
+  // Only the target's placement and compute matter here.
+  for (const char* name : {"--draft", "--n-predict", "--temp", "--seed", "--top-k", "--top-p", "--min-p", "--chain",
+                           "--tree", "--draft-max", "--tree-width", "--pregrow", "--tree-children", "--ignore-eos"})
+    if (CLI::Option* o = sub->get_option_no_throw(name)) sub->remove_option(o);
+  sub->add_option("-p,--pp", args->pp, "prompt lengths to prefill, comma-separated")
+      ->delimiter(',')
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 16))
+      ->capture_default_str();
+  sub->add_option("-n,--tg", args->tg, "decode steps to time, comma-separated")
+      ->delimiter(',')
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 16))
+      ->capture_default_str();
+  sub->add_option("-r,--reps", args->reps, "repetitions of each test")->check(CLI::Range(1, 1000))->capture_default_str();
+  sub->add_option("-o,--output", args->output, "output format")->check(CLI::IsMember({"md", "csv", "json"}))->capture_default_str();
+  return [args, sub] {
+    finish_run_options(*sub, args->run);
+    return run_throughput(*args);
+  };
 }
 
 }  // namespace flashspec

@@ -1,11 +1,17 @@
 #include "apps/output.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
 #include "core/error.h"
+#include "core/printable.h"
 
 namespace flashspec {
 
@@ -24,6 +30,39 @@ void write_stdout(std::string_view s) {
 void flush_stdout() {
   errno = 0;
   if (std::fflush(stdout) != 0 || std::ferror(stdout)) fail(errno);
+}
+
+OutputFile::OutputFile(std::string path) : path_(std::move(path)) {
+  if (path_ == "-") return;
+  std::string tmpl = path_ + ".tmp-XXXXXX";
+  const int fd = ::mkstemp(tmpl.data());
+  if (fd < 0) throw Error(printable(path_) + ": cannot write: " + std::strerror(errno));
+  ::fchmod(fd, 0644);  // mkstemp makes 0600; results are ordinary files
+  fd_.reset(fd);
+  tmp_ = std::move(tmpl);
+}
+
+OutputFile::~OutputFile() {
+  if (!tmp_.empty()) ::unlink(tmp_.c_str());
+}
+
+void OutputFile::write_all(std::string_view data) {
+  if (path_ == "-") {
+    write_stdout(data);
+    flush_stdout();
+    return;
+  }
+  const std::string shown = printable(path_);
+  for (size_t done = 0; done < data.size();) {
+    const ssize_t n = ::write(fd_.get(), data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw Error(shown + ": write failed: " + std::strerror(n < 0 ? errno : EIO));
+    done += size_t(n);
+  }
+  if (::fsync(fd_.get()) != 0 && errno != EINVAL) throw Error(shown + ": write failed: " + std::strerror(errno));
+  if (::close(fd_.release()) != 0) throw Error(shown + ": write failed: " + std::strerror(errno));
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0) throw Error(shown + ": cannot write: " + std::strerror(errno));
+  tmp_.clear();
 }
 
 }  // namespace flashspec

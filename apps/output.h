@@ -1,8 +1,12 @@
 #pragma once
 // Everything the CLI prints to standard output goes through here, so that a failed write
 // (a full disk, a closed pipe, /dev/full) is an error and a non-zero exit, never a
-// silently truncated result.
+// silently truncated result. Files it writes (--trace, bench results) are opened before
+// the work starts, so a bad path fails at once, and replaced atomically when done.
+#include <string>
 #include <string_view>
+
+#include "core/unique_fd.h"
 
 namespace flashspec {
 
@@ -10,5 +14,23 @@ namespace flashspec {
 void write_stdout(std::string_view s);
 // Flushes stdout (text meant to be seen now, e.g. a streamed token); Error on failure.
 void flush_stdout();
+
+class OutputFile {
+ public:
+  // Creates a temporary file beside `path` now: Error (naming the path) when the folder
+  // does not exist or is not writable. `path` "-" is standard output.
+  explicit OutputFile(std::string path);
+  ~OutputFile();  // a file never written is removed
+  OutputFile(const OutputFile&) = delete;
+  OutputFile& operator=(const OutputFile&) = delete;
+
+  // Writes `data` and puts the file in place of `path`; Error on any failure.
+  void write_all(std::string_view data);
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_, tmp_;
+  UniqueFd fd_;
+};
 
 }  // namespace flashspec

@@ -1,87 +1,52 @@
 #pragma once
-// Options shared by generate, chat and bench (the CLI contract of DESIGN.md), and the
-// Engine that turns them into loaded models and a generation loop.
+// The flags generate, chat, bench and serve share (the CLI contract of DESIGN.md, with
+// llama.cpp's spellings as aliases), parsed into EngineOptions and per-run settings.
+// Sizes, rates and ranges are checked by CLI11 at parse time, and flags that would be
+// ignored in the combination given are refused, so a bad command fails before a model
+// loads.
 #include <CLI/CLI.hpp>
-#include <memory>
+#include <cstdint>
 #include <optional>
 #include <string>
-#include <vector>
 
-#include "core/scheduler/generate.h"
-#include "core/scheduler/session.h"
-#include "draft/drafter.h"
-#include "core/tokenizer.h"
-#include "offload/stream_counters.h"
+#include "core/sampler.h"
+#include "engine/options.h"
 
 namespace flashspec {
 
-class Backend;
-class LlamaModel;
-class WeightStream;
-
 struct RunOptions {
-  std::string target_path;
-  std::string draft_path;
-  int64_t n_predict = 128;
+  EngineOptions engine;
   SamplingParams sampling;
-  int64_t chain = 0;      // --chain K
-  std::string tree;       // --tree B | auto
-  int32_t tree_width = 0;     // nodes fed per draft pass (0: auto)
-  int32_t tree_children = 8;   // candidate children per node
-  int32_t pregrow = -1;        // tree nodes pre-grown during a pass, per verified node (0: off,
-                               // -1: 4 when streaming greedily, else 0, see Engine)
-  std::string backend = "cpu";
-  int threads = 0;        // 0: all cores
-  int64_t ctx = 0;        // 0: what the run needs
-  std::string kv_type = "f16";  // --kv-type: element type of both models' KV caches
+  bool seed_given = false;  // --seed: else a random seed, printed with the stats
+  int64_t n_predict = 128;
   bool ignore_eos = false;
-  // Streaming knobs (offload/).
+  // Raw speculation flags, turned into engine.speculation by finish_run_options().
+  int64_t chain = 0;
+  std::string tree;
+  int64_t draft_max = 0;
+  // Raw placement flags.
+  std::string kv_type = "f16";
   bool stream = false;
-  std::string ram_budget, vram_budget, io_bw;
-  int io_depth = 8;
-  bool no_direct = false;
 };
 
+// Registers the shared flags on `sub` (with `n_predict_default` shown for -n).
 void add_run_options(CLI::App& sub, RunOptions& o);
+// After parsing: fills o.engine from the flags, draws the seed, and refuses combinations
+// that would be ignored. Error (one line) on a conflict.
+void finish_run_options(const CLI::App& sub, RunOptions& o);
 
-// The compute backend --backend names ("cpu" or "cuda"); `threads` is for the CPU. Error
-// (one line) when CUDA is asked for and this build or machine has none.
-std::unique_ptr<Backend> make_backend(const std::string& name, int threads);
+// A CLI11 transform that reads a size or rate ("512M", "2.1G", "1GiB", "0") and passes
+// on the number of bytes, so that the option can bind to an integer.
+CLI::Validator size_value();
+// A check that a floating-point value lies in [lo, hi] (NaN is outside every range).
+CLI::Validator finite_range(double lo, double hi);
 
-class Engine {
- public:
-  explicit Engine(const RunOptions& o);
-  ~Engine();
+// "tree auto (<= 1024)", "chain 4", "target only", ... for the stats line and headers.
+std::string speculation_label(const EngineOptions& o);
 
-  const Tokenizer& tokenizer() const { return tokenizer_; }
-  LlamaModel& target() { return *target_; }
-  bool speculative() const { return policy_.has_value(); }
-  // Generation options from the CLI flags (sampling, n, eos handling).
-  GenerateOptions generate_options() const;
-  GenerationResult generate(const std::vector<int32_t>& prompt, const GenerateOptions& opt);
-  // A session over the loaded models (target-only or speculative as the flags say) with
-  // --ctx rows of context, or `default_ctx` when --ctx was not given.
-  Session new_session(int64_t default_ctx);
-  // Context rows a session needs beyond the sequence itself (the widest draft pass).
-  int64_t scratch_rows() const { return Session::scratch_rows(policy_); }
-
-  // ---- weight streaming (offload/) ----
-  // The target's weight stream with --stream, else nullptr (owned by the target model).
-  WeightStream* stream() const { return stream_; }
-  // Adds what the stream did since `before` to a run's stats (no-op without --stream).
-  void add_stream_stats(GenerationStats& s, const StreamCounters& before) const;
-
- private:
-  static void check_vocab_rows(const Tokenizer& tok, const LlamaModel& m, const std::string& path);
-
-  RunOptions opt_;
-  std::unique_ptr<Backend> backend_;
-  std::unique_ptr<Backend> draft_backend_;  // the draft's own: it runs on its own thread
-  std::unique_ptr<LlamaModel> target_;
-  std::unique_ptr<LlamaModel> draft_;
-  std::optional<DraftPolicy> policy_;  // set when speculating
-  Tokenizer tokenizer_;
-  WeightStream* stream_ = nullptr;  // --stream: the target's layer source's stream
-};
+class Engine;
+// One notice on stderr when a run of `rows` context rows goes past the length the target
+// was trained for (its output there is unreliable).
+void warn_past_training_context(Engine& e, int64_t rows);
 
 }  // namespace flashspec

@@ -36,7 +36,12 @@ struct GenerationStats {
   double pregrow_ms = 0;    // draft time hidden behind target passes (its own thread)
   std::vector<PassRecord> passes;
 
+  // Tokens per target pass, the prefill pass included (it produces the first token).
   double tau() const { return target_passes ? double(generated) / double(target_passes) : 0.0; }
+  // Share of drafted tokens the target accepted.
+  double acceptance() const { return drafted ? double(accepted) / double(drafted) : 0.0; }
+  // Mean decode time per token after the first.
+  double tpot_ms() const { return generated > 1 ? decode_ms / double(generated - 1) : 0.0; }
   // Decode speed: tokens after the first over the time after the first.
   double tokens_per_s() const {
     return decode_ms > 0 && generated > 1 ? double(generated - 1) * 1000.0 / decode_ms : 0.0;

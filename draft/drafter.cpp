@@ -48,8 +48,7 @@ void Drafter::feed_root(std::vector<float>& logits) {
   row_of_node_.assign(1, int32_t(to_feed_.size()) - 1);
   fed_ = 1;
   heap_.clear();
-  model_.forward(CausalBatch(to_feed_, kv_.committed()).view(), kv_, LogitRows::Last, logits);
-  ++forwards_;
+  model_.forward_causal(to_feed_, kv_, LogitRows::Last, logits);
 }
 
 void Drafter::feed(std::span<const int32_t> nodes, std::vector<float>& logits) {
@@ -72,7 +71,6 @@ void Drafter::feed(std::span<const int32_t> nodes, std::vector<float>& logits) {
     row[P + i] = 1;
   }
   model_.forward(ForwardBatch{toks, pos, mask}, kv_, LogitRows::All, logits);
-  ++forwards_;
   for (int64_t i = 0; i < T; ++i) row_of_node_[size_t(nodes[size_t(i)])] = int32_t(P + i);
 }
 

@@ -74,7 +74,6 @@ class Drafter {
   // a new tree.
   bool reroot(const Acceptance& acc);
 
-  int64_t forwards() const { return forwards_; }
 
  private:
   struct Candidate {
@@ -115,7 +114,6 @@ class Drafter {
   int32_t max_children_ = 8;
   double inv_temp_ = 1.0;
   std::vector<int32_t> order_;  // scratch of push_children
-  int64_t forwards_ = 0;
 };
 
 }  // namespace flashspec

@@ -27,13 +27,14 @@ inline const char* kv_type_name(KvType t) { return t == KvType::F32 ? "f32" : "f
 
 // Attention of T new query rows over `n_past` committed cache rows (visible to every
 // query) and the `n_masked` rows after them (earlier pending rows, then the T new rows
-// themselves), of which query i sees row j iff mask[i*n_masked + j] != 0. The new rows'
+// themselves), of which query i sees row j iff mask[i*n_masked + j] != 0 -- or, without a
+// mask, causally: every earlier pending row and the new rows up to itself. The new rows'
 // keys/values are already stored in k/v.
 struct AttentionArgs {
   const float* q;        // T x (n_heads * head_dim)
   const void* k;         // cache rows x (n_kv_heads * head_dim), of type kv_type
   const void* v;         // same layout as k
-  const uint8_t* mask;   // T x n_masked
+  const uint8_t* mask;   // T x n_masked, or null: causal
   float* out;            // T x (n_heads * head_dim)
   int64_t T, n_past, n_masked, n_heads, n_kv_heads, head_dim;
   float scale;           // usually 1/sqrt(head_dim)

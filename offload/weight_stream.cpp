@@ -8,15 +8,18 @@ namespace {
 constexpr auto kStepWait = std::chrono::milliseconds(20);  // bounds how long a stop waits
 }
 
-WeightStream::WeightStream(const std::string& path,
-                           const std::vector<std::vector<TensorExtent>>& layers,
-                           const StreamOptions& o)
-    : path_(path), opt_(o) {
+LayerPlan WeightStream::plan_for(const std::vector<std::vector<TensorExtent>>& layers, const StreamOptions& o) {
   PlanOptions po;
   po.ram_budget = o.ram_budget;
   po.ring_slots = o.ring_slots;
   po.align = UringReader::kAlign;
-  plan_ = plan_layers(layers, po);
+  return plan_layers(layers, po);
+}
+
+WeightStream::WeightStream(const std::string& path,
+                           const std::vector<std::vector<TensorExtent>>& layers,
+                           const StreamOptions& o)
+    : path_(path), plan_(plan_for(layers, o)), opt_(o) {
 
   ReaderOptions ro;
   ro.queue_depth = o.io_depth;

@@ -13,7 +13,7 @@
 // file is checked against what was opened: replaced, truncated or rewritten -> Error.
 //
 // Byte level only (no model types): the LayerSource for a llama model is
-// offload/stream_source.h.
+// engine/streamed_layers.h.
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -52,6 +52,8 @@ class WeightStream {
   // returning; Error on any I/O problem.
   WeightStream(const std::string& path, const std::vector<std::vector<TensorExtent>>& layers,
                const StreamOptions& o);
+  // The plan the constructor makes for these layers and options (what `inspect` shows).
+  static LayerPlan plan_for(const std::vector<std::vector<TensorExtent>>& layers, const StreamOptions& o);
   ~WeightStream();  // stops the I/O thread (mid-pass too), waits for reads in flight
   WeightStream(const WeightStream&) = delete;
   WeightStream& operator=(const WeightStream&) = delete;

@@ -1,5 +1,6 @@
 #include "target/llama_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -8,15 +9,10 @@
 
 namespace flashspec {
 
-CausalBatch::CausalBatch(std::span<const int32_t> toks, int64_t start_pos)
-    : tokens(toks.begin(), toks.end()) {
-  const size_t T = tokens.size();
-  positions.resize(T);
-  mask.assign(T * T, 0);
-  for (size_t i = 0; i < T; ++i) {
-    positions[i] = int32_t(start_pos + int64_t(i));
-    for (size_t j = 0; j <= i; ++j) mask[i * T + j] = 1;
-  }
+std::vector<int32_t> consecutive_positions(int64_t start, int64_t n) {
+  std::vector<int32_t> p(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) p[size_t(i)] = int32_t(start + i);
+  return p;
 }
 
 LlamaModel::LlamaModel(const std::string& path, Backend& backend)
@@ -36,7 +32,8 @@ int64_t LlamaModel::layer_bytes(int64_t l) const {
 }
 
 LlamaModel::BatchInputs LlamaModel::place_inputs(const ForwardBatch& b) {
-  if (backend_.host_memory()) return {b.tokens.data(), b.positions.data(), b.mask.data()};
+  const uint8_t* mask = b.mask.empty() ? nullptr : b.mask.data();
+  if (backend_.host_memory()) return {b.tokens.data(), b.positions.data(), mask};
   // One upload for all three: ids and positions first (4-byte aligned), then the mask.
   const size_t ids = b.tokens.size_bytes(), pos = b.positions.size_bytes();
   inputs_host_.resize(ids + pos + b.mask.size_bytes());
@@ -47,22 +44,49 @@ LlamaModel::BatchInputs LlamaModel::place_inputs(const ForwardBatch& b) {
   backend_.upload(inputs_.get(), inputs_host_.data(), inputs_host_.size());
   const uint8_t* base = inputs_.get<uint8_t>();
   return {reinterpret_cast<const int32_t*>(base), reinterpret_cast<const int32_t*>(base + ids),
-          base + ids + pos};
+          mask ? base + ids + pos : nullptr};
 }
 
-void LlamaModel::forward(const ForwardBatch& b, KvCache& kv, LogitRows rows,
-                         std::vector<float>& logits) {
+void LlamaModel::forward_causal(std::span<const int32_t> tokens, KvCache& kv, LogitRows rows,
+                                std::vector<float>& logits) {
+  const std::vector<int32_t> pos = consecutive_positions(kv.committed() + kv.pending(), int64_t(tokens.size()));
+  forward(ForwardBatch{tokens, pos, {}}, kv, rows, logits);
+}
+
+void LlamaModel::forward(const ForwardBatch& b, KvCache& kv, LogitRows rows, std::vector<float>& logits) {
   const LlamaConfig& c = config_;
   const int64_t T = int64_t(b.tokens.size());
   if (T == 0) throw Error("forward: empty batch");
-  const int64_t n_masked = kv.pending() + T;
-  if (int64_t(b.positions.size()) != T || int64_t(b.mask.size()) != T * n_masked)
+  const int64_t P0 = kv.pending();
+  if (int64_t(b.positions.size()) != T || (!b.mask.empty() && int64_t(b.mask.size()) != T * (P0 + T)))
     throw Error("forward: positions/mask do not match the batch size");
   for (int32_t id : b.tokens)
     if (id < 0 || id >= c.n_vocab)
-      throw Error("token id " + std::to_string(id) + " is outside the vocabulary of " +
-                  std::to_string(c.n_vocab));
+      throw Error("token id " + std::to_string(id) + " is outside the vocabulary of " + std::to_string(c.n_vocab) +
+                  " of " + file_.path());
   kv.check_room(T);
+  const int64_t first_logit = rows == LogitRows::All ? 0 : rows == LogitRows::Last ? T - 1 : T;
+  logits.resize(size_t((T - first_logit) * c.n_vocab));
+  for (int64_t a = 0; a < T; a += max_batch_) {
+    const int64_t n = std::min(max_batch_, T - a);
+    ForwardBatch chunk{b.tokens.subspan(size_t(a), size_t(n)), b.positions.subspan(size_t(a), size_t(n)), {}};
+    if (!b.mask.empty()) {
+      // Rows a..a+n of the tree mask, over the rows pending before them: P0 + a + n columns.
+      const int64_t cols = P0 + a + n;
+      chunk_mask_.resize(size_t(n * cols));
+      for (int64_t i = 0; i < n; ++i)
+        std::memcpy(chunk_mask_.data() + i * cols, b.mask.data() + (a + i) * (P0 + T), size_t(cols));
+      chunk.mask = chunk_mask_;
+    }
+    const int64_t from = std::max<int64_t>(first_logit - a, 0);
+    forward_pass(chunk, kv, from, from < n ? logits.data() + (a + from - first_logit) * c.n_vocab : nullptr);
+  }
+}
+
+void LlamaModel::forward_pass(const ForwardBatch& b, KvCache& kv, int64_t logit_from, float* out) {
+  const LlamaConfig& c = config_;
+  const int64_t T = int64_t(b.tokens.size());
+  const int64_t n_masked = kv.pending() + T;
   const int64_t n_past = kv.committed();
   const int64_t first_row = n_past + kv.pending();
 
@@ -79,8 +103,7 @@ void LlamaModel::forward(const ForwardBatch& b, KvCache& kv, LogitRows rows,
   act_.reserve(be, size_t(offset[8]) * sizeof(float));
   float* buf[8];
   for (size_t i = 0; i < 8; ++i) buf[i] = act_.get<float>() + offset[i];
-  float *x = buf[0], *xb = buf[1], *q = buf[2], *att = buf[3], *k = buf[4], *v = buf[5],
-        *hb = buf[6], *hb2 = buf[7];
+  float *x = buf[0], *xb = buf[1], *q = buf[2], *att = buf[3], *k = buf[4], *v = buf[5], *hb = buf[6], *hb2 = buf[7];
 
   be.get_rows(placed_.embedding, in.tokens, T, x);
   const float scale = 1.0f / std::sqrt(float(c.head_dim));
@@ -118,17 +141,17 @@ void LlamaModel::forward(const ForwardBatch& b, KvCache& kv, LogitRows rows,
   }
 
   kv.add_pending(T);
+  if (!out) return;
 
-  const int64_t first = rows == LogitRows::All ? 0 : T - 1;
-  const int64_t n_out = T - first;
-  be.rmsnorm(x + first * c.dim, placed_.output_norm, n_out, c.dim, c.rms_eps, xb);
-  logits.resize(size_t(n_out * c.n_vocab));
+  const int64_t n_out = T - logit_from;
+  be.rmsnorm(x + logit_from * c.dim, placed_.output_norm, n_out, c.dim, c.rms_eps, xb);
+  const size_t bytes = size_t(n_out * c.n_vocab) * sizeof(float);
   if (be.host_memory()) {
-    be.matmul(placed_.output, xb, n_out, logits.data());
+    be.matmul(placed_.output, xb, n_out, out);
   } else {
-    logits_dev_.reserve(be, logits.size() * sizeof(float));
+    logits_dev_.reserve(be, bytes);
     be.matmul(placed_.output, xb, n_out, logits_dev_.get<float>());
-    be.download(logits.data(), logits_dev_.get(), logits.size() * sizeof(float));
+    be.download(out, logits_dev_.get(), bytes);
   }
 }
 

@@ -18,24 +18,21 @@
 
 namespace flashspec {
 
-// T tokens at explicit positions. The mask is T x (P + T) over the P rows already
-// pending in the cache (from earlier passes of the same round) and the batch itself:
-// row i may see row j iff mask[i*(P+T) + j]. Every query also sees all committed rows.
+// T tokens at explicit positions. A token tree gives a mask, T x (P + T) over the P rows
+// already pending in the cache (from earlier passes of the same round) and the batch
+// itself: row i may see row j iff mask[i*(P+T) + j]. Without a mask the batch is causal:
+// row i sees every pending row and the batch rows up to itself. Every query also sees
+// all committed rows.
 struct ForwardBatch {
   std::span<const int32_t> tokens;
   std::span<const int32_t> positions;
-  std::span<const uint8_t> mask;
+  std::span<const uint8_t> mask;  // empty: causal
 };
 
-// A causal batch (prefill / decode) owning its positions and mask.
-struct CausalBatch {
-  std::vector<int32_t> tokens, positions;
-  std::vector<uint8_t> mask;
-  CausalBatch(std::span<const int32_t> toks, int64_t start_pos);
-  ForwardBatch view() const { return {tokens, positions, mask}; }
-};
+// Positions start, start + 1, ... of a causal run of n tokens.
+std::vector<int32_t> consecutive_positions(int64_t start, int64_t n);
 
-enum class LogitRows { Last, All };
+enum class LogitRows { None, Last, All };
 
 class LlamaModel {
  public:
@@ -60,9 +57,16 @@ class LlamaModel {
     return KvCache(backend_, config_.n_layers, config_.kv_dim(), capacity, kv_type_);
   }
 
+  // Most tokens one pass computes: a longer batch runs as consecutive passes (the later
+  // ones seeing the earlier ones' rows as pending), so activation memory is bounded by it
+  // whatever the prompt or tree size.
+  void set_max_batch(int64_t n) { max_batch_ = n; }
+
   // Runs the batch: appends its K/V rows to the cache as pending rows, and returns
-  // logits (n_vocab per row) of the last row or of every row.
+  // logits (n_vocab per row) of none, the last or every row.
   void forward(const ForwardBatch& batch, KvCache& kv, LogitRows rows, std::vector<float>& logits);
+  // A causal run of `tokens` after the cache's committed and pending rows.
+  void forward_causal(std::span<const int32_t> tokens, KvCache& kv, LogitRows rows, std::vector<float>& logits);
 
   // Milliseconds forward passes have waited for streamed weights so far.
   double weight_wait_ms() const { return layers_ ? layers_->wait_ms() : 0.0; }
@@ -79,6 +83,8 @@ class LlamaModel {
     const uint8_t* mask;
   };
   BatchInputs place_inputs(const ForwardBatch& b);
+  // One pass of at most max_batch_ rows; logits of rows [logit_from, T) land at `out`.
+  void forward_pass(const ForwardBatch& b, KvCache& kv, int64_t logit_from, float* out);
 
   GgufFile file_;
   LlamaConfig config_;
@@ -87,6 +93,8 @@ class LlamaModel {
   PlacedWeights placed_;
   std::unique_ptr<LayerSource> layers_;
   KvType kv_type_ = KvType::F16;
+  int64_t max_batch_ = 512;
+  std::vector<uint8_t> chunk_mask_;  // the part of a tree mask one pass reads
   // Scratch in backend memory, grown as needed and kept between calls: activations,
   // staged inputs (and their host staging), and for a GPU the logits before download.
   BackendBuffer act_, inputs_, logits_dev_;

@@ -141,7 +141,7 @@ void DeviceLikeBackend::attention(const AttentionArgs& a) {
   check(a.q, floats(a.T * a.n_heads * a.head_dim), "queries");
   check(a.k, rows, "key rows");
   check(a.v, rows, "value rows");
-  check(a.mask, size_t(a.T * a.n_masked), "mask");
+  if (a.mask) check(a.mask, size_t(a.T * a.n_masked), "mask");
   check(a.out, floats(a.T * a.n_heads * a.head_dim), "attention output");
   cpu_.attention(a);
 }

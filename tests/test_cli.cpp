@@ -17,10 +17,11 @@ using namespace flashspec::testing;
 
 namespace {
 
-// One line on stderr, "flashspec: error: ...", containing every `parts`, exit 1.
-void check_error(const CliResult& r, const std::vector<std::string>& parts) {
+// One line on stderr, "flashspec: error: ...", containing every `parts`, exit 1 (a run
+// that failed) or 2 (a command line that cannot run: usage).
+void check_error(const CliResult& r, const std::vector<std::string>& parts, int exit_code = 1) {
   CAPTURE(r.err);
-  CHECK(r.exit_code == 1);
+  CHECK(r.exit_code == exit_code);
   CHECK(r.err.rfind("flashspec: error: ", 0) == 0);
   CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
   for (const auto& p : parts) CHECK(r.err.find(p) != std::string::npos);
@@ -144,7 +145,7 @@ TEST_CASE("cli: a GPU asked for and absent") {
 
 TEST_CASE("cli: a VRAM budget without a GPU backend") {
   check_error(run_cli({"generate", "-m", model_path("stories260K"), "-p", "x", "--vram-budget", "1G"}),
-              {"--vram-budget needs --backend cuda"});
+              {"--vram-budget needs --backend cuda"}, 2);
 }
 
 TEST_CASE("cli: bad flags are refused") {

@@ -10,12 +10,12 @@
 #include <cmath>
 #include <memory>
 
-#include "core/scheduler/generate.h"
-#include "core/scheduler/speculative.h"
+#include "engine/generate.h"
+#include "engine/speculative.h"
 #include "core/tokenizer.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/cuda_backend.h"
-#include "offload/stream_source.h"
+#include "engine/streamed_layers.h"
 #include "target/llama_model.h"
 #include "target/staged_layers.h"
 #include "tests/fixtures.h"

@@ -6,11 +6,11 @@
 
 #include <cstring>
 
-#include "core/scheduler/generate.h"
-#include "core/scheduler/speculative.h"
+#include "engine/generate.h"
+#include "engine/speculative.h"
 #include "core/tokenizer.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "offload/stream_source.h"
+#include "engine/streamed_layers.h"
 #include "target/llama_model.h"
 #include "target/staged_layers.h"
 #include "tests/device_like_backend.h"

@@ -9,8 +9,8 @@
 #include <cmath>
 #include <fstream>
 
-#include "core/scheduler/generate.h"
-#include "core/scheduler/speculative.h"
+#include "engine/generate.h"
+#include "engine/speculative.h"
 #include "core/tokenizer.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "target/llama_model.h"

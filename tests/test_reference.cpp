@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "core/scheduler/generate.h"
+#include "engine/generate.h"
 #include "core/tokenizer.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "target/llama_model.h"

@@ -7,7 +7,7 @@
 #include <functional>
 #include <map>
 
-#include "core/scheduler/speculative.h"
+#include "engine/speculative.h"
 #include "core/tokenizer.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "target/llama_model.h"

@@ -19,11 +19,11 @@
 #include <thread>
 
 #include "core/error.h"
-#include "core/scheduler/generate.h"
+#include "engine/generate.h"
 #include "core/tokenizer.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "offload/layer_plan.h"
-#include "offload/stream_source.h"
+#include "engine/streamed_layers.h"
 #include "offload/throttle.h"
 #include "offload/uring_reader.h"
 #include "offload/weight_stream.h"
@@ -561,7 +561,7 @@ json::Value cli_json(const std::vector<std::string>& args) {
 TEST_CASE("stream: CLI --stream matches the resident run (plain and speculative) and reports I/O") {
   const std::string model = model_path("stories260K-wide-q8_0");
   const std::vector<std::string> base = {"generate", "-m", model, "-p", "Once upon a time", "-n", "24",
-                                         "--json", "--logits", "3", "--ignore-eos", "-t", "2"};
+                                         "--json", "--logits", "3", "--ignore-eos", "-t", "2", "--seed", "0"};
   for (const std::vector<std::string>& extra :
        {std::vector<std::string>{}, std::vector<std::string>{"-d", model_path("salty279K"), "--chain", "4"}}) {
     std::vector<std::string> a = base;
@@ -616,8 +616,9 @@ TEST_CASE("stream: a streamed speculative run pre-grows trees and reports a per-
   std::remove(trace.c_str());
   std::set<std::string> names;
   for (const json::Value& e : tr["traceEvents"].as_array()) names.insert(e["name"].as_string());
-  CHECK(names.count("target pass") == 1);
-  CHECK(names.count("draft pre-grows") == 1);
+  CHECK(names.count("verify") == 1);
+  CHECK(names.count("pre-grow") == 1);
+  CHECK(names.count("weights") == 1);  // the storage track
 }
 
 TEST_CASE("stream: CLI rejects bad streaming sizes with one line naming the flag") {
@@ -636,15 +637,15 @@ TEST_CASE("stream: CLI rejects bad streaming sizes with one line naming the flag
 TEST_CASE("stream: inspect shows the streaming plan for a budget") {
   const std::string model = model_path("stories260K-wide-q4_0");
   const json::Value all = cli_json({"inspect", model, "--json", "--ram-budget", "1G"});
-  CHECK(all["stream_plan"]["n_resident"].as_int() == 8);
-  CHECK(all["stream_plan"]["ring_slots"].as_int() == 0);
-  const json::Value none = cli_json({"inspect", model, "--json"});
-  const json::Value& p = none["stream_plan"];
+  CHECK(all["placement"]["stream"]["n_resident"].as_int() == 8);
+  CHECK(all["placement"]["stream"]["ring_slots"].as_int() == 0);
+  const json::Value none = cli_json({"inspect", model, "--json", "--stream"});
+  const json::Value& p = none["placement"]["stream"];
   CHECK(p["n_resident"].as_int() == 0);
   CHECK(p["ring_slots"].as_int() == 2);
   CHECK(p["ring_over_budget"].as_bool());
   CHECK(p["layers"].size() == 8);
-  CHECK(p["fixed_bytes"].as_int() > 0);
+  CHECK(none["placement"]["fixed_bytes"].as_int() > 0);
   int64_t streamed = 0;
   for (const json::Value& l : p["layers"].as_array()) {
     CHECK(!l["resident"].as_bool());
@@ -653,8 +654,13 @@ TEST_CASE("stream: inspect shows the streaming plan for a budget") {
     streamed += l["read_bytes"].as_int();
   }
   CHECK(p["streamed_bytes_per_pass"].as_int() == streamed);
+  for (const json::Value& l : none["placement"]["layers"].as_array()) CHECK(l["home"].as_string() == "streamed");
+  // Without --stream every layer is read through the mapping: no stream plan.
+  const json::Value resident = cli_json({"inspect", model, "--json"});
+  CHECK(!resident["placement"].contains("stream"));
+  for (const json::Value& l : resident["placement"]["layers"].as_array()) CHECK(l["home"].as_string() == "mapped");
   const CliResult text = run_cli({"inspect", model, "--ram-budget", "1M"});
-  CHECK(text.out.find("stream plan for --ram-budget") != std::string::npos);
+  CHECK(text.out.find("placement (cpu, --stream)") != std::string::npos);
   CHECK(text.out.find("resident") != std::string::npos);
   CHECK(text.out.find("streamed") != std::string::npos);
 }
@@ -665,23 +671,34 @@ TEST_CASE("stream: inspect shows the VRAM tier in front of the stream") {
   const LlamaModel m(model, cpu);
   const uint64_t layer = StagedLayers::packed_bytes(m.weights(), 0);
   // Three layers and the two ring slots fit; the stream then starts at layer 3.
-  const json::Value three = cli_json({"inspect", model, "--json", "--vram-budget", std::to_string(5 * layer)});
-  CHECK(three["vram_plan"]["n_resident"].as_int() == 3);
-  CHECK(three["vram_plan"]["ring_slots"].as_int() == 2);
-  CHECK(three["vram_plan"]["slot_bytes"].as_int() == int64_t(layer));
-  CHECK(three["stream_plan"]["first_layer"].as_int() == 3);
-  CHECK(three["stream_plan"]["layers"].size() == 5);
+  const json::Value three =
+      cli_json({"inspect", model, "--json", "--backend", "cuda", "--stream", "--vram-budget", std::to_string(5 * layer)});
+  CHECK(three["placement"]["vram"]["n_layers"].as_int() == 3);
+  CHECK(three["placement"]["vram"]["slot_bytes"].as_int() == int64_t(layer));
+  CHECK(three["placement"]["vram"]["bytes"].as_int() == int64_t(5 * layer));  // 3 layers + 2 slots
+  CHECK(three["placement"]["stream"]["first_layer"].as_int() == 3);
+  CHECK(three["placement"]["stream"]["layers"].size() == 5);
+  CHECK(three["placement"]["layers"][2]["home"].as_string() == "vram");
+  CHECK(three["placement"]["layers"][3]["home"].as_string() == "streamed");
   // All of them fit: nothing left to stream.
-  const json::Value all = cli_json({"inspect", model, "--json", "--vram-budget", "1G"});
-  CHECK(all["vram_plan"]["n_resident"].as_int() == 8);
-  CHECK(all["vram_plan"]["ring_slots"].as_int() == 0);
-  CHECK(!all.contains("stream_plan"));
-  const CliResult text = run_cli({"inspect", model, "--vram-budget", std::to_string(5 * layer)});
-  CHECK(text.out.find("VRAM plan for --vram-budget") != std::string::npos);
+  const json::Value all = cli_json({"inspect", model, "--json", "--backend", "cuda", "--stream", "--vram-budget", "1G"});
+  CHECK(all["placement"]["vram"]["n_layers"].as_int() == 8);
+  CHECK(all["placement"]["vram"]["slot_bytes"].as_int() == 0);
+  CHECK(!all["placement"].contains("stream"));
+  // -ngl: exactly that many layers.
+  const json::Value ngl = cli_json({"inspect", model, "--json", "--backend", "cuda", "-ngl", "6"});
+  CHECK(ngl["placement"]["vram"]["n_layers"].as_int() == 6);
+  CHECK(ngl["placement"]["layers"][6]["home"].as_string() == "mapped");
+  const CliResult text =
+      run_cli({"inspect", model, "--backend", "cuda", "--stream", "--vram-budget", std::to_string(5 * layer)});
+  CHECK(text.out.find("0-2 vram") != std::string::npos);
   CHECK(text.out.find("layer   3:") != std::string::npos);
   CHECK(text.out.find("layer   2:") == std::string::npos);
-  const CliResult bad = run_cli({"inspect", model, "--vram-budget", "much"});
+  const CliResult bad = run_cli({"inspect", model, "--backend", "cuda", "--vram-budget", "much"});
   CHECK(bad.err.find("--vram-budget: 'much' is not a size") != std::string::npos);
+  const CliResult cpu_vram = run_cli({"inspect", model, "--vram-budget", "1G"});
+  CHECK(cpu_vram.exit_code == 2);
+  CHECK(cpu_vram.err.find("need --backend cuda") != std::string::npos);
 }
 
 // ---------------------------------------------------------------- peak RSS

@@ -10,8 +10,8 @@
 #include <functional>
 #include <queue>
 
-#include "core/scheduler/acceptance_model.h"
-#include "core/scheduler/tree_budget.h"
+#include "engine/acceptance_model.h"
+#include "engine/tree_budget.h"
 
 using namespace flashspec;
 

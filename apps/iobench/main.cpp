@@ -9,12 +9,14 @@
 #include <cstdio>
 #include <optional>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "core/gguf.h"
-#include "core/llama_config.h"
 #include "core/units.h"
-#include "offload/stream_source.h"
-#include "target/model_weights.h"
+#include "engine/engine.h"
+#include "offload/weight_stream.h"
+#include "target/llama_model.h"
 
 namespace {
 
@@ -35,22 +37,23 @@ struct Args {
 };
 
 int run(const Args& a) {
-  const GgufFile f = GgufFile::open(a.model);
-  const LlamaConfig c = LlamaConfig::from_gguf(f);
-  const ModelWeights w(f, c);
-  StreamOptions o;
-  o.io_depth = a.io_depth;
-  o.request_bytes = size_arg("--request-size", a.request);
-  o.io_bw = double(size_arg("--io-bw", a.io_bw));
-  o.ram_budget = size_arg("--ram-budget", a.ram_budget);
-  o.direct = !a.no_direct;
-  o.expected_file_size = f.file_size();
-  const int64_t n_layers = int64_t(w.layer_tensors().size());
+  EngineOptions eo;
+  eo.target_path = a.model;
+  eo.threads = 1;
+  eo.placement.stream = true;
+  eo.placement.io_depth = a.io_depth;
+  eo.placement.io_bw = size_arg("--io-bw", a.io_bw);
+  eo.placement.ram_budget = size_arg("--ram-budget", a.ram_budget);
+  eo.placement.direct = !a.no_direct;
+  const uint64_t request = size_arg("--request-size", a.request);
 
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
-  WeightStream ws(a.model, layer_extents(w), o);
-  const auto t1 = Clock::now();  // resident layers loaded, ring filling
+  eo.placement.request_bytes = request;
+  Engine engine(eo);  // opens the stream: resident layers read, ring filling
+  WeightStream& ws = *engine.stream();
+  const auto t1 = Clock::now();
+  const int64_t n_layers = int64_t(ws.plan().layers.size());
   for (int p = 0; p < a.passes; ++p)
     for (int64_t l = 0; l < n_layers; ++l) {
       ws.acquire(l);
@@ -61,27 +64,36 @@ int run(const Args& a) {
   const double secs = std::chrono::duration<double>(t2 - t1).count();
   const double consumed = double(ws.plan().streamed_bytes) * a.passes;
   const double gbps = secs > 0 ? consumed / secs / 1e9 : 0;
+  const uint64_t file_bytes = engine.target().file().file_size();
   if (a.json) {
-    std::printf(
-        "{\"model\":\"%s\",\"file_bytes\":%llu,\"passes\":%d,\"io_depth\":%d,\"request_bytes\":%llu,"
-        "\"direct\":%s,\"io_bw\":%.0f,\"resident_layers\":%d,\"streamed_bytes_per_pass\":%llu,"
-        "\"seconds\":%.4f,\"gbps\":%.4f,\"bytes_read\":%llu,\"read_busy_ms\":%.2f,\"read_gbps\":%.4f,"
-        "\"io_busy\":%.4f,\"io_wait_ms\":%.2f,\"resident_load_ms\":%.2f,\"open_ms\":%.2f}\n",
-        a.model.c_str(), (unsigned long long)f.file_size(), a.passes, a.io_depth,
-        (unsigned long long)o.request_bytes, ws.direct() ? "true" : "false", o.io_bw, ws.plan().n_resident,
-        (unsigned long long)ws.plan().streamed_bytes, secs, gbps, (unsigned long long)s.bytes_read,
-        s.read_busy_ms, s.read_gbps(), secs > 0 ? s.read_busy_ms / (secs * 1e3) : 0.0, s.io_wait_ms,
-        s.resident_load_ms, std::chrono::duration<double, std::milli>(t1 - t0).count());
-    return 0;
+    const nlohmann::json j = {{"model", a.model},
+                              {"file_bytes", file_bytes},
+                              {"passes", a.passes},
+                              {"io_depth", a.io_depth},
+                              {"request_bytes", request},
+                              {"direct", ws.direct()},
+                              {"io_bw", eo.placement.io_bw},
+                              {"resident_layers", ws.plan().n_resident},
+                              {"streamed_bytes_per_pass", ws.plan().streamed_bytes},
+                              {"seconds", secs},
+                              {"gbps", gbps},
+                              {"bytes_read", s.bytes_read},
+                              {"read_busy_ms", s.read_busy_ms},
+                              {"read_gbps", s.read_gbps()},
+                              {"io_busy", secs > 0 ? s.read_busy_ms / (secs * 1e3) : 0.0},
+                              {"io_wait_ms", s.io_wait_ms},
+                              {"resident_load_ms", s.resident_load_ms},
+                              {"open_ms", std::chrono::duration<double, std::milli>(t1 - t0).count()}};
+    std::printf("%s\n", j.dump().c_str());
+    return std::fflush(stdout) == 0 && !std::ferror(stdout) ? 0 : 1;
   }
-  std::printf("%s: %d passes x %s streamed (%d of %lld layers resident), %s, depth %d x %s%s\n",
-              a.model.c_str(), a.passes, format_bytes(ws.plan().streamed_bytes).c_str(), ws.plan().n_resident,
-              (long long)n_layers, ws.direct() ? "O_DIRECT" : "buffered", a.io_depth,
-              format_bytes(o.request_bytes).c_str(),
-              o.io_bw > 0 ? (", capped at " + format_bytes(uint64_t(o.io_bw)) + "/s").c_str() : "");
-  std::printf("  %.3f s: %.3f GB/s (consumed bytes / wall time); %.3f GB/s while reading, I/O busy %.1f%%\n",
-              secs, gbps, s.read_gbps(), secs > 0 ? 100.0 * s.read_busy_ms / (secs * 1e3) : 0.0);
-  return 0;
+  std::printf("%s: %d passes x %s streamed (%d of %lld layers resident), %s, depth %d x %s%s\n", a.model.c_str(),
+              a.passes, format_bytes(ws.plan().streamed_bytes).c_str(), ws.plan().n_resident, (long long)n_layers,
+              ws.direct() ? "O_DIRECT" : "buffered", a.io_depth, format_bytes(request).c_str(),
+              eo.placement.io_bw > 0 ? (", capped at " + format_bytes(eo.placement.io_bw) + "/s").c_str() : "");
+  std::printf("  %.3f s: %.3f GB/s (consumed bytes / wall time); %.3f GB/s while reading, I/O busy %.1f%%\n", secs,
+              gbps, s.read_gbps(), secs > 0 ? 100.0 * s.read_busy_ms / (secs * 1e3) : 0.0);
+  return std::fflush(stdout) == 0 && !std::ferror(stdout) ? 0 : 1;
 }
 
 }  // namespace

@@ -98,10 +98,17 @@ void CpuBackend::rope(float* x, const int32_t* positions, int64_t T, int64_t n_h
 }
 
 void CpuBackend::attention(const AttentionArgs& a) {
-  // With an fp16 cache the rounding follows llama.cpp's CPU attention (queries and
-  // probabilities rounded to fp16 before their products with the fp16 rows) so that greedy
-  // outputs agree with it token for token even at near-ties; an f32 cache rounds nothing,
-  // as llama.cpp's f32 path.
+  // Work items: one KV head and a tile of query rows. Each item reads its keys and
+  // values block by block, converting each fp16 block to f32 once for every query head
+  // and row of the tile (no copy of the whole cache, and no re-read per query row).
+  //
+  // Per query vector the arithmetic is fixed whatever the tile or batch (a row's result
+  // is bit-identical alone or in a batch), and with an fp16 cache follows llama.cpp's CPU
+  // attention: the query and the probabilities rounded to fp16 before their products with
+  // the fp16 rows, so greedy outputs agree with it token for token even at near-ties. An
+  // f32 cache rounds nothing, as llama.cpp's f32 path.
+  constexpr int64_t kBlock = 64;       // keys converted at a time
+  constexpr int64_t kTileVectors = 32; // query vectors (rows x heads of a group) per item
   const bool f16 = a.kv_type == KvType::F16;
   auto round = [f16](float x) { return f16 ? round_to_fp16(x) : x; };
   const int64_t group = a.n_heads / a.n_kv_heads;
@@ -109,55 +116,91 @@ void CpuBackend::attention(const AttentionArgs& a) {
   const int64_t q_stride = a.n_heads * hd;
   const int64_t kv_stride = a.n_kv_heads * hd;
   const int64_t n_keys = a.n_past + a.n_masked;
-  const float *keys = static_cast<const float*>(a.k), *values = static_cast<const float*>(a.v);
-  if (f16) {
-    // The fp16 rows this call reads, as f32, converted once (vectorised) for all heads.
-    kf_.resize(size_t(kv_stride * n_keys));
-    vf_.resize(size_t(kv_stride * n_keys));
-    dequantize_row(GgmlType::F16, a.k, kf_.data(), kv_stride * n_keys);
-    dequantize_row(GgmlType::F16, a.v, vf_.data(), kv_stride * n_keys);
-    keys = kf_.data();
-    values = vf_.data();
-  }
-  const int64_t work = a.T * a.n_heads;
-  pool_.parallel_for(work, std::max<int64_t>(1, work / (8 * pool_.size())), [&](int64_t b, int64_t e) {
-    std::vector<float> score(static_cast<size_t>(n_keys));
-    std::vector<float> acc(static_cast<size_t>(hd)), qr(static_cast<size_t>(hd));
-    for (int64_t w = b; w < e; ++w) {
-      const int64_t t = w / a.n_heads, h = w % a.n_heads, g = h / group;
-      const float* q = a.q + t * q_stride + h * hd;
-      for (int64_t d = 0; d < hd; ++d) qr[size_t(d)] = round(q[d]);
-      const uint8_t* mrow = a.mask + t * a.n_masked;
-      float mx = -INFINITY;
-      for (int64_t j = 0; j < n_keys; ++j) {
-        if (j >= a.n_past && !mrow[j - a.n_past]) {  // masked: no dot product needed
-          score[size_t(j)] = -INFINITY;
-          continue;
+  const int64_t tile_rows = std::max<int64_t>(1, kTileVectors / group);
+  const int64_t tiles = (a.T + tile_rows - 1) / tile_rows;
+  // Whether query row t sees cache row j (a masked row: by the mask, or causally).
+  auto visible = [&](int64_t t, int64_t j) {
+    if (j < a.n_past) return true;
+    const int64_t m = j - a.n_past;
+    return a.mask ? a.mask[t * a.n_masked + m] != 0 : m <= a.n_masked - a.T + t;
+  };
+  // Cache rows [j0, j0 + n) of KV head g as f32 rows of hd.
+  auto load = [&](const void* base, int64_t g, int64_t j0, int64_t n, float* dst) {
+    for (int64_t j = 0; j < n; ++j) {
+      const int64_t off = (j0 + j) * kv_stride + g * hd;
+      if (f16)
+        dequantize_row(GgmlType::F16, static_cast<const uint16_t*>(base) + off, dst + j * hd, hd);
+      else
+        std::memcpy(dst + j * hd, static_cast<const float*>(base) + off, size_t(hd) * sizeof(float));
+    }
+  };
+  const int64_t items = a.n_kv_heads * tiles;
+  pool_.parallel_for(items, 1, [&](int64_t b, int64_t e) {
+    std::vector<float> block(static_cast<size_t>(kBlock * hd));
+    std::vector<float> qr, score, acc;
+    for (int64_t item = b; item < e; ++item) {
+      const int64_t g = item / tiles, t0 = (item % tiles) * tile_rows;
+      const int64_t rows = std::min(tile_rows, a.T - t0), nv = rows * group;
+      // Query vector v = (row t0 + v / group, head g * group + v % group).
+      auto row_of = [&](int64_t v) { return t0 + v / group; };
+      qr.resize(size_t(nv * hd));
+      score.resize(size_t(nv * n_keys));
+      acc.assign(size_t(nv * hd), 0.0f);
+      for (int64_t v = 0; v < nv; ++v) {
+        const float* q = a.q + row_of(v) * q_stride + (g * group + v % group) * hd;
+        for (int64_t d = 0; d < hd; ++d) qr[size_t(v * hd + d)] = round(q[d]);
+      }
+      for (int64_t j0 = 0; j0 < n_keys; j0 += kBlock) {
+        const int64_t n = std::min(kBlock, n_keys - j0);
+        load(a.k, g, j0, n, block.data());
+        for (int64_t v = 0; v < nv; ++v) {
+          const float* qv = qr.data() + v * hd;
+          float* sv = score.data() + v * n_keys + j0;
+          for (int64_t j = 0; j < n; ++j) {
+            if (!visible(row_of(v), j0 + j)) {  // masked: no dot product needed
+              sv[j] = -INFINITY;
+              continue;
+            }
+            const float* k = block.data() + j * hd;
+            float s = 0.0f;
+            for (int64_t d = 0; d < hd; ++d) s += qv[d] * k[d];
+            sv[j] = s * a.scale;
+          }
         }
-        const float* k = keys + j * kv_stride + g * hd;
-        float s = 0.0f;
-        for (int64_t d = 0; d < hd; ++d) s += qr[size_t(d)] * k[d];
-        score[size_t(j)] = s * a.scale;
-        mx = std::max(mx, score[size_t(j)]);
       }
-      double sum = 0.0;
-      for (int64_t j = 0; j < n_keys; ++j) {
-        // exp underflows to 0 below -87.3 anyway; skipping it avoids libm's slow path.
-        // Masked keys (and a fully masked row, where z is NaN) give 0.
-        const float z = score[size_t(j)] - mx;
-        const float p = z >= -88.0f ? std::exp(z) : 0.0f;
-        score[size_t(j)] = p;
-        sum += p;
+      for (int64_t v = 0; v < nv; ++v) {
+        float* sv = score.data() + v * n_keys;
+        float mx = -INFINITY;
+        for (int64_t j = 0; j < n_keys; ++j) mx = std::max(mx, sv[j]);
+        double sum = 0.0;
+        for (int64_t j = 0; j < n_keys; ++j) {
+          // exp underflows to 0 below -87.3 anyway; skipping it avoids libm's slow path.
+          // Masked keys (and a fully masked row, where z is NaN) give 0.
+          const float z = sv[j] - mx;
+          const float p = z >= -88.0f ? std::exp(z) : 0.0f;
+          sv[j] = p;
+          sum += p;
+        }
+        const float inv = sum > 0.0 ? float(1.0 / sum) : 0.0f;  // a fully masked row attends to nothing
+        for (int64_t j = 0; j < n_keys; ++j)
+          if (sv[j] != 0.0f) sv[j] = round(sv[j] * inv);
       }
-      const float inv = sum > 0.0 ? float(1.0 / sum) : 0.0f;  // a fully masked row attends to nothing
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int64_t j = 0; j < n_keys; ++j) {
-        if (score[size_t(j)] == 0.0f) continue;
-        const float p = round(score[size_t(j)] * inv);
-        const float* v = values + j * kv_stride + g * hd;
-        for (int64_t d = 0; d < hd; ++d) acc[size_t(d)] += p * v[d];
+      for (int64_t j0 = 0; j0 < n_keys; j0 += kBlock) {
+        const int64_t n = std::min(kBlock, n_keys - j0);
+        load(a.v, g, j0, n, block.data());
+        for (int64_t v = 0; v < nv; ++v) {
+          const float* pv = score.data() + v * n_keys + j0;
+          float* av = acc.data() + v * hd;
+          for (int64_t j = 0; j < n; ++j) {
+            if (pv[j] == 0.0f) continue;
+            const float p = pv[j];
+            const float* val = block.data() + j * hd;
+            for (int64_t d = 0; d < hd; ++d) av[d] += p * val[d];
+          }
+        }
       }
-      std::copy(acc.begin(), acc.end(), a.out + t * q_stride + h * hd);
+      for (int64_t v = 0; v < nv; ++v)
+        std::copy_n(acc.data() + v * hd, hd, a.out + row_of(v) * q_stride + (g * group + v % group) * hd);
     }
   });
 }

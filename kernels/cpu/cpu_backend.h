@@ -3,8 +3,6 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/thread_pool.h"
 
-#include <vector>
-
 namespace flashspec {
 
 class CpuBackend final : public Backend {
@@ -36,7 +34,6 @@ class CpuBackend final : public Backend {
 
  private:
   ThreadPool pool_;
-  std::vector<float> kf_, vf_;  // attention scratch: the cache rows read, as f32
 };
 
 }  // namespace flashspec

@@ -46,7 +46,8 @@ __global__ void attention_kernel(AttentionArgs a) {
   const int64_t hd = a.head_dim, g = h / (a.n_heads / a.n_kv_heads);
   const int64_t kv_stride = a.n_kv_heads * hd, n_keys = a.n_past + a.n_masked;
   const float* q = a.q + (t * a.n_heads + h) * hd;
-  const uint8_t* mrow = a.mask + t * a.n_masked;
+  const uint8_t* mrow = a.mask ? a.mask + t * a.n_masked : nullptr;
+  const int64_t causal_limit = a.n_masked - a.T + t;  // without a mask: the last masked row t sees
   const Elem* keys = static_cast<const Elem*>(a.k) + g * hd;
   const Elem* values = static_cast<const Elem*>(a.v) + g * hd;
 
@@ -55,7 +56,7 @@ __global__ void attention_kernel(AttentionArgs a) {
 
   // Score of key j, or -inf where the mask hides it.
   auto score = [&](int64_t j) {
-    if (j >= a.n_past && !mrow[j - a.n_past]) return -INFINITY;
+    if (j >= a.n_past && (mrow ? !mrow[j - a.n_past] : j - a.n_past > causal_limit)) return -INFINITY;
     const Elem* k = keys + j * kv_stride;
     float s = 0.0f;
     for (int64_t d = 0; d < hd; ++d) s += q16[d] * Cache::load(k[d]);

@@ -1,7 +1,7 @@
-#include "core/scheduler/generate.h"
+#include "engine/generate.h"
 
-#include "core/scheduler/session.h"
-#include "core/scheduler/speculative.h"
+#include "engine/session.h"
+#include "engine/speculative.h"
 
 namespace flashspec {
 

@@ -3,7 +3,7 @@
 // tree in one batched pass, an exact acceptance rule keeps the target's distribution.
 #include <vector>
 
-#include "core/scheduler/generate.h"
+#include "engine/generate.h"
 #include "draft/drafter.h"
 
 namespace flashspec {

@@ -27,7 +27,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/scheduler/acceptance_model.h"
+#include "engine/acceptance_model.h"
 #include "core/token_tree.h"
 
 namespace flashspec {

@@ -1,16 +1,14 @@
 #pragma once
 // The target's LayerSource when streaming: a WeightStream over the model's per-layer
-// matrices, handing out LayerWeights views into the stream's buffers.
-//
-// Header-only on purpose: offload/*.cpp stay byte-level and below target/ in the link
-// order (DESIGN.md dependency direction); only code above target/ (apps, tests, the
-// benchmark) includes this adapter.
+// matrices, handing out LayerWeights views into the stream's buffers. It joins target/
+// (model weights) and offload/ (byte-level streaming), so it lives above both.
 #include <array>
 #include <cstdint>
 #include <vector>
 
 #include "core/error.h"
 #include "core/gguf.h"
+#include "engine/options.h"
 #include "offload/weight_stream.h"
 #include "target/layer_source.h"
 #include "target/model_weights.h"
@@ -37,6 +35,19 @@ inline uint64_t fixed_tensor_bytes(const GgufFile& f, const ModelWeights& w) {
   for (const auto& l : layer_extents(w))
     for (const TensorExtent& e : l) total -= e.bytes;
   return total;
+}
+
+// The weight stream's options for a placement; `file_size` (0: unchecked) is the size the
+// model had when it was opened, so a file that changes under the stream is caught.
+inline StreamOptions stream_options(const PlacementOptions& p, uint64_t file_size) {
+  StreamOptions o;
+  o.ram_budget = p.ram_budget;
+  o.io_depth = p.io_depth;
+  o.request_bytes = p.request_bytes;
+  o.io_bw = double(p.io_bw);
+  o.direct = p.direct;
+  o.expected_file_size = file_size;
+  return o;
 }
 
 // Streams layers first_layer.. (the ones before it are resident elsewhere, e.g. in VRAM:

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "target/kv_cache.h"
-#include "core/scheduler/generate.h"
-#include "core/scheduler/tree_budget.h"
+#include "engine/generate.h"
+#include "engine/tree_budget.h"
 #include "draft/draft_worker.h"
 #include "draft/drafter.h"
 

@@ -1,4 +1,4 @@
-#include "core/scheduler/tree_budget.h"
+#include "engine/tree_budget.h"
 
 #include <algorithm>
 #include <cmath>

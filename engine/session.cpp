@@ -1,4 +1,4 @@
-#include "core/scheduler/session.h"
+#include "engine/session.h"
 
 #include <chrono>
 
@@ -25,16 +25,19 @@ void time_target_pass(const LlamaModel& target, Clock::time_point call_start, Pa
   rec.io_wait_ms = target.weight_wait_ms() - wait0;
 }
 
-void count_depths(GenerationStats& s, const TokenTree& tree, const Acceptance& acc) {
+// Counts a verified tree: every drafted node, and the first `accepted` nodes of the
+// accepted path (fewer than the path when generation stopped inside it: a token not
+// emitted is not counted as accepted, so accepted <= generated always).
+void count_depths(GenerationStats& s, const TokenTree& tree, size_t accepted) {
   const size_t max_depth = size_t(tree.max_depth());
   if (s.drafted_by_depth.size() < max_depth) {
     s.drafted_by_depth.resize(max_depth, 0);
     s.accepted_by_depth.resize(max_depth, 0);
   }
   for (size_t d = 0; d < max_depth; ++d) ++s.drafted_by_depth[d];
-  for (size_t d = 0; d < acc.path.size(); ++d) ++s.accepted_by_depth[d];
+  for (size_t d = 0; d < accepted; ++d) ++s.accepted_by_depth[d];
   s.drafted += tree.size() - 1;
-  s.accepted += int64_t(acc.path.size());
+  s.accepted += int64_t(accepted);
 }
 
 // While the draft worker may be growing, only it touches the drafter; leaving a pass
@@ -85,7 +88,7 @@ void Session::resync() {
 
 void Session::prefill(std::vector<float>& logits) {
   const std::span<const int32_t> unseen = std::span(seq_).subspan(size_t(kv_.committed()));
-  target_.forward(CausalBatch(unseen, kv_.committed()).view(), kv_, LogitRows::Last, logits);
+  target_.forward_causal(unseen, kv_, LogitRows::Last, logits);
   kv_.commit_first(int64_t(unseen.size()));
 }
 
@@ -119,7 +122,7 @@ GenerationResult Session::generate(std::span<const int32_t> input, const Generat
   time_target_pass(target_, call_start_, pre, [&] { prefill(logits); });
   r.stats.prefill_ms = pre.target_ms;
   pre.tree_tokens = int64_t(seq_.size()) - before;
-  pre.emitted = 1;
+  pre.emitted = opt.n_predict > 0 ? 1 : 0;
   r.stats.passes.push_back(pre);
   if (auto_budget_) auto_budget_->observe_cost(pre.tree_tokens, pre.target_ms, pre.io_wait_ms);
   r.stats.target_passes = 1;
@@ -217,7 +220,6 @@ void Session::generate_tree(const GenerateOptions& opt, GenerationResult& r,
     const bool sampled_draft = policy.shape == DraftPolicy::Shape::Chain && policy.sampled;
     const Acceptance acc = sampled_draft ? accept_by_rejection(tree, p, rng, policy.residual)
                                          : accept_by_target_draw(tree, p, rng);
-    count_depths(r.stats, tree, acc);
 
     // Row of the target's output each emitted token was drawn from: the root for the
     // first, then each accepted node for the token after it.
@@ -241,15 +243,19 @@ void Session::generate_tree(const GenerateOptions& opt, GenerationResult& r,
     std::vector<int32_t> emitted;
     for (int32_t node : acc.path) emitted.push_back(tree.tokens[size_t(node)]);
     emitted.push_back(acc.bonus);
-    rec.emitted = int64_t(emitted.size());
-    r.stats.passes.push_back(rec);
-    for (size_t i = 0; i < emitted.size(); ++i) {
+    bool stop = false;
+    size_t n_out = 0;
+    while (n_out < emitted.size() && !stop) {
       if (int64_t(r.logits.size()) < opt.logits_positions) {
-        const auto row = logits.begin() + rows[i] * n_vocab;
+        const auto row = logits.begin() + rows[n_out] * n_vocab;
         r.logits.emplace_back(row, row + n_vocab);
       }
-      if (emit(emitted[i], opt, r)) return;
+      stop = emit(emitted[n_out++], opt, r);
     }
+    rec.emitted = int64_t(n_out);
+    count_depths(r.stats, tree, std::min(n_out, acc.path.size()));
+    r.stats.passes.push_back(rec);
+    if (stop) return;
   }
 }
 

@@ -1,4 +1,4 @@
-#include "core/scheduler/acceptance_model.h"
+#include "engine/acceptance_model.h"
 
 #include <algorithm>
 #include <cmath>

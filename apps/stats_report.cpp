@@ -1,0 +1,130 @@
+#include "apps/stats_report.h"
+
+#include <cstdio>
+
+namespace flashspec {
+
+nlohmann::json stats_json(const GenerationStats& s) {
+  nlohmann::json timeline = nlohmann::json::array();
+  for (const PassRecord& p : s.passes)
+    timeline.push_back({{"start_ms", p.draft_start},
+                        {"draft_ms", p.draft_ms},
+                        {"target_ms", p.target_ms},
+                        {"io_wait_ms", p.io_wait_ms},
+                        {"compute_ms", p.compute_ms()},
+                        {"pregrow_ms", p.pregrow_ms},
+                        {"draft_stall_ms", p.draft_stall_ms},
+                        {"pregrown", p.pregrown},
+                        {"tree_tokens", p.tree_tokens},
+                        {"emitted", p.emitted}});
+  return {{"prompt_tokens", s.prompt_tokens},
+          {"generated", s.generated},
+          {"target_passes", s.target_passes},
+          {"drafted", s.drafted},
+          {"accepted", s.accepted},
+          {"acceptance", s.acceptance()},
+          {"tau", s.tau()},
+          {"accept_by_depth", s.accept_rate_by_depth()},
+          {"drafted_by_depth", s.drafted_by_depth},
+          {"accepted_by_depth", s.accepted_by_depth},
+          {"tokens_per_s", s.tokens_per_s()},
+          {"prefill_tokens_per_s", s.prefill_tokens_per_s()},
+          {"ttft_ms", s.ttft_ms},
+          {"tpot_ms", s.tpot_ms()},
+          {"prefill_ms", s.prefill_ms},
+          {"decode_ms", s.decode_ms},
+          {"bytes_read", s.bytes_read},
+          {"read_gbps", s.read_gbps()},
+          {"io_busy", s.io_busy()},
+          {"io_wait_ms", s.io_wait_ms},
+          {"draft_ms", s.draft_ms},
+          {"pregrow_ms", s.pregrow_ms},
+          {"timeline", timeline}};
+}
+
+std::string stats_line(const GenerationStats& s, const std::string& config, uint64_t seed, bool sampled) {
+  char buf[512];
+  std::string line = "[flashspec] " + config;
+  if (sampled) line += ", seed " + std::to_string(seed);
+  std::snprintf(buf, sizeof buf, " | prompt %lld tok at %.1f tok/s | generated %lld tok at %.2f tok/s, ttft %.1f ms",
+                (long long)s.prompt_tokens, s.prefill_tokens_per_s(), (long long)s.generated, s.tokens_per_s(),
+                s.ttft_ms);
+  line += buf;
+  std::snprintf(buf, sizeof buf, " | %lld passes, tau %.2f", (long long)s.target_passes, s.tau());
+  line += buf;
+  if (s.drafted > 0) {
+    std::snprintf(buf, sizeof buf, ", drafted %lld, accepted %lld (%.1f%%), by depth", (long long)s.drafted,
+                  (long long)s.accepted, 100.0 * s.acceptance());
+    line += buf;
+    const std::vector<double> by_depth = s.accept_rate_by_depth();
+    const size_t shown = std::min<size_t>(by_depth.size(), 8);  // compact: the first depths
+    for (size_t d = 0; d < shown; ++d) line += (d ? " " : " ") + std::to_string(int(100.0 * by_depth[d] + 0.5));
+    if (by_depth.size() > shown) line += " ...";
+    line += " %";
+  }
+  if (s.bytes_read > 0) {
+    std::snprintf(buf, sizeof buf, " | read %.2f GB at %.2f GB/s, I/O busy %.0f%%, waited %.0f ms",
+                  double(s.bytes_read) / 1e9, s.read_gbps(), 100.0 * s.io_busy(), s.io_wait_ms);
+    line += buf;
+  }
+  return line;
+}
+
+std::string chrome_trace(const GenerationStats& s) {
+  // Track ids (Chrome calls them threads): 1 target, 2 draft, 3 storage.
+  nlohmann::json events = nlohmann::json::array();
+  for (const auto& [tid, name] : {std::pair{1, "target"}, std::pair{2, "draft"}, std::pair{3, "storage reads"}}) {
+    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", tid}, {"args", {{"name", name}}}});
+    events.push_back({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", 1}, {"tid", tid}, {"args", {{"sort_index", tid}}}});
+  }
+  auto event = [&](const char* name, int tid, double start_ms, double dur_ms, nlohmann::json args) {
+    if (dur_ms <= 0) return;
+    events.push_back({{"name", name}, {"ph", "X"}, {"pid", 1}, {"tid", tid}, {"ts", start_ms * 1000.0},
+                      {"dur", dur_ms * 1000.0}, {"args", std::move(args)}});
+  };
+  const double bytes_per_pass = s.target_passes ? double(s.bytes_read) / double(s.target_passes) : 0.0;
+  for (size_t i = 0; i < s.passes.size(); ++i) {
+    const PassRecord& p = s.passes[i];
+    event(i == 0 ? "prefill" : "verify", 1, p.target_start, p.target_ms,
+          {{"tokens", p.tree_tokens}, {"emitted", p.emitted}, {"io_wait_ms", p.io_wait_ms}});
+    event("draft tree", 2, p.draft_start, p.draft_ms, {{"tokens", p.tree_tokens - 1}});
+    event("pre-grow", 2, p.target_start, p.pregrow_ms, {{"pregrown_next", p.pregrown}});
+    event("wait for draft", 1, p.target_start + p.target_ms, p.draft_stall_ms, nlohmann::json::object());
+    // The stream reads through the whole pass; what the pass waited for is its tail.
+    if (s.bytes_read > 0)
+      event("weights", 3, p.target_start, p.target_ms,
+            {{"bytes", int64_t(bytes_per_pass)}, {"compute_waited_ms", p.io_wait_ms}});
+  }
+  return nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump();
+}
+
+std::optional<double> target_only_ms_per_token(const GenerationStats& s) {
+  // Least squares of target_ms = a + b * rows over the passes (prefill included).
+  double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (const PassRecord& p : s.passes) {
+    const double x = double(p.tree_tokens), y = p.target_ms;
+    n += 1, sx += x, sy += y, sxx += x * x, sxy += x * y;
+  }
+  const double det = n * sxx - sx * sx;
+  if (n < 3 || det <= 0) return std::nullopt;
+  const double b = (n * sxy - sx * sy) / det, a = (sy - b * sx) / n;
+  const double one = a + b;
+  return one > 0 ? std::optional<double>(one) : std::nullopt;
+}
+
+std::optional<std::string> slower_than_target_notice(const GenerationStats& s) {
+  if (s.drafted == 0 || s.generated < 8) return std::nullopt;
+  const std::optional<double> ms = target_only_ms_per_token(s);
+  if (!ms) return std::nullopt;
+  const double alone = 1000.0 / *ms, got = s.tokens_per_s();
+  if (!(got > 0) || got >= 0.9 * alone) return std::nullopt;
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "[flashspec] notice: speculation ran at %.1f tok/s; the target alone would run at about %.1f tok/s "
+                "here (estimated from this run's pass times). Drafting costs more than it saves: try a smaller "
+                "--tree or --chain, or no draft.",
+                got, alone);
+  return std::string(buf);
+}
+
+}  // namespace flashspec

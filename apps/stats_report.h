@@ -1,0 +1,30 @@
+#pragma once
+// How the CLI reports a generation's counters: the JSON "stats" object (generate, chat,
+// bench, serve), the stats line on stderr, a Chrome trace of the passes, and a notice
+// when speculation ran slower than the target alone would have.
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/stats.h"
+
+namespace flashspec {
+
+nlohmann::json stats_json(const GenerationStats& s);
+
+// One line: configuration, drafted/accepted (acceptance %), tau, acceptance by depth,
+// tokens/s, TTFT and, for streamed runs, bytes read and I/O busy.
+std::string stats_line(const GenerationStats& s, const std::string& config, uint64_t seed, bool sampled);
+
+// Chrome trace (chrome://tracing, Perfetto) of the passes: named tracks for the target,
+// the draft and the storage reads; events carry their tokens and bytes.
+std::string chrome_trace(const GenerationStats& s);
+
+// Target-only decode time per token, estimated from this run's pass times (a line fitted
+// to pass time against rows per pass, read at one row); nullopt without enough passes.
+std::optional<double> target_only_ms_per_token(const GenerationStats& s);
+// A one-line suggestion when the speculative run was slower than that estimate.
+std::optional<std::string> slower_than_target_notice(const GenerationStats& s);
+
+}  // namespace flashspec

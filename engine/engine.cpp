@@ -1,0 +1,158 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "core/error.h"
+#include "core/printable.h"
+#include "core/vocab_compat.h"
+#include "engine/streamed_layers.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "offload/weight_stream.h"
+#include "target/llama_model.h"
+#include "target/staged_layers.h"
+#ifdef FLASHSPEC_HAVE_CUDA
+#include "kernels/cuda/cuda_backend.h"
+#endif
+
+namespace flashspec {
+
+namespace {
+
+void check_vocab_rows(const Tokenizer& tok, const LlamaModel& m, const std::string& path) {
+  if (tok.n_vocab() != m.config().n_vocab)
+    throw Error(printable(path) + ": tokenizer has " + std::to_string(tok.n_vocab()) + " tokens but the embedding has " +
+                std::to_string(m.config().n_vocab) + " rows");
+}
+
+DraftPolicy draft_policy(const EngineOptions& o) {
+  const SpeculationOptions& s = o.speculation;
+  DraftPolicy p;
+  p.expand_width = s.tree_width;
+  p.max_children = s.tree_children;
+  // Pre-growing by default only when the target streams. A resident target on the CPU
+  // keeps every core busy, and a draft thread beside its pool slows it more than it saves
+  // (measured: 2x slower on 2 cores with a small resident target); a streamed pass waits
+  // for storage and leaves cores idle. Tree shapes then depend on timing, but the tokens
+  // do not: a tree's acceptance draws one target sample per emitted token, so a seed
+  // reproduces a sampled run either way. Only greedy by default because pre-growing has
+  // been benchmarked for greedy streamed runs only.
+  p.pregrow = s.pregrow >= 0 ? s.pregrow : (o.placement.stream && o.greedy ? 4 : 0);
+  switch (s.mode) {
+    case SpeculationOptions::Mode::Chain:
+      p.shape = DraftPolicy::Shape::Chain;
+      p.budget = s.budget;
+      p.sampled = s.sampled_chain;
+      break;
+    case SpeculationOptions::Mode::Tree:
+      p.budget = s.budget;
+      break;
+    case SpeculationOptions::Mode::AutoTree:
+      p.auto_budget = true;
+      p.budget = s.budget;  // the largest budget auto may choose
+      break;
+  }
+  return p;
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> make_backend(const std::string& name, int threads) {
+  if (name != "cuda") return std::make_unique<CpuBackend>(threads);
+#ifdef FLASHSPEC_HAVE_CUDA
+  return cuda::make_backend(0);
+#else
+  throw Error("--backend cuda: this build of flashspec has no CUDA backend (nvcc was not found when it was configured)");
+#endif
+}
+
+Engine::Engine(const EngineOptions& o) : opt_(o) {
+  const int threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  backend_ = make_backend(o.backend, threads);
+  target_ = std::make_unique<LlamaModel>(o.target_path, *backend_);
+  target_->set_kv_type(o.kv_type);
+  target_->set_max_batch(o.batch);
+  plan_ = plan_placement(target_->file(), target_->weights(), o.placement, !backend_->host_memory());
+  place_target_layers();
+  tokenizer_ = Tokenizer::from_gguf(target_->file());
+  check_vocab_rows(tokenizer_, *target_, o.target_path);
+  if (o.draft_path.empty()) return;
+  // On the CPU one thread: the draft is small, and with pre-growing it runs beside the
+  // target's pool. On a GPU its own stream, so that it can overlap the target's passes.
+  draft_backend_ = make_backend(o.backend, 1);
+  draft_ = std::make_unique<LlamaModel>(o.draft_path, *draft_backend_);
+  draft_->set_kv_type(o.kv_type);
+  draft_->set_max_batch(o.batch);
+  const Tokenizer draft_tok = Tokenizer::from_gguf(draft_->file());
+  check_vocab_rows(draft_tok, *draft_, o.draft_path);
+  check_vocab_compatible(draft_tok, o.draft_path, tokenizer_, o.target_path);
+  policy_ = draft_policy(o);
+}
+
+Engine::~Engine() = default;
+
+void Engine::place_target_layers() {
+  LlamaModel& t = *target_;
+  const int64_t n = plan_.n_layers();
+  std::unique_ptr<LayerSource> host;  // layers outside VRAM, in host memory
+  if (plan_.stream) {
+    auto streamed = std::make_unique<StreamedLayers>(t.file(), t.weights(), stream_options(opt_.placement, t.file().file_size()),
+                                                     plan_.n_vram);
+    stream_ = &streamed->stream();
+    host = std::move(streamed);
+  }
+  if (!plan_.gpu) {
+    if (host) t.set_layer_source(std::move(host));  // else the model reads its mapping
+    return;
+  }
+  if (!host && plan_.n_vram < n) host = std::make_unique<ResidentLayers>(t.weights());
+  try {
+    t.set_layer_source(std::make_unique<StagedLayers>(t.weights(), t.placed().vectors, *backend_, std::move(host),
+                                                      plan_.n_vram));
+  } catch (const Error& e) {
+    if (opt_.placement.vram_budget || opt_.placement.gpu_layers) throw;
+    throw Error(std::string(e.what()) + "; --vram-budget SIZE or -ngl N keeps only the layers that fit");
+  }
+}
+
+GenerateOptions Engine::request(const SamplingParams& sampling, int64_t n_predict, bool ignore_eos) const {
+  GenerateOptions g;
+  g.n_predict = n_predict;
+  g.sampling = sampling;
+  g.ignore_eos = ignore_eos;
+  g.is_end = [this](int32_t id) { return tokenizer_.is_end_of_generation(id); };
+  return g;
+}
+
+Session Engine::new_session(int64_t ctx) {
+  return Session(*target_, draft_.get(), policy_, ctx);
+}
+
+int64_t Engine::context_for(int64_t prompt, int64_t n_predict) const {
+  const int64_t need = context_needed(prompt, n_predict, scratch_rows());
+  if (opt_.ctx > 0 && need > opt_.ctx)
+    throw Error("--ctx " + std::to_string(opt_.ctx) + " is too small: a " + std::to_string(prompt) +
+                "-token prompt plus " + std::to_string(n_predict) + " tokens need " + std::to_string(need) +
+                " rows of context (" + std::to_string(scratch_rows()) + " of them for the widest verification pass)");
+  return opt_.ctx > 0 ? opt_.ctx : need;
+}
+
+GenerationResult Engine::generate(const std::vector<int32_t>& prompt, const GenerateOptions& g) {
+  Session s = new_session(context_for(int64_t(prompt.size()), g.n_predict));
+  const StreamCounters before = stream_counters();
+  GenerationResult r = s.generate(prompt, g);
+  add_stream_stats(r.stats, before);
+  return r;
+}
+
+StreamCounters Engine::stream_counters() const { return stream_ ? stream_->counters() : StreamCounters{}; }
+
+void Engine::add_stream_stats(GenerationStats& s, const StreamCounters& before) const {
+  if (!stream_) return;
+  const StreamCounters d = stream_->counters().since(before);
+  s.bytes_read = int64_t(d.bytes_read);
+  s.read_busy_ms = d.read_busy_ms;
+  s.io_wait_ms = d.io_wait_ms;
+}
+
+}  // namespace flashspec

@@ -1,0 +1,77 @@
+#pragma once
+// The engine: a target model (and optionally a draft) loaded once, placed as one plan
+// says, with the tokenizer and the speculation policy. Everything that generates --
+// generate, chat, bench, throughput, the server -- goes through it.
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/tokenizer.h"
+#include "draft/drafter.h"
+#include "engine/generate.h"
+#include "engine/options.h"
+#include "engine/placement.h"
+#include "engine/session.h"
+#include "offload/stream_counters.h"
+
+namespace flashspec {
+
+class Backend;
+class LlamaModel;
+class WeightStream;
+
+// The compute backend `name` names ("cpu" or "cuda"); `threads` is for the CPU. Error
+// (one line) when CUDA is asked for and this build or machine has none.
+std::unique_ptr<Backend> make_backend(const std::string& name, int threads);
+
+class Engine {
+ public:
+  explicit Engine(const EngineOptions& o);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  const EngineOptions& options() const { return opt_; }
+  const Tokenizer& tokenizer() const { return tokenizer_; }
+  LlamaModel& target() { return *target_; }
+  LlamaModel* draft() { return draft_.get(); }
+  const PlacementPlan& plan() const { return plan_; }
+  Backend& backend() { return *backend_; }
+  bool speculative() const { return policy_.has_value(); }
+  const std::optional<DraftPolicy>& policy() const { return policy_; }
+
+  // Options for one generation: `sampling`, `n_predict` tokens, stopping at the
+  // tokenizer's end-of-generation tokens unless `ignore_eos`.
+  GenerateOptions request(const SamplingParams& sampling, int64_t n_predict, bool ignore_eos) const;
+  // A session (target-only or speculative as the options say) of `ctx` context rows.
+  Session new_session(int64_t ctx);
+  // Context rows a session needs beyond the sequence itself (the widest draft pass).
+  int64_t scratch_rows() const { return Session::scratch_rows(policy_); }
+  // Context a run of `prompt` + `n_predict` tokens needs (--ctx when given, checked).
+  int64_t context_for(int64_t prompt, int64_t n_predict) const;
+  // One generation in a fresh session sized for it; streamed runs get their I/O stats.
+  GenerationResult generate(const std::vector<int32_t>& prompt, const GenerateOptions& g);
+
+  // ---- weight streaming (offload/) ----
+  // The target's weight stream with --stream, else nullptr.
+  WeightStream* stream() const { return stream_; }
+  StreamCounters stream_counters() const;
+  // Adds what the stream did since `before` to a run's stats (no-op without a stream).
+  void add_stream_stats(GenerationStats& s, const StreamCounters& before) const;
+
+ private:
+  void place_target_layers();
+
+  EngineOptions opt_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Backend> draft_backend_;  // the draft's own: it runs on its own thread
+  std::unique_ptr<LlamaModel> target_;
+  std::unique_ptr<LlamaModel> draft_;
+  PlacementPlan plan_;
+  std::optional<DraftPolicy> policy_;  // set when speculating
+  Tokenizer tokenizer_;
+  WeightStream* stream_ = nullptr;  // owned by the target's layer source
+};
+
+}  // namespace flashspec

@@ -1,0 +1,105 @@
+#include "engine/placement.h"
+
+#include <nlohmann/json.hpp>
+
+#include "core/gguf.h"
+#include "engine/streamed_layers.h"
+#include "offload/weight_stream.h"
+#include "target/model_weights.h"
+#include "target/staged_layers.h"
+
+namespace flashspec {
+
+const char* home_name(LayerHome h) {
+  switch (h) {
+    case LayerHome::Mapped: return "mapped";
+    case LayerHome::Ram: return "ram";
+    case LayerHome::PinnedRam: return "pinned-ram";
+    case LayerHome::Vram: return "vram";
+    case LayerHome::Streamed: return "streamed";
+  }
+  return "?";
+}
+
+PlacementPlan plan_placement(const GgufFile& f, const ModelWeights& w, const PlacementOptions& o, bool gpu) {
+  PlacementPlan p;
+  p.gpu = gpu;
+  const std::vector<std::vector<TensorExtent>> extents = layer_extents(w);
+  const int64_t n = int64_t(extents.size());
+  for (const auto& l : extents) {
+    uint64_t b = 0;
+    for (const TensorExtent& e : l) b += e.bytes;
+    p.layer_bytes.push_back(b);
+  }
+  p.fixed_bytes = fixed_tensor_bytes(f, w);
+  if (gpu) {
+    p.n_vram = o.gpu_layers ? std::min<int64_t>(*o.gpu_layers, n)
+               : o.vram_budget ? StagedLayers::resident_layers_for(w, *o.vram_budget)
+                               : n;
+    for (int64_t l = 0; l < n; ++l) {
+      const uint64_t b = StagedLayers::packed_bytes(w, l);
+      if (l < p.n_vram) p.vram_layer_bytes += b;
+      else p.vram_slot_bytes = std::max(p.vram_slot_bytes, b);
+    }
+    p.vram_layer_bytes += 2 * p.vram_slot_bytes;
+  }
+  p.homes.assign(size_t(n), LayerHome::Mapped);
+  for (int64_t l = 0; l < p.n_vram; ++l) p.homes[size_t(l)] = LayerHome::Vram;
+  if (o.stream && p.n_vram < n) {
+    p.stream = WeightStream::plan_for({extents.begin() + p.n_vram, extents.end()}, stream_options(o, 0));
+    for (int64_t l = p.n_vram; l < n; ++l)
+      p.homes[size_t(l)] = l - p.n_vram < p.stream->n_resident ? (gpu ? LayerHome::PinnedRam : LayerHome::Ram)
+                                                               : LayerHome::Streamed;
+  }
+  return p;
+}
+
+std::string PlacementPlan::describe() const {
+  std::string s = std::to_string(n_layers()) + " layers:";
+  // Runs of layers with the same home: "0-3 vram, 4-21 streamed".
+  for (int64_t l = 0; l < n_layers();) {
+    int64_t e = l;
+    uint64_t bytes = 0;
+    while (e < n_layers() && homes[size_t(e)] == homes[size_t(l)]) bytes += layer_bytes[size_t(e++)];
+    s += (l ? ", " : " ") + std::to_string(l) + (e - l > 1 ? "-" + std::to_string(e - 1) : "") + " " +
+         home_name(homes[size_t(l)]) + " (" + format_bytes(bytes) + ")";
+    l = e;
+  }
+  if (gpu)
+    s += "; VRAM " + format_bytes(vram_layer_bytes) + " for layers" +
+         (vram_slot_bytes ? " (2 slots of " + format_bytes(vram_slot_bytes) + " included)" : "");
+  if (stream) {
+    s += "; stream: " + format_bytes(stream->streamed_bytes) + " read per pass, ring " +
+         std::to_string(stream->ring_slots) + " x " + format_bytes(stream->slot_bytes);
+    if (stream->ring_over_budget()) s += " (the minimum ring, over --ram-budget)";
+  }
+  s += "; " + format_bytes(fixed_bytes) + " embedding, head and vectors resident";
+  return s;
+}
+
+nlohmann::json PlacementPlan::to_json() const {
+  nlohmann::json layers = nlohmann::json::array();
+  for (int64_t l = 0; l < n_layers(); ++l)
+    layers.push_back({{"home", home_name(homes[size_t(l)])}, {"bytes", layer_bytes[size_t(l)]}});
+  nlohmann::json j = {{"gpu", gpu}, {"layers", layers}, {"fixed_bytes", fixed_bytes}};
+  if (gpu) j["vram"] = {{"n_layers", n_vram}, {"bytes", vram_layer_bytes}, {"slot_bytes", vram_slot_bytes}};
+  if (stream) {
+    nlohmann::json ranges = nlohmann::json::array();
+    for (const LayerExtent& e : stream->layers)
+      ranges.push_back({{"tensor_bytes", e.tensor_bytes}, {"read_bytes", e.read_bytes}, {"ranges", e.ranges.size()},
+                        {"resident", e.resident}});
+    j["stream"] = {{"first_layer", n_vram},
+                   {"ram_budget", stream->ram_budget},
+                   {"n_resident", stream->n_resident},
+                   {"resident_bytes", stream->resident_bytes},
+                   {"streamed_bytes_per_pass", stream->streamed_bytes},
+                   {"ring_slots", stream->ring_slots},
+                   {"slot_bytes", stream->slot_bytes},
+                   {"ring_bytes", stream->ring_bytes},
+                   {"ring_over_budget", stream->ring_over_budget()},
+                   {"layers", ranges}};
+  }
+  return j;
+}
+
+}  // namespace flashspec

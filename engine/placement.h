@@ -1,0 +1,51 @@
+#pragma once
+// Where every layer of the target lives, decided in one place from the options and the
+// model's shapes. `inspect` prints this plan; the Engine builds its layer sources from it.
+//
+//   CPU:  mapped (read through the file mapping), or with --stream the first layers that
+//         fit --ram-budget resident in RAM (read once) and the rest streamed each pass.
+//   GPU:  the first layers that fit --vram-budget (or -ngl of them) in VRAM; the rest pass
+//         through two VRAM slots, copied from the mapping, or with --stream from pinned
+//         RAM (resident under --ram-budget) or the weight stream's pinned ring.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "engine/options.h"
+#include "offload/layer_plan.h"
+
+namespace flashspec {
+
+class GgufFile;
+class ModelWeights;
+
+enum class LayerHome { Mapped, Ram, PinnedRam, Vram, Streamed };
+const char* home_name(LayerHome h);
+
+struct PlacementPlan {
+  bool gpu = false;
+  std::vector<LayerHome> homes;       // per layer
+  std::vector<uint64_t> layer_bytes;  // per layer: its matrices (what a streamed pass reads)
+  int64_t n_vram = 0;                 // layers 0 .. n_vram-1 are in VRAM
+  uint64_t vram_layer_bytes = 0;      // VRAM those take, plus the two slots when others pass through
+  uint64_t vram_slot_bytes = 0;       // one slot (0: no slots)
+  std::optional<LayerPlan> stream;    // the weight stream of layers n_vram.. (with --stream)
+  uint64_t fixed_bytes = 0;           // embedding, output head, 1-D tensors: always resident
+
+  int64_t n_layers() const { return int64_t(homes.size()); }
+  // Bytes read from storage per pass (0 unless streaming).
+  uint64_t streamed_bytes_per_pass() const { return stream ? stream->streamed_bytes : 0; }
+  // Host memory the layers take outside the mapping (resident stream layers and the ring).
+  uint64_t host_layer_bytes() const { return stream ? stream->memory_bytes() : 0; }
+
+  std::string describe() const;  // lines for `inspect` and the engine's start-up notice
+  nlohmann::json to_json() const;
+};
+
+// The plan for `w` under `o`; `gpu`: the backend computes in its own memory.
+PlacementPlan plan_placement(const GgufFile& f, const ModelWeights& w, const PlacementOptions& o, bool gpu);
+
+}  // namespace flashspec
