@@ -8,28 +8,44 @@ namespace flashspec {
 
 std::optional<TypeTraits> type_traits(uint32_t id) {
   switch (static_cast<GgmlType>(id)) {
-    case GgmlType::F32: return TypeTraits{"F32", 1, 4};
-    case GgmlType::F16: return TypeTraits{"F16", 1, 2};
-    case GgmlType::BF16: return TypeTraits{"BF16", 1, 2};
-    case GgmlType::Q4_0: return TypeTraits{"Q4_0", QK4_0, sizeof(BlockQ4_0)};
-    case GgmlType::Q8_0: return TypeTraits{"Q8_0", QK8_0, sizeof(BlockQ8_0)};
-    case GgmlType::Q4_K: return TypeTraits{"Q4_K", QK_K, sizeof(BlockQ4_K)};
-    case GgmlType::Q6_K: return TypeTraits{"Q6_K", QK_K, sizeof(BlockQ6_K)};
+    case GgmlType::F32:
+    case GgmlType::F16:
+    case GgmlType::BF16:
+    case GgmlType::Q4_0:
+    case GgmlType::Q5_0:
+    case GgmlType::Q5_1:
+    case GgmlType::Q8_0:
+    case GgmlType::IQ4_NL:
+    case GgmlType::Q2_K:
+    case GgmlType::Q3_K:
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
+    case GgmlType::Q6_K:
+      return traits(static_cast<GgmlType>(id));
   }
   return std::nullopt;
 }
 
 const TypeTraits& traits(GgmlType t) {
   static constexpr TypeTraits kF32{"F32", 1, 4}, kF16{"F16", 1, 2}, kBF16{"BF16", 1, 2},
-      kQ4_0{"Q4_0", QK4_0, sizeof(BlockQ4_0)}, kQ8_0{"Q8_0", QK8_0, sizeof(BlockQ8_0)},
-      kQ4_K{"Q4_K", QK_K, sizeof(BlockQ4_K)}, kQ6_K{"Q6_K", QK_K, sizeof(BlockQ6_K)};
+      kQ4_0{"Q4_0", QK4_0, sizeof(BlockQ4_0)}, kQ5_0{"Q5_0", QK5_0, sizeof(BlockQ5_0)},
+      kQ5_1{"Q5_1", QK5_1, sizeof(BlockQ5_1)}, kQ8_0{"Q8_0", QK8_0, sizeof(BlockQ8_0)},
+      kIQ4_NL{"IQ4_NL", QK4_NL, sizeof(BlockIQ4_NL)}, kQ2_K{"Q2_K", QK_K, sizeof(BlockQ2_K)},
+      kQ3_K{"Q3_K", QK_K, sizeof(BlockQ3_K)}, kQ4_K{"Q4_K", QK_K, sizeof(BlockQ4_K)},
+      kQ5_K{"Q5_K", QK_K, sizeof(BlockQ5_K)}, kQ6_K{"Q6_K", QK_K, sizeof(BlockQ6_K)};
   switch (t) {
     case GgmlType::F32: return kF32;
     case GgmlType::F16: return kF16;
     case GgmlType::BF16: return kBF16;
     case GgmlType::Q4_0: return kQ4_0;
+    case GgmlType::Q5_0: return kQ5_0;
+    case GgmlType::Q5_1: return kQ5_1;
     case GgmlType::Q8_0: return kQ8_0;
+    case GgmlType::IQ4_NL: return kIQ4_NL;
+    case GgmlType::Q2_K: return kQ2_K;
+    case GgmlType::Q3_K: return kQ3_K;
     case GgmlType::Q4_K: return kQ4_K;
+    case GgmlType::Q5_K: return kQ5_K;
     case GgmlType::Q6_K: return kQ6_K;
   }
   throw Error("internal: unknown tensor type " + std::to_string(uint32_t(t)));

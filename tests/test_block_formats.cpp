@@ -1,14 +1,17 @@
 // The CUDA kernels' row decoding (kernels/cuda/block_formats.cuh), compiled for the host,
-// against the CPU's dequantize_row on random rows of every type: the bit layouts the GPU
-// reads are checked on every machine, GPU or not.
+// against the CPU's dequantize_row on random rows of every type, and the GPU's activation
+// rounding for F16 / BF16 weights against the CPU's: what the GPU computes is checked on
+// every machine, GPU or not.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
 
 #include "core/half.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/quantize_activations.h"
 #include "kernels/cuda/block_formats.cuh"
 
 using namespace flashspec;
@@ -28,8 +31,10 @@ std::vector<uint8_t> random_row(GgmlType t, int64_t cols, std::mt19937& rng) {
   for (size_t b = 0; b < row.size() / size_t(tr.block_bytes); ++b) {
     const size_t at = b * size_t(tr.block_bytes);
     switch (t) {
-      case GgmlType::Q4_0: case GgmlType::Q8_0: scale(at); break;
-      case GgmlType::Q4_K: scale(at); scale(at + 2); break;
+      case GgmlType::Q4_0: case GgmlType::Q5_0: case GgmlType::Q8_0: case GgmlType::IQ4_NL: scale(at); break;
+      case GgmlType::Q5_1: case GgmlType::Q4_K: case GgmlType::Q5_K: scale(at); scale(at + 2); break;
+      case GgmlType::Q2_K: scale(at + 80); scale(at + 82); break;
+      case GgmlType::Q3_K: scale(at + 108); break;
       case GgmlType::Q6_K: scale(at + 208); break;
       case GgmlType::F16: scale(at); break;
       case GgmlType::F32: { const float v = float(int(rng() % 2001) - 1000) / 64.0f; std::memcpy(row.data() + at, &v, 4); break; }
@@ -44,7 +49,9 @@ std::vector<uint8_t> random_row(GgmlType t, int64_t cols, std::mt19937& rng) {
 TEST_CASE("block formats: the GPU's row decoding equals the CPU's dequantization for every type") {
   std::mt19937 rng(7);
   struct Case { GgmlType type; int64_t cols; };
-  for (const Case c : {Case{GgmlType::Q4_0, 512}, Case{GgmlType::Q8_0, 512}, Case{GgmlType::Q4_K, 768},
+  for (const Case c : {Case{GgmlType::Q4_0, 512}, Case{GgmlType::Q5_0, 512}, Case{GgmlType::Q5_1, 512},
+                       Case{GgmlType::Q8_0, 512}, Case{GgmlType::IQ4_NL, 512}, Case{GgmlType::Q2_K, 768},
+                       Case{GgmlType::Q3_K, 768}, Case{GgmlType::Q4_K, 768}, Case{GgmlType::Q5_K, 768},
                        Case{GgmlType::Q6_K, 768}, Case{GgmlType::F32, 172}, Case{GgmlType::F16, 200},
                        Case{GgmlType::BF16, 96}}) {
     CAPTURE(type_name(c.type));
@@ -63,4 +70,38 @@ TEST_CASE("block formats: the GPU's row decoding equals the CPU's dequantization
       CHECK(mismatches == 0);
     }
   }
+}
+
+TEST_CASE("block formats: the GPU rounds F16 / BF16 weights' activations as the CPU does") {
+  // Integer-only code on both sides of the CUDA build, so the host run checks what the
+  // device runs: every exponent (random bit patterns), ties, overflow, subnormals.
+  std::mt19937 rng(29);
+  std::vector<float> x = {0.0f, -0.0f, 1.0f + 0x1.0p-11f, 1.0f + 0x1.0p-8f, 65504.0f, 65519.99f, 65520.0f,
+                          -70000.0f, 0x1.0p-25f, 0x1.8p-25f, 0x1.0p-24f, 0x1.ffcp-15f, 0x1.0p-14f,
+                          3.4e38f, -1e-40f};
+  for (int i = 0; i < 100000; ++i) {
+    float v;
+    const uint32_t u = uint32_t(rng());
+    std::memcpy(&v, &u, 4);
+    if (v == v) x.push_back(v);  // NaNs apart
+  }
+  std::vector<float> f16(x.size()), bf16(x.size());
+  round_row_f16(x.data(), f16.data(), int64_t(x.size()));
+  round_row_bf16(x.data(), bf16.data(), int64_t(x.size()));
+  int bad16 = 0, badb = 0, bad32 = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float a = cuda::round_activation(GgmlType::F16, x[i]);
+    const float b = cuda::round_activation(GgmlType::BF16, x[i]);
+    const float c = cuda::round_activation(GgmlType::Q4_K, x[i]);
+    bad16 += std::memcmp(&a, &f16[i], 4) != 0;
+    badb += std::memcmp(&b, &bf16[i], 4) != 0;
+    bad32 += std::memcmp(&c, &x[i], 4) != 0;
+  }
+  CHECK(bad16 == 0);
+  CHECK(badb == 0);
+  CHECK(bad32 == 0);
+  const float nan = std::nanf("");
+  CHECK(std::isnan(cuda::round_activation(GgmlType::F16, nan)));
+  CHECK(std::isnan(cuda::round_activation(GgmlType::BF16, nan)));
+  for (int i = 0; i < 16; ++i) CHECK(cuda::iq4_nl_value(i) == kIQ4NLValues[i]);
 }

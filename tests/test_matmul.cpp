@@ -1,12 +1,16 @@
 // CPU matmul: dequantization against hand-built and independently decoded blocks, every
-// kernel (every ISA this CPU runs, 1 and 2 threads) against a double-precision reference,
-// and the 8-bit activation quantization against exact f32 activations.
+// kernel (every type, every ISA this CPU runs, 1 and 2 threads) against a
+// double-precision reference, blocks of random bytes for the kernels' integer ranges, the
+// activations F16 / BF16 weights multiply, and the 8-bit activation quantization against
+// exact f32 activations. (New formats' hand-built blocks: test_quant_formats.cpp.)
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -18,6 +22,7 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/quantize_activations.h"
+#include "kernels/cpu/quantize_weights.h"
 #include "kernels/cpu/thread_pool.h"
 #include "tests/fixtures.h"
 
@@ -27,10 +32,14 @@ using flashspec::cpu::Isa;
 namespace {
 
 constexpr GgmlType kAllTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0,
-                                  GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K};
+                                  GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::IQ4_NL,
+                                  GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K,
+                                  GgmlType::Q6_K};
 
-bool is_quantized(GgmlType t) {
-  return t == GgmlType::Q4_0 || t == GgmlType::Q8_0 || t == GgmlType::Q4_K || t == GgmlType::Q6_K;
+bool is_quantized(GgmlType t) { return t != GgmlType::F32 && t != GgmlType::F16 && t != GgmlType::BF16; }
+
+const cpu::IsaKernels& kernels_of(Isa isa) {
+  return isa == Isa::Scalar ? cpu::scalar_kernels() : isa == Isa::Avx2 ? cpu::avx2_kernels() : cpu::avx512_kernels();
 }
 
 std::vector<Isa> supported_isas() {
@@ -54,81 +63,50 @@ std::vector<float> random_floats(std::mt19937& rng, int64_t n, float scale = 1.0
   return v;
 }
 
-// Random weights encoded in `type`: real quantizations of random floats for the 32-blocks
-// (any valid encoding will do), random bytes with sane scales for the K-quants.
+// Random weights encoded in `type`: the quantizers' encoding of random floats (real
+// blocks, as a model file holds them), plus the most negative Q8_0 code, which is valid
+// in a file although quantizers avoid it.
 std::vector<uint8_t> random_weights(std::mt19937& rng, GgmlType type, int64_t rows, int64_t cols) {
   const int64_t rb = row_bytes(type, cols);
   std::vector<uint8_t> data(size_t(rows * rb));
-  std::uniform_int_distribution<int> byte(0, 255);
-  std::uniform_real_distribution<float> scale(0.002f, 0.02f);
   const std::vector<float> f = random_floats(rng, rows * cols, 0.05f);
-  uint8_t* p = data.data();
-  switch (type) {
-    case GgmlType::F32:
-      std::memcpy(p, f.data(), f.size() * 4);
-      break;
-    case GgmlType::F16:
-      for (size_t i = 0; i < f.size(); ++i) {
-        const uint16_t h = float_to_fp16(f[i]);
-        std::memcpy(p + 2 * i, &h, 2);
-      }
-      break;
-    case GgmlType::BF16:
-      for (size_t i = 0; i < f.size(); ++i) {
-        const uint16_t h = uint16_t(float_to_bits(f[i]) >> 16);
-        std::memcpy(p + 2 * i, &h, 2);
-      }
-      break;
-    case GgmlType::Q4_0: {
-      auto* b = reinterpret_cast<BlockQ4_0*>(p);
-      for (size_t k = 0; k < f.size() / 32; ++k) {
-        const float* x = f.data() + 32 * k;
-        float amax = 0;
-        for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i]));
-        const float d = amax / 7.0f;
-        b[k].d = float_to_fp16(d);
-        auto q = [&](float v) {
-          return uint8_t(std::clamp(int(std::lround(d ? v / d : 0)) + 8, 0, 15));
-        };
-        for (int i = 0; i < 16; ++i) b[k].qs[i] = uint8_t(q(x[i]) | (q(x[i + 16]) << 4));
-      }
-      break;
-    }
-    case GgmlType::Q8_0: {
-      auto* b = reinterpret_cast<BlockQ8_0*>(p);
-      for (size_t k = 0; k < f.size() / 32; ++k) {
-        const float* x = f.data() + 32 * k;
-        float amax = 0;
-        for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i]));
-        const float d = amax / 127.0f;
-        b[k].d = float_to_fp16(d);
-        for (int i = 0; i < 32; ++i) b[k].qs[i] = int8_t(std::lround(d ? x[i] / d : 0));
-      }
-      // The most negative code is valid in a file even though quantizers avoid it.
-      b[0].qs[3] = -128;
-      break;
-    }
-    case GgmlType::Q4_K: {
-      auto* b = reinterpret_cast<BlockQ4_K*>(p);
-      for (int64_t k = 0; k < rows * cols / QK_K; ++k) {
-        for (auto& s : b[k].scales) s = uint8_t(byte(rng));
-        for (auto& q : b[k].qs) q = uint8_t(byte(rng));
-        b[k].d = float_to_fp16(scale(rng) / 16);
-        b[k].dmin = float_to_fp16(scale(rng) / 16);
-      }
-      break;
-    }
-    case GgmlType::Q6_K: {
-      auto* b = reinterpret_cast<BlockQ6_K*>(p);
-      for (int64_t k = 0; k < rows * cols / QK_K; ++k) {
-        for (auto& q : b[k].ql) q = uint8_t(byte(rng));
-        for (auto& q : b[k].qh) q = uint8_t(byte(rng));
-        for (auto& s : b[k].scales) s = int8_t(byte(rng) - 128);
-        b[k].d = float_to_fp16(scale(rng) / 64);
-      }
-      break;
-    }
+  for (int64_t r = 0; r < rows; ++r) quantize_row(type, f.data() + r * cols, data.data() + r * rb, cols);
+  if (type == GgmlType::Q8_0) reinterpret_cast<BlockQ8_0*>(data.data())[0].qs[3] = -128;
+  return data;
+}
+
+// Offsets of a block's fp16 scale fields (d, and dmin / m where the format has one).
+std::vector<size_t> scale_fields(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q4_0: return {offsetof(BlockQ4_0, d)};
+    case GgmlType::Q5_0: return {offsetof(BlockQ5_0, d)};
+    case GgmlType::Q5_1: return {offsetof(BlockQ5_1, d), offsetof(BlockQ5_1, m)};
+    case GgmlType::Q8_0: return {offsetof(BlockQ8_0, d)};
+    case GgmlType::IQ4_NL: return {offsetof(BlockIQ4_NL, d)};
+    case GgmlType::Q2_K: return {offsetof(BlockQ2_K, d), offsetof(BlockQ2_K, dmin)};
+    case GgmlType::Q3_K: return {offsetof(BlockQ3_K, d)};
+    case GgmlType::Q4_K: return {offsetof(BlockQ4_K, d), offsetof(BlockQ4_K, dmin)};
+    case GgmlType::Q5_K: return {offsetof(BlockQ5_K, d), offsetof(BlockQ5_K, dmin)};
+    case GgmlType::Q6_K: return {offsetof(BlockQ6_K, d)};
+    default: return {};
   }
+}
+
+// Blocks of `type` made of random bytes (every code, scale and bit pattern a file can
+// hold, which real quantizations rarely reach), or with fill >= 0 every byte = fill; the
+// fp16 scale fields get small finite values either way.
+std::vector<uint8_t> random_block_bytes(std::mt19937& rng, GgmlType type, int64_t rows, int64_t cols,
+                                        int fill = -1) {
+  const int64_t bytes = rows * row_bytes(type, cols), bb = traits(type).block_bytes;
+  std::vector<uint8_t> data(static_cast<size_t>(bytes));
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(0.0005f, 0.005f);
+  for (uint8_t& b : data) b = uint8_t(fill >= 0 ? fill : byte(rng));
+  for (int64_t at = 0; at < bytes; at += bb)
+    for (size_t off : scale_fields(type)) {
+      const uint16_t h = float_to_fp16(scale(rng));
+      std::memcpy(data.data() + at + int64_t(off), &h, 2);
+    }
   return data;
 }
 
@@ -231,7 +209,7 @@ TEST_CASE("dequantize_row float types") {
 
 TEST_CASE("dequantize_row Q4_K matches a per-element decoding of the format") {
   std::mt19937 rng(7);
-  const auto data = random_weights(rng, GgmlType::Q4_K, 1, 3 * QK_K);
+  const auto data = random_block_bytes(rng, GgmlType::Q4_K, 1, 3 * QK_K);
   const auto* blocks = reinterpret_cast<const BlockQ4_K*>(data.data());
   std::vector<float> out(3 * QK_K);
   dequantize_row(GgmlType::Q4_K, blocks, out.data(), 3 * QK_K);
@@ -260,7 +238,7 @@ TEST_CASE("dequantize_row Q4_K matches a per-element decoding of the format") {
 
 TEST_CASE("dequantize_row Q6_K matches a per-element decoding of the format") {
   std::mt19937 rng(11);
-  const auto data = random_weights(rng, GgmlType::Q6_K, 1, 2 * QK_K);
+  const auto data = random_block_bytes(rng, GgmlType::Q6_K, 1, 2 * QK_K);
   const auto* blocks = reinterpret_cast<const BlockQ6_K*>(data.data());
   std::vector<float> out(2 * QK_K);
   dequantize_row(GgmlType::Q6_K, blocks, out.data(), 2 * QK_K);
@@ -294,9 +272,7 @@ TEST_CASE("every ISA quantizes activations bit-identically to the scalar referen
   for (Isa isa : supported_isas()) {
     const std::string isa_str = cpu::isa_name(isa);
     CAPTURE(isa_str);
-    const cpu::IsaKernels& k = isa == Isa::Scalar ? cpu::scalar_kernels()
-                               : isa == Isa::Avx2 ? cpu::avx2_kernels()
-                                                  : cpu::avx512_kernels();
+    const cpu::IsaKernels& k = kernels_of(isa);
     std::vector<int8_t> qs(cols);
     std::vector<float> d(cols / 32);
     std::vector<int32_t> zp(cols / 32);
@@ -353,9 +329,12 @@ TEST_CASE("matmul matches a double-precision reference for every type, ISA and t
     for (const Shape& s : shapes_for(type)) {
       const auto w = random_weights(rng, type, s.rows, s.cols);
       const WeightMatrix wm{type, w.data(), s.rows, s.cols};
-      for (int64_t T : {1, 2, 3, 5, 8, 64, 67}) {
+      // 3 and 5 tokens reach the token-pair tiles' 2- and 3-pair forms; 257 many tiles and
+      // a last pair with one token.
+      for (int64_t T : {1, 2, 3, 5, 7, 64, 257}) {
         const std::vector<float> x = random_floats(rng, T * s.cols);
-        // The reference multiplies what the kernels multiply: the 8-bit activations.
+        // The reference multiplies what the kernels multiply: the 8-bit activations, or for
+        // F16 / BF16 weights the activations rounded to the weight type.
         std::vector<float> xr(x.size());
         for (int64_t t = 0; t < T; ++t)
           activation_roundtrip(type, x.data() + t * s.cols, xr.data() + t * s.cols, s.cols);
@@ -377,6 +356,123 @@ TEST_CASE("matmul matches a double-precision reference for every type, ISA and t
         }
       }
     }
+  }
+}
+
+TEST_CASE("matmul on blocks of random bytes and of extreme codes, every type and ISA") {
+  // Quantizers produce typical codes; a file may hold any. Random bytes reach every code,
+  // sub-block scale and min; all-ones bytes with activations of one sign at full scale
+  // are the largest integer sums the kernels form (int16 saturation would show here).
+  const std::vector<Isa> isas = supported_isas();
+  ThreadPool pool(2);
+  std::mt19937 rng(17);
+  constexpr int64_t rows = 37, cols = 1024;
+  for (GgmlType type : kAllTypes) {
+    if (!is_quantized(type)) continue;
+    for (int fill : {-1, 0xff, 0x00}) {
+      const auto w = random_block_bytes(rng, type, rows, cols, fill);
+      const WeightMatrix wm{type, w.data(), rows, cols};
+      for (float sign : {1.0f, -1.0f}) {
+        for (int64_t T : {1, 6}) {
+          std::vector<float> x = random_floats(rng, T * cols);
+          if (fill >= 0)
+            for (float& v : x) v = sign * (std::fabs(v) + 1.0f);  // one sign: no cancellation
+          std::vector<float> xr(x.size());
+          for (int64_t t = 0; t < T; ++t)
+            activation_roundtrip(type, x.data() + t * cols, xr.data() + t * cols, cols);
+          const Reference ref = reference(type, w, rows, cols, xr, T);
+          for (Isa isa : isas) {
+            const std::string type_str(type_name(type));
+            const std::string isa_str = cpu::isa_name(isa);
+            CAPTURE(type_str);
+            CAPTURE(isa_str);
+            CAPTURE(fill);
+            CAPTURE(sign);
+            CAPTURE(T);
+            std::vector<float> y(size_t(T * rows), std::nanf(""));
+            cpu::matmul_with_isa(isa, wm, x.data(), T, y.data(), pool);
+            REQUIRE(max_rel_error(y, ref) <= 1e-4);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("F16 and BF16 weights multiply activations rounded to their type, on every ISA") {
+  // llama.cpp converts the activations to F16 / BF16 weights' own type before the dot
+  // product (the type's vec_dot_type); so does the engine. A one-hot weight row reads the
+  // rounded activation back exactly.
+  const std::vector<Isa> isas = supported_isas();
+  ThreadPool pool(1);
+  constexpr int64_t cols = 40;
+  struct Case {
+    GgmlType type;
+    float x, rounded;
+  };
+  for (const Case c : {Case{GgmlType::F16, 1.0f + 0x1.0p-12f, 1.0f},                 // below half an ulp
+                       Case{GgmlType::F16, 1.0f + 0x1.8p-11f, 1.0f + 0x1.0p-10f},    // above: up
+                       Case{GgmlType::F16, 1.0f + 0x1.0p-11f, 1.0f},                 // a tie: to even
+                       Case{GgmlType::F16, 3.0e-8f, 0x1.0p-24f},                     // subnormal half
+                       Case{GgmlType::F16, 70000.0f, std::numeric_limits<float>::infinity()},
+                       Case{GgmlType::BF16, 1.0f + 0x1.0p-9f, 1.0f},
+                       Case{GgmlType::BF16, -1.0f - 0x1.8p-8f, -1.0f - 0x1.0p-7f},
+                       Case{GgmlType::BF16, 1.0f + 0x1.0p-8f, 1.0f},                 // a tie: to even
+                       Case{GgmlType::F32, 1.0f + 0x1.0p-20f, 1.0f + 0x1.0p-20f}}) {  // F32: as is
+    const std::string type_str(type_name(c.type));
+    CAPTURE(type_str);
+    CAPTURE(c.x);
+    std::vector<float> wf(cols, 0.0f), x(cols, 0.0f);
+    wf[5] = 1.0f;
+    x[5] = c.x;
+    std::vector<uint8_t> w(size_t(row_bytes(c.type, cols)));
+    quantize_row(c.type, wf.data(), w.data(), cols);
+    for (Isa isa : isas) {
+      const std::string isa_str = cpu::isa_name(isa);
+      CAPTURE(isa_str);
+      float y = std::nanf("");
+      cpu::matmul_with_isa(isa, {c.type, w.data(), 1, cols}, x.data(), 1, &y, pool);
+      CHECK(y == c.rounded);
+    }
+    float r = 0.0f;
+    activation_roundtrip(c.type, &c.x, &r, 1);
+    CHECK(r == c.rounded);
+  }
+}
+
+TEST_CASE("every ISA rounds activations to fp16 and bf16 bit-identically to the scalar reference") {
+  std::mt19937 rng(23);
+  std::vector<float> x;
+  for (float v : {0.0f, -0.0f, 65504.0f, 65519.99f, 65520.0f, -1e9f, 0x1.0p-25f, 0x1.8p-25f, 0x1.0p-14f,
+                  0x1.ffcp-15f, 1e-30f, std::numeric_limits<float>::infinity(),
+                  std::numeric_limits<float>::max(), std::numeric_limits<float>::denorm_min()})
+    x.push_back(v);
+  std::uniform_int_distribution<uint32_t> bits;
+  while (x.size() < 4099) {  // random bit patterns: every exponent; NaNs checked apart
+    const float v = bits_to_float(bits(rng));
+    if (!std::isnan(v)) x.push_back(v);
+  }
+  std::vector<float> want16(x.size()), wantb(x.size()), got(x.size());
+  round_row_f16(x.data(), want16.data(), int64_t(x.size()));
+  round_row_bf16(x.data(), wantb.data(), int64_t(x.size()));
+  for (size_t i = 0; i < x.size(); ++i) REQUIRE(want16[i] == fp16_to_float(float_to_fp16(x[i])));
+  for (Isa isa : supported_isas()) {
+    const std::string isa_str = cpu::isa_name(isa);
+    CAPTURE(isa_str);
+    const cpu::IsaKernels& k = kernels_of(isa);
+    // Odd lengths and offsets: the SIMD paths' tails.
+    for (int64_t n : {int64_t(x.size()), int64_t(13), int64_t(7)}) {
+      k.round_f16(x.data(), got.data(), n);
+      CHECK(std::memcmp(got.data(), want16.data(), size_t(n) * 4) == 0);
+      k.round_bf16(x.data(), got.data(), n);
+      CHECK(std::memcmp(got.data(), wantb.data(), size_t(n) * 4) == 0);
+    }
+    const float nan = std::nanf("");
+    float out = 0.0f;
+    k.round_f16(&nan, &out, 1);
+    CHECK(std::isnan(out));
+    k.round_bf16(&nan, &out, 1);
+    CHECK(std::isnan(out));
   }
 }
 
@@ -421,11 +517,12 @@ TEST_CASE("8-bit activation quantization stays close to exact f32 activations") 
     std::vector<float> y(size_t(T * rows));
     matmul(wm, x.data(), T, y.data(), pool);
     // Q8 rounding moves each activation by at most amax/254 of its block; relative to
-    // sum|w x| that stays below ~1e-2 here (the block outliers make amax large). Garbage
-    // (wrong layout, wrong scale) lands at O(1).
+    // sum|w x| the worst of these 512 outputs stays below ~2e-2 (measured up to 0.021 for
+    // the K-quants, whose Q8_K blocks of 256 take the outliers' amax over more values).
+    // Garbage (wrong layout, wrong scale) lands at O(1).
     const double err = max_rel_error(y, exact);
     MESSAGE(type_str << ": activation quantization error " << err);
-    CHECK(err <= 2e-2);
+    CHECK(err <= 3e-2);
     CHECK(err > 0.0);  // the 8-bit path really is taken
   }
 }

@@ -1,6 +1,7 @@
-// AVX2 kernels for float weights (F32, F16 via F16C, BF16) times f32 activations. A tile is
-// two rows by up to four tokens: eight weights of each row are converted once and fed to
-// every token of the tile.
+// AVX2 kernels for float weights (F32, F16 via F16C, BF16) times f32 activations (for F16
+// and BF16 weights, activations already rounded to the weight type by round_f16 /
+// round_bf16 below, as llama.cpp does). A tile is two rows by up to four tokens: eight
+// weights of each row are converted once and fed to every token of the tile.
 #include <utility>
 
 #include "kernels/cpu/matmul_avx2.h"
@@ -105,7 +106,39 @@ void gemm_float(const WeightMatrix& w, const float* x, int64_t T, int64_t r0, in
   }
 }
 
+// x rounded to bf16 and widened: round to nearest even on the bit pattern, NaN kept and
+// made quiet; bit for bit quantize_activations.cpp's round_row_bf16.
+static inline __m256 round8_bf16(__m256 x) {
+  const __m256i u = _mm256_castps_si256(x);
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  const __m256i rounded = _mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff)));
+  const __m256i quiet = _mm256_or_si256(u, _mm256_set1_epi32(0x00400000));
+  const __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
+  const __m256i r = _mm256_castps_si256(
+      _mm256_blendv_ps(_mm256_castsi256_ps(rounded), _mm256_castsi256_ps(quiet), nan));
+  return _mm256_castsi256_ps(_mm256_and_si256(r, _mm256_set1_epi32(int(0xffff0000u))));
+}
+
+static inline __m256 round8_f16(__m256 x) {
+  return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+
+template <class Round8>
+void round_row(const float* x, float* out, int64_t n, Round8 round8) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, round8(_mm256_loadu_ps(x + i)));
+  if (i < n) {  // the tail through a zero-padded vector
+    alignas(32) float buf[8] = {};
+    std::memcpy(buf, x + i, size_t(n - i) * sizeof(float));
+    _mm256_store_ps(buf, round8(_mm256_load_ps(buf)));
+    std::memcpy(out + i, buf, size_t(n - i) * sizeof(float));
+  }
+}
+
 }  // namespace
+
+void round_f16(const float* x, float* out, int64_t n) { round_row(x, out, n, round8_f16); }
+void round_bf16(const float* x, float* out, int64_t n) { round_row(x, out, n, round8_bf16); }
 
 void gemm_f32(const WeightMatrix& w, const float* x, int64_t T, int64_t r0, int64_t r1, float* y) {
   gemm_float<F32Fmt>(w, x, T, r0, r1, y);

@@ -1,7 +1,9 @@
-// AVX2 kernels for the K-quants (Q4_K, Q6_K weights x Q8_K activations). Sub-block scales
-// are small integers, so maddubs products are scaled and widened by one madd against the
-// broadcast scale and summed in int32 over the whole 256-weight block; floats only appear
-// once per block. A tile is one row by up to four tokens.
+// AVX2 kernels for the K-quants Q4_K, Q5_K and Q6_K (weights x Q8_K activations; Q2_K and
+// Q3_K are in kquants_low_avx2.cpp). Sub-block scales are small integers, so maddubs
+// products are scaled and widened by one madd against the broadcast scale and summed in
+// int32 over the whole 256-weight block; floats only appear once per block. A tile is one
+// row by up to four tokens.
+#include <type_traits>
 #include <utility>
 
 #include "kernels/cpu/matmul_avx2.h"
@@ -35,9 +37,12 @@ static inline __m256i word_index(int k) { return _mm256_set1_epi16(int16_t((2 * 
 // Prefetch distance for the weight stream; see matmul_avx2.cpp.
 constexpr int kPrefetchBytes = 8192;
 
-template <int NT, bool kPrefetch>
-void q4_k_tile(const BlockQ4_K* wr, const ActQ8_K& a, int64_t nb, int64_t t0, float* y,
+// Q4_K and Q5_K (Block = BlockQ5_K): the same scales, mins and nibbles; Q5_K adds bit 4
+// of sub-block s's weight l from bit s of qh[l], which keeps q in 0..31 for maddubs.
+template <int NT, bool kPrefetch, class Block = BlockQ4_K>
+void q4_k_tile(const Block* wr, const ActQ8_K& a, int64_t nb, int64_t t0, float* y,
                int64_t rows, int64_t r) {
+  constexpr bool kFifthBit = std::is_same_v<Block, BlockQ5_K>;
   const int64_t T = a.T;
   const __m256i m4 = _mm256_set1_epi8(0x0f);
   const int8_t* xq[NT];
@@ -49,10 +54,10 @@ void q4_k_tile(const BlockQ4_K* wr, const ActQ8_K& a, int64_t nb, int64_t t0, fl
     acc[t] = _mm256_setzero_ps();
   }
   for (int64_t b = 0; b < nb; ++b) {
-    const BlockQ4_K& blk = wr[b];
+    const Block& blk = wr[b];
     if constexpr (kPrefetch) {  // one linear stream, each line once
       const char* p = reinterpret_cast<const char*>(&blk) + kPrefetchBytes;
-      for (int64_t o = 0; o < int64_t(sizeof(BlockQ4_K)); o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
+      for (int64_t o = 0; o < int64_t(sizeof(Block)); o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
     }
     uint64_t sc, m;
     unpack_q4_k_scales(blk.scales, sc, m);
@@ -62,10 +67,22 @@ void q4_k_tile(const BlockQ4_K* wr, const ActQ8_K& a, int64_t nb, int64_t t0, fl
         _mm_cvtsi64_si128(int64_t(m)), _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7)));
     __m256i isum[NT];
     for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
+    [[maybe_unused]] const __m256i qh = [&] {
+      if constexpr (kFifthBit)
+        return loadu256(blk.qh);
+      else
+        return _mm256_setzero_si256();
+    }();
     for (int j = 0; j < 4; ++j) {
       const __m256i q = loadu256(blk.qs + 32 * j);
-      const __m256i lo = _mm256_and_si256(q, m4);                        // sub-block 2j
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);  // sub-block 2j+1
+      __m256i lo = _mm256_and_si256(q, m4);                        // sub-block 2j
+      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);  // sub-block 2j+1
+      if constexpr (kFifthBit) {
+        // Bit s of each byte to bit 4 (16-bit shifts by at most 7 keep bytes apart here).
+        const __m256i one = _mm256_set1_epi8(1);
+        lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * j), one), 4));
+        hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * j + 1), one), 4));
+      }
       const __m256i sl = _mm256_shuffle_epi8(scb, word_index(2 * j));
       const __m256i sh = _mm256_shuffle_epi8(scb, word_index(2 * j + 1));
       unroll<NT>([&](auto tc) FS_ALWAYS_INLINE {
@@ -155,6 +172,12 @@ void q6_k_tile(const BlockQ6_K* wr, const ActQ8_K& a, int64_t nb, int64_t t0, fl
 void gemm_q4_k(const WeightMatrix& w, const ActQ8_K& a, int64_t r0, int64_t r1, float* y) {
   drive_q8_k<BlockQ4_K>(w, a, r0, r1, y, [](auto nt, auto prefetch) {
     return q4_k_tile<decltype(nt)::value, decltype(prefetch)::value>;
+  });
+}
+
+void gemm_q5_k(const WeightMatrix& w, const ActQ8_K& a, int64_t r0, int64_t r1, float* y) {
+  drive_q8_k<BlockQ5_K>(w, a, r0, r1, y, [](auto nt, auto prefetch) {
+    return q4_k_tile<decltype(nt)::value, decltype(prefetch)::value, BlockQ5_K>;
   });
 }
 

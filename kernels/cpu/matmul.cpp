@@ -119,18 +119,46 @@ void run_on(ThreadPool& pool, int64_t macs, Fn&& fn) {
     pool.run(fn);
 }
 
-void run_float(const IsaKernels& k, const WeightMatrix& w, const float* x, int64_t T, float* y,
-               ThreadPool& pool) {
-  const GemmF32Fn gemm = w.type == GgmlType::F32 ? k.f32 : w.type == GgmlType::F16 ? k.f16 : k.bf16;
+void run_f32(const IsaKernels& k, const WeightMatrix& w, const float* x, int64_t T, float* y,
+             ThreadPool& pool) {
   RowChunks chunks(w.rows, T, pool.size());
   run_on(pool, w.rows * w.cols * T, [&](int, int) {
-    chunks.run([&](int64_t r0, int64_t r1) { gemm(w, x, T, r0, r1, y); });
+    chunks.run([&](int64_t r0, int64_t r1) { k.f32(w, x, T, r0, r1, y); });
   });
 }
 
+// Activations rounded to fp16 / bf16 for F16 / BF16 weights (llama.cpp converts them to
+// the weight's vec_dot_type before the dot products), prepared like the quantized ones:
+// once per call, split over the threads, in stretches of kStretch columns.
+struct RoundedAct {
+  const float* x;
+  int64_t T;
+};
+
+struct RoundedScratch {
+  static constexpr int64_t kStretch = 256;
+  RoundedScratch(const IsaKernels& k, GgmlType type, int64_t T, int64_t cols, int copies)
+      : T(T), cols(cols), nb((cols + kStretch - 1) / kStretch),
+        round(type == GgmlType::F16 ? k.round_f16 : k.round_bf16), x(scratch<float>(T * cols * copies)) {}
+  RoundedAct act(int copy) const { return {x.get() + copy * T * cols, T}; }
+  // Rounds stretches [i0, i1) of the flattened (token, stretch) space (the name is the
+  // scratch interface run_quantized calls).
+  void quantize(const IsaKernels&, const float* src, int64_t i0, int64_t i1, int copy) {
+    float* dst = x.get() + copy * T * cols;
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t t = i / nb, c0 = (i % nb) * kStretch;
+      const int64_t n = cols - c0 < kStretch ? cols - c0 : kStretch;
+      round(src + t * cols + c0, dst + t * cols + c0, n);
+    }
+  }
+  int64_t T, cols, nb;
+  RoundFn round;
+  std::unique_ptr<float[]> x;
+};
+
 // Quantized activations of one call; `copies` independent buffers for private quantizing.
 struct Q8_0Scratch {
-  Q8_0Scratch(const IsaKernels& k, int64_t T, int64_t cols, int copies)
+  Q8_0Scratch(const IsaKernels& k, GgmlType, int64_t T, int64_t cols, int copies)
       : T(T), cols(cols), nb(cols / QK8_0), paired(T >= 2 && k.quantize_q8_0_pairs != nullptr) {
     const int64_t padded_blocks = pair_groups(nb) * 4;
     if (paired) {
@@ -190,7 +218,7 @@ struct Q8_0Scratch {
 };
 
 struct Q8_KScratch {
-  Q8_KScratch(const IsaKernels&, int64_t T, int64_t cols, int copies)
+  Q8_KScratch(const IsaKernels&, GgmlType, int64_t T, int64_t cols, int copies)
       : T(T), cols(cols), nb(cols / QK_K), per_copy(nb * T),
         qs(scratch<int8_t>(T * cols * copies)), d(size_t(per_copy * copies), 0.0f),
         bsums(scratch<int16_t>(T * (cols / 16) * copies)) {}
@@ -215,13 +243,16 @@ struct Q8_KScratch {
   std::unique_ptr<int16_t[]> bsums;
 };
 
+// A matmul whose activations are prepared first (Scratch: quantized to Q8_0 / Q8_K, or
+// rounded to fp16 / bf16), by every thread privately when they are few, else split over
+// the threads behind a barrier; then the rows are shared out to gemm.
 template <class Scratch, class Gemm>
 void run_quantized(const IsaKernels& k, const WeightMatrix& w, const float* x, int64_t T,
                    float* y, ThreadPool& pool, Gemm gemm) {
   const int64_t macs = w.rows * w.cols * T;
   const int nth = macs < kMinParallelMacs ? 1 : pool.size();
   const bool private_acts = nth > 1 && T * w.cols <= kPrivateQuantizeMax;
-  Scratch s(k, T, w.cols, private_acts ? nth : 1);
+  Scratch s(k, w.type, T, w.cols, private_acts ? nth : 1);
   const int64_t items = T * s.nb;
   RowChunks chunks(w.rows, T, nth);
   SpinBarrier barrier(nth);
@@ -317,19 +348,27 @@ void matmul_with_kernels(const IsaKernels& k, const WeightMatrix& w, const float
     std::memset(y, 0, size_t(T * w.rows) * sizeof(float));
     return;
   }
+  auto q8_0 = [&](GemmQ8_0Fn gemm) { run_quantized<Q8_0Scratch>(k, w, x, T, y, pool, gemm); };
+  auto q8_k = [&](GemmQ8_KFn gemm) { run_quantized<Q8_KScratch>(k, w, x, T, y, pool, gemm); };
+  auto rounded = [&](GemmF32Fn gemm) {
+    run_quantized<RoundedScratch>(k, w, x, T, y, pool,
+                                  [gemm](const WeightMatrix& m, const RoundedAct& a, int64_t r0,
+                                         int64_t r1, float* out) { gemm(m, a.x, a.T, r0, r1, out); });
+  };
   switch (w.type) {
-    case GgmlType::F32:
-    case GgmlType::F16:
-    case GgmlType::BF16:
-      return run_float(k, w, x, T, y, pool);
-    case GgmlType::Q4_0:
-    case GgmlType::Q8_0:
-      return run_quantized<Q8_0Scratch>(k, w, x, T, y, pool,
-                                        w.type == GgmlType::Q4_0 ? k.q4_0 : k.q8_0);
-    case GgmlType::Q4_K:
-    case GgmlType::Q6_K:
-      return run_quantized<Q8_KScratch>(k, w, x, T, y, pool,
-                                        w.type == GgmlType::Q4_K ? k.q4_k : k.q6_k);
+    case GgmlType::F32: return run_f32(k, w, x, T, y, pool);
+    case GgmlType::F16: return rounded(k.f16);
+    case GgmlType::BF16: return rounded(k.bf16);
+    case GgmlType::Q4_0: return q8_0(k.q4_0);
+    case GgmlType::Q5_0: return q8_0(k.q5_0);
+    case GgmlType::Q5_1: return q8_0(k.q5_1);
+    case GgmlType::Q8_0: return q8_0(k.q8_0);
+    case GgmlType::IQ4_NL: return q8_0(k.iq4_nl);
+    case GgmlType::Q2_K: return q8_k(k.q2_k);
+    case GgmlType::Q3_K: return q8_k(k.q3_k);
+    case GgmlType::Q4_K: return q8_k(k.q4_k);
+    case GgmlType::Q5_K: return q8_k(k.q5_k);
+    case GgmlType::Q6_K: return q8_k(k.q6_k);
   }
   throw Error("internal: matmul of unknown type " + std::to_string(uint32_t(w.type)));
 }

@@ -1,5 +1,6 @@
-// AVX2 + FMA + F16C kernels for the Q8_0-activation types (Q4_0, Q8_0 weights); the table
-// of all AVX2 kernels.
+// AVX2 + FMA + F16C kernels for Q4_0 and Q8_0 weights (Q8_0 activations); the table of
+// all AVX2 kernels, the others' being in blocks32_avx2.cpp, kquants*_avx2.cpp,
+// float_avx2.cpp and quantize_avx2.cpp.
 //
 // On Zen 3 the multiply-class instructions (maddubs, madd, fma) share two pipes and the
 // loops run at about 4 instructions per cycle, so the kernels are shaped to minimize
@@ -34,7 +35,7 @@ void q4_0_decode(const BlockQ4_0* w0, int64_t nb, int nrows, const ActQ8_0& a, f
                  int64_t r) {
   const __m256i m4 = _mm256_set1_epi8(0x0f);
   const __m256i ones = _mm256_set1_epi16(1);
-  decode_tile<2, true>(w0, nb, nrows, a, y, r,
+  decode_tile<2, Offset::Zp8>(w0, nb, nrows, a, y, r,
                        [&](const BlockQ4_0* const* row, int64_t b, __m256i(&v)[2]) FS_ALWAYS_INLINE {
     const int8_t* xb = a.qs + b * QK4_0;
     const __m256i xl = bcast128(xb), xh = bcast128(xb + 16);
@@ -54,7 +55,7 @@ void q4_0_decode(const BlockQ4_0* w0, int64_t nb, int nrows, const ActQ8_0& a, f
 void q8_0_decode(const BlockQ8_0* w0, int64_t nb, int nrows, const ActQ8_0& a, float* y,
                  int64_t r) {
   const __m256i ones = _mm256_set1_epi16(1);
-  decode_tile<2, false>(w0, nb, nrows, a, y, r,
+  decode_tile<2, Offset::None>(w0, nb, nrows, a, y, r,
                         [&](const BlockQ8_0* const* row, int64_t b, __m256i(&v)[2]) FS_ALWAYS_INLINE {
     const int8_t* xb = a.qs + b * QK8_0;
     const __m256i xl = bcast128(xb), xh = bcast128(xb + 16);
@@ -88,7 +89,7 @@ void q4_0_pairs(const BlockQ4_0* w, const ActQ8_0& a, int64_t nb, int64_t p0, fl
                 int64_t rows, int64_t r, bool) {
   const __m256i m4 = _mm256_set1_epi8(0x0f);
   const __m256i ones = _mm256_set1_epi16(1);
-  pairs_tile<NP, kPrefetch, true>(
+  pairs_tile<NP, kPrefetch, Offset::Zp8>(
       w, a, nb, p0, y, rows, r,
       [&](const BlockQ4_0& blk) FS_ALWAYS_INLINE {
         const __m256i q = bcast128(blk.qs);
@@ -111,7 +112,7 @@ template <int NP, bool kPrefetch>
 void q8_0_pairs(const BlockQ8_0* w, const ActQ8_0& a, int64_t nb, int64_t p0, float* y,
                 int64_t rows, int64_t r, bool) {
   const __m256i ones = _mm256_set1_epi16(1);
-  pairs_tile<NP, kPrefetch, false>(
+  pairs_tile<NP, kPrefetch, Offset::None>(
       w, a, nb, p0, y, rows, r,
       [&](const BlockQ8_0& blk) FS_ALWAYS_INLINE {
         const __m256i wl = bcast128(blk.qs), wh = bcast128(blk.qs + 16);
@@ -145,17 +146,25 @@ void gemm_q8_0(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, 
 }  // namespace
 
 const IsaKernels& avx2_kernels() {
-  static constexpr IsaKernels k{"avx2",
-                                avx2::quantize_q8_0,
-                                avx2::quantize_q8_0_pairs,
-                                avx2::quantize_q8_k,
-                                gemm_q4_0,
-                                gemm_q8_0,
-                                avx2::gemm_q4_k,
-                                avx2::gemm_q6_k,
-                                avx2::gemm_f32,
-                                avx2::gemm_f16,
-                                avx2::gemm_bf16};
+  static constexpr IsaKernels k{.name = "avx2",
+                                .quantize_q8_0 = avx2::quantize_q8_0,
+                                .quantize_q8_0_pairs = avx2::quantize_q8_0_pairs,
+                                .quantize_q8_k = avx2::quantize_q8_k,
+                                .round_f16 = avx2::round_f16,
+                                .round_bf16 = avx2::round_bf16,
+                                .q4_0 = gemm_q4_0,
+                                .q5_0 = avx2::gemm_q5_0,
+                                .q5_1 = avx2::gemm_q5_1,
+                                .q8_0 = gemm_q8_0,
+                                .iq4_nl = avx2::gemm_iq4_nl,
+                                .q2_k = avx2::gemm_q2_k,
+                                .q3_k = avx2::gemm_q3_k,
+                                .q4_k = avx2::gemm_q4_k,
+                                .q5_k = avx2::gemm_q5_k,
+                                .q6_k = avx2::gemm_q6_k,
+                                .f32 = avx2::gemm_f32,
+                                .f16 = avx2::gemm_f16,
+                                .bf16 = avx2::gemm_bf16};
   return k;
 }
 

@@ -3,8 +3,8 @@
 //  - single token: 16 columns of four consecutive rows, the token broadcast to all lanes;
 //  - several tokens (token-pair layout): columns 0..15 and 16..31 of one row, each against
 //    both tokens of a pair, i.e. one maddubs per row, token pair and block.
-// The K-quants, the float types and the activation quantizers use the AVX2 kernels,
-// which every AVX-512 CPU runs.
+// Q5_0, Q5_1, IQ4_NL, the K-quants, the float types and the activation quantizers use
+// the AVX2 kernels, which every AVX-512 CPU runs.
 #include "kernels/cpu/matmul_avx2.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -61,7 +61,7 @@ void q4_0_decode(const BlockQ4_0* w0, int64_t nb, int nrows, const ActQ8_0& a, f
                  int64_t r) {
   const __m512i m4 = _mm512_set1_epi8(0x0f);
   const __m512i ones = _mm512_set1_epi16(1);
-  decode_tile<4, true>(w0, nb, nrows, a, y, r,
+  decode_tile<4, Offset::Zp8>(w0, nb, nrows, a, y, r,
                        [&](const BlockQ4_0* const* row, int64_t b, __m256i(&v)[4]) FS_ALWAYS_INLINE {
     const int8_t* xb = a.qs + b * QK4_0;
     const __m512i xl = bcast4x128(xb), xh = bcast4x128(xb + 16);
@@ -80,7 +80,7 @@ void q4_0_decode(const BlockQ4_0* w0, int64_t nb, int nrows, const ActQ8_0& a, f
 void q8_0_decode(const BlockQ8_0* w0, int64_t nb, int nrows, const ActQ8_0& a, float* y,
                  int64_t r) {
   const __m512i ones = _mm512_set1_epi16(1);
-  decode_tile<4, false>(w0, nb, nrows, a, y, r,
+  decode_tile<4, Offset::None>(w0, nb, nrows, a, y, r,
                         [&](const BlockQ8_0* const* row, int64_t b, __m256i(&v)[4]) FS_ALWAYS_INLINE {
     const int8_t* xb = a.qs + b * QK8_0;
     const __m512i xl = bcast4x128(xb), xh = bcast4x128(xb + 16);
@@ -116,7 +116,7 @@ void q4_0_pairs(const BlockQ4_0* w, const ActQ8_0& a, int64_t nb, int64_t p0, fl
   // Shift counts per 16-bit lane: 0 in the low 256 bits (low nibbles, columns 0..15),
   // 4 in the high 256 bits (high nibbles, columns 16..31).
   const __m512i shifts = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
-  pairs_tile<NP, kPrefetch, true>(
+  pairs_tile<NP, kPrefetch, Offset::Zp8>(
       w, a, nb, p0, y, rows, r,
       [&](const BlockQ4_0& blk) FS_ALWAYS_INLINE {
         return _mm512_and_si512(_mm512_srlv_epi16(bcast4x128(blk.qs), shifts), m4);
@@ -134,7 +134,7 @@ template <int NP, bool kPrefetch>
 void q8_0_pairs(const BlockQ8_0* w, const ActQ8_0& a, int64_t nb, int64_t p0, float* y,
                 int64_t rows, int64_t r, bool) {
   const __m512i ones = _mm512_set1_epi16(1);
-  pairs_tile<NP, kPrefetch, false>(
+  pairs_tile<NP, kPrefetch, Offset::None>(
       w, a, nb, p0, y, rows, r,
       [&](const BlockQ8_0& blk) FS_ALWAYS_INLINE {
         // [qs 0..15 | qs 0..15 | qs 16..31 | qs 16..31]
@@ -170,17 +170,25 @@ void gemm_q8_0(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, 
 }  // namespace
 
 const IsaKernels& avx512_kernels() {
-  static constexpr IsaKernels k{"avx512",
-                                avx2::quantize_q8_0,
-                                avx2::quantize_q8_0_pairs,
-                                avx2::quantize_q8_k,
-                                gemm_q4_0,
-                                gemm_q8_0,
-                                avx2::gemm_q4_k,
-                                avx2::gemm_q6_k,
-                                avx2::gemm_f32,
-                                avx2::gemm_f16,
-                                avx2::gemm_bf16};
+  static constexpr IsaKernels k{.name = "avx512",
+                                .quantize_q8_0 = avx2::quantize_q8_0,
+                                .quantize_q8_0_pairs = avx2::quantize_q8_0_pairs,
+                                .quantize_q8_k = avx2::quantize_q8_k,
+                                .round_f16 = avx2::round_f16,
+                                .round_bf16 = avx2::round_bf16,
+                                .q4_0 = gemm_q4_0,
+                                .q5_0 = avx2::gemm_q5_0,
+                                .q5_1 = avx2::gemm_q5_1,
+                                .q8_0 = gemm_q8_0,
+                                .iq4_nl = avx2::gemm_iq4_nl,
+                                .q2_k = avx2::gemm_q2_k,
+                                .q3_k = avx2::gemm_q3_k,
+                                .q4_k = avx2::gemm_q4_k,
+                                .q5_k = avx2::gemm_q5_k,
+                                .q6_k = avx2::gemm_q6_k,
+                                .f32 = avx2::gemm_f32,
+                                .f16 = avx2::gemm_f16,
+                                .bf16 = avx2::gemm_bf16};
   return k;
 }
 

@@ -27,7 +27,8 @@ enum class Isa { Scalar, Avx2, Avx512 };
 struct ActQ8_0 {
   const int8_t* qs;   // plain: [T][cols]
   const float* d;     // plain: [groups*4][T], the block's fp16 scale widened to float
-  const int32_t* zp;  // plain: [groups*4][T], -8 * sum(qs): the Q4_0 zero point's term
+  const int32_t* zp;  // plain: [groups*4][T], -8 * sum(qs): the Q4_0 zero point's term,
+                      // twice Q5_0's, and (over -8) the block sum Q5_1's min multiplies
   const int8_t* pair_qs;   // pairs: [T/2 up][cols/32][64]: columns 0..15 of token 2p, of
                            // 2p+1, then columns 16..31 of 2p, of 2p+1
   const float* pair_d;     // pairs: [T/2 up][groups][8]
@@ -67,15 +68,31 @@ using GemmQ8_KFn = void (*)(const WeightMatrix& w, const ActQ8_K& a, int64_t r0,
                             float* y);
 using GemmF32Fn = void (*)(const WeightMatrix& w, const float* x, int64_t T, int64_t r0,
                            int64_t r1, float* y);
+// out[i] = x[i] rounded to a narrower float type (round to nearest even) and widened back.
+using RoundFn = void (*)(const float* x, float* out, int64_t n);
 
+// Filled with designated initializers: a table that misses an entry draws a
+// -Wmissing-field-initializers warning (part of -Wextra) rather than a null call at run time.
 struct IsaKernels {
   const char* name;
   QuantizeQ8_0Fn quantize_q8_0;
   QuantizePairsQ8_0Fn quantize_q8_0_pairs;  // null: this ISA's kernels want the plain layout
   QuantizeQ8_KFn quantize_q8_k;
+  // F16 / BF16 weights multiply activations rounded to their own type, as llama.cpp's
+  // vec_dot_type does; the float kernels below receive the rounded rows.
+  RoundFn round_f16;
+  RoundFn round_bf16;
+  // Q8_0 activations.
   GemmQ8_0Fn q4_0;
+  GemmQ8_0Fn q5_0;
+  GemmQ8_0Fn q5_1;
   GemmQ8_0Fn q8_0;
+  GemmQ8_0Fn iq4_nl;
+  // Q8_K activations.
+  GemmQ8_KFn q2_k;
+  GemmQ8_KFn q3_k;
   GemmQ8_KFn q4_k;
+  GemmQ8_KFn q5_k;
   GemmQ8_KFn q6_k;
   GemmF32Fn f32;
   GemmF32Fn f16;

@@ -1,11 +1,11 @@
 #pragma once
-// The tiles of the Q8_0-activation kernels (Q4_0, Q8_0 weights), shared by the AVX2 and
-// AVX-512 files, which supply how one weight block is multiplied with activations. Both
-// tiles (several tokens: pairs_tile; single token: decode_tile) reduce exact int32 block
-// sums and then perform the very same floating-point operations per output, so a token's
-// result is bit for bit the same whether it is multiplied alone or in a batch (speculative
-// verification relies on it). Include only from *_avx2.cpp / *_avx512.cpp; internal
-// linkage so each ISA keeps its own copy (see tile_drivers.h).
+// The tiles of the Q8_0-activation kernels (Q4_0, Q5_0, Q5_1, Q8_0, IQ4_NL weights), shared
+// by the AVX2 and AVX-512 files, which supply how one weight block is multiplied with
+// activations. Both tiles (several tokens: pairs_tile; single token: decode_tile) reduce
+// exact int32 block sums and then perform the very same floating-point operations per
+// output, so a token's result is bit for bit the same whether it is multiplied alone or in
+// a batch (speculative verification relies on it). Include only from *_avx2.cpp /
+// *_avx512.cpp; internal linkage so each ISA keeps its own copy (see tile_drivers.h).
 #include <immintrin.h>
 
 #include <cstdint>
@@ -40,23 +40,32 @@ struct Reduce4 {
   FS_ALWAYS_INLINE __m256i result() const { return held; }
 };
 
-// The fp16 scales of blocks b .. b+3 (0 past nvalid) as [4 floats | same 4 floats].
-template <class Block>
+// How a weight block's offset enters the int32 block sums u of q * x (ActQ8_0::zp holds
+// -8 * sum(x) per activation block):
+//  None: w = d * q (Q8_0; IQ4_NL with q its signed grid value);
+//  Zp8: w = d * (q - 8) (Q4_0): u += zp, exact;
+//  Zp16: w = d * (q - 16) (Q5_0): u += 2 * zp, exact;
+//  Min: w = d * q + m (Q5_1): a second floating-point step per group adds
+//       float(sum(x)) * (m * dx), the same in both tiles.
+enum class Offset { None, Zp8, Zp16, Min };
+
+// The fp16 field kField (d or m) of blocks b .. b+3 (0 past nvalid) as [4 floats | same 4].
+template <auto kField, class Block>
 FS_ALWAYS_INLINE inline __m256 group_scales(const Block* w, int nvalid) {
   uint64_t h = 0;
   for (int k = 0; k < 4; ++k)
-    if (k < nvalid) h |= uint64_t(w[k].d) << (16 * k);
+    if (k < nvalid) h |= uint64_t(w[k].*kField) << (16 * k);
   return _mm256_cvtph_ps(_mm_set1_epi64x(int64_t(h)));
 }
 
-// [d of blocks b..b+3 of row a | of row b] (0 past nvalid).
-template <class Block>
+// [field of blocks b..b+3 of row a | of row b] (0 past nvalid).
+template <auto kField, class Block>
 FS_ALWAYS_INLINE inline __m256 row_pair_group_scales(const Block* wa, const Block* wb, int nvalid) {
   uint64_t ha = 0, hb = 0;
   for (int k = 0; k < 4; ++k)
     if (k < nvalid) {
-      ha |= uint64_t(wa[k].d) << (16 * k);
-      hb |= uint64_t(wb[k].d) << (16 * k);
+      ha |= uint64_t(wa[k].*kField) << (16 * k);
+      hb |= uint64_t(wb[k].*kField) << (16 * k);
     }
   return _mm256_cvtph_ps(_mm_set_epi64x(int64_t(hb), int64_t(ha)));
 }
@@ -67,9 +76,22 @@ FS_ALWAYS_INLINE inline __m256 group_fma(__m256 acc, __m256i u, __m256 dw, __m25
   return _mm256_fmadd_ps(_mm256_cvtepi32_ps(u), _mm256_mul_ps(dw, dx), acc);
 }
 
+// u with the integer zero-point term of kOffset added.
+template <Offset kOffset>
+FS_ALWAYS_INLINE inline __m256i add_zero_point(__m256i u, __m256i zp) {
+  if constexpr (kOffset == Offset::Zp8) return _mm256_add_epi32(u, zp);
+  if constexpr (kOffset == Offset::Zp16) return _mm256_add_epi32(u, _mm256_slli_epi32(zp, 1));
+  return u;
+}
+
+// sum(x) of each activation block from its zp = -8 * sum(x) (exact: zp is a multiple of 8).
+FS_ALWAYS_INLINE inline __m256i block_sums(__m256i zp) {
+  return _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_srai_epi32(zp, 3));
+}
+
 // Row w (nb blocks) times token pairs p0 .. p0+NP-1. prepare(block) unpacks a weight block
 // once; dot(prepared, pair_block) gives its [t0 x4 | t1 x4] int32 sums with one pair.
-template <int NP, bool kPrefetch, bool kZeroPoint, class Block, class Prepare, class Dot>
+template <int NP, bool kPrefetch, Offset kOffset, class Block, class Prepare, class Dot>
 FS_ALWAYS_INLINE inline void pairs_tile(const Block* w, const ActQ8_0& a, int64_t nb, int64_t p0,
                                         float* y, int64_t rows, int64_t r, Prepare prepare,
                                         Dot dot) {
@@ -101,13 +123,19 @@ FS_ALWAYS_INLINE inline void pairs_tile(const Block* w, const ActQ8_0& a, int64_
         for (auto& rd : red) rd.template add<k>(_mm256_setzero_si256());
       }
     });
-    const __m256 dw = group_scales(wb, nvalid);
+    const __m256 dw = group_scales<&Block::d>(wb, nvalid);
     unroll<NP>([&](auto pc) FS_ALWAYS_INLINE {
       constexpr int p = decltype(pc)::value;
       const int64_t o = (p * groups + g) * 8;
-      __m256i u = red[p].result();
-      if constexpr (kZeroPoint) u = _mm256_add_epi32(u, loadu256(zp + o));
-      acc[p] = group_fma(acc[p], u, dw, _mm256_loadu_ps(dx + o));
+      const __m256 dxv = _mm256_loadu_ps(dx + o);
+      if constexpr (kOffset == Offset::None) {
+        acc[p] = group_fma(acc[p], red[p].result(), dw, dxv);
+      } else {
+        const __m256i z = loadu256(zp + o);
+        acc[p] = group_fma(acc[p], add_zero_point<kOffset>(red[p].result(), z), dw, dxv);
+        if constexpr (kOffset == Offset::Min)
+          acc[p] = group_fma(acc[p], block_sums(z), group_scales<&Block::m>(wb, nvalid), dxv);
+      }
     });
   };
   for (int64_t g = 0; g < full; ++g) group(g, 4);
@@ -122,7 +150,7 @@ FS_ALWAYS_INLINE inline void pairs_tile(const Block* w, const ActQ8_0& a, int64_
 // Single token (plain layout, T = 1): rows r .. r + 2*NPR - 1 starting at w0 (row stride
 // nb blocks); rows at or past nrows repeat the last valid row and are not stored.
 // dot(rows, b, v) sets v[i] = [row 2i x4 | row 2i+1 x4], the int32 sums of block b.
-template <int NPR, bool kZeroPoint, class Block, class Dot>
+template <int NPR, Offset kOffset, class Block, class Dot>
 FS_ALWAYS_INLINE inline void decode_tile(const Block* w0, int64_t nb, int nrows, const ActQ8_0& a,
                                          float* y, int64_t r, Dot dot) {
   const Block* row[2 * NPR];
@@ -154,10 +182,12 @@ FS_ALWAYS_INLINE inline void decode_tile(const Block* w0, int64_t nb, int nrows,
     const __m256i zp = bcast128(a.zp + 4 * g);
     unroll<NPR>([&](auto ic) FS_ALWAYS_INLINE {
       constexpr int i = decltype(ic)::value;
-      __m256i u = red[i].result();
-      if constexpr (kZeroPoint) u = _mm256_add_epi32(u, zp);
-      const __m256 dw = row_pair_group_scales(row[2 * i] + 4 * g, row[2 * i + 1] + 4 * g, nvalid);
-      acc[i] = group_fma(acc[i], u, dw, dx);
+      const Block* ra = row[2 * i] + 4 * g;
+      const Block* rb = row[2 * i + 1] + 4 * g;
+      const __m256 dw = row_pair_group_scales<&Block::d>(ra, rb, nvalid);
+      acc[i] = group_fma(acc[i], add_zero_point<kOffset>(red[i].result(), zp), dw, dx);
+      if constexpr (kOffset == Offset::Min)
+        acc[i] = group_fma(acc[i], block_sums(zp), row_pair_group_scales<&Block::m>(ra, rb, nvalid), dx);
     });
   };
   for (int64_t g = 0; g < full; ++g) group(g, 4);

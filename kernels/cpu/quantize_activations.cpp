@@ -58,17 +58,39 @@ void dequantize_row_q8_k(const BlockQ8K* x, float* y, int64_t n) {
     for (int i = 0; i < QK_K; ++i) y[b * QK_K + i] = x[b].d * float(x[b].qs[i]);
 }
 
+void round_row_f16(const float* x, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = fp16_to_float(float_to_fp16(x[i]));
+}
+
+void round_row_bf16(const float* x, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t u = float_to_bits(x[i]);
+    uint32_t r;
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+      r = (u | 0x00400000u) & 0xffff0000u;  // NaN: kept, made quiet
+    else
+      r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;  // nearest even; may carry to inf
+    out[i] = bits_to_float(r);
+  }
+}
+
 void activation_roundtrip(GgmlType weight_type, const float* x, float* out, int64_t n) {
   switch (weight_type) {
     case GgmlType::Q4_0:
+    case GgmlType::Q5_0:
+    case GgmlType::Q5_1:
     case GgmlType::Q8_0:
+    case GgmlType::IQ4_NL:
       for (int64_t b = 0; b < n / QK8_0; ++b) {
         BlockQ8_0 blk;
         blk.d = quantize_block_q8_0(x + b * QK8_0, blk.qs);
         dequantize_row(GgmlType::Q8_0, &blk, out + b * QK8_0, QK8_0);
       }
       return;
+    case GgmlType::Q2_K:
+    case GgmlType::Q3_K:
     case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
     case GgmlType::Q6_K:
       for (int64_t b = 0; b < n / QK_K; ++b) {
         BlockQ8K blk;
@@ -76,9 +98,9 @@ void activation_roundtrip(GgmlType weight_type, const float* x, float* out, int6
         dequantize_row_q8_k(&blk, out + b * QK_K, QK_K);
       }
       return;
+    case GgmlType::F16: return round_row_f16(x, out, n);
+    case GgmlType::BF16: return round_row_bf16(x, out, n);
     case GgmlType::F32:
-    case GgmlType::F16:
-    case GgmlType::BF16:
       std::memcpy(out, x, size_t(n) * sizeof(float));
       return;
   }

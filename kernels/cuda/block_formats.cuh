@@ -1,9 +1,11 @@
 #pragma once
 // Decoding of weight rows for the CUDA kernels, written once for device and host so that
 // the host tests (tests/test_block_formats.cpp) hold it to the CPU's dequantize_row on
-// machines without a GPU. A row is read in groups of 32 consecutive weights: one Q4_0 or
-// Q8_0 block, an eighth of a Q4_K or Q6_K super-block, or 32 plain values. Every read is
-// a byte read: blocks of 18, 34, 144 and 210 bytes leave no wider alignment to rely on.
+// machines without a GPU. A row is read in groups of 32 consecutive weights: one Q4_0,
+// Q5_0, Q5_1, Q8_0 or IQ4_NL block, an eighth of a K-quant super-block, or 32 plain
+// values. Every read is a byte read: blocks of 18, 22, 24, 34, 84, 110, 144, 176 and 210
+// bytes leave no wider alignment to rely on. Each decoding performs the floating-point
+// operations of dequantize_row in the same order, so the two agree bit for bit.
 #include <cstdint>
 
 #include "core/ggml_type.h"
@@ -44,6 +46,16 @@ FS_HD float half_bits_to_float(uint16_t h) {
   return sign ? -v : v;
 }
 
+FS_HD uint32_t float_bits(float f) {
+#ifdef __CUDA_ARCH__
+  return __float_as_uint(f);
+#else
+  uint32_t u;
+  __builtin_memcpy(&u, &f, 4);
+  return u;
+#endif
+}
+
 FS_HD float read_f32(const uint8_t* p) {
   return bits_as_float(uint32_t(p[0]) | (uint32_t(p[1]) << 8) | (uint32_t(p[2]) << 16) | (uint32_t(p[3]) << 24));
 }
@@ -62,6 +74,76 @@ FS_HD void q4_k_scale_min(const uint8_t* s, int sub, int& sc, int& m) {
   }
 }
 
+// Q5_0 / Q5_1: the 5-bit q of weight i (< 32) of a block from its nibble byte field qs
+// and the little-endian 32-bit word at qh (bit i is q's bit 4).
+FS_HD void q5_quants(const uint8_t* qs, const uint8_t* qh, int* q) {
+  const uint32_t h =
+      uint32_t(qh[0]) | (uint32_t(qh[1]) << 8) | (uint32_t(qh[2]) << 16) | (uint32_t(qh[3]) << 24);
+  for (int i = 0; i < 16; ++i) {
+    q[i] = int((qs[i] & 0x0f) | (((h >> i) & 1) << 4));
+    q[i + 16] = int((qs[i] >> 4) | (((h >> (i + 16)) & 1) << 4));
+  }
+}
+
+// kIQ4NLValues[i] (core/ggml_type.h) as immediates: device code cannot read a host
+// constexpr array, and two 64-bit constants stay in registers.
+FS_HD constexpr int iq4_nl_value(int i) {
+  constexpr uint64_t lo = 0xf6eaddcfbfad9881ull, hi = 0x7159453526190d01ull;  // bytes = values 0..7, 8..15
+  return int(int8_t(uint8_t(((i < 8 ? lo : hi) >> (8 * (i & 7))) & 0xff)));
+}
+#ifndef __CUDACC__
+static_assert([] {
+  for (int i = 0; i < 16; ++i)
+    if (iq4_nl_value(i) != kIQ4NLValues[i]) return false;
+  return true;
+}());
+#endif
+
+// The stored (0..63, offset 32) 6-bit scale of sub-block s (0..15) of a Q3_K super-block's
+// 12 scale bytes: low 4 bits in the low (s < 8) or high nibble of byte s % 8, top 2 bits
+// at bits 2*(s/4) of byte 8 + s % 4.
+FS_HD int q3_k_scale(const uint8_t* sc, int s) {
+  const int low = s < 8 ? (sc[s] & 0x0f) : (sc[s - 8] >> 4);
+  return low | (((sc[8 + s % 4] >> (2 * (s / 4))) & 3) << 4);
+}
+
+// fp16 rounding (to nearest even, overflow to infinity) of a float, widened back; integer
+// operations only, so that host tests check the very code the GPU runs.
+FS_HD float rounded_to_fp16(float v) {
+  const uint32_t u = float_bits(v);
+  const uint32_t sign = u & 0x80000000u, a = u & 0x7fffffffu;
+  if (a >= 0x7f800000u) return v;                                 // inf, NaN
+  if (a >= 0x477ff000u) return bits_as_float(sign | 0x7f800000u);  // >= 65520: inf
+  if (a >= 0x38800000u)                                            // normal half: 10 mantissa bits
+    return bits_as_float(sign | ((a + 0xfffu + ((a >> 13) & 1u)) & ~0x1fffu));
+  // Subnormal half: a multiple of 2^-24. Below 2^-25 that is 0 (2^-25 itself ties to 0).
+  const int e = int(a >> 23);
+  if (e < 102) return bits_as_float(sign);
+  const uint32_t m = (a & 0x7fffffu) | 0x800000u;  // a = m * 2^(e - 150)
+  const int shift = 126 - e;                       // a / 2^-24 = m >> shift, 14..24
+  uint32_t q = m >> shift;
+  const uint32_t rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+  if (rem > half || (rem == half && (q & 1u))) ++q;
+  return bits_as_float(sign | float_bits(float(q) * (1.0f / 16777216.0f)));
+}
+
+// bf16 rounding as llama.cpp's conversion: nearest even on the bit pattern, NaN quiet.
+FS_HD float rounded_to_bf16(float v) {
+  const uint32_t u = float_bits(v);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return bits_as_float((u | 0x00400000u) & 0xffff0000u);
+  return bits_as_float((u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u);
+}
+
+// The activation value a weight of `type` multiplies on the float path: llama.cpp rounds
+// activations to F16 / BF16 weights' own type (their vec_dot_type) before the products,
+// and the CPU backend does the same. Quantized types get the f32 value (the GPU path does
+// not quantize activations).
+FS_HD float round_activation(GgmlType type, float v) {
+  if (type == GgmlType::F16) return rounded_to_fp16(v);
+  if (type == GgmlType::BF16) return rounded_to_bf16(v);
+  return v;
+}
+
 // Weights [32 g, 32 g + n) of a row of `type` into out[0..n) (out[n..32) = 0); n < 32
 // only for the last group of a plain (F32/F16/BF16) row whose length is not a multiple
 // of 32 (quantized rows are whole blocks).
@@ -74,6 +156,77 @@ FS_HD void decode_group(GgmlType type, const uint8_t* row, int64_t g, int n, flo
         out[i] = d * float(int(b[2 + i] & 0x0f) - 8);
         out[i + 16] = d * float(int(b[2 + i] >> 4) - 8);
       }
+      return;
+    }
+    case GgmlType::Q5_0: {  // 22 bytes: fp16 d, 4 bytes qh, 16 bytes of nibbles
+      const uint8_t* b = row + g * 22;
+      const float d = half_bits_to_float(read16(b));
+      int q[32];
+      q5_quants(b + 6, b + 2, q);
+      for (int i = 0; i < 32; ++i) out[i] = d * float(q[i] - 16);
+      return;
+    }
+    case GgmlType::Q5_1: {  // 24 bytes: fp16 d, fp16 m, 4 bytes qh, 16 bytes of nibbles
+      const uint8_t* b = row + g * 24;
+      const float d = half_bits_to_float(read16(b));
+      const float m = half_bits_to_float(read16(b + 2));
+      int q[32];
+      q5_quants(b + 8, b + 4, q);
+      for (int i = 0; i < 32; ++i) out[i] = d * float(q[i]) + m;
+      return;
+    }
+    case GgmlType::IQ4_NL: {  // 18 bytes: fp16 d, 16 bytes of nibbles indexing the grid
+      const uint8_t* b = row + g * 18;
+      const float d = half_bits_to_float(read16(b));
+      for (int i = 0; i < 16; ++i) {
+        out[i] = d * float(iq4_nl_value(b[2 + i] & 0x0f));
+        out[i + 16] = d * float(iq4_nl_value(b[2 + i] >> 4));
+      }
+      return;
+    }
+    case GgmlType::Q2_K: {  // 84 bytes: 16 scale/min bytes, 64 bytes of 2-bit q, d, dmin
+      const uint8_t* b = row + (g / 8) * 84;
+      const int sub = int(g % 8);
+      const float d = half_bits_to_float(read16(b + 80));
+      const float dmin = half_bits_to_float(read16(b + 82));
+      // Weight 32 sub + l: bits 2*(sub%4) of qs[32*(sub/4) + l], sub-block 2 sub + l/16.
+      const uint8_t* q = b + 16 + 32 * (sub / 4);
+      const int shift = 2 * (sub % 4);
+      for (int h = 0; h < 2; ++h) {
+        const uint8_t sm = b[2 * sub + h];
+        const float dl = d * float(sm & 0x0f), ml = dmin * float(sm >> 4);
+        for (int l = 16 * h; l < 16 * h + 16; ++l) out[l] = dl * float((q[l] >> shift) & 3) - ml;
+      }
+      return;
+    }
+    case GgmlType::Q3_K: {  // 110 bytes: 32 hmask, 64 bytes of 2-bit q, 12 scale bytes, d
+      const uint8_t* b = row + (g / 8) * 110;
+      const int sub = int(g % 8);
+      const float d = half_bits_to_float(read16(b + 108));
+      const uint8_t* q = b + 32 + 32 * (sub / 4);
+      const int shift = 2 * (sub % 4);
+      for (int h = 0; h < 2; ++h) {
+        const float dl = d * float(q3_k_scale(b + 96, 2 * sub + h) - 32);
+        for (int l = 16 * h; l < 16 * h + 16; ++l) {
+          const int hi = (b[l] >> sub) & 1;  // hmask[l], bit sub
+          out[l] = dl * float(int(((q[l] >> shift) & 3) | (hi << 2)) - 4);
+        }
+      }
+      return;
+    }
+    case GgmlType::Q5_K: {  // 176 bytes: d, dmin, 12 scale bytes, 32 qh, 128 bytes of nibbles
+      const uint8_t* b = row + (g / 8) * 176;
+      const int sub = int(g % 8);
+      const float d = half_bits_to_float(read16(b));
+      const float dmin = half_bits_to_float(read16(b + 2));
+      int sc = 0, m = 0;
+      q4_k_scale_min(b + 4, sub, sc, m);
+      const float d1 = d * float(sc), m1 = dmin * float(m);
+      const uint8_t* qh = b + 16;
+      const uint8_t* q = b + 48 + 32 * (sub / 2);
+      const int shift = (sub % 2) * 4;
+      for (int l = 0; l < 32; ++l)
+        out[l] = d1 * float(((q[l] >> shift) & 0x0f) | (((qh[l] >> sub) & 1) << 4)) - m1;
       return;
     }
     case GgmlType::Q8_0: {  // 34 bytes: fp16 d, 32 int8

@@ -42,8 +42,9 @@ __global__ void matvec_kernel(const uint8_t* __restrict__ w, int64_t stride, int
       if (t < T) {
         const float* xr = x + t * cols + g0 * 32;
         __syncwarp();  // the last activation row's reads are done
+        // F16 / BF16 weights multiply activations rounded to their type, as on the CPU.
         for (int i = lane; i < 32 * 32; i += 32)
-          xs[(i >> 5) * 33 + (i & 31)] = g0 * 32 + i < cols ? xr[i] : 0.0f;
+          xs[(i >> 5) * 33 + (i & 31)] = g0 * 32 + i < cols ? round_activation(kType, xr[i]) : 0.0f;
         __syncwarp();
         if (mine) {
           float s = 0.0f;
@@ -95,6 +96,14 @@ __global__ void get_rows_kernel(const uint8_t* __restrict__ table, int64_t strid
   }
 }
 
+// out[i] = round_activation(type, x[i]): what cuBLAS must multiply for F16 / BF16 weights
+// (the mat-vec kernel rounds as it stages the activations).
+__global__ void round_activations_kernel(GgmlType type, const float* __restrict__ x, int64_t n,
+                                         float* __restrict__ out) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = round_activation(type, x[i]);
+}
+
 // Calls f(std::integral_constant-like tag) with the weight type as a template argument.
 template <class F>
 void with_type(GgmlType t, F&& f) {
@@ -104,7 +113,13 @@ void with_type(GgmlType t, F&& f) {
     case GgmlType::BF16: return f.template operator()<GgmlType::BF16>();
     case GgmlType::Q8_0: return f.template operator()<GgmlType::Q8_0>();
     case GgmlType::Q4_0: return f.template operator()<GgmlType::Q4_0>();
+    case GgmlType::Q5_0: return f.template operator()<GgmlType::Q5_0>();
+    case GgmlType::Q5_1: return f.template operator()<GgmlType::Q5_1>();
+    case GgmlType::IQ4_NL: return f.template operator()<GgmlType::IQ4_NL>();
+    case GgmlType::Q2_K: return f.template operator()<GgmlType::Q2_K>();
+    case GgmlType::Q3_K: return f.template operator()<GgmlType::Q3_K>();
     case GgmlType::Q4_K: return f.template operator()<GgmlType::Q4_K>();
+    case GgmlType::Q5_K: return f.template operator()<GgmlType::Q5_K>();
     case GgmlType::Q6_K: return f.template operator()<GgmlType::Q6_K>();
   }
   throw Error("cuda: unsupported weight type");
@@ -132,6 +147,15 @@ void launch_dequantize(const WeightMatrix& w, int64_t r0, int64_t n, float* out,
     dequantize_kernel<kType><<<blocks_for(groups, 256), 256, 0, s>>>(data, stride, r0, n, w.cols, out);
   });
   check_launch("dequantize");
+}
+
+// Not declared in kernels.h yet: the cuBLAS path of CudaBackend::matmul should call it on
+// x for F16 / BF16 weights before sgemm (into scratch memory) so that large batches round
+// like the mat-vec kernel and the CPU.
+void launch_round_activations(GgmlType type, const float* x, int64_t n, float* out, cudaStream_t s) {
+  if (n == 0) return;
+  round_activations_kernel<<<blocks_for(n, 256), 256, 0, s>>>(type, x, n, out);
+  check_launch("round_activations");
 }
 
 void launch_get_rows(const WeightMatrix& table, const int32_t* ids, int64_t n, float* out, cudaStream_t s) {
