@@ -35,34 +35,29 @@ Acceptance accept_by_rejection(const TokenTree& tree, const NodeDistribution& p,
                                const ResidualRule& residual) {
   Acceptance a;
   int32_t node = 0;
-  std::vector<float> target;
   for (;;) {
-    const std::span<const float> pn = p(node);
-    target.assign(pn.begin(), pn.end());
-    const std::vector<int32_t>& draws = tree.draws[size_t(node)];
-    const std::vector<float>& q = tree.draft_dist[size_t(node)];
-    int32_t accepted = -1;
-    for (int32_t child : draws) {
+    const std::span<const float> target = p(node);
+    const int32_t child = tree.drawn[size_t(node)];
+    if (child >= 0) {
+      const std::vector<float>& q = tree.draft_dist[size_t(node)];
       const int32_t x = tree.tokens[size_t(child)];
       const float qx = size_t(x) < q.size() ? q[size_t(x)] : 0.0f;
       const float px = size_t(x) < target.size() ? target[size_t(x)] : 0.0f;
       if (qx <= 0.0f) throw Error("internal: a drafted token has zero draft probability");
       if (rng.uniform() < double(px) / double(qx)) {
-        accepted = child;
-        break;
+        a.path.push_back(child);
+        node = child;
+        continue;
       }
-      std::vector<float> before = target;
-      residual(target, q);
+      std::vector<float> rest(target.begin(), target.end());
+      residual(rest, q);
       double total = 0.0;
-      for (float v : target) total += v;
-      if (total <= 0.0) target = std::move(before);
-    }
-    if (accepted < 0) {
-      a.bonus = sample_from(target, rng);
+      for (float v : rest) total += v;
+      a.bonus = sample_from(total > 0.0 ? std::span<const float>(rest) : target, rng);
       return a;
     }
-    a.path.push_back(accepted);
-    node = accepted;
+    a.bonus = sample_from(target, rng);
+    return a;
   }
 }
 

@@ -25,11 +25,10 @@ using NodeDistribution = std::function<std::span<const float>(int32_t node)>;
 // bonus. Greedy decoding is the special case where the draw is the argmax.
 Acceptance accept_by_target_draw(const TokenTree& tree, const NodeDistribution& p, Rng& rng);
 
-// Multi-draft rejection sampling (SpecInfer-style) for trees whose children were drawn
-// i.i.d. from the draft (tree.draws / tree.draft_dist): each draw x is accepted with
-// probability min(1, p(x)/q(x)); after a rejection the target distribution becomes the
-// residual max(0, p - q), renormalised; if every draw is rejected the bonus is drawn
-// from the last residual. `residual` lets a test substitute a broken residual rule.
+// Rejection sampling (speculative sampling) for a chain whose tokens were drawn from the
+// draft (tree.drawn / tree.draft_dist): the drawn x is accepted with probability
+// min(1, p(x)/q(x)); after a rejection the bonus is drawn from the residual max(0, p - q),
+// renormalised. `residual` lets a test substitute a broken rule and see its check fail.
 using ResidualRule = std::function<void(std::vector<float>& p, std::span<const float> q)>;
 void exact_residual(std::vector<float>& p, std::span<const float> q);
 Acceptance accept_by_rejection(const TokenTree& tree, const NodeDistribution& p, Rng& rng,

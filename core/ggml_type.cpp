@@ -1,5 +1,6 @@
 #include "core/ggml_type.h"
 
+#include <cstddef>
 #include <limits>
 
 #include "core/error.h"
@@ -66,6 +67,25 @@ int64_t row_bytes(GgmlType t, int64_t n) {
   if (!b) throw Error("internal: row of " + std::to_string(n) + " elements is not whole " +
                       std::string(type_name(t)) + " blocks");
   return *b;
+}
+
+std::vector<size_t> fp16_scale_offsets(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q4_0: return {offsetof(BlockQ4_0, d)};
+    case GgmlType::Q5_0: return {offsetof(BlockQ5_0, d)};
+    case GgmlType::Q5_1: return {offsetof(BlockQ5_1, d), offsetof(BlockQ5_1, m)};
+    case GgmlType::Q8_0: return {offsetof(BlockQ8_0, d)};
+    case GgmlType::IQ4_NL: return {offsetof(BlockIQ4_NL, d)};
+    case GgmlType::Q2_K: return {offsetof(BlockQ2_K, d), offsetof(BlockQ2_K, dmin)};
+    case GgmlType::Q3_K: return {offsetof(BlockQ3_K, d)};
+    case GgmlType::Q4_K: return {offsetof(BlockQ4_K, d), offsetof(BlockQ4_K, dmin)};
+    case GgmlType::Q5_K: return {offsetof(BlockQ5_K, d), offsetof(BlockQ5_K, dmin)};
+    case GgmlType::Q6_K: return {offsetof(BlockQ6_K, d)};
+    case GgmlType::F32:
+    case GgmlType::F16:
+    case GgmlType::BF16: break;
+  }
+  return {};
 }
 
 }  // namespace flashspec

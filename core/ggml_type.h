@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 namespace flashspec {
 
@@ -121,5 +122,10 @@ std::string_view type_name(GgmlType t);
 // through row_bytes_checked, which returns nullopt on a partial block or overflow).
 int64_t row_bytes(GgmlType t, int64_t n);
 std::optional<int64_t> row_bytes_checked(GgmlType t, int64_t n);
+
+// Offsets of a quantized block's fp16 scale fields (d, and dmin / m where the format has
+// one); empty for the float types. Lets tests and benchmarks make blocks of random bytes
+// whose arithmetic stays finite.
+std::vector<size_t> fp16_scale_offsets(GgmlType t);
 
 }  // namespace flashspec

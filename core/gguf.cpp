@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/printable.h"
 #include "core/mapped_file.h"
 
 namespace flashspec {
@@ -28,37 +29,6 @@ constexpr uint64_t kMinKvBytes = 8 + 4 + 1;              // key length, value ty
 constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 8 + 4 + 8;  // name length, n_dims, 1 dim, type, offset
 constexpr uint32_t kMaxDims = 4;
 constexpr uint64_t kMaxAlignment = uint64_t(1) << 31;
-// Longest file-supplied name quoted in an error message.
-constexpr size_t kMaxShown = 160;
-
-// Error messages are one line: escape control bytes (and cap the length) of anything
-// that comes from the file or the user.
-std::string printable(std::string_view s, size_t max_len = std::string_view::npos) {
-  static constexpr char hex[] = "0123456789abcdef";
-  std::string out;
-  const bool cut = s.size() > max_len;
-  if (cut) s = s.substr(0, max_len);
-  out.reserve(s.size() + 8);
-  for (unsigned char c : s) {
-    if (c < 0x20 || c == 0x7f) {
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    } else {
-      out += char(c);
-    }
-  }
-  if (cut) out += "...";
-  return out;
-}
-
-std::string quoted(std::string_view s) {
-  // Appended rather than "'" + string: GCC 12 warns falsely (-Wrestrict) on that form.
-  std::string out = "'";
-  out += printable(s, kMaxShown);
-  out += '\'';
-  return out;
-}
 
 std::string u128_str(unsigned __int128 v) {
   if (v == 0) return "0";
@@ -371,13 +341,13 @@ void GgufFile::parse_all() {
   for (uint64_t i = 0; i < n_kv; ++i) {
     const std::string_view key =
         p.read_string([&] { return "the key of metadata entry " + std::to_string(i); });
-    const uint32_t type = p.read<uint32_t>([&] { return "the value type of key " + quoted(key); });
+    const uint32_t type = p.read<uint32_t>([&] { return "the value type of key " + in_quotes(key); });
     if (!valid_value_type(type))
-      p.fail("key " + quoted(key) + " has unknown value type " + std::to_string(type));
+      p.fail("key " + in_quotes(key) + " has unknown value type " + std::to_string(type));
     GgufValue value =
-        p.read_value(GgufValueType(type), 0, [&] { return "the value of key " + quoted(key); });
+        p.read_value(GgufValueType(type), 0, [&] { return "the value of key " + in_quotes(key); });
     auto [it, inserted] = kv_index_.try_emplace(std::string(key), kv_.size());
-    if (!inserted) p.fail("duplicate metadata key " + quoted(key));
+    if (!inserted) p.fail("duplicate metadata key " + in_quotes(key));
     kv_.emplace_back(it->first, std::move(value));
   }
 
@@ -404,7 +374,7 @@ void GgufFile::parse_all() {
   for (uint64_t i = 0; i < n_tensors; ++i) {
     const std::string_view name =
         p.read_string([&] { return "the name of tensor " + std::to_string(i); });
-    const std::string shown = quoted(name);
+    const std::string shown = in_quotes(name);
     const uint32_t n_dims =
         p.read<uint32_t>([&] { return "the dimension count of tensor " + shown; });
     if (n_dims < 1 || n_dims > kMaxDims)
@@ -456,7 +426,7 @@ void GgufFile::parse_all() {
     const unsigned __int128 a = (unsigned __int128)data_offset_ + t.offset;
     const unsigned __int128 b = a + t.nbytes;
     if (b > file_size)
-      p.fail("tensor " + quoted(t.name) + " data [" + u128_str(a) + ", " + u128_str(b) +
+      p.fail("tensor " + in_quotes(t.name) + " data [" + u128_str(a) + ", " + u128_str(b) +
              ") lies outside the file (size " + u128_str(file_size) + ")");
     t.file_offset = uint64_t(a);
   }
@@ -470,11 +440,11 @@ const GgufValue* GgufFile::find(std::string_view key) const {
 namespace {
 [[noreturn]] void wrong_type(const std::string& path, std::string_view key, const GgufValue& v,
                              std::string_view expected) {
-  throw Error(printable(path) + ": key " + quoted(key) + " has type " + describe_type(v) +
+  throw Error(printable(path) + ": key " + in_quotes(key) + " has type " + describe_type(v) +
               ", expected " + std::string(expected));
 }
 [[noreturn]] void missing_key(const std::string& path, std::string_view key) {
-  throw Error(printable(path) + ": missing required key " + quoted(key));
+  throw Error(printable(path) + ": missing required key " + in_quotes(key));
 }
 }  // namespace
 
@@ -483,7 +453,7 @@ std::optional<uint64_t> GgufFile::get_uint(std::string_view key) const {
   if (!v) return std::nullopt;
   if (auto u = v->as_uint()) return u;
   if (const auto* i = std::get_if<int64_t>(&v->v))
-    throw Error(printable(path_) + ": key " + quoted(key) + " has negative value " +
+    throw Error(printable(path_) + ": key " + in_quotes(key) + " has negative value " +
                 std::to_string(*i) + ", expected an unsigned integer");
   wrong_type(path_, key, *v, "an unsigned integer");
 }
@@ -543,7 +513,7 @@ const GgufTensorInfo* GgufFile::find_tensor(std::string_view name) const {
 
 const GgufTensorInfo& GgufFile::require_tensor(std::string_view name) const {
   if (const GgufTensorInfo* t = find_tensor(name)) return *t;
-  throw Error(printable(path_) + ": missing required tensor " + quoted(name));
+  throw Error(printable(path_) + ": missing required tensor " + in_quotes(name));
 }
 
 }  // namespace flashspec

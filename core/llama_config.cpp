@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "core/gguf.h"
 #include "core/printable.h"
+#include "core/vocab.h"
 
 namespace flashspec {
 
@@ -13,7 +14,6 @@ namespace {
 constexpr int64_t kMaxDim = 1 << 17;
 constexpr int64_t kMaxLayers = 4096;
 constexpr int64_t kMaxHeads = 1 << 14;
-constexpr int64_t kMaxVocab = 1 << 22;
 
 int64_t bounded(const std::string& path, const std::string& key, uint64_t v, int64_t lo, int64_t hi) {
   if (v < uint64_t(lo) || v > uint64_t(hi))

@@ -11,27 +11,10 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/printable.h"
 
 namespace flashspec {
 
-namespace {
-// Error messages are single lines: escape control characters in the user-supplied path.
-std::string printable(const std::string& s) {
-  std::string out;
-  out.reserve(s.size());
-  static const char* hex = "0123456789abcdef";
-  for (unsigned char c : s) {
-    if (c < 0x20 || c == 0x7f) {
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    } else {
-      out += char(c);
-    }
-  }
-  return out;
-}
-}  // namespace
 
 MappedFile MappedFile::open(const std::string& path) {
   MappedFile m;

@@ -7,7 +7,7 @@
 namespace flashspec {
 
 TokenTree::TokenTree(int32_t root_token)
-    : tokens{root_token}, parent{-1}, depth{0}, logp{0.0}, draws(1), draft_dist(1) {}
+    : tokens{root_token}, parent{-1}, depth{0}, logp{0.0}, drawn{-1}, draft_dist(1) {}
 
 int32_t TokenTree::max_depth() const { return *std::max_element(depth.begin(), depth.end()); }
 
@@ -17,7 +17,7 @@ int32_t TokenTree::add(int32_t token, int32_t parent_node, double logp_total) {
   parent.push_back(parent_node);
   depth.push_back(depth[size_t(parent_node)] + 1);
   logp.push_back(logp_total);
-  draws.emplace_back();
+  drawn.push_back(-1);
   draft_dist.emplace_back();
   return size() - 1;
 }
@@ -34,15 +34,16 @@ TokenTree TokenTree::prefix(int32_t n) const {
   TokenTree t = *this;
   for (auto* v : {&t.tokens, &t.parent, &t.depth}) v->resize(size_t(n));
   t.logp.resize(size_t(n));
-  t.draws.resize(size_t(n));
+  t.drawn.resize(size_t(n));
   t.draft_dist.resize(size_t(n));
-  for (auto& d : t.draws) std::erase_if(d, [n](int32_t c) { return c >= n; });
+  for (int32_t& d : t.drawn)
+    if (d >= n) d = -1;
   return t;
 }
 
 TokenTree TokenTree::subtree(int32_t node, std::vector<int32_t>& new_id) const {
   if (node < 0 || node >= size()) throw Error("token tree: subtree root out of range");
-  if (!draws[size_t(node)].empty()) throw Error("internal: re-rooting a sampled tree");
+  if (drawn[size_t(node)] >= 0) throw Error("internal: re-rooting a sampled tree");
   TokenTree t(tokens[size_t(node)]);
   new_id.assign(tokens.size(), -1);
   new_id[size_t(node)] = 0;

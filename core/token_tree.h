@@ -12,11 +12,10 @@ struct TokenTree {
   std::vector<int32_t> parent;  // -1 for the root
   std::vector<int32_t> depth;   // 0 for the root
   std::vector<double> logp;     // cumulative draft log-probability (0 at the root)
-  // For sampled drafts (rejection-sampling acceptance): the order in which children of
-  // each node were drawn i.i.d. from the draft's distribution there (a node id may repeat
-  // when the same token was drawn twice), and that distribution. Empty for
-  // deterministic (top-k / best-first) trees.
-  std::vector<std::vector<int32_t>> draws;
+  // For sampled drafts (rejection-sampling acceptance): the child drawn from the draft's
+  // distribution at each node (-1: none), and that distribution. A sampled chain draws
+  // one child per node; deterministic (top-k / best-first) trees draw none.
+  std::vector<int32_t> drawn;
   std::vector<std::vector<float>> draft_dist;
 
   explicit TokenTree(int32_t root_token);

@@ -15,8 +15,6 @@ namespace flashspec {
 
 namespace {
 
-constexpr int64_t kMaxVocab = int64_t(1) << 24;
-
 constexpr const char* kModelKey = "tokenizer.ggml.model";
 constexpr const char* kTokensKey = "tokenizer.ggml.tokens";
 constexpr const char* kScoresKey = "tokenizer.ggml.scores";

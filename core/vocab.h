@@ -14,6 +14,11 @@
 
 namespace flashspec {
 
+// Most tokens a vocabulary may have (the largest real ones have about 260k): the one bound
+// the tokenizer and the model config check, so that hostile metadata cannot drive huge
+// allocations.
+inline constexpr int64_t kMaxVocab = int64_t(1) << 22;
+
 struct Vocab {
   // Hash/equality that accept std::string_view, so lookups need no temporary string.
   struct TextHash {

@@ -102,7 +102,7 @@ void Drafter::grow_chain(const DraftPolicy& policy, const SamplingParams& sampli
     }
     const int32_t child = tree_.add(x, node, 0.0);
     row_of_node_.push_back(-1);
-    if (policy.sampled) tree_.draws[size_t(node)].push_back(child);
+    if (policy.sampled) tree_.drawn[size_t(node)] = child;
     node = child;
     if (i + 1 < policy.budget) {
       const int32_t one[1] = {node};

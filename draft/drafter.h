@@ -34,9 +34,6 @@ struct DraftPolicy {
   // Best-first trees: while the target verifies B nodes, the draft grows the tree on to
   // B * (1 + pregrow) nodes on its own thread (0: no overlap, the draft waits).
   int32_t pregrow = 0;
-  // Residual update of the rejection rule; replaceable only so that tests can show a
-  // broken rule is caught.
-  ResidualRule residual = exact_residual;
 
   bool overlapped() const { return shape == Shape::Tree && pregrow > 0; }
   // Largest tree the draft ever holds (verified budget plus pre-grown nodes).

@@ -61,13 +61,17 @@ std::string PlacementPlan::describe() const {
     int64_t e = l;
     uint64_t bytes = 0;
     while (e < n_layers() && homes[size_t(e)] == homes[size_t(l)]) bytes += layer_bytes[size_t(e++)];
-    s += (l ? ", " : " ") + std::to_string(l) + (e - l > 1 ? "-" + std::to_string(e - 1) : "") + " " +
-         home_name(homes[size_t(l)]) + " (" + format_bytes(bytes) + ")";
+    // Appended piece by piece: GCC 12 warns falsely (-Wrestrict) on "literal" + string.
+    s += l ? ", " : " ";
+    s += std::to_string(l);
+    if (e - l > 1) s.append("-").append(std::to_string(e - 1));
+    s.append(" ").append(home_name(homes[size_t(l)])).append(" (").append(format_bytes(bytes)).append(")");
     l = e;
   }
-  if (gpu)
-    s += "; VRAM " + format_bytes(vram_layer_bytes) + " for layers" +
-         (vram_slot_bytes ? " (2 slots of " + format_bytes(vram_slot_bytes) + " included)" : "");
+  if (gpu) {
+    s.append("; VRAM ").append(format_bytes(vram_layer_bytes)).append(" for layers");
+    if (vram_slot_bytes) s.append(" (2 slots of ").append(format_bytes(vram_slot_bytes)).append(" included)");
+  }
   if (stream) {
     s += "; stream: " + format_bytes(stream->streamed_bytes) + " read per pass, ring " +
          std::to_string(stream->ring_slots) + " x " + format_bytes(stream->slot_bytes);

@@ -218,7 +218,7 @@ void Session::generate_tree(const GenerateOptions& opt, GenerationResult& r,
       return dist_cache[size_t(node)];
     };
     const bool sampled_draft = policy.shape == DraftPolicy::Shape::Chain && policy.sampled;
-    const Acceptance acc = sampled_draft ? accept_by_rejection(tree, p, rng, policy.residual)
+    const Acceptance acc = sampled_draft ? accept_by_rejection(tree, p, rng)
                                          : accept_by_target_draw(tree, p, rng);
 
     // Row of the target's output each emitted token was drawn from: the root for the

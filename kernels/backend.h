@@ -13,7 +13,7 @@
 #include <memory>
 #include <string>
 
-#include "kernels/cpu/matmul.h"
+#include "kernels/weight_matrix.h"
 
 namespace flashspec {
 

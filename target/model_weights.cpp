@@ -6,6 +6,7 @@
 #include "core/gguf.h"
 #include "core/half.h"
 #include "core/printable.h"
+#include "kernels/cpu/matmul.h"
 
 namespace flashspec {
 

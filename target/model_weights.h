@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "core/llama_config.h"
-#include "kernels/cpu/matmul.h"
+#include "kernels/weight_matrix.h"
 
 namespace flashspec {
 

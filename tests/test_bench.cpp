@@ -14,7 +14,7 @@
 
 #include "tests/cli_runner.h"
 #include "tests/fixtures.h"
-#include "tests/json.h"
+#include "tests/json_file.h"
 
 using namespace flashspec::testing;
 
@@ -88,30 +88,30 @@ TEST_CASE("bench: default prompt set, chain and tree sweep -> JSON lines, CSV, S
   // JSON lines: target, chain-1, chain-4, tree-4, tree-16.
   const std::vector<std::string> jl = lines_of(slurp(dir.path + "/bench.jsonl"));
   REQUIRE(jl.size() == 5);
-  std::map<std::string, json::Value> by;
+  std::map<std::string, nlohmann::json> by;
   for (const std::string& l : jl) {
-    json::Value v = json::parse(l);
+    nlohmann::json v = nlohmann::json::parse(l);
     for (const char* k : {"config", "shape", "budget", "temp", "io_bw", "tau", "accept_by_depth", "drafted",
                           "accepted", "tokens_per_s", "ttft_ms", "tpot_ms", "bytes_read", "read_gbps", "speedup",
                           "generated", "target_passes", "prompts"})
       CHECK_MESSAGE(v.contains(k), k);
-    CHECK(v["tau"].as_number() >= 1.0);
-    CHECK(v["prompts"].as_int() >= 8);  // the shipped set
-    CHECK(v["tokens_per_s"].as_number() > 0);
-    const std::string name = v["config"].as_string();
+    CHECK(v.at("tau").get<double>() >= 1.0);
+    CHECK(v.at("prompts").get<int64_t>() >= 8);  // the shipped set
+    CHECK(v.at("tokens_per_s").get<double>() > 0);
+    const std::string name = v.at("config").get<std::string>();
     by.emplace(name, std::move(v));
   }
   for (const char* c : {"target", "chain-1", "chain-4", "tree-4", "tree-16"}) REQUIRE_MESSAGE(by.count(c), c);
-  CHECK(by["target"]["speedup"].as_number() == doctest::Approx(1.0));
-  CHECK(by["target"]["tau"].as_number() == doctest::Approx(1.0));
-  CHECK(by["target"]["drafted"].as_int() == 0);
-  CHECK(by["chain-4"]["tau"].as_number() > by["chain-1"]["tau"].as_number());
-  CHECK(by["tree-16"]["tau"].as_number() > 1.2);
-  CHECK(by["chain-1"]["accept_by_depth"].size() == 1);
-  CHECK(by["chain-4"]["accept_by_depth"].size() == 4);
-  CHECK(by["chain-4"]["accepted"].as_int() <= by["chain-4"]["drafted"].as_int());
+  CHECK(by.at("target").at("speedup").get<double>() == doctest::Approx(1.0));
+  CHECK(by.at("target").at("tau").get<double>() == doctest::Approx(1.0));
+  CHECK(by.at("target").at("drafted").get<int64_t>() == 0);
+  CHECK(by["chain-4"].at("tau").get<double>() > by["chain-1"].at("tau").get<double>());
+  CHECK(by["tree-16"].at("tau").get<double>() > 1.2);
+  CHECK(by["chain-1"].at("accept_by_depth").size() == 1);
+  CHECK(by["chain-4"].at("accept_by_depth").size() == 4);
+  CHECK(by["chain-4"].at("accepted").get<int64_t>() <= by["chain-4"].at("drafted").get<int64_t>());
   // Same prompts and n for all: generated counts agree at temperature 0 (EOS aside).
-  CHECK(by["chain-4"]["generated"].as_int() == by["target"]["generated"].as_int());
+  CHECK(by["chain-4"].at("generated").get<int64_t>() == by.at("target").at("generated").get<int64_t>());
 
   // CSV: header and one row per configuration, all with the header's column count.
   const std::vector<std::string> csv = lines_of(slurp(dir.path + "/bench.csv"));
@@ -156,7 +156,7 @@ TEST_CASE("bench: prompts file, --out prefix and errors") {
   REQUIRE(ok.exit_code == 0);
   const std::vector<std::string> jl = lines_of(slurp(dir.path + "/x.jsonl"));
   REQUIRE(jl.size() == 2);  // target, tree-8
-  CHECK(json::parse(jl[1])["prompts"].as_int() == 2);
+  CHECK(nlohmann::json::parse(jl[1]).at("prompts").get<int64_t>() == 2);
   CHECK(std::filesystem::exists(dir.path + "/x.csv"));
   CHECK(std::filesystem::exists(dir.path + "/x.svg"));
 

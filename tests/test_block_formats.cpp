@@ -13,38 +13,10 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/quantize_activations.h"
 #include "kernels/cuda/block_formats.cuh"
+#include "tests/test_data.h"
 
 using namespace flashspec;
-
-namespace {
-
-// Random bytes, with each fp16 scale field set to a finite value so that both sides
-// compute with numbers (a NaN would compare unequal to itself).
-std::vector<uint8_t> random_row(GgmlType t, int64_t cols, std::mt19937& rng) {
-  std::vector<uint8_t> row(size_t(row_bytes(t, cols)));
-  for (uint8_t& b : row) b = uint8_t(rng());
-  const TypeTraits& tr = traits(t);
-  auto scale = [&](size_t at) {
-    const uint16_t h = float_to_fp16(float(int(rng() % 2000) - 1000) / 4096.0f);
-    std::memcpy(row.data() + at, &h, 2);
-  };
-  for (size_t b = 0; b < row.size() / size_t(tr.block_bytes); ++b) {
-    const size_t at = b * size_t(tr.block_bytes);
-    switch (t) {
-      case GgmlType::Q4_0: case GgmlType::Q5_0: case GgmlType::Q8_0: case GgmlType::IQ4_NL: scale(at); break;
-      case GgmlType::Q5_1: case GgmlType::Q4_K: case GgmlType::Q5_K: scale(at); scale(at + 2); break;
-      case GgmlType::Q2_K: scale(at + 80); scale(at + 82); break;
-      case GgmlType::Q3_K: scale(at + 108); break;
-      case GgmlType::Q6_K: scale(at + 208); break;
-      case GgmlType::F16: scale(at); break;
-      case GgmlType::F32: { const float v = float(int(rng() % 2001) - 1000) / 64.0f; std::memcpy(row.data() + at, &v, 4); break; }
-      case GgmlType::BF16: row[at + 1] = uint8_t(0x3c + rng() % 4); break;  // finite exponents
-    }
-  }
-  return row;
-}
-
-}  // namespace
+using namespace flashspec::testing;
 
 TEST_CASE("block formats: the GPU's row decoding equals the CPU's dequantization for every type") {
   std::mt19937 rng(7);
@@ -56,7 +28,7 @@ TEST_CASE("block formats: the GPU's row decoding equals the CPU's dequantization
                        Case{GgmlType::BF16, 96}}) {
     CAPTURE(type_name(c.type));
     for (int rep = 0; rep < 20; ++rep) {
-      const std::vector<uint8_t> row = random_row(c.type, c.cols, rng);
+      const std::vector<uint8_t> row = random_block_bytes(rng, c.type, 1, c.cols);
       std::vector<float> want(size_t(c.cols)), got(size_t(c.cols));
       dequantize_row(c.type, row.data(), want.data(), c.cols);
       for (int64_t g = 0; g * 32 < c.cols; ++g) {

@@ -20,19 +20,19 @@
 #include "tests/cli_runner.h"
 #include "tests/fixtures.h"
 #include "tests/gguf_writer.h"
-#include "tests/json.h"
+#include "tests/json_file.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;
 
 namespace {
 
-std::vector<json::Value> json_lines(const std::string& out) {
-  std::vector<json::Value> v;
+std::vector<nlohmann::json> json_lines(const std::string& out) {
+  std::vector<nlohmann::json> v;
   std::istringstream in(out);
   std::string line;
   while (std::getline(in, line))
-    if (!line.empty()) v.push_back(json::parse(line));
+    if (!line.empty()) v.push_back(nlohmann::json::parse(line));
   return v;
 }
 
@@ -60,36 +60,36 @@ TEST_CASE("chat: second turn reuses the cache; answers equal generate; speculati
   const CliResult r = run_cli(chat_args(stories), input);
   CAPTURE(r.err);
   REQUIRE(r.exit_code == 0);
-  const std::vector<json::Value> turns = json_lines(r.out);
+  const std::vector<nlohmann::json> turns = json_lines(r.out);
   REQUIRE(turns.size() == 2);
-  const json::Value &t1 = turns[0], &t2 = turns[1];
-  CHECK(t1["turn"].as_int() == 1);
-  CHECK(t2["turn"].as_int() == 2);
+  const nlohmann::json &t1 = turns[0], &t2 = turns[1];
+  CHECK(t1.at("turn").get<int64_t>() == 1);
+  CHECK(t2.at("turn").get<int64_t>() == 2);
 
   // Turn 1 prefills the whole formatted prompt (BOS included).
   const std::string prompt1 = "User: " + q1 + "\nAssistant:";
-  CHECK(size_t(t1["prompt_tokens"].as_int()) == n_tokens(tok, prompt1, tok.add_bos()));
-  REQUIRE(t1["stop"].as_string() == "length");  // greedy: -n ends both answers here
-  REQUIRE(t2["stop"].as_string() == "length");
-  const std::vector<int32_t> a1 = t1["tokens"].as_vector<int32_t>();
+  CHECK(size_t(t1.at("prompt_tokens").get<int64_t>()) == n_tokens(tok, prompt1, tok.add_bos()));
+  REQUIRE(t1.at("stop").get<std::string>() == "length");  // greedy: -n ends both answers here
+  REQUIRE(t2.at("stop").get<std::string>() == "length");
+  const std::vector<int32_t> a1 = t1.at("tokens").get<std::vector<int32_t>>();
   CHECK(a1.size() == 24);
 
   // Turn 2 prefills only its own text plus the one token the cache has not seen yet
   // (the last answer token: it was emitted, never fed).
   const int64_t expect2 = 1 + int64_t(n_tokens(tok, "\nUser: " + q2 + "\nAssistant:", false));
-  CHECK(t2["prompt_tokens"].as_int() == expect2);
-  CHECK(t2["stats"]["prompt_tokens"].as_int() == expect2);
-  const int64_t h1 = t1["history_tokens"].as_int(), h2 = t2["history_tokens"].as_int();
-  CHECK(h1 == t1["prompt_tokens"].as_int() + 24);
+  CHECK(t2.at("prompt_tokens").get<int64_t>() == expect2);
+  CHECK(t2.at("stats").at("prompt_tokens").get<int64_t>() == expect2);
+  const int64_t h1 = t1.at("history_tokens").get<int64_t>(), h2 = t2.at("history_tokens").get<int64_t>();
+  CHECK(h1 == t1.at("prompt_tokens").get<int64_t>() + 24);
   CHECK(h2 == h1 + expect2 - 1 + 24);
-  CHECK(t2["prompt_tokens"].as_int() < h1);  // far less than the history
+  CHECK(t2.at("prompt_tokens").get<int64_t>() < h1);  // far less than the history
 
   // Turn 1 is exactly `generate` on the same formatted prompt with the same flags.
   const CliResult g = run_cli({"generate", "-m", stories, "--temp", "0", "-n", "24", "--json", "-t", "2", "-p", prompt1});
   REQUIRE(g.exit_code == 0);
-  const json::Value gj = json::parse(g.out);
-  CHECK(gj["tokens"].as_vector<int32_t>() == a1);
-  CHECK(gj["text"].as_string() == t1["text"].as_string());
+  const nlohmann::json gj = nlohmann::json::parse(g.out);
+  CHECK(gj.at("tokens").get<std::vector<int32_t>>() == a1);
+  CHECK(gj.at("text").get<std::string>() == t1.at("text").get<std::string>());
 
   // Speculative chat (tree and chain) says exactly what target-only chat says, turn by
   // turn, and prefills the same rows.
@@ -99,14 +99,14 @@ TEST_CASE("chat: second turn reuses the cache; answers equal generate; speculati
     const CliResult s = run_cli(chat_args(stories, spec), input);
     CAPTURE(s.err);
     REQUIRE(s.exit_code == 0);
-    const std::vector<json::Value> st = json_lines(s.out);
+    const std::vector<nlohmann::json> st = json_lines(s.out);
     REQUIRE(st.size() == 2);
     for (size_t i = 0; i < 2; ++i) {
-      CHECK(st[i]["tokens"].as_vector<int32_t>() == turns[i]["tokens"].as_vector<int32_t>());
-      CHECK(st[i]["prompt_tokens"].as_int() == turns[i]["prompt_tokens"].as_int());
-      CHECK(st[i]["text"].as_string() == turns[i]["text"].as_string());
+      CHECK(st[i].at("tokens").get<std::vector<int32_t>>() == turns[i].at("tokens").get<std::vector<int32_t>>());
+      CHECK(st[i].at("prompt_tokens").get<int64_t>() == turns[i].at("prompt_tokens").get<int64_t>());
+      CHECK(st[i].at("text").get<std::string>() == turns[i].at("text").get<std::string>());
     }
-    CHECK(st[1]["stats"]["drafted"].as_int() > 0);
+    CHECK(st[1].at("stats").at("drafted").get<int64_t>() > 0);
   }
 }
 
@@ -117,11 +117,11 @@ TEST_CASE("chat: /reset prefills the whole new prompt; /stats; /quit ends the se
       run_cli(chat_args(stories), "Hello\n/stats\n/reset\nTell me about a dog.\n/quit\nnot read\n");
   CAPTURE(r.err);
   CHECK(r.exit_code == 0);
-  const std::vector<json::Value> turns = json_lines(r.out);
+  const std::vector<nlohmann::json> turns = json_lines(r.out);
   REQUIRE(turns.size() == 2);  // nothing after /quit
   const int64_t full = int64_t(n_tokens(tok, "User: Tell me about a dog.\nAssistant:", tok.add_bos()));
-  CHECK(turns[1]["prompt_tokens"].as_int() == full);
-  CHECK(turns[1]["history_tokens"].as_int() == full + int64_t(turns[1]["tokens"].size()));
+  CHECK(turns[1].at("prompt_tokens").get<int64_t>() == full);
+  CHECK(turns[1].at("history_tokens").get<int64_t>() == full + int64_t(turns[1].at("tokens").size()));
   CHECK(r.err.find("[session] 1 answers") != std::string::npos);
   CHECK(r.err.find("[conversation reset]") != std::string::npos);
 }
@@ -168,9 +168,9 @@ TEST_CASE("chat: chat template detection") {
     CHECK(r.err.find("chatml") != std::string::npos);
     CHECK(r.err.find("<|im_start|>") != std::string::npos);
     CHECK(r.err.find("plain transcript") != std::string::npos);
-    const std::vector<json::Value> turns = json_lines(r.out);
+    const std::vector<nlohmann::json> turns = json_lines(r.out);
     REQUIRE(turns.size() == 1);
-    CHECK(size_t(turns[0]["prompt_tokens"].as_int()) == n_tokens(tok, "User: Hello\nAssistant:", true));
+    CHECK(size_t(turns[0].at("prompt_tokens").get<int64_t>()) == n_tokens(tok, "User: Hello\nAssistant:", true));
   }
 
   SUBCASE("chatml template with its tokens in the vocabulary") {
@@ -196,18 +196,18 @@ TEST_CASE("chat: chat template detection") {
     CAPTURE(r.err);
     CHECK(r.exit_code == 0);
     CHECK(r.err.empty());  // recognised: no notice
-    const std::vector<json::Value> turns = json_lines(r.out);
+    const std::vector<nlohmann::json> turns = json_lines(r.out);
     REQUIRE(turns.size() == 2);
     // <s> <|im_start|> "user\nHi" <|im_end|> "\n" <|im_start|> "assistant\n"
     const size_t first = 1 + 1 + n_tokens(tok, "user\nHi", false) + 1 + n_tokens(tok, "\n", false) + 1 +
                          n_tokens(tok, "assistant\n", false);
-    CHECK(size_t(turns[0]["prompt_tokens"].as_int()) == first);
+    CHECK(size_t(turns[0].at("prompt_tokens").get<int64_t>()) == first);
     // Turn 2 closes an answer cut by -n with <|im_end|> first, unless it ended with one.
-    const std::vector<int32_t> a1 = turns[0]["tokens"].as_vector<int32_t>();
+    const std::vector<int32_t> a1 = turns[0].at("tokens").get<std::vector<int32_t>>();
     const bool closed = !a1.empty() && a1.back() == im_end;
     const size_t second = 1 + (closed ? 0 : 1) + n_tokens(tok, "\n", false) + 1 + n_tokens(tok, "user\nAgain", false) +
                           1 + n_tokens(tok, "\n", false) + 1 + n_tokens(tok, "assistant\n", false);
-    CHECK(size_t(turns[1]["prompt_tokens"].as_int()) == second);
+    CHECK(size_t(turns[1].at("prompt_tokens").get<int64_t>()) == second);
   }
 
   SUBCASE("unknown --chat-format is one error line") {

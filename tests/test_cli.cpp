@@ -10,7 +10,7 @@
 #include "kernels/cuda/cuda_backend.h"
 #endif
 #include "tests/gguf_writer.h"
-#include "tests/json.h"
+#include "tests/json_file.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;
@@ -160,16 +160,16 @@ TEST_CASE("cli: generate --json gives tokens, text, logits and stats") {
   const CliResult r = run_cli({"generate", "-m", model_path("stories260K"), "-p", "Once upon a time",
                                "-n", "16", "--temp", "0", "--json", "--logits", "2"});
   REQUIRE(r.exit_code == 0);
-  const json::Value j = json::parse(r.out);
-  const json::Value ref = json::parse_file(reference_path("stories260K"))[0];
-  CHECK(j["prompt_tokens"].as_vector<int32_t>() == ref["prompt_tokens"].as_vector<int32_t>());
-  const std::vector<int32_t> want = ref["greedy_tokens"].as_vector<int32_t>();
-  CHECK(j["tokens"].as_vector<int32_t>() == std::vector<int32_t>(want.begin(), want.begin() + 16));
-  CHECK(ref["greedy_text"].as_string().rfind(j["text"].as_string(), 0) == 0);
-  CHECK(j["logits"].size() == 2);
-  CHECK(j["logits"][0].size() == 512);
-  CHECK(j["stats"]["target_passes"].as_int() == 16);
-  CHECK(j["stats"]["tau"].as_number() == doctest::Approx(1.0));
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  const nlohmann::json ref = read_json(reference_path("stories260K"))[0];
+  CHECK(j.at("prompt_tokens").get<std::vector<int32_t>>() == ref.at("prompt_tokens").get<std::vector<int32_t>>());
+  const std::vector<int32_t> want = ref.at("greedy_tokens").get<std::vector<int32_t>>();
+  CHECK(j.at("tokens").get<std::vector<int32_t>>() == std::vector<int32_t>(want.begin(), want.begin() + 16));
+  CHECK(ref.at("greedy_text").get<std::string>().rfind(j.at("text").get<std::string>(), 0) == 0);
+  CHECK(j.at("logits").size() == 2);
+  CHECK(j.at("logits")[0].size() == 512);
+  CHECK(j.at("stats").at("target_passes").get<int64_t>() == 16);
+  CHECK(j.at("stats").at("tau").get<double>() == doctest::Approx(1.0));
 }
 
 TEST_CASE("cli: plain generate streams the text") {
@@ -182,11 +182,11 @@ TEST_CASE("cli: plain generate streams the text") {
 TEST_CASE("cli: inspect --json") {
   const CliResult r = run_cli({"inspect", model_path("stories260K-wide-q4_k_m"), "--json"});
   REQUIRE(r.exit_code == 0);
-  const json::Value j = json::parse(r.out);
-  CHECK(j["dim"].as_int() == 256);
-  CHECK(j["n_layers"].as_int() == 8);
-  CHECK(j["n_vocab"].as_int() == 512);
-  CHECK(j["bytes_by_type"].contains("Q4_K"));
-  CHECK(j["bytes_by_type"].contains("Q6_K"));
-  CHECK(j["layer_bytes"].size() == 8);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  CHECK(j.at("dim").get<int64_t>() == 256);
+  CHECK(j.at("n_layers").get<int64_t>() == 8);
+  CHECK(j.at("n_vocab").get<int64_t>() == 512);
+  CHECK(j.at("bytes_by_type").contains("Q4_K"));
+  CHECK(j.at("bytes_by_type").contains("Q6_K"));
+  CHECK(j.at("layer_bytes").size() == 8);
 }

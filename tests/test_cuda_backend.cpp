@@ -18,6 +18,7 @@
 #include "kernels/cuda/cuda_backend.h"
 
 using namespace flashspec;
+using namespace flashspec::testing;
 
 namespace {
 
@@ -44,35 +45,6 @@ std::vector<T> from_gpu(Backend& be, const BackendBuffer& b, size_t n) {
   return v;
 }
 
-std::vector<float> random_floats(size_t n, std::mt19937& rng, float scale = 1.0f) {
-  std::vector<float> v(n);
-  for (float& x : v) x = scale * float(int(rng() % 20001) - 10000) / 10000.0f;
-  return v;
-}
-
-// A random weight matrix in `t` with finite scales.
-std::vector<uint8_t> random_weights(GgmlType t, int64_t rows, int64_t cols, std::mt19937& rng) {
-  std::vector<uint8_t> w(static_cast<size_t>(rows * row_bytes(t, cols)));
-  for (uint8_t& b : w) b = uint8_t(rng());
-  const TypeTraits& tr = traits(t);
-  auto scale = [&](size_t at) {
-    const uint16_t h = float_to_fp16(float(int(rng() % 1000) + 1) / 8192.0f);
-    std::memcpy(w.data() + at, &h, 2);
-  };
-  for (size_t b = 0; b < w.size() / size_t(tr.block_bytes); ++b) {
-    const size_t at = b * size_t(tr.block_bytes);
-    switch (t) {
-      case GgmlType::Q4_0: case GgmlType::Q8_0: scale(at); break;
-      case GgmlType::Q4_K: scale(at); scale(at + 2); break;
-      case GgmlType::Q6_K: scale(at + 208); break;
-      case GgmlType::F16: scale(at); break;
-      case GgmlType::BF16: w[at + 1] = uint8_t(0x3c + rng() % 3); break;
-      case GgmlType::F32: { const float v = float(int(rng() % 2001) - 1000) / 1000.0f; std::memcpy(w.data() + at, &v, 4); break; }
-    }
-  }
-  return w;
-}
-
 }  // namespace
 
 TEST_CASE("cuda backend: matmul of every weight type, mat-vec and cuBLAS batches, against double precision") {
@@ -82,10 +54,12 @@ TEST_CASE("cuda backend: matmul of every weight type, mat-vec and cuBLAS batches
   struct Case { GgmlType type; int64_t rows, cols; };
   for (const Case c : {Case{GgmlType::F32, 96, 172}, Case{GgmlType::F16, 96, 352}, Case{GgmlType::BF16, 64, 256},
                        Case{GgmlType::Q8_0, 96, 352}, Case{GgmlType::Q4_0, 256, 512}, Case{GgmlType::Q4_K, 96, 512},
-                       Case{GgmlType::Q6_K, 96, 768}, Case{GgmlType::Q4_0, 4500, 256}}) {
+                       Case{GgmlType::Q6_K, 96, 768}, Case{GgmlType::Q4_0, 4500, 256}, Case{GgmlType::Q5_0, 96, 512},
+                       Case{GgmlType::Q5_1, 96, 512}, Case{GgmlType::IQ4_NL, 96, 512}, Case{GgmlType::Q2_K, 96, 512},
+                       Case{GgmlType::Q3_K, 96, 512}, Case{GgmlType::Q5_K, 96, 512}, Case{GgmlType::F16, 4500, 256}}) {
     CAPTURE(type_name(c.type));
     CAPTURE(c.rows);
-    const std::vector<uint8_t> w = random_weights(c.type, c.rows, c.cols, rng);
+    const std::vector<uint8_t> w = random_weights(rng, c.type, c.rows, c.cols);
     std::vector<float> wf(size_t(c.rows * c.cols));
     for (int64_t r = 0; r < c.rows; ++r)
       dequantize_row(c.type, w.data() + r * row_bytes(c.type, c.cols), wf.data() + r * c.cols, c.cols);
@@ -93,7 +67,7 @@ TEST_CASE("cuda backend: matmul of every weight type, mat-vec and cuBLAS batches
     const WeightMatrix m{c.type, wg.get(), c.rows, c.cols};
     for (int64_t T : {1, 3, 8, 9, 64, 100}) {
       CAPTURE(T);
-      const std::vector<float> x = random_floats(size_t(T * c.cols), rng);
+      const std::vector<float> x = random_floats(rng, T * c.cols);
       const BackendBuffer xg = to_gpu(*gpu, x);
       BackendBuffer yg(*gpu, size_t(T * c.rows) * sizeof(float));
       gpu->matmul(m, xg.get<float>(), T, yg.get<float>());
@@ -121,7 +95,7 @@ TEST_CASE("cuda backend: row and element kernels agree with the CPU backend") {
   const int64_t T = 5, dim = 352, heads = 8, hd = 44;
 
   SUBCASE("get_rows") {
-    const std::vector<uint8_t> table = random_weights(GgmlType::Q6_K, 40, 512, rng);
+    const std::vector<uint8_t> table = random_weights(rng, GgmlType::Q6_K, 40, 512);
     const std::vector<int32_t> ids = {0, 39, 7, 7, 21};
     const BackendBuffer tg = to_gpu(*gpu, table), ig = to_gpu(*gpu, ids);
     BackendBuffer og(*gpu, 5 * 512 * sizeof(float));
@@ -131,7 +105,7 @@ TEST_CASE("cuda backend: row and element kernels agree with the CPU backend") {
     CHECK(from_gpu<float>(*gpu, og, want.size()) == want);  // the same decoding, exactly
   }
   SUBCASE("rmsnorm") {
-    const std::vector<float> x = random_floats(size_t(T * dim), rng, 3.0f), w = random_floats(size_t(dim), rng);
+    const std::vector<float> x = random_floats(rng, T * dim, 3.0f), w = random_floats(rng, dim);
     const BackendBuffer xg = to_gpu(*gpu, x), wg = to_gpu(*gpu, w);
     BackendBuffer yg(*gpu, x.size() * 4);
     gpu->rmsnorm(xg.get<float>(), wg.get<float>(), T, dim, 1e-5f, yg.get<float>());
@@ -148,7 +122,7 @@ TEST_CASE("cuda backend: row and element kernels agree with the CPU backend") {
       for (const bool scaled : {false, true}) {
         CAPTURE(neox);
         CAPTURE(scaled);
-        std::vector<float> x = random_floats(size_t(T * heads * hd), rng);
+        std::vector<float> x = random_floats(rng, T * heads * hd);
         const std::vector<int32_t> pos = {0, 1, 17, 300, 4095};
         BackendBuffer xg = to_gpu(*gpu, x);
         const BackendBuffer pg = to_gpu(*gpu, pos);
@@ -162,7 +136,7 @@ TEST_CASE("cuda backend: row and element kernels agree with the CPU backend") {
     }
   }
   SUBCASE("store_kv, add_bias, silu_mul, add") {
-    const std::vector<float> a = random_floats(1000, rng, 70000.0f), b = random_floats(1000, rng, 8.0f);
+    const std::vector<float> a = random_floats(rng, 1000, 70000.0f), b = random_floats(rng, 1000, 8.0f);
     const BackendBuffer ag = to_gpu(*gpu, a);
     BackendBuffer hg(*gpu, 1000 * 2);
     gpu->store_kv(ag.get<float>(), hg.get(), 1000, KvType::F16);
@@ -181,7 +155,7 @@ TEST_CASE("cuda backend: row and element kernels agree with the CPU backend") {
     cpu.add_bias(biased.data(), bias.data(), 10, 100);
     CHECK(from_gpu<float>(*gpu, bg, 1000) == biased);
 
-    std::vector<float> g = b, u = random_floats(1000, rng);
+    std::vector<float> g = b, u = random_floats(rng, 1000);
     BackendBuffer gg = to_gpu(*gpu, g);
     const BackendBuffer ug = to_gpu(*gpu, u);
     gpu->silu_mul(gg.get<float>(), ug.get<float>(), 1000);
@@ -208,7 +182,7 @@ TEST_CASE("cuda backend: tree-masked attention with grouped KV heads agrees with
       CAPTURE(n_past);
       const int64_t T = 4, n_masked = 7, heads = 4, kv_heads = 2;
       const int64_t n_keys = n_past + n_masked;
-      const std::vector<float> q = random_floats(size_t(T * heads * hd), rng, 2.0f);
+      const std::vector<float> q = random_floats(rng, T * heads * hd, 2.0f);
       std::vector<uint16_t> k(size_t(n_keys * kv_heads * hd)), v(k.size());
       for (auto& e : k) e = float_to_fp16(float(int(rng() % 2001) - 1000) / 500.0f);
       for (auto& e : v) e = float_to_fp16(float(int(rng() % 2001) - 1000) / 500.0f);
@@ -238,13 +212,13 @@ TEST_CASE("cuda backend: memory, copies, the copy queue, and a clear error when 
   const std::unique_ptr<Backend> gpu = gpu_or_skip();
   if (!gpu) return;
   std::mt19937 rng(11);
-  const std::vector<float> a = random_floats(4096, rng);
+  const std::vector<float> a = random_floats(rng, 4096);
   const BackendBuffer ag = to_gpu(*gpu, a);
   BackendBuffer bg(*gpu, a.size() * 4);
   gpu->copy(bg.get(), ag.get(), a.size() * 4);
   CHECK(from_gpu<float>(*gpu, bg, a.size()) == a);
 
-  std::vector<float> host = random_floats(1 << 20, rng);  // page-locked below, as a stream's buffer
+  std::vector<float> host = random_floats(rng, 1 << 20);  // page-locked below, as a stream's buffer
   BackendBuffer cg(*gpu, host.size() * 4);
   {
     const std::unique_ptr<CopyQueue> q = gpu->make_copy_queue();

@@ -19,7 +19,7 @@
 #include "target/llama_model.h"
 #include "target/staged_layers.h"
 #include "tests/fixtures.h"
-#include "tests/json.h"
+#include "tests/json_file.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;
@@ -48,8 +48,8 @@ GenerateOptions greedy(int64_t n, int64_t logits = 0) {
 std::vector<std::vector<int32_t>> reference_prompts(const LlamaModel& m, const std::string& name) {
   const Tokenizer tok = Tokenizer::from_gguf(m.file());
   std::vector<std::vector<int32_t>> out;
-  for (const json::Value& r : json::parse_file(reference_path(name)).as_array())
-    out.push_back(tok.encode(r["prompt"].as_string(), tok.add_bos()));
+  for (const nlohmann::json& r : read_json(reference_path(name)))
+    out.push_back(tok.encode(r.at("prompt").get<std::string>(), tok.add_bos()));
   return out;
 }
 

@@ -15,7 +15,7 @@
 #include "target/staged_layers.h"
 #include "tests/device_like_backend.h"
 #include "tests/fixtures.h"
-#include "tests/json.h"
+#include "tests/json_file.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;
@@ -43,7 +43,7 @@ bool bit_identical(const std::vector<std::vector<float>>& a, const std::vector<s
 
 std::vector<int32_t> first_prompt(const LlamaModel& m, const std::string& name) {
   const Tokenizer tok = Tokenizer::from_gguf(m.file());
-  return tok.encode(json::parse_file(reference_path(name))[0]["prompt"].as_string(), tok.add_bos());
+  return tok.encode(read_json(reference_path(name))[0].at("prompt").get<std::string>(), tok.add_bos());
 }
 
 }  // namespace
@@ -135,9 +135,9 @@ TEST_CASE("device path: speculative trees commit KV rows inside backend memory, 
   DeviceLikeBackend dev, dev_draft;
   LlamaModel target(model_path("stories260K"), dev), draft(model_path("salty279K"), dev_draft);
   const Tokenizer tok = Tokenizer::from_gguf(ref.file());
-  const json::Value refs = json::parse_file(reference_path("stories260K"));
+  const nlohmann::json refs = read_json(reference_path("stories260K"));
   for (size_t i = 0; i < 3; ++i) {
-    const std::vector<int32_t> prompt = tok.encode(refs[i]["prompt"].as_string(), true);
+    const std::vector<int32_t> prompt = tok.encode(refs[i].at("prompt").get<std::string>(), true);
     GenerateOptions o = greedy(64);
     o.logits_positions = 0;
     const GenerationResult want = generate_target_only(ref, prompt, o);

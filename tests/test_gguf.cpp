@@ -394,7 +394,7 @@ TEST_CASE("gguf: GgufWriter::from copies a real model exactly") {
 
   // Derive a variant: another vocabulary, one tensor fewer.
   std::vector<std::string> vocab;
-  for (int i = 0; i < 600; ++i) vocab.push_back("t" + std::to_string(i));
+  for (int i = 0; i < 600; ++i) vocab.push_back(std::string("t").append(std::to_string(i)));
   w.set("tokenizer.ggml.tokens", gv_str_array(vocab));
   w.remove("tokenizer.ggml.scores");
   w.remove_tensor("output.weight");

@@ -25,8 +25,10 @@
 #include "kernels/cpu/quantize_weights.h"
 #include "kernels/cpu/thread_pool.h"
 #include "tests/fixtures.h"
+#include "tests/test_data.h"
 
 using namespace flashspec;
+using namespace flashspec::testing;
 using flashspec::cpu::Isa;
 
 namespace {
@@ -51,63 +53,6 @@ std::vector<Isa> supported_isas() {
       MESSAGE("skipping ISA " << std::string(cpu::isa_name(i)) << ": not supported by this CPU");
   }
   return out;
-}
-
-std::vector<float> random_floats(std::mt19937& rng, int64_t n, float scale = 1.0f) {
-  std::normal_distribution<float> nd(0.0f, scale);
-  std::vector<float> v(size_t(n), 0.0f);
-  for (auto& x : v) x = nd(rng);
-  // A few outliers, as real activations have, so block scales vary a lot.
-  std::uniform_int_distribution<int64_t> pick(0, n - 1);
-  for (int64_t i = 0; i < n / 64; ++i) v[size_t(pick(rng))] *= 8.0f;
-  return v;
-}
-
-// Random weights encoded in `type`: the quantizers' encoding of random floats (real
-// blocks, as a model file holds them), plus the most negative Q8_0 code, which is valid
-// in a file although quantizers avoid it.
-std::vector<uint8_t> random_weights(std::mt19937& rng, GgmlType type, int64_t rows, int64_t cols) {
-  const int64_t rb = row_bytes(type, cols);
-  std::vector<uint8_t> data(size_t(rows * rb));
-  const std::vector<float> f = random_floats(rng, rows * cols, 0.05f);
-  for (int64_t r = 0; r < rows; ++r) quantize_row(type, f.data() + r * cols, data.data() + r * rb, cols);
-  if (type == GgmlType::Q8_0) reinterpret_cast<BlockQ8_0*>(data.data())[0].qs[3] = -128;
-  return data;
-}
-
-// Offsets of a block's fp16 scale fields (d, and dmin / m where the format has one).
-std::vector<size_t> scale_fields(GgmlType t) {
-  switch (t) {
-    case GgmlType::Q4_0: return {offsetof(BlockQ4_0, d)};
-    case GgmlType::Q5_0: return {offsetof(BlockQ5_0, d)};
-    case GgmlType::Q5_1: return {offsetof(BlockQ5_1, d), offsetof(BlockQ5_1, m)};
-    case GgmlType::Q8_0: return {offsetof(BlockQ8_0, d)};
-    case GgmlType::IQ4_NL: return {offsetof(BlockIQ4_NL, d)};
-    case GgmlType::Q2_K: return {offsetof(BlockQ2_K, d), offsetof(BlockQ2_K, dmin)};
-    case GgmlType::Q3_K: return {offsetof(BlockQ3_K, d)};
-    case GgmlType::Q4_K: return {offsetof(BlockQ4_K, d), offsetof(BlockQ4_K, dmin)};
-    case GgmlType::Q5_K: return {offsetof(BlockQ5_K, d), offsetof(BlockQ5_K, dmin)};
-    case GgmlType::Q6_K: return {offsetof(BlockQ6_K, d)};
-    default: return {};
-  }
-}
-
-// Blocks of `type` made of random bytes (every code, scale and bit pattern a file can
-// hold, which real quantizations rarely reach), or with fill >= 0 every byte = fill; the
-// fp16 scale fields get small finite values either way.
-std::vector<uint8_t> random_block_bytes(std::mt19937& rng, GgmlType type, int64_t rows, int64_t cols,
-                                        int fill = -1) {
-  const int64_t bytes = rows * row_bytes(type, cols), bb = traits(type).block_bytes;
-  std::vector<uint8_t> data(static_cast<size_t>(bytes));
-  std::uniform_int_distribution<int> byte(0, 255);
-  std::uniform_real_distribution<float> scale(0.0005f, 0.005f);
-  for (uint8_t& b : data) b = uint8_t(fill >= 0 ? fill : byte(rng));
-  for (int64_t at = 0; at < bytes; at += bb)
-    for (size_t off : scale_fields(type)) {
-      const uint16_t h = float_to_fp16(scale(rng));
-      std::memcpy(data.data() + at + int64_t(off), &h, 2);
-    }
-  return data;
 }
 
 struct Reference {

@@ -9,7 +9,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "target/llama_model.h"
 #include "tests/fixtures.h"
-#include "tests/json.h"
+#include "tests/json_file.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;
@@ -21,23 +21,23 @@ struct Agreement {
   double max_logit_diff[4] = {0, 0, 0, 0};
 };
 
-Agreement compare_with_llamacpp(LlamaModel& model, const Tokenizer& tok, const json::Value& ref,
+Agreement compare_with_llamacpp(LlamaModel& model, const Tokenizer& tok, const nlohmann::json& ref,
                                 int64_t n_predict) {
-  const std::vector<int32_t> prompt = tok.encode(ref["prompt"].as_string(), tok.add_bos());
-  CHECK(prompt == ref["prompt_tokens"].as_vector<int32_t>());
+  const std::vector<int32_t> prompt = tok.encode(ref.at("prompt").get<std::string>(), tok.add_bos());
+  CHECK(prompt == ref.at("prompt_tokens").get<std::vector<int32_t>>());
   GenerateOptions opt;
   opt.n_predict = n_predict;
   opt.sampling.temperature = 0;
   opt.logits_positions = 4;
   opt.ignore_eos = true;
   const GenerationResult r = generate_target_only(model, prompt, opt);
-  const std::vector<int32_t> expected = ref["greedy_tokens"].as_vector<int32_t>();
+  const std::vector<int32_t> expected = ref.at("greedy_tokens").get<std::vector<int32_t>>();
   Agreement a;
   while (a.tokens_equal < int(r.tokens.size()) && r.tokens[size_t(a.tokens_equal)] == expected[size_t(a.tokens_equal)])
     ++a.tokens_equal;
-  const auto& ref_logits = ref["logits"].as_array();
+  const auto& ref_logits = ref.at("logits");
   for (size_t p = 0; p < 4 && p < r.logits.size(); ++p) {
-    const std::vector<float> want = ref_logits[p].as_vector<float>();
+    const std::vector<float> want = ref_logits[p].get<std::vector<float>>();
     REQUIRE(want.size() == r.logits[p].size());
     for (size_t i = 0; i < want.size(); ++i)
       a.max_logit_diff[p] = std::max(a.max_logit_diff[p], double(std::fabs(want[i] - r.logits[p][i])));
@@ -51,9 +51,9 @@ void for_each_reference(const std::string& name, int64_t n_predict, Check check)
   CpuBackend backend(2);
   LlamaModel model(model_path(name), backend);
   const Tokenizer tok = Tokenizer::from_gguf(model.file());
-  const json::Value refs = json::parse_file(reference_path(name));
-  for (const json::Value& ref : refs.as_array()) {
-    CAPTURE(ref["prompt"].as_string());
+  const nlohmann::json refs = read_json(reference_path(name));
+  for (const nlohmann::json& ref : refs) {
+    CAPTURE(ref.at("prompt").get<std::string>());
     check(compare_with_llamacpp(model, tok, ref, n_predict));
   }
 }

@@ -32,7 +32,7 @@
 #include "tests/cli_runner.h"
 #include "tests/fixtures.h"
 #include "tests/gguf_writer.h"
-#include "tests/json.h"
+#include "tests/json_file.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;
@@ -436,9 +436,9 @@ TEST_CASE("stream: streamed generation is bit-identical to resident on every ref
     CAPTURE(name);
     LlamaModel m(model_path(name), backend);
     const Tokenizer tok = Tokenizer::from_gguf(m.file());
-    const json::Value refs = json::parse_file(reference_path(name));
+    const nlohmann::json refs = read_json(reference_path(name));
     std::vector<std::vector<int32_t>> prompts;
-    for (size_t i = 0; i < 2; ++i) prompts.push_back(tok.encode(refs[i]["prompt"].as_string(), tok.add_bos()));
+    for (size_t i = 0; i < 2; ++i) prompts.push_back(tok.encode(refs[i].at("prompt").get<std::string>(), tok.add_bos()));
     std::vector<GenerationResult> want;
     for (const auto& p : prompts) want.push_back(run_greedy(m, p, 24));
 
@@ -549,11 +549,11 @@ TEST_CASE("stream: a model file replaced while streaming ends in a clear error")
 
 namespace {
 
-json::Value cli_json(const std::vector<std::string>& args) {
+nlohmann::json cli_json(const std::vector<std::string>& args) {
   const CliResult r = run_cli(args, "", 120);
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
-  return json::parse(r.out);
+  return nlohmann::json::parse(r.out);
 }
 
 }  // namespace
@@ -566,19 +566,19 @@ TEST_CASE("stream: CLI --stream matches the resident run (plain and speculative)
        {std::vector<std::string>{}, std::vector<std::string>{"-d", model_path("salty279K"), "--chain", "4"}}) {
     std::vector<std::string> a = base;
     a.insert(a.end(), extra.begin(), extra.end());
-    const json::Value want = cli_json(a);
+    const nlohmann::json want = cli_json(a);
     for (const std::vector<std::string>& knobs :
          {std::vector<std::string>{"--stream"}, std::vector<std::string>{"--stream", "--ram-budget", "1M", "--no-direct"},
           std::vector<std::string>{"--stream", "--io-depth", "2", "--io-bw", "2G"}}) {
       std::vector<std::string> s = a;
       s.insert(s.end(), knobs.begin(), knobs.end());
-      const json::Value got = cli_json(s);
-      CHECK(got["tokens"].as_vector<int32_t>() == want["tokens"].as_vector<int32_t>());
-      for (size_t p = 0; p < 3; ++p) CHECK(got["logits"][p].as_vector<double>() == want["logits"][p].as_vector<double>());
-      CHECK(got["stats"]["bytes_read"].as_int() > 0);
-      CHECK(got["stats"]["read_gbps"].as_number() > 0);
-      CHECK(got["stats"]["io_busy"].as_number() > 0);
-      CHECK(got["stats"].contains("io_wait_ms"));
+      const nlohmann::json got = cli_json(s);
+      CHECK(got.at("tokens").get<std::vector<int32_t>>() == want.at("tokens").get<std::vector<int32_t>>());
+      for (size_t p = 0; p < 3; ++p) CHECK(got.at("logits")[p].get<std::vector<double>>() == want.at("logits")[p].get<std::vector<double>>());
+      CHECK(got.at("stats").at("bytes_read").get<int64_t>() > 0);
+      CHECK(got.at("stats").at("read_gbps").get<double>() > 0);
+      CHECK(got.at("stats").at("io_busy").get<double>() > 0);
+      CHECK(got.at("stats").contains("io_wait_ms"));
     }
   }
 }
@@ -591,31 +591,31 @@ TEST_CASE("stream: a streamed speculative run pre-grows trees and reports a per-
                              ("fs-trace-" + std::to_string(getpid()) + ".json")).string();
   const std::vector<std::string> base = {"generate", "-m", model, "-p", "Once upon a time", "-n", "32",
                                          "--temp", "0", "--json", "--ignore-eos", "-t", "2"};
-  const json::Value want = cli_json(base);
+  const nlohmann::json want = cli_json(base);
   std::vector<std::string> a = base;
   a.insert(a.end(), {"-d", model_path("salty279K"), "--tree", "16", "--stream", "--io-bw", "100M", "--trace", trace});
-  const json::Value got = cli_json(a);
-  CHECK(got["tokens"].as_vector<int32_t>() == want["tokens"].as_vector<int32_t>());
+  const nlohmann::json got = cli_json(a);
+  CHECK(got.at("tokens").get<std::vector<int32_t>>() == want.at("tokens").get<std::vector<int32_t>>());
 
-  const json::Value& st = got["stats"];
-  const auto& passes = st["timeline"].as_array();
-  REQUIRE(int64_t(passes.size()) == st["target_passes"].as_int());
+  const nlohmann::json& st = got.at("stats");
+  const auto& passes = st.at("timeline");
+  REQUIRE(int64_t(passes.size()) == st.at("target_passes").get<int64_t>());
   double io_wait = 0;
   int64_t pregrown = 0;
-  for (const json::Value& p : passes) {
-    io_wait += p["io_wait_ms"].as_number();
-    pregrown += p["pregrown"].as_int() > 0;
-    CHECK(p["compute_ms"].as_number() == doctest::Approx(p["target_ms"].as_number() - p["io_wait_ms"].as_number()));
+  for (const nlohmann::json& p : passes) {
+    io_wait += p.at("io_wait_ms").get<double>();
+    pregrown += p.at("pregrown").get<int64_t>() > 0;
+    CHECK(p.at("compute_ms").get<double>() == doctest::Approx(p.at("target_ms").get<double>() - p.at("io_wait_ms").get<double>()));
   }
   CHECK(io_wait > 0);
-  CHECK(io_wait <= st["io_wait_ms"].as_number() + 1e-6);  // passes are part of the run
-  CHECK(st["pregrow_ms"].as_number() > 0);
+  CHECK(io_wait <= st.at("io_wait_ms").get<double>() + 1e-6);  // passes are part of the run
+  CHECK(st.at("pregrow_ms").get<double>() > 0);
   CHECK(pregrown > 0);
 
-  const json::Value tr = json::parse_file(trace);
+  const nlohmann::json tr = read_json(trace);
   std::remove(trace.c_str());
   std::set<std::string> names;
-  for (const json::Value& e : tr["traceEvents"].as_array()) names.insert(e["name"].as_string());
+  for (const nlohmann::json& e : tr.at("traceEvents")) names.insert(e.at("name").get<std::string>());
   CHECK(names.count("verify") == 1);
   CHECK(names.count("pre-grow") == 1);
   CHECK(names.count("weights") == 1);  // the storage track
@@ -636,29 +636,29 @@ TEST_CASE("stream: CLI rejects bad streaming sizes with one line naming the flag
 
 TEST_CASE("stream: inspect shows the streaming plan for a budget") {
   const std::string model = model_path("stories260K-wide-q4_0");
-  const json::Value all = cli_json({"inspect", model, "--json", "--ram-budget", "1G"});
-  CHECK(all["placement"]["stream"]["n_resident"].as_int() == 8);
-  CHECK(all["placement"]["stream"]["ring_slots"].as_int() == 0);
-  const json::Value none = cli_json({"inspect", model, "--json", "--stream"});
-  const json::Value& p = none["placement"]["stream"];
-  CHECK(p["n_resident"].as_int() == 0);
-  CHECK(p["ring_slots"].as_int() == 2);
-  CHECK(p["ring_over_budget"].as_bool());
-  CHECK(p["layers"].size() == 8);
-  CHECK(none["placement"]["fixed_bytes"].as_int() > 0);
+  const nlohmann::json all = cli_json({"inspect", model, "--json", "--ram-budget", "1G"});
+  CHECK(all.at("placement").at("stream").at("n_resident").get<int64_t>() == 8);
+  CHECK(all.at("placement").at("stream").at("ring_slots").get<int64_t>() == 0);
+  const nlohmann::json none = cli_json({"inspect", model, "--json", "--stream"});
+  const nlohmann::json& p = none.at("placement").at("stream");
+  CHECK(p.at("n_resident").get<int64_t>() == 0);
+  CHECK(p.at("ring_slots").get<int64_t>() == 2);
+  CHECK(p.at("ring_over_budget").get<bool>());
+  CHECK(p.at("layers").size() == 8);
+  CHECK(none.at("placement").at("fixed_bytes").get<int64_t>() > 0);
   int64_t streamed = 0;
-  for (const json::Value& l : p["layers"].as_array()) {
-    CHECK(!l["resident"].as_bool());
-    CHECK(l["read_bytes"].as_int() % 4096 == 0);
-    CHECK(l["read_bytes"].as_int() >= l["tensor_bytes"].as_int());
-    streamed += l["read_bytes"].as_int();
+  for (const nlohmann::json& l : p.at("layers")) {
+    CHECK(!l.at("resident").get<bool>());
+    CHECK(l.at("read_bytes").get<int64_t>() % 4096 == 0);
+    CHECK(l.at("read_bytes").get<int64_t>() >= l.at("tensor_bytes").get<int64_t>());
+    streamed += l.at("read_bytes").get<int64_t>();
   }
-  CHECK(p["streamed_bytes_per_pass"].as_int() == streamed);
-  for (const json::Value& l : none["placement"]["layers"].as_array()) CHECK(l["home"].as_string() == "streamed");
+  CHECK(p.at("streamed_bytes_per_pass").get<int64_t>() == streamed);
+  for (const nlohmann::json& l : none.at("placement").at("layers")) CHECK(l.at("home").get<std::string>() == "streamed");
   // Without --stream every layer is read through the mapping: no stream plan.
-  const json::Value resident = cli_json({"inspect", model, "--json"});
-  CHECK(!resident["placement"].contains("stream"));
-  for (const json::Value& l : resident["placement"]["layers"].as_array()) CHECK(l["home"].as_string() == "mapped");
+  const nlohmann::json resident = cli_json({"inspect", model, "--json"});
+  CHECK(!resident.at("placement").contains("stream"));
+  for (const nlohmann::json& l : resident.at("placement").at("layers")) CHECK(l.at("home").get<std::string>() == "mapped");
   const CliResult text = run_cli({"inspect", model, "--ram-budget", "1M"});
   CHECK(text.out.find("placement (cpu, --stream)") != std::string::npos);
   CHECK(text.out.find("resident") != std::string::npos);
@@ -671,24 +671,24 @@ TEST_CASE("stream: inspect shows the VRAM tier in front of the stream") {
   const LlamaModel m(model, cpu);
   const uint64_t layer = StagedLayers::packed_bytes(m.weights(), 0);
   // Three layers and the two ring slots fit; the stream then starts at layer 3.
-  const json::Value three =
+  const nlohmann::json three =
       cli_json({"inspect", model, "--json", "--backend", "cuda", "--stream", "--vram-budget", std::to_string(5 * layer)});
-  CHECK(three["placement"]["vram"]["n_layers"].as_int() == 3);
-  CHECK(three["placement"]["vram"]["slot_bytes"].as_int() == int64_t(layer));
-  CHECK(three["placement"]["vram"]["bytes"].as_int() == int64_t(5 * layer));  // 3 layers + 2 slots
-  CHECK(three["placement"]["stream"]["first_layer"].as_int() == 3);
-  CHECK(three["placement"]["stream"]["layers"].size() == 5);
-  CHECK(three["placement"]["layers"][2]["home"].as_string() == "vram");
-  CHECK(three["placement"]["layers"][3]["home"].as_string() == "streamed");
+  CHECK(three.at("placement").at("vram").at("n_layers").get<int64_t>() == 3);
+  CHECK(three.at("placement").at("vram").at("slot_bytes").get<int64_t>() == int64_t(layer));
+  CHECK(three.at("placement").at("vram").at("bytes").get<int64_t>() == int64_t(5 * layer));  // 3 layers + 2 slots
+  CHECK(three.at("placement").at("stream").at("first_layer").get<int64_t>() == 3);
+  CHECK(three.at("placement").at("stream").at("layers").size() == 5);
+  CHECK(three.at("placement").at("layers")[2].at("home").get<std::string>() == "vram");
+  CHECK(three.at("placement").at("layers")[3].at("home").get<std::string>() == "streamed");
   // All of them fit: nothing left to stream.
-  const json::Value all = cli_json({"inspect", model, "--json", "--backend", "cuda", "--stream", "--vram-budget", "1G"});
-  CHECK(all["placement"]["vram"]["n_layers"].as_int() == 8);
-  CHECK(all["placement"]["vram"]["slot_bytes"].as_int() == 0);
-  CHECK(!all["placement"].contains("stream"));
+  const nlohmann::json all = cli_json({"inspect", model, "--json", "--backend", "cuda", "--stream", "--vram-budget", "1G"});
+  CHECK(all.at("placement").at("vram").at("n_layers").get<int64_t>() == 8);
+  CHECK(all.at("placement").at("vram").at("slot_bytes").get<int64_t>() == 0);
+  CHECK(!all.at("placement").contains("stream"));
   // -ngl: exactly that many layers.
-  const json::Value ngl = cli_json({"inspect", model, "--json", "--backend", "cuda", "-ngl", "6"});
-  CHECK(ngl["placement"]["vram"]["n_layers"].as_int() == 6);
-  CHECK(ngl["placement"]["layers"][6]["home"].as_string() == "mapped");
+  const nlohmann::json ngl = cli_json({"inspect", model, "--json", "--backend", "cuda", "-ngl", "6"});
+  CHECK(ngl.at("placement").at("vram").at("n_layers").get<int64_t>() == 6);
+  CHECK(ngl.at("placement").at("layers")[6].at("home").get<std::string>() == "mapped");
   const CliResult text =
       run_cli({"inspect", model, "--backend", "cuda", "--stream", "--vram-budget", std::to_string(5 * layer)});
   CHECK(text.out.find("0-2 vram") != std::string::npos);
@@ -737,10 +737,10 @@ TEST_CASE("stream: peak RSS stays within the RAM budget plus the fixed overhead"
                               "", 120);
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
-  const json::Value j = json::parse(r.out);
-  CHECK(j["tokens"].size() == 4);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  CHECK(j.at("tokens").size() == 4);
   // Every pass streams the non-resident layers.
-  CHECK(j["stats"]["bytes_read"].as_int() > int64_t(size / 2));
+  CHECK(j.at("stats").at("bytes_read").get<int64_t>() > int64_t(size / 2));
   const long limit_kb = long(budget / 1024) + kFixedOverheadKb;
   MESSAGE("model " << size / MiB << " MiB, --ram-budget 64M: peak RSS " << r.max_rss_kb / 1024 << " MiB (limit "
                    << limit_kb / 1024 << " MiB = budget + " << kFixedOverheadKb / 1024 << " MiB fixed overhead)");

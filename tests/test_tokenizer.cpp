@@ -1,6 +1,5 @@
 // Tokenizer: prompt tokens and greedy texts identical to llama.cpp's on the fixture
 // models, SentencePiece merge rules, byte fallback, UTF-8 streaming, metadata errors.
-// Also the JSON reader the reference comparisons use.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -13,7 +12,7 @@
 #include "core/gguf.h"
 #include "core/tokenizer.h"
 #include "tests/gguf_writer.h"
-#include "tests/json.h"
+#include "tests/json_file.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;
@@ -118,21 +117,21 @@ TEST_CASE("tokenizer: prompt tokens and greedy text match llama.cpp on every ref
     CHECK(tok.bos() == 1);
     CHECK(tok.eos() == 2);
     CHECK(tok.add_bos());
-    const json::Value ref = json::parse_file(kShared + "/reference/" + model + ".llamacpp.json");
+    const nlohmann::json ref = read_json(kShared + "/reference/" + model + ".llamacpp.json");
     REQUIRE(ref.size() == 8);
-    for (const json::Value& c : ref.as_array()) {
-      const std::string& prompt = c["prompt"].as_string();
+    for (const nlohmann::json& c : ref) {
+      const std::string& prompt = c.at("prompt").get<std::string>();
       CAPTURE(prompt);
-      CHECK(tok.encode(prompt, true) == c["prompt_tokens"].as_vector<int32_t>());
-      const std::vector<int32_t> greedy = c["greedy_tokens"].as_vector<int32_t>();
+      CHECK(tok.encode(prompt, true) == c.at("prompt_tokens").get<std::vector<int32_t>>());
+      const std::vector<int32_t> greedy = c.at("greedy_tokens").get<std::vector<int32_t>>();
       CHECK(greedy.size() == 128);
-      CHECK(tok.decode(greedy) == c["greedy_text"].as_string());
+      CHECK(tok.decode(greedy) == c.at("greedy_text").get<std::string>());
       // Streaming token by token through Utf8Stream gives the same text.
       Utf8Stream s;
       std::string streamed;
       for (int32_t id : greedy) streamed += s.push(tok.token_to_piece(id));
       streamed += s.flush();
-      CHECK(streamed == c["greedy_text"].as_string());
+      CHECK(streamed == c.at("greedy_text").get<std::string>());
     }
   }
 }
@@ -429,61 +428,4 @@ TEST_CASE("Utf8Stream: invalid bytes become U+FFFD") {
   CHECK(s.flush() == R);
   CHECK(s.flush().empty());
   CHECK(s.push("\xC3\xA9") == "\xC3\xA9");  // usable again after flush
-}
-
-// ---------------------------------------------------------------------------------------
-// JSON reader.
-
-TEST_CASE("json: values, escapes, numbers") {
-  const json::Value v = json::parse(
-      " {\"a\": [1, -2.5e2, 0, 1E-3, true, false, null],\n"
-      "  \"s\": \"q\\\"\\\\\\/\\b\\f\\n\\r\\t\\u00e9\\u4e16\\ud83d\\ude42 raw\xC3\xA9\",\n"
-      "  \"o\": {\"x\": {}, \"y\": []}, \"a\": \"last\"} ");
-  CHECK(v.is_object());
-  CHECK(v.keys().size() == 4);
-  CHECK(v["a"].as_string() == "last");  // repeated key: the last wins
-  const json::Value& arr = v.values()[0];
-  REQUIRE(arr.size() == 7);
-  CHECK(arr[0].as_int() == 1);
-  CHECK(arr[1].as_number() == -250.0);
-  CHECK(arr[2].as_number() == 0.0);
-  CHECK(arr[3].as_number() == doctest::Approx(0.001));
-  CHECK(arr[4].as_bool());
-  CHECK_FALSE(arr[5].as_bool());
-  CHECK(arr[6].is_null());
-  CHECK(v["s"].as_string() ==
-        "q\"\\/\b\f\n\r\t\xC3\xA9\xE4\xB8\x96\xF0\x9F\x99\x82 raw\xC3\xA9");
-  CHECK(v["o"]["x"].size() == 0);
-  CHECK(v["o"]["y"].as_array().empty());
-  CHECK(v.find("missing") == nullptr);
-  CHECK(json::parse("[1, 2, 300]").as_vector<int32_t>() == std::vector<int32_t>{1, 2, 300});
-  CHECK(json::parse("[0.5, -1]").as_vector<float>() == std::vector<float>{0.5f, -1.0f});
-  CHECK(json::parse("1e400").as_number() == HUGE_VAL);
-  CHECK(json::parse("-1e-400").as_number() == 0.0);
-  CHECK(json::parse("\"\"").as_string().empty());
-}
-
-TEST_CASE("json: errors") {
-  for (const char* bad : {"", "[", "[1,]", "{\"a\" 1}", "{\"a\":1,}", "01", "1.", "-", "1e", ".5",
-                          "tru", "\"abc", "\"\\x\"", "\"\\u12\"", "\"\\ud800\"", "\"\\udc00\"",
-                          "\"\\ud800\\u0041\"", "\"a\nb\"", "1 2", "{1:2}", "nul"}) {
-    CAPTURE(bad);
-    CHECK_THROWS_AS(json::parse(bad), json::Error);
-  }
-  CHECK_THROWS_AS(json::parse(std::string(2000, '[') + std::string(2000, ']')), json::Error);
-  const json::Value v = json::parse("{\"n\": 1.5, \"a\": [1]}");
-  CHECK_THROWS_AS(v["missing"], json::Error);
-  CHECK_THROWS_AS(v["n"].as_int(), json::Error);
-  CHECK_THROWS_AS(v["n"].as_string(), json::Error);
-  CHECK_THROWS_AS(v["a"][1], json::Error);
-  CHECK_THROWS_AS(v[size_t(0)], json::Error);
-  CHECK_THROWS_AS(json::parse("[300]").as_vector<int8_t>(), json::Error);
-  CHECK_THROWS_WITH_AS(json::parse_file("/nonexistent/x.json"), "/nonexistent/x.json: cannot open",
-                       json::Error);
-  try {
-    json::parse("[1,\n  x]");
-    FAIL("no error");
-  } catch (const json::Error& e) {
-    CHECK(std::string(e.what()) == "json: line 2 column 3: unexpected character 'x'");
-  }
 }

@@ -18,7 +18,8 @@
 #include <random>
 #include <vector>
 
-#include "apps/json_writer.h"
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "core/ggml_type.h"
 #include "core/half.h"
@@ -44,26 +45,25 @@ double seconds_per_iter(int iters, Backend& be, F f) {
   return std::chrono::duration<double>(Clock::now() - t0).count() / iters;
 }
 
-void print(JsonWriter& j) { std::printf("%s\n", j.str().c_str()); }
+void print(const nlohmann::json& j) { std::printf("%s\n", j.dump().c_str()); }
 
 // Random bytes for a weight matrix, with every block's fp16 scale(s) set to a sane value
-// so that the arithmetic stays finite.
+// (float types: every value) so that the arithmetic stays finite.
 std::vector<uint8_t> random_matrix(GgmlType t, int64_t rows, int64_t cols, std::mt19937& rng) {
   const int64_t bytes = rows * row_bytes(t, cols);
   std::vector<uint8_t> m(static_cast<size_t>(bytes));
   for (auto& b : m) b = uint8_t(rng());
   const uint16_t scale = float_to_fp16(0.01f);
-  const TypeTraits tr = *type_traits(uint32_t(t));
-  auto set16 = [&](int64_t at) { std::memcpy(m.data() + at, &scale, 2); };
-  for (int64_t b = 0; b < bytes / tr.block_bytes; ++b) {
-    const int64_t at = b * tr.block_bytes;
-    switch (t) {
-      case GgmlType::Q4_0: case GgmlType::Q8_0: set16(at); break;
-      case GgmlType::Q4_K: set16(at); set16(at + 2); break;
-      case GgmlType::Q6_K: set16(at + 208); break;
-      case GgmlType::F16: for (int64_t i = 0; i < tr.block_bytes; i += 2) set16(at + i); break;
-      case GgmlType::BF16: for (int64_t i = 0; i < tr.block_bytes; i += 2) { m[size_t(at + i)] = 0; m[size_t(at + i + 1)] = 0x3c; } break;
-      case GgmlType::F32: { const float v = 0.01f; std::memcpy(m.data() + at, &v, 4); break; }
+  const int64_t bb = traits(t).block_bytes;
+  for (int64_t at = 0; at < bytes; at += bb) {
+    if (t == GgmlType::F32) {
+      const float v = 0.01f;
+      std::memcpy(m.data() + at, &v, 4);
+    } else if (t == GgmlType::F16 || t == GgmlType::BF16) {
+      const uint16_t v = t == GgmlType::F16 ? scale : uint16_t(0x3c00);
+      std::memcpy(m.data() + at, &v, 2);
+    } else {
+      for (size_t off : fp16_scale_offsets(t)) std::memcpy(m.data() + at + int64_t(off), &scale, 2);
     }
   }
   return m;
@@ -79,13 +79,12 @@ int run(int device, int iters) {
   BackendBuffer a(*be, copy_bytes), b(*be, copy_bytes);
   const double d2d_s = seconds_per_iter(iters, *be, [&] { be->copy(b.get(), a.get(), copy_bytes); });
   const double d2d_gbps = 2.0 * double(copy_bytes) / d2d_s / 1e9;
-  JsonWriter j0;
-  j0.begin_object().field("test", "d2d_copy").field("bytes", int64_t(copy_bytes)).field("gbps", d2d_gbps).end_object();
-  print(j0);
+  print({{"test", "d2d_copy"}, {"bytes", copy_bytes}, {"gbps", d2d_gbps}});
 
   // Mat-vec and batched matmul on 7B shapes.
   struct Shape { int64_t rows, cols; };
-  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::F16}) {
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q5_K, GgmlType::Q3_K,
+                     GgmlType::Q2_K, GgmlType::Q5_0, GgmlType::IQ4_NL, GgmlType::F16}) {
     for (Shape s : {Shape{4096, 4096}, Shape{11008, 4096}, Shape{4096, 11008}}) {
       if (s.cols % traits(t).block_elems) continue;
       const std::vector<uint8_t> host = random_matrix(t, s.rows, s.cols, rng);
@@ -98,16 +97,16 @@ int run(int device, int iters) {
         BackendBuffer x(*be, xh.size() * 4), y(*be, size_t(T * s.rows) * 4);
         be->upload(x.get(), xh.data(), xh.size() * 4);
         const double sec = seconds_per_iter(iters, *be, [&] { be->matmul(wm, x.get<float>(), T, y.get<float>()); });
-        JsonWriter j;
-        j.begin_object().field("test", T == 1 ? "matvec" : "matmul").field("type", std::string(type_name(t)));
-        j.field("rows", s.rows).field("cols", s.cols).field("T", T).field("us", sec * 1e6);
+        nlohmann::json j = {{"test", T == 1 ? "matvec" : "matmul"}, {"type", std::string(type_name(t))},
+                            {"rows", s.rows}, {"cols", s.cols}, {"T", T}, {"us", sec * 1e6}};
         if (T == 1) {
           const double gbps = double(host.size()) / sec / 1e9;
-          j.field("weight_gbps", gbps).field("fraction_of_d2d", gbps / d2d_gbps);
+          j["weight_gbps"] = gbps;
+          j["fraction_of_d2d"] = gbps / d2d_gbps;
         } else {
-          j.field("tflops", 2.0 * double(T * s.rows * s.cols) / sec / 1e12);
+          j["tflops"] = 2.0 * double(T * s.rows * s.cols) / sec / 1e12;
         }
-        print(j.end_object());
+        print(j);
       }
     }
   }
@@ -142,11 +141,11 @@ int run(int device, int iters) {
     });
   }
   ::munmap(map, layer);
-  JsonWriter jh;
-  jh.begin_object().field("test", "h2d").field("bytes", int64_t(layer));
-  jh.field("pinned_memcpy_gbps", double(layer) / plain_s / 1e9).field("copy_queue_gbps", double(layer) / queue_s / 1e9);
-  jh.field("ratio", plain_s / queue_s).end_object();
-  print(jh);
+  print({{"test", "h2d"},
+         {"bytes", layer},
+         {"pinned_memcpy_gbps", double(layer) / plain_s / 1e9},
+         {"copy_queue_gbps", double(layer) / queue_s / 1e9},
+         {"ratio", plain_s / queue_s}});
   return 0;
 }
 

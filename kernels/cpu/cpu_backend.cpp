@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/half.h"
+#include "kernels/cpu/matmul.h"
 
 namespace flashspec {
 

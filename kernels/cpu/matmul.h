@@ -4,18 +4,10 @@
 #include <cstdint>
 
 #include "core/ggml_type.h"
+#include "kernels/weight_matrix.h"
 #include "kernels/cpu/thread_pool.h"
 
 namespace flashspec {
-
-// A weight matrix as stored in GGUF: `rows` output features, each a contiguous row of
-// `cols` input weights encoded in `type` (row stride = row_bytes(type, cols)).
-struct WeightMatrix {
-  GgmlType type;
-  const void* data;
-  int64_t rows;
-  int64_t cols;
-};
 
 // y[t][r] = sum_c W[r][c] * x[t][c] for t < T.  x is T x cols, y is T x rows, both
 // row-major and dense.  As in llama.cpp, quantized weights multiply activations quantized

@@ -130,6 +130,13 @@ void CudaBackend::matmul(const WeightMatrix& w, const float* x, int64_t T, float
   // Row-major W (rows x cols) is column-major W^T (cols x rows, ld cols), x (T x cols) is
   // column-major cols x T, y (T x rows) column-major rows x T: y = op_T(W^T) x. Each tile
   // of rows [r0, r0 + m) writes y's rows r0.. of every column (C = y + r0, ld rows).
+  // F16 / BF16 weights multiply activations rounded to their type, as the mat-vec kernel
+  // and the CPU do (llama.cpp's vec_dot_type).
+  if (w.type == GgmlType::F16 || w.type == GgmlType::BF16) {
+    rounded_.reserve(*this, size_t(T * w.cols) * sizeof(float));
+    launch_round_activations(w.type, x, T * w.cols, rounded_.get<float>(), stream_);
+    x = rounded_.get<float>();
+  }
   const int64_t tile = std::min(kGemmRowTile, w.rows);
   dequantized_.reserve(*this, size_t(tile * w.cols) * sizeof(float));
   for (int64_t r0 = 0; r0 < w.rows; r0 += tile) {

@@ -61,6 +61,7 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<CublasLibrary> cublas_;  // null where libcublas cannot be loaded
   BackendBuffer dequantized_;              // scratch: a weight matrix as f32 for cuBLAS
+  BackendBuffer rounded_;                  // scratch: activations rounded for F16/BF16 weights
 };
 
 }  // namespace flashspec::cuda

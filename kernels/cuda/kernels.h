@@ -15,6 +15,8 @@ inline constexpr int64_t kMatvecMaxT = 8;
 void launch_get_rows(const WeightMatrix& table, const int32_t* ids, int64_t n, float* out, cudaStream_t s);
 // y = W x for T <= kMatvecMaxT rows of x.
 void launch_matvec(const WeightMatrix& w, const float* x, int64_t T, float* y, cudaStream_t s);
+// n activations rounded as F16 / BF16 weights multiply them (out may not alias x).
+void launch_round_activations(GgmlType type, const float* x, int64_t n, float* out, cudaStream_t s);
 // Rows [r0, r0 + n) of W as f32, row-major n x cols.
 void launch_dequantize(const WeightMatrix& w, int64_t r0, int64_t n, float* out, cudaStream_t s);
 void launch_rmsnorm(const float* x, const float* weight, int64_t T, int64_t dim, float eps, float* y,

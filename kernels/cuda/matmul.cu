@@ -149,9 +149,6 @@ void launch_dequantize(const WeightMatrix& w, int64_t r0, int64_t n, float* out,
   check_launch("dequantize");
 }
 
-// Not declared in kernels.h yet: the cuBLAS path of CudaBackend::matmul should call it on
-// x for F16 / BF16 weights before sgemm (into scratch memory) so that large batches round
-// like the mat-vec kernel and the CPU.
 void launch_round_activations(GgmlType type, const float* x, int64_t n, float* out, cudaStream_t s) {
   if (n == 0) return;
   round_activations_kernel<<<blocks_for(n, 256), 256, 0, s>>>(type, x, n, out);
