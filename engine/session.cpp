@@ -80,6 +80,14 @@ void Session::reset() {
   if (drafter_) drafter_->reset();
 }
 
+void Session::rewind(int64_t n) {
+  if (n < 0 || n > int64_t(seq_.size())) throw Error("internal: rewinding a session past its sequence");
+  seq_.resize(size_t(n));
+  if (seq_.empty()) return reset();
+  kv_.truncate(std::min(kv_.committed(), n));  // every kept token keeps its row
+  if (drafter_) drafter_->sync(seq_);
+}
+
 void Session::resync() {
   const int64_t keep = std::min<int64_t>(kv_.committed(), int64_t(seq_.size()) - 1);
   kv_.truncate(std::max<int64_t>(keep, 0));
@@ -109,8 +117,10 @@ GenerationResult Session::generate(std::span<const int32_t> input, const Generat
                 std::to_string(opt.n_predict) + " to generate exceed the context size " +
                 std::to_string(kv_.capacity()) + " (raise --ctx)");
   GenerationResult r;
-  const int64_t before = kv_.committed();
   seq_.insert(seq_.end(), input.begin(), input.end());
+  // The last token's row must be computed to have the logits that follow it.
+  if (kv_.committed() >= int64_t(seq_.size())) kv_.truncate(int64_t(seq_.size()) - 1);
+  const int64_t before = kv_.committed();
   r.stats.prompt_tokens = int64_t(seq_.size()) - before;  // rows this call prefills
   Rng rng(opt.sampling.seed);
   std::vector<float> logits;

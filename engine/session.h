@@ -30,6 +30,10 @@ class Session {
 
   GenerationResult generate(std::span<const int32_t> input, const GenerateOptions& opt);
   void reset();
+  // Keeps only the first n tokens of the sequence (both caches follow): a request that
+  // shares only a prefix with the conversation so far continues from there, and the rows
+  // of that prefix are not computed again.
+  void rewind(int64_t n);
 
   const std::vector<int32_t>& tokens() const { return seq_; }
   int64_t capacity() const { return kv_.capacity(); }

@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 
+#include "engine/session.h"
 #include "engine/speculative.h"
 #include "core/tokenizer.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -319,4 +320,27 @@ TEST_CASE("cli: speculative generate reports acceptance stats") {
   CHECK(s.at("drafted").get<int64_t>() > s.at("accepted").get<int64_t>());
   CHECK(s.at("accept_by_depth").size() >= 2);
   CHECK(s.at("generated").get<int64_t>() <= s.at("accepted").get<int64_t>() + s.at("target_passes").get<int64_t>());
+}
+
+TEST_CASE("a session rewound to a prefix continues as a fresh run of that prefix would") {
+  Pair m("stories260K");
+  const std::vector<int32_t> a = m.tok.encode("Tom and his dog went to the park.", true);
+  std::vector<int32_t> b = m.tok.encode("Tom and his dog went to the beach.", true);
+  for (const std::optional<DraftPolicy>& policy : {std::optional<DraftPolicy>{}, std::optional<DraftPolicy>{tree(16)}}) {
+    CAPTURE(policy.has_value());
+    Session s(m.target, policy ? &m.draft : nullptr, policy, 256);
+    s.generate(a, greedy(8));
+    // The common prefix of what the session holds and b; rewind there and feed the rest.
+    size_t k = 0;
+    while (k < b.size() && k < s.tokens().size() && s.tokens()[k] == b[k]) ++k;
+    REQUIRE(k > 2);
+    s.rewind(int64_t(k));
+    const GenerationResult r = s.generate(std::span(b).subspan(k), greedy(16));
+    CHECK(r.stats.prompt_tokens == int64_t(b.size() - k));  // only the new tokens prefilled
+    CHECK(r.tokens == generate_target_only(m.target, b, greedy(16)).tokens);
+    // Rewinding to the whole sequence re-feeds its last token and goes on from there.
+    const std::vector<int32_t> all = s.tokens();
+    s.rewind(int64_t(all.size()));
+    CHECK(s.generate({}, greedy(4)).tokens == generate_target_only(m.target, all, greedy(4)).tokens);
+  }
 }
