@@ -67,6 +67,7 @@ int run_generate(const GenerateArgs& a) {
                       {"placement", engine.plan().to_json()}};
   if (a.logits > 0) j["logits"] = r.logits;
   j["stats"] = stats_json(r.stats);
+  j["peak_rss_bytes"] = peak_rss_bytes();
   write_stdout(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   flush_stdout();
   if (auto n = slower_than_target_notice(r.stats)) std::fprintf(stderr, "%s\n", n->c_str());

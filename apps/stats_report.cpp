@@ -1,8 +1,21 @@
 #include "apps/stats_report.h"
 
 #include <cstdio>
+#include <fstream>
+#include <string>
 
 namespace flashspec {
+
+uint64_t peak_rss_bytes() {
+  std::ifstream in("/proc/self/status");
+  std::string key;
+  uint64_t kb = 0;
+  while (in >> key) {
+    if (key == "VmHWM:" && in >> kb) return kb * 1024;
+    in.ignore(1 << 16, '\n');
+  }
+  return 0;
+}
 
 nlohmann::json stats_json(const GenerationStats& s) {
   nlohmann::json timeline = nlohmann::json::array();

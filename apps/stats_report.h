@@ -13,6 +13,10 @@ namespace flashspec {
 
 nlohmann::json stats_json(const GenerationStats& s);
 
+// The process's peak resident memory so far (the kernel's VmHWM), in bytes; 0 when
+// unknown. Counted from this program's start: what a parent did before exec is not in it.
+uint64_t peak_rss_bytes();
+
 // One line: configuration, drafted/accepted (acceptance %), tau, acceptance by depth,
 // tokens/s, TTFT and, for streamed runs, bytes read and I/O busy.
 std::string stats_line(const GenerationStats& s, const std::string& config, uint64_t seed, bool sampled);
