@@ -39,7 +39,7 @@ int run_inspect(const InspectArgs& a) {
     throw Error(a.path + ": tokenizer has " + std::to_string(tok.n_vocab()) + " tokens but the embedding has " +
                 std::to_string(c.n_vocab) + " rows");
   const PlacementPlan plan = plan_placement(f, w, a.placement, a.backend == "cuda");
-  const KvType kv = a.kv_type == "f32" ? KvType::F32 : KvType::F16;
+  const KvType kv = parse_kv_type(a.kv_type);
   const uint64_t kv_per_token = 2 * uint64_t(c.n_layers) * kv_bytes(kv, c.kv_dim());
   const int64_t ctx = a.ctx > 0 ? a.ctx : c.context_length;
   std::map<std::string, int64_t> bytes_by_type;
@@ -151,7 +151,7 @@ Action register_inspect(CLI::App& app) {
                                     "--backend cuda: layers in VRAM (-ngl)")
       ->check(CLI::Range(int64_t(0), int64_t(1) << 20))
       ->excludes(vram);
-  sub->add_option("--kv-type", args->kv_type, "KV cache element type")->check(CLI::IsMember({"f16", "f32"}))->capture_default_str();
+  sub->add_option("--kv-type", args->kv_type, "KV cache element type")->check(CLI::IsMember({"f16", "f32", "q8_0"}))->capture_default_str();
   sub->add_option("-c,--ctx", args->ctx, "context to size the KV cache for (default: the trained length)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
   return [args, sub] {

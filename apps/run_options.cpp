@@ -107,8 +107,8 @@ void add_run_options(CLI::App& sub, RunOptions& o) {
   sub.add_option("-b,--batch", e.batch, "most tokens one forward pass computes (longer prompts and trees run in parts)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 16))
       ->capture_default_str();
-  sub.add_option("--kv-type", o.kv_type, "KV cache element type (f32: no rounding, twice the memory)")
-      ->check(CLI::IsMember({"f16", "f32"}))
+  sub.add_option("--kv-type", o.kv_type, "KV cache element type (f32: no rounding, twice the memory; q8_0: about half of f16)")
+      ->check(CLI::IsMember({"f16", "f32", "q8_0"}))
       ->capture_default_str();
   sub.add_flag("--ignore-eos", o.ignore_eos, "keep generating past end-of-sequence");
   CLI::Option* stream = sub.add_flag("--stream", o.stream, "stream target layers from storage");
@@ -141,7 +141,7 @@ void finish_run_options(const CLI::App& sub, RunOptions& o) {
   EngineOptions& e = o.engine;
   SpeculationOptions& s = e.speculation;
   e.placement.stream = o.stream;
-  e.kv_type = o.kv_type == "f32" ? KvType::F32 : KvType::F16;
+  e.kv_type = parse_kv_type(o.kv_type);
   e.greedy = o.sampling.greedy();
   if (!o.seed_given) o.sampling.seed = random_seed();
   if (e.backend != "cuda" && (e.placement.vram_budget || e.placement.gpu_layers))
@@ -176,6 +176,10 @@ void finish_run_options(const CLI::App& sub, RunOptions& o) {
   if (given("--draft-max")) throw UsageError("--draft-max and --tree B both set the draft size: give one (--draft-max caps --tree auto)");
   s.mode = SpeculationOptions::Mode::Tree;
   s.budget = b;
+}
+
+KvType parse_kv_type(const std::string& s) {
+  return s == "f32" ? KvType::F32 : s == "q8_0" ? KvType::Q8_0 : KvType::F16;
 }
 
 std::string speculation_label(const EngineOptions& o) {

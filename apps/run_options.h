@@ -41,6 +41,9 @@ CLI::Validator size_value();
 // A check that a floating-point value lies in [lo, hi] (NaN is outside every range).
 CLI::Validator finite_range(double lo, double hi);
 
+// --kv-type's value (checked by CLI11 to be one of f16, f32, q8_0).
+KvType parse_kv_type(const std::string& s);
+
 // "tree auto (<= 1024)", "chain 4", "target only", ... for the stats line and headers.
 std::string speculation_label(const EngineOptions& o);
 

@@ -18,12 +18,23 @@
 namespace flashspec {
 
 // Element type of the KV cache rows. F16 is the default (llama.cpp's); F32 rounds nothing
-// (what llama.cpp's references were made with for the tiny fixtures).
-enum class KvType { F16, F32 };
+// (what llama.cpp's references were made with for the tiny fixtures); Q8_0 is ggml's
+// Q8_0 blocks (32 values, an fp16 scale and int8 codes: 34 bytes, about half of F16),
+// so a row's length must be a multiple of 32.
+enum class KvType { F16, F32, Q8_0 };
 
-// Bytes of `n` cache values of type t.
-inline size_t kv_bytes(KvType t, int64_t n) { return size_t(n) * (t == KvType::F32 ? 4 : 2); }
-inline const char* kv_type_name(KvType t) { return t == KvType::F32 ? "f32" : "f16"; }
+// Bytes of `n` cache values of type t (for Q8_0, n a multiple of 32).
+inline size_t kv_bytes(KvType t, int64_t n) {
+  switch (t) {
+    case KvType::F32: return size_t(n) * 4;
+    case KvType::Q8_0: return size_t(n) / 32 * 34;
+    case KvType::F16: break;
+  }
+  return size_t(n) * 2;
+}
+inline const char* kv_type_name(KvType t) {
+  return t == KvType::F32 ? "f32" : t == KvType::Q8_0 ? "q8_0" : "f16";
+}
 
 // Attention of T new query rows over `n_past` committed cache rows (visible to every
 // query) and the `n_masked` rows after them (earlier pending rows, then the T new rows

@@ -9,6 +9,9 @@ namespace flashspec {
 KvCache::KvCache(Backend& be, int64_t n_layers, int64_t kv_dim, int64_t capacity, KvType type)
     : be_(&be), n_layers_(n_layers), kv_dim_(kv_dim), capacity_(capacity), type_(type) {
   if (n_layers < 1 || kv_dim < 1 || capacity < 1) throw Error("kv cache: invalid shape");
+  if (type == KvType::Q8_0 && kv_dim % 32 != 0)
+    throw Error("--kv-type q8_0 stores K/V rows in blocks of 32 values; this model's rows have " +
+                std::to_string(kv_dim));
   // Rows are written by a forward pass before any pass reads them, so no clearing.
   const size_t bytes = size_t(n_layers) * layer_bytes();
   k_ = BackendBuffer(be, bytes);

@@ -112,10 +112,10 @@ void CpuBackend::attention(const AttentionArgs& a) {
   constexpr int64_t kTileVectors = 32; // query vectors (rows x heads of a group) per item
   const bool f16 = a.kv_type == KvType::F16;
   auto round = [f16](float x) { return f16 ? round_to_fp16(x) : x; };
+  const size_t row_bytes = kv_bytes(a.kv_type, a.n_kv_heads * a.head_dim);
   const int64_t group = a.n_heads / a.n_kv_heads;
   const int64_t hd = a.head_dim;
   const int64_t q_stride = a.n_heads * hd;
-  const int64_t kv_stride = a.n_kv_heads * hd;
   const int64_t n_keys = a.n_past + a.n_masked;
   const int64_t tile_rows = std::max<int64_t>(1, kTileVectors / group);
   const int64_t tiles = (a.T + tile_rows - 1) / tile_rows;
@@ -128,11 +128,26 @@ void CpuBackend::attention(const AttentionArgs& a) {
   // Cache rows [j0, j0 + n) of KV head g as f32 rows of hd.
   auto load = [&](const void* base, int64_t g, int64_t j0, int64_t n, float* dst) {
     for (int64_t j = 0; j < n; ++j) {
-      const int64_t off = (j0 + j) * kv_stride + g * hd;
-      if (f16)
-        dequantize_row(GgmlType::F16, static_cast<const uint16_t*>(base) + off, dst + j * hd, hd);
-      else
-        std::memcpy(dst + j * hd, static_cast<const float*>(base) + off, size_t(hd) * sizeof(float));
+      const uint8_t* row = static_cast<const uint8_t*>(base) + size_t(j0 + j) * row_bytes;
+      switch (a.kv_type) {
+        case KvType::F16:
+          dequantize_row(GgmlType::F16, reinterpret_cast<const uint16_t*>(row) + g * hd, dst + j * hd, hd);
+          break;
+        case KvType::F32:
+          std::memcpy(dst + j * hd, reinterpret_cast<const float*>(row) + g * hd, size_t(hd) * sizeof(float));
+          break;
+        case KvType::Q8_0: {  // the 32-value blocks that cover the head (a block may span heads)
+          const int64_t b0 = g * hd / 32, b1 = (g * hd + hd + 31) / 32;
+          float tmp[512];
+          for (int64_t b = b0; b < b1; b += 16) {
+            const int64_t nb = std::min<int64_t>(16, b1 - b);
+            dequantize_row(GgmlType::Q8_0, row + b * 34, tmp, nb * 32);
+            const int64_t lo = std::max(g * hd, b * 32), hi = std::min(g * hd + hd, (b + nb) * 32);
+            std::memcpy(dst + j * hd + (lo - g * hd), tmp + (lo - b * 32), size_t(hi - lo) * sizeof(float));
+          }
+          break;
+        }
+      }
     }
   };
   const int64_t items = a.n_kv_heads * tiles;
@@ -207,12 +222,29 @@ void CpuBackend::attention(const AttentionArgs& a) {
 }
 
 void CpuBackend::store_kv(const float* src, void* dst, int64_t n, KvType t) {
-  if (t == KvType::F32) {
-    std::memcpy(dst, src, size_t(n) * sizeof(float));
-    return;
+  switch (t) {
+    case KvType::F32:
+      std::memcpy(dst, src, size_t(n) * sizeof(float));
+      return;
+    case KvType::F16: {
+      auto* d = static_cast<uint16_t*>(dst);
+      for (int64_t i = 0; i < n; ++i) d[i] = float_to_fp16(src[i]);
+      return;
+    }
+    case KvType::Q8_0: {
+      // ggml's Q8_0 rule: scale amax / 127, codes rounded to nearest.
+      auto* blocks = static_cast<BlockQ8_0*>(dst);
+      for (int64_t b = 0; b < n / 32; ++b) {
+        const float* x = src + b * 32;
+        float amax = 0.0f;
+        for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i]));
+        const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        blocks[b].d = float_to_fp16(d);
+        for (int i = 0; i < 32; ++i) blocks[b].qs[i] = int8_t(std::lround(x[i] * id));
+      }
+      return;
+    }
   }
-  auto* d = static_cast<uint16_t*>(dst);
-  for (int64_t i = 0; i < n; ++i) d[i] = float_to_fp16(src[i]);
 }
 
 void CpuBackend::add_bias(float* y, const float* bias, int64_t T, int64_t n) {

@@ -167,10 +167,12 @@ void CudaBackend::attention(const AttentionArgs& a) {
 
 void CudaBackend::store_kv(const float* src, void* dst, int64_t n, KvType t) {
   use_device();
-  if (t == KvType::F32)
-    copy(dst, src, size_t(n) * sizeof(float));
-  else
-    launch_store_f16(src, static_cast<uint16_t*>(dst), n, stream_);
+  switch (t) {
+    case KvType::F32: return copy(dst, src, size_t(n) * sizeof(float));
+    case KvType::F16: return launch_store_f16(src, static_cast<uint16_t*>(dst), n, stream_);
+    case KvType::Q8_0: break;
+  }
+  throw Error("--kv-type q8_0 is not supported by the CUDA backend yet (use f16 or f32)");
 }
 
 void CudaBackend::add_bias(float* y, const float* bias, int64_t T, int64_t n) {
