@@ -11,18 +11,15 @@
 //    "tokens":[…],"text":"…","stats":{…}}
 // Context: --ctx rows (default 2048, whatever the model's training context: it bounds
 // the KV cache memory; a turn that does not fit says so and /reset starts over).
-#include <poll.h>
-#include <signal.h>
 #include <unistd.h>
 
-#include <atomic>
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
 
+#include "apps/chat_input.h"
 #include "apps/commands.h"
 #include "apps/output.h"
 #include "apps/run_options.h"
@@ -39,81 +36,6 @@ namespace flashspec {
 namespace {
 
 constexpr int64_t kDefaultChatCtx = 2048;
-
-// Set by the SIGINT handler. A signal handler can only reach static storage; this is the
-// one piece of process-wide state, owned by SigintGuard while chat runs.
-std::atomic<bool> g_sigint{false};
-static_assert(std::atomic<bool>::is_always_lock_free);
-
-extern "C" void on_sigint(int) { g_sigint.store(true, std::memory_order_relaxed); }
-
-// Installs the Ctrl-C handler for the lifetime of the object and restores the previous
-// disposition after. SA_RESTART: syscalls in the engine are not disturbed; the prompt
-// read polls with a timeout and looks at the flag itself.
-class SigintGuard {
- public:
-  SigintGuard() {
-    g_sigint.store(false);
-    struct sigaction sa {};
-    sa.sa_handler = on_sigint;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    installed_ = sigaction(SIGINT, &sa, &old_) == 0;
-  }
-  ~SigintGuard() {
-    if (installed_) sigaction(SIGINT, &old_, nullptr);
-  }
-  SigintGuard(const SigintGuard&) = delete;
-  SigintGuard& operator=(const SigintGuard&) = delete;
-
-  static bool pending() { return g_sigint.load(std::memory_order_relaxed); }
-  static bool take() { return g_sigint.exchange(false); }
-
- private:
-  struct sigaction old_ {};
-  bool installed_ = false;
-};
-
-// Line reader over fd 0 that notices Ctrl-C while waiting (poll with a short timeout),
-// for terminals and pipes alike.
-class LineReader {
- public:
-  enum class Status { Line, Eof, Interrupted };
-
-  Status read_line(std::string& line) {
-    for (;;) {
-      const size_t nl = buf_.find('\n');
-      if (nl != std::string::npos) {
-        line = buf_.substr(0, nl);
-        buf_.erase(0, nl + 1);
-        if (!line.empty() && line.back() == '\r') line.pop_back();
-        return Status::Line;
-      }
-      if (eof_) {
-        if (buf_.empty()) return Status::Eof;
-        line = std::exchange(buf_, {});
-        return Status::Line;
-      }
-      if (SigintGuard::take()) return Status::Interrupted;
-      pollfd p{STDIN_FILENO, POLLIN, 0};
-      const int ready = ::poll(&p, 1, 200);
-      if (ready < 0 && errno != EINTR) throw Error(std::string("stdin: ") + std::strerror(errno));
-      if (ready <= 0) continue;
-      char chunk[4096];
-      const ssize_t n = ::read(STDIN_FILENO, chunk, sizeof chunk);
-      if (n < 0) {
-        if (errno == EINTR || errno == EAGAIN) continue;
-        throw Error(std::string("stdin: ") + std::strerror(errno));
-      }
-      if (n == 0) eof_ = true;
-      else buf_.append(chunk, size_t(n));
-    }
-  }
-
- private:
-  std::string buf_;
-  bool eof_ = false;
-};
 
 struct ChatArgs {
   RunOptions run;
@@ -135,7 +57,7 @@ const char* end_name(AnswerEnd e) {
 
 // Counters over the whole session (across /reset).
 struct Totals {
-  int64_t answers = 0, generated = 0, passes = 0, prefilled = 0;
+  int64_t answers = 0, generated = 0, passes = 0, prefilled = 0, drafted = 0, accepted = 0;
   double decode_ms = 0;
   int64_t decode_tokens = 0;  // tokens after each answer's first (the tokens/s numerator)
   void add(const GenerationStats& s) {
@@ -143,27 +65,28 @@ struct Totals {
     generated += s.generated;
     passes += s.target_passes;
     prefilled += s.prompt_tokens;
+    drafted += s.drafted;
+    accepted += s.accepted;
     decode_ms += s.decode_ms;
     decode_tokens += std::max<int64_t>(s.generated - 1, 0);
   }
 };
 
-void print_stats(const std::optional<GenerationStats>& last, const Totals& t, const Session& s) {
+void print_stats(const std::optional<GenerationStats>& last, const Totals& t, const Session& s,
+                 const std::string& config, uint64_t seed, bool sampled) {
   if (last) {
-    std::fprintf(stderr,
-                 "[last answer] %lld tokens, prefilled %lld rows, %lld target passes, tau %.2f, "
-                 "%.1f tok/s, ttft %.1f ms, drafted %lld, accepted %lld, read %.1f MB\n",
-                 (long long)last->generated, (long long)last->prompt_tokens, (long long)last->target_passes,
-                 last->tau(), last->tokens_per_s(), last->ttft_ms, (long long)last->drafted,
-                 (long long)last->accepted, double(last->bytes_read) / 1e6);
+    std::fprintf(stderr, "[last answer] prefilled %lld rows; %s\n", (long long)last->prompt_tokens,
+                 stats_line(*last, config, seed, sampled).c_str() + std::strlen("[flashspec] "));
+    if (auto n = slower_than_target_notice(*last)) std::fprintf(stderr, "%s\n", n->c_str());
   } else {
     std::fprintf(stderr, "[last answer] none yet\n");
   }
   std::fprintf(stderr,
                "[session] %lld answers, %lld tokens generated, %lld rows prefilled, %lld target passes, "
-               "tau %.2f, %.1f tok/s, context %lld/%lld\n",
+               "tau %.2f, drafted %lld, accepted %lld (%.1f%%), %.1f tok/s, context %lld/%lld\n",
                (long long)t.answers, (long long)t.generated, (long long)t.prefilled, (long long)t.passes,
-               t.passes ? double(t.generated) / double(t.passes) : 0.0,
+               t.passes ? double(t.generated) / double(t.passes) : 0.0, (long long)t.drafted, (long long)t.accepted,
+               t.drafted ? 100.0 * double(t.accepted) / double(t.drafted) : 0.0,
                t.decode_ms > 0 ? double(t.decode_tokens) * 1000.0 / t.decode_ms : 0.0,
                (long long)s.tokens().size(), (long long)s.capacity());
 }
@@ -192,15 +115,20 @@ int run_chat(const ChatArgs& a) {
   Session session = engine.new_session(a.run.engine.ctx > 0 ? a.run.engine.ctx : kDefaultChatCtx);
 
   const bool interactive = ::isatty(STDIN_FILENO) == 1;
+  const EngineOptions& eo = a.run.engine;
+  const std::string config = speculation_label(eo);
   if (interactive)
     std::fprintf(stderr,
-                 "flashspec chat: %s format, %s, context %lld. /reset /stats /quit; Ctrl-C stops an "
-                 "answer, twice at the prompt exits.\n",
-                 chat_style_name(fmt.style()), engine.speculative() ? "speculative" : "target-only",
+                 "flashspec chat: %s%s%s | %s format%s | %s | %s, %s | context %lld\n"
+                 "/reset /stats /quit; arrows and Ctrl-R recall earlier lines; Ctrl-C stops an answer, twice at "
+                 "the prompt exits.\n",
+                 eo.target_path.c_str(), eo.draft_path.empty() ? "" : " drafted by ", eo.draft_path.c_str(),
+                 chat_style_name(fmt.style()), hide_reasoning ? " (reasoning hidden; --think shows it)" : "",
+                 config.c_str(), engine.backend().name().c_str(), engine.plan().describe().c_str(),
                  (long long)session.capacity());
 
   SigintGuard sigint;
-  LineReader in;
+  const std::unique_ptr<LineSource> in = make_line_source(sigint);
   Totals totals;
   std::optional<GenerationStats> last_stats;
   AnswerEnd last_end = AnswerEnd::Length;
@@ -210,13 +138,12 @@ int run_chat(const ChatArgs& a) {
   std::string line;
 
   for (;;) {
-    if (interactive) put("> ");
-    const LineReader::Status st = in.read_line(line);
-    if (st == LineReader::Status::Eof) {
+    const LineSource::Status st = in->read_line(line);
+    if (st == LineSource::Status::Eof) {
       if (interactive) put("\n");
       return 0;
     }
-    if (st == LineReader::Status::Interrupted) {
+    if (st == LineSource::Status::Interrupted) {
       if (interrupt_armed) {
         if (interactive) put("\n");
         return 0;
@@ -238,7 +165,7 @@ int run_chat(const ChatArgs& a) {
       continue;
     }
     if (cmd == "/stats") {
-      print_stats(last_stats, totals, session);
+      print_stats(last_stats, totals, session, config, a.run.sampling.seed, !a.run.sampling.greedy());
       continue;
     }
     if (cmd == "/help" || (cmd[0] == '/' && cmd.rfind("//", 0) != 0)) {
@@ -318,9 +245,11 @@ int run_chat(const ChatArgs& a) {
       put(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
     } else {
       if (how == AnswerEnd::Interrupted) std::fprintf(stderr, "[interrupted]\n");
-      std::fprintf(stderr, "[%lld tokens, %.1f tok/s, tau %.2f, prefilled %lld rows]\n",
+      std::fprintf(stderr, "[%lld tokens, %.1f tok/s, tau %.2f%s, prefilled %lld rows, ttft %.0f ms]\n",
                    (long long)r.stats.generated, r.stats.tokens_per_s(), r.stats.tau(),
-                   (long long)r.stats.prompt_tokens);
+                   r.stats.drafted ? (", accepted " + std::to_string(int(100.0 * r.stats.acceptance() + 0.5)) + "%").c_str()
+                                   : "",
+                   (long long)r.stats.prompt_tokens, r.stats.ttft_ms);
     }
   }
 }

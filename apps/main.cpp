@@ -1,9 +1,12 @@
 // flashspec CLI entry: parses the subcommand and turns every failure into one line on
 // stderr and a non-zero exit code: 1 for a failed run, 2 for a command line that cannot
 // be run (unknown flag, bad value, conflicting flags).
+#include <fcntl.h>
 #include <mimalloc.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <new>
@@ -12,6 +15,7 @@
 
 #include "apps/commands.h"
 #include "core/error.h"
+#include "core/mapped_file.h"
 
 namespace {
 
@@ -27,6 +31,21 @@ std::vector<std::string> with_llamacpp_aliases(int argc, char** argv) {
   return args;
 }
 
+// A closed standard descriptor would be handed to the next open(): chat run with stdin
+// closed read the model file as its input. Each closed one gets /dev/null instead --
+// read-only even for stdout, so that writing a result there fails (and is reported)
+// rather than vanishing.
+void guard_standard_fds() {
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (::fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+    const int got = ::open("/dev/null", fd == STDERR_FILENO ? O_WRONLY : O_RDONLY);
+    if (got >= 0 && got != fd) {
+      ::dup2(got, fd);
+      ::close(got);
+    }
+  }
+}
+
 int fail(const char* what) {
   std::fprintf(stderr, "flashspec: error: %s\n", what);
   return 1;
@@ -35,6 +54,8 @@ int fail(const char* what) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  guard_standard_fds();
+  flashspec::install_mapping_fault_handler();
   mi_version();  // keep mimalloc linked in as the process allocator
   CLI::App app{"flashspec: speculative decoding with a resident draft and a storage-streamed target"};
   app.require_subcommand(1);

@@ -34,6 +34,14 @@ void flush_stdout() {
 
 OutputFile::OutputFile(std::string path) : path_(std::move(path)) {
   if (path_ == "-") return;
+  struct stat st {};
+  if (::stat(path_.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    // A device, FIFO or /dev/stdout: written in place (never replaced by a rename).
+    if (S_ISDIR(st.st_mode)) throw Error(printable(path_) + ": is a directory");
+    fd_.reset(::open(path_.c_str(), O_WRONLY | O_CLOEXEC));
+    if (!fd_) throw Error(printable(path_) + ": cannot write: " + std::strerror(errno));
+    return;
+  }
   std::string tmpl = path_ + ".tmp-XXXXXX";
   const int fd = ::mkstemp(tmpl.data());
   if (fd < 0) throw Error(printable(path_) + ": cannot write: " + std::strerror(errno));
@@ -58,6 +66,10 @@ void OutputFile::write_all(std::string_view data) {
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) throw Error(shown + ": write failed: " + std::strerror(n < 0 ? errno : EIO));
     done += size_t(n);
+  }
+  if (tmp_.empty()) {  // written in place
+    if (::close(fd_.release()) != 0) throw Error(shown + ": write failed: " + std::strerror(errno));
+    return;
   }
   if (::fsync(fd_.get()) != 0 && errno != EINVAL) throw Error(shown + ": write failed: " + std::strerror(errno));
   if (::close(fd_.release()) != 0) throw Error(shown + ": write failed: " + std::strerror(errno));

@@ -71,7 +71,7 @@ std::string stats_line(const GenerationStats& s, const std::string& config, uint
     line += buf;
     const std::vector<double> by_depth = s.accept_rate_by_depth();
     const size_t shown = std::min<size_t>(by_depth.size(), 8);  // compact: the first depths
-    for (size_t d = 0; d < shown; ++d) line += (d ? " " : " ") + std::to_string(int(100.0 * by_depth[d] + 0.5));
+    for (size_t d = 0; d < shown; ++d) line.append(" ").append(std::to_string(int(100.0 * by_depth[d] + 0.5)));
     if (by_depth.size() > shown) line += " ...";
     line += " %";
   }

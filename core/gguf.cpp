@@ -516,4 +516,8 @@ const GgufTensorInfo& GgufFile::require_tensor(std::string_view name) const {
   throw Error(printable(path_) + ": missing required tensor " + in_quotes(name));
 }
 
+void GgufFile::check_unchanged() const {
+  if (map_) map_->check_unchanged();
+}
+
 }  // namespace flashspec

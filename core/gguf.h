@@ -99,6 +99,9 @@ class GgufFile {
   const uint8_t* tensor_data(const GgufTensorInfo& t) const { return bytes_.data() + t.file_offset; }
   // The whole file image (mapping); tensor t's bytes start at bytes().data() + t.file_offset.
   std::span<const uint8_t> bytes() const { return bytes_; }
+  // Error when the file on disk no longer matches its mapping (see MappedFile); a no-op
+  // for images parsed from memory.
+  void check_unchanged() const;
 
  private:
   GgufFile() = default;

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/printable.h"
 #include "target/staged_layers.h"
 
 namespace flashspec {
@@ -65,6 +66,7 @@ void LlamaModel::forward(const ForwardBatch& b, KvCache& kv, LogitRows rows, std
       throw Error("token id " + std::to_string(id) + " is outside the vocabulary of " + std::to_string(c.n_vocab) +
                   " of " + file_.path());
   kv.check_room(T);
+  file_.check_unchanged();  // a shrunk file would fault on the mapping mid-pass
   const int64_t first_logit = rows == LogitRows::All ? 0 : rows == LogitRows::Last ? T - 1 : T;
   logits.resize(size_t((T - first_logit) * c.n_vocab));
   for (int64_t a = 0; a < T; a += max_batch_) {
@@ -152,6 +154,15 @@ void LlamaModel::forward_pass(const ForwardBatch& b, KvCache& kv, int64_t logit_
     logits_dev_.reserve(be, bytes);
     be.matmul(placed_.output, xb, n_out, logits_dev_.get<float>());
     be.download(out, logits_dev_.get(), bytes);
+  }
+  // NaN or Inf logits (broken weights, an overflow) would be sampled as garbage, silently.
+  for (int64_t r = 0; r < n_out; ++r) {
+    const float* row = out + r * c.n_vocab;
+    float sum = 0.0f;  // NaN or Inf anywhere makes the sum so; one branch per row
+    for (int64_t i = 0; i < c.n_vocab; ++i) sum += row[i] * 0.0f;
+    if (sum != 0.0f)
+      throw Error(printable(file_.path()) + ": the logits at position " + std::to_string(b.positions[size_t(logit_from + r)]) +
+                  " are not finite (NaN or Inf): the model's weights or activations overflow");
   }
 }
 

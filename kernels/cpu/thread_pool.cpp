@@ -1,6 +1,7 @@
 #include "kernels/cpu/thread_pool.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "core/error.h"
 
@@ -46,7 +47,12 @@ void ThreadPool::worker_loop(int index) {
     }
     seen = g;
     if (stop_.load(std::memory_order_acquire)) return;
-    (*job_)(index, n_threads_);
+    try {
+      (*job_)(index, n_threads_);
+    } catch (...) {
+      std::lock_guard lk(error_mu_);
+      if (!error_) error_ = std::current_exception();
+    }
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
   }
 }
@@ -60,7 +66,12 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
   pending_.store(n_threads_ - 1, std::memory_order_release);
   generation_.fetch_add(1, std::memory_order_acq_rel);
   generation_.notify_all();
-  fn(0, n_threads_);
+  std::exception_ptr own;
+  try {
+    fn(0, n_threads_);
+  } catch (...) {
+    own = std::current_exception();
+  }
   int p = pending_.load(std::memory_order_acquire);
   for (int spin = 0; p != 0 && spin < kSpinIterations; ++spin) {
     FS_CPU_RELAX();
@@ -70,6 +81,14 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
     pending_.wait(p, std::memory_order_acquire);
     p = pending_.load(std::memory_order_acquire);
   }
+  // Every worker is done with fn: only now may an error leave this frame.
+  std::exception_ptr err;
+  {
+    std::lock_guard lk(error_mu_);
+    err = std::exchange(error_, nullptr);
+  }
+  if (own) std::rethrow_exception(own);
+  if (err) std::rethrow_exception(err);
 }
 
 void ThreadPool::parallel_for(int64_t n, int64_t grain,

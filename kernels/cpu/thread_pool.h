@@ -5,7 +5,9 @@
 // atomic wait, so an idle pool costs no CPU.
 #include <atomic>
 #include <cstdint>
+#include <exception>
 #include <functional>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -21,6 +23,8 @@ class ThreadPool {
   int size() const { return n_threads_; }
 
   // Runs fn(thread_index, n_threads) once on every thread and returns when all are done.
+  // An exception thrown on any thread (say, a failed allocation) is rethrown here once
+  // every thread has finished, so it reaches the caller as one error, not std::terminate.
   void run(const std::function<void(int, int)>& fn);
 
   // Splits [0, n) into chunks of `grain` handed out dynamically; fn(begin, end).
@@ -35,6 +39,8 @@ class ThreadPool {
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> pending_{0};
   std::atomic<bool> stop_{false};
+  std::mutex error_mu_;
+  std::exception_ptr error_;  // the first exception a worker threw in the current job
 };
 
 }  // namespace flashspec
