@@ -54,19 +54,19 @@ OutputFile::~OutputFile() {
   if (!tmp_.empty()) ::unlink(tmp_.c_str());
 }
 
-void OutputFile::write_all(std::string_view data) {
-  if (path_ == "-") {
-    write_stdout(data);
-    flush_stdout();
-    return;
-  }
-  const std::string shown = printable(path_);
+void OutputFile::write(std::string_view data) {
+  if (path_ == "-") return write_stdout(data);
   for (size_t done = 0; done < data.size();) {
     const ssize_t n = ::write(fd_.get(), data.data() + done, data.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw Error(shown + ": write failed: " + std::strerror(n < 0 ? errno : EIO));
+    if (n <= 0) throw Error(printable(path_) + ": write failed: " + std::strerror(n < 0 ? errno : EIO));
     done += size_t(n);
   }
+}
+
+void OutputFile::commit() {
+  if (path_ == "-") return flush_stdout();
+  const std::string shown = printable(path_);
   if (tmp_.empty()) {  // written in place
     if (::close(fd_.release()) != 0) throw Error(shown + ": write failed: " + std::strerror(errno));
     return;

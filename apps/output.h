@@ -24,8 +24,15 @@ class OutputFile {
   OutputFile(const OutputFile&) = delete;
   OutputFile& operator=(const OutputFile&) = delete;
 
-  // Writes `data` and puts the file in place of `path`; Error on any failure.
-  void write_all(std::string_view data);
+  // Appends `data`; Error on any failure.
+  void write(std::string_view data);
+  // Puts the file written so far in place of `path`; Error on any failure.
+  void commit();
+  // write(data), then commit().
+  void write_all(std::string_view data) {
+    write(data);
+    commit();
+  }
   const std::string& path() const { return path_; }
 
  private:

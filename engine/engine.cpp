@@ -6,8 +6,10 @@
 #include "core/error.h"
 #include "core/printable.h"
 #include "core/vocab_compat.h"
+#include "engine/quantize.h"
 #include "engine/streamed_layers.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/quantize_fast.h"
 #include "offload/weight_stream.h"
 #include "target/llama_model.h"
 #include "target/staged_layers.h"
@@ -57,6 +59,16 @@ DraftPolicy draft_policy(const EngineOptions& o) {
 
 }  // namespace
 
+std::optional<GgmlType> self_draft_type(const std::string& path) {
+  if (path.rfind("self:", 0) != 0) return std::nullopt;
+  const std::string name = path.substr(5);
+  const std::optional<GgmlType> t = quantize_type_from_name(name);
+  if (!t || !can_quantize_fast(*t))
+    throw UsageError("-d " + printable(path) + ": a self-draft is the target quantized at load to q8_0, q4_0, q5_0 "
+                     "or q5_1 (quantize to other types once with `flashspec quantize` and pass the file)");
+  return t;
+}
+
 std::unique_ptr<Backend> make_backend(const std::string& name, int threads) {
   if (name != "cuda") return std::make_unique<CpuBackend>(threads);
 #ifdef FLASHSPEC_HAVE_CUDA
@@ -68,11 +80,15 @@ std::unique_ptr<Backend> make_backend(const std::string& name, int threads) {
 
 Engine::Engine(const EngineOptions& o) : opt_(o) {
   const int threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  const std::optional<GgmlType> self_type = self_draft_type(o.draft_path);
   backend_ = make_backend(o.backend, threads);
   target_ = std::make_unique<LlamaModel>(o.target_path, *backend_);
   target_->set_kv_type(o.kv_type);
   target_->set_max_batch(o.batch);
-  plan_ = plan_placement(target_->file(), target_->weights(), o.placement, !backend_->host_memory());
+  // A self-draft is quantized from the target even when the target itself is quantized.
+  const QuantizeOptions self_q{self_type.value_or(GgmlType::Q8_0), false, true, true};
+  const uint64_t self_bytes = self_type ? quantized_model_bytes(target_->file(), self_q) : 0;
+  plan_ = plan_placement(target_->file(), target_->weights(), o.placement, !backend_->host_memory(), self_bytes);
   place_target_layers();
   tokenizer_ = Tokenizer::from_gguf(target_->file());
   check_vocab_rows(tokenizer_, *target_, o.target_path);
@@ -80,7 +96,17 @@ Engine::Engine(const EngineOptions& o) : opt_(o) {
   // On the CPU one thread: the draft is small, and with pre-growing it runs beside the
   // target's pool. On a GPU its own stream, so that it can overlap the target's passes.
   draft_backend_ = make_backend(o.backend, 1);
-  draft_ = std::make_unique<LlamaModel>(o.draft_path, *draft_backend_);
+  if (self_type) {
+    ThreadPool pool(threads);
+    self_draft_image_.reserve(size_t(self_bytes) + (size_t(1) << 20));
+    quantize_model(target_->file(), self_q, pool, [&](std::span<const uint8_t> b) {
+      self_draft_image_.insert(self_draft_image_.end(), b.begin(), b.end());
+    });
+    draft_ = std::make_unique<LlamaModel>(GgufFile::parse(self_draft_image_, o.draft_path + " of " + o.target_path),
+                                          *draft_backend_);
+  } else {
+    draft_ = std::make_unique<LlamaModel>(o.draft_path, *draft_backend_);
+  }
   draft_->set_kv_type(o.kv_type);
   draft_->set_max_batch(o.batch);
   const Tokenizer draft_tok = Tokenizer::from_gguf(draft_->file());

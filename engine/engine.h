@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/ggml_type.h"
 #include "core/tokenizer.h"
 #include "draft/drafter.h"
 #include "engine/generate.h"
@@ -24,6 +25,11 @@ class WeightStream;
 // The compute backend `name` names ("cpu" or "cuda"); `threads` is for the CPU. Error
 // (one line) when CUDA is asked for and this build or machine has none.
 std::unique_ptr<Backend> make_backend(const std::string& name, int threads);
+
+// -d self:TYPE: the draft is the target's own weights quantized to TYPE at load, kept
+// resident (fast range-based quantization: q8_0, q4_0, q5_0, q5_1). The type a draft
+// path names, or nullopt for a draft file; Error for self: with another type.
+std::optional<GgmlType> self_draft_type(const std::string& draft_path);
 
 class Engine {
  public:
@@ -67,6 +73,7 @@ class Engine {
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Backend> draft_backend_;  // the draft's own: it runs on its own thread
   std::unique_ptr<LlamaModel> target_;
+  std::vector<uint8_t> self_draft_image_;  // -d self:TYPE: the quantized copy, read by draft_
   std::unique_ptr<LlamaModel> draft_;
   PlacementPlan plan_;
   std::optional<DraftPolicy> policy_;  // set when speculating

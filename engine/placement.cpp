@@ -21,9 +21,11 @@ const char* home_name(LayerHome h) {
   return "?";
 }
 
-PlacementPlan plan_placement(const GgufFile& f, const ModelWeights& w, const PlacementOptions& o, bool gpu) {
+PlacementPlan plan_placement(const GgufFile& f, const ModelWeights& w, const PlacementOptions& o, bool gpu,
+                             uint64_t self_draft_bytes) {
   PlacementPlan p;
   p.gpu = gpu;
+  p.self_draft_bytes = self_draft_bytes;
   const std::vector<std::vector<TensorExtent>> extents = layer_extents(w);
   const int64_t n = int64_t(extents.size());
   for (const auto& l : extents) {
@@ -46,7 +48,9 @@ PlacementPlan plan_placement(const GgufFile& f, const ModelWeights& w, const Pla
   p.homes.assign(size_t(n), LayerHome::Mapped);
   for (int64_t l = 0; l < p.n_vram; ++l) p.homes[size_t(l)] = LayerHome::Vram;
   if (o.stream && p.n_vram < n) {
-    p.stream = WeightStream::plan_for({extents.begin() + p.n_vram, extents.end()}, stream_options(o, 0));
+    PlacementOptions so = o;
+    so.ram_budget -= std::min(so.ram_budget, self_draft_bytes);
+    p.stream = WeightStream::plan_for({extents.begin() + p.n_vram, extents.end()}, stream_options(so, 0));
     for (int64_t l = p.n_vram; l < n; ++l)
       p.homes[size_t(l)] = l - p.n_vram < p.stream->n_resident ? (gpu ? LayerHome::PinnedRam : LayerHome::Ram)
                                                                : LayerHome::Streamed;
@@ -78,6 +82,7 @@ std::string PlacementPlan::describe() const {
     if (stream->ring_over_budget()) s += " (the minimum ring, over --ram-budget)";
   }
   s += "; " + format_bytes(fixed_bytes) + " embedding, head and vectors resident";
+  if (self_draft_bytes) s += "; self-draft " + format_bytes(self_draft_bytes) + " resident";
   return s;
 }
 
@@ -85,7 +90,7 @@ nlohmann::json PlacementPlan::to_json() const {
   nlohmann::json layers = nlohmann::json::array();
   for (int64_t l = 0; l < n_layers(); ++l)
     layers.push_back({{"home", home_name(homes[size_t(l)])}, {"bytes", layer_bytes[size_t(l)]}});
-  nlohmann::json j = {{"gpu", gpu}, {"layers", layers}, {"fixed_bytes", fixed_bytes}};
+  nlohmann::json j = {{"gpu", gpu}, {"layers", layers}, {"fixed_bytes", fixed_bytes}, {"self_draft_bytes", self_draft_bytes}};
   if (gpu) j["vram"] = {{"n_layers", n_vram}, {"bytes", vram_layer_bytes}, {"slot_bytes", vram_slot_bytes}};
   if (stream) {
     nlohmann::json ranges = nlohmann::json::array();

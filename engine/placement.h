@@ -34,6 +34,7 @@ struct PlacementPlan {
   uint64_t vram_slot_bytes = 0;       // one slot (0: no slots)
   std::optional<LayerPlan> stream;    // the weight stream of layers n_vram.. (with --stream)
   uint64_t fixed_bytes = 0;           // embedding, output head, 1-D tensors: always resident
+  uint64_t self_draft_bytes = 0;      // a self-draft (-d self:TYPE), taken out of --ram-budget
 
   int64_t n_layers() const { return int64_t(homes.size()); }
   // Bytes read from storage per pass (0 unless streaming).
@@ -45,7 +46,9 @@ struct PlacementPlan {
   nlohmann::json to_json() const;
 };
 
-// The plan for `w` under `o`; `gpu`: the backend computes in its own memory.
-PlacementPlan plan_placement(const GgufFile& f, const ModelWeights& w, const PlacementOptions& o, bool gpu);
+// The plan for `w` under `o`; `gpu`: the backend computes in its own memory;
+// `self_draft_bytes`: RAM a self-draft takes, counted in the RAM budget.
+PlacementPlan plan_placement(const GgufFile& f, const ModelWeights& w, const PlacementOptions& o, bool gpu,
+                             uint64_t self_draft_bytes = 0);
 
 }  // namespace flashspec

@@ -16,8 +16,10 @@ std::vector<int32_t> consecutive_positions(int64_t start, int64_t n) {
   return p;
 }
 
-LlamaModel::LlamaModel(const std::string& path, Backend& backend)
-    : file_(GgufFile::open(path)),
+LlamaModel::LlamaModel(const std::string& path, Backend& backend) : LlamaModel(GgufFile::open(path), backend) {}
+
+LlamaModel::LlamaModel(GgufFile file, Backend& backend)
+    : file_(std::move(file)),
       config_(LlamaConfig::from_gguf(file_)),
       weights_(file_, config_),
       backend_(backend),

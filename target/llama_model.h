@@ -40,6 +40,9 @@ class LlamaModel {
   // for the CPU; for a GPU, the embedding, head and norms at once and every layer at the
   // first forward, unless a layer source set before it says otherwise.
   LlamaModel(const std::string& path, Backend& backend);
+  // The same over a file already opened or parsed (an image built in memory must outlive
+  // the model).
+  LlamaModel(GgufFile file, Backend& backend);
 
   const LlamaConfig& config() const { return config_; }
   const GgufFile& file() const { return file_; }

@@ -1,5 +1,7 @@
 #include "tests/gguf_writer.h"
 
+#include "core/gguf_encode.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -20,26 +22,10 @@ void put(std::vector<uint8_t>& out, T v) {
   out.insert(out.end(), b, b + sizeof(T));
 }
 
-void put_string(std::vector<uint8_t>& out, std::string_view s) {
-  put<uint64_t>(out, s.size());
-  out.insert(out.end(), s.begin(), s.end());
-}
+void put_string(std::vector<uint8_t>& out, std::string_view s) { gguf_append_string(out, s); }
 
 void pad_to(std::vector<uint8_t>& out, uint64_t align) {
   while (out.size() % align != 0) out.push_back(0);
-}
-
-uint64_t u_of(const GgufValue& v) {
-  if (const auto* u = std::get_if<uint64_t>(&v.v)) return *u;
-  if (const auto* i = std::get_if<int64_t>(&v.v)) return uint64_t(*i);
-  if (const auto* b = std::get_if<bool>(&v.v)) return *b ? 1 : 0;
-  throw std::logic_error("GgufWriter: value of type " + std::string(gguf_type_name(v.type)) +
-                         " does not hold an integer");
-}
-
-double f_of(const GgufValue& v) {
-  if (auto d = v.as_float()) return *d;
-  throw std::logic_error("GgufWriter: float value does not hold a number");
 }
 
 }  // namespace
@@ -85,40 +71,7 @@ GgufValue gv_u32_array(const std::vector<uint32_t>& v) {
   return gv_array(GgufValueType::UINT32, std::move(items));
 }
 
-void append_value(std::vector<uint8_t>& out, const GgufValue& v) {
-  switch (v.type) {
-    case GgufValueType::UINT8:
-    case GgufValueType::INT8: put<uint8_t>(out, uint8_t(u_of(v))); return;
-    case GgufValueType::UINT16:
-    case GgufValueType::INT16: put<uint16_t>(out, uint16_t(u_of(v))); return;
-    case GgufValueType::UINT32:
-    case GgufValueType::INT32: put<uint32_t>(out, uint32_t(u_of(v))); return;
-    case GgufValueType::UINT64:
-    case GgufValueType::INT64: put<uint64_t>(out, u_of(v)); return;
-    case GgufValueType::BOOL: put<uint8_t>(out, u_of(v) != 0 ? 1 : 0); return;
-    case GgufValueType::FLOAT32: put<float>(out, float(f_of(v))); return;
-    case GgufValueType::FLOAT64: put<double>(out, f_of(v)); return;
-    case GgufValueType::STRING: {
-      const std::string* s = v.as_string();
-      if (!s) throw std::logic_error("GgufWriter: string value does not hold a string");
-      put_string(out, *s);
-      return;
-    }
-    case GgufValueType::ARRAY: {
-      const GgufArray* a = v.as_array();
-      if (!a) throw std::logic_error("GgufWriter: array value does not hold an array");
-      put<uint32_t>(out, uint32_t(a->elem_type));
-      put<uint64_t>(out, a->items.size());
-      for (const GgufValue& item : a->items) {
-        if (item.type != a->elem_type)
-          throw std::logic_error("GgufWriter: array item type differs from the element type");
-        append_value(out, item);
-      }
-      return;
-    }
-  }
-  throw std::logic_error("GgufWriter: unknown value type");
-}
+void append_value(std::vector<uint8_t>& out, const GgufValue& v) { gguf_append_value(out, v); }
 
 GgufWriter GgufWriter::from(const GgufFile& f) {
   GgufWriter w;
