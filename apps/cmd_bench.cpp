@@ -305,6 +305,7 @@ int run_bench(const BenchArgs& a) {
 Action register_bench(CLI::App& app) {
   auto args = std::make_shared<BenchArgs>();
   args->run.n_predict = 64;
+  args->run.speculation_flags = false;
   CLI::App* sub = app.add_subcommand("bench", "acceptance-rate and speed benchmark over a prompt set");
   add_run_options(*sub, args->run);
   // The sweep axes replace the single-valued run options of the same name.
@@ -313,16 +314,20 @@ Action register_bench(CLI::App& app) {
   if (CLI::Option* n = sub->get_option_no_throw("--n-predict")) n->description("tokens to generate per prompt (default 64)");
   sub->add_option("--chain", args->chains, "draft chain lengths to sweep, comma-separated ('none': no chains)")
       ->delimiter(',')
+      ->take_all()
       ->capture_default_str();
   sub->add_option("--tree", args->trees, "draft tree budgets to sweep, comma-separated, 'auto' allowed ('none': no trees)")
       ->delimiter(',')
+      ->take_all()
       ->capture_default_str();
   sub->add_option("--temp", args->temps, "temperatures to sweep, comma-separated")
       ->delimiter(',')
+      ->take_all()
       ->check(finite_range(0, 100))
       ->capture_default_str();
   sub->add_option("--io-bw", args->io_bws, "storage bandwidths to sweep, e.g. 0,1G,2.1G (0: unthrottled; others stream)")
       ->delimiter(',')
+      ->take_all()
       ->check(CLI::Validator(
           [](std::string& v) { return parse_size(v) ? std::string() : "'" + v + "' is not a rate like 2.1G (bytes/s) or 0"; },
           "RATE"))

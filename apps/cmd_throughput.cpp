@@ -134,10 +134,12 @@ Action register_throughput(CLI::App& app) {
     if (CLI::Option* o = sub->get_option_no_throw(name)) sub->remove_option(o);
   sub->add_option("-p,--pp", args->pp, "prompt lengths to prefill, comma-separated")
       ->delimiter(',')
+      ->take_all()
       ->check(CLI::Range(int64_t(1), int64_t(1) << 16))
       ->capture_default_str();
   sub->add_option("-n,--tg", args->tg, "decode steps to time, comma-separated")
       ->delimiter(',')
+      ->take_all()
       ->check(CLI::Range(int64_t(1), int64_t(1) << 16))
       ->capture_default_str();
   sub->add_option("-r,--reps", args->reps, "repetitions of each test")->check(CLI::Range(1, 1000))->capture_default_str();

@@ -16,6 +16,7 @@
 #include "apps/commands.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "core/printable.h"
 
 namespace {
 
@@ -61,6 +62,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "flashspec 0.2");
   app.failure_message(CLI::FailureMessage::simple);
+  // A flag given twice takes its last value, as in llama.cpp (scripts append overrides).
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   const flashspec::Action generate = flashspec::register_generate(app);
   const flashspec::Action inspect = flashspec::register_inspect(app);
   const flashspec::Action throughput = flashspec::register_throughput(app);
@@ -68,6 +71,21 @@ int main(int argc, char** argv) {
   const flashspec::Action bench = flashspec::register_bench(app);
   const flashspec::Action tokenize = flashspec::register_tokenize(app);
   const flashspec::Action quantize = flashspec::register_quantize(app);
+  // An unknown first word gets a message naming the commands (CLI11 would only say that
+  // one is required).
+  if (argc > 1 && argv[1][0] != '-') {
+    std::string names;
+    bool known = false;
+    for (const CLI::App* sub : app.get_subcommands({})) {
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+      known = known || sub->get_name() == argv[1];
+    }
+    if (!known) {
+      std::fprintf(stderr, "flashspec: error: unknown command '%s' (commands: %s; see --help)\n",
+                   flashspec::printable(argv[1], 80).c_str(), names.c_str());
+      return 2;
+    }
+  }
   try {
     std::vector<std::string> args = with_llamacpp_aliases(argc, argv);
     std::reverse(args.begin(), args.end());  // CLI11 takes the arguments last first

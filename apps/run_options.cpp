@@ -149,8 +149,9 @@ void finish_run_options(const CLI::App& sub, RunOptions& o) {
                      " needs --backend cuda (it places target layers in VRAM)");
 
   auto given = [&](const char* name) { return sub.get_option_no_throw(name) && sub.get_option_no_throw(name)->count() > 0; };
-  const bool spec_flags = given("--chain") || given("--tree") || given("--draft-max") || given("--tree-width") ||
-                          given("--pregrow") || given("--tree-children");
+  const bool spec_flags = given("--draft-max") || given("--tree-width") || given("--pregrow") ||
+                          given("--tree-children") || (o.speculation_flags && (given("--chain") || given("--tree")));
+  if (!o.speculation_flags && e.draft_path.empty()) return;  // bench: a target-only sweep
   if (e.draft_path.empty()) {
     if (spec_flags)
       throw UsageError("--chain, --tree, --draft-max, --tree-width, --tree-children and --pregrow shape speculation: they need "

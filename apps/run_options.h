@@ -24,6 +24,8 @@ struct RunOptions {
   int64_t chain = 0;
   std::string tree;
   int64_t draft_max = 0;
+  // False for bench, whose --chain / --tree are sweep axes it checks itself.
+  bool speculation_flags = true;
   // Raw placement flags.
   std::string kv_type = "f16";
   bool stream = false;

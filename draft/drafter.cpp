@@ -34,12 +34,6 @@ void Drafter::sync(std::span<const int32_t> seq) {
   const int64_t keep = std::min<int64_t>(kv_.committed(), int64_t(seq.size()) - 1);
   kv_.truncate(keep);
   to_feed_.assign(seq.begin() + keep, seq.end());
-  // A target may have a few more ids than its draft (Qwen2.5-7B: 152064, 0.5B: 151936;
-  // vocab_compat allows 128). Such a token, if the target ever emits one, is fed to the
-  // draft as id 0: its guesses after it get worse, the output stays the target's.
-  const int32_t n_vocab = int32_t(model_.config().n_vocab);
-  for (int32_t& id : to_feed_)
-    if (id >= n_vocab) id = 0;
 }
 
 void Drafter::feed_root(std::vector<float>& logits) {
@@ -48,7 +42,15 @@ void Drafter::feed_root(std::vector<float>& logits) {
   row_of_node_.assign(1, int32_t(to_feed_.size()) - 1);
   fed_ = 1;
   heap_.clear();
-  model_.forward_causal(to_feed_, kv_, LogitRows::Last, logits);
+  // A target may have a few more ids than its draft (Qwen2.5-7B: 152064, 0.5B: 151936;
+  // vocab_compat allows 128). Such a token, if the target ever emits one, reaches the
+  // draft as id 0: its guesses after it get worse, the output stays the target's (the
+  // tree keeps the real token at its root, which is what the target verifies).
+  std::vector<int32_t> ids = to_feed_;
+  const int32_t n_vocab = int32_t(model_.config().n_vocab);
+  for (int32_t& id : ids)
+    if (id >= n_vocab) id = 0;
+  model_.forward_causal(ids, kv_, LogitRows::Last, logits);
 }
 
 void Drafter::feed(std::span<const int32_t> nodes, std::vector<float>& logits) {

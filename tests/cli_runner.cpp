@@ -15,8 +15,15 @@
 
 namespace flashspec::testing {
 
-CliResult run_cli(const std::vector<std::string>& args, const std::string& stdin_text,
-                  int timeout_s) {
+CliResult run_cli(const std::vector<std::string>& args, const std::string& stdin_text, int timeout_s) {
+  CliOptions o;
+  o.stdin_text = stdin_text;
+  o.timeout_s = timeout_s;
+  return run_cli(args, o);
+}
+
+CliResult run_cli(const std::vector<std::string>& args, const CliOptions& o) {
+  const std::string& stdin_text = o.stdin_text;
   int in[2], out[2], err[2];
   if (pipe(in) || pipe(out) || pipe(err)) throw std::runtime_error("pipe failed");
   const pid_t pid = fork();
@@ -26,6 +33,18 @@ CliResult run_cli(const std::vector<std::string>& args, const std::string& stdin
     dup2(out[1], 1);
     dup2(err[1], 2);
     for (int fd : {in[0], in[1], out[0], out[1], err[0], err[1]}) close(fd);
+    if (!o.stdout_path.empty()) {
+      const int fd = open(o.stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (fd < 0) _exit(126);
+      dup2(fd, 1);
+      close(fd);
+    }
+    if (o.close_stdin) close(0);
+    if (o.close_stdout) close(1);
+    if (o.address_space_kb > 0) {
+      const rlimit lim{rlim_t(o.address_space_kb) * 1024, rlim_t(o.address_space_kb) * 1024};
+      setrlimit(RLIMIT_AS, &lim);
+    }
     std::vector<char*> argv;
     std::string exe = cli_path();
     argv.push_back(exe.data());
@@ -46,7 +65,7 @@ CliResult run_cli(const std::vector<std::string>& args, const std::string& stdin
   } else {
     fcntl(in[1], F_SETFL, O_NONBLOCK);
   }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o.timeout_s);
   bool out_open = true, err_open = true, killed = false;
   while (out_open || err_open) {
     pollfd fds[3] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}, {in[1], POLLOUT, 0}};

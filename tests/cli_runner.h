@@ -12,8 +12,19 @@ struct CliResult {
   long max_rss_kb = 0;  // the child's peak resident set (wait4 rusage ru_maxrss)
 };
 
+// How the child's standard streams and limits are set up.
+struct CliOptions {
+  std::string stdin_text;
+  bool close_stdin = false;     // start with fd 0 closed
+  std::string stdout_path;      // stdout goes to this file or device instead of `out`
+  bool close_stdout = false;    // start with fd 1 closed
+  long address_space_kb = 0;    // RLIMIT_AS for the child (0: unchanged)
+  int timeout_s = 120;          // killed (SIGKILL) after this long
+};
+
 // Runs the CLI with args (no shell), optional stdin text; kills it after timeout_s.
 CliResult run_cli(const std::vector<std::string>& args, const std::string& stdin_text = "",
                   int timeout_s = 120);
+CliResult run_cli(const std::vector<std::string>& args, const CliOptions& o);
 
 }  // namespace flashspec::testing

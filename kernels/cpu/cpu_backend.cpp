@@ -99,122 +99,163 @@ void CpuBackend::rope(float* x, const int32_t* positions, int64_t T, int64_t n_h
 }
 
 void CpuBackend::attention(const AttentionArgs& a) {
-  // Work items: one KV head and a tile of query rows. Each item reads its keys and
-  // values block by block, converting each fp16 block to f32 once for every query head
-  // and row of the tile (no copy of the whole cache, and no re-read per query row).
+  // Work items: one KV head and a tile of query rows (every query head of the group).
+  // Keys a whole tile sees -- the committed prefix, and for a causal batch the rows up to
+  // each query -- are converted to f32 block by block, once for every query of the tile.
+  // A token tree's queries see only their ancestors among the masked rows: those are
+  // listed per query and converted once per tile, so a tree of thousands of nodes costs
+  // its ancestors, not nodes squared.
   //
-  // Per query vector the arithmetic is fixed whatever the tile or batch (a row's result
-  // is bit-identical alone or in a batch), and with an fp16 cache follows llama.cpp's CPU
-  // attention: the query and the probabilities rounded to fp16 before their products with
-  // the fp16 rows, so greedy outputs agree with it token for token even at near-ties. An
-  // f32 cache rounds nothing, as llama.cpp's f32 path.
-  constexpr int64_t kBlock = 64;       // keys converted at a time
-  constexpr int64_t kTileVectors = 32; // query vectors (rows x heads of a group) per item
+  // Per query vector the arithmetic is fixed whatever the tile, batch or tree (a row's
+  // result is bit-identical alone or in a batch): dot products in head-dim order, keys in
+  // cache order. With an fp16 cache it follows llama.cpp's CPU attention: the query and
+  // the probabilities rounded to fp16 before their products with the fp16 rows, so greedy
+  // outputs agree with it token for token even at near-ties. f32 and q8_0 caches round
+  // nothing (q8_0 rows are decoded to f32).
+  constexpr int64_t kBlock = 64;        // keys converted at a time
+  constexpr int64_t kTileVectors = 32;  // query vectors (rows x heads of a group) per item
   const bool f16 = a.kv_type == KvType::F16;
   auto round = [f16](float x) { return f16 ? round_to_fp16(x) : x; };
   const size_t row_bytes = kv_bytes(a.kv_type, a.n_kv_heads * a.head_dim);
   const int64_t group = a.n_heads / a.n_kv_heads;
   const int64_t hd = a.head_dim;
   const int64_t q_stride = a.n_heads * hd;
-  const int64_t n_keys = a.n_past + a.n_masked;
   const int64_t tile_rows = std::max<int64_t>(1, kTileVectors / group);
   const int64_t tiles = (a.T + tile_rows - 1) / tile_rows;
-  // Whether query row t sees cache row j (a masked row: by the mask, or causally).
-  auto visible = [&](int64_t t, int64_t j) {
-    if (j < a.n_past) return true;
-    const int64_t m = j - a.n_past;
-    return a.mask ? a.mask[t * a.n_masked + m] != 0 : m <= a.n_masked - a.T + t;
-  };
-  // Cache rows [j0, j0 + n) of KV head g as f32 rows of hd.
-  auto load = [&](const void* base, int64_t g, int64_t j0, int64_t n, float* dst) {
-    for (int64_t j = 0; j < n; ++j) {
-      const uint8_t* row = static_cast<const uint8_t*>(base) + size_t(j0 + j) * row_bytes;
-      switch (a.kv_type) {
-        case KvType::F16:
-          dequantize_row(GgmlType::F16, reinterpret_cast<const uint16_t*>(row) + g * hd, dst + j * hd, hd);
-          break;
-        case KvType::F32:
-          std::memcpy(dst + j * hd, reinterpret_cast<const float*>(row) + g * hd, size_t(hd) * sizeof(float));
-          break;
-        case KvType::Q8_0: {  // the 32-value blocks that cover the head (a block may span heads)
-          const int64_t b0 = g * hd / 32, b1 = (g * hd + hd + 31) / 32;
-          float tmp[512];
-          for (int64_t b = b0; b < b1; b += 16) {
-            const int64_t nb = std::min<int64_t>(16, b1 - b);
-            dequantize_row(GgmlType::Q8_0, row + b * 34, tmp, nb * 32);
-            const int64_t lo = std::max(g * hd, b * 32), hi = std::min(g * hd + hd, (b + nb) * 32);
-            std::memcpy(dst + j * hd + (lo - g * hd), tmp + (lo - b * 32), size_t(hi - lo) * sizeof(float));
-          }
-          break;
+  // Cache row j of KV head g as hd floats.
+  auto load_row = [&](const void* base, int64_t g, int64_t j, float* dst) {
+    const uint8_t* row = static_cast<const uint8_t*>(base) + size_t(j) * row_bytes;
+    switch (a.kv_type) {
+      case KvType::F16:
+        dequantize_row(GgmlType::F16, reinterpret_cast<const uint16_t*>(row) + g * hd, dst, hd);
+        return;
+      case KvType::F32:
+        std::memcpy(dst, reinterpret_cast<const float*>(row) + g * hd, size_t(hd) * sizeof(float));
+        return;
+      case KvType::Q8_0: {  // the 32-value blocks that cover the head (a block may span heads)
+        const int64_t b0 = g * hd / 32, b1 = (g * hd + hd + 31) / 32;
+        float tmp[512];
+        for (int64_t b = b0; b < b1; b += 16) {
+          const int64_t nb = std::min<int64_t>(16, b1 - b);
+          dequantize_row(GgmlType::Q8_0, row + b * 34, tmp, nb * 32);
+          const int64_t lo = std::max(g * hd, b * 32), hi = std::min(g * hd + hd, (b + nb) * 32);
+          std::memcpy(dst + (lo - g * hd), tmp + (lo - b * 32), size_t(hi - lo) * sizeof(float));
         }
+        return;
       }
     }
   };
+  auto dot = [hd](const float* q, const float* k) {
+    float s = 0.0f;
+    for (int64_t d = 0; d < hd; ++d) s += q[d] * k[d];
+    return s;
+  };
+  auto axpy = [hd](float p, const float* v, float* acc) {
+    for (int64_t d = 0; d < hd; ++d) acc[d] += p * v[d];
+  };
+
   const int64_t items = a.n_kv_heads * tiles;
   pool_.parallel_for(items, 1, [&](int64_t b, int64_t e) {
-    std::vector<float> block(static_cast<size_t>(kBlock * hd));
-    std::vector<float> qr, score, acc;
+    std::vector<float> block(static_cast<size_t>(kBlock * hd)), qr, score, acc, tree_k, tree_v;
+    std::vector<int64_t> dense_end, score_at;  // per vector: keys [0, dense_end) seen densely
+    std::vector<std::vector<int32_t>> tree_keys;  // per tile row: the masked rows a tree query sees
+    std::vector<char> loaded;
     for (int64_t item = b; item < e; ++item) {
       const int64_t g = item / tiles, t0 = (item % tiles) * tile_rows;
       const int64_t rows = std::min(tile_rows, a.T - t0), nv = rows * group;
       // Query vector v = (row t0 + v / group, head g * group + v % group).
       auto row_of = [&](int64_t v) { return t0 + v / group; };
       qr.resize(size_t(nv * hd));
-      score.resize(size_t(nv * n_keys));
       acc.assign(size_t(nv * hd), 0.0f);
       for (int64_t v = 0; v < nv; ++v) {
         const float* q = a.q + row_of(v) * q_stride + (g * group + v % group) * hd;
         for (int64_t d = 0; d < hd; ++d) qr[size_t(v * hd + d)] = round(q[d]);
       }
-      for (int64_t j0 = 0; j0 < n_keys; j0 += kBlock) {
-        const int64_t n = std::min(kBlock, n_keys - j0);
-        load(a.k, g, j0, n, block.data());
+      // Which keys each vector sees: a dense run [0, dense_end) (the committed prefix; for a
+      // causal batch also the masked rows up to the query), then for a tree its listed
+      // ancestors among the masked rows.
+      dense_end.resize(size_t(nv));
+      tree_keys.resize(size_t(rows));
+      score_at.assign(size_t(nv) + 1, 0);
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t t = t0 + r;
+        tree_keys[size_t(r)].clear();
+        int64_t end = a.n_past;
+        if (!a.mask)
+          end += a.n_masked - a.T + t + 1;
+        else
+          for (int64_t m = 0; m < a.n_masked; ++m)
+            if (a.mask[t * a.n_masked + m]) tree_keys[size_t(r)].push_back(int32_t(m));
+        for (int64_t h = 0; h < group; ++h) dense_end[size_t(r * group + h)] = end;
+      }
+      for (int64_t v = 0; v < nv; ++v)
+        score_at[size_t(v + 1)] = score_at[size_t(v)] + dense_end[size_t(v)] + int64_t(tree_keys[size_t(v / group)].size());
+      score.resize(size_t(score_at[size_t(nv)]));
+      const int64_t dense_max = *std::max_element(dense_end.begin(), dense_end.end());
+
+      // Scores: the dense run block by block, then the tree ancestors.
+      for (int64_t j0 = 0; j0 < dense_max; j0 += kBlock) {
+        const int64_t n = std::min(kBlock, dense_max - j0);
+        for (int64_t j = 0; j < n; ++j) load_row(a.k, g, j0 + j, block.data() + j * hd);
         for (int64_t v = 0; v < nv; ++v) {
-          const float* qv = qr.data() + v * hd;
-          float* sv = score.data() + v * n_keys + j0;
-          for (int64_t j = 0; j < n; ++j) {
-            if (!visible(row_of(v), j0 + j)) {  // masked: no dot product needed
-              sv[j] = -INFINITY;
-              continue;
+          const int64_t stop = std::min(n, dense_end[size_t(v)] - j0);
+          float* sv = score.data() + score_at[size_t(v)] + j0;
+          for (int64_t j = 0; j < stop; ++j) sv[j] = dot(qr.data() + v * hd, block.data() + j * hd) * a.scale;
+        }
+      }
+      if (a.mask) {  // each masked row the tile needs, converted once
+        tree_k.resize(size_t(a.n_masked * hd));
+        tree_v.resize(size_t(a.n_masked * hd));
+        loaded.assign(size_t(a.n_masked), 0);
+        for (int64_t r = 0; r < rows; ++r)
+          for (int32_t m : tree_keys[size_t(r)])
+            if (!loaded[size_t(m)]) {
+              load_row(a.k, g, a.n_past + m, tree_k.data() + m * hd);
+              load_row(a.v, g, a.n_past + m, tree_v.data() + m * hd);
+              loaded[size_t(m)] = 1;
             }
-            const float* k = block.data() + j * hd;
-            float s = 0.0f;
-            for (int64_t d = 0; d < hd; ++d) s += qv[d] * k[d];
-            sv[j] = s * a.scale;
-          }
+        for (int64_t v = 0; v < nv; ++v) {
+          float* sv = score.data() + score_at[size_t(v)] + dense_end[size_t(v)];
+          for (int32_t m : tree_keys[size_t(v / group)])
+            *sv++ = dot(qr.data() + v * hd, tree_k.data() + m * hd) * a.scale;
         }
       }
       for (int64_t v = 0; v < nv; ++v) {
-        float* sv = score.data() + v * n_keys;
+        float* sv = score.data() + score_at[size_t(v)];
+        const int64_t n = score_at[size_t(v + 1)] - score_at[size_t(v)];
         float mx = -INFINITY;
-        for (int64_t j = 0; j < n_keys; ++j) mx = std::max(mx, sv[j]);
+        for (int64_t j = 0; j < n; ++j) mx = std::max(mx, sv[j]);
         double sum = 0.0;
-        for (int64_t j = 0; j < n_keys; ++j) {
+        for (int64_t j = 0; j < n; ++j) {
           // exp underflows to 0 below -87.3 anyway; skipping it avoids libm's slow path.
-          // Masked keys (and a fully masked row, where z is NaN) give 0.
           const float z = sv[j] - mx;
           const float p = z >= -88.0f ? std::exp(z) : 0.0f;
           sv[j] = p;
           sum += p;
         }
         const float inv = sum > 0.0 ? float(1.0 / sum) : 0.0f;  // a fully masked row attends to nothing
-        for (int64_t j = 0; j < n_keys; ++j)
+        for (int64_t j = 0; j < n; ++j)
           if (sv[j] != 0.0f) sv[j] = round(sv[j] * inv);
       }
-      for (int64_t j0 = 0; j0 < n_keys; j0 += kBlock) {
-        const int64_t n = std::min(kBlock, n_keys - j0);
-        load(a.v, g, j0, n, block.data());
+      // Values, in the same key order.
+      for (int64_t j0 = 0; j0 < dense_max; j0 += kBlock) {
+        const int64_t n = std::min(kBlock, dense_max - j0);
+        for (int64_t j = 0; j < n; ++j) load_row(a.v, g, j0 + j, block.data() + j * hd);
         for (int64_t v = 0; v < nv; ++v) {
-          const float* pv = score.data() + v * n_keys + j0;
-          float* av = acc.data() + v * hd;
-          for (int64_t j = 0; j < n; ++j) {
-            if (pv[j] == 0.0f) continue;
-            const float p = pv[j];
-            const float* val = block.data() + j * hd;
-            for (int64_t d = 0; d < hd; ++d) av[d] += p * val[d];
-          }
+          const int64_t stop = std::min(n, dense_end[size_t(v)] - j0);
+          const float* pv = score.data() + score_at[size_t(v)] + j0;
+          for (int64_t j = 0; j < stop; ++j)
+            if (pv[j] != 0.0f) axpy(pv[j], block.data() + j * hd, acc.data() + v * hd);
         }
       }
+      if (a.mask)
+        for (int64_t v = 0; v < nv; ++v) {
+          const float* pv = score.data() + score_at[size_t(v)] + dense_end[size_t(v)];
+          for (int32_t m : tree_keys[size_t(v / group)]) {
+            if (*pv != 0.0f) axpy(*pv, tree_v.data() + m * hd, acc.data() + v * hd);
+            ++pv;
+          }
+        }
       for (int64_t v = 0; v < nv; ++v)
         std::copy_n(acc.data() + v * hd, hd, a.out + row_of(v) * q_stride + (g * group + v % group) * hd);
     }

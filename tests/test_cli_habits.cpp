@@ -1,0 +1,136 @@
+// The CLI speaks llama.cpp's dialect: its flag spellings as aliases, a random seed that is
+// printed (and reproduces the run), defaults shown in --help, one-line parse errors with
+// the usage exit code, refused conflicts, and counters that add up.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+
+#include "tests/cli_runner.h"
+#include "tests/fixtures.h"
+#include "tests/json_file.h"
+
+using namespace flashspec::testing;
+
+namespace {
+
+const std::string kTarget = model_path("stories260K");
+const std::string kDraft = model_path("salty279K");
+
+nlohmann::json run_json(std::vector<std::string> args, const std::string& stdin_text = "") {
+  const CliResult r = run_cli(args, stdin_text);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  return nlohmann::json::parse(r.out);
+}
+
+void check_usage_error(const CliResult& r, const std::vector<std::string>& parts) {
+  CAPTURE(r.err);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.rfind("flashspec: error: ", 0) == 0);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  CHECK(r.out.empty());
+  for (const auto& p : parts) CHECK(r.err.find(p) != std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("cli habits: llama.cpp's spellings are aliases") {
+  const std::vector<std::string> base = {"generate", "-m", kTarget, "-p", "Once upon a time", "-n", "12", "--json"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = base;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return run_json(a);
+  };
+  // -md / --model-draft as -d; -s as --seed.
+  const nlohmann::json d = with({"-d", kDraft, "--seed", "42"});
+  const nlohmann::json md = with({"-md", kDraft, "-s", "42"});
+  CHECK(md.at("tokens") == d.at("tokens"));
+  CHECK(md.at("seed").get<uint64_t>() == 42);
+  CHECK(md.at("stats").at("drafted").get<int64_t>() > 0);
+  CHECK(with({"--model-draft", kDraft, "-s", "42"}).at("tokens") == d.at("tokens"));
+  // --draft-max caps the automatic tree; a draft alone means --tree auto.
+  CHECK(with({"-md", kDraft, "--draft-max", "8"}).at("config") == "tree auto (<= 8)");
+  CHECK(with({"-md", kDraft}).at("config") == "tree auto (<= 1024)");
+  // -ngl needs a GPU backend: one usage line on the CPU.
+  check_usage_error(run_cli({"generate", "-m", kTarget, "-p", "x", "-ngl", "99"}), {"--gpu-layers", "--backend cuda"});
+  // -f - reads the prompt from standard input.
+  const nlohmann::json piped = run_json({"generate", "-m", kTarget, "-f", "-", "-n", "4", "--temp", "0", "--json"},
+                                        "Once upon a time");
+  CHECK(piped.at("prompt_tokens") == run_json({"generate", "-m", kTarget, "-p", "Once upon a time", "-n", "4", "--temp",
+                                               "0", "--json"}).at("prompt_tokens"));
+  // A flag given twice takes the last value.
+  CHECK(run_json({"generate", "-m", kTarget, "-p", "x", "-n", "9", "-n", "3", "--temp", "0", "--json"})
+            .at("tokens")
+            .size() == 3);
+}
+
+TEST_CASE("cli habits: parse errors are one line with the usage exit code") {
+  check_usage_error(run_cli({"generate", "-m", kTarget, "-p", "x", "--frobnicate"}), {"--frobnicate"});
+  check_usage_error(run_cli({"generate", "-m", kTarget, "-p", "x", "-n", "many"}), {"-n", "many"});
+  check_usage_error(run_cli({"generate", "-m", kTarget, "-p", "x", "--kv-type", "q3"}), {"--kv-type"});
+  check_usage_error(run_cli({"generate", "-p", "x"}), {"--model"});
+  check_usage_error(run_cli({"frobnicate"}), {"unknown command 'frobnicate'", "generate"});
+  check_usage_error(run_cli({"generate", "-m", kTarget, "-d", kDraft, "-p", "x", "--tree", "9999999"}), {"--tree", "4096"});
+}
+
+TEST_CASE("cli habits: conflicting flags are refused, not ignored") {
+  check_usage_error(run_cli({"generate", "-m", kTarget, "-d", kDraft, "-p", "x", "--chain", "4", "--tree", "8"}),
+                    {"--chain", "--tree"});
+  check_usage_error(run_cli({"generate", "-m", kTarget, "-d", kDraft, "-p", "x", "--tree", "8", "--draft-max", "4"}),
+                    {"--draft-max", "--tree"});
+  check_usage_error(run_cli({"generate", "-m", kTarget, "-d", kDraft, "-p", "x", "--chain", "4", "--draft-max", "4"}),
+                    {"--draft-max", "--chain"});
+  check_usage_error(run_cli({"generate", "-m", kTarget, "-p", "x", "-f", kTarget}), {"--prompt", "--file"});
+  check_usage_error(run_cli({"generate", "-m", kTarget, "-p", "x", "--backend", "cuda", "--vram-budget", "1G", "-ngl", "3"}),
+                    {"--vram-budget", "--gpu-layers"});
+  check_usage_error(run_cli({"generate", "-m", kTarget, "-p", "x", "--tree", "8"}), {"draft"});
+}
+
+TEST_CASE("cli habits: the default seed is random and printed; the printed seed reproduces the run") {
+  const std::vector<std::string> sampled = {"generate", "-m", kTarget, "-p", "The dog", "-n", "24", "--temp", "1.2", "--json"};
+  const nlohmann::json a = run_json(sampled), b = run_json(sampled);
+  CHECK(a.at("seed") != b.at("seed"));
+  CHECK(a.at("tokens") != b.at("tokens"));  // 24 tokens at temperature 1.2: equal by chance ~never
+  std::vector<std::string> again = sampled;
+  again.insert(again.end(), {"--seed", std::to_string(a.at("seed").get<uint64_t>())});
+  CHECK(run_json(again).at("tokens") == a.at("tokens"));
+  // The text mode prints the seed in its stats line.
+  const CliResult r = run_cli({"generate", "-m", kTarget, "-p", "The dog", "-n", "4", "--temp", "1", "-s", "7"});
+  CHECK(r.err.find("seed 7") != std::string::npos);
+}
+
+TEST_CASE("cli habits: --help shows the defaults") {
+  const CliResult r = run_cli({"generate", "--help"});
+  CHECK(r.exit_code == 0);
+  for (const char* d : {"0.8", "0.95", "0.05", "40", "128", "512", "f16", "cpu"}) {
+    CAPTURE(d);
+    CHECK(r.out.find(d) != std::string::npos);
+  }
+  CHECK(r.out.find("--model-draft") != std::string::npos);
+  CHECK(r.out.find("-md") != std::string::npos);  // named in the description (translated before parsing)
+}
+
+TEST_CASE("cli habits: the counters add up") {
+  for (const std::vector<std::string>& spec : std::vector<std::vector<std::string>>{
+           {}, {"-d", kDraft, "--tree", "16"}, {"-d", kDraft, "--chain", "4"}, {"-d", kDraft}}) {
+    for (const char* n : {"24", "1", "0"}) {
+      std::vector<std::string> a = {"generate", "-m", kTarget, "-p", "Once upon a time", "-n", n, "--temp", "0", "--json"};
+      a.insert(a.end(), spec.begin(), spec.end());
+      const nlohmann::json s = run_json(a).at("stats");
+      CAPTURE(spec.size());
+      CAPTURE(n);
+      int64_t emitted = 0;
+      for (const auto& p : s.at("timeline")) emitted += p.at("emitted").get<int64_t>();
+      CHECK(emitted == s.at("generated").get<int64_t>());
+      CHECK(s.at("generated").get<int64_t>() == std::stoll(n));
+      CHECK(s.at("accepted").get<int64_t>() <= s.at("drafted").get<int64_t>());
+      CHECK(s.at("accepted").get<int64_t>() + s.at("target_passes").get<int64_t>() >= s.at("generated").get<int64_t>());
+      // The prefill pass counts: it yields the first token.
+      CHECK(s.at("timeline").size() == s.at("target_passes").get<size_t>());
+      CHECK(s.at("timeline")[0].at("tree_tokens").get<int64_t>() == 5);  // the prompt
+      if (s.at("target_passes").get<int64_t>() > 0)
+        CHECK(s.at("tau").get<double>() ==
+              doctest::Approx(double(s.at("generated").get<int64_t>()) / s.at("target_passes").get<double>()));
+    }
+  }
+}
