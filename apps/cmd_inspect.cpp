@@ -14,7 +14,9 @@
 #include "core/gguf.h"
 #include "core/llama_config.h"
 #include "core/tokenizer.h"
+#include "engine/engine.h"
 #include "engine/placement.h"
+#include "engine/quantize.h"
 #include "target/model_weights.h"
 
 namespace flashspec {
@@ -23,6 +25,7 @@ namespace {
 
 struct InspectArgs {
   std::string path;
+  std::string draft;  // self:TYPE shows the self-draft's size and its share of the budget
   bool json = false;
   std::string backend = "cpu";
   std::string kv_type = "f16";
@@ -38,7 +41,9 @@ int run_inspect(const InspectArgs& a) {
   if (tok.n_vocab() != c.n_vocab)
     throw Error(a.path + ": tokenizer has " + std::to_string(tok.n_vocab()) + " tokens but the embedding has " +
                 std::to_string(c.n_vocab) + " rows");
-  const PlacementPlan plan = plan_placement(f, w, a.placement, a.backend == "cuda");
+  const std::optional<GgmlType> self = self_draft_type(a.draft);
+  const uint64_t self_bytes = self ? quantized_model_bytes(f, QuantizeOptions{*self, false, true, true}) : 0;
+  const PlacementPlan plan = plan_placement(f, w, a.placement, a.backend == "cuda", self_bytes);
   const KvType kv = parse_kv_type(a.kv_type);
   const uint64_t kv_per_token = 2 * uint64_t(c.n_layers) * kv_bytes(kv, c.kv_dim());
   const int64_t ctx = a.ctx > 0 ? a.ctx : c.context_length;
@@ -152,6 +157,7 @@ Action register_inspect(CLI::App& app) {
       ->check(CLI::Range(int64_t(0), int64_t(1) << 20))
       ->excludes(vram);
   sub->add_option("--kv-type", args->kv_type, "KV cache element type")->check(CLI::IsMember({"f16", "f32", "q8_0"}))->capture_default_str();
+  sub->add_option("-d,--draft", args->draft, "self:TYPE: show the self-draft (the model quantized at load) in the plan");
   sub->add_option("-c,--ctx", args->ctx, "context to size the KV cache for (default: the trained length)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
   return [args, sub] {
