@@ -63,17 +63,52 @@ struct RopeParams {
 };
 
 // Host -> backend copies on a queue beside the backend's ops (a GPU's copy engine), so
-// that streamed weights move while earlier layers compute.
+// that streamed weights move while other layers compute. The copies and the backend's
+// ops are two queues, each running in its own issue order, that meet only at events:
+// markers made by make_event() that hold the last point recorded into them, on the op
+// queue (record_ops) or on this queue (record_copies). A wait orders against the point
+// the event held when the wait was issued (recording the event again later does not move
+// it); waiting for an event that was never recorded orders nothing.
+//
+// What a user must do (target/staged_layers.cpp keeps one "slot free" and one "slot
+// copied" event per backend slot):
+// - Before copy_in() overwrites backend memory that queued ops read (or read before it
+//   was freed and handed out again: a GPU may reuse memory in its queue's order), it
+//   orders the copy after them: record_ops(e) after the last such op (or after the
+//   allocation), then copies_wait(e).
+// - Ops that read the copied bytes are issued after record_copies(e) and ops_wait(e).
+// - The host source of a copy stays untouched until the copy has landed: record_copies(e)
+//   after it, then passed(e) (polling) or wait(e) (blocking), or wait_host().
+// A queue that copies at once (the CPU's, whose ops finish before they return) may make
+// every ordering call a no-op.
 class CopyQueue {
  public:
+  using Event = int;
+
+  // Waits for the copies in flight.
   virtual ~CopyQueue() = default;
   // Page-locks [p, p + bytes) of host memory for fast asynchronous copies, until the queue
   // dies (it must die before that memory is freed). Best effort: where the OS refuses,
   // copies from that memory still work, more slowly.
   virtual void pin(void* p, size_t bytes) = 0;
-  // Copies host src into backend dst once every op issued before this call has finished
-  // (they may still read dst). src must stay untouched until wait_host().
+  // A new event, owned by the queue (valid until it dies).
+  virtual Event make_event() = 0;
+  // Queues a copy of host src into backend dst, after every point this queue was told to
+  // wait for so far (copies_wait), and returns at once. It is not ordered after any op
+  // by itself, and copies may land in any order: only events tell when one has.
   virtual void copy_in(void* dst, const void* src, size_t bytes) = 0;
+  // e := the point after every op issued to the backend so far.
+  virtual void record_ops(Event e) = 0;
+  // e := the point after every copy queued so far.
+  virtual void record_copies(Event e) = 0;
+  // Copies queued after this call start once e's point (as it is now) has passed.
+  virtual void copies_wait(Event e) = 0;
+  // Ops issued after this call start once e's point (as it is now) has passed.
+  virtual void ops_wait(Event e) = 0;
+  // Whether e's point has passed (true for an event never recorded). Never blocks.
+  virtual bool passed(Event e) = 0;
+  // Blocks until e's point has passed.
+  virtual void wait(Event e) = 0;
   // Ops issued after this call start once every copy queued so far has landed.
   virtual void order_ops_after_copies() = 0;
   // Blocks until every copy queued so far has landed (their sources may be reused).

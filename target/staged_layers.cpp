@@ -56,11 +56,12 @@ int64_t StagedLayers::resident_layers_for(const ModelWeights& w, uint64_t budget
 }
 
 StagedLayers::StagedLayers(const ModelWeights& w, const float* vectors, Backend& be,
-                           std::unique_ptr<LayerSource> host, int64_t n_resident)
-    : w_(w), vectors_(vectors), host_(std::move(host)), queue_(be.make_copy_queue()) {
+                           std::unique_ptr<LayerSource> host, int64_t n_resident, int64_t host_holds)
+    : w_(w), vectors_(vectors), host_(std::move(host)), host_holds_(host_holds), queue_(be.make_copy_queue()) {
   const int64_t n = int64_t(w.layer_tensors().size());
   if (n_resident < 0 || n_resident > n) throw Error("internal: resident layer count out of range");
   if (n_resident < n && !host_) throw Error("internal: streamed layers need a host source");
+  if (host_holds < 1) throw Error("internal: a host source holds at least one layer");
   for (int64_t l = 0; l < n_resident; ++l) {
     resident_.emplace_back(be, packed_bytes(w, l));
     copy_layer(w, l, w.layer(l), resident_.back().get(),
@@ -69,7 +70,14 @@ StagedLayers::StagedLayers(const ModelWeights& w, const float* vectors, Backend&
   if (n_resident == n) return;
   size_t biggest = 0;
   for (int64_t l = n_resident; l < n; ++l) biggest = std::max<size_t>(biggest, packed_bytes(w, l));
-  for (BackendBuffer& s : slots_) s = BackendBuffer(be, biggest);
+  for (Slot& s : slots_) {
+    s.buf = BackendBuffer(be, biggest);
+    s.free = queue_->make_event();
+    s.copied = queue_->make_event();
+    // The first copy into the slot waits for its allocation: a GPU backend may hand out
+    // memory that ops still queued used before it was freed.
+    queue_->record_ops(s.free);
+  }
   for (std::span<uint8_t> b : host_->buffers()) queue_->pin(b.data(), b.size());
 }
 
@@ -80,17 +88,51 @@ LayerWeights StagedLayers::view(int64_t layer, const BackendBuffer& buf) const {
   return w_.layer_from(layer, data, vectors_);
 }
 
+void StagedLayers::release_host(size_t keep) {
+  while (!host_held_.empty()) {
+    const HostLayer h = host_held_.front();
+    if (host_held_.size() > keep)
+      queue_->wait(h.copied);  // the source needs this buffer back before its next acquire
+    else if (!queue_->passed(h.copied))
+      break;  // still copying; a later call hands it back
+    host_->release(h.layer);
+    host_held_.pop_front();
+  }
+}
+
 LayerWeights StagedLayers::acquire(int64_t layer) {
   if (layer < n_resident()) return view(layer, resident_[size_t(layer)]);
-  const BackendBuffer& slot = slots_[size_t(layer % 2)];
+  Slot& slot = slots_[size_t(next_slot_)];
+  next_slot_ ^= 1;
+  // A slot acquired but never released (a pass that stopped midway): the ops issued so
+  // far are all that can read it.
+  if (slot.reading) queue_->record_ops(slot.free);
+  // Acquiring one more from the host may recycle the oldest held buffers: their copies
+  // must have landed by then.
+  release_host(host_holds_ == kNeverRecycled ? host_held_.size() : size_t(host_holds_ - 1));
   const LayerWeights src = host_->acquire(layer);
-  copy_layer(w_, layer, src, slot.get(),
+  // Only the ops that read this slot (two staged layers ago) hold the copy back, not the
+  // previous layer's, which read the other slot and compute while this copy runs.
+  queue_->copies_wait(slot.free);
+  copy_layer(w_, layer, src, slot.buf.get(),
              [&](void* d, const void* s, size_t b) { queue_->copy_in(d, s, b); });
-  queue_->order_ops_after_copies();
-  // The host source may recycle its buffer once the copy has landed.
-  queue_->wait_host();
-  host_->release(layer);
-  return view(layer, slot);
+  queue_->record_copies(slot.copied);
+  host_held_.push_back({layer, slot.copied});
+  queue_->ops_wait(slot.copied);
+  slot.layer = layer;
+  slot.reading = true;
+  return view(layer, slot.buf);
+}
+
+void StagedLayers::release(int64_t layer) {
+  if (layer < n_resident()) return;
+  for (Slot& s : slots_) {
+    if (s.reading && s.layer == layer) {
+      queue_->record_ops(s.free);  // after the layer's last op
+      s.reading = false;
+    }
+  }
+  release_host(host_held_.size());  // whatever has landed, without waiting
 }
 
 }  // namespace flashspec

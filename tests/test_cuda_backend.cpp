@@ -1,11 +1,14 @@
 // The CUDA backend's ops against the CPU backend (or a double-precision reference) on
 // random inputs: every weight type through the mat-vec and the cuBLAS paths, the row
-// kernels, tree-masked attention, memory and the copy queue. Each case says why it
-// skipped where the build or the machine has no GPU.
+// kernels, KV stores and tree-masked attention for every KV cache type, memory (the
+// stream-ordered pool) and the copy queue's events. Each case prints why it skipped where
+// the build or the machine has no GPU, and ctest reports it as skipped
+// (tests/CMakeLists.txt).
 #include <doctest/doctest.h>
 
 #ifdef FLASHSPEC_HAVE_CUDA
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -15,7 +18,9 @@
 #include "core/half.h"
 #include "kernels/backend_buffer.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/matmul.h"
 #include "kernels/cuda/cuda_backend.h"
+#include "tests/test_data.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;
@@ -147,6 +152,22 @@ TEST_CASE("cuda backend: row and element kernels agree with the CPU backend") {
     gpu->store_kv(ag.get<float>(), fg.get(), 1000, KvType::F32);
     CHECK(from_gpu<float>(*gpu, fg, 1000) == a);
 
+    // Q8_0: 40 blocks of random values at many scales, one all zero (scale 0, codes 0),
+    // one with a single non-zero value; the same bytes as the CPU's, scale and codes.
+    std::vector<float> q = random_floats(rng, 40 * 32);
+    for (int64_t b = 0; b < 40; ++b)
+      for (int64_t i = 0; i < 32; ++i) q[size_t(b * 32 + i)] *= std::ldexp(1.0f, int(b % 13) - 6);
+    std::fill(q.begin() + 32, q.begin() + 64, 0.0f);
+    std::fill(q.begin() + 64, q.begin() + 96, 0.0f);
+    q[70] = -3.5f;
+    const BackendBuffer qg = to_gpu(*gpu, q);
+    const size_t q8_bytes = kv_bytes(KvType::Q8_0, int64_t(q.size()));
+    BackendBuffer q8g(*gpu, q8_bytes);
+    gpu->store_kv(qg.get<float>(), q8g.get(), int64_t(q.size()), KvType::Q8_0);
+    std::vector<uint8_t> want8(q8_bytes);
+    cpu.store_kv(q.data(), want8.data(), int64_t(q.size()), KvType::Q8_0);
+    CHECK(from_gpu<uint8_t>(*gpu, q8g, q8_bytes) == want8);
+
     std::vector<float> biased = a;
     const std::vector<float> bias(b.begin(), b.begin() + 100);
     BackendBuffer bg = to_gpu(*gpu, biased);
@@ -171,39 +192,56 @@ TEST_CASE("cuda backend: row and element kernels agree with the CPU backend") {
   }
 }
 
-TEST_CASE("cuda backend: tree-masked attention with grouped KV heads agrees with the CPU backend") {
+TEST_CASE("cuda backend: tree-masked attention with grouped KV heads, every KV type, agrees with the CPU backend") {
   const std::unique_ptr<Backend> gpu = gpu_or_skip();
   if (!gpu) return;
   CpuBackend cpu(1);
   std::mt19937 rng(9);
-  for (int64_t hd : {8, 64, 128}) {
-    for (int64_t n_past : {0, 5, 1500}) {  // 1500: past one chunk of staged probabilities
-      CAPTURE(hd);
-      CAPTURE(n_past);
-      const int64_t T = 4, n_masked = 7, heads = 4, kv_heads = 2;
-      const int64_t n_keys = n_past + n_masked;
-      const std::vector<float> q = random_floats(rng, T * heads * hd, 2.0f);
-      std::vector<uint16_t> k(size_t(n_keys * kv_heads * hd)), v(k.size());
-      for (auto& e : k) e = float_to_fp16(float(int(rng() % 2001) - 1000) / 500.0f);
-      for (auto& e : v) e = float_to_fp16(float(int(rng() % 2001) - 1000) / 500.0f);
-      // Query rows see pending rows 0..2 (earlier passes) by a tree pattern and themselves;
-      // row 1 sees none of the pending rows, nor itself: fully masked when n_past = 0.
-      std::vector<uint8_t> mask(size_t(T * n_masked), 0);
-      for (int64_t t = 0; t < T; ++t)
-        for (int64_t j = 0; j < n_masked; ++j)
-          mask[size_t(t * n_masked + j)] = t != 1 && (j == 3 + t || (j < 3 && (j + t) % 2 == 0));
-      const BackendBuffer qg = to_gpu(*gpu, q), kg = to_gpu(*gpu, k), vg = to_gpu(*gpu, v), mg = to_gpu(*gpu, mask);
-      BackendBuffer og(*gpu, q.size() * 4);
-      const float scale = 1.0f / std::sqrt(float(hd));
-      gpu->attention(AttentionArgs{qg.get<float>(), kg.get(), vg.get(), mg.get<uint8_t>(), og.get<float>(), T,
-                                   n_past, n_masked, heads, kv_heads, hd, scale, KvType::F16});
-      std::vector<float> want(q.size());
-      cpu.attention(AttentionArgs{q.data(), k.data(), v.data(), mask.data(), want.data(), T, n_past, n_masked,
-                                  heads, kv_heads, hd, scale, KvType::F16});
-      const std::vector<float> got = from_gpu<float>(*gpu, og, q.size());
-      double worst = 0;
-      for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, double(std::fabs(got[i] - want[i])));
-      CHECK(worst < 5e-3);  // a probability may round to a neighbouring fp16 value
+  for (const KvType type : {KvType::F16, KvType::F32, KvType::Q8_0}) {
+    // hd 16 with 2 KV heads: each Q8_0 block of a row spans both heads.
+    for (int64_t hd : {8, 16, 64, 128}) {
+      for (int64_t n_past : {0, 5, 1500}) {  // 1500: past one chunk of staged probabilities
+        const int64_t T = 4, n_masked = 7, heads = 4, kv_heads = 2;
+        if (type == KvType::Q8_0 && kv_heads * hd % 32) continue;  // rows of whole blocks only
+        CAPTURE(kv_type_name(type));
+        CAPTURE(hd);
+        CAPTURE(n_past);
+        const int64_t n_keys = n_past + n_masked, row = kv_heads * hd;
+        const std::vector<float> q = random_floats(rng, T * heads * hd, 2.0f);
+        std::vector<float> kf(size_t(n_keys * row)), vf(kf.size());
+        for (auto& e : kf) e = float(int(rng() % 2001) - 1000) / 500.0f;
+        for (auto& e : vf) e = float(int(rng() % 2001) - 1000) / 500.0f;
+        // The cache as the CPU stores it, so both backends read the same bytes.
+        std::vector<uint8_t> k(kv_bytes(type, n_keys * row)), v(k.size());
+        cpu.store_kv(kf.data(), k.data(), n_keys * row, type);
+        cpu.store_kv(vf.data(), v.data(), n_keys * row, type);
+        // Query rows see pending rows 0..2 (earlier passes) by a tree pattern and themselves;
+        // row 1 sees none of the pending rows, nor itself: fully masked when n_past = 0.
+        std::vector<uint8_t> mask(size_t(T * n_masked), 0);
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t j = 0; j < n_masked; ++j)
+            mask[size_t(t * n_masked + j)] = t != 1 && (j == 3 + t || (j < 3 && (j + t) % 2 == 0));
+        const BackendBuffer qg = to_gpu(*gpu, q), kg = to_gpu(*gpu, k), vg = to_gpu(*gpu, v), mg = to_gpu(*gpu, mask);
+        BackendBuffer og(*gpu, q.size() * 4);
+        const float scale = 1.0f / std::sqrt(float(hd));
+        for (const bool masked : {true, false}) {  // tree mask, then causal without one
+          CAPTURE(masked);
+          const uint8_t* gm = masked ? mg.get<uint8_t>() : nullptr;
+          const uint8_t* cm = masked ? mask.data() : nullptr;
+          gpu->attention(AttentionArgs{qg.get<float>(), kg.get(), vg.get(), gm, og.get<float>(), T, n_past, n_masked,
+                                       heads, kv_heads, hd, scale, type});
+          std::vector<float> want(q.size());
+          cpu.attention(AttentionArgs{q.data(), k.data(), v.data(), cm, want.data(), T, n_past, n_masked, heads,
+                                      kv_heads, hd, scale, type});
+          const std::vector<float> got = from_gpu<float>(*gpu, og, q.size());
+          double worst = 0;
+          for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, double(std::fabs(got[i] - want[i])));
+          // fp16: a probability may round to a neighbouring fp16 value. f32 and q8_0 round
+          // nothing: only float sums differ (order, fused multiply-adds, the CPU's double
+          // sum of exps); a misread q8_0 value would be off by a whole code step (~1e-2).
+          CHECK(worst < (type == KvType::F16 ? 5e-3 : 5e-4));
+        }
+      }
     }
   }
 }
@@ -223,11 +261,45 @@ TEST_CASE("cuda backend: memory, copies, the copy queue, and a clear error when 
   {
     const std::unique_ptr<CopyQueue> q = gpu->make_copy_queue();
     q->pin(host.data(), host.size() * 4);
-    q->copy_in(cg.get(), host.data(), host.size() * 4);
     q->order_ops_after_copies();
     q->wait_host();
+    const CopyQueue::Event slot_free = q->make_event(), copied = q->make_event();
+    CHECK(q->passed(copied));  // never recorded
+    // The copy waits for the ops that read the slot (here: its allocation), the op that
+    // reads it after the copy waits for the copy.
+    q->record_ops(slot_free);
+    q->copies_wait(slot_free);
+    q->copy_in(cg.get(), host.data(), host.size() * 4);
+    q->record_copies(copied);
+    q->ops_wait(copied);
+    gpu->copy(bg.get(), cg.get(), a.size() * 4);
+    q->wait(copied);
+    CHECK(q->passed(copied));
+    CHECK(from_gpu<float>(*gpu, bg, a.size()) == std::vector<float>(host.begin(), host.begin() + 4096));
+    // The whole-queue calls, as flashspec-gpubench makes them.
+    std::vector<float> host2 = random_floats(rng, 4096);
+    q->copy_in(cg.get(), host2.data(), host2.size() * 4);
+    q->order_ops_after_copies();
+    gpu->copy(bg.get(), cg.get(), a.size() * 4);
+    q->wait_host();
+    CHECK(from_gpu<float>(*gpu, bg, a.size()) == host2);
   }
-  CHECK(from_gpu<float>(*gpu, cg, host.size()) == host);
+  const std::vector<float> all = from_gpu<float>(*gpu, cg, host.size());  // host2, then the rest of host
+  CHECK(std::equal(all.begin() + 4096, all.end(), host.begin() + 4096));
+
+  // Memory freed while the op that reads it is still queued and handed out again at once
+  // (the pool's stream order): the op still sees the old bytes, the new owner its own.
+  for (int round = 0; round < 20; ++round) {
+    const std::vector<float> before = random_floats(rng, 1 << 16), after = random_floats(rng, 1 << 16);
+    BackendBuffer out(*gpu, before.size() * 4);
+    {
+      const BackendBuffer old = to_gpu(*gpu, before);
+      gpu->copy(out.get(), old.get(), before.size() * 4);
+    }
+    const BackendBuffer reused = to_gpu(*gpu, after);
+    CHECK(from_gpu<float>(*gpu, out, before.size()) == before);
+    CHECK(from_gpu<float>(*gpu, reused, after.size()) == after);
+  }
 
   std::string err;
   try {

@@ -1,10 +1,15 @@
 // The GPU data flow, run on the CPU kernels: a backend whose memory is "not the host's"
 // (tests/device_like_backend.h) must give bit-identical results to the CPU backend, with
 // every op reading only backend memory, whether layers are resident in it, staged
-// through its slot ring from the mapping, or streamed from storage through pinned buffers.
+// through its slot ring from the mapping, or streamed from storage through pinned buffers;
+// and so must the same backend run asynchronously, its copies landing late and out of
+// order, which proves the copy queue's event ordering without a GPU.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "engine/generate.h"
 #include "engine/speculative.h"
@@ -181,4 +186,180 @@ TEST_CASE("device path: committing kept rows moves them within backend memory, o
     dev.download(host.data(), kv.values(l), host.size() * 2);
     for (int64_t r = 0; r < 7; ++r) CHECK(host[size_t(r * dim)] == l * 100 + expect_rows[r]);
   }
+}
+
+TEST_CASE("device path: the asynchronous fake queues order only what they are told to") {
+  // Each hazard the slot events exist for, made certain by holding the op thread: the fake
+  // must be able to show it, or the staged-model tests below could not fail.
+  using namespace std::chrono_literals;
+  DeviceLikeOptions o;
+  o.async = true;
+  DeviceLikeBackend dev(o);
+  const std::unique_ptr<CopyQueue> q = dev.make_copy_queue();
+  const size_t n = 1024, bytes = n * sizeof(float);
+  BackendBuffer slot(dev, bytes), out(dev, bytes);
+  const std::vector<float> ones(n, 1.0f), twos(n, 2.0f);
+  auto read = [&](const BackendBuffer& b) {
+    std::vector<float> v(n);
+    dev.download(v.data(), b.get(), bytes);
+    return v;
+  };
+  const CopyQueue::Event slot_free = q->make_event(), copied = q->make_event();
+  dev.upload(slot.get(), ones.data(), bytes);
+  dev.synchronize();
+
+  SUBCASE("a copy that waits for nothing overwrites the slot under an op still queued to read it") {
+    dev.hold_ops();
+    dev.copy(out.get(), slot.get(), bytes);
+    q->copy_in(slot.get(), twos.data(), bytes);
+    q->record_copies(copied);
+    q->wait(copied);  // landed while the op (and the upload before it) are still queued
+    dev.resume_ops();
+    CHECK(read(out) == twos);
+  }
+  SUBCASE("a copy after the slot's free event waits for the ops issued before it") {
+    dev.hold_ops();
+    dev.copy(out.get(), slot.get(), bytes);
+    q->record_ops(slot_free);
+    q->copies_wait(slot_free);
+    q->copy_in(slot.get(), twos.data(), bytes);
+    q->record_copies(copied);
+    std::this_thread::sleep_for(20ms);
+    CHECK_FALSE(q->passed(copied));  // held back by the ops, which are held
+    dev.resume_ops();
+    CHECK(read(out) == ones);
+    q->wait(copied);
+    CHECK(read(slot) == twos);
+  }
+  SUBCASE("ops after ops_wait read the copied bytes") {
+    q->copy_in(slot.get(), twos.data(), bytes);
+    q->record_copies(copied);
+    q->ops_wait(copied);
+    dev.copy(out.get(), slot.get(), bytes);
+    CHECK(read(out) == twos);
+  }
+  SUBCASE("a host source reused before its copy landed is copied as it is then") {
+    std::vector<float> host = twos;
+    dev.hold_ops();
+    q->record_ops(slot_free);
+    q->copies_wait(slot_free);
+    q->copy_in(slot.get(), host.data(), bytes);
+    q->record_copies(copied);
+    std::fill(host.begin(), host.end(), 3.0f);  // handed back too early
+    dev.resume_ops();
+    q->wait(copied);
+    CHECK(read(slot) == host);
+  }
+  SUBCASE("copies land out of issue order") {
+    std::vector<BackendBuffer> dst;
+    for (int i = 0; i < 32; ++i) {
+      dst.emplace_back(dev, bytes);
+      q->copy_in(dst.back().get(), twos.data(), bytes);
+    }
+    q->wait_host();
+    CHECK(dev.copies_landed_out_of_order() > 0);
+    for (const BackendBuffer& b : dst) CHECK(read(b) == twos);
+  }
+}
+
+TEST_CASE("device path: staged layers through queues that land copies late and out of order match the CPU bit for bit") {
+  // Ops run on their own thread and copies land late, in any order: only the slot events
+  // keep layer l+2's copy out of the slot until layer l's ops have read it, layer l's ops
+  // from reading before its copy, and the host source from reusing a buffer still copied.
+  // (Removing StagedLayers' wait on the slot's free event fails this test.)
+  const char* name = "stories260K-wide-q8_0";  // 8 layers
+  CpuBackend cpu(2);
+  LlamaModel ref(model_path(name), cpu);
+  const std::vector<int32_t> prompt = first_prompt(ref, name);
+  const GenerationResult want = generate_target_only(ref, prompt, greedy(16));
+  struct Source {
+    const char* what;
+    bool stream;
+    int64_t holds;
+  };
+  uint32_t seed = 1;
+  for (const Source src : {Source{"mapping, never recycled: the host runs ahead", false, StagedLayers::kNeverRecycled},
+                           Source{"mapping, as a stream would hold it", false, StagedLayers::kStreamHolds},
+                           Source{"weight stream (pinned ring)", true, StagedLayers::kStreamHolds}}) {
+    for (int64_t resident : {int64_t(0), int64_t(3)}) {
+      const std::string source = src.what;
+      CAPTURE(source);
+      CAPTURE(resident);
+      DeviceLikeOptions o;
+      o.async = true;
+      o.seed = seed++;
+      DeviceLikeBackend dev(o);
+      {
+        LlamaModel m(model_path(name), dev);
+        std::unique_ptr<LayerSource> host;
+        if (src.stream) {
+          StreamOptions so;
+          so.ram_budget = 2 * MiB;
+          host = std::make_unique<StreamedLayers>(m.file(), m.weights(), so, resident);
+        } else {
+          host = std::make_unique<ResidentLayers>(m.weights());
+        }
+        m.set_layer_source(std::make_unique<StagedLayers>(m.weights(), m.placed().vectors, dev, std::move(host),
+                                                          resident, src.holds));
+        const GenerationResult got = generate_target_only(m, prompt, greedy(16));
+        CHECK(got.tokens == want.tokens);
+        CHECK(bit_identical(got.logits, want.logits));
+        CHECK(dev.unpinned_copies() == (src.stream ? 0 : dev.streamed_copies()));
+      }
+      CHECK(dev.copies_landed_out_of_order() > 0);  // the reordering really happened
+      CHECK(dev.live_allocations() == 0);
+    }
+  }
+}
+
+TEST_CASE("device path: every KV cache type, staged through asynchronous queues, matches the CPU bit for bit") {
+  // stories260K's KV rows are 32 values of 4 heads of 8: one Q8_0 block spans four heads.
+  for (const char* name : {"stories260K", "stories260K-wide-q4_0"}) {
+    for (const KvType t : {KvType::F16, KvType::F32, KvType::Q8_0}) {
+      const std::string model = name, kv = kv_type_name(t);
+      CAPTURE(model);
+      CAPTURE(kv);
+      CpuBackend cpu(2);
+      LlamaModel ref(model_path(name), cpu);
+      ref.set_kv_type(t);
+      const std::vector<int32_t> prompt = first_prompt(ref, name);
+      const GenerationResult want = generate_target_only(ref, prompt, greedy(16));
+      DeviceLikeOptions o;
+      o.async = true;
+      o.seed = 7 + uint32_t(t);
+      DeviceLikeBackend dev(o);
+      LlamaModel m(model_path(name), dev);
+      m.set_kv_type(t);
+      m.set_layer_source(std::make_unique<StagedLayers>(m.weights(), m.placed().vectors, dev,
+                                                        std::make_unique<ResidentLayers>(m.weights()), 1,
+                                                        StagedLayers::kNeverRecycled));
+      const GenerationResult got = generate_target_only(m, prompt, greedy(16));
+      CHECK(got.tokens == want.tokens);
+      CHECK(bit_identical(got.logits, want.logits));
+    }
+  }
+}
+
+TEST_CASE("device path: speculative trees on asynchronous queues, staged and streamed target, lossless") {
+  CpuBackend cpu(2);
+  LlamaModel ref(model_path("stories260K"), cpu);
+  const Tokenizer tok = Tokenizer::from_gguf(ref.file());
+  const nlohmann::json refs = read_json(reference_path("stories260K"));
+  const std::vector<int32_t> prompt = tok.encode(refs[1].at("prompt").get<std::string>(), true);
+  GenerateOptions g = greedy(48);
+  g.logits_positions = 0;
+  const GenerationResult want = generate_target_only(ref, prompt, g);
+  DeviceLikeOptions o;
+  o.async = true;
+  o.seed = 3;
+  DeviceLikeBackend dev(o), dev_draft(o);
+  LlamaModel target(model_path("stories260K"), dev), draft(model_path("salty279K"), dev_draft);
+  target.set_layer_source(std::make_unique<StagedLayers>(
+      target.weights(), target.placed().vectors, dev,
+      std::make_unique<StreamedLayers>(target.file(), target.weights(), StreamOptions{}, 1), 1));
+  DraftPolicy p;
+  p.budget = 12;
+  const GenerationResult got = generate_speculative(target, draft, prompt, g, p);
+  CHECK(got.tokens == want.tokens);
+  CHECK(got.stats.target_passes < want.stats.target_passes);
 }

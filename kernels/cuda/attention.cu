@@ -1,7 +1,8 @@
 // Masked (tree) attention over the KV cache, with the CPU backend's rounding: for an fp16
 // cache the query rounded to fp16 before its dot products and probabilities normalised
-// then rounded to fp16 before they weight the value rows (an f32 cache rounds nothing);
-// exp() cut to 0 below -88.
+// then rounded to fp16 before they weight the value rows; an f32 or q8_0 cache rounds
+// nothing (q8_0 values read as scale * code, as the CPU dequantizes them); exp() cut to 0
+// below -88.
 //
 // One block per (query row, head), three sweeps over the keys: the maximum score, the
 // sum of exponentials, then the weighted sum of value rows in chunks whose
@@ -23,22 +24,34 @@ constexpr int kChunk = 1024;    // keys whose probabilities are staged at a time
 
 __device__ float round_f16(float v) { return __half2float(__float2half_rn(v)); }
 
-// The cache's element type: how a value reads as float, and how q and p round before
-// their products.
+// The cache's element type: value i of cache row `row` (rows of row_len values), and
+// how q and p round before their products.
 struct F16Cache {
-  using Elem = __half;
-  __device__ static float load(Elem e) { return __half2float(e); }
+  __device__ static float at(const void* base, int64_t row, int64_t i, int64_t row_len) {
+    return __half2float(static_cast<const __half*>(base)[row * row_len + i]);
+  }
   __device__ static float round(float v) { return round_f16(v); }
 };
 struct F32Cache {
-  using Elem = float;
-  __device__ static float load(Elem e) { return e; }
+  __device__ static float at(const void* base, int64_t row, int64_t i, int64_t row_len) {
+    return static_cast<const float*>(base)[row * row_len + i];
+  }
+  __device__ static float round(float v) { return v; }
+};
+// ggml Q8_0: a row is row_len / 32 blocks of 34 bytes (fp16 scale, 32 int8 codes). Blocks
+// are cut from the whole row, so with head_dim 16 one block holds parts of two heads:
+// values are addressed by their index in the row, never by head.
+struct Q8Cache {
+  __device__ static float at(const void* base, int64_t row, int64_t i, int64_t row_len) {
+    const uint8_t* block = static_cast<const uint8_t*>(base) + row * (row_len / 32 * 34) + i / 32 * 34;
+    const float d = __half2float(*reinterpret_cast<const __half*>(block));
+    return d * float(int8_t(block[2 + i % 32]));
+  }
   __device__ static float round(float v) { return v; }
 };
 
 template <class Cache>
 __global__ void attention_kernel(AttentionArgs a) {
-  using Elem = typename Cache::Elem;
   __shared__ float q16[kThreads];
   __shared__ float prob[kChunk];
   __shared__ float scratch[32];
@@ -48,8 +61,7 @@ __global__ void attention_kernel(AttentionArgs a) {
   const float* q = a.q + (t * a.n_heads + h) * hd;
   const uint8_t* mrow = a.mask ? a.mask + t * a.n_masked : nullptr;
   const int64_t causal_limit = a.n_masked - a.T + t;  // without a mask: the last masked row t sees
-  const Elem* keys = static_cast<const Elem*>(a.k) + g * hd;
-  const Elem* values = static_cast<const Elem*>(a.v) + g * hd;
+  const int64_t first = g * hd;                        // this KV head's first value in a row
 
   for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) q16[d] = Cache::round(q[d]);
   __syncthreads();
@@ -57,9 +69,8 @@ __global__ void attention_kernel(AttentionArgs a) {
   // Score of key j, or -inf where the mask hides it.
   auto score = [&](int64_t j) {
     if (j >= a.n_past && (mrow ? !mrow[j - a.n_past] : j - a.n_past > causal_limit)) return -INFINITY;
-    const Elem* k = keys + j * kv_stride;
     float s = 0.0f;
-    for (int64_t d = 0; d < hd; ++d) s += q16[d] * Cache::load(k[d]);
+    for (int64_t d = 0; d < hd; ++d) s += q16[d] * Cache::at(a.k, j, first + d, kv_stride);
     return s * a.scale;
   };
   auto weight = [&](float s, float mx) {  // exp(s - mx), 0 below the cut (and for masked keys)
@@ -86,9 +97,8 @@ __global__ void attention_kernel(AttentionArgs a) {
     }
     __syncthreads();
     if (threadIdx.x < hd) {
-      const Elem* v = values + c0 * kv_stride + threadIdx.x;
       for (int64_t j = 0; j < n; ++j)
-        if (prob[j] != 0.0f) acc += prob[j] * Cache::load(v[j * kv_stride]);
+        if (prob[j] != 0.0f) acc += prob[j] * Cache::at(a.v, c0 + j, first + threadIdx.x, kv_stride);
     }
   }
   if (threadIdx.x < hd) a.out[(t * a.n_heads + h) * hd + threadIdx.x] = acc;
@@ -100,10 +110,14 @@ void launch_attention(const AttentionArgs& a, cudaStream_t s) {
   if (a.head_dim > kThreads) throw Error("cuda: attention supports head dims up to 256, not " + std::to_string(a.head_dim));
   if (a.n_kv_heads < 1 || a.n_heads % a.n_kv_heads) throw Error("cuda: attention heads do not group into KV heads");
   const dim3 grid(unsigned(a.n_heads), unsigned(a.T));
-  if (a.kv_type == KvType::F32)
-    attention_kernel<F32Cache><<<grid, kThreads, 0, s>>>(a);
-  else
-    attention_kernel<F16Cache><<<grid, kThreads, 0, s>>>(a);
+  switch (a.kv_type) {
+    case KvType::F32: attention_kernel<F32Cache><<<grid, kThreads, 0, s>>>(a); break;
+    case KvType::F16: attention_kernel<F16Cache><<<grid, kThreads, 0, s>>>(a); break;
+    case KvType::Q8_0:
+      if (a.n_kv_heads * a.head_dim % 32) throw Error("cuda: q8_0 cache rows must hold a multiple of 32 values");
+      attention_kernel<Q8Cache><<<grid, kThreads, 0, s>>>(a);
+      break;
+  }
   check_launch("attention");
 }
 

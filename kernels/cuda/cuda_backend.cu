@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "core/error.h"
 #include "kernels/cuda/cublas_library.h"
@@ -51,17 +52,40 @@ CudaBackend::CudaBackend(int device) : device_(device) {
   check(cudaGetDeviceProperties(&p, device_), "query device");
   device_name_ = std::string(p.name) + ", sm_" + std::to_string(p.major) + std::to_string(p.minor) + ", " +
                  std::to_string((p.totalGlobalMem + (size_t(1) << 29)) >> 30) + " GiB";
-  check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "create stream");
-  cublas_ = std::make_unique<CublasLibrary>(stream_);
+  cudaStream_t s = nullptr;
+  check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "create stream");
+  stream_.reset(s);
+  int pools = 0;
+  check(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device_), "query memory pools");
+  if (pools) {
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.handleTypes = cudaMemHandleTypeNone;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = device_;
+    cudaMemPool_t pool = nullptr;
+    check(cudaMemPoolCreate(&pool, &props), "create memory pool");
+    pool_.reset(pool);
+    // Keep freed memory for the next allocation: by default (threshold 0) a pool hands
+    // it back to the driver at every synchronisation, and download() synchronises every
+    // pass, so a scratch buffer that grows would map fresh memory each time.
+    uint64_t keep = UINT64_MAX;
+    check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), "configure memory pool");
+  } else {
+    device_name_ += ", no memory pools (cudaFree synchronises)";
+  }
+  cublas_ = std::make_unique<CublasLibrary>(stream());
   if (!cublas_->ok()) device_name_ += ", no cuBLAS: " + cublas_->why_not();
 }
 
 CudaBackend::~CudaBackend() {
   cudaSetDevice(device_);
-  cudaStreamSynchronize(stream_);
+  // The scratch buffers free into the pool on the stream; then everything queued
+  // finishes before cuBLAS, the pool and the stream go (members, in reverse order).
   dequantized_ = BackendBuffer();
+  rounded_ = BackendBuffer();
+  cudaStreamSynchronize(stream());
   cublas_.reset();
-  cudaStreamDestroy(stream_);
 }
 
 void CudaBackend::use_device() const { check(cudaSetDevice(device_), "select device " + std::to_string(device_)); }
@@ -70,8 +94,18 @@ std::string CudaBackend::name() const { return "cuda (" + device_name_ + ")"; }
 
 void* CudaBackend::alloc(size_t bytes) {
   use_device();
+  bytes = std::max<size_t>(bytes, 1);
   void* p = nullptr;
-  const cudaError_t e = cudaMalloc(&p, std::max<size_t>(bytes, 1));
+  cudaError_t e = pool_ ? cudaMallocFromPoolAsync(&p, bytes, pool_.get(), stream()) : cudaMalloc(&p, bytes);
+  if (e == cudaErrorMemoryAllocation && pool_) {
+    // The pool may hold enough freed memory, but in pieces, or freed by ops still queued:
+    // once the queue has drained, hand back all it does not use and try again. A slow
+    // path taken only when VRAM is nearly full.
+    cudaGetLastError();
+    cudaStreamSynchronize(stream());
+    cudaMemPoolTrimTo(pool_.get(), 0);
+    e = cudaMallocFromPoolAsync(&p, bytes, pool_.get(), stream());
+  }
   if (e != cudaSuccess) {
     cudaGetLastError();
     size_t free_b = 0, total_b = 0;
@@ -80,51 +114,61 @@ void* CudaBackend::alloc(size_t bytes) {
                 cudaGetErrorString(e) + "; " + std::to_string(free_b >> 20) + " of " +
                 std::to_string(total_b >> 20) + " MiB free)");
   }
+  // Backend promises 256-byte alignment (the kernels' vector loads, packed layer offsets).
+  if (reinterpret_cast<uintptr_t>(p) % 256 != 0) {
+    free(p);
+    throw Error("cuda: the memory pool returned a block not aligned to 256 bytes");
+  }
   return p;
 }
 
 void CudaBackend::free(void* p) noexcept {
   cudaSetDevice(device_);
-  cudaFree(p);
+  // Stream-ordered: the block returns to the pool once the ops queued before (the ones
+  // that may read it) have finished, without waiting for them here.
+  if (pool_)
+    cudaFreeAsync(p, stream());
+  else
+    cudaFree(p);
 }
 
 void CudaBackend::upload(void* dst, const void* src, size_t bytes) {
   use_device();
   // From pageable memory this returns once src has been staged, so it may be reused.
-  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "copy to the GPU");
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream()), "copy to the GPU");
 }
 
 void CudaBackend::download(void* dst, const void* src, size_t bytes) {
   use_device();
-  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "copy from the GPU");
-  check(cudaStreamSynchronize(stream_), "GPU ops");
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream()), "copy from the GPU");
+  check(cudaStreamSynchronize(stream()), "GPU ops");
 }
 
 void CudaBackend::copy(void* dst, const void* src, size_t bytes) {
   use_device();
-  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_), "copy within the GPU");
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream()), "copy within the GPU");
 }
 
 void CudaBackend::synchronize() {
   use_device();
-  check(cudaStreamSynchronize(stream_), "GPU ops");
+  check(cudaStreamSynchronize(stream()), "GPU ops");
 }
 
 std::unique_ptr<CopyQueue> CudaBackend::make_copy_queue() {
   use_device();
-  return std::make_unique<CudaCopyQueue>(device_, stream_);
+  return std::make_unique<CudaCopyQueue>(device_, stream());
 }
 
 void CudaBackend::get_rows(const WeightMatrix& table, const int32_t* ids, int64_t n, float* out) {
   use_device();
-  launch_get_rows(table, ids, n, out, stream_);
+  launch_get_rows(table, ids, n, out, stream());
 }
 
 void CudaBackend::matmul(const WeightMatrix& w, const float* x, int64_t T, float* y) {
   use_device();
   if (T < kGemmMinT || !cublas_->ok() || w.cols > INT32_MAX || T > INT32_MAX) {
     for (int64_t t0 = 0; t0 < T; t0 += kMatvecMaxT)
-      launch_matvec(w, x + t0 * w.cols, std::min(kMatvecMaxT, T - t0), y + t0 * w.rows, stream_);
+      launch_matvec(w, x + t0 * w.cols, std::min(kMatvecMaxT, T - t0), y + t0 * w.rows, stream());
     return;
   }
   // Row-major W (rows x cols) is column-major W^T (cols x rows, ld cols), x (T x cols) is
@@ -134,14 +178,14 @@ void CudaBackend::matmul(const WeightMatrix& w, const float* x, int64_t T, float
   // and the CPU do (llama.cpp's vec_dot_type).
   if (w.type == GgmlType::F16 || w.type == GgmlType::BF16) {
     rounded_.reserve(*this, size_t(T * w.cols) * sizeof(float));
-    launch_round_activations(w.type, x, T * w.cols, rounded_.get<float>(), stream_);
+    launch_round_activations(w.type, x, T * w.cols, rounded_.get<float>(), stream());
     x = rounded_.get<float>();
   }
   const int64_t tile = std::min(kGemmRowTile, w.rows);
   dequantized_.reserve(*this, size_t(tile * w.cols) * sizeof(float));
   for (int64_t r0 = 0; r0 < w.rows; r0 += tile) {
     const int64_t m = std::min(tile, w.rows - r0);
-    launch_dequantize(w, r0, m, dequantized_.get<float>(), stream_);
+    launch_dequantize(w, r0, m, dequantized_.get<float>(), stream());
     cublas_->sgemm(CUBLAS_OP_T, CUBLAS_OP_N, int(m), int(T), int(w.cols), dequantized_.get<float>(), int(w.cols),
                    x, int(w.cols), y + r0, int(w.rows));
   }
@@ -149,7 +193,7 @@ void CudaBackend::matmul(const WeightMatrix& w, const float* x, int64_t T, float
 
 void CudaBackend::rmsnorm(const float* x, const float* weight, int64_t T, int64_t dim, float eps, float* y) {
   use_device();
-  launch_rmsnorm(x, weight, T, dim, eps, y, stream_);
+  launch_rmsnorm(x, weight, T, dim, eps, y, stream());
 }
 
 void CudaBackend::rope(float* x, const int32_t* positions, int64_t T, int64_t n_heads, int64_t head_dim,
@@ -157,37 +201,36 @@ void CudaBackend::rope(float* x, const int32_t* positions, int64_t T, int64_t n_
   use_device();
   // Computed on the host exactly as the CPU backend does.
   const float theta_scale = std::pow(r.freq_base, -2.0f / float(r.n_rot));
-  launch_rope(x, positions, T, n_heads, head_dim, r, theta_scale, stream_);
+  launch_rope(x, positions, T, n_heads, head_dim, r, theta_scale, stream());
 }
 
 void CudaBackend::attention(const AttentionArgs& a) {
   use_device();
-  launch_attention(a, stream_);
+  launch_attention(a, stream());
 }
 
 void CudaBackend::store_kv(const float* src, void* dst, int64_t n, KvType t) {
   use_device();
   switch (t) {
     case KvType::F32: return copy(dst, src, size_t(n) * sizeof(float));
-    case KvType::F16: return launch_store_f16(src, static_cast<uint16_t*>(dst), n, stream_);
-    case KvType::Q8_0: break;
+    case KvType::F16: return launch_store_f16(src, static_cast<uint16_t*>(dst), n, stream());
+    case KvType::Q8_0: return launch_store_q8_0(src, static_cast<uint8_t*>(dst), n, stream());
   }
-  throw Error("--kv-type q8_0 is not supported by the CUDA backend yet (use f16 or f32)");
 }
 
 void CudaBackend::add_bias(float* y, const float* bias, int64_t T, int64_t n) {
   use_device();
-  launch_add_bias(y, bias, T, n, stream_);
+  launch_add_bias(y, bias, T, n, stream());
 }
 
 void CudaBackend::silu_mul(float* gate, const float* up, int64_t n) {
   use_device();
-  launch_silu_mul(gate, up, n, stream_);
+  launch_silu_mul(gate, up, n, stream());
 }
 
 void CudaBackend::add(float* y, const float* x, int64_t n) {
   use_device();
-  launch_add(y, x, n, stream_);
+  launch_add(y, x, n, stream());
 }
 
 }  // namespace flashspec::cuda

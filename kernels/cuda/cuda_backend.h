@@ -3,6 +3,14 @@
 // VRAM. Ops are queued and return at once; download() and synchronize() wait for them.
 // Every public call selects the device first: the draft's backend is driven from its own
 // thread.
+//
+// Memory comes from a stream-ordered pool of the backend's own (cudaMallocFromPoolAsync /
+// cudaFreeAsync on the op stream) that keeps what is freed: cudaFree would synchronise
+// the whole device, and scratch buffers grow (free, then allocate larger) during
+// generation. The pool is bounded by the peak of live allocations: weights, KV caches
+// (fixed per session) and scratch, which only grows with the rows of one forward pass,
+// at most --batch tokens (512 by default; longer prompts and trees run in parts), so after
+// the first passes at full size no allocation reaches the driver at all.
 #include <cuda_runtime_api.h>
 
 #include <memory>
@@ -10,6 +18,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/backend_buffer.h"
+#include "kernels/cuda/cuda_handles.h"
 
 namespace flashspec::cuda {
 
@@ -30,7 +39,7 @@ class CudaBackend final : public Backend {
   CudaBackend& operator=(const CudaBackend&) = delete;
 
   std::string name() const override;
-  cudaStream_t stream() const { return stream_; }
+  cudaStream_t stream() const { return stream_.get(); }
   int device() const { return device_; }
 
   bool host_memory() const override { return false; }
@@ -58,7 +67,9 @@ class CudaBackend final : public Backend {
 
   int device_;
   std::string device_name_;
-  cudaStream_t stream_ = nullptr;
+  // Declared before the scratch buffers below, which free into them when they die.
+  StreamHandle stream_;
+  MemPoolHandle pool_;  // null where the device has no memory pools: cudaMalloc/cudaFree
   std::unique_ptr<CublasLibrary> cublas_;  // null where libcublas cannot be loaded
   BackendBuffer dequantized_;              // scratch: a weight matrix as f32 for cuBLAS
   BackendBuffer rounded_;                  // scratch: activations rounded for F16/BF16 weights

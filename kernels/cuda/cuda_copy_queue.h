@@ -1,26 +1,17 @@
 #pragma once
 // The CUDA copy queue (kernels/backend.h CopyQueue): host -> VRAM copies of streamed
 // weights on a stream of their own (the GPU's copy engine), ordered against the
-// backend's op stream with events.
+// backend's op stream only by the events its user records and waits for, so that a copy
+// into one VRAM slot overlaps the kernels reading the other.
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
-#include <memory>
-#include <type_traits>
 #include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/cuda/cuda_handles.h"
 
 namespace flashspec::cuda {
-
-struct StreamDestroy {
-  void operator()(cudaStream_t s) const { cudaStreamDestroy(s); }
-};
-struct EventDestroy {
-  void operator()(cudaEvent_t e) const { cudaEventDestroy(e); }
-};
-using StreamHandle = std::unique_ptr<std::remove_pointer_t<cudaStream_t>, StreamDestroy>;
-using EventHandle = std::unique_ptr<std::remove_pointer_t<cudaEvent_t>, EventDestroy>;
 
 class CudaCopyQueue final : public CopyQueue {
  public:
@@ -30,15 +21,26 @@ class CudaCopyQueue final : public CopyQueue {
   CudaCopyQueue& operator=(const CudaCopyQueue&) = delete;
 
   void pin(void* p, size_t bytes) override;
+  Event make_event() override;
   void copy_in(void* dst, const void* src, size_t bytes) override;
+  void record_ops(Event e) override;
+  void record_copies(Event e) override;
+  void copies_wait(Event e) override;
+  void ops_wait(Event e) override;
+  bool passed(Event e) override;
+  void wait(Event e) override;
   void order_ops_after_copies() override;
   void wait_host() override;
 
  private:
+  cudaEvent_t event(Event e) const;
+  void use_device() const;
+
   int device_;
   cudaStream_t ops_;
   StreamHandle copies_;
-  EventHandle ops_done_, copies_done_;
+  EventHandle copies_done_;          // order_ops_after_copies()
+  std::vector<EventHandle> events_;  // make_event()
   std::vector<void*> pinned_;
   bool warned_ = false;  // a pin failed (said once)
 };

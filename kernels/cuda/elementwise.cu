@@ -1,6 +1,9 @@
-// Row and element kernels: rmsnorm, rope, store_f16, silu_mul, add, add_bias.
+// Row and element kernels: rmsnorm, rope, store_f16, store_q8_0, silu_mul, add, add_bias.
 #include <cuda_fp16.h>
 
+#include <string>
+
+#include "core/error.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/reduce.cuh"
@@ -54,6 +57,23 @@ __global__ void store_f16_kernel(const float* __restrict__ src, uint16_t* __rest
   if (i < n) dst[i] = __half_as_ushort(__float2half_rn(src[i]));
 }
 
+// One warp per 32-value block, the CPU's rule bit for bit: scale amax / 127 (stored as
+// fp16, round to nearest even), codes x * (1 / scale) rounded half away from zero (lround).
+// IEEE division (nvcc's default -prec-div) keeps scale and inverse equal to the CPU's.
+__global__ void store_q8_0_kernel(const float* __restrict__ src, uint8_t* __restrict__ dst, int64_t n_blocks) {
+  const int64_t b = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  if (b >= n_blocks) return;  // a whole warp leaves together (blockDim.x is a multiple of 32)
+  const unsigned lane = threadIdx.x & 31u;
+  const float x = src[b * 32 + lane];
+  float amax = fabsf(x);
+  for (int off = 16; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+  const float d = amax / 127.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  uint8_t* block = dst + b * 34;  // 34 bytes: even, so the scale stays 2-byte aligned
+  if (lane == 0) *reinterpret_cast<__half*>(block) = __float2half_rn(d);
+  block[2 + lane] = uint8_t(int8_t(lroundf(x * id)));
+}
+
 __global__ void silu_mul_kernel(float* __restrict__ gate, const float* __restrict__ up, int64_t n) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) {
@@ -94,6 +114,13 @@ void launch_store_f16(const float* src, uint16_t* dst, int64_t n, cudaStream_t s
   if (n == 0) return;
   store_f16_kernel<<<blocks(n), kThreads, 0, s>>>(src, dst, n);
   check_launch("store_f16");
+}
+
+void launch_store_q8_0(const float* src, uint8_t* dst, int64_t n, cudaStream_t s) {
+  if (n % 32) throw Error("cuda: q8_0 cache rows must hold a multiple of 32 values, not " + std::to_string(n));
+  if (n == 0) return;
+  store_q8_0_kernel<<<blocks(n), kThreads, 0, s>>>(src, dst, n / 32);
+  check_launch("store_q8_0");
 }
 
 void launch_silu_mul(float* gate, const float* up, int64_t n, cudaStream_t s) {
