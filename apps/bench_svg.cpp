@@ -493,8 +493,10 @@ void draw_breakdown_legend(Svg& s, double x, double y) {
   }
 }
 
-// Milliseconds with about three significant digits, no exponent.
-std::string format_ms(double ms) { return fmt(ms >= 100 ? "%.0f" : ms >= 10 ? "%.1f" : "%.2f", ms); }
+// Milliseconds with two or three significant digits (%g would write 1.2e+02).
+std::string format_ms(double ms) {
+  return fmt(ms >= 100 ? "%.0f" : ms >= 10 ? "%.1f" : ms >= 1 ? "%.2f" : "%.2g", ms);
+}
 
 // The figures beside a bar, so that short bars can be read: "2.40 ms/pass = draft 0.30 +
 // verify 2.10; tau 2.49, 1066 tok/s" (parts under 1% of the pass left out).
