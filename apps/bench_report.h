@@ -1,56 +1,122 @@
 #pragma once
 // Results of `flashspec bench` and the files it writes: one JSON object per
-// configuration (JSON lines), a CSV, a hand-written SVG plot (τ vs draft budget; tokens/s
-// vs storage bandwidth) and an aligned summary table.
+// configuration (JSON lines), a CSV with the same fields, a hand-written SVG plot
+// (bench_svg.cpp) and an aligned summary table. Every record carries the run's metadata
+// (models, machine, build, settings), so that a line copied out of context still says
+// what was measured.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "core/stats.h"
+
 namespace flashspec {
 
-// One configuration of the sweep, aggregated over the prompt set.
+// One measurement taken once per repetition of the prompt set.
+struct RepStat {
+  std::vector<double> values;  // one per repetition, in run order
+
+  double mean() const;
+  // Sample standard deviation (n - 1); nullopt with fewer than two repetitions, where
+  // it is undefined (written as null in JSON, an empty CSV cell, nothing in the table).
+  std::optional<double> stddev() const;
+};
+
+// What every record names: the same for the whole sweep.
+struct BenchMeta {
+  std::string target_path, draft_path;  // draft empty: no draft given
+  int threads = 0;                      // CPU threads the backend runs
+  std::string backend;                  // Backend::name(), e.g. "cpu (avx512, 2 threads)"
+  std::string cpu;                      // /proc/cpuinfo "model name"
+  std::string commit;                   // git commit the binary was built from
+  std::string prompts_file;
+  int64_t prompts = 0, n_predict = 0, reps = 1;
+  std::string kv_type;                  // f16, f32, q8_0
+  uint64_t seed = 0;                    // repetition r samples with seed + r
+};
+
+// Time of the decode passes (prefill excluded), summed over prompts and repetitions.
+struct PassTimes {
+  int64_t passes = 0;
+  double draft_ms = 0;        // drafting before each pass (on the critical path)
+  double draft_stall_ms = 0;  // after a pass, waiting for the pre-growing draft
+  double target_ms = 0;       // the target's verification forward
+  double io_wait_ms = 0;      // part of target_ms spent waiting for streamed weights
+  int64_t rows = 0;           // tokens verified (tree root included): --tree auto's budgets
+
+  void add(const PassRecord& p);
+};
+
+// Mean milliseconds per decode pass, split by what the pass waited on.
+struct PassBreakdown {
+  double draft = 0;    // draft + draft stall
+  double compute = 0;  // verify compute: target time minus I/O wait
+  double io_wait = 0;
+  double other = 0;    // the rest of the pass: sampling, acceptance, KV commit
+  double total() const { return draft + compute + io_wait + other; }
+};
+
+// One configuration of the sweep, aggregated over the prompt set and its repetitions.
 struct BenchRow {
   std::string config;  // "target", "chain-4", "tree-16", "tree-auto"
   std::string shape;   // "target", "chain", "tree", "tree-auto"
   int64_t budget = 0;  // draft tokens per pass (0: target-only, tree-auto)
   double temp = 0;
-  std::string io_bw = "0";  // as given; "0": unthrottled
-  double io_bw_bytes = 0;   // bytes/s (0: unthrottled)
+  std::string io_bw = "0";  // --io-bw as given
+  double io_bw_bytes = 0;   // bytes/s (0: no cap)
+  bool streamed = false;    // target layers were read from storage every pass
+  std::string placement;    // PlacementPlan::describe() of this configuration's engine
 
-  int64_t prompts = 0, n_predict = 0;
+  // Counts, summed over prompts and repetitions.
+  int64_t prompts = 0, reps = 0, n_predict = 0;
   int64_t prompt_tokens = 0, generated = 0, target_passes = 0;
   int64_t drafted = 0, accepted = 0;
-  std::vector<int64_t> drafted_by_depth, accepted_by_depth;  // summed over prompts
-  double prefill_ms = 0, decode_ms = 0;  // totals
-  int64_t decode_tokens = 0;             // tokens after each prompt's first
-  double ttft_ms = 0;                    // mean over prompts
-  double tpot_ms = 0;                    // mean over prompts of decode ms per token after the first
+  std::vector<int64_t> drafted_by_depth, accepted_by_depth;
+  double prefill_ms = 0, decode_ms = 0;
+  int64_t decode_tokens = 0;  // tokens after each prompt's first
   int64_t bytes_read = 0;
   double read_busy_ms = 0, io_wait_ms = 0;
-  double speedup = 0;  // tokens/s over target-only with the same temperature and --io-bw
+  PassTimes pass_times;
+
+  // Per repetition: tokens/s over the prompt set (tokens after each prompt's first over
+  // the time after the first), mean TTFT and mean TPOT over its prompts, and speedup
+  // against repetition r of the target-only run with the same temperature and --io-bw.
+  RepStat tokens_per_s, ttft_ms, tpot_ms, speedup;
+  bool fastest = false;  // highest mean tokens/s among rows of its temperature and --io-bw
 
   // τ: tokens per target pass (prefill pass included, as GenerationStats::tau).
   double tau() const { return target_passes ? double(generated) / double(target_passes) : 0.0; }
-  // Decode speed: tokens after the first over the time after the first, all prompts.
-  double tokens_per_s() const { return decode_ms > 0 ? double(decode_tokens) * 1000.0 / decode_ms : 0.0; }
+  double acceptance() const { return drafted ? double(accepted) / double(drafted) : 0.0; }
   double read_gbps() const { return read_busy_ms > 0 ? double(bytes_read) / (read_busy_ms * 1e6) : 0.0; }
   double io_busy() const {
     const double t = prefill_ms + decode_ms;
     return t > 0 ? read_busy_ms / t : 0.0;
   }
   std::vector<double> accept_by_depth() const;
-  // Plot family: shape and temperature, e.g. "chain T=0".
-  std::string family() const;
-  // "unthrottled" for 0, else the value as given.
-  std::string bandwidth_label() const;
+  PassBreakdown per_pass() const;
+  // "resident", "streamed at 2.1 GB/s" or "streamed, unthrottled": where the target's
+  // weights came from, which is what --io-bw means.
+  std::string placement_label() const;
+  // Rows compared with each other (speedup reference, fastest mark) share this key.
+  bool same_group(const BenchRow& o) const { return temp == o.temp && io_bw == o.io_bw; }
 };
 
-std::string bench_json_line(const BenchRow& r);  // one JSON object, no newline
-std::string bench_csv(const std::vector<BenchRow>& rows);
-// Two panels: τ vs budget (log2 x, one line per chain/tree family, target-only τ=1
-// reference) and tokens/s vs bandwidth (one line per family; each point is the family's
-// best budget at that bandwidth, labelled with it).
-std::string bench_svg(const std::vector<BenchRow>& rows, const std::string& subtitle);
+// After the sweep: speedups against each group's target-only row, and the fastest mark.
+void finish_rows(std::vector<BenchRow>& rows);
+
+std::string bench_json_line(const BenchRow& r, const BenchMeta& m);  // one JSON object, no newline
+std::string bench_csv(const std::vector<BenchRow>& rows, const BenchMeta& m);
+// Panels: τ, tokens/s and speedup against draft budget (one line per chain/tree family,
+// target-only as the reference), the mean time of a decode pass split into draft, verify
+// compute, I/O wait and the rest, and a star on the fastest configuration of each
+// temperature and placement. Layout notes in bench_svg.cpp.
+std::string bench_svg(const std::vector<BenchRow>& rows, const BenchMeta& m);
 std::string bench_table(const std::vector<BenchRow>& rows);
+
+// Shared by the writers: printf-style formatting of one number, and "12.3 ± 0.4" (the
+// mean alone with one repetition; `unit` follows the mean: "1.42x ± 0.03").
+std::string format_number(const char* f, double v);
+std::string format_mean_sd(const char* f, const RepStat& s, const std::string& unit = "");
 
 }  // namespace flashspec

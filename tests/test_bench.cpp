@@ -1,12 +1,15 @@
 // `flashspec bench` on the shipped prompt set with the fixture pair: the three output
-// files exist and say what the docs promise (JSON lines with every metric, a CSV row per
-// configuration, a well-formed SVG with labelled axes and one line per family), plus the
-// prompts-file errors.
+// files exist and say what the docs promise (JSON lines with every metric and the run's
+// metadata, a CSV row per configuration, a well-formed SVG with labelled axes, one line
+// per family, the pass breakdown and the fastest configuration marked), repetitions with
+// mean and stddev, placement labels that say whether the target streamed, plus the
+// prompts-file and -r errors.
 #include <doctest/doctest.h>
 
 #include <stdlib.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -57,6 +60,20 @@ size_t count(const std::string& s, const std::string& what) {
 
 // Every element opened is closed in order (self-closing ones aside): XML-ish enough for a
 // browser to render.
+// Fields of one CSV line (RFC 4180 quoting: the backend and placement hold commas).
+std::vector<std::string> csv_fields(const std::string& line) {
+  std::vector<std::string> f(1);
+  bool quoted = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted && c == '"' && i + 1 < line.size() && line[i + 1] == '"') f.back() += c, ++i;
+    else if (c == '"') quoted = !quoted;
+    else if (c == ',' && !quoted) f.emplace_back();
+    else f.back() += c;
+  }
+  return f;
+}
+
 bool tags_balanced(const std::string& svg) {
   std::vector<std::string> open;
   for (size_t p = svg.find('<'); p != std::string::npos; p = svg.find('<', p + 1)) {
@@ -98,6 +115,8 @@ TEST_CASE("bench: default prompt set, chain and tree sweep -> JSON lines, CSV, S
     CHECK(v.at("tau").get<double>() >= 1.0);
     CHECK(v.at("prompts").get<int64_t>() >= 8);  // the shipped set
     CHECK(v.at("tokens_per_s").get<double>() > 0);
+    CHECK(v.at("reps").get<int64_t>() == 1);
+    CHECK(v.at("tokens_per_s_stddev").is_null());  // undefined with one repetition
     const std::string name = v.at("config").get<std::string>();
     by.emplace(name, std::move(v));
   }
@@ -117,19 +136,29 @@ TEST_CASE("bench: default prompt set, chain and tree sweep -> JSON lines, CSV, S
   const std::vector<std::string> csv = lines_of(slurp(dir.path + "/bench.csv"));
   REQUIRE(csv.size() == 6);
   CHECK(csv[0].rfind("config,", 0) == 0);
-  for (const std::string& l : csv) CHECK(count(l, ",") == count(csv[0], ","));
+  for (const std::string& l : csv) CHECK(csv_fields(l).size() == csv_fields(csv[0]).size());
 
-  // SVG: well-formed, labelled axes, one polyline per family in each panel.
+  // SVG: well-formed, labelled axes; τ, tokens/s and speedup against the budget, each
+  // with one polyline per chain/tree family and the target alone as a reference line;
+  // one pass-breakdown bar per configuration.
   const std::string svg = slurp(dir.path + "/bench.svg");
   CHECK(svg.rfind("<svg", 0) == 0);
   CHECK(tags_balanced(svg));
   CHECK(svg.find("tau (tokens per target pass)") != std::string::npos);
-  CHECK(svg.find("tokens/s") != std::string::npos);
+  CHECK(svg.find("tokens/s vs draft budget") != std::string::npos);
+  CHECK(svg.find("speedup vs draft budget") != std::string::npos);
   CHECK(svg.find("draft budget") != std::string::npos);
-  CHECK(svg.find("bandwidth") != std::string::npos);
-  CHECK(count(svg, "class=\"series tau\"") == 2);  // chain T=0, tree T=0
-  CHECK(count(svg, "class=\"series tps\"") == 3);  // + target T=0
-  CHECK(count(svg, "<polyline") == 5);
+  CHECK(svg.find("target resident") != std::string::npos);  // the header names the placement
+  for (const char* panel : {"tau", "tps", "speedup"}) {
+    CAPTURE(panel);
+    CHECK(count(svg, "class=\"series " + std::string(panel) + "\"") == 2);            // chain, tree
+    CHECK(count(svg, "class=\"series " + std::string(panel) + " reference\"") == 1);  // target only
+  }
+  CHECK(count(svg, "<polyline") == 9);
+  CHECK(count(svg, "class=\"pass-bar\"") == 5);
+  CHECK(svg.find("Where a decode pass goes") != std::string::npos);
+  CHECK(svg.find("verify compute") != std::string::npos);
+  CHECK(svg.find("I/O wait") != std::string::npos);
 
   // Summary table on stdout: header, rule, one row per configuration.
   const std::vector<std::string> table = lines_of(r.out);
@@ -173,4 +202,201 @@ TEST_CASE("bench: prompts file, --out prefix and errors") {
   const CliResult badbw = with({"--io-bw", "fast", "--out", dir.path + "/w"});
   CHECK(badbw.exit_code == 2);  // a flag that cannot parse: usage
   CHECK(badbw.err.find("--io-bw") != std::string::npos);
+}
+
+namespace {
+
+// The fixture pair, n tokens (EOS ignored, so every prompt makes exactly n), the first
+// `prompts` prompts of the shipped set, two threads, results under `prefix`.
+std::vector<std::string> small_bench(const std::string& prefix, int n, int prompts, std::vector<std::string> extra) {
+  std::vector<std::string> a = {"bench", "-m", model_path("stories260K"), "-d", model_path("salty279K"), "-n",
+                                std::to_string(n), "--ignore-eos", "--max-prompts", std::to_string(prompts), "-t", "2",
+                                "--out", prefix};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+std::vector<nlohmann::json> read_jsonl(const std::string& path) {
+  std::vector<nlohmann::json> v;
+  for (const std::string& l : lines_of(slurp(path))) v.push_back(nlohmann::json::parse(l));
+  return v;
+}
+
+double mean_of(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return s / double(v.size());
+}
+
+double sample_sd(const std::vector<double>& v) {
+  const double m = mean_of(v);
+  double ss = 0;
+  for (double x : v) ss += (x - m) * (x - m);
+  return std::sqrt(ss / double(v.size() - 1));
+}
+
+}  // namespace
+
+TEST_CASE("bench: -r 2 reports mean and stddev over repetitions, counts summed, and names the run") {
+  TempDir dir;
+  const CliResult r = run_cli(small_bench(dir.path + "/r", 8, 2, {"--chain", "none", "--tree", "4", "-r", "2"}));
+  CAPTURE(r.err);
+  REQUIRE(r.exit_code == 0);
+  const std::vector<nlohmann::json> rows = read_jsonl(dir.path + "/r.jsonl");
+  REQUIRE(rows.size() == 2);  // target, tree-4
+  for (const nlohmann::json& v : rows) {
+    CAPTURE(v.dump());
+    // Repetitions: every speed figure has a mean and a sample stddev.
+    CHECK(v.at("reps").get<int64_t>() == 2);
+    for (const char* k : {"tokens_per_s_stddev", "ttft_ms_stddev", "tpot_ms_stddev", "speedup_stddev"}) {
+      CAPTURE(k);
+      REQUIRE(v.contains(k));
+      CHECK(v.at(k).is_number());
+      CHECK(v.at(k).get<double>() >= 0);
+    }
+    const std::vector<double> tps = v.at("tokens_per_s_reps").get<std::vector<double>>();
+    REQUIRE(tps.size() == 2);
+    CHECK(v.at("tokens_per_s").get<double>() == doctest::Approx(mean_of(tps)));
+    CHECK(v.at("tokens_per_s_stddev").get<double>() == doctest::Approx(sample_sd(tps)));
+    // Counts are summed over repetitions: 2 reps x 2 prompts x 8 tokens.
+    CHECK(v.at("generated").get<int64_t>() == 32);
+    CHECK(v.at("prompts").get<int64_t>() == 2);
+    // Metadata.
+    CHECK(v.at("target").get<std::string>() == model_path("stories260K"));
+    CHECK(v.at("target_file").get<std::string>() == "stories260K.gguf");
+    CHECK(v.at("threads").get<int>() == 2);
+    const std::string backend = v.at("backend").get<std::string>();
+    CHECK(backend.rfind("cpu (", 0) == 0);
+    CHECK(backend.find("2 threads") != std::string::npos);
+    CHECK(!v.at("cpu").get<std::string>().empty());
+    const std::string commit = v.at("commit").get<std::string>();
+    CHECK((commit == "unknown" ||
+           (!commit.empty() && commit.find_first_not_of("0123456789abcdef") == std::string::npos)));
+    CHECK(v.at("n_predict").get<int64_t>() == 8);
+    CHECK(v.at("kv_type").get<std::string>() == "f16");
+    CHECK(v.at("placement").get<std::string>().find("layers") != std::string::npos);
+    CHECK(v.at("placement_label").get<std::string>() == "resident");
+    CHECK(v.contains("seed"));
+    for (const char* k : {"decode_passes", "pass_ms", "pass_draft_ms", "pass_compute_ms", "pass_io_wait_ms",
+                          "pass_other_ms"})
+      CHECK_MESSAGE(v.contains(k), k);
+  }
+  CHECK(rows[0].at("config") == "target");
+  CHECK(rows[0].at("draft").is_null());  // the target alone ran without one
+  CHECK(rows[0].at("speedup").get<double>() == doctest::Approx(1.0));
+  CHECK(rows[0].at("speedup_stddev").get<double>() == doctest::Approx(0.0));
+  CHECK(rows[1].at("draft_file").get<std::string>() == "salty279K.gguf");
+  CHECK(rows[1].at("pass_draft_ms").get<double>() > 0);
+  CHECK(rows[1].at("decode_passes").get<int64_t>() < rows[0].at("decode_passes").get<int64_t>());
+
+  // CSV: the same fields, quoted where they hold commas.
+  const std::vector<std::string> csv = lines_of(slurp(dir.path + "/r.csv"));
+  REQUIRE(csv.size() == 3);
+  const std::vector<std::string> head = csv_fields(csv[0]);
+  for (const char* k : {"tokens_per_s", "tokens_per_s_stddev", "ttft_ms_stddev", "tpot_ms_stddev", "speedup_stddev",
+                        "target_file", "draft_file", "threads", "backend", "cpu", "commit", "n_predict", "prompts",
+                        "reps", "kv_type", "placement", "placement_label", "fastest", "pass_io_wait_ms"})
+    CHECK_MESSAGE(std::find(head.begin(), head.end(), k) != head.end(), k);
+  for (size_t i = 1; i < csv.size(); ++i) {
+    const std::vector<std::string> f = csv_fields(csv[i]);
+    REQUIRE(f.size() == head.size());
+    const auto col = [&](const char* k) { return f[size_t(std::find(head.begin(), head.end(), k) - head.begin())]; };
+    CHECK(col("reps") == "2");
+    CHECK(col("backend") == rows[i - 1].at("backend").get<std::string>());
+    CHECK(!col("tokens_per_s_stddev").empty());
+  }
+
+  // Table: "mean ± stddev".
+  CHECK(r.out.find(" ± ") != std::string::npos);
+}
+
+TEST_CASE("bench: placement labels say resident, streamed at a rate, or streamed unthrottled") {
+  TempDir dir;
+  const std::vector<std::string> target_only = {"--chain", "none", "--tree", "none"};
+  auto with = [&](const std::string& name, std::vector<std::string> extra) {
+    extra.insert(extra.begin(), target_only.begin(), target_only.end());
+    const CliResult r = run_cli(small_bench(dir.path + "/" + name, 4, 1, extra));
+    CAPTURE(r.err);
+    REQUIRE(r.exit_code == 0);
+    return r;
+  };
+
+  // --io-bw 0 without --stream: nothing is read from storage, so nothing is "unthrottled".
+  const CliResult mixed = with("mixed", {"--io-bw", "0,500M"});
+  const std::vector<nlohmann::json> rows = read_jsonl(dir.path + "/mixed.jsonl");
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0].at("placement_label").get<std::string>() == "resident");
+  CHECK(rows[0].at("streamed").get<bool>() == false);
+  CHECK(rows[0].at("bytes_read").get<int64_t>() == 0);
+  CHECK(rows[1].at("placement_label").get<std::string>() == "streamed at 500 MB/s");
+  CHECK(rows[1].at("streamed").get<bool>() == true);
+  CHECK(rows[1].at("bytes_read").get<int64_t>() > 0);
+  CHECK(rows[1].at("placement").get<std::string>().find("stream") != std::string::npos);
+  CHECK(mixed.out.find("unthrottled") == std::string::npos);
+  CHECK(mixed.out.find("resident") != std::string::npos);
+  CHECK(mixed.out.find("streamed at 500 MB/s") != std::string::npos);
+  const std::string svg = slurp(dir.path + "/mixed.svg");
+  CHECK(tags_balanced(svg));
+  CHECK(svg.find("unthrottled") == std::string::npos);
+  CHECK(svg.find("target only, resident") != std::string::npos);  // legend: the placement varies
+  CHECK(svg.find("target only, streamed at 500 MB/s") != std::string::npos);
+
+  // --stream with --io-bw 0: streamed, with no cap.
+  with("stream", {"--stream", "--io-bw", "0"});
+  const std::vector<nlohmann::json> s = read_jsonl(dir.path + "/stream.jsonl");
+  REQUIRE(s.size() == 1);
+  CHECK(s[0].at("placement_label").get<std::string>() == "streamed, unthrottled");
+  CHECK(s[0].at("streamed").get<bool>() == true);
+  CHECK(s[0].at("bytes_read").get<int64_t>() > 0);
+}
+
+TEST_CASE("bench: the fastest configuration of each temperature is marked in the JSON, table and SVG") {
+  TempDir dir;
+  const CliResult r =
+      run_cli(small_bench(dir.path + "/f", 8, 1, {"--chain", "2", "--tree", "4", "--temp", "0,1", "--seed", "7"}));
+  CAPTURE(r.err);
+  REQUIRE(r.exit_code == 0);
+  const std::vector<nlohmann::json> rows = read_jsonl(dir.path + "/f.jsonl");
+  REQUIRE(rows.size() == 6);  // per temperature: target, chain-2, tree-4
+  const std::string svg = slurp(dir.path + "/f.svg");
+  for (double temp : {0.0, 1.0}) {
+    CAPTURE(temp);
+    std::string best;
+    double best_tps = -1;
+    int marked = 0;
+    for (const nlohmann::json& v : rows) {
+      if (v.at("temp").get<double>() != temp) continue;
+      if (v.at("tokens_per_s").get<double>() > best_tps)
+        best_tps = v.at("tokens_per_s").get<double>(), best = v.at("config").get<std::string>();
+      marked += v.at("fastest").get<bool>();
+    }
+    CHECK(marked == 1);
+    for (const nlohmann::json& v : rows)
+      if (v.at("temp").get<double>() == temp && v.at("fastest").get<bool>()) CHECK(v.at("config") == best);
+  }
+  // One star per temperature in each of the tokens/s and speedup panels, on the marked
+  // configuration, one beside its pass-breakdown bar, and one in the legend.
+  CHECK(count(svg, "class=\"fastest\"") == 4);
+  for (const nlohmann::json& v : rows)
+    if (v.at("fastest").get<bool>())
+      CHECK(count(svg, "class=\"fastest\" data-config=\"" + v.at("config").get<std::string>() + "\"") >= 2);
+  CHECK(count(svg, "class=\"fastest-bar\"") == 2);
+  CHECK(count(svg, "class=\"legend-star\"") == 1);
+  CHECK(tags_balanced(svg));
+  CHECK(count(r.out, "(fastest)") == 2);
+}
+
+TEST_CASE("bench: bad -r values are refused before anything runs") {
+  TempDir dir;
+  for (const char* bad : {"0", "-1", "abc", "1.5", "1001"}) {
+    CAPTURE(bad);
+    const CliResult r = run_cli(small_bench(dir.path + "/x", 4, 1, {"-r", bad}));
+    CHECK(r.exit_code == 2);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK((r.err.find("--reps") != std::string::npos || r.err.find("-r") != std::string::npos));
+    CHECK(!std::filesystem::exists(dir.path + "/x.jsonl"));
+  }
+  const CliResult missing = run_cli(small_bench(dir.path + "/x", 4, 1, {"--reps"}));
+  CHECK(missing.exit_code == 2);
+  CHECK(std::count(missing.err.begin(), missing.err.end(), '\n') == 1);
 }
