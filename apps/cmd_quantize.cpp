@@ -66,7 +66,11 @@ Action register_quantize(CLI::App& app) {
   sub->add_option("output", args->out, "where to write the result (replaced atomically)")->required();
   sub->add_option("--type", args->type, "target type: " + quantize_type_names())
       ->required()
-      ->check(CLI::IsMember({"q8_0", "q4_0", "q5_0", "q5_1", "iq4_nl", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "f16"}));
+      ->check(CLI::Validator(
+          [](std::string& s) {
+            return quantize_type_from_name(s) ? std::string() : s + " is not one of " + quantize_type_names();
+          },
+          "TYPE"));
   sub->add_flag("--keep-output", args->keep_output, "keep the output head (output.weight, or a tied embedding) as it is");
   sub->add_flag("--allow-requantize", args->allow_requantize,
                 "quantize weights that are already quantized (errors compound: prefer the F32/F16 original)");

@@ -2,7 +2,6 @@
 // stderr and a non-zero exit code: 1 for a failed run, 2 for a command line that cannot
 // be run (unknown flag, bad value, conflicting flags).
 #include <fcntl.h>
-#include <mimalloc.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -57,7 +56,6 @@ int fail(const char* what) {
 int main(int argc, char** argv) {
   guard_standard_fds();
   flashspec::install_mapping_fault_handler();
-  mi_version();  // keep mimalloc linked in as the process allocator
   CLI::App app{"flashspec: speculative decoding with a resident draft and a storage-streamed target"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "flashspec 0.2");

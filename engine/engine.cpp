@@ -10,12 +10,10 @@
 #include "engine/streamed_layers.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/quantize_fast.h"
+#include "kernels/cuda_loader.h"
 #include "offload/weight_stream.h"
 #include "target/llama_model.h"
 #include "target/staged_layers.h"
-#ifdef FLASHSPEC_HAVE_CUDA
-#include "kernels/cuda/cuda_backend.h"
-#endif
 
 namespace flashspec {
 
@@ -71,11 +69,7 @@ std::optional<GgmlType> self_draft_type(const std::string& path) {
 
 std::unique_ptr<Backend> make_backend(const std::string& name, int threads) {
   if (name != "cuda") return std::make_unique<CpuBackend>(threads);
-#ifdef FLASHSPEC_HAVE_CUDA
-  return cuda::make_backend(0);
-#else
-  throw Error("--backend cuda: this build of flashspec has no CUDA backend (nvcc was not found when it was configured)");
-#endif
+  return load_cuda_backend(0);
 }
 
 Engine::Engine(const EngineOptions& o) : opt_(o) {
@@ -131,10 +125,13 @@ void Engine::place_target_layers() {
     if (host) t.set_layer_source(std::move(host));  // else the model reads its mapping
     return;
   }
+  // The mapping never reuses a layer's memory, so the host may run ahead of the copies;
+  // the weight stream recycles the layer it lent at its next acquire.
+  const int64_t holds = host ? StagedLayers::kStreamHolds : StagedLayers::kNeverRecycled;
   if (!host && plan_.n_vram < n) host = std::make_unique<ResidentLayers>(t.weights());
   try {
     t.set_layer_source(std::make_unique<StagedLayers>(t.weights(), t.placed().vectors, *backend_, std::move(host),
-                                                      plan_.n_vram));
+                                                      plan_.n_vram, holds));
   } catch (const Error& e) {
     if (opt_.placement.vram_budget || opt_.placement.gpu_layers) throw;
     throw Error(std::string(e.what()) + "; --vram-budget SIZE or -ngl N keeps only the layers that fit");

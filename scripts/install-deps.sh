@@ -2,7 +2,7 @@
 # Installs the Debian packages flashspec needs, only those missing. CUDA is not
 # installed here: it is optional and detected at configure time.
 set -euo pipefail
-pkgs=(build-essential cmake pkg-config liburing-dev libmimalloc-dev libcli11-dev doctest-dev
+pkgs=(build-essential cmake pkg-config liburing-dev libcli11-dev doctest-dev
       libpcre2-dev libutf8proc-dev nlohmann-json3-dev libcpp-httplib-dev libedit-dev
       python3-numpy fio clang libclang-rt-14-dev)
 missing=()

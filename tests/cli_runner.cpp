@@ -46,7 +46,7 @@ CliResult run_cli(const std::vector<std::string>& args, const CliOptions& o) {
       setrlimit(RLIMIT_AS, &lim);
     }
     std::vector<char*> argv;
-    std::string exe = cli_path();
+    std::string exe = o.program.empty() ? cli_path() : o.program;
     argv.push_back(exe.data());
     std::vector<std::string> copy = args;
     for (auto& a : copy) argv.push_back(a.data());

@@ -20,6 +20,7 @@ struct CliOptions {
   bool close_stdout = false;    // start with fd 1 closed
   long address_space_kb = 0;    // RLIMIT_AS for the child (0: unchanged)
   int timeout_s = 120;          // killed (SIGKILL) after this long
+  std::string program;          // another flashspec executable (default: the one built)
 };
 
 // Runs the CLI with args (no shell), optional stdin text; kills it after timeout_s.

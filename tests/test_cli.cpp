@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include "tests/cli_runner.h"
 #include "tests/fixtures.h"
@@ -141,6 +142,16 @@ TEST_CASE("cli: a GPU asked for and absent") {
     if (std::string(cmd) == "generate") args.insert(args.end(), {"-p", "x"});
     check_error(run_cli(args), {"--backend cuda:"});
   }
+#ifdef FLASHSPEC_HAVE_CUDA
+  // The backend is a plugin beside the executable: an executable moved without it says so.
+  TempFile moved("no-plugin");
+  std::filesystem::copy_file(cli_path(), moved.path, std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::permissions(moved.path, std::filesystem::perms::owner_exec, std::filesystem::perm_options::add);
+  CliOptions o;
+  o.program = moved.path;
+  check_error(run_cli({"generate", "-m", model_path("stories260K"), "-p", "x", "--backend", "cuda"}, o),
+              {"--backend cuda: cannot load the CUDA backend", "libflashspec-cuda.so"});
+#endif
 }
 
 TEST_CASE("cli: a VRAM budget without a GPU backend") {

@@ -704,7 +704,7 @@ TEST_CASE("stream: inspect shows the VRAM tier in front of the stream") {
 // ---------------------------------------------------------------- peak RSS
 
 // The stated fixed overhead on top of --ram-budget, 16 MiB: the process itself (binary,
-// libc/libstdc++, mimalloc, CLI, thread stacks: ~7 MiB for a tiny resident model), the
+// libc/libstdc++, CLI, thread stacks: ~7 MiB for a tiny resident model), the
 // KV cache and activations, and the file pages touched through the mapping (GGUF
 // header, embedding rows, output head, norm vectors). Measured ~10 MiB on the 24-layer
 // q8_0 model below (budget 0: 35 MB peak with a 25 MB ring; budget 64M: 72 MB peak with
