@@ -41,12 +41,18 @@ constexpr GgmlType kAllTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16
 bool is_quantized(GgmlType t) { return t != GgmlType::F32 && t != GgmlType::F16 && t != GgmlType::BF16; }
 
 const cpu::IsaKernels& kernels_of(Isa isa) {
-  return isa == Isa::Scalar ? cpu::scalar_kernels() : isa == Isa::Avx2 ? cpu::avx2_kernels() : cpu::avx512_kernels();
+  switch (isa) {
+    case Isa::Scalar: return cpu::scalar_kernels();
+    case Isa::Avx2: return cpu::avx2_kernels();
+    case Isa::Avx512: return cpu::avx512_kernels();
+    case Isa::Avx512Vnni: return cpu::avx512vnni_kernels();
+  }
+  return cpu::scalar_kernels();
 }
 
 std::vector<Isa> supported_isas() {
   std::vector<Isa> out;
-  for (Isa i : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+  for (Isa i : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Vnni}) {
     if (cpu::isa_supported(i))
       out.push_back(i);
     else
@@ -221,7 +227,7 @@ TEST_CASE("every ISA quantizes activations bit-identically to the scalar referen
     std::vector<int8_t> qs(cols);
     std::vector<float> d(cols / 32);
     std::vector<int32_t> zp(cols / 32);
-    k.quantize_q8_0(x.data(), 0, cols / 32, qs.data(), d.data(), zp.data(), 1);
+    k.quantize_q8_0(x.data(), 0, cols / 32, qs.data(), d.data(), zp.data(), 1, 8);
     for (int64_t b = 0; b < cols / 32; ++b) {
       CHECK(d[size_t(b)] == fp16_to_float(q0[size_t(b)].d));
       int s = 0;
@@ -475,7 +481,7 @@ TEST_CASE("8-bit activation quantization stays close to exact f32 activations") 
 TEST_CASE("matmul edge cases and ISA selection") {
   ThreadPool pool(2);
   const std::string isa = matmul_isa();
-  CHECK((isa == "scalar" || isa == "avx2" || isa == "avx512"));
+  CHECK((isa == "scalar" || isa == "avx2" || isa == "avx512" || isa == "avx512vnni"));
   CHECK(cpu::isa_supported(cpu::dispatch_isa()));
   MESSAGE("matmul dispatches to " << isa);
 
