@@ -101,6 +101,15 @@ inline __m512i gather_rows(const TileRows& t, int64_t off) {
   return _mm512_i32gather_epi32(t.idx, t.row[0] + off, 1);
 }
 
+// The fp16 at byte `off` of every row, as floats. Sixteen scalar loads through a small
+// buffer: they use the load and store ports only, where a gather and the narrowing it
+// needs would take vector ALU slots from the repack.
+inline __m512 row_halves(const TileRows& t, int64_t off) {
+  alignas(32) uint16_t h[kRows];
+  for (int i = 0; i < kRows; ++i) std::memcpy(&h[i], t.row[i] + off, 2);
+  return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(h)));
+}
+
 // Low / high fp16 of each dword as floats.
 inline __m512 fp16_lo(__m512i v) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v)); }
 inline __m512 fp16_hi(__m512i v) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(v, 16))); }
@@ -127,7 +136,7 @@ struct Q4_0Kind {
       out[j] = _mm512_and_si512(z[j], m4);                             // columns 4j..
       out[4 + j] = _mm512_and_si512(_mm512_srli_epi16(z[j], 4), m4);  // 16 + 4j..
     }
-    out[8] = _mm512_castps_si512(fp16_lo(gather_rows(t, o)));
+    out[8] = _mm512_castps_si512(row_halves(t, o));
   }
 };
 
@@ -148,7 +157,7 @@ struct IQ4_NLKind {
       out[j] = _mm512_shuffle_epi8(table, _mm512_and_si512(z[j], m4));
       out[4 + j] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(z[j], 4), m4));
     }
-    out[8] = _mm512_castps_si512(fp16_lo(gather_rows(t, o)));
+    out[8] = _mm512_castps_si512(row_halves(t, o));
   }
 };
 
@@ -165,7 +174,7 @@ struct Q8_0Kind {
     for (int j = 0; j < 4; ++j) out[j] = _mm512_xor_si512(z[j], flip);
     rows_16x16(t, o + 18, z);
     for (int j = 0; j < 4; ++j) out[4 + j] = _mm512_xor_si512(z[j], flip);
-    out[8] = _mm512_castps_si512(fp16_lo(gather_rows(t, o)));
+    out[8] = _mm512_castps_si512(row_halves(t, o));
   }
 };
 
@@ -201,7 +210,7 @@ struct Q5_0Kind {
   static constexpr bool kMin = false;
   static FS_ALWAYS_INLINE void prep(const TileRows& t, int64_t b, __m512i* out) {
     q5_prep<Block>(t, b, 2, 6, out);
-    out[8] = _mm512_castps_si512(fp16_lo(gather_rows(t, b * int64_t(sizeof(Block)))));
+    out[8] = _mm512_castps_si512(row_halves(t, b * int64_t(sizeof(Block))));
   }
 };
 
@@ -212,9 +221,8 @@ struct Q5_1Kind {
   static constexpr bool kMin = true;
   static FS_ALWAYS_INLINE void prep(const TileRows& t, int64_t b, __m512i* out) {
     q5_prep<Block>(t, b, 4, 8, out);
-    const __m512i dm = gather_rows(t, b * int64_t(sizeof(Block)));
-    out[8] = _mm512_castps_si512(fp16_lo(dm));
-    out[9] = _mm512_castps_si512(fp16_hi(dm));
+    out[8] = _mm512_castps_si512(row_halves(t, b * int64_t(sizeof(Block))));
+    out[9] = _mm512_castps_si512(row_halves(t, b * int64_t(sizeof(Block)) + 2));
   }
 };
 
@@ -424,11 +432,20 @@ void gemm_tiles(const WeightMatrix& w, const typename Kind::Act& a, int64_t r0, 
       const uint8_t* next = last ? base + (r + kRows) * rs : tr.row[0] + (c0 + n) * BS;
       const int64_t next_rows = last ? (w.rows - r - kRows < kRows ? w.rows - r - kRows : kRows) : nvalid;
       const int64_t next_blocks = last ? (nb < PB ? nb : PB) : (nb - c0 - n < PB ? nb - c0 - n : PB);
+      // Counters rather than divisions: an integer division per prefetch would cost
+      // more than the repack of a block.
       const int64_t lines = (next_blocks * BS + 63) / 64;
       const int64_t total = next_rows > 0 ? next_rows * lines : 0;
-      auto prefetch = [&](int64_t k) FS_ALWAYS_INLINE {
-        for (int64_t q = k * total / n; q < (k + 1) * total / n; ++q)
-          _mm_prefetch(reinterpret_cast<const char*>(next + (q / lines) * rs + (q % lines) * 64), _MM_HINT_T0);
+      int64_t due = 0, line = 0;
+      const uint8_t* pf = next;
+      auto prefetch = [&](int64_t) FS_ALWAYS_INLINE {
+        for (due += total; due >= n; due -= n) {
+          _mm_prefetch(reinterpret_cast<const char*>(pf + 64 * line), _MM_HINT_T0);
+          if (++line == lines) {
+            line = 0;
+            pf += rs;
+          }
+        }
       };
       if (T == 1) {
         // One token: each block goes from the repack to the multiply without the panel,
