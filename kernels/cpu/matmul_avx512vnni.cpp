@@ -41,7 +41,9 @@ namespace {
 using namespace simd;
 
 constexpr int kRows = 16;    // rows per tile: one per int32 lane
-constexpr int kMaxTok = 8;   // tokens multiplied per pass over a panel
+// Tokens multiplied per pass over a panel (8, 12 and 16 measured alike: the panel loads
+// come from L1 and are not what limits the token loop).
+constexpr int kMaxTok = 8;
 
 // One token's 16 float outputs of a tile, kept in memory between panels.
 struct alignas(64) Acc16 {
@@ -259,12 +261,15 @@ struct Blocks32 : Kind {
 // ---- Q8_K-activation types (super-blocks of 256 weights).
 //
 // Sub-block sums are exact int32 vpdpbusd sums of unsigned weight codes and signed
-// activations; the integer sub-block scales multiply them (vpmulld) and the offsets
-// (Q4_K's mins, Q6_K's -32) come from the activations' 16-sums (bsums) with vpdpwssd
-// against int16 pairs of scales. Floats once per super-block, as in the AVX2 kernels.
+// activations; each is converted and multiplied by its row's d * scale (exact in float:
+// an fp16 times a 6- or 8-bit integer) into a per-super-block float sum, which the
+// token's scale then multiplies once. (Scaling in integers instead, with vpmulld, was
+// measured slower: vpmulld is two uops on the port vpdpbusd needs.) The offsets (Q4_K's
+// mins, Q6_K's -32) come from the activations' 16-sums (bsums) with vpdpwssd against
+// int16 pairs of scales, once per super-block.
 
-// Q4_K panel block: w[0..63] (sub-block s, quad j at 8s + j), sc[8] as int32, mins as
-// int16 pairs (m_s, m_s) [8], then d and dmin as floats.
+// Q4_K panel block: w[0..63] (sub-block s, quad j at 8s + j), d * sc[8] as floats, mins
+// as int16 pairs (m_s, m_s) [8], then d and dmin as floats.
 struct Q4_KKind {
   using Block = BlockQ4_K;
   using Act = ActQ8_K;
@@ -295,36 +300,40 @@ struct Q4_KKind {
                            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), lo4),
                                            _mm512_and_si512(_mm512_srli_epi32(u1, 2), top2))};
     const __m512i lane4 = _mm512_broadcast_i32x4(_mm_setr_epi32(0, 0x04040404, 0x08080808, 0x0c0c0c0c));
+    const __m512i dd = gather_rows(t, o);
+    const __m512 d = fp16_lo(dd);
     for (int s = 0; s < 8; ++s) {
       const int e = s % 4;
-      out[64 + s] = _mm512_and_si512(_mm512_srli_epi32(sc[s / 4], 8 * e), _mm512_set1_epi32(0xff));
+      out[64 + s] = _mm512_castps_si512(_mm512_mul_ps(
+          d, _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(sc[s / 4], 8 * e), _mm512_set1_epi32(0xff)))));
       // (m_s, m_s) as int16: byte e to bytes 0 and 2 of the lane, zeros in 1 and 3.
       const __m512i ctl = _mm512_add_epi8(lane4, _mm512_set1_epi32(int32_t(0x80008000u | (e << 16) | e)));
       out[72 + s] = _mm512_shuffle_epi8(mn[s / 4], ctl);
     }
-    const __m512i dd = gather_rows(t, o);
-    out[80] = _mm512_castps_si512(fp16_lo(dd));
+    out[80] = _mm512_castps_si512(d);
     out[81] = _mm512_castps_si512(fp16_hi(dd));
   }
   static FS_ALWAYS_INLINE __m512 token(const __m512i* p, const Act& a, int64_t b, int64_t t, __m512 f) {
     const int8_t* x = a.qs + t * a.cols + b * QK_K;
     const int16_t* bs = a.bsums + t * (a.cols / 16) + b * 16;
-    __m512i isum = _mm512_setzero_si512(), msum = _mm512_setzero_si512();
+    __m512 fs = _mm512_setzero_ps();
+    __m512i msum = _mm512_setzero_si512();
     for (int s = 0; s < 8; ++s) {
       __m512i dot = _mm512_setzero_si512();
       for (int j = 0; j < 8; ++j)
         dot = _mm512_dpbusd_epi32(dot, p[8 * s + j], _mm512_set1_epi32(load_i32(x + 32 * s + 4 * j)));
-      isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(dot, p[64 + s]));
+      fs = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_castsi512_ps(p[64 + s]), fs);
       msum = _mm512_dpwssd_epi32(msum, p[72 + s], _mm512_set1_epi32(load_i32(bs + 2 * s)));
     }
     const __m512 dx = _mm512_set1_ps(a.d[b * a.T + t]);
-    f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(_mm512_castsi512_ps(p[80]), dx), f);
+    f = _mm512_fmadd_ps(fs, dx, f);
     return _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(_mm512_castsi512_ps(p[81]), dx), f);
   }
 };
 
 // Q6_K panel block: w[0..63] (quad q: columns 4q..4q+3, sub-block q / 4) as q + 32 in
-// 0..63, sc[16] as int32, scale pairs (sc_2k, sc_2k+1) as int16 [8], d as floats.
+// 0..63, d * sc[16] as floats, scale pairs (sc_2k, sc_2k+1) as int16 [8], 32 * d as
+// floats.
 struct Q6_KKind {
   using Block = BlockQ6_K;
   using Act = ActQ8_K;
@@ -360,10 +369,13 @@ struct Q6_KKind {
       out[q] = _mm512_or_si512(lo, _mm512_and_si512(hi, m30));
     }
     const __m512i lane4 = _mm512_broadcast_i32x4(_mm_setr_epi32(0, 0x04040404, 0x08080808, 0x0c0c0c0c));
+    // d is the block's last two bytes: read the dword that ends there.
+    const __m512 d = fp16_hi(gather_rows(t, o + 206));
     for (int k = 0; k < 4; ++k) {
       const __m512i sv = gather_rows(t, o + 192 + 4 * k);  // scales 4k..4k+3
       for (int e = 0; e < 4; ++e)
-        out[64 + 4 * k + e] = _mm512_srai_epi32(_mm512_slli_epi32(sv, 24 - 8 * e), 24);
+        out[64 + 4 * k + e] = _mm512_castps_si512(
+            _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(sv, 24 - 8 * e), 24))));
       for (int h = 0; h < 2; ++h) {
         // (sc_{4k+2h}, sc_{4k+2h+1}) as int16: each byte to the high byte of its word,
         // then an arithmetic shift.
@@ -373,23 +385,23 @@ struct Q6_KKind {
         out[80 + 2 * k + h] = _mm512_srai_epi16(_mm512_shuffle_epi8(sv, ctl), 8);
       }
     }
-    // d is the block's last two bytes: read the dword that ends there.
-    out[88] = _mm512_castps_si512(fp16_hi(gather_rows(t, o + 206)));
+    out[88] = _mm512_castps_si512(_mm512_mul_ps(d, _mm512_set1_ps(32.0f)));
   }
   static FS_ALWAYS_INLINE __m512 token(const __m512i* p, const Act& a, int64_t b, int64_t t, __m512 f) {
     const int8_t* x = a.qs + t * a.cols + b * QK_K;
     const int16_t* bs = a.bsums + t * (a.cols / 16) + b * 16;
-    __m512i isum = _mm512_setzero_si512(), off = _mm512_setzero_si512();
+    __m512 fs = _mm512_setzero_ps();
+    __m512i off = _mm512_setzero_si512();
     for (int g = 0; g < 16; ++g) {
       __m512i dot = _mm512_setzero_si512();
       for (int j = 0; j < 4; ++j)
         dot = _mm512_dpbusd_epi32(dot, p[4 * g + j], _mm512_set1_epi32(load_i32(x + 16 * g + 4 * j)));
-      isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(dot, p[64 + g]));
+      fs = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_castsi512_ps(p[64 + g]), fs);
     }
     for (int k = 0; k < 8; ++k) off = _mm512_dpwssd_epi32(off, p[80 + k], _mm512_set1_epi32(load_i32(bs + 2 * k)));
-    isum = _mm512_sub_epi32(isum, _mm512_slli_epi32(off, 5));
     const __m512 dx = _mm512_set1_ps(a.d[b * a.T + t]);
-    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(_mm512_castsi512_ps(p[88]), dx), f);
+    f = _mm512_fmadd_ps(fs, dx, f);
+    return _mm512_fnmadd_ps(_mm512_cvtepi32_ps(off), _mm512_mul_ps(_mm512_castsi512_ps(p[88]), dx), f);
   }
 };
 
@@ -407,6 +419,15 @@ void panel_tokens(const __m512i* panel, int64_t n, const typename Kind::Act& a, 
     });
   }
   for (int i = 0; i < NT; ++i) _mm512_store_ps(acc[t0 + i].v, f[i]);
+}
+
+// panel_tokens for nt = 1 .. NT tokens.
+template <class Kind, int NT>
+void tokens_upto(int nt, const __m512i* panel, int64_t n, const typename Kind::Act& a, int64_t b0, int64_t t0,
+                 Acc16* acc) {
+  if constexpr (NT > 1)
+    if (nt < NT) return tokens_upto<Kind, NT - 1>(nt, panel, n, a, b0, t0, acc);
+  panel_tokens<Kind, NT>(panel, n, a, b0, t0, acc);
 }
 
 // Rows [r0, r1) for every token: tiles of 16 rows; per tile, panels of kPanelBlocks
@@ -466,16 +487,7 @@ void gemm_tiles(const WeightMatrix& w, const typename Kind::Act& a, int64_t r0, 
       }
       for (int64_t t0 = 0; t0 < T;) {
         const int64_t nt = T - t0 < kMaxTok ? T - t0 : kMaxTok;
-        switch (nt) {
-          case 8: panel_tokens<Kind, 8>(panel, n, a, c0, t0, acc.get()); break;
-          case 7: panel_tokens<Kind, 7>(panel, n, a, c0, t0, acc.get()); break;
-          case 6: panel_tokens<Kind, 6>(panel, n, a, c0, t0, acc.get()); break;
-          case 5: panel_tokens<Kind, 5>(panel, n, a, c0, t0, acc.get()); break;
-          case 4: panel_tokens<Kind, 4>(panel, n, a, c0, t0, acc.get()); break;
-          case 3: panel_tokens<Kind, 3>(panel, n, a, c0, t0, acc.get()); break;
-          case 2: panel_tokens<Kind, 2>(panel, n, a, c0, t0, acc.get()); break;
-          default: panel_tokens<Kind, 1>(panel, n, a, c0, t0, acc.get()); break;
-        }
+        tokens_upto<Kind, kMaxTok>(int(nt), panel, n, a, c0, t0, acc.get());
         t0 += nt;
       }
     }
