@@ -441,8 +441,12 @@ void gemm_tiles(const WeightMatrix& w, const typename Kind::Act& a, int64_t r0, 
   constexpr int64_t U = Kind::kUnits, PB = Kind::kPanelBlocks, BS = int64_t(sizeof(Block));
   const int64_t nb = w.cols / Kind::kCols, T = a.T, rs = nb * BS;
   const auto* base = static_cast<const uint8_t*>(w.data);
-  alignas(64) __m512i panel[PB * U];
-  const std::unique_ptr<Acc16[]> acc(new Acc16[size_t(T)]);
+  // The token accumulators and the panel in one heap block (64-byte units): the panel's
+  // ~20 KB would otherwise be fresh stack pages in every pool thread.
+  static_assert(sizeof(Acc16) == sizeof(__m512i));
+  const std::unique_ptr<Acc16[]> buf(new Acc16[size_t(T + (T > 1 ? PB * U : 0))]);
+  Acc16* const acc = buf.get();
+  auto* const panel = reinterpret_cast<__m512i*>(acc + T);
   for (int64_t r = r0; r < r1; r += kRows) {
     const int nvalid = r1 - r < kRows ? int(r1 - r) : kRows;
     const TileRows tr = tile_rows(base, rs, r, nvalid);
@@ -490,7 +494,7 @@ void gemm_tiles(const WeightMatrix& w, const typename Kind::Act& a, int64_t r0, 
       }
       for (int64_t t0 = 0; t0 < T;) {
         const int64_t nt = T - t0 < kMaxTok ? T - t0 : kMaxTok;
-        tokens_upto<Kind, kMaxTok>(int(nt), panel, n, a, c0, t0, acc.get());
+        tokens_upto<Kind, kMaxTok>(int(nt), panel, n, a, c0, t0, acc);
         t0 += nt;
       }
     }
