@@ -21,6 +21,7 @@
 #include "core/half.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/matmul_internal.h"
+#include "kernels/cpu/memory_bandwidth.h"
 #include "kernels/cpu/quantize_activations.h"
 #include "kernels/cpu/quantize_weights.h"
 #include "kernels/cpu/thread_pool.h"
@@ -41,12 +42,18 @@ constexpr GgmlType kAllTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16
 bool is_quantized(GgmlType t) { return t != GgmlType::F32 && t != GgmlType::F16 && t != GgmlType::BF16; }
 
 const cpu::IsaKernels& kernels_of(Isa isa) {
-  return isa == Isa::Scalar ? cpu::scalar_kernels() : isa == Isa::Avx2 ? cpu::avx2_kernels() : cpu::avx512_kernels();
+  switch (isa) {
+    case Isa::Scalar: return cpu::scalar_kernels();
+    case Isa::Avx2: return cpu::avx2_kernels();
+    case Isa::Avx512: return cpu::avx512_kernels();
+    case Isa::Avx512Vnni: return cpu::avx512vnni_kernels();
+  }
+  return cpu::scalar_kernels();
 }
 
 std::vector<Isa> supported_isas() {
   std::vector<Isa> out;
-  for (Isa i : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+  for (Isa i : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Vnni}) {
     if (cpu::isa_supported(i))
       out.push_back(i);
     else
@@ -221,7 +228,7 @@ TEST_CASE("every ISA quantizes activations bit-identically to the scalar referen
     std::vector<int8_t> qs(cols);
     std::vector<float> d(cols / 32);
     std::vector<int32_t> zp(cols / 32);
-    k.quantize_q8_0(x.data(), 0, cols / 32, qs.data(), d.data(), zp.data(), 1);
+    k.quantize_q8_0(x.data(), 0, cols / 32, qs.data(), d.data(), zp.data(), 1, 8);
     for (int64_t b = 0; b < cols / 32; ++b) {
       CHECK(d[size_t(b)] == fp16_to_float(q0[size_t(b)].d));
       int s = 0;
@@ -475,9 +482,10 @@ TEST_CASE("8-bit activation quantization stays close to exact f32 activations") 
 TEST_CASE("matmul edge cases and ISA selection") {
   ThreadPool pool(2);
   const std::string isa = matmul_isa();
-  CHECK((isa == "scalar" || isa == "avx2" || isa == "avx512"));
+  CHECK((isa == "scalar" || isa == "avx2" || isa == "avx512" || isa == "avx512vnni"));
   CHECK(cpu::isa_supported(cpu::dispatch_isa()));
   MESSAGE("matmul dispatches to " << isa);
+  MESSAGE(std::string(cpu::amx_notice()));
 
   std::vector<uint8_t> w(row_bytes(GgmlType::Q4_0, 64) * 3, 0x88);  // q = 8 -> w = 0
   const WeightMatrix wm{GgmlType::Q4_0, w.data(), 3, 64};
@@ -555,7 +563,7 @@ TEST_CASE("a token's result does not depend on the batch it is in, on every ISA"
       if (s.cols % traits(type).block_elems != 0) continue;
       const auto w = random_weights(rng, type, s.rows, s.cols);
       const WeightMatrix wm{type, w.data(), s.rows, s.cols};
-      for (int64_t T : {2, 5, 64}) {
+      for (int64_t T : {2, 5, 7, 64, 257}) {
         const std::vector<float> x = random_floats(rng, T * s.cols);
         for (Isa isa : isas) {
           const std::string type_str(type_name(type));
@@ -575,4 +583,16 @@ TEST_CASE("a token's result does not depend on the batch it is in, on every ISA"
       }
     }
   }
+}
+
+TEST_CASE("measure_read_bandwidth streams its buffer and reports a rate") {
+  ThreadPool pool(2);
+  const ReadBandwidth r = measure_read_bandwidth(pool, int64_t(8) << 20, 0.01);
+  MESSAGE("read bandwidth of an 8 MiB buffer (cache-resident here, so not DRAM's): "
+          << r.bytes_per_s / 1e9 << " GB/s over " << r.passes << " passes");
+  CHECK(r.threads == 2);
+  CHECK(r.buffer_bytes >= (int64_t(8) << 20) - 128);
+  CHECK(r.buffer_bytes % 64 == 0);
+  CHECK(r.passes >= 3);
+  CHECK(r.bytes_per_s > 1e8);  // any machine reads faster than 100 MB/s
 }

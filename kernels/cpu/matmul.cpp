@@ -18,6 +18,12 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #include <immintrin.h>
+#endif
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+#if defined(__x86_64__) || defined(__i386__)
 #define FS_X86 1
 #endif
 
@@ -29,6 +35,7 @@ namespace {
 
 const IsaKernels& kernels_for(Isa isa) {
   switch (isa) {
+    case Isa::Avx512Vnni: return avx512vnni_kernels();
     case Isa::Avx512: return avx512_kernels();
     case Isa::Avx2: return avx2_kernels();
     case Isa::Scalar: break;
@@ -63,16 +70,16 @@ class SpinBarrier {
   const int n_;
 };
 
-// Hands out chunks of output rows. A chunk is a multiple of 8 rows (whole tiles on every
-// ISA) and there are ~4-8 per thread: few enough that the atomic per chunk is noise next
+// Hands out chunks of output rows. A chunk is a multiple of 16 rows (whole tiles on every
+// ISA: the VNNI kernels' tiles are 16 rows) and there are ~4-8 per thread: few enough that the atomic per chunk is noise next
 // to streaming the chunk's weights, enough that a thread delayed by the OS is absorbed.
 class RowChunks {
  public:
   RowChunks(int64_t rows, int64_t T, int nth) : rows_(rows) {
     const int64_t chunks = int64_t(nth) * (T == 1 ? 4 : 8);
     grain_ = (rows + chunks - 1) / chunks;
-    grain_ = (grain_ + 7) / 8 * 8;
-    if (grain_ < 8) grain_ = 8;
+    grain_ = (grain_ + 15) / 16 * 16;
+    if (grain_ < 16) grain_ = 16;
   }
   template <class Fn>
   void run(Fn&& fn) {
@@ -158,8 +165,9 @@ struct RoundedScratch {
 
 // Quantized activations of one call; `copies` independent buffers for private quantizing.
 struct Q8_0Scratch {
-  Q8_0Scratch(const IsaKernels& k, GgmlType, int64_t T, int64_t cols, int copies)
-      : T(T), cols(cols), nb(cols / QK8_0), paired(T >= 2 && k.quantize_q8_0_pairs != nullptr) {
+  Q8_0Scratch(const IsaKernels& k, GgmlType type, int64_t T, int64_t cols, int copies)
+      : T(T), cols(cols), nb(cols / QK8_0), paired(T >= 2 && k.quantize_q8_0_pairs != nullptr),
+        zp_mul(k.q8_0_zp_mul(type)) {
     const int64_t padded_blocks = pair_groups(nb) * 4;
     if (paired) {
       const int64_t pairs = (T + 1) / 2;
@@ -205,12 +213,13 @@ struct Q8_0Scratch {
       if (paired)
         k.quantize_q8_0_pairs(x + t * cols, t, nb, b0, b1, q, dd, z);
       else
-        k.quantize_q8_0(x + t * cols, b0, b1, q + t * cols, dd + t, z + t, T);
+        k.quantize_q8_0(x + t * cols, b0, b1, q + t * cols, dd + t, z + t, T, zp_mul);
       i0 = t * nb + b1;
     }
   }
   int64_t T, cols, nb;
   bool paired;
+  int32_t zp_mul;
   int64_t per_qs = 0, per_f = 0;
   std::unique_ptr<int8_t[]> qs;
   std::vector<float> d;
@@ -274,6 +283,7 @@ void run_quantized(const IsaKernels& k, const WeightMatrix& w, const float* x, i
 
 const char* isa_name(Isa isa) {
   switch (isa) {
+    case Isa::Avx512Vnni: return "avx512vnni";
     case Isa::Avx512: return "avx512";
     case Isa::Avx2: return "avx2";
     case Isa::Scalar: break;
@@ -286,6 +296,8 @@ namespace {
 struct CpuFeatures {
   bool avx2 = false;
   bool avx512 = false;
+  bool avx512vnni = false;
+  const char* amx = "AMX: not on this CPU";
 };
 
 // Probed once: CPUID is a VM exit under a hypervisor, far too slow for every matmul call.
@@ -299,6 +311,20 @@ const CpuFeatures& cpu_features() {
     r.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
     r.avx512 = r.avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+    r.avx512vnni = r.avx512 && __builtin_cpu_supports("avx512vnni");
+    // AMX-TILE and AMX-INT8 are CPUID.(7,0):EDX bits 24 and 25. Linux hands out the tile
+    // state only on request; a kernel or hypervisor that refuses it makes tile
+    // instructions fault, so the request itself is the test.
+    if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && (edx & (3u << 24)) == (3u << 24)) {
+#if defined(__linux__) && defined(__x86_64__)
+      constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+      r.amx = syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0
+                  ? "AMX: tiles granted by the kernel, but there are no AMX kernels yet"
+                  : "AMX: on this CPU, but the kernel refuses tile data (arch_prctl); skipped";
+#else
+      r.amx = "AMX: on this CPU, but tile permission cannot be asked for here; skipped";
+#endif
+    }
 #endif
     return r;
   }();
@@ -312,20 +338,23 @@ bool isa_supported(Isa isa) {
     case Isa::Scalar: return true;
     case Isa::Avx2: return cpu_features().avx2;
     case Isa::Avx512: return cpu_features().avx512;
+    case Isa::Avx512Vnni: return cpu_features().avx512vnni;
   }
   return false;
 }
 
+const char* amx_notice() { return cpu_features().amx; }
+
 Isa dispatch_isa() {
   static const Isa chosen = [] {
     Isa best = Isa::Scalar;
-    for (Isa i : {Isa::Avx2, Isa::Avx512})
+    for (Isa i : {Isa::Avx2, Isa::Avx512, Isa::Avx512Vnni})
       if (isa_supported(i)) best = i;
     // FLASHSPEC_ISA lets tests and benchmarks force a lower path; an ISA the CPU lacks
     // (or an unknown name) falls back to the best one rather than crashing.
     if (const char* env = std::getenv("FLASHSPEC_ISA")) {
       const std::string_view want(env);
-      for (Isa i : {Isa::Scalar, Isa::Avx2, Isa::Avx512})
+      for (Isa i : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Vnni})
         if (want == isa_name(i) && isa_supported(i)) return i;
     }
     return best;

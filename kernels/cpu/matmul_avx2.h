@@ -6,7 +6,7 @@
 namespace flashspec::cpu::avx2 {
 
 void quantize_q8_0(const float* x, int64_t b0, int64_t b1, int8_t* qs, float* d, int32_t* zp,
-                   int64_t stride);
+                   int64_t stride, int32_t zp_mul);
 void quantize_q8_0_pairs(const float* x, int64_t t, int64_t nb, int64_t b0, int64_t b1,
                          int8_t* pair_qs, float* pair_d, int32_t* pair_zp);
 void quantize_q8_k(const float* x, int64_t b0, int64_t b1, int8_t* qs, float* d, int64_t stride,

@@ -8,13 +8,18 @@
 
 namespace flashspec::cpu {
 
-enum class Isa { Scalar, Avx2, Avx512 };
+// Avx512Vnni: AVX-512 F/BW/VL/DQ plus VNNI (vpdpbusd / vpdpwssd); its kernels for Q4_0,
+// Q5_0, Q5_1, Q8_0, IQ4_NL, Q4_K and Q6_K put 16 weight rows in the lanes of a register
+// (matmul_avx512vnni.cpp), the other types run the AVX2 kernels.
+enum class Isa { Scalar, Avx2, Avx512, Avx512Vnni };
 
 // Activations quantized to Q8_0 (blocks of 32 per token row), in one of two layouts.
 //
 // Plain (T == 1, and every T on ISAs without pair kernels): per-token rows of int8 with
 // the scales in separate arrays, allocated zero-filled up to a whole number of groups of
-// 4 blocks so a kernel may read a last partial group whole.
+// 4 blocks so a kernel may read a last partial group whole. zp holds -zp_mul * sum(qs) per
+// block, zp_mul chosen per weight type by the ISA (IsaKernels::q8_0_zp_mul): 8 for the
+// scalar / AVX2 / AVX-512 kernels, the weight's zero point for the VNNI ones.
 //
 // Token pairs (T >= 2 on SIMD ISAs): tokens 2p and 2p+1 interleaved per block, so one
 // 256-bit load gives a kernel 16 columns of both tokens and one maddubs serves two tokens.
@@ -27,8 +32,9 @@ enum class Isa { Scalar, Avx2, Avx512 };
 struct ActQ8_0 {
   const int8_t* qs;   // plain: [T][cols]
   const float* d;     // plain: [groups*4][T], the block's fp16 scale widened to float
-  const int32_t* zp;  // plain: [groups*4][T], -8 * sum(qs): the Q4_0 zero point's term,
-                      // twice Q5_0's, and (over -8) the block sum Q5_1's min multiplies
+  const int32_t* zp;  // plain: [groups*4][T], -zp_mul * sum(qs); with zp_mul 8: the Q4_0
+                      // zero point's term, twice Q5_0's, and (over -8) the block sum Q5_1's
+                      // min multiplies
   const int8_t* pair_qs;   // pairs: [T/2 up][cols/32][64]: columns 0..15 of token 2p, of
                            // 2p+1, then columns 16..31 of 2p, of 2p+1
   const float* pair_d;     // pairs: [T/2 up][groups][8]
@@ -50,9 +56,10 @@ struct ActQ8_K {
 };
 
 // Quantizes blocks [b0, b1) of the activation row x (one token) into the arrays above:
-// qs points at the token's row, d / zp at element [0][t] (stride `stride` per block).
+// qs points at the token's row, d / zp at element [0][t] (stride `stride` per block);
+// zp = -zp_mul * sum(qs).
 using QuantizeQ8_0Fn = void (*)(const float* x, int64_t b0, int64_t b1, int8_t* qs, float* d,
-                                int32_t* zp, int64_t stride);
+                                int32_t* zp, int64_t stride, int32_t zp_mul);
 // The same into the token-pair layout: x is token t's row, nb = cols / 32, the pointers are
 // the arrays' bases.
 using QuantizePairsQ8_0Fn = void (*)(const float* x, int64_t t, int64_t nb, int64_t b0,
@@ -82,6 +89,8 @@ struct IsaKernels {
   // vec_dot_type does; the float kernels below receive the rounded rows.
   RoundFn round_f16;
   RoundFn round_bf16;
+  // The zp_mul of the plain Q8_0 layout that this ISA's kernel for a weight type wants.
+  int32_t (*q8_0_zp_mul)(GgmlType);
   // Q8_0 activations.
   GemmQ8_0Fn q4_0;
   GemmQ8_0Fn q5_0;
@@ -103,12 +112,17 @@ struct IsaKernels {
 const IsaKernels& scalar_kernels();
 const IsaKernels& avx2_kernels();
 const IsaKernels& avx512_kernels();
+const IsaKernels& avx512vnni_kernels();
 
 const char* isa_name(Isa isa);
 bool isa_supported(Isa isa);
-// The ISA matmul() uses: the best supported one, or FLASHSPEC_ISA (scalar|avx2|avx512)
-// when set and supported. Decided once per process.
+// The ISA matmul() uses: the best supported one, or FLASHSPEC_ISA
+// (scalar|avx2|avx512|avx512vnni) when set and supported. Decided once per process.
 Isa dispatch_isa();
+// Whether AMX tiles could be used here, in words, e.g. "AMX: not on this CPU". AMX needs
+// the kernel's permission (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)); the
+// matmul has no AMX kernels, so this is a notice for logs and tests, probed once.
+const char* amx_notice();
 // fp16 -> f32 conversion with F16C (AVX2-level CPUs; kernels/cpu/convert_avx2.cpp).
 void f16_to_f32_avx2(const uint16_t* src, float* dst, int64_t n);
 

@@ -14,13 +14,13 @@ namespace flashspec::cpu {
 namespace {
 
 void quantize_q8_0(const float* x, int64_t b0, int64_t b1, int8_t* qs, float* d, int32_t* zp,
-                   int64_t stride) {
+                   int64_t stride, int32_t zp_mul) {
   for (int64_t b = b0; b < b1; ++b) {
     int8_t* q = qs + b * QK8_0;
     d[b * stride] = fp16_to_float(quantize_block_q8_0(x + b * QK8_0, q));
     int32_t s = 0;
     for (int i = 0; i < QK8_0; ++i) s += q[i];
-    zp[b * stride] = -8 * s;
+    zp[b * stride] = -zp_mul * s;
   }
 }
 
@@ -314,6 +314,7 @@ const IsaKernels& scalar_kernels() {
                                 .quantize_q8_k = quantize_q8_k,
                                 .round_f16 = round_row_f16,
                                 .round_bf16 = round_row_bf16,
+                                .q8_0_zp_mul = [](GgmlType) { return int32_t(8); },
                                 .q4_0 = gemm_q4_0,
                                 .q5_0 = gemm_q5_0,
                                 .q5_1 = gemm_q5_1,

@@ -34,12 +34,12 @@ inline Q8_0Block quantize_block(const float* xb) {
 }  // namespace
 
 void quantize_q8_0(const float* x, int64_t b0, int64_t b1, int8_t* qs, float* d, int32_t* zp,
-                   int64_t stride) {
+                   int64_t stride, int32_t zp_mul) {
   for (int64_t b = b0; b < b1; ++b) {
     const Q8_0Block r = quantize_block(x + b * QK8_0);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs + b * QK8_0), r.q);
     d[b * stride] = r.d;
-    zp[b * stride] = -8 * r.sum;
+    zp[b * stride] = -zp_mul * r.sum;
   }
 }
 

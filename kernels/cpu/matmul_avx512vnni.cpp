@@ -1,0 +1,551 @@
+// AVX-512 VNNI kernels (vpdpbusd, vpdpwssd) for Q4_0, Q5_0, Q5_1, Q8_0, IQ4_NL, Q4_K and
+// Q6_K weights. Their shape differs from the AVX2 / AVX-512 kernels': the 16 int32 lanes of
+// a register are 16 weight rows, so
+//  - one vpdpbusd multiplies 4 columns of 16 rows by the same 4 columns of one token
+//    (broadcast straight from memory) and adds them into 16 exact int32 sums: 64
+//    multiply-adds per instruction and no horizontal reduction anywhere;
+//  - the floating-point work is per block and token: one conversion, one multiply (16 row
+//    scales by the token's scale) and one fma into 16 outputs;
+//  - every output is one float accumulator that the blocks are added to in order, the
+//    same operations whether the token is multiplied alone or with others: a token's
+//    result does not depend on its batch (speculative verification relies on it).
+// Weights are stored row after row, so a tile first repacks 16 rows of a stretch of
+// blocks into the lane layout (a "panel" of ~20 KB that stays in L1: per block 8 registers
+// of 4 columns x 16 rows, the scales as 16 floats), then every token of the call is
+// multiplied against the panel. The repack is paid once per call and panel, whatever T;
+// for T = 1 (no panel: straight from the repack to the multiply) it is a few dozen
+// instructions per 16 rows x 32 weights. Measured on one Sapphire Rapids core with the
+// weights in L2, repack plus one token runs at ~17 GB/s of Q4_0 / Q4_K weights (~12.5
+// for Q6_K), about the share of DRAM bandwidth one core gets, so decode stays bound by
+// memory; a load-time conversion would save nothing there and cost a second copy of
+// resident weights (streamed ones would pay it on every pass anyway).
+//
+// Q2_K, Q3_K, Q5_K, the float types and the activation quantizers use the AVX2 code.
+#include "kernels/cpu/matmul_avx2.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+
+#include <immintrin.h>
+
+#include <cstring>
+#include <memory>
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+#include "kernels/cpu/simd_avx2.h"
+
+namespace flashspec::cpu {
+
+namespace {
+
+using namespace simd;
+
+constexpr int kRows = 16;    // rows per tile: one per int32 lane
+// Tokens multiplied per pass over a panel (8, 12 and 16 measured alike: the panel loads
+// come from L1 and are not what limits the token loop).
+constexpr int kMaxTok = 8;
+
+// One token's 16 float outputs of a tile, kept in memory between panels.
+struct alignas(64) Acc16 {
+  float v[16];
+};
+
+inline __m512i load4x128(const uint8_t* a, const uint8_t* b, const uint8_t* c, const uint8_t* d) {
+  __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a)));
+  v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), 1);
+  v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(c)), 2);
+  return _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(d)), 3);
+}
+
+inline int32_t load_i32(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// The 16 rows of a tile: row i starts at row[i] (rows past the matrix repeat the last
+// one; their outputs are not stored) and lies idx[i] bytes after row[0], for gathers.
+struct TileRows {
+  const uint8_t* row[kRows];
+  __m512i idx;
+};
+
+inline TileRows tile_rows(const uint8_t* base, int64_t rs, int64_t r, int nvalid) {
+  TileRows t;
+  alignas(64) int32_t off[kRows];
+  for (int i = 0; i < kRows; ++i) {
+    const int k = i < nvalid ? i : nvalid - 1;
+    t.row[i] = base + (r + k) * rs;
+    off[i] = int32_t(k * rs);
+  }
+  t.idx = _mm512_load_si512(off);
+  return t;
+}
+
+// Bytes [off, off+16) of all 16 rows, transposed: z[j] lane i = dword j of row i's 16.
+// Loaded as [rows 0,4,8,12], [1,5,9,13], ... so two rounds of unpacks leave the rows in
+// lane order.
+inline void rows_16x16(const TileRows& t, int64_t off, __m512i (&z)[4]) {
+  const __m512i a = load4x128(t.row[0] + off, t.row[4] + off, t.row[8] + off, t.row[12] + off);
+  const __m512i b = load4x128(t.row[1] + off, t.row[5] + off, t.row[9] + off, t.row[13] + off);
+  const __m512i c = load4x128(t.row[2] + off, t.row[6] + off, t.row[10] + off, t.row[14] + off);
+  const __m512i d = load4x128(t.row[3] + off, t.row[7] + off, t.row[11] + off, t.row[15] + off);
+  const __m512i ab0 = _mm512_unpacklo_epi32(a, b), ab1 = _mm512_unpackhi_epi32(a, b);
+  const __m512i cd0 = _mm512_unpacklo_epi32(c, d), cd1 = _mm512_unpackhi_epi32(c, d);
+  z[0] = _mm512_unpacklo_epi64(ab0, cd0);
+  z[1] = _mm512_unpackhi_epi64(ab0, cd0);
+  z[2] = _mm512_unpacklo_epi64(ab1, cd1);
+  z[3] = _mm512_unpackhi_epi64(ab1, cd1);
+}
+
+// The dword at byte `off` of every row.
+inline __m512i gather_rows(const TileRows& t, int64_t off) {
+  return _mm512_i32gather_epi32(t.idx, t.row[0] + off, 1);
+}
+
+// The fp16 at byte `off` of every row, as floats. Sixteen scalar loads through a small
+// buffer: they use the load and store ports only, where a gather and the narrowing it
+// needs would take vector ALU slots from the repack.
+inline __m512 row_halves(const TileRows& t, int64_t off) {
+  alignas(32) uint16_t h[kRows];
+  for (int i = 0; i < kRows; ++i) std::memcpy(&h[i], t.row[i] + off, 2);
+  return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(h)));
+}
+
+// Low / high fp16 of each dword as floats.
+inline __m512 fp16_lo(__m512i v) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v)); }
+inline __m512 fp16_hi(__m512i v) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(v, 16))); }
+
+// ---- Q8_0-activation types (blocks of 32 weights).
+//
+// A panel block: w[j] (j = 0..7) holds columns 4j..4j+3 of the 16 rows as unsigned bytes,
+// then the 16 row scales (and Q5_1's 16 mins). vpdpbusd multiplies them by the token's
+// signed int8; the unsigned weight u = w + zero stands for w, and the activation
+// quantizer stores zp = -zero * sum(x) per block (IsaKernels::q8_0_zp_mul), which seeds the
+// int32 sum: sum(u x) + zp = sum(w x), exactly.
+
+struct Q4_0Kind {
+  using Block = BlockQ4_0;
+  static constexpr int32_t kZero = 8;
+  static constexpr bool kMin = false;
+  // Nibbles 0..15 as they are: u = q, zero 8.
+  static FS_ALWAYS_INLINE void prep(const TileRows& t, int64_t b, __m512i* out) {
+    const int64_t o = b * int64_t(sizeof(Block));
+    __m512i z[4];
+    rows_16x16(t, o + 2, z);
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    for (int j = 0; j < 4; ++j) {
+      out[j] = _mm512_and_si512(z[j], m4);                             // columns 4j..
+      out[4 + j] = _mm512_and_si512(_mm512_srli_epi16(z[j], 4), m4);  // 16 + 4j..
+    }
+    out[8] = _mm512_castps_si512(row_halves(t, o));
+  }
+};
+
+struct IQ4_NLKind {
+  using Block = BlockIQ4_NL;
+  static constexpr int32_t kZero = 128;
+  static constexpr bool kMin = false;
+  // Nibbles looked up in the grid plus 128: u = value + 128, zero 128.
+  static FS_ALWAYS_INLINE void prep(const TileRows& t, int64_t b, __m512i* out) {
+    const int64_t o = b * int64_t(sizeof(Block));
+    __m512i z[4];
+    rows_16x16(t, o + 2, z);
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const __m512i table = _mm512_xor_si512(
+        _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLValues))),
+        _mm512_set1_epi8(char(0x80)));
+    for (int j = 0; j < 4; ++j) {
+      out[j] = _mm512_shuffle_epi8(table, _mm512_and_si512(z[j], m4));
+      out[4 + j] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(z[j], 4), m4));
+    }
+    out[8] = _mm512_castps_si512(row_halves(t, o));
+  }
+};
+
+struct Q8_0Kind {
+  using Block = BlockQ8_0;
+  static constexpr int32_t kZero = 128;
+  static constexpr bool kMin = false;
+  // Signed bytes flipped to u = w + 128, zero 128.
+  static FS_ALWAYS_INLINE void prep(const TileRows& t, int64_t b, __m512i* out) {
+    const int64_t o = b * int64_t(sizeof(Block));
+    const __m512i flip = _mm512_set1_epi8(char(0x80));
+    __m512i z[4];
+    rows_16x16(t, o + 2, z);
+    for (int j = 0; j < 4; ++j) out[j] = _mm512_xor_si512(z[j], flip);
+    rows_16x16(t, o + 18, z);
+    for (int j = 0; j < 4; ++j) out[4 + j] = _mm512_xor_si512(z[j], flip);
+    out[8] = _mm512_castps_si512(row_halves(t, o));
+  }
+};
+
+// Q5_0 / Q5_1: the nibble plus bit 4 from the qh word (bit c for column c). Columns
+// 4j..4j+3 take qh bits 4j..4j+3: nibble j % 2 of qh byte j / 2.
+template <class Block>
+FS_ALWAYS_INLINE inline void q5_prep(const TileRows& t, int64_t b, int64_t qh_off, int64_t qs_off,
+                                     __m512i* out) {
+  const int64_t o = b * int64_t(sizeof(Block));
+  __m512i z[4];
+  rows_16x16(t, o + qs_off, z);
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  const __m512i qh = gather_rows(t, o + qh_off);
+  const __m512i bit4 = _mm512_set1_epi8(0x10);
+  const __m512i lo_bits = _mm512_set1_epi32(0x08040201), hi_bits = _mm512_set1_epi32(int32_t(0x80402010u));
+  for (int e = 0; e < 4; ++e) {
+    // qh byte e of each row in all four bytes of its lane.
+    const __m512i rep = _mm512_shuffle_epi8(
+        qh, _mm512_add_epi8(_mm512_set1_epi8(char(e)),
+                            _mm512_broadcast_i32x4(_mm_setr_epi32(0, 0x04040404, 0x08080808, 0x0c0c0c0c))));
+    for (int h = 0; h < 2; ++h) {
+      const int j = 2 * e + h;  // columns 4j..4j+3
+      const __mmask64 k = _mm512_test_epi8_mask(rep, h == 0 ? lo_bits : hi_bits);
+      const __m512i nib = j < 4 ? _mm512_and_si512(z[j], m4) : _mm512_and_si512(_mm512_srli_epi16(z[j - 4], 4), m4);
+      out[j] = _mm512_mask_add_epi8(nib, k, nib, bit4);
+    }
+  }
+}
+
+struct Q5_0Kind {
+  using Block = BlockQ5_0;
+  static constexpr int32_t kZero = 16;
+  static constexpr bool kMin = false;
+  static FS_ALWAYS_INLINE void prep(const TileRows& t, int64_t b, __m512i* out) {
+    q5_prep<Block>(t, b, 2, 6, out);
+    out[8] = _mm512_castps_si512(row_halves(t, b * int64_t(sizeof(Block))));
+  }
+};
+
+struct Q5_1Kind {
+  using Block = BlockQ5_1;
+  // w = d * q + m: u = q, no zero; zp carries sum(x) (zp_mul -1) for the min's term.
+  static constexpr int32_t kZero = 0;
+  static constexpr bool kMin = true;
+  static FS_ALWAYS_INLINE void prep(const TileRows& t, int64_t b, __m512i* out) {
+    q5_prep<Block>(t, b, 4, 8, out);
+    out[8] = _mm512_castps_si512(row_halves(t, b * int64_t(sizeof(Block))));
+    out[9] = _mm512_castps_si512(row_halves(t, b * int64_t(sizeof(Block)) + 2));
+  }
+};
+
+// One panel block p (block b) times token t, added to f: the operations every output
+// goes through, whatever the path (see the file comment).
+template <class Kind>
+FS_ALWAYS_INLINE inline __m512 block32_token(const __m512i* p, const ActQ8_0& a, int64_t b, int64_t t,
+                                             __m512 f) {
+  const int64_t T = a.T;
+  const int8_t* x = a.qs + t * a.cols + b * 32;
+  const int32_t zp = a.zp[b * T + t];
+  __m512i s = Kind::kZero != 0 ? _mm512_set1_epi32(zp) : _mm512_setzero_si512();
+  for (int j = 0; j < 8; ++j) s = _mm512_dpbusd_epi32(s, p[j], _mm512_set1_epi32(load_i32(x + 4 * j)));
+  const __m512 dx = _mm512_set1_ps(a.d[b * T + t]);
+  const __m512 dw = _mm512_castsi512_ps(p[8]);
+  f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, dx), f);
+  if constexpr (Kind::kMin)
+    f = _mm512_fmadd_ps(_mm512_set1_ps(float(zp)), _mm512_mul_ps(_mm512_castsi512_ps(p[9]), dx), f);
+  return f;
+}
+
+// Adapts a Q8_0-activation kind to the driver below.
+template <class Kind>
+struct Blocks32 : Kind {
+  using Act = ActQ8_0;
+  static constexpr int64_t kCols = 32;
+  static constexpr int64_t kUnits = Kind::kMin ? 10 : 9;  // registers per panel block
+  static constexpr int64_t kPanelBlocks = 32;             // 18-20 KB, inside L1
+  static FS_ALWAYS_INLINE __m512 token(const __m512i* p, const Act& a, int64_t b, int64_t t, __m512 f) {
+    return block32_token<Kind>(p, a, b, t, f);
+  }
+};
+
+// ---- Q8_K-activation types (super-blocks of 256 weights).
+//
+// Sub-block sums are exact int32 vpdpbusd sums of unsigned weight codes and signed
+// activations; each is converted and multiplied by its row's d * scale (exact in float:
+// an fp16 times a 6- or 8-bit integer) into a per-super-block float sum, which the
+// token's scale then multiplies once. (Scaling in integers instead, with vpmulld, was
+// measured slower: vpmulld is two uops on the port vpdpbusd needs.) The offsets (Q4_K's
+// mins, Q6_K's -32) come from the activations' 16-sums (bsums) with vpdpwssd against
+// int16 pairs of scales, once per super-block.
+
+// Q4_K panel block: w[0..63] (sub-block s, quad j at 8s + j), d * sc[8] as floats, mins
+// as int16 pairs (m_s, m_s) [8], then d and dmin as floats.
+struct Q4_KKind {
+  using Block = BlockQ4_K;
+  using Act = ActQ8_K;
+  static constexpr int64_t kCols = QK_K;
+  static constexpr int64_t kUnits = 82;
+  static constexpr int64_t kPanelBlocks = 4;  // 21 KB
+  static FS_ALWAYS_INLINE void prep(const TileRows& t, int64_t b, __m512i* out) {
+    const int64_t o = b * int64_t(sizeof(Block));
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    for (int c = 0; c < 8; ++c) {
+      // qs bytes 16c..16c+15: dwords 4c..4c+3 of the 32-byte run of sub-blocks 2(c/2)
+      // (low nibbles) and 2(c/2)+1 (high nibbles).
+      __m512i z[4];
+      rows_16x16(t, o + 16 + 16 * c, z);
+      const int s = 2 * (c / 2), j0 = 4 * (c % 2);
+      for (int j = 0; j < 4; ++j) {
+        out[8 * s + j0 + j] = _mm512_and_si512(z[j], m4);
+        out[8 * (s + 1) + j0 + j] = _mm512_and_si512(_mm512_srli_epi16(z[j], 4), m4);
+      }
+    }
+    // The 6-bit scales and mins as kquant_scales.h unpacks them, 16 rows at once.
+    const __m512i u0 = gather_rows(t, o + 4), u1 = gather_rows(t, o + 8), u2 = gather_rows(t, o + 12);
+    const __m512i m6 = _mm512_set1_epi32(0x3f3f3f3f), lo4 = _mm512_set1_epi32(0x0f0f0f0f),
+                  top2 = _mm512_set1_epi32(0x30303030);
+    const __m512i sc[2] = {_mm512_and_si512(u0, m6),
+                           _mm512_or_si512(_mm512_and_si512(u2, lo4), _mm512_and_si512(_mm512_srli_epi32(u0, 2), top2))};
+    const __m512i mn[2] = {_mm512_and_si512(u1, m6),
+                           _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), lo4),
+                                           _mm512_and_si512(_mm512_srli_epi32(u1, 2), top2))};
+    const __m512i lane4 = _mm512_broadcast_i32x4(_mm_setr_epi32(0, 0x04040404, 0x08080808, 0x0c0c0c0c));
+    const __m512i dd = gather_rows(t, o);
+    const __m512 d = fp16_lo(dd);
+    for (int s = 0; s < 8; ++s) {
+      const int e = s % 4;
+      out[64 + s] = _mm512_castps_si512(_mm512_mul_ps(
+          d, _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(sc[s / 4], 8 * e), _mm512_set1_epi32(0xff)))));
+      // (m_s, m_s) as int16: byte e to bytes 0 and 2 of the lane, zeros in 1 and 3.
+      const __m512i ctl = _mm512_add_epi8(lane4, _mm512_set1_epi32(int32_t(0x80008000u | (e << 16) | e)));
+      out[72 + s] = _mm512_shuffle_epi8(mn[s / 4], ctl);
+    }
+    out[80] = _mm512_castps_si512(d);
+    out[81] = _mm512_castps_si512(fp16_hi(dd));
+  }
+  static FS_ALWAYS_INLINE __m512 token(const __m512i* p, const Act& a, int64_t b, int64_t t, __m512 f) {
+    const int8_t* x = a.qs + t * a.cols + b * QK_K;
+    const int16_t* bs = a.bsums + t * (a.cols / 16) + b * 16;
+    __m512 fs = _mm512_setzero_ps();
+    __m512i msum = _mm512_setzero_si512();
+    for (int s = 0; s < 8; ++s) {
+      __m512i dot = _mm512_setzero_si512();
+      for (int j = 0; j < 8; ++j)
+        dot = _mm512_dpbusd_epi32(dot, p[8 * s + j], _mm512_set1_epi32(load_i32(x + 32 * s + 4 * j)));
+      fs = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_castsi512_ps(p[64 + s]), fs);
+      msum = _mm512_dpwssd_epi32(msum, p[72 + s], _mm512_set1_epi32(load_i32(bs + 2 * s)));
+    }
+    const __m512 dx = _mm512_set1_ps(a.d[b * a.T + t]);
+    f = _mm512_fmadd_ps(fs, dx, f);
+    return _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(_mm512_castsi512_ps(p[81]), dx), f);
+  }
+};
+
+// Q6_K panel block: w[0..63] (quad q: columns 4q..4q+3, sub-block q / 4) as q + 32 in
+// 0..63, d * sc[16] as floats, scale pairs (sc_2k, sc_2k+1) as int16 [8], 32 * d as
+// floats.
+struct Q6_KKind {
+  using Block = BlockQ6_K;
+  using Act = ActQ8_K;
+  static constexpr int64_t kCols = QK_K;
+  static constexpr int64_t kUnits = 89;
+  static constexpr int64_t kPanelBlocks = 4;  // 22 KB
+  static FS_ALWAYS_INLINE void prep(const TileRows& t, int64_t b, __m512i* out) {
+    const int64_t o = b * int64_t(sizeof(Block));
+    __m512i zl[32], zh[16];
+    for (int c = 0; c < 8; ++c) {
+      __m512i z[4];
+      rows_16x16(t, o + 16 * c, z);
+      for (int j = 0; j < 4; ++j) zl[4 * c + j] = z[j];
+    }
+    for (int c = 0; c < 4; ++c) {
+      __m512i z[4];
+      rows_16x16(t, o + 128 + 16 * c, z);
+      for (int j = 0; j < 4; ++j) zh[4 * c + j] = z[j];
+    }
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
+    for (int q = 0; q < 64; ++q) {
+      // Columns 4q..: half n, run i, position l of the run (see BlockQ6_K).
+      const int n = q / 32, i = (q % 32) / 8, l4 = q % 8;
+      const __m512i ql = zl[16 * n + 8 * (i % 2) + l4], qh = zh[8 * n + l4];
+      const __m512i lo = i < 2 ? _mm512_and_si512(ql, m4) : _mm512_and_si512(_mm512_srli_epi16(ql, 4), m4);
+      __m512i hi;
+      switch (i) {
+        case 0: hi = _mm512_slli_epi16(qh, 4); break;
+        case 1: hi = _mm512_slli_epi16(qh, 2); break;
+        case 2: hi = qh; break;
+        default: hi = _mm512_srli_epi16(qh, 2); break;
+      }
+      out[q] = _mm512_or_si512(lo, _mm512_and_si512(hi, m30));
+    }
+    const __m512i lane4 = _mm512_broadcast_i32x4(_mm_setr_epi32(0, 0x04040404, 0x08080808, 0x0c0c0c0c));
+    // d is the block's last two bytes: read the dword that ends there.
+    const __m512 d = fp16_hi(gather_rows(t, o + 206));
+    for (int k = 0; k < 4; ++k) {
+      const __m512i sv = gather_rows(t, o + 192 + 4 * k);  // scales 4k..4k+3
+      for (int e = 0; e < 4; ++e)
+        out[64 + 4 * k + e] = _mm512_castps_si512(
+            _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(sv, 24 - 8 * e), 24))));
+      for (int h = 0; h < 2; ++h) {
+        // (sc_{4k+2h}, sc_{4k+2h+1}) as int16: each byte to the high byte of its word,
+        // then an arithmetic shift.
+        const __m512i ctl = _mm512_or_si512(
+            _mm512_add_epi8(lane4, _mm512_set1_epi32(((2 * h + 1) << 24) | ((2 * h) << 8))),
+            _mm512_set1_epi32(0x00800080));
+        out[80 + 2 * k + h] = _mm512_srai_epi16(_mm512_shuffle_epi8(sv, ctl), 8);
+      }
+    }
+    out[88] = _mm512_castps_si512(_mm512_mul_ps(d, _mm512_set1_ps(32.0f)));
+  }
+  static FS_ALWAYS_INLINE __m512 token(const __m512i* p, const Act& a, int64_t b, int64_t t, __m512 f) {
+    const int8_t* x = a.qs + t * a.cols + b * QK_K;
+    const int16_t* bs = a.bsums + t * (a.cols / 16) + b * 16;
+    __m512 fs = _mm512_setzero_ps();
+    __m512i off = _mm512_setzero_si512();
+    for (int g = 0; g < 16; ++g) {
+      __m512i dot = _mm512_setzero_si512();
+      for (int j = 0; j < 4; ++j)
+        dot = _mm512_dpbusd_epi32(dot, p[4 * g + j], _mm512_set1_epi32(load_i32(x + 16 * g + 4 * j)));
+      fs = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_castsi512_ps(p[64 + g]), fs);
+    }
+    for (int k = 0; k < 8; ++k) off = _mm512_dpwssd_epi32(off, p[80 + k], _mm512_set1_epi32(load_i32(bs + 2 * k)));
+    const __m512 dx = _mm512_set1_ps(a.d[b * a.T + t]);
+    f = _mm512_fmadd_ps(fs, dx, f);
+    return _mm512_fnmadd_ps(_mm512_cvtepi32_ps(off), _mm512_mul_ps(_mm512_castsi512_ps(p[88]), dx), f);
+  }
+};
+
+// Blocks [b0, b0 + n) of a panel times tokens t0 .. t0 + NT - 1, into acc[t] (16 rows).
+template <class Kind, int NT>
+void panel_tokens(const __m512i* panel, int64_t n, const typename Kind::Act& a, int64_t b0, int64_t t0,
+                  Acc16* acc) {
+  __m512 f[NT];
+  for (int i = 0; i < NT; ++i) f[i] = _mm512_load_ps(acc[t0 + i].v);
+  for (int64_t k = 0; k < n; ++k) {
+    const __m512i* p = panel + k * Kind::kUnits;
+    unroll<NT>([&](auto ic) FS_ALWAYS_INLINE {
+      constexpr int i = decltype(ic)::value;
+      f[i] = Kind::token(p, a, b0 + k, t0 + i, f[i]);
+    });
+  }
+  for (int i = 0; i < NT; ++i) _mm512_store_ps(acc[t0 + i].v, f[i]);
+}
+
+// panel_tokens for nt = 1 .. NT tokens.
+template <class Kind, int NT>
+void tokens_upto(int nt, const __m512i* panel, int64_t n, const typename Kind::Act& a, int64_t b0, int64_t t0,
+                 Acc16* acc) {
+  if constexpr (NT > 1)
+    if (nt < NT) return tokens_upto<Kind, NT - 1>(nt, panel, n, a, b0, t0, acc);
+  panel_tokens<Kind, NT>(panel, n, a, b0, t0, acc);
+}
+
+// Rows [r0, r1) for every token: tiles of 16 rows; per tile, panels of kPanelBlocks
+// blocks repacked once and multiplied by every token.
+template <class Kind>
+void gemm_tiles(const WeightMatrix& w, const typename Kind::Act& a, int64_t r0, int64_t r1, float* y) {
+  using Block = typename Kind::Block;
+  constexpr int64_t U = Kind::kUnits, PB = Kind::kPanelBlocks, BS = int64_t(sizeof(Block));
+  const int64_t nb = w.cols / Kind::kCols, T = a.T, rs = nb * BS;
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  // The token accumulators and the panel in one heap block (64-byte units): the panel's
+  // ~20 KB would otherwise be fresh stack pages in every pool thread.
+  static_assert(sizeof(Acc16) == sizeof(__m512i));
+  const std::unique_ptr<Acc16[]> buf(new Acc16[size_t(T + (T > 1 ? PB * U : 0))]);
+  Acc16* const acc = buf.get();
+  auto* const panel = reinterpret_cast<__m512i*>(acc + T);
+  for (int64_t r = r0; r < r1; r += kRows) {
+    const int nvalid = r1 - r < kRows ? int(r1 - r) : kRows;
+    const TileRows tr = tile_rows(base, rs, r, nvalid);
+    for (int64_t t = 0; t < T; ++t) _mm512_store_ps(acc[t].v, _mm512_setzero_ps());
+    for (int64_t c0 = 0; c0 < nb; c0 += PB) {
+      const int64_t n = nb - c0 < PB ? nb - c0 : PB;
+      // What is read after this panel: the next stretch of these rows, else the first
+      // stretch of the next tile; prefetched while this one is repacked, spread evenly
+      // over its blocks (line l of row i at step (i * lines + l) * n / (rows * lines)).
+      const bool last = c0 + n >= nb;
+      const uint8_t* next = last ? base + (r + kRows) * rs : tr.row[0] + (c0 + n) * BS;
+      const int64_t next_rows = last ? (w.rows - r - kRows < kRows ? w.rows - r - kRows : kRows) : nvalid;
+      const int64_t next_blocks = last ? (nb < PB ? nb : PB) : (nb - c0 - n < PB ? nb - c0 - n : PB);
+      // Counters rather than divisions: an integer division per prefetch would cost
+      // more than the repack of a block.
+      const int64_t lines = (next_blocks * BS + 63) / 64;
+      const int64_t total = next_rows > 0 ? next_rows * lines : 0;
+      int64_t due = 0, line = 0;
+      const uint8_t* pf = next;
+      auto prefetch = [&](int64_t) FS_ALWAYS_INLINE {
+        for (due += total; due >= n; due -= n) {
+          _mm_prefetch(reinterpret_cast<const char*>(pf + 64 * line), _MM_HINT_T0);
+          if (++line == lines) {
+            line = 0;
+            pf += rs;
+          }
+        }
+      };
+      if (T == 1) {
+        // One token: each block goes from the repack to the multiply without the panel,
+        // through the very same operations.
+        __m512 f = _mm512_load_ps(acc[0].v);
+        for (int64_t k = 0; k < n; ++k) {
+          __m512i p[U];
+          Kind::prep(tr, c0 + k, p);
+          prefetch(k);
+          f = Kind::token(p, a, c0 + k, 0, f);
+        }
+        _mm512_store_ps(acc[0].v, f);
+        continue;
+      }
+      for (int64_t k = 0; k < n; ++k) {
+        Kind::prep(tr, c0 + k, panel + k * U);
+        prefetch(k);
+      }
+      for (int64_t t0 = 0; t0 < T;) {
+        const int64_t nt = T - t0 < kMaxTok ? T - t0 : kMaxTok;
+        tokens_upto<Kind, kMaxTok>(int(nt), panel, n, a, c0, t0, acc);
+        t0 += nt;
+      }
+    }
+    const __mmask16 keep = __mmask16((1u << nvalid) - 1);
+    for (int64_t t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * w.rows + r, keep, _mm512_load_ps(acc[t].v));
+  }
+}
+
+int32_t zp_mul(GgmlType type) {
+  switch (type) {
+    case GgmlType::Q4_0: return Q4_0Kind::kZero;
+    case GgmlType::Q5_0: return Q5_0Kind::kZero;
+    case GgmlType::Q5_1: return -1;  // zp = sum(x)
+    case GgmlType::Q8_0: return Q8_0Kind::kZero;
+    case GgmlType::IQ4_NL: return IQ4_NLKind::kZero;
+    default: return 8;
+  }
+}
+
+}  // namespace
+
+const IsaKernels& avx512vnni_kernels() {
+  static constexpr IsaKernels k{.name = "avx512vnni",
+                                .quantize_q8_0 = avx2::quantize_q8_0,
+                                .quantize_q8_0_pairs = nullptr,  // plain rows for every T
+                                .quantize_q8_k = avx2::quantize_q8_k,
+                                .round_f16 = avx2::round_f16,
+                                .round_bf16 = avx2::round_bf16,
+                                .q8_0_zp_mul = zp_mul,
+                                .q4_0 = gemm_tiles<Blocks32<Q4_0Kind>>,
+                                .q5_0 = gemm_tiles<Blocks32<Q5_0Kind>>,
+                                .q5_1 = gemm_tiles<Blocks32<Q5_1Kind>>,
+                                .q8_0 = gemm_tiles<Blocks32<Q8_0Kind>>,
+                                .iq4_nl = gemm_tiles<Blocks32<IQ4_NLKind>>,
+                                .q2_k = avx2::gemm_q2_k,
+                                .q3_k = avx2::gemm_q3_k,
+                                .q4_k = gemm_tiles<Q4_KKind>,
+                                .q5_k = avx2::gemm_q5_k,
+                                .q6_k = gemm_tiles<Q6_KKind>,
+                                .f32 = avx2::gemm_f32,
+                                .f16 = avx2::gemm_f16,
+                                .bf16 = avx2::gemm_bf16};
+  return k;
+}
+
+}  // namespace flashspec::cpu
+
+#else  // not x86: the dispatcher never selects AVX-512 VNNI; keep the symbol for the linker.
+
+namespace flashspec::cpu {
+const IsaKernels& avx512vnni_kernels() { return scalar_kernels(); }
+}  // namespace flashspec::cpu
+
+#endif
