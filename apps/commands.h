@@ -14,5 +14,6 @@ Action register_throughput(CLI::App& app);
 Action register_chat(CLI::App& app);
 Action register_bench(CLI::App& app);
 Action register_tokenize(CLI::App& app);
+Action register_serve(CLI::App& app);
 
 }  // namespace flashspec

@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
   const flashspec::Action chat = flashspec::register_chat(app);
   const flashspec::Action bench = flashspec::register_bench(app);
   const flashspec::Action tokenize = flashspec::register_tokenize(app);
+  const flashspec::Action serve = flashspec::register_serve(app);
   try {
     std::vector<std::string> args = with_llamacpp_aliases(argc, argv);
     std::reverse(args.begin(), args.end());  // CLI11 takes the arguments last first
@@ -71,6 +72,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("chat")) return chat();
     if (app.got_subcommand("bench")) return bench();
     if (app.got_subcommand("tokenize")) return tokenize();
+    if (app.got_subcommand("serve")) return serve();
   } catch (const flashspec::UsageError& e) {
     std::fprintf(stderr, "flashspec: error: %s (see --help)\n", e.what());
     return 2;
