@@ -94,6 +94,10 @@ TEST_CASE("serve: one generation at a time; beyond --queue 429 at once; hung-up 
   const std::string m = http_get(port, "/metrics").body;
   CHECK(metric(m, "flashspec_generations_total", "finish_reason=\"cancelled\"") == 1);
   CHECK(metric(m, "flashspec_requests_total", "path=\"/v1/chat/completions\",status=\"429\"") == 1);
+  // The weights streamed from storage: the I/O counters show it.
+  CHECK(metric(m, "flashspec_bytes_read_total") > 1e6);
+  CHECK(metric(m, "flashspec_io_busy_ratio") > 0);
+  CHECK(metric(m, "flashspec_tpot_seconds_count") >= 1);
   // A ran for about as many tokens as its client saw, far from its 60.
   CHECK(metric(m, "flashspec_completion_tokens_total") < 2 + a_chunks.load() + 4);
 

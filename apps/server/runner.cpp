@@ -19,7 +19,8 @@ const char* finish_reason(Finish f) {
 }
 
 GenerationRunner::GenerationRunner(Engine& engine, const ChatFormat& format, int64_t context, bool ignore_eos)
-    : engine_(engine), format_(format), session_(engine.new_session(context)), ignore_eos_(ignore_eos),
+    : engine_(engine), format_(format), session_(engine.new_session(context)), capacity_(session_.capacity()),
+      ignore_eos_(ignore_eos),
       thread_([this] { engine_loop(); }) {}
 
 GenerationRunner::~GenerationRunner() {
@@ -66,7 +67,7 @@ RunResult GenerationRunner::run(const GenerationQueue::Ticket& turn, const RunRe
   return std::move(result_);
 }
 
-int64_t GenerationRunner::max_sequence() const { return session_.capacity() - engine_.scratch_rows(); }
+int64_t GenerationRunner::max_sequence() const { return capacity_ - engine_.scratch_rows(); }
 
 RunResult GenerationRunner::execute(const RunRequest& r) {
   const Tokenizer& tok = engine_.tokenizer();

@@ -58,7 +58,7 @@ class GenerationRunner {
   // `context`: the session's rows (prompt + answer + the speculation's scratch rows).
   GenerationRunner(Engine& engine, const ChatFormat& format, int64_t context, bool ignore_eos);
 
-  int64_t context() const { return session_.capacity(); }
+  int64_t context() const { return capacity_; }
   // Prompt plus answer tokens one request may use.
   int64_t max_sequence() const;
 
@@ -77,7 +77,8 @@ class GenerationRunner {
 
   Engine& engine_;
   const ChatFormat& format_;
-  Session session_;
+  Session session_;  // the engine thread's alone once it runs
+  const int64_t capacity_;  // the session's rows, readable from any thread
   bool ignore_eos_;
 
   // The one job handed to the engine thread, and its outcome.
