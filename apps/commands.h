@@ -15,5 +15,6 @@ Action register_chat(CLI::App& app);
 Action register_bench(CLI::App& app);
 Action register_tokenize(CLI::App& app);
 Action register_quantize(CLI::App& app);
+Action register_serve(CLI::App& app);
 
 }  // namespace flashspec

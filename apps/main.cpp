@@ -69,6 +69,7 @@ int main(int argc, char** argv) {
   const flashspec::Action bench = flashspec::register_bench(app);
   const flashspec::Action tokenize = flashspec::register_tokenize(app);
   const flashspec::Action quantize = flashspec::register_quantize(app);
+  const flashspec::Action serve = flashspec::register_serve(app);
   // An unknown first word gets a message naming the commands (CLI11 would only say that
   // one is required).
   if (argc > 1 && argv[1][0] != '-') {
@@ -110,6 +111,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("bench")) return bench();
     if (app.got_subcommand("tokenize")) return tokenize();
     if (app.got_subcommand("quantize")) return quantize();
+    if (app.got_subcommand("serve")) return serve();
   } catch (const flashspec::UsageError& e) {
     std::fprintf(stderr, "flashspec: error: %s (see --help)\n", e.what());
     return 2;

@@ -131,10 +131,43 @@ std::vector<int32_t> ChatFormat::tokenize(const std::vector<Part>& parts) const 
 }
 
 void ChatFormat::user_turn(std::vector<Part>& parts, std::string_view user) const {
-  const std::string u(user);
+  user_message(parts, std::string(user));
+  assistant_header(parts);
+}
+
+void ChatFormat::system_message(std::vector<Part>& parts, const std::string& sys) const {
   switch (style_) {
     case ChatStyle::Plain:
-      parts.push_back({-1, "User: " + u + "\nAssistant:"});
+      parts.push_back({-1, sys + "\n"});
+      break;
+    case ChatStyle::Llama2:  // nested in the first [INST]: see first_turn and render_llama2
+      break;
+    case ChatStyle::ChatML:
+      parts.push_back({im_start_, {}});
+      parts.push_back({-1, "system\n" + sys});
+      parts.push_back({turn_end_, {}});
+      parts.push_back({-1, "\n"});
+      break;
+    case ChatStyle::Llama3:
+      parts.push_back({start_header_, {}});
+      parts.push_back({-1, "system"});
+      parts.push_back({end_header_, {}});
+      parts.push_back({-1, "\n\n" + sys});
+      parts.push_back({turn_end_, {}});
+      break;
+    case ChatStyle::Zephyr:
+      parts.push_back(marker("<|system|>"));
+      parts.push_back({-1, "\n" + sys});
+      parts.push_back({tok_->eos(), {}});
+      parts.push_back({-1, "\n"});
+      break;
+  }
+}
+
+void ChatFormat::user_message(std::vector<Part>& parts, const std::string& u) const {
+  switch (style_) {
+    case ChatStyle::Plain:
+      parts.push_back({-1, "User: " + u + "\n"});
       break;
     case ChatStyle::Llama2:
       parts.push_back({-1, "[INST] " + u + " [/INST]"});
@@ -144,6 +177,31 @@ void ChatFormat::user_turn(std::vector<Part>& parts, std::string_view user) cons
       parts.push_back({-1, "user\n" + u});
       parts.push_back({turn_end_, {}});
       parts.push_back({-1, "\n"});
+      break;
+    case ChatStyle::Llama3:
+      parts.push_back({start_header_, {}});
+      parts.push_back({-1, "user"});
+      parts.push_back({end_header_, {}});
+      parts.push_back({-1, "\n\n" + u});
+      parts.push_back({turn_end_, {}});
+      break;
+    case ChatStyle::Zephyr:
+      parts.push_back(marker("<|user|>"));
+      parts.push_back({-1, "\n" + u});
+      parts.push_back({tok_->eos(), {}});
+      parts.push_back({-1, "\n"});
+      break;
+  }
+}
+
+void ChatFormat::assistant_header(std::vector<Part>& parts) const {
+  switch (style_) {
+    case ChatStyle::Plain:
+      parts.push_back({-1, "Assistant:"});
+      break;
+    case ChatStyle::Llama2:
+      break;  // the answer follows [/INST] directly
+    case ChatStyle::ChatML:
       parts.push_back({im_start_, {}});
       parts.push_back({-1, "assistant\n"});
       if (reasons() && !thinking_) {
@@ -155,21 +213,69 @@ void ChatFormat::user_turn(std::vector<Part>& parts, std::string_view user) cons
       break;
     case ChatStyle::Llama3:
       parts.push_back({start_header_, {}});
-      parts.push_back({-1, "user"});
-      parts.push_back({end_header_, {}});
-      parts.push_back({-1, "\n\n" + u});
-      parts.push_back({turn_end_, {}});
-      parts.push_back({start_header_, {}});
       parts.push_back({-1, "assistant"});
       parts.push_back({end_header_, {}});
       parts.push_back({-1, "\n\n"});
       break;
     case ChatStyle::Zephyr:
-      parts.push_back(marker("<|user|>"));
-      parts.push_back({-1, "\n" + u});
-      parts.push_back({tok_->eos(), {}});
-      parts.push_back({-1, "\n"});
       parts.push_back(marker("<|assistant|>"));
+      parts.push_back({-1, "\n"});
+      break;
+  }
+}
+
+namespace {
+// An answer as the model wrote it after "Assistant:" or "[/INST]": SentencePiece answers
+// start with a space ("▁Once"), which a client may have trimmed; put it back so the
+// history reads as the model's own answer did.
+std::string spaced(const std::string& a) {
+  return a.empty() || a.front() == ' ' || a.front() == '\n' ? a : " " + a;
+}
+
+// Jinja's trim (Python str.strip() on ASCII whitespace), as Llama 3's template applies it.
+std::string trimmed(const std::string& s) {
+  static constexpr const char* kSpace = " \t\n\r\f\v";
+  const size_t b = s.find_first_not_of(kSpace);
+  if (b == std::string::npos) return {};
+  return s.substr(b, s.find_last_not_of(kSpace) - b + 1);
+}
+
+// What Qwen3's template keeps of an earlier answer: the text after its last </think>.
+std::string without_reasoning(const std::string& a) {
+  const size_t close = a.rfind("</think>");
+  if (close == std::string::npos) return a;
+  const std::string rest = a.substr(close + 8);
+  const size_t b = rest.find_first_not_of('\n');
+  return b == std::string::npos ? std::string() : rest.substr(b);
+}
+}  // namespace
+
+void ChatFormat::assistant_message(std::vector<Part>& parts, const std::string& a) const {
+  switch (style_) {
+    case ChatStyle::Plain:
+      parts.push_back({-1, "Assistant:" + spaced(a) + "\n"});
+      break;
+    case ChatStyle::Llama2:
+      parts.push_back({-1, spaced(a)});
+      parts.push_back({tok_->eos(), {}});
+      break;
+    case ChatStyle::ChatML:
+      parts.push_back({im_start_, {}});
+      parts.push_back({-1, "assistant\n" + (reasons() ? without_reasoning(a) : a)});
+      parts.push_back({turn_end_, {}});
+      parts.push_back({-1, "\n"});
+      break;
+    case ChatStyle::Llama3:
+      parts.push_back({start_header_, {}});
+      parts.push_back({-1, "assistant"});
+      parts.push_back({end_header_, {}});
+      parts.push_back({-1, "\n\n" + a});
+      parts.push_back({turn_end_, {}});
+      break;
+    case ChatStyle::Zephyr:
+      parts.push_back(marker("<|assistant|>"));
+      parts.push_back({-1, "\n" + a});
+      parts.push_back({tok_->eos(), {}});
       parts.push_back({-1, "\n"});
       break;
   }
@@ -179,36 +285,12 @@ std::vector<int32_t> ChatFormat::first_turn(std::string_view user, std::string_v
   std::vector<Part> parts;
   if (tok_->add_bos() || style_ == ChatStyle::Llama2) parts.push_back({tok_->bos(), {}});
   const std::string sys = system.empty() ? default_system_ : std::string(system);
-  if (!sys.empty()) {
-    switch (style_) {
-      case ChatStyle::Plain:
-        parts.push_back({-1, sys + "\n"});
-        break;
-      case ChatStyle::Llama2:
-        // The system block sits inside the first [INST].
-        parts.push_back({-1, "[INST] <<SYS>>\n" + sys + "\n<</SYS>>\n\n" + std::string(user) + " [/INST]"});
-        return tokenize(parts);
-      case ChatStyle::ChatML:
-        parts.push_back({im_start_, {}});
-        parts.push_back({-1, "system\n" + sys});
-        parts.push_back({turn_end_, {}});
-        parts.push_back({-1, "\n"});
-        break;
-      case ChatStyle::Llama3:
-        parts.push_back({start_header_, {}});
-        parts.push_back({-1, "system"});
-        parts.push_back({end_header_, {}});
-        parts.push_back({-1, "\n\n" + sys});
-        parts.push_back({turn_end_, {}});
-        break;
-      case ChatStyle::Zephyr:
-        parts.push_back(marker("<|system|>"));
-        parts.push_back({-1, "\n" + sys});
-        parts.push_back({tok_->eos(), {}});
-        parts.push_back({-1, "\n"});
-        break;
-    }
+  if (!sys.empty() && style_ == ChatStyle::Llama2) {
+    // The system block sits inside the first [INST].
+    parts.push_back({-1, "[INST] <<SYS>>\n" + sys + "\n<</SYS>>\n\n" + std::string(user) + " [/INST]"});
+    return tokenize(parts);
   }
+  if (!sys.empty()) system_message(parts, sys);
   user_turn(parts, user);
   return tokenize(parts);
 }
@@ -242,6 +324,58 @@ std::vector<int32_t> ChatFormat::next_turn(std::string_view user, AnswerEnd end,
   }
   user_turn(parts, user);
   return tokenize(parts);
+}
+
+std::optional<ChatRole> parse_chat_role(std::string_view n) {
+  if (n == "system" || n == "developer") return ChatRole::System;
+  if (n == "user") return ChatRole::User;
+  if (n == "assistant") return ChatRole::Assistant;
+  return std::nullopt;
+}
+
+std::vector<int32_t> ChatFormat::render(std::span<const ChatMessage> messages) const {
+  if (messages.empty()) throw Error("messages: the conversation is empty");
+  std::vector<Part> parts;
+  if (tok_->add_bos() || style_ == ChatStyle::Llama2) parts.push_back({tok_->bos(), {}});
+  if (style_ == ChatStyle::Llama2) {
+    render_llama2(parts, messages);
+    return tokenize(parts);
+  }
+  if (messages.front().role != ChatRole::System && !default_system_.empty()) system_message(parts, default_system_);
+  for (const ChatMessage& m : messages) {
+    const std::string content = style_ == ChatStyle::Llama3 ? trimmed(m.content) : m.content;
+    switch (m.role) {
+      case ChatRole::System: system_message(parts, content); break;
+      case ChatRole::User: user_message(parts, content); break;
+      case ChatRole::Assistant: assistant_message(parts, content); break;
+    }
+  }
+  assistant_header(parts);
+  return tokenize(parts);
+}
+
+void ChatFormat::render_llama2(std::vector<Part>& parts, std::span<const ChatMessage> messages) const {
+  size_t i = 0;
+  std::string sys = default_system_;
+  if (messages[0].role == ChatRole::System) sys = messages[i++].content;
+  const char* kRule = "llama-2 conversations alternate user and assistant messages after an optional first "
+                      "system message, ending with a user message";
+  if (i == messages.size()) throw Error(std::string("messages: ") + kRule);
+  for (size_t k = 0; i < messages.size(); ++i, ++k) {
+    const ChatMessage& m = messages[i];
+    const ChatRole expected = k % 2 == 0 ? ChatRole::User : ChatRole::Assistant;
+    if (m.role != expected) throw Error("messages[" + std::to_string(i) + "]: " + kRule);
+    if (m.role == ChatRole::Assistant) {
+      assistant_message(parts, m.content);
+      continue;
+    }
+    if (k > 0) parts.push_back({tok_->bos(), {}});
+    if (k == 0 && !sys.empty())
+      parts.push_back({-1, "[INST] <<SYS>>\n" + sys + "\n<</SYS>>\n\n" + m.content + " [/INST]"});
+    else
+      user_message(parts, m.content);
+  }
+  if (messages.back().role != ChatRole::User) throw Error(std::string("messages: ") + kRule);
 }
 
 namespace {
@@ -296,19 +430,26 @@ std::string ReasoningFilter::flush() {
   return std::exchange(pending_, {});
 }
 
+StopTextFilter::StopTextFilter(std::vector<std::string> stops) {
+  for (std::string& s : stops)
+    if (!s.empty()) stops_.push_back(std::move(s));
+}
+
 std::string StopTextFilter::push(std::string_view text) {
   if (stopped_) return {};
   pending_.append(text);
-  if (stop_.empty()) return std::exchange(pending_, {});
-  const size_t hit = pending_.find(stop_);
+  if (stops_.empty()) return std::exchange(pending_, {});
+  size_t hit = std::string::npos;
+  for (const std::string& s : stops_) hit = std::min(hit, pending_.find(s));
   if (hit != std::string::npos) {
     stopped_ = true;
     std::string out = pending_.substr(0, hit);
     pending_.clear();
     return out;
   }
-  // Keep the longest tail of pending_ that could still grow into the stop text.
-  const size_t keep = partial_tail(pending_, stop_);
+  // Keep the longest tail of pending_ that could still grow into a stop text.
+  size_t keep = 0;
+  for (const std::string& s : stops_) keep = std::max(keep, partial_tail(pending_, s));
   std::string out = pending_.substr(0, pending_.size() - keep);
   pending_.erase(0, pending_.size() - keep);
   return out;

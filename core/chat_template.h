@@ -21,8 +21,21 @@
 // end-of-turn token is added if the answer did not end with it (cut by -n or Ctrl-C).
 // In the plain style the model may start the user's next line itself; the app stops the
 // answer at "\nUser:" and the next turn continues that line instead of repeating it.
+//
+// The server renders a whole OpenAI message list instead (render()): each message as the
+// turns above write it, then the assistant header. An assistant message in the history is
+// written as the style closes an answer: plain "Assistant:{a}\n", llama-2 "{a}</s>",
+// chatml "<|im_start|>assistant\n{a}<|im_end|>\n", llama-3 header + "{a}<|eot_id|>",
+// zephyr "<|assistant|>\n{a}</s>\n" (plain and llama-2 answers are SentencePiece text
+// that starts with a space: one is put back where a client trimmed it). So a conversation
+// whose history is the session's own earlier prompt and answer renders to the tokens
+// already in the session, and only the new turn is prefilled. Template details that break
+// that identity are kept where the template has them: Llama 3 trims every message; Qwen3
+// drops the reasoning (and the empty think block) of earlier answers, so there the
+// previous answer is prefilled again.
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,6 +52,18 @@ std::optional<ChatStyle> parse_chat_style(std::string_view name);
 // The style a Jinja chat template implements, recognised by its markers; nullopt when
 // none is recognised.
 std::optional<ChatStyle> detect_chat_style(std::string_view jinja);
+
+// Roles of an OpenAI-style message list.
+enum class ChatRole { System, User, Assistant };
+
+struct ChatMessage {
+  ChatRole role = ChatRole::User;
+  std::string content;
+};
+
+// "system" (and OpenAI's newer name for it, "developer"), "user", "assistant"; nullopt for
+// any other role (tool results and function calls are not supported).
+std::optional<ChatRole> parse_chat_role(std::string_view name);
 
 // How the previous answer ended; decides how the next turn closes it.
 enum class AnswerEnd {
@@ -75,6 +100,12 @@ class ChatFormat {
   // Tokens of a later turn: closes the previous answer (which ended with `last_token`,
   // -1 for none, the way `end` says) and adds the user's turn and the assistant header.
   std::vector<int32_t> next_turn(std::string_view user, AnswerEnd end, int32_t last_token) const;
+  // Tokens of a whole conversation, as the model's template renders it with the generation
+  // prompt: BOS, the default system prompt when the list starts without one, every message,
+  // then the assistant header. Error (one line) for an empty list, and for llama-2 when the
+  // roles do not alternate user/assistant after an optional first system message or the
+  // list does not end with a user message (its template refuses those too).
+  std::vector<int32_t> render(std::span<const ChatMessage> messages) const;
 
   // True for a token that ends the assistant's turn in this style (besides the
   // tokenizer's end-of-generation tokens), e.g. <|im_end|>.
@@ -94,6 +125,12 @@ class ChatFormat {
   // A marker that is a special token when the vocabulary has one, else plain text.
   Part marker(std::string_view text) const;
   void user_turn(std::vector<Part>& parts, std::string_view user) const;
+  // One message of each role and the assistant header (not llama-2, which nests them).
+  void system_message(std::vector<Part>& parts, const std::string& system) const;
+  void user_message(std::vector<Part>& parts, const std::string& user) const;
+  void assistant_message(std::vector<Part>& parts, const std::string& answer) const;
+  void assistant_header(std::vector<Part>& parts) const;
+  void render_llama2(std::vector<Part>& parts, std::span<const ChatMessage> messages) const;
 
   const Tokenizer* tok_;
   ChatStyle style_;
@@ -117,19 +154,23 @@ class ReasoningFilter {
 };
 
 // Streams an answer's text while holding back anything that might be the start of a
-// stop text, so a stop text is never shown even when it arrives split over tokens.
+// stop text, so a stop text is never shown even when it arrives split over tokens (or
+// ends in the middle of one). Several stop texts (the server's "stop" list): the text is
+// cut where the first of them to appear starts. Empty stop texts are ignored.
 class StopTextFilter {
  public:
-  explicit StopTextFilter(std::string stop) : stop_(std::move(stop)) {}
-  // Returns the text that is safe to show. After the stop text is seen, returns "" and
+  explicit StopTextFilter(std::string stop) : StopTextFilter(std::vector<std::string>{std::move(stop)}) {}
+  explicit StopTextFilter(std::vector<std::string> stops);
+  // Returns the text that is safe to show. After a stop text is seen, returns "" and
   // stopped() is true.
   std::string push(std::string_view text);
-  // The held-back text when the answer ends without the stop text.
+  // The held-back text when the answer ends without a stop text.
   std::string flush();
   bool stopped() const { return stopped_; }
 
  private:
-  std::string stop_, pending_;
+  std::vector<std::string> stops_;
+  std::string pending_;
   bool stopped_ = false;
 };
 

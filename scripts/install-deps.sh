@@ -5,6 +5,10 @@ set -euo pipefail
 pkgs=(build-essential cmake pkg-config liburing-dev libcli11-dev doctest-dev
       libpcre2-dev libutf8proc-dev nlohmann-json3-dev libcpp-httplib-dev libedit-dev
       python3-numpy fio clang libclang-rt-14-dev)
+# Node.js runs the server tests' real client (the openai npm package, tests/client);
+# Debian's nodejs/npm only where no node is installed already.
+command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
+command -v npm >/dev/null 2>&1 || pkgs+=(npm)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

@@ -1,0 +1,33 @@
+#pragma once
+// Errors the server answers with, in OpenAI's shape and with the HTTP status that fits:
+//   {"error": {"message": "...", "type": "invalid_request_error", "param": "max_tokens", "code": "..."}}
+// Handlers throw ApiError; the HTTP layer turns it into the response.
+#include <stdexcept>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace flashspec::server {
+
+struct ApiError : std::runtime_error {
+  ApiError(int status, std::string type, std::string code, const std::string& message, std::string param = {})
+      : std::runtime_error(message), status(status), type(std::move(type)), code(std::move(code)),
+        param(std::move(param)) {}
+
+  int status;
+  std::string type;   // invalid_request_error, authentication_error, rate_limit_error, server_error
+  std::string code;   // machine-readable reason, e.g. model_not_found, queue_full
+  std::string param;  // the request field at fault, empty for none
+  nlohmann::json detail;  // machine-readable context, sent as "flashspec" beside "error" (null: none)
+
+  nlohmann::json body() const;
+};
+
+// The error body for a status without a more specific reason (httplib's own 404, 413, ...).
+nlohmann::json error_body(int status, const std::string& message);
+
+// 400 invalid_request_error about one request field.
+ApiError bad_request(const std::string& message, const std::string& param = {},
+                     const std::string& code = "invalid_value");
+
+}  // namespace flashspec::server

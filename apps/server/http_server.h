@@ -1,0 +1,89 @@
+#pragma once
+// The OpenAI-compatible HTTP server over one Engine (cpp-httplib): routes, API key,
+// content type and body checks, the generation queue and server-sent-event streaming.
+//   GET  /health                 {"status": "ok"} (no API key needed)
+//   GET  /v1/models              the one model served
+//   POST /v1/chat/completions    messages rendered with the model's chat template
+//   POST /v1/completions         a raw prompt
+//   GET  /metrics                Prometheus text
+// Every error is OpenAI-shaped JSON with its status (400, 401, 404, 413, 415, 429, 500, 503).
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "apps/server/gen_queue.h"
+#include "apps/server/metrics.h"
+#include "apps/server/openai_json.h"
+#include "apps/server/request.h"
+#include "apps/server/runner.h"
+#include "apps/server/serve_options.h"
+#include "core/chat_template.h"
+
+namespace flashspec {
+class Engine;
+}
+
+namespace flashspec::server {
+
+class ClientConnection;
+
+class HttpServer {
+ public:
+  HttpServer(Engine& engine, ServeOptions o);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds the listening socket; returns the port (the kernel's pick for port 0). Error
+  // when the address cannot be had (in use, not this machine's).
+  int bind();
+  // Serves until shutdown(); returns once the requests in flight are answered.
+  void run();
+  // Stops accepting connections (the port is released at once); waiting requests get
+  // 503; the running generation finishes and is answered. Any thread may call it.
+  void shutdown();
+  // The running generation stops at its next token (a second SIGINT/SIGTERM).
+  void cut_running() { queue_.cut_running(); }
+
+  const std::string& model_id() const { return model_id_; }
+  const ChatFormat& chat_format() const { return format_; }
+  int64_t context() const { return runner_->context(); }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Job;
+
+  void add_routes();
+  // Runs `f` with the API key checked; an ApiError (or any other exception, as 500)
+  // becomes the error response.
+  httplib::Server::Handler guarded(std::function<void(const httplib::Request&, httplib::Response&)> f);
+  void complete(const httplib::Request& req, httplib::Response& res, bool chat);
+  RunRequest prepare(const GenRequest& g) const;
+  RunResult run_job(Job& job);
+  void stream_answer(Job& job, httplib::DataSink& sink);
+  void log_generation(const Job& job, const RunResult& r) const;
+
+  Engine& engine_;
+  const ServeOptions opt_;
+  std::string model_id_;
+  ChatFormat format_;
+  GenerationQueue queue_;
+  std::unique_ptr<GenerationRunner> runner_;
+  Metrics metrics_;
+  const int64_t created_;  // Unix time the model was loaded (/v1/models)
+  std::atomic<uint64_t> next_id_{0};
+  std::unique_ptr<httplib::Server> http_;
+
+  std::mutex stop_m_;
+  std::condition_variable stop_cv_;
+  bool stop_requested_ = false;
+  std::atomic<bool> listen_done_{false};
+};
+
+}  // namespace flashspec::server

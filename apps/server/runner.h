@@ -1,0 +1,94 @@
+#pragma once
+// Runs one request's generation on the server's one Session (engine/session.h), reusing
+// the rows of the prompt the session already holds: when the rendered prompt extends the
+// session's tokens (the next turn of a conversation) only the new tokens are prefilled;
+// a prompt that diverges rewinds the session to the common prefix first. The answer's
+// text goes through the same filters as `flashspec chat`: whole UTF-8 characters only,
+// stop texts cut where they start (even inside a token), Qwen3 reasoning hidden.
+// Every generation runs on the runner's own engine thread, whichever HTTP thread asked
+// for it: the session, the engine's buffers and the allocator's per-thread heaps then
+// belong to one thread, so memory does not grow with the number of HTTP threads that
+// have ever generated (measured: it did, by about a generation's buffers per thread).
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "apps/server/gen_queue.h"
+#include "core/chat_template.h"
+#include "core/sampler.h"
+#include "core/stats.h"
+#include "engine/session.h"
+
+namespace flashspec {
+class Engine;
+}
+
+namespace flashspec::server {
+
+struct RunRequest {
+  std::vector<int32_t> prompt;    // the whole rendered prompt
+  SamplingParams sampling;
+  int64_t max_tokens = 0;
+  std::vector<std::string> stop;  // stop texts (for chat, with the style's own)
+  bool chat = true;               // also stop at the chat style's end-of-turn token
+  bool hide_reasoning = false;
+  std::function<void(const std::string&)> on_text;  // visible text, as it becomes final
+  std::function<bool()> cancelled;                  // asked after each token
+};
+
+enum class Finish { Stop, Length, Cancelled };
+const char* finish_reason(Finish f);  // "stop", "length", "cancelled"
+
+struct RunResult {
+  std::string text;              // the visible answer
+  std::vector<int32_t> tokens;   // generated ids (end token included)
+  Finish finish = Finish::Length;
+  int64_t prompt_tokens = 0;     // the whole prompt
+  int64_t cached_tokens = 0;     // prompt rows the session already held (not prefilled)
+  GenerationStats stats;         // stats.prompt_tokens: rows this request prefilled
+};
+
+class GenerationRunner {
+ public:
+  // `context`: the session's rows (prompt + answer + the speculation's scratch rows).
+  GenerationRunner(Engine& engine, const ChatFormat& format, int64_t context, bool ignore_eos);
+
+  int64_t context() const { return capacity_; }
+  // Prompt plus answer tokens one request may use.
+  int64_t max_sequence() const;
+
+  ~GenerationRunner();
+  GenerationRunner(const GenerationRunner&) = delete;
+  GenerationRunner& operator=(const GenerationRunner&) = delete;
+
+  // Only the holder of the queue's turn may run. Blocks while the engine thread generates;
+  // r's callbacks are called on that thread. A failed generation leaves an empty session
+  // (its caches may be partly written) and rethrows.
+  RunResult run(const GenerationQueue::Ticket& turn, const RunRequest& r);
+
+ private:
+  RunResult execute(const RunRequest& r);  // on the engine thread
+  void engine_loop();
+
+  Engine& engine_;
+  const ChatFormat& format_;
+  Session session_;  // the engine thread's alone once it runs
+  const int64_t capacity_;  // the session's rows, readable from any thread
+  bool ignore_eos_;
+
+  // The one job handed to the engine thread, and its outcome.
+  std::mutex m_;
+  std::condition_variable cv_;
+  const RunRequest* job_ = nullptr;
+  RunResult result_;
+  std::exception_ptr error_;
+  bool done_ = false, quit_ = false;
+  std::thread thread_;  // last: starts once everything above exists
+};
+
+}  // namespace flashspec::server

@@ -1,0 +1,25 @@
+#pragma once
+// What `flashspec serve` runs with, besides the engine's options (apps/run_options.h).
+#include <cstdint>
+#include <string>
+
+#include "core/sampler.h"
+
+namespace flashspec::server {
+
+struct ServeOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;                          // 0: any free port (printed at startup)
+  std::string api_key;                      // empty: no key asked
+  int64_t queue = 16;                       // requests that may wait for the running one
+  uint64_t max_body = uint64_t(8) << 20;    // bytes of a request body
+  std::string model_id;                     // the name /v1/models lists (default: target file name)
+  std::string chat_format = "auto";
+  int64_t ctx = 0;                          // session rows (0: min(training context, 4096) + scratch)
+  SamplingParams sampling;                  // defaults of the request fields
+  bool seed_given = false;                  // --seed: requests without a seed use it
+  int64_t default_max_tokens = 512;         // max_tokens of a request that sets none
+  bool ignore_eos = false;
+};
+
+}  // namespace flashspec::server
