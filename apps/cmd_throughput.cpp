@@ -2,12 +2,16 @@
 // prefill of P-token prompts (pp) and T single-token decode steps (tg), each measured
 // -r times after a warm-up, reported as mean +- stddev tokens/s in a table (md), CSV or
 // JSON lines. Runs through the Engine, so --stream / --ram-budget / --io-bw measure a
-// streamed target exactly as generate would run it.
+// streamed target exactly as generate would run it. On the CPU with the weights in memory
+// a decode step reads every layer matrix and the output head once, so each tg test also
+// states the rate at which it read weights and what fraction of this machine's measured
+// read bandwidth that is (the speed of light of decode).
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -17,7 +21,10 @@
 #include "apps/run_options.h"
 #include "core/error.h"
 #include "engine/engine.h"
+#include "core/ggml_type.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/memory_bandwidth.h"
+#include "kernels/cpu/thread_pool.h"
 #include "target/llama_model.h"
 
 namespace flashspec {
@@ -72,6 +79,34 @@ double run_once(LlamaModel& model, bool prefill, int64_t n) {
   return double(n) / seconds_since(t0);
 }
 
+// Weight bytes one decode step reads: every layer's matrices and the output head (the
+// embedding contributes one row).
+uint64_t decode_weight_bytes(Engine& engine) {
+  const PlacementPlan& plan = engine.plan();
+  uint64_t b = 0;
+  for (uint64_t l : plan.layer_bytes) b += l;
+  const WeightMatrix& head = engine.target().weights().output;
+  return b + uint64_t(head.rows * row_bytes(head.type, head.cols));
+}
+
+// What fraction of the machine's read bandwidth a decode step reached; nullopt where the
+// figure would not mean that (a GPU, or a target streamed from storage: then storage or
+// the bus sets the pace).
+struct SpeedOfLight {
+  double weight_bytes = 0;   // per decode step
+  double machine_bps = 0;    // measured read bandwidth, bytes/s
+  int threads = 0;
+};
+
+std::optional<SpeedOfLight> speed_of_light(const ThroughputArgs& a, Engine& engine) {
+  if (a.tg.empty() || engine.plan().gpu || engine.plan().stream) return std::nullopt;
+  const int threads =
+      a.run.engine.threads > 0 ? a.run.engine.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  ThreadPool pool(threads);
+  const ReadBandwidth bw = measure_read_bandwidth(pool);
+  return SpeedOfLight{double(decode_weight_bytes(engine)), bw.bytes_per_s, threads};
+}
+
 int run_throughput(const ThroughputArgs& a) {
   Engine engine(a.run.engine);
   LlamaModel& model = engine.target();
@@ -83,16 +118,22 @@ int run_throughput(const ThroughputArgs& a) {
     run_once(model, prefill, std::min<int64_t>(m.n, 16));  // warm-up: pool, page cache, first touch
     for (int r = 0; r < a.reps; ++r) m.rates.push_back(run_once(model, prefill, m.n));
   }
+  const std::optional<SpeedOfLight> sol = speed_of_light(a, engine);
   const std::string backend = engine.backend().name();
   const std::string placement = a.run.engine.placement.stream ? "streamed" : "resident";
   const std::string model_name = a.run.engine.target_path;
   std::string out;
   if (a.output == "json") {
     for (const Measure& m : ms) {
-      const nlohmann::json j = {{"model", model_name}, {"backend", backend},         {"placement", placement},
+      nlohmann::json j = {{"model", model_name}, {"backend", backend},         {"placement", placement},
                                 {"plan", engine.plan().describe()}, {"test", m.test}, {"n", m.n},
                                 {"reps", a.reps},                   {"tokens_per_s", m.mean()},
                                 {"stddev", m.stddev()},             {"samples", m.rates}};
+      if (sol && m.test[0] == 't') {
+        j["weight_bytes_per_token"] = sol->weight_bytes;
+        j["read_bytes_per_s"] = sol->weight_bytes * m.mean();
+        j["machine_read_bytes_per_s"] = sol->machine_bps;
+      }
       out += j.dump() + "\n";
     }
   } else if (a.output == "csv") {
@@ -115,6 +156,17 @@ int run_throughput(const ThroughputArgs& a) {
                     backend.c_str(), placement.c_str(), m.test.c_str(), m.mean(), m.stddev());
       out += buf;
     }
+    if (sol)
+      for (const Measure& m : ms) {
+        if (m.test[0] != 't') continue;
+        const double rate = sol->weight_bytes * m.mean();
+        std::snprintf(buf, sizeof buf,
+                      "%s: %.1f MB of weights per token, read at %.2f GB/s = %.0f%% of this machine's %.2f GB/s "
+                      "(%d threads reading)%s\n",
+                      m.test.c_str(), sol->weight_bytes / 1e6, rate / 1e9, 100.0 * rate / sol->machine_bps,
+                      sol->machine_bps / 1e9, sol->threads, rate > sol->machine_bps ? "; the weights fit in the caches" : "");
+        out += buf;
+      }
   }
   write_stdout(out);
   flush_stdout();

@@ -125,7 +125,10 @@ TEST_CASE("reliability: under a small address-space limit every run ends in one 
   }
   // Nothing that runs before main may need address space: not the CUDA runtime (a
   // plugin, loaded for --backend cuda only), not an allocator reserving 32 MiB segments.
-  for (long limit_kb : {20000, 45000}) {
+  // The shared libraries (the HTTP server's OpenSSL among them) map about 17 MB and each
+  // pool thread reserves an 8 MB stack: 32000 KB holds both; below that the thread that
+  // cannot start is named.
+  for (long limit_kb : {32000, 45000}) {
     CAPTURE(limit_kb);
     CliOptions tight;
     tight.address_space_kb = limit_kb;
@@ -137,6 +140,12 @@ TEST_CASE("reliability: under a small address-space limit every run ends in one 
     CAPTURE(small.err);
     CHECK(small.exit_code == 0);
   }
+  CliOptions starved;
+  starved.address_space_kb = 24000;
+  const CliResult no_thread = run_cli(
+      {"generate", "-m", model_path("stories260K"), "-p", "Once", "-n", "4", "--temp", "0", "-t", "2"}, starved);
+  CHECK(no_thread.exit_code == 1);
+  CHECK(no_thread.err.find("flashspec: error: cannot start worker thread 1 of 1: ") == 0);
 }
 
 TEST_CASE("reliability: a FIFO as a model is refused at once, not waited on") {

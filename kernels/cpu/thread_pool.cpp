@@ -1,6 +1,7 @@
 #include "kernels/cpu/thread_pool.h"
 
 #include <algorithm>
+#include <system_error>
 #include <utility>
 
 #include "core/error.h"
@@ -23,10 +24,21 @@ ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads) {
   if (n_threads < 1 || n_threads > 1024)
     throw Error("threads: " + std::to_string(n_threads) + " is not a thread count in 1..1024");
   threads_.reserve(n_threads - 1);
-  for (int i = 1; i < n_threads; ++i) threads_.emplace_back([this, i] { worker_loop(i); });
+  try {
+    for (int i = 1; i < n_threads; ++i) threads_.emplace_back([this, i] { worker_loop(i); });
+  } catch (const std::system_error& e) {
+    // The destructor does not run for a constructor that throws: stop the threads that did
+    // start (a joinable std::thread destroyed would terminate the process).
+    const size_t started = threads_.size();
+    stop_all();
+    throw Error("cannot start worker thread " + std::to_string(started + 1) + " of " + std::to_string(n_threads - 1) +
+                ": " + e.what() + " (too many threads, or too little address space for their stacks: try fewer -t)");
+  }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { stop_all(); }
+
+void ThreadPool::stop_all() {
   stop_.store(true, std::memory_order_release);
   generation_.fetch_add(1, std::memory_order_acq_rel);
   generation_.notify_all();

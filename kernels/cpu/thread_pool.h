@@ -32,6 +32,7 @@ class ThreadPool {
 
  private:
   void worker_loop(int index);
+  void stop_all();  // wakes every thread to exit and joins it
 
   int n_threads_;
   std::vector<std::thread> threads_;
