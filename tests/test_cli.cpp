@@ -12,21 +12,12 @@
 #endif
 #include "tests/gguf_writer.h"
 #include "tests/json_file.h"
+#include "tests/cli_error.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;
 
 namespace {
-
-// One line on stderr, "flashspec: error: ...", containing every `parts`, exit 1 (a run
-// that failed) or 2 (a command line that cannot run: usage).
-void check_error(const CliResult& r, const std::vector<std::string>& parts, int exit_code = 1) {
-  CAPTURE(r.err);
-  CHECK(r.exit_code == exit_code);
-  CHECK(r.err.rfind("flashspec: error: ", 0) == 0);
-  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
-  for (const auto& p : parts) CHECK(r.err.find(p) != std::string::npos);
-}
 
 CliResult generate_with(const std::string& model) {
   return run_cli({"generate", "-m", model, "-p", "Once upon a time", "-n", "4", "--temp", "0"});

@@ -21,6 +21,7 @@
 #include "target/staged_layers.h"
 #include "tests/fixtures.h"
 #include "tests/json_file.h"
+#include "tests/greedy_options.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;
@@ -35,15 +36,6 @@ std::unique_ptr<Backend> gpu_or_skip() {
     return nullptr;
   }
   return cuda::make_backend(0);
-}
-
-GenerateOptions greedy(int64_t n, int64_t logits = 0) {
-  GenerateOptions o;
-  o.n_predict = n;
-  o.sampling.temperature = 0;
-  o.logits_positions = logits;
-  o.ignore_eos = true;
-  return o;
 }
 
 std::vector<std::vector<int32_t>> reference_prompts(const LlamaModel& m, const std::string& name) {

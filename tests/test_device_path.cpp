@@ -21,6 +21,7 @@
 #include "tests/device_like_backend.h"
 #include "tests/fixtures.h"
 #include "tests/json_file.h"
+#include "tests/greedy_options.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;
@@ -28,15 +29,6 @@ using namespace flashspec::testing;
 namespace {
 
 constexpr uint64_t MiB = 1024 * 1024;
-
-GenerateOptions greedy(int64_t n) {
-  GenerateOptions o;
-  o.n_predict = n;
-  o.sampling.temperature = 0;
-  o.logits_positions = 4;
-  o.ignore_eos = true;
-  return o;
-}
 
 bool bit_identical(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
   if (a.size() != b.size()) return false;
@@ -60,12 +52,12 @@ TEST_CASE("device path: every weight type, resident in backend memory, matches t
     CpuBackend cpu(2);
     LlamaModel ref(model_path(name), cpu);
     const std::vector<int32_t> prompt = first_prompt(ref, name);
-    const GenerationResult want = generate_target_only(ref, prompt, greedy(24));
+    const GenerationResult want = generate_target_only(ref, prompt, greedy(24, 4));
 
     DeviceLikeBackend dev;
     {
       LlamaModel m(model_path(name), dev);
-      const GenerationResult got = generate_target_only(m, prompt, greedy(24));
+      const GenerationResult got = generate_target_only(m, prompt, greedy(24, 4));
       CHECK(got.tokens == want.tokens);
       CHECK(bit_identical(got.logits, want.logits));
       CHECK(dev.streamed_copies() == 0);  // every layer resident: nothing staged per pass
@@ -79,7 +71,7 @@ TEST_CASE("device path: layers staged through the slot ring, from the mapping or
   CpuBackend cpu(2);
   LlamaModel ref(model_path(name), cpu);
   const std::vector<int32_t> prompt = first_prompt(ref, name);
-  const GenerationResult want = generate_target_only(ref, prompt, greedy(16));
+  const GenerationResult want = generate_target_only(ref, prompt, greedy(16, 4));
 
   DeviceLikeBackend dev;
   LlamaModel m(model_path(name), dev);
@@ -98,7 +90,7 @@ TEST_CASE("device path: layers staged through the slot ring, from the mapping or
       }
       m.set_layer_source(std::make_unique<StagedLayers>(m.weights(), m.placed().vectors, dev, std::move(host), resident));
       const int64_t copies = dev.streamed_copies(), unpinned = dev.unpinned_copies();
-      const GenerationResult got = generate_target_only(m, prompt, greedy(16));
+      const GenerationResult got = generate_target_only(m, prompt, greedy(16, 4));
       CHECK(got.tokens == want.tokens);
       CHECK(bit_identical(got.logits, want.logits));
       // 7 matrices per staged layer per pass; a stream's buffers are pinned, the mapping is not.
@@ -143,7 +135,7 @@ TEST_CASE("device path: speculative trees commit KV rows inside backend memory, 
   const nlohmann::json refs = read_json(reference_path("stories260K"));
   for (size_t i = 0; i < 3; ++i) {
     const std::vector<int32_t> prompt = tok.encode(refs[i].at("prompt").get<std::string>(), true);
-    GenerateOptions o = greedy(64);
+    GenerateOptions o = greedy(64, 4);
     o.logits_positions = 0;
     const GenerationResult want = generate_target_only(ref, prompt, o);
     for (int32_t pregrow : {0, 4}) {
@@ -271,7 +263,7 @@ TEST_CASE("device path: staged layers through queues that land copies late and o
   CpuBackend cpu(2);
   LlamaModel ref(model_path(name), cpu);
   const std::vector<int32_t> prompt = first_prompt(ref, name);
-  const GenerationResult want = generate_target_only(ref, prompt, greedy(16));
+  const GenerationResult want = generate_target_only(ref, prompt, greedy(16, 4));
   struct Source {
     const char* what;
     bool stream;
@@ -301,7 +293,7 @@ TEST_CASE("device path: staged layers through queues that land copies late and o
         }
         m.set_layer_source(std::make_unique<StagedLayers>(m.weights(), m.placed().vectors, dev, std::move(host),
                                                           resident, src.holds));
-        const GenerationResult got = generate_target_only(m, prompt, greedy(16));
+        const GenerationResult got = generate_target_only(m, prompt, greedy(16, 4));
         CHECK(got.tokens == want.tokens);
         CHECK(bit_identical(got.logits, want.logits));
         CHECK(dev.unpinned_copies() == (src.stream ? 0 : dev.streamed_copies()));
@@ -323,7 +315,7 @@ TEST_CASE("device path: every KV cache type, staged through asynchronous queues,
       LlamaModel ref(model_path(name), cpu);
       ref.set_kv_type(t);
       const std::vector<int32_t> prompt = first_prompt(ref, name);
-      const GenerationResult want = generate_target_only(ref, prompt, greedy(16));
+      const GenerationResult want = generate_target_only(ref, prompt, greedy(16, 4));
       DeviceLikeOptions o;
       o.async = true;
       o.seed = 7 + uint32_t(t);
@@ -333,7 +325,7 @@ TEST_CASE("device path: every KV cache type, staged through asynchronous queues,
       m.set_layer_source(std::make_unique<StagedLayers>(m.weights(), m.placed().vectors, dev,
                                                         std::make_unique<ResidentLayers>(m.weights()), 1,
                                                         StagedLayers::kNeverRecycled));
-      const GenerationResult got = generate_target_only(m, prompt, greedy(16));
+      const GenerationResult got = generate_target_only(m, prompt, greedy(16, 4));
       CHECK(got.tokens == want.tokens);
       CHECK(bit_identical(got.logits, want.logits));
     }
@@ -346,7 +338,7 @@ TEST_CASE("device path: speculative trees on asynchronous queues, staged and str
   const Tokenizer tok = Tokenizer::from_gguf(ref.file());
   const nlohmann::json refs = read_json(reference_path("stories260K"));
   const std::vector<int32_t> prompt = tok.encode(refs[1].at("prompt").get<std::string>(), true);
-  GenerateOptions g = greedy(48);
+  GenerateOptions g = greedy(48, 4);
   g.logits_positions = 0;
   const GenerationResult want = generate_target_only(ref, prompt, g);
   DeviceLikeOptions o;

@@ -17,6 +17,8 @@
 #include "tests/cli_runner.h"
 #include "tests/fixtures.h"
 #include "tests/gguf_writer.h"
+#include "tests/greedy_options.h"
+#include "tests/cli_error.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;
@@ -27,15 +29,6 @@ nlohmann::json reference(const std::string& model) {
   std::ifstream in(reference_path(model));
   REQUIRE(in);
   return nlohmann::json::parse(in);
-}
-
-GenerateOptions greedy(int64_t n, int64_t logits_positions = 0) {
-  GenerateOptions o;
-  o.n_predict = n;
-  o.sampling.temperature = 0;
-  o.ignore_eos = true;
-  o.logits_positions = logits_positions;
-  return o;
 }
 
 // Every reference prompt of a tiny model: prompt tokens and 32 greedy tokens identical to
@@ -68,14 +61,6 @@ void check_against_llamacpp(const std::string& name, KvType kv, double tolerance
 
 CliResult generate_with(const std::string& model) {
   return run_cli({"generate", "-m", model, "-p", "Once upon a time", "-n", "2", "--temp", "0"});
-}
-
-void check_error(const CliResult& r, const std::vector<std::string>& parts) {
-  CAPTURE(r.err);
-  CHECK(r.exit_code == 1);
-  CHECK(r.err.rfind("flashspec: error: ", 0) == 0);
-  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
-  for (const auto& p : parts) CHECK(r.err.find(p) != std::string::npos);
 }
 
 // stories260K re-labelled as `arch`: its llama.* keys copied to arch.*.

@@ -18,6 +18,7 @@
 #include "tests/fixtures.h"
 #include "tests/gguf_writer.h"
 #include "tests/json_file.h"
+#include "tests/greedy_options.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;
@@ -25,14 +26,6 @@ using namespace flashspec::testing;
 namespace {
 
 const std::string kWide = model_path("stories260K-wide-f32");
-
-GenerateOptions greedy(int64_t n) {
-  GenerateOptions o;
-  o.n_predict = n;
-  o.sampling.temperature = 0;
-  o.ignore_eos = true;
-  return o;
-}
 
 std::vector<std::string> reference_prompts(size_t n) {
   std::vector<std::string> out;

@@ -27,20 +27,13 @@
 #include "tests/fixtures.h"
 #include "tests/gguf_writer.h"
 #include "tests/json_file.h"
+#include "tests/greedy_options.h"
+#include "tests/cli_error.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;
 
 namespace {
-
-// One line on stderr, "flashspec: error: ...", containing every part; the exit code.
-void check_error(const CliResult& r, const std::vector<std::string>& parts, int exit_code = 1) {
-  CAPTURE(r.err);
-  CHECK(r.exit_code == exit_code);
-  CHECK(r.err.rfind("flashspec: error: ", 0) == 0);
-  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
-  for (const auto& p : parts) CHECK(r.err.find(p) != std::string::npos);
-}
 
 std::vector<std::string> generate(const std::string& model, std::vector<std::string> extra = {}) {
   std::vector<std::string> a = {"generate", "-m", model, "-p", "Once upon a time", "-n", "4", "--temp", "0"};
@@ -51,14 +44,6 @@ std::vector<std::string> generate(const std::string& model, std::vector<std::str
 std::string copy_of(const std::string& name, const TempFile& f) {
   std::filesystem::copy_file(model_path(name), f.path, std::filesystem::copy_options::overwrite_existing);
   return f.path;
-}
-
-GenerateOptions greedy(int64_t n) {
-  GenerateOptions o;
-  o.n_predict = n;
-  o.sampling.temperature = 0;
-  o.ignore_eos = true;
-  return o;
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "tests/fixtures.h"
 #include "tests/gguf_writer.h"
 #include "tests/json_file.h"
+#include "tests/greedy_options.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;
@@ -59,14 +60,6 @@ DraftPolicy tree_auto(int32_t pregrow = 0) {
   DraftPolicy p = tree(1024, pregrow);
   p.auto_budget = true;
   return p;
-}
-
-GenerateOptions greedy(int64_t n) {
-  GenerateOptions o;
-  o.n_predict = n;
-  o.sampling.temperature = 0;
-  o.ignore_eos = true;
-  return o;
 }
 
 // n sampled tokens (past end-of-sequence) with `sampling`, and the same with a seed.
