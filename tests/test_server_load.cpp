@@ -204,11 +204,12 @@ TEST_CASE("serve: load: 8 clients x 20 requests, exact answers, no loss, flat me
   CHECK(metric(m, "flashspec_requests_total", "path=\"/v1/completions\",status=\"429\"") == -1);
   CHECK(cancelled >= 1);  // some hang-ups came while their answer was generating
   MESSAGE("load: " << t.sent << " requests in " << wall_s << " s, " << t.checked << " answered and checked, "
-                   << t.abandoned << " abandoned by their clients (" << cancelled << " generations cancelled, "
-                   << "the rest answered before the hang-up was seen), 0 refused; server RSS " << rss_start
+                   << t.abandoned << " abandoned by their clients (" << cancelled
+                   << " generations cancelled over this and the warm-up round's 64 hang-ups, the rest answered "
+                   << "before the hang-up was seen), 0 refused; server RSS " << rss_start
                    << " kB after warm-up, " << rss_end << " kB at the end");
   // Flat: no growth with the number of requests served. The slack is allocator noise:
-  // each of the ~33 HTTP threads keeps a small heap of its own (mimalloc), which settles
+  // each of the ~33 HTTP threads keeps a small heap of its own (a malloc arena), which settles
   // over the first thousands of requests (measured: under 1 MiB per 160 requests after a
   // warm-up round, shrinking as the run goes on).
   CHECK(rss_end <= rss_start + 2048);
