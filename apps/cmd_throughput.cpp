@@ -20,11 +20,11 @@
 #include "apps/output.h"
 #include "apps/run_options.h"
 #include "core/error.h"
-#include "engine/engine.h"
 #include "core/ggml_type.h"
+#include "engine/engine.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/memory_bandwidth.h"
-#include "kernels/cpu/thread_pool.h"
 #include "target/llama_model.h"
 
 namespace flashspec {
@@ -89,22 +89,20 @@ uint64_t decode_weight_bytes(Engine& engine) {
   return b + uint64_t(head.rows * row_bytes(head.type, head.cols));
 }
 
-// What fraction of the machine's read bandwidth a decode step reached; nullopt where the
-// figure would not mean that (a GPU, or a target streamed from storage: then storage or
-// the bus sets the pace).
+// The decode speed of light: what a decode step reads and how fast this machine can read.
 struct SpeedOfLight {
-  double weight_bytes = 0;   // per decode step
-  double machine_bps = 0;    // measured read bandwidth, bytes/s
-  int threads = 0;
+  double weight_bytes = 0;  // per decode step
+  double machine_bps = 0;   // measured read bandwidth, bytes/s
+  int threads = 0;          // threads that read it: the engine's own pool
 };
 
+// nullopt where the figure would not mean that: a GPU, or a target streamed from storage
+// (storage or the bus sets the pace then).
 std::optional<SpeedOfLight> speed_of_light(const ThroughputArgs& a, Engine& engine) {
-  if (a.tg.empty() || engine.plan().gpu || engine.plan().stream) return std::nullopt;
-  const int threads =
-      a.run.engine.threads > 0 ? a.run.engine.threads : int(std::max(1u, std::thread::hardware_concurrency()));
-  ThreadPool pool(threads);
-  const ReadBandwidth bw = measure_read_bandwidth(pool);
-  return SpeedOfLight{double(decode_weight_bytes(engine)), bw.bytes_per_s, threads};
+  auto* cpu = dynamic_cast<CpuBackend*>(&engine.backend());
+  if (a.tg.empty() || !cpu || engine.plan().gpu || engine.plan().stream) return std::nullopt;
+  const ReadBandwidth bw = measure_read_bandwidth(cpu->pool());
+  return SpeedOfLight{double(decode_weight_bytes(engine)), bw.bytes_per_s, bw.threads};
 }
 
 int run_throughput(const ThroughputArgs& a) {
@@ -126,9 +124,9 @@ int run_throughput(const ThroughputArgs& a) {
   if (a.output == "json") {
     for (const Measure& m : ms) {
       nlohmann::json j = {{"model", model_name}, {"backend", backend},         {"placement", placement},
-                                {"plan", engine.plan().describe()}, {"test", m.test}, {"n", m.n},
-                                {"reps", a.reps},                   {"tokens_per_s", m.mean()},
-                                {"stddev", m.stddev()},             {"samples", m.rates}};
+                          {"plan", engine.plan().describe()}, {"test", m.test}, {"n", m.n},
+                          {"reps", a.reps},                   {"tokens_per_s", m.mean()},
+                          {"stddev", m.stddev()},             {"samples", m.rates}};
       if (sol && m.test[0] == 't') {
         j["weight_bytes_per_token"] = sol->weight_bytes;
         j["read_bytes_per_s"] = sol->weight_bytes * m.mean();
