@@ -167,7 +167,7 @@ void CpuBackend::attention(const AttentionArgs& a) {
 
   const int64_t items = a.n_kv_heads * tiles;
   pool_.parallel_for(items, 1, [&](int64_t b, int64_t e) {
-    std::vector<float> block(static_cast<size_t>(kBlock * hd)), qr, score, acc, tree_k, tree_v;
+    std::vector<float> block(static_cast<size_t>(kBlock * hd)), block_t(block.size()), qr, score, acc, tree_k, tree_v;
     std::vector<int64_t> dense_end, score_at;  // per vector: keys [0, dense_end) seen densely
     std::vector<std::vector<int32_t>> tree_keys;  // per tile row: the masked rows a tree query sees
     std::vector<char> loaded;
@@ -204,14 +204,26 @@ void CpuBackend::attention(const AttentionArgs& a) {
       score.resize(size_t(score_at[size_t(nv)]));
       const int64_t dense_max = *std::max_element(dense_end.begin(), dense_end.end());
 
-      // Scores: the dense run block by block, then the tree ancestors.
+      // Scores: the dense run block by block, then the tree ancestors. A block's keys are
+      // transposed (hd x kBlock) so that one query's scores against them are independent
+      // sums side by side, which the compiler vectorizes across keys: each key still gets
+      // its products added in head-dim order, the arithmetic of dot().
       for (int64_t j0 = 0; j0 < dense_max; j0 += kBlock) {
         const int64_t n = std::min(kBlock, dense_max - j0);
         for (int64_t j = 0; j < n; ++j) load_row(a.k, g, j0 + j, block.data() + j * hd);
+        for (int64_t j = 0; j < n; ++j)
+          for (int64_t d = 0; d < hd; ++d) block_t[size_t(d * kBlock + j)] = block[size_t(j * hd + d)];
         for (int64_t v = 0; v < nv; ++v) {
           const int64_t stop = std::min(n, dense_end[size_t(v)] - j0);
           float* sv = score.data() + score_at[size_t(v)] + j0;
-          for (int64_t j = 0; j < stop; ++j) sv[j] = dot(qr.data() + v * hd, block.data() + j * hd) * a.scale;
+          const float* q = qr.data() + v * hd;
+          std::fill_n(sv, stop, 0.0f);
+          for (int64_t d = 0; d < hd; ++d) {
+            const float qd = q[d];
+            const float* kd = block_t.data() + d * kBlock;
+            for (int64_t j = 0; j < stop; ++j) sv[j] += qd * kd[j];
+          }
+          for (int64_t j = 0; j < stop; ++j) sv[j] *= a.scale;
         }
       }
       if (a.mask) {  // each masked row the tile needs, converted once
