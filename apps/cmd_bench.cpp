@@ -29,7 +29,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -44,6 +43,7 @@
 #include "core/printable.h"
 #include "core/units.h"
 #include "engine/engine.h"
+#include "kernels/cpu/thread_pool.h"
 #include "offload/weight_stream.h"
 
 namespace flashspec {
@@ -210,7 +210,7 @@ BenchMeta sweep_meta(const BenchArgs& a, const std::string& prompts_file, size_t
   m.target_path = a.run.engine.target_path;
   m.draft_path = a.run.engine.draft_path;
   // The Engine's rule: 0 means every core.
-  m.threads = a.run.engine.threads > 0 ? a.run.engine.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  m.threads = thread_count(a.run.engine.threads);
   m.cpu = cpu_model_name();
   m.commit = build_commit();
   m.prompts_file = prompts_file;

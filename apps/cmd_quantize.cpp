@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
-#include <thread>
 
 #include "apps/commands.h"
 #include "apps/output.h"
@@ -35,7 +34,7 @@ int run_quantize(const QuantizeArgs& a) {
   const GgufFile in = GgufFile::open(a.in);
   plan_quantization(in, o);  // refuses a requantization before anything is written
   OutputFile out(a.out);
-  ThreadPool pool(a.threads > 0 ? a.threads : int(std::max(1u, std::thread::hardware_concurrency())));
+  ThreadPool pool(thread_count(a.threads));
   const bool tty = ::isatty(STDERR_FILENO) == 1;
   const auto t0 = std::chrono::steady_clock::now();
   const QuantizeResult r = quantize_model(

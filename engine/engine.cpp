@@ -1,7 +1,6 @@
 #include "engine/engine.h"
 
 #include <algorithm>
-#include <thread>
 
 #include "core/error.h"
 #include "core/printable.h"
@@ -10,6 +9,7 @@
 #include "engine/streamed_layers.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/quantize_fast.h"
+#include "kernels/cpu/thread_pool.h"
 #include "kernels/cuda_loader.h"
 #include "offload/weight_stream.h"
 #include "target/llama_model.h"
@@ -73,7 +73,7 @@ std::unique_ptr<Backend> make_backend(const std::string& name, int threads) {
 }
 
 Engine::Engine(const EngineOptions& o) : opt_(o) {
-  const int threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = thread_count(o.threads);
   const std::optional<GgmlType> self_type = self_draft_type(o.draft_path);
   backend_ = make_backend(o.backend, threads);
   target_ = std::make_unique<LlamaModel>(o.target_path, *backend_);

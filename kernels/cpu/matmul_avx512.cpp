@@ -22,6 +22,7 @@
 
 #include "kernels/cpu/pair_tiles.h"
 #include "kernels/cpu/simd_avx2.h"
+#include "kernels/cpu/simd_avx512.h"
 #include "kernels/cpu/tile_drivers.h"
 
 namespace flashspec::cpu {
@@ -29,13 +30,6 @@ namespace flashspec::cpu {
 namespace {
 
 using namespace simd;
-
-inline __m512i load4x128(const void* a, const void* b, const void* c, const void* d) {
-  __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(static_cast<const __m128i*>(a)));
-  v = _mm512_inserti32x4(v, _mm_loadu_si128(static_cast<const __m128i*>(b)), 1);
-  v = _mm512_inserti32x4(v, _mm_loadu_si128(static_cast<const __m128i*>(c)), 2);
-  return _mm512_inserti32x4(v, _mm_loadu_si128(static_cast<const __m128i*>(d)), 3);
-}
 
 inline __m512i bcast4x128(const void* p) {
   return _mm512_broadcast_i32x4(_mm_loadu_si128(static_cast<const __m128i*>(p)));

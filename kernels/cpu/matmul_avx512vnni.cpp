@@ -36,6 +36,7 @@
 #endif
 
 #include "kernels/cpu/simd_avx2.h"
+#include "kernels/cpu/simd_avx512.h"
 
 namespace flashspec::cpu {
 
@@ -52,13 +53,6 @@ constexpr int kMaxTok = 8;
 struct alignas(64) Acc16 {
   float v[16];
 };
-
-inline __m512i load4x128(const uint8_t* a, const uint8_t* b, const uint8_t* c, const uint8_t* d) {
-  __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a)));
-  v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), 1);
-  v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(c)), 2);
-  return _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(d)), 3);
-}
 
 inline int32_t load_i32(const void* p) {
   int32_t v;

@@ -20,6 +20,10 @@ constexpr int kSpinIterations = 2000;  // ~50 us: covers the gap between ops of 
                                        // pool sharing cores with another process soon sleeps
 }
 
+int thread_count(int requested) {
+  return requested > 0 ? requested : int(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads) {
   if (n_threads < 1 || n_threads > 1024)
     throw Error("threads: " + std::to_string(n_threads) + " is not a thread count in 1..1024");

@@ -13,6 +13,9 @@
 
 namespace flashspec {
 
+// The thread count a `-t N` option means: N, or every core when N is 0.
+int thread_count(int requested);
+
 class ThreadPool {
  public:
   explicit ThreadPool(int n_threads);
