@@ -243,6 +243,33 @@ FS_ALWAYS_INLINE inline __m512 block32_token(const __m512i* p, const ActQ8_0& a,
   return f;
 }
 
+// block32_token for tokens t0 .. t0 + NT - 1 at once, with the same operations per
+// output. The order differs only between tokens: column group j of every token before
+// group j + 1 of any, so consecutive vpdpbusd are independent and the port runs one per
+// cycle instead of waiting out each sum's latency (a token's 8 products are a chain).
+template <class Kind, int NT>
+FS_ALWAYS_INLINE inline void block32_tokens(const __m512i* p, const ActQ8_0& a, int64_t b, int64_t t0,
+                                            __m512 (&f)[NT]) {
+  const int64_t T = a.T;
+  __m512i s[NT];
+  for (int i = 0; i < NT; ++i)
+    s[i] = Kind::kZero != 0 ? _mm512_set1_epi32(a.zp[b * T + t0 + i]) : _mm512_setzero_si512();
+  const int8_t* x = a.qs + t0 * a.cols + b * 32;
+  for (int j = 0; j < 8; ++j) {
+    const __m512i w = _mm512_load_si512(p + j);
+    for (int i = 0; i < NT; ++i)
+      s[i] = _mm512_dpbusd_epi32(s[i], w, _mm512_set1_epi32(load_i32(x + i * a.cols + 4 * j)));
+  }
+  const __m512 dw = _mm512_castsi512_ps(p[8]);
+  for (int i = 0; i < NT; ++i) {
+    const __m512 dx = _mm512_set1_ps(a.d[b * T + t0 + i]);
+    f[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[i]), _mm512_mul_ps(dw, dx), f[i]);
+    if constexpr (Kind::kMin)
+      f[i] = _mm512_fmadd_ps(_mm512_set1_ps(float(a.zp[b * T + t0 + i])), _mm512_mul_ps(_mm512_castsi512_ps(p[9]), dx),
+                             f[i]);
+  }
+}
+
 // Adapts a Q8_0-activation kind to the driver below.
 template <class Kind>
 struct Blocks32 : Kind {
@@ -273,6 +300,8 @@ struct Q4_KKind {
   static constexpr int64_t kCols = QK_K;
   static constexpr int64_t kUnits = 82;
   static constexpr int64_t kPanelBlocks = 4;  // 21 KB
+  // Its layout for super_tokens: 8 groups of 8 column quads, offsets at 72, factor at 81.
+  static constexpr int kGroups = 8, kGroupQuads = 8, kOffsets = 72, kFactor = 81;
   static FS_ALWAYS_INLINE void prep(const TileRows& t, int64_t b, __m512i* out) {
     const int64_t o = b * int64_t(sizeof(Block));
     const __m512i m4 = _mm512_set1_epi8(0x0f);
@@ -337,6 +366,8 @@ struct Q6_KKind {
   static constexpr int64_t kCols = QK_K;
   static constexpr int64_t kUnits = 89;
   static constexpr int64_t kPanelBlocks = 4;  // 22 KB
+  // Its layout for super_tokens: 16 groups of 4 column quads, offsets at 80, factor at 88.
+  static constexpr int kGroups = 16, kGroupQuads = 4, kOffsets = 80, kFactor = 88;
   static FS_ALWAYS_INLINE void prep(const TileRows& t, int64_t b, __m512i* out) {
     const int64_t o = b * int64_t(sizeof(Block));
     __m512i zl[32], zh[16];
@@ -402,6 +433,40 @@ struct Q6_KKind {
   }
 };
 
+// Kind::token of a Q8_K kind for tokens t0 .. t0 + NT - 1 at once, with the same
+// operations per output, interleaved across tokens as in block32_tokens. The panel block
+// holds kGroups groups of kGroupQuads weight registers, the groups' scales from unit 64
+// on, the offsets' int16 scale pairs at kOffsets and the offset factor at kFactor.
+template <class Kind, int NT>
+FS_ALWAYS_INLINE inline void super_tokens(const __m512i* p, const ActQ8_K& a, int64_t b, int64_t t0,
+                                          __m512 (&f)[NT]) {
+  constexpr int G = Kind::kGroups, J = Kind::kGroupQuads;
+  const int8_t* x = a.qs + t0 * a.cols + b * QK_K;
+  __m512 fs[NT];
+  for (int i = 0; i < NT; ++i) fs[i] = _mm512_setzero_ps();
+  for (int g = 0; g < G; ++g) {
+    __m512i dot[NT];
+    for (int i = 0; i < NT; ++i) dot[i] = _mm512_setzero_si512();
+    for (int j = 0; j < J; ++j) {
+      const __m512i w = _mm512_load_si512(p + J * g + j);
+      for (int i = 0; i < NT; ++i)
+        dot[i] = _mm512_dpbusd_epi32(dot[i], w, _mm512_set1_epi32(load_i32(x + i * a.cols + 4 * J * g + 4 * j)));
+    }
+    const __m512 sc = _mm512_castsi512_ps(p[64 + g]);
+    for (int i = 0; i < NT; ++i) fs[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[i]), sc, fs[i]);
+  }
+  const __m512 factor = _mm512_castsi512_ps(p[Kind::kFactor]);
+  for (int i = 0; i < NT; ++i) {
+    const int16_t* bs = a.bsums + (t0 + i) * (a.cols / 16) + b * 16;
+    __m512i off = _mm512_setzero_si512();
+    for (int k = 0; k < 8; ++k)
+      off = _mm512_dpwssd_epi32(off, p[Kind::kOffsets + k], _mm512_set1_epi32(load_i32(bs + 2 * k)));
+    const __m512 dx = _mm512_set1_ps(a.d[b * a.T + t0 + i]);
+    f[i] = _mm512_fmadd_ps(fs[i], dx, f[i]);
+    f[i] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(off), _mm512_mul_ps(factor, dx), f[i]);
+  }
+}
+
 // Blocks [b0, b0 + n) of a panel times tokens t0 .. t0 + NT - 1, into acc[t] (16 rows).
 template <class Kind, int NT>
 void panel_tokens(const __m512i* panel, int64_t n, const typename Kind::Act& a, int64_t b0, int64_t t0,
@@ -410,10 +475,10 @@ void panel_tokens(const __m512i* panel, int64_t n, const typename Kind::Act& a, 
   for (int i = 0; i < NT; ++i) f[i] = _mm512_load_ps(acc[t0 + i].v);
   for (int64_t k = 0; k < n; ++k) {
     const __m512i* p = panel + k * Kind::kUnits;
-    unroll<NT>([&](auto ic) FS_ALWAYS_INLINE {
-      constexpr int i = decltype(ic)::value;
-      f[i] = Kind::token(p, a, b0 + k, t0 + i, f[i]);
-    });
+    if constexpr (Kind::kCols == 32)
+      block32_tokens<Kind, NT>(p, a, b0 + k, t0, f);
+    else
+      super_tokens<Kind, NT>(p, a, b0 + k, t0, f);
   }
   for (int i = 0; i < NT; ++i) _mm512_store_ps(acc[t0 + i].v, f[i]);
 }
@@ -474,14 +539,23 @@ void gemm_tiles(const WeightMatrix& w, const typename Kind::Act& a, int64_t r0, 
         _mm512_store_ps(acc[0].v, f);
         continue;
       }
+      // This panel's share of the prefetch goes with the repack when there is one group of
+      // tokens, else it is spread over the groups: with many groups the repack is short
+      // beside the multiplies, and the lines issued during it alone would queue up and stall it.
+      const int64_t groups = (T + kMaxTok - 1) / kMaxTok;
       for (int64_t k = 0; k < n; ++k) {
         Kind::prep(tr, c0 + k, panel + k * U);
-        prefetch(k);
+        if (groups == 1) prefetch(k);
       }
       for (int64_t t0 = 0; t0 < T;) {
         const int64_t nt = T - t0 < kMaxTok ? T - t0 : kMaxTok;
         tokens_upto<Kind, kMaxTok>(int(nt), panel, n, a, c0, t0, acc);
         t0 += nt;
+        if (groups > 1)
+          for (due += next_lines * n; due >= nb * groups; due -= nb * groups) {
+            _mm_prefetch(reinterpret_cast<const char*>(pf), _MM_HINT_T0);
+            pf += 64;
+          }
       }
     }
     const __mmask16 keep = __mmask16((1u << nvalid) - 1);

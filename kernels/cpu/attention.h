@@ -1,0 +1,49 @@
+#pragma once
+// Attention over a KV cache on the CPU (see AttentionArgs in kernels/backend.h).
+#include <algorithm>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "kernels/cpu/matmul_internal.h"
+#include "kernels/cpu/thread_pool.h"
+
+namespace flashspec {
+
+// With the ISA matmul() uses (dispatch_isa()).
+void cpu_attention(const AttentionArgs& a, ThreadPool& pool);
+// With a given ISA's build of the work items (tests compare them); isa must be supported.
+void cpu_attention(const AttentionArgs& a, ThreadPool& pool, cpu::Isa isa);
+
+namespace cpu {
+
+// A work item is one KV head and a tile of query rows: every query head of the group for
+// up to 32 query vectors, so that the keys they share are converted once.
+inline int64_t attention_tile_rows(const AttentionArgs& a) {
+  return std::max<int64_t>(1, 32 / (a.n_heads / a.n_kv_heads));
+}
+
+// For a token tree (AttentionArgs::mask), the masked rows each query row sees, listed
+// once per call: the mask is T x n_masked bytes, too many to scan again for every head.
+class TreeKeys {
+ public:
+  explicit TreeKeys(const AttentionArgs& a);
+  int64_t count(int64_t t) const { return at_.empty() ? 0 : at_[size_t(t + 1)] - at_[size_t(t)]; }
+  std::span<const int32_t> of(int64_t t) const {
+    if (at_.empty()) return {};
+    return {keys_.data() + at_[size_t(t)], size_t(count(t))};
+  }
+
+ private:
+  std::vector<int64_t> at_;  // T + 1 offsets into keys_; empty without a mask
+  std::vector<int32_t> keys_;
+};
+
+// Work items [b, e) of a call, built for one ISA each.
+void attend_items_scalar(const AttentionArgs& a, const TreeKeys& tree, int64_t b, int64_t e);
+void attend_items_avx2(const AttentionArgs& a, const TreeKeys& tree, int64_t b, int64_t e);
+void attend_items_avx512(const AttentionArgs& a, const TreeKeys& tree, int64_t b, int64_t e);
+
+}  // namespace cpu
+}  // namespace flashspec

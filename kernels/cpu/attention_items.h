@@ -1,0 +1,243 @@
+#pragma once
+// The work items of CPU attention, included by one file per ISA (attention_scalar.cpp,
+// attention_avx2.cpp, attention_avx512.cpp) so the compiler vectorizes them for that ISA;
+// attention.cpp dispatches. Everything here has internal linkage: each file keeps its
+// own copy, built with its own flags.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
+
+#include "core/half.h"
+#include "kernels/backend.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/matmul.h"
+
+namespace flashspec::cpu {
+namespace {
+
+// e^z for z <= 0, to about 1 ulp, in operations a compiler vectorizes (libm's expf is a
+// call per value): z = k ln2 + r with |r| <= ln2 / 2, e^r by its Taylor polynomial to
+// r^6, times 2^k built in the exponent bits. Below -87 it returns e^-87 (the clamp keeps
+// 2^k a normal float; callers zero those scores, which are below 1e-37 of the largest).
+inline float exp_nonpositive(float z) {
+  z = z < -87.0f ? -87.0f : z;
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  const float k = (z * 1.44269504f + kRound) - kRound;
+  const float r = (z - k * 0.693145752f) - k * 1.42860677e-6f;  // ln 2 in two parts
+  float p = 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const uint32_t bits = uint32_t(int32_t(k) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return p * scale;
+}
+
+void attend_items(const AttentionArgs& a, const TreeKeys& tree, int64_t b, int64_t e) {
+  // Work items: one KV head and a tile of query rows (every query head of the group).
+  // Keys a whole tile sees -- the committed prefix, and for a causal batch the rows up to
+  // each query -- are converted to f32 block by block, once for every query of the tile.
+  // A token tree's queries see only their ancestors among the masked rows: those are
+  // listed per query and converted once per tile, so a tree of thousands of nodes costs
+  // its ancestors, not nodes squared.
+  //
+  // Per query vector the arithmetic is fixed whatever the tile, batch or tree (a row's
+  // result is bit-identical alone or in a batch): dot products in head-dim order, keys in
+  // cache order. With an fp16 cache it follows llama.cpp's CPU attention: the query and
+  // the probabilities rounded to fp16 before their products with the fp16 rows, so greedy
+  // outputs agree with it token for token even at near-ties. f32 and q8_0 caches round
+  // nothing (q8_0 rows are decoded to f32).
+  constexpr int64_t kBlock = 64;        // keys converted at a time
+  const bool f16 = a.kv_type == KvType::F16;
+  auto round = [f16](float x) { return f16 ? round_to_fp16(x) : x; };
+  const size_t row_bytes = kv_bytes(a.kv_type, a.n_kv_heads * a.head_dim);
+  const int64_t group = a.n_heads / a.n_kv_heads;
+  const int64_t hd = a.head_dim;
+  const int64_t q_stride = a.n_heads * hd;
+  const int64_t tile_rows = attention_tile_rows(a);
+  const int64_t tiles = (a.T + tile_rows - 1) / tile_rows;
+  // Cache row j of KV head g as hd floats.
+  auto load_row = [&](const void* base, int64_t g, int64_t j, float* dst) {
+    const uint8_t* row = static_cast<const uint8_t*>(base) + size_t(j) * row_bytes;
+    switch (a.kv_type) {
+      case KvType::F16:
+      {
+        const uint16_t* half = reinterpret_cast<const uint16_t*>(row) + g * hd;
+#if defined(__F16C__)
+        if (hd % 8 == 0) {  // inline: a call per head row costs more than its 8 conversions
+          for (int64_t d = 0; d < hd; d += 8)
+            _mm256_storeu_ps(dst + d, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(half + d))));
+          return;
+        }
+#endif
+        dequantize_row(GgmlType::F16, half, dst, hd);
+        return;
+      }
+      case KvType::F32:
+        std::memcpy(dst, reinterpret_cast<const float*>(row) + g * hd, size_t(hd) * sizeof(float));
+        return;
+      case KvType::Q8_0: {  // the 32-value blocks that cover the head (a block may span heads)
+        const int64_t b0 = g * hd / 32, b1 = (g * hd + hd + 31) / 32;
+        float tmp[512];
+        for (int64_t b = b0; b < b1; b += 16) {
+          const int64_t nb = std::min<int64_t>(16, b1 - b);
+          dequantize_row(GgmlType::Q8_0, row + b * 34, tmp, nb * 32);
+          const int64_t lo = std::max(g * hd, b * 32), hi = std::min(g * hd + hd, (b + nb) * 32);
+          std::memcpy(dst + (lo - g * hd), tmp + (lo - b * 32), size_t(hi - lo) * sizeof(float));
+        }
+        return;
+      }
+    }
+  };
+  auto dot = [hd](const float* q, const float* k) {
+    float s = 0.0f;
+    for (int64_t d = 0; d < hd; ++d) s += q[d] * k[d];
+    return s;
+  };
+  auto axpy = [hd](float p, const float* v, float* acc) {
+    for (int64_t d = 0; d < hd; ++d) acc[d] += p * v[d];
+  };
+
+  std::vector<float> block(static_cast<size_t>(kBlock * hd)), block_t(block.size()), qr, score, acc, tree_k, tree_v;
+  std::vector<int64_t> dense_end, score_at;  // per vector: keys [0, dense_end) seen densely
+  std::vector<char> loaded;
+  for (int64_t item = b; item < e; ++item) {
+    const int64_t g = item / tiles, t0 = (item % tiles) * tile_rows;
+    const int64_t rows = std::min(tile_rows, a.T - t0), nv = rows * group;
+    // Query vector v = (row t0 + v / group, head g * group + v % group).
+    auto row_of = [&](int64_t v) { return t0 + v / group; };
+    qr.resize(size_t(nv * hd));
+    acc.assign(size_t(nv * hd), 0.0f);
+    for (int64_t v = 0; v < nv; ++v) {
+      const float* q = a.q + row_of(v) * q_stride + (g * group + v % group) * hd;
+      for (int64_t d = 0; d < hd; ++d) qr[size_t(v * hd + d)] = round(q[d]);
+    }
+    // Which keys each vector sees: a dense run [0, dense_end) (the committed prefix; for a
+    // causal batch also the masked rows up to the query), then for a tree its listed
+    // ancestors among the masked rows.
+    dense_end.resize(size_t(nv));
+    score_at.assign(size_t(nv) + 1, 0);
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t t = t0 + r;
+      int64_t end = a.n_past;
+      if (!a.mask) end += a.n_masked - a.T + t + 1;
+      for (int64_t h = 0; h < group; ++h) dense_end[size_t(r * group + h)] = end;
+    }
+    for (int64_t v = 0; v < nv; ++v)
+      score_at[size_t(v + 1)] = score_at[size_t(v)] + dense_end[size_t(v)] + tree.count(row_of(v));
+    score.resize(size_t(score_at[size_t(nv)]));
+    const int64_t dense_max = *std::max_element(dense_end.begin(), dense_end.end());
+
+    // Scores: the dense run block by block, then the tree ancestors. A block's keys are
+    // transposed (hd x kBlock) so that one query's scores against them are independent
+    // sums side by side, which the compiler vectorizes across keys: each key still gets
+    // its products added in head-dim order, the arithmetic of dot().
+    for (int64_t j0 = 0; j0 < dense_max; j0 += kBlock) {
+      const int64_t n = std::min(kBlock, dense_max - j0);
+      for (int64_t j = 0; j < n; ++j) load_row(a.k, g, j0 + j, block.data() + j * hd);
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t d = 0; d < hd; ++d) block_t[size_t(d * kBlock + j)] = block[size_t(j * hd + d)];
+      for (int64_t v = 0; v < nv; ++v) {
+        const int64_t stop = std::min(n, dense_end[size_t(v)] - j0);
+        float* sv = score.data() + score_at[size_t(v)] + j0;
+        const float* q = qr.data() + v * hd;
+        // Sixteen keys at a time, their sums held in registers over the head dims (keys
+        // past `stop` are computed from stale block entries and not stored).
+        for (int64_t j1 = 0; j1 < stop; j1 += 16) {
+          float s16[16] = {};
+          for (int64_t d = 0; d < hd; ++d) {
+            const float qd = q[d];
+            const float* kd = block_t.data() + d * kBlock + j1;
+            for (int l = 0; l < 16; ++l) s16[l] += qd * kd[l];
+          }
+          for (int64_t l = 0; l < std::min<int64_t>(16, stop - j1); ++l) sv[j1 + l] = s16[l] * a.scale;
+        }
+      }
+    }
+    if (a.mask) {  // each masked row the tile needs, converted once
+      tree_k.resize(size_t(a.n_masked * hd));
+      tree_v.resize(size_t(a.n_masked * hd));
+      loaded.assign(size_t(a.n_masked), 0);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int32_t m : tree.of(t0 + r))
+          if (!loaded[size_t(m)]) {
+            load_row(a.k, g, a.n_past + m, tree_k.data() + m * hd);
+            load_row(a.v, g, a.n_past + m, tree_v.data() + m * hd);
+            loaded[size_t(m)] = 1;
+          }
+      for (int64_t v = 0; v < nv; ++v) {
+        float* sv = score.data() + score_at[size_t(v)] + dense_end[size_t(v)];
+        for (int32_t m : tree.of(row_of(v)))
+          *sv++ = dot(qr.data() + v * hd, tree_k.data() + m * hd) * a.scale;
+      }
+    }
+    for (int64_t v = 0; v < nv; ++v) {
+      float* sv = score.data() + score_at[size_t(v)];
+      const int64_t n = score_at[size_t(v + 1)] - score_at[size_t(v)];
+      // The largest score, over sixteen running maxima (vectorizes; max is exact in any order).
+      float top[16];
+      std::fill_n(top, 16, -INFINITY);
+      for (int64_t j = 0; j < n; ++j) top[j % 16] = sv[j] > top[j % 16] ? sv[j] : top[j % 16];
+      float mx = -INFINITY;
+      for (float x : top) mx = x > mx ? x : mx;
+      for (int64_t j = 0; j < n; ++j) {
+        const float z = sv[j] - mx;
+        sv[j] = z >= -87.0f ? exp_nonpositive(z) : 0.0f;  // (and a fully masked row's -inf)
+      }
+      // Sixteen partial sums (key j into sum j % 16), added in a fixed order: the same for a
+      // row whatever its batch, and independent adds a compiler vectorizes.
+      double part[16] = {};
+      int64_t j = 0;
+      for (; j + 16 <= n; j += 16)
+        for (int l = 0; l < 16; ++l) part[l] += sv[j + l];
+      for (int l = 0; j < n; ++j, ++l) part[l] += sv[j];
+      double sum = 0.0;
+      for (double x : part) sum += x;
+      const float inv = sum > 0.0 ? float(1.0 / sum) : 0.0f;  // a fully masked row attends to nothing
+      for (int64_t j = 0; j < n; ++j) sv[j] = round(sv[j] * inv);
+    }
+    // Values, in the same key order.
+    for (int64_t j0 = 0; j0 < dense_max; j0 += kBlock) {
+      const int64_t n = std::min(kBlock, dense_max - j0);
+      for (int64_t j = 0; j < n; ++j) load_row(a.v, g, j0 + j, block.data() + j * hd);
+      for (int64_t v = 0; v < nv; ++v) {
+        const int64_t stop = std::min(n, dense_end[size_t(v)] - j0);
+        const float* pv = score.data() + score_at[size_t(v)] + j0;
+        float* o = acc.data() + v * hd;
+        if (hd % 8 == 0) {
+          // Eight outputs at a time held in registers over the block's keys: axpy's
+          // operations in its order, without a loop's overhead per key.
+          for (int64_t d0 = 0; d0 < hd; d0 += 8) {
+            float o8[8];
+            std::copy_n(o + d0, 8, o8);
+            for (int64_t j = 0; j < stop; ++j)
+              for (int d = 0; d < 8; ++d) o8[d] += pv[j] * block[size_t(j * hd + d0 + d)];
+            std::copy_n(o8, 8, o + d0);
+          }
+        } else {
+          for (int64_t j = 0; j < stop; ++j) axpy(pv[j], block.data() + j * hd, o);
+        }
+      }
+    }
+    if (a.mask)
+      for (int64_t v = 0; v < nv; ++v) {
+        const float* pv = score.data() + score_at[size_t(v)] + dense_end[size_t(v)];
+        for (int32_t m : tree.of(row_of(v))) axpy(*pv++, tree_v.data() + m * hd, acc.data() + v * hd);
+      }
+    for (int64_t v = 0; v < nv; ++v)
+      std::copy_n(acc.data() + v * hd, hd, a.out + row_of(v) * q_stride + (g * group + v % group) * hd);
+  }
+}
+
+}  // namespace
+}  // namespace flashspec::cpu

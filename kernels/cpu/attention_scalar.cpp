@@ -1,0 +1,10 @@
+// CPU attention's work items built for scalar (the file name picks the compiler flags).
+#include "kernels/cpu/attention_items.h"
+
+namespace flashspec::cpu {
+
+void attend_items_scalar(const AttentionArgs& a, const TreeKeys& tree, int64_t b, int64_t e) {
+  attend_items(a, tree, b, e);
+}
+
+}  // namespace flashspec::cpu
