@@ -14,7 +14,7 @@ cpu::TreeKeys::TreeKeys(const AttentionArgs& a) {
 }
 
 void cpu_attention(const AttentionArgs& a, ThreadPool& pool, cpu::Isa isa) {
-  using Items = void (*)(const AttentionArgs&, const cpu::TreeKeys&, int64_t, int64_t);
+  using Items = void (*)(const AttentionArgs&, const cpu::TreeKeys&, std::atomic<int64_t>&, int64_t);
   Items items_fn = cpu::attend_items_scalar;
   if (isa == cpu::Isa::Avx512 || isa == cpu::Isa::Avx512Vnni)
     items_fn = cpu::attend_items_avx512;
@@ -23,7 +23,8 @@ void cpu_attention(const AttentionArgs& a, ThreadPool& pool, cpu::Isa isa) {
   const int64_t tile_rows = cpu::attention_tile_rows(a);
   const int64_t items = a.n_kv_heads * ((a.T + tile_rows - 1) / tile_rows);
   const cpu::TreeKeys tree(a);
-  pool.parallel_for(items, 1, [&](int64_t b, int64_t e) { items_fn(a, tree, b, e); });
+  std::atomic<int64_t> next{0};
+  pool.run([&](int, int) { items_fn(a, tree, next, items); });
 }
 
 void cpu_attention(const AttentionArgs& a, ThreadPool& pool) { cpu_attention(a, pool, cpu::dispatch_isa()); }

@@ -1,6 +1,7 @@
 #pragma once
 // Attention over a KV cache on the CPU (see AttentionArgs in kernels/backend.h).
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -40,10 +41,11 @@ class TreeKeys {
   std::vector<int32_t> keys_;
 };
 
-// Work items [b, e) of a call, built for one ISA each.
-void attend_items_scalar(const AttentionArgs& a, const TreeKeys& tree, int64_t b, int64_t e);
-void attend_items_avx2(const AttentionArgs& a, const TreeKeys& tree, int64_t b, int64_t e);
-void attend_items_avx512(const AttentionArgs& a, const TreeKeys& tree, int64_t b, int64_t e);
+// A thread's share of a call's work items, taken from `next` until it reaches `items`;
+// built for one ISA each.
+void attend_items_scalar(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int64_t>& next, int64_t items);
+void attend_items_avx2(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int64_t>& next, int64_t items);
+void attend_items_avx512(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int64_t>& next, int64_t items);
 
 }  // namespace cpu
 }  // namespace flashspec

@@ -3,8 +3,8 @@
 
 namespace flashspec::cpu {
 
-void attend_items_avx2(const AttentionArgs& a, const TreeKeys& tree, int64_t b, int64_t e) {
-  attend_items(a, tree, b, e);
+void attend_items_avx2(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int64_t>& next, int64_t items) {
+  attend_items(a, tree, next, items);
 }
 
 }  // namespace flashspec::cpu

@@ -4,6 +4,7 @@
 // attention.cpp dispatches. Everything here has internal linkage: each file keeps its
 // own copy, built with its own flags.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -43,7 +44,7 @@ inline float exp_nonpositive(float z) {
   return p * scale;
 }
 
-void attend_items(const AttentionArgs& a, const TreeKeys& tree, int64_t b, int64_t e) {
+void attend_items(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int64_t>& next, int64_t items) {
   // Work items: one KV head and a tile of query rows (every query head of the group).
   // Keys a whole tile sees -- the committed prefix, and for a causal batch the rows up to
   // each query -- are converted to f32 block by block, once for every query of the tile.
@@ -111,7 +112,9 @@ void attend_items(const AttentionArgs& a, const TreeKeys& tree, int64_t b, int64
   std::vector<float> block(static_cast<size_t>(kBlock * hd)), block_t(block.size()), qr, score, acc, tree_k, tree_v;
   std::vector<int64_t> dense_end, score_at;  // per vector: keys [0, dense_end) seen densely
   std::vector<char> loaded;
-  for (int64_t item = b; item < e; ++item) {
+  // Items are taken one at a time (the tiles of a causal batch differ in cost); the
+  // scratch above is this thread's for all of them.
+  for (int64_t item; (item = next.fetch_add(1, std::memory_order_relaxed)) < items;) {
     const int64_t g = item / tiles, t0 = (item % tiles) * tile_rows;
     const int64_t rows = std::min(tile_rows, a.T - t0), nv = rows * group;
     // Query vector v = (row t0 + v / group, head g * group + v % group).
