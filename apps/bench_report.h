@@ -32,7 +32,7 @@ struct BenchMeta {
   std::string commit;                   // git commit the binary was built from
   std::string prompts_file;
   int64_t prompts = 0, n_predict = 0, reps = 1;
-  std::string kv_type;                  // f16, f32, q8_0
+  std::string kv_type;                  // f16, f32, q8_0; keys/values when they differ: f16/q8_0
   uint64_t seed = 0;                    // repetition r samples with seed + r
 };
 

@@ -217,7 +217,7 @@ BenchMeta sweep_meta(const BenchArgs& a, const std::string& prompts_file, size_t
   m.prompts = int64_t(n_prompts);
   m.n_predict = a.run.n_predict;
   m.reps = a.reps;
-  m.kv_type = a.run.kv_type;
+  m.kv_type = kv_types_label(a.run.engine.k_type, a.run.engine.v_type);
   m.seed = a.run.sampling.seed;
   return m;
 }

@@ -28,7 +28,7 @@ struct InspectArgs {
   std::string draft;  // self:TYPE shows the self-draft's size and its share of the budget
   bool json = false;
   std::string backend = "cpu";
-  std::string kv_type = "f16";
+  KvTypeFlags kv_types;
   int64_t ctx = 0;
   PlacementOptions placement;
 };
@@ -44,8 +44,8 @@ int run_inspect(const InspectArgs& a) {
   const std::optional<GgmlType> self = self_draft_type(a.draft);
   const uint64_t self_bytes = self ? quantized_model_bytes(f, QuantizeOptions{*self, false, true, true}) : 0;
   const PlacementPlan plan = plan_placement(f, w, a.placement, a.backend == "cuda", self_bytes);
-  const KvType kv = parse_kv_type(a.kv_type);
-  const uint64_t kv_per_token = 2 * uint64_t(c.n_layers) * kv_bytes(kv, c.kv_dim());
+  const KvType k_type = a.kv_types.key_type(), v_type = a.kv_types.value_type();
+  const uint64_t kv_per_token = uint64_t(c.n_layers) * (kv_bytes(k_type, c.kv_dim()) + kv_bytes(v_type, c.kv_dim()));
   const int64_t ctx = a.ctx > 0 ? a.ctx : c.context_length;
   std::map<std::string, int64_t> bytes_by_type;
   int64_t total = 0;
@@ -84,7 +84,9 @@ int run_inspect(const InspectArgs& a) {
         {"tensor_bytes", total},
         {"bytes_by_type", bytes_by_type},
         {"layer_bytes", plan.layer_bytes},
-        {"kv_type", kv_type_name(kv)},
+        {"kv_type", kv_types_label(k_type, v_type)},
+        {"k_type", kv_type_name(k_type)},
+        {"v_type", kv_type_name(v_type)},
         {"kv_bytes_per_token", kv_per_token},
         {"placement", plan.to_json()},
     };
@@ -117,8 +119,8 @@ int run_inspect(const InspectArgs& a) {
     std::snprintf(buf, sizeof buf, "  %-6s %14lld bytes\n", k.c_str(), (long long)v);
     out += buf;
   }
-  std::snprintf(buf, sizeof buf, "  KV cache (%s): %s per token, %s for %lld tokens\n", kv_type_name(kv),
-                format_bytes(kv_per_token).c_str(), format_bytes(kv_per_token * uint64_t(ctx)).c_str(), (long long)ctx);
+  std::snprintf(buf, sizeof buf, "  KV cache (K %s, V %s): %s per token, %s for %lld tokens\n",
+                kv_type_name(k_type), kv_type_name(v_type), format_bytes(kv_per_token).c_str(), format_bytes(kv_per_token * uint64_t(ctx)).c_str(), (long long)ctx);
   out += buf;
   out += "  placement (" + a.backend + (a.placement.stream ? ", --stream" : "") + "): " + plan.describe() + "\n";
   if (plan.stream) {
@@ -156,7 +158,7 @@ Action register_inspect(CLI::App& app) {
                                     "--backend cuda: layers in VRAM (-ngl)")
       ->check(CLI::Range(int64_t(0), int64_t(1) << 20))
       ->excludes(vram);
-  sub->add_option("--kv-type", args->kv_type, "KV cache element type")->check(CLI::IsMember({"f16", "f32", "q8_0"}))->capture_default_str();
+  add_kv_type_options(*sub, args->kv_types);
   sub->add_option("-d,--draft", args->draft, "self:TYPE: show the self-draft (the model quantized at load) in the plan");
   sub->add_option("-c,--ctx", args->ctx, "context to size the KV cache for (default: the trained length)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 24));

@@ -26,6 +26,8 @@ std::vector<std::string> with_llamacpp_aliases(int argc, char** argv) {
     const std::string a = argv[i];
     if (a == "-ngl") args.push_back("--gpu-layers");
     else if (a == "-md") args.push_back("--model-draft");
+    else if (a == "-ctk") args.push_back("--cache-type-k");
+    else if (a == "-ctv") args.push_back("--cache-type-v");
     else args.push_back(a);
   }
   return args;

@@ -107,9 +107,7 @@ void add_run_options(CLI::App& sub, RunOptions& o) {
   sub.add_option("-b,--batch", e.batch, "most tokens one forward pass computes (longer prompts and trees run in parts)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 16))
       ->capture_default_str();
-  sub.add_option("--kv-type", o.kv_type, "KV cache element type (f32: no rounding, twice the memory; q8_0: about half of f16)")
-      ->check(CLI::IsMember({"f16", "f32", "q8_0"}))
-      ->capture_default_str();
+  add_kv_type_options(sub, o.kv_types);
   sub.add_flag("--ignore-eos", o.ignore_eos, "keep generating past end-of-sequence");
   CLI::Option* stream = sub.add_flag("--stream", o.stream, "stream target layers from storage");
   sub.add_option("--ram-budget", p.ram_budget, "with --stream: RAM for resident target layers and the read ring, e.g. 2G")
@@ -141,7 +139,8 @@ void finish_run_options(const CLI::App& sub, RunOptions& o) {
   EngineOptions& e = o.engine;
   SpeculationOptions& s = e.speculation;
   e.placement.stream = o.stream;
-  e.kv_type = parse_kv_type(o.kv_type);
+  e.k_type = o.kv_types.key_type();
+  e.v_type = o.kv_types.value_type();
   e.greedy = o.sampling.greedy();
   if (!o.seed_given) o.sampling.seed = random_seed();
   if (e.backend != "cuda" && (e.placement.vram_budget || e.placement.gpu_layers))
@@ -179,8 +178,27 @@ void finish_run_options(const CLI::App& sub, RunOptions& o) {
   s.budget = b;
 }
 
+namespace {
+
+// A value CLI11 has checked to be f16, f32 or q8_0.
 KvType parse_kv_type(const std::string& s) {
   return s == "f32" ? KvType::F32 : s == "q8_0" ? KvType::Q8_0 : KvType::F16;
+}
+
+}  // namespace
+
+KvType KvTypeFlags::key_type() const { return parse_kv_type(key.empty() ? both : key); }
+KvType KvTypeFlags::value_type() const { return parse_kv_type(value.empty() ? both : value); }
+
+void add_kv_type_options(CLI::App& sub, KvTypeFlags& f) {
+  const CLI::IsMember types({"f16", "f32", "q8_0"});
+  sub.add_option("--kv-type", f.both,
+                 "KV cache element type of keys and values (f32: no rounding, twice the memory; q8_0: about half of f16)")
+      ->check(types)
+      ->capture_default_str();
+  // Separate sides: q8_0 values cost little accuracy, q8_0 keys much more (README).
+  sub.add_option("--cache-type-k", f.key, "KV cache key type, overriding --kv-type (llama.cpp: -ctk)")->check(types);
+  sub.add_option("--cache-type-v", f.value, "KV cache value type, overriding --kv-type (llama.cpp: -ctv)")->check(types);
 }
 
 std::string speculation_label(const EngineOptions& o) {

@@ -14,6 +14,19 @@
 
 namespace flashspec {
 
+// The KV cache's element types as given: --kv-type for keys and values, and llama.cpp's
+// --cache-type-k / -ctk and --cache-type-v / -ctv, each overriding its side whatever the
+// order on the command line.
+struct KvTypeFlags {
+  std::string both = "f16";
+  std::string key, value;  // empty: not given
+  KvType key_type() const;
+  KvType value_type() const;
+};
+// Registers --kv-type, --cache-type-k and --cache-type-v on `sub` (values checked by
+// CLI11 to be one of f16, f32, q8_0).
+void add_kv_type_options(CLI::App& sub, KvTypeFlags& f);
+
 struct RunOptions {
   EngineOptions engine;
   SamplingParams sampling;
@@ -26,8 +39,8 @@ struct RunOptions {
   int64_t draft_max = 0;
   // False for bench, whose --chain / --tree are sweep axes it checks itself.
   bool speculation_flags = true;
+  KvTypeFlags kv_types;
   // Raw placement flags.
-  std::string kv_type = "f16";
   bool stream = false;
 };
 
@@ -42,9 +55,6 @@ void finish_run_options(const CLI::App& sub, RunOptions& o);
 CLI::Validator size_value();
 // A check that a floating-point value lies in [lo, hi] (NaN is outside every range).
 CLI::Validator finite_range(double lo, double hi);
-
-// --kv-type's value (checked by CLI11 to be one of f16, f32, q8_0).
-KvType parse_kv_type(const std::string& s);
 
 // "tree auto (<= 1024)", "chain 4", "target only", ... for the stats line and headers.
 std::string speculation_label(const EngineOptions& o);

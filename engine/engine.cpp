@@ -77,7 +77,7 @@ Engine::Engine(const EngineOptions& o) : opt_(o) {
   const std::optional<GgmlType> self_type = self_draft_type(o.draft_path);
   backend_ = make_backend(o.backend, threads);
   target_ = std::make_unique<LlamaModel>(o.target_path, *backend_);
-  target_->set_kv_type(o.kv_type);
+  target_->set_kv_types(o.k_type, o.v_type);
   target_->set_max_batch(o.batch);
   // A self-draft is quantized from the target even when the target itself is quantized.
   const QuantizeOptions self_q{self_type.value_or(GgmlType::Q8_0), false, true, true};
@@ -101,7 +101,7 @@ Engine::Engine(const EngineOptions& o) : opt_(o) {
   } else {
     draft_ = std::make_unique<LlamaModel>(o.draft_path, *draft_backend_);
   }
-  draft_->set_kv_type(o.kv_type);
+  draft_->set_kv_types(o.k_type, o.v_type);
   draft_->set_max_batch(o.batch);
   const Tokenizer draft_tok = Tokenizer::from_gguf(draft_->file());
   check_vocab_rows(draft_tok, *draft_, o.draft_path);

@@ -36,7 +36,8 @@ struct EngineOptions {
   std::string target_path, draft_path;  // draft empty: target-only
   std::string backend = "cpu";          // cpu | cuda
   int threads = 0;                      // CPU threads (0: every core)
-  KvType kv_type = KvType::F16;
+  KvType k_type = KvType::F16;          // KV cache keys (llama.cpp's -ctk)
+  KvType v_type = KvType::F16;          // KV cache values (-ctv)
   int64_t ctx = 0;                      // context rows of a session (0: what each run needs)
   int64_t batch = 512;                  // most tokens per forward pass when prefilling
   PlacementOptions placement;

@@ -35,6 +35,11 @@ inline size_t kv_bytes(KvType t, int64_t n) {
 inline const char* kv_type_name(KvType t) {
   return t == KvType::F32 ? "f32" : t == KvType::Q8_0 ? "q8_0" : "f16";
 }
+// How reports name a cache whose keys and values may differ (llama.cpp's -ctk/-ctv): the
+// common type's name when they agree ("f16"), else keys/values ("f16/q8_0").
+inline std::string kv_types_label(KvType k, KvType v) {
+  return k == v ? kv_type_name(k) : std::string(kv_type_name(k)) + "/" + kv_type_name(v);
+}
 
 // Attention of T new query rows over `n_past` committed cache rows (visible to every
 // query) and the `n_masked` rows after them (earlier pending rows, then the T new rows
@@ -43,13 +48,13 @@ inline const char* kv_type_name(KvType t) {
 // keys/values are already stored in k/v.
 struct AttentionArgs {
   const float* q;        // T x (n_heads * head_dim)
-  const void* k;         // cache rows x (n_kv_heads * head_dim), of type kv_type
-  const void* v;         // same layout as k
+  const void* k;         // cache rows x (n_kv_heads * head_dim), of type k_type
+  const void* v;         // same layout as k, of type v_type
   const uint8_t* mask;   // T x n_masked, or null: causal
   float* out;            // T x (n_heads * head_dim)
   int64_t T, n_past, n_masked, n_heads, n_kv_heads, head_dim;
   float scale;           // usually 1/sqrt(head_dim)
-  KvType kv_type;
+  KvType k_type, v_type;
 };
 
 // How RoPE rotates a model's heads (llama.cpp's rope with ext_factor 0, attn_factor 1):

@@ -1,21 +1,35 @@
 #include "target/kv_cache.h"
 
 #include <algorithm>
+#include <string>
 
 #include "core/error.h"
 
 namespace flashspec {
 
-KvCache::KvCache(Backend& be, int64_t n_layers, int64_t kv_dim, int64_t capacity, KvType type)
-    : be_(&be), n_layers_(n_layers), kv_dim_(kv_dim), capacity_(capacity), type_(type) {
-  if (n_layers < 1 || kv_dim < 1 || capacity < 1) throw Error("kv cache: invalid shape");
-  if (type == KvType::Q8_0 && kv_dim % 32 != 0)
-    throw Error("--kv-type q8_0 stores K/V rows in blocks of 32 values; this model's rows have " +
+namespace {
+
+// Error unless rows of kv_dim values are whole blocks of the type; `side` names the
+// cache side and its flags.
+void check_row_fits(KvType t, int64_t kv_dim, const char* side) {
+  if (t == KvType::Q8_0 && kv_dim % 32 != 0)
+    throw Error(std::string("q8_0 ") + side + " are stored in blocks of 32 values; this model's rows have " +
                 std::to_string(kv_dim));
+}
+
+}  // namespace
+
+KvCache::KvCache(Backend& be, int64_t n_layers, int64_t kv_dim, int64_t capacity, KvType key_type,
+                 KvType value_type)
+    : be_(&be), n_layers_(n_layers), kv_dim_(kv_dim), capacity_(capacity), key_type_(key_type),
+      value_type_(value_type) {
+  if (n_layers < 1 || kv_dim < 1 || capacity < 1) throw Error("kv cache: invalid shape");
+  check_row_fits(key_type, kv_dim, "keys (--kv-type, -ctk)");
+  check_row_fits(value_type, kv_dim, "values (--kv-type, -ctv)");
   // Rows are written by a forward pass before any pass reads them, so no clearing.
-  const size_t bytes = size_t(n_layers) * layer_bytes();
-  k_ = BackendBuffer(be, bytes);
-  v_ = BackendBuffer(be, bytes);
+  const size_t rows = size_t(n_layers) * size_t(capacity);
+  k_ = BackendBuffer(be, rows * key_row_bytes());
+  v_ = BackendBuffer(be, rows * value_row_bytes());
 }
 
 void KvCache::move_rows(int64_t dst, int64_t src, int64_t n) {
@@ -24,10 +38,9 @@ void KvCache::move_rows(int64_t dst, int64_t src, int64_t n) {
   const int64_t g = src - dst;
   for (int64_t done = 0; done < n; done += g) {
     const int64_t rows = std::min(g, n - done);
-    const size_t bytes = size_t(rows) * row_bytes();
     for (int64_t l = 0; l < n_layers_; ++l) {
-      be_->copy(key_row(l, dst + done), key_row(l, src + done), bytes);
-      be_->copy(value_row(l, dst + done), value_row(l, src + done), bytes);
+      be_->copy(key_row(l, dst + done), key_row(l, src + done), size_t(rows) * key_row_bytes());
+      be_->copy(value_row(l, dst + done), value_row(l, src + done), size_t(rows) * value_row_bytes());
     }
   }
 }

@@ -127,10 +127,10 @@ void LlamaModel::forward_pass(const ForwardBatch& b, KvCache& kv, int64_t logit_
     if (w.k_norm) be.rmsnorm(k, w.k_norm, T * c.n_kv_heads, c.head_dim, c.rms_eps, k);
     be.rope(q, in.positions, T, c.n_heads, c.head_dim, rope);
     be.rope(k, in.positions, T, c.n_kv_heads, c.head_dim, rope);
-    be.store_kv(k, kv.key_row(l, first_row), T * c.kv_dim(), kv.type());
-    be.store_kv(v, kv.value_row(l, first_row), T * c.kv_dim(), kv.type());
+    be.store_kv(k, kv.key_row(l, first_row), T * c.kv_dim(), kv.key_type());
+    be.store_kv(v, kv.value_row(l, first_row), T * c.kv_dim(), kv.value_type());
     be.attention(AttentionArgs{q, kv.keys(l), kv.values(l), in.mask, att, T, n_past, n_masked, c.n_heads,
-                               c.n_kv_heads, c.head_dim, scale, kv.type()});
+                               c.n_kv_heads, c.head_dim, scale, kv.key_type(), kv.value_type()});
     be.matmul(w.wo, att, T, xb);
     if (w.bo) be.add_bias(xb, w.bo, T, c.dim);
     be.add(x, xb, T * c.dim);

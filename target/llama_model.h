@@ -53,11 +53,16 @@ class LlamaModel {
   // weights in the backend's memory (target/staged_layers.h does for a GPU).
   void set_layer_source(std::unique_ptr<LayerSource> s) { layers_ = std::move(s); }
 
-  // The element type of the caches make_cache() makes (fp16 unless set).
-  void set_kv_type(KvType t) { kv_type_ = t; }
-  KvType kv_type() const { return kv_type_; }
+  // The element types of the keys and values of the caches make_cache() makes (fp16
+  // unless set).
+  void set_kv_types(KvType key, KvType value) {
+    key_type_ = key;
+    value_type_ = value;
+  }
+  KvType key_type() const { return key_type_; }
+  KvType value_type() const { return value_type_; }
   KvCache make_cache(int64_t capacity) const {
-    return KvCache(backend_, config_.n_layers, config_.kv_dim(), capacity, kv_type_);
+    return KvCache(backend_, config_.n_layers, config_.kv_dim(), capacity, key_type_, value_type_);
   }
 
   // Most tokens one pass computes: a longer batch runs as consecutive passes (the later
@@ -95,7 +100,7 @@ class LlamaModel {
   Backend& backend_;
   PlacedWeights placed_;
   std::unique_ptr<LayerSource> layers_;
-  KvType kv_type_ = KvType::F16;
+  KvType key_type_ = KvType::F16, value_type_ = KvType::F16;
   int64_t max_batch_ = 512;
   std::vector<uint8_t> chunk_mask_;  // the part of a tree mask one pass reads
   // Scratch in backend memory, grown as needed and kept between calls: activations,

@@ -463,10 +463,10 @@ void DeviceLikeBackend::rope(float* x, const int32_t* positions, int64_t T, int6
 }
 
 void DeviceLikeBackend::attention(const AttentionArgs& a) {
-  const size_t rows = kv_bytes(a.kv_type, (a.n_past + a.n_masked) * a.n_kv_heads * a.head_dim);
+  const int64_t n = (a.n_past + a.n_masked) * a.n_kv_heads * a.head_dim;
   check(a.q, floats(a.T * a.n_heads * a.head_dim), "queries");
-  check(a.k, rows, "key rows");
-  check(a.v, rows, "value rows");
+  check(a.k, kv_bytes(a.k_type, n), "key rows");
+  check(a.v, kv_bytes(a.v_type, n), "value rows");
   if (a.mask) check(a.mask, size_t(a.T * a.n_masked), "mask");
   check(a.out, floats(a.T * a.n_heads * a.head_dim), "attention output");
   submit([=, this] { cpu_.attention(a); });

@@ -64,10 +64,45 @@ TEST_CASE("cli habits: llama.cpp's spellings are aliases") {
             .size() == 3);
 }
 
+TEST_CASE("cli habits: -ctk / -ctv set the cache's key and value types, each overriding --kv-type") {
+  // The inspect line names both sides, whatever the order of the flags.
+  auto kv_line = [](std::vector<std::string> extra) {
+    std::vector<std::string> a = {"inspect", kTarget};
+    a.insert(a.end(), extra.begin(), extra.end());
+    const CliResult r = run_cli(a);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    const size_t at = r.out.find("KV cache (");
+    REQUIRE(at != std::string::npos);
+    return r.out.substr(at, r.out.find(')', at) + 1 - at);
+  };
+  CHECK(kv_line({}) == "KV cache (K f16, V f16)");
+  CHECK(kv_line({"-ctk", "f16", "-ctv", "q8_0"}) == "KV cache (K f16, V q8_0)");
+  CHECK(kv_line({"-ctv", "q8_0", "--kv-type", "f32"}) == "KV cache (K f32, V q8_0)");
+  CHECK(kv_line({"--cache-type-k", "q8_0", "--cache-type-v", "f32"}) == "KV cache (K q8_0, V f32)");
+  const nlohmann::json j = run_json({"inspect", kTarget, "--json", "--kv-type", "q8_0", "-ctk", "f16"});
+  CHECK(j.at("kv_type") == "f16/q8_0");
+  CHECK(j.at("k_type") == "f16");
+  CHECK(j.at("v_type") == "q8_0");
+  CHECK(run_json({"inspect", kTarget, "--json", "-ctk", "f32", "-ctv", "f32"}).at("kv_type") == "f32");
+  // The flags reach the engine: both sides set one by one run as --kv-type does.
+  const std::vector<std::string> base = {"generate", "-m", kTarget, "-p", "Once upon a time", "-n", "24", "--temp",
+                                         "0", "--json"};
+  auto tokens = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = base;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return run_json(a).at("tokens");
+  };
+  CHECK(tokens({"-ctk", "f32", "-ctv", "f32"}) == tokens({"--kv-type", "f32"}));
+  CHECK(tokens({"--kv-type", "f32", "-ctk", "f16", "-ctv", "f16"}) == tokens({}));
+}
+
 TEST_CASE("cli habits: parse errors are one line with the usage exit code") {
   check_usage_error(run_cli({"generate", "-m", kTarget, "-p", "x", "--frobnicate"}), {"--frobnicate"});
   check_usage_error(run_cli({"generate", "-m", kTarget, "-p", "x", "-n", "many"}), {"-n", "many"});
   check_usage_error(run_cli({"generate", "-m", kTarget, "-p", "x", "--kv-type", "q3"}), {"--kv-type"});
+  check_usage_error(run_cli({"generate", "-m", kTarget, "-p", "x", "-ctk", "q4_0"}), {"--cache-type-k"});
+  check_usage_error(run_cli({"inspect", kTarget, "-ctv", "bf16"}), {"--cache-type-v"});
   check_usage_error(run_cli({"generate", "-p", "x"}), {"--model"});
   check_usage_error(run_cli({"frobnicate"}), {"unknown command 'frobnicate'", "generate"});
   check_usage_error(run_cli({"generate", "-m", kTarget, "-d", kDraft, "-p", "x", "--tree", "9999999"}), {"--tree", "4096"});

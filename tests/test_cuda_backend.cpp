@@ -192,58 +192,62 @@ TEST_CASE("cuda backend: row and element kernels agree with the CPU backend") {
   }
 }
 
-TEST_CASE("cuda backend: tree-masked attention with grouped KV heads, every KV type, agrees with the CPU backend") {
+TEST_CASE("cuda backend: tree-masked attention with grouped KV heads, every key and value type, agrees with the CPU") {
   const std::unique_ptr<Backend> gpu = gpu_or_skip();
   if (!gpu) return;
   CpuBackend cpu(1);
   std::mt19937 rng(9);
-  for (const KvType type : {KvType::F16, KvType::F32, KvType::Q8_0}) {
-    // hd 16 with 2 KV heads: each Q8_0 block of a row spans both heads.
-    for (int64_t hd : {8, 16, 64, 128}) {
-      for (int64_t n_past : {0, 5, 1500}) {  // 1500: past one chunk of staged probabilities
-        const int64_t T = 4, n_masked = 7, heads = 4, kv_heads = 2;
-        if (type == KvType::Q8_0 && kv_heads * hd % 32) continue;  // rows of whole blocks only
-        CAPTURE(kv_type_name(type));
-        CAPTURE(hd);
-        CAPTURE(n_past);
-        const int64_t n_keys = n_past + n_masked, row = kv_heads * hd;
-        const std::vector<float> q = random_floats(rng, T * heads * hd, 2.0f);
-        std::vector<float> kf(size_t(n_keys * row)), vf(kf.size());
-        for (auto& e : kf) e = float(int(rng() % 2001) - 1000) / 500.0f;
-        for (auto& e : vf) e = float(int(rng() % 2001) - 1000) / 500.0f;
-        // The cache as the CPU stores it, so both backends read the same bytes.
-        std::vector<uint8_t> k(kv_bytes(type, n_keys * row)), v(k.size());
-        cpu.store_kv(kf.data(), k.data(), n_keys * row, type);
-        cpu.store_kv(vf.data(), v.data(), n_keys * row, type);
-        // Query rows see pending rows 0..2 (earlier passes) by a tree pattern and themselves;
-        // row 1 sees none of the pending rows, nor itself: fully masked when n_past = 0.
-        std::vector<uint8_t> mask(size_t(T * n_masked), 0);
-        for (int64_t t = 0; t < T; ++t)
-          for (int64_t j = 0; j < n_masked; ++j)
-            mask[size_t(t * n_masked + j)] = t != 1 && (j == 3 + t || (j < 3 && (j + t) % 2 == 0));
-        const BackendBuffer qg = to_gpu(*gpu, q), kg = to_gpu(*gpu, k), vg = to_gpu(*gpu, v), mg = to_gpu(*gpu, mask);
-        BackendBuffer og(*gpu, q.size() * 4);
-        const float scale = 1.0f / std::sqrt(float(hd));
-        for (const bool masked : {true, false}) {  // tree mask, then causal without one
-          CAPTURE(masked);
-          const uint8_t* gm = masked ? mg.get<uint8_t>() : nullptr;
-          const uint8_t* cm = masked ? mask.data() : nullptr;
-          gpu->attention(AttentionArgs{qg.get<float>(), kg.get(), vg.get(), gm, og.get<float>(), T, n_past, n_masked,
-                                       heads, kv_heads, hd, scale, type});
-          std::vector<float> want(q.size());
-          cpu.attention(AttentionArgs{q.data(), k.data(), v.data(), cm, want.data(), T, n_past, n_masked, heads,
-                                      kv_heads, hd, scale, type});
-          const std::vector<float> got = from_gpu<float>(*gpu, og, q.size());
-          double worst = 0;
-          for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, double(std::fabs(got[i] - want[i])));
-          // fp16: a probability may round to a neighbouring fp16 value. f32 and q8_0 round
-          // nothing: only float sums differ (order, fused multiply-adds, the CPU's double
-          // sum of exps); a misread q8_0 value would be off by a whole code step (~1e-2).
-          CHECK(worst < (type == KvType::F16 ? 5e-3 : 5e-4));
+  const KvType types[] = {KvType::F16, KvType::F32, KvType::Q8_0};
+  for (const KvType k_type : types)
+    for (const KvType v_type : types) {
+      // hd 16 with 2 KV heads: each Q8_0 block of a row spans both heads.
+      for (int64_t hd : {8, 16, 64, 128}) {
+        for (int64_t n_past : {0, 5, 1500}) {  // 1500: past one chunk of staged probabilities
+          const int64_t T = 4, n_masked = 7, heads = 4, kv_heads = 2;
+          // Rows of whole blocks only.
+          if ((k_type == KvType::Q8_0 || v_type == KvType::Q8_0) && kv_heads * hd % 32) continue;
+          CAPTURE(kv_types_label(k_type, v_type));
+          CAPTURE(hd);
+          CAPTURE(n_past);
+          const int64_t n_keys = n_past + n_masked, row = kv_heads * hd;
+          const std::vector<float> q = random_floats(rng, T * heads * hd, 2.0f);
+          std::vector<float> kf(size_t(n_keys * row)), vf(kf.size());
+          for (auto& e : kf) e = float(int(rng() % 2001) - 1000) / 500.0f;
+          for (auto& e : vf) e = float(int(rng() % 2001) - 1000) / 500.0f;
+          // The cache as the CPU stores it, so both backends read the same bytes.
+          std::vector<uint8_t> k(kv_bytes(k_type, n_keys * row)), v(kv_bytes(v_type, n_keys * row));
+          cpu.store_kv(kf.data(), k.data(), n_keys * row, k_type);
+          cpu.store_kv(vf.data(), v.data(), n_keys * row, v_type);
+          // Query rows see pending rows 0..2 (earlier passes) by a tree pattern and themselves;
+          // row 1 sees none of the pending rows, nor itself: fully masked when n_past = 0.
+          std::vector<uint8_t> mask(size_t(T * n_masked), 0);
+          for (int64_t t = 0; t < T; ++t)
+            for (int64_t j = 0; j < n_masked; ++j)
+              mask[size_t(t * n_masked + j)] = t != 1 && (j == 3 + t || (j < 3 && (j + t) % 2 == 0));
+          const BackendBuffer qg = to_gpu(*gpu, q), kg = to_gpu(*gpu, k), vg = to_gpu(*gpu, v), mg = to_gpu(*gpu, mask);
+          BackendBuffer og(*gpu, q.size() * 4);
+          const float scale = 1.0f / std::sqrt(float(hd));
+          for (const bool masked : {true, false}) {  // tree mask, then causal without one
+            CAPTURE(masked);
+            const uint8_t* gm = masked ? mg.get<uint8_t>() : nullptr;
+            const uint8_t* cm = masked ? mask.data() : nullptr;
+            gpu->attention(AttentionArgs{qg.get<float>(), kg.get(), vg.get(), gm, og.get<float>(), T, n_past, n_masked,
+                                         heads, kv_heads, hd, scale, k_type, v_type});
+            std::vector<float> want(q.size());
+            cpu.attention(AttentionArgs{q.data(), k.data(), v.data(), cm, want.data(), T, n_past, n_masked, heads,
+                                        kv_heads, hd, scale, k_type, v_type});
+            const std::vector<float> got = from_gpu<float>(*gpu, og, q.size());
+            double worst = 0;
+            for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, double(std::fabs(got[i] - want[i])));
+            // fp16 values: a probability may round to a neighbouring fp16 value (both backends
+            // round the query alike for fp16 keys). f32 and q8_0 values round nothing: only
+            // float sums differ (order, fused multiply-adds, the CPU's double sum of exps); a
+            // misread q8_0 value would be off by a whole code step (~1e-2).
+            CHECK(worst < (v_type == KvType::F16 ? 5e-3 : 5e-4));
+          }
         }
       }
     }
-  }
 }
 
 TEST_CASE("cuda backend: memory, copies, the copy queue, and a clear error when VRAM runs out") {

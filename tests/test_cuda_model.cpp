@@ -150,8 +150,8 @@ TEST_CASE("cuda model: f32 and q8_0 KV caches agree with the CPU's") {
       CAPTURE(kv_type_name(t));
       CpuBackend cpu(2);
       LlamaModel ref(model_path(name), cpu), m(model_path(name), *gpu);
-      ref.set_kv_type(t);
-      m.set_kv_type(t);
+      ref.set_kv_types(t, t);
+      m.set_kv_types(t, t);
       const std::vector<std::vector<int32_t>> prompts = reference_prompts(ref, name);
       for (size_t i = 0; i < 3; ++i) {
         const GenerationResult want = generate_target_only(ref, prompts[i], greedy(32, 4));

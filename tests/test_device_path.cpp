@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstring>
 #include <thread>
+#include <utility>
 
 #include "engine/generate.h"
 #include "engine/speculative.h"
@@ -153,14 +154,19 @@ TEST_CASE("device path: speculative trees commit KV rows inside backend memory, 
 TEST_CASE("device path: committing kept rows moves them within backend memory, overlapping runs too") {
   DeviceLikeBackend dev;
   const int64_t layers = 2, dim = 3;
-  KvCache kv(dev, layers, dim, 16);
+  // fp16 keys and f32 values (-ctk f16 -ctv f32): each side's rows move by their own size.
+  KvCache kv(dev, layers, dim, 16, KvType::F16, KvType::F32);
+  REQUIRE(kv.key_row_bytes() == size_t(dim) * 2);
+  REQUIRE(kv.value_row_bytes() == size_t(dim) * 4);
   // Rows 0..1 committed, 8 pending rows; row r of layer l holds l * 100 + r in every cell.
-  std::vector<uint16_t> host(size_t(16 * dim));
+  std::vector<uint16_t> keys(size_t(16 * dim));
+  std::vector<uint32_t> values(keys.size());
   for (int64_t l = 0; l < layers; ++l) {
     for (int64_t r = 0; r < 16; ++r)
-      for (int64_t d = 0; d < dim; ++d) host[size_t(r * dim + d)] = uint16_t(l * 100 + r);
-    dev.upload(kv.keys(l), host.data(), host.size() * 2);
-    dev.upload(kv.values(l), host.data(), host.size() * 2);
+      for (int64_t d = 0; d < dim; ++d) keys[size_t(r * dim + d)] = uint16_t(l * 100 + r);
+    std::copy(keys.begin(), keys.end(), values.begin());
+    dev.upload(kv.keys(l), keys.data(), keys.size() * 2);
+    dev.upload(kv.values(l), values.data(), values.size() * 4);
   }
   kv.add_pending(2);
   kv.commit_first(2);
@@ -172,11 +178,13 @@ TEST_CASE("device path: committing kept rows moves them within backend memory, o
   CHECK(kv.pending() == 1);
   const uint16_t expect_rows[] = {0, 1, 3, 4, 5, 7, 9};  // absolute source rows now at 0..6
   for (int64_t l = 0; l < layers; ++l) {
-    dev.download(host.data(), kv.keys(l), host.size() * 2);
+    dev.download(keys.data(), kv.keys(l), keys.size() * 2);
+    dev.download(values.data(), kv.values(l), values.size() * 4);
     for (int64_t r = 0; r < 7; ++r)
-      for (int64_t d = 0; d < dim; ++d) CHECK(host[size_t(r * dim + d)] == l * 100 + expect_rows[r]);
-    dev.download(host.data(), kv.values(l), host.size() * 2);
-    for (int64_t r = 0; r < 7; ++r) CHECK(host[size_t(r * dim)] == l * 100 + expect_rows[r]);
+      for (int64_t d = 0; d < dim; ++d) {
+        CHECK(keys[size_t(r * dim + d)] == l * 100 + expect_rows[r]);
+        CHECK(values[size_t(r * dim + d)] == uint32_t(l * 100 + expect_rows[r]));
+      }
   }
 }
 
@@ -306,22 +314,25 @@ TEST_CASE("device path: staged layers through queues that land copies late and o
 
 TEST_CASE("device path: every KV cache type, staged through asynchronous queues, matches the CPU bit for bit") {
   // stories260K's KV rows are 32 values of 4 heads of 8: one Q8_0 block spans four heads.
+  // Keys and values of each type, and llama.cpp's split of fp16 keys and q8_0 values.
+  const std::pair<KvType, KvType> caches[] = {
+      {KvType::F16, KvType::F16}, {KvType::F32, KvType::F32}, {KvType::Q8_0, KvType::Q8_0}, {KvType::F16, KvType::Q8_0}};
   for (const char* name : {"stories260K", "stories260K-wide-q4_0"}) {
-    for (const KvType t : {KvType::F16, KvType::F32, KvType::Q8_0}) {
-      const std::string model = name, kv = kv_type_name(t);
+    for (const auto& [k, v] : caches) {
+      const std::string model = name, kv = kv_types_label(k, v);
       CAPTURE(model);
       CAPTURE(kv);
       CpuBackend cpu(2);
       LlamaModel ref(model_path(name), cpu);
-      ref.set_kv_type(t);
+      ref.set_kv_types(k, v);
       const std::vector<int32_t> prompt = first_prompt(ref, name);
       const GenerationResult want = generate_target_only(ref, prompt, greedy(16, 4));
       DeviceLikeOptions o;
       o.async = true;
-      o.seed = 7 + uint32_t(t);
+      o.seed = 7 + 3 * uint32_t(k) + uint32_t(v);
       DeviceLikeBackend dev(o);
       LlamaModel m(model_path(name), dev);
-      m.set_kv_type(t);
+      m.set_kv_types(k, v);
       m.set_layer_source(std::make_unique<StagedLayers>(m.weights(), m.placed().vectors, dev,
                                                         std::make_unique<ResidentLayers>(m.weights()), 1,
                                                         StagedLayers::kNeverRecycled));

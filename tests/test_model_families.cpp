@@ -36,7 +36,7 @@ nlohmann::json reference(const std::string& model) {
 void check_against_llamacpp(const std::string& name, KvType kv, double tolerance) {
   CpuBackend backend(2);
   LlamaModel model(model_path(name), backend);
-  model.set_kv_type(kv);
+  model.set_kv_types(kv, kv);
   const Tokenizer tok = Tokenizer::from_gguf(model.file());
   const nlohmann::json refs = reference(name);
   REQUIRE(refs.size() == 8);

@@ -54,23 +54,33 @@ void attend_items(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int6
   //
   // Per query vector the arithmetic is fixed whatever the tile, batch or tree (a row's
   // result is bit-identical alone or in a batch): dot products in head-dim order, keys in
-  // cache order. With an fp16 cache it follows llama.cpp's CPU attention: the query and
-  // the probabilities rounded to fp16 before their products with the fp16 rows, so greedy
-  // outputs agree with it token for token even at near-ties. f32 and q8_0 caches round
-  // nothing (q8_0 rows are decoded to f32).
+  // cache order. Keys and values may have different types (-ctk/-ctv), each side decoded
+  // by its own. Rounding follows llama.cpp's CPU attention, where each product is a matmul
+  // against the cache side in that side's vec_dot type: the query is rounded to fp16 when
+  // the *keys* are fp16 (Q.K), the probabilities when the *values* are fp16 (P.V), so
+  // greedy outputs agree with it token for token even at near-ties. An f32 or q8_0 side
+  // rounds nothing (q8_0 rows are decoded to f32; llama.cpp would quantize the other
+  // operand to q8_0 instead).
   constexpr int64_t kBlock = 64;        // keys converted at a time
-  const bool f16 = a.kv_type == KvType::F16;
-  auto round = [f16](float x) { return f16 ? round_to_fp16(x) : x; };
-  const size_t row_bytes = kv_bytes(a.kv_type, a.n_kv_heads * a.head_dim);
+  auto round_if = [](bool f16, float x) { return f16 ? round_to_fp16(x) : x; };
+  const bool round_q = a.k_type == KvType::F16, round_p = a.v_type == KvType::F16;
   const int64_t group = a.n_heads / a.n_kv_heads;
   const int64_t hd = a.head_dim;
   const int64_t q_stride = a.n_heads * hd;
   const int64_t tile_rows = attention_tile_rows(a);
   const int64_t tiles = (a.T + tile_rows - 1) / tile_rows;
-  // Cache row j of KV head g as hd floats.
-  auto load_row = [&](const void* base, int64_t g, int64_t j, float* dst) {
-    const uint8_t* row = static_cast<const uint8_t*>(base) + size_t(j) * row_bytes;
-    switch (a.kv_type) {
+  // One side of the cache (keys or values): its rows and their element type.
+  struct Side {
+    const uint8_t* base;
+    KvType type;
+    size_t row_bytes;
+  };
+  const Side keys{static_cast<const uint8_t*>(a.k), a.k_type, kv_bytes(a.k_type, a.n_kv_heads * hd)};
+  const Side values{static_cast<const uint8_t*>(a.v), a.v_type, kv_bytes(a.v_type, a.n_kv_heads * hd)};
+  // Cache row j of KV head g of one side as hd floats.
+  auto load_row = [hd](const Side& side, int64_t g, int64_t j, float* dst) {
+    const uint8_t* row = side.base + size_t(j) * side.row_bytes;
+    switch (side.type) {
       case KvType::F16:
       {
         const uint16_t* half = reinterpret_cast<const uint16_t*>(row) + g * hd;
@@ -123,7 +133,7 @@ void attend_items(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int6
     acc.assign(size_t(nv * hd), 0.0f);
     for (int64_t v = 0; v < nv; ++v) {
       const float* q = a.q + row_of(v) * q_stride + (g * group + v % group) * hd;
-      for (int64_t d = 0; d < hd; ++d) qr[size_t(v * hd + d)] = round(q[d]);
+      for (int64_t d = 0; d < hd; ++d) qr[size_t(v * hd + d)] = round_if(round_q, q[d]);
     }
     // Which keys each vector sees: a dense run [0, dense_end) (the committed prefix; for a
     // causal batch also the masked rows up to the query), then for a tree its listed
@@ -147,7 +157,7 @@ void attend_items(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int6
     // its products added in head-dim order, the arithmetic of dot().
     for (int64_t j0 = 0; j0 < dense_max; j0 += kBlock) {
       const int64_t n = std::min(kBlock, dense_max - j0);
-      for (int64_t j = 0; j < n; ++j) load_row(a.k, g, j0 + j, block.data() + j * hd);
+      for (int64_t j = 0; j < n; ++j) load_row(keys, g, j0 + j, block.data() + j * hd);
       for (int64_t j = 0; j < n; ++j)
         for (int64_t d = 0; d < hd; ++d) block_t[size_t(d * kBlock + j)] = block[size_t(j * hd + d)];
       for (int64_t v = 0; v < nv; ++v) {
@@ -174,8 +184,8 @@ void attend_items(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int6
       for (int64_t r = 0; r < rows; ++r)
         for (int32_t m : tree.of(t0 + r))
           if (!loaded[size_t(m)]) {
-            load_row(a.k, g, a.n_past + m, tree_k.data() + m * hd);
-            load_row(a.v, g, a.n_past + m, tree_v.data() + m * hd);
+            load_row(keys, g, a.n_past + m, tree_k.data() + m * hd);
+            load_row(values, g, a.n_past + m, tree_v.data() + m * hd);
             loaded[size_t(m)] = 1;
           }
       for (int64_t v = 0; v < nv; ++v) {
@@ -207,12 +217,12 @@ void attend_items(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int6
       double sum = 0.0;
       for (double x : part) sum += x;
       const float inv = sum > 0.0 ? float(1.0 / sum) : 0.0f;  // a fully masked row attends to nothing
-      for (int64_t j = 0; j < n; ++j) sv[j] = round(sv[j] * inv);
+      for (int64_t j = 0; j < n; ++j) sv[j] = round_if(round_p, sv[j] * inv);
     }
     // Values, in the same key order.
     for (int64_t j0 = 0; j0 < dense_max; j0 += kBlock) {
       const int64_t n = std::min(kBlock, dense_max - j0);
-      for (int64_t j = 0; j < n; ++j) load_row(a.v, g, j0 + j, block.data() + j * hd);
+      for (int64_t j = 0; j < n; ++j) load_row(values, g, j0 + j, block.data() + j * hd);
       for (int64_t v = 0; v < nv; ++v) {
         const int64_t stop = std::min(n, dense_end[size_t(v)] - j0);
         const float* pv = score.data() + score_at[size_t(v)] + j0;

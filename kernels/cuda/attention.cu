@@ -1,8 +1,8 @@
-// Masked (tree) attention over the KV cache, with the CPU backend's rounding: for an fp16
-// cache the query rounded to fp16 before its dot products and probabilities normalised
-// then rounded to fp16 before they weight the value rows; an f32 or q8_0 cache rounds
+// Masked (tree) attention over the KV cache, with the CPU backend's rounding: fp16 keys
+// round the query to fp16 before its dot products, fp16 values round the probabilities
+// (normalised) to fp16 before they weight the value rows; an f32 or q8_0 side rounds
 // nothing (q8_0 values read as scale * code, as the CPU dequantizes them); exp() cut to 0
-// below -88.
+// below -88. Keys and values may have different types (-ctk/-ctv).
 //
 // One block per (query row, head), three sweeps over the keys: the maximum score, the
 // sum of exponentials, then the weighted sum of value rows in chunks whose
@@ -24,8 +24,8 @@ constexpr int kChunk = 1024;    // keys whose probabilities are staged at a time
 
 __device__ float round_f16(float v) { return __half2float(__float2half_rn(v)); }
 
-// The cache's element type: value i of cache row `row` (rows of row_len values), and
-// how q and p round before their products.
+// A cache side's element type: value i of cache row `row` (rows of row_len values), and
+// how the other operand of its products (q for keys, p for values) rounds.
 struct F16Cache {
   __device__ static float at(const void* base, int64_t row, int64_t i, int64_t row_len) {
     return __half2float(static_cast<const __half*>(base)[row * row_len + i]);
@@ -50,7 +50,7 @@ struct Q8Cache {
   __device__ static float round(float v) { return v; }
 };
 
-template <class Cache>
+template <class KCache, class VCache>
 __global__ void attention_kernel(AttentionArgs a) {
   __shared__ float q16[kThreads];
   __shared__ float prob[kChunk];
@@ -63,14 +63,14 @@ __global__ void attention_kernel(AttentionArgs a) {
   const int64_t causal_limit = a.n_masked - a.T + t;  // without a mask: the last masked row t sees
   const int64_t first = g * hd;                        // this KV head's first value in a row
 
-  for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) q16[d] = Cache::round(q[d]);
+  for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) q16[d] = KCache::round(q[d]);
   __syncthreads();
 
   // Score of key j, or -inf where the mask hides it.
   auto score = [&](int64_t j) {
     if (j >= a.n_past && (mrow ? !mrow[j - a.n_past] : j - a.n_past > causal_limit)) return -INFINITY;
     float s = 0.0f;
-    for (int64_t d = 0; d < hd; ++d) s += q16[d] * Cache::at(a.k, j, first + d, kv_stride);
+    for (int64_t d = 0; d < hd; ++d) s += q16[d] * KCache::at(a.k, j, first + d, kv_stride);
     return s * a.scale;
   };
   auto weight = [&](float s, float mx) {  // exp(s - mx), 0 below the cut (and for masked keys)
@@ -93,15 +93,27 @@ __global__ void attention_kernel(AttentionArgs a) {
     __syncthreads();  // the previous chunk's probabilities have been used
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
       const float p = weight(score(c0 + j), mx);
-      prob[j] = p == 0.0f ? 0.0f : Cache::round(p * inv);
+      prob[j] = p == 0.0f ? 0.0f : VCache::round(p * inv);
     }
     __syncthreads();
     if (threadIdx.x < hd) {
       for (int64_t j = 0; j < n; ++j)
-        if (prob[j] != 0.0f) acc += prob[j] * Cache::at(a.v, c0 + j, first + threadIdx.x, kv_stride);
+        if (prob[j] != 0.0f) acc += prob[j] * VCache::at(a.v, c0 + j, first + threadIdx.x, kv_stride);
     }
   }
   if (threadIdx.x < hd) a.out[(t * a.n_heads + h) * hd + threadIdx.x] = acc;
+}
+
+// Calls f(Cache{}) with the Cache struct of type t.
+template <class F>
+void with_cache(KvType t, const AttentionArgs& a, F&& f) {
+  switch (t) {
+    case KvType::F32: return f(F32Cache{});
+    case KvType::F16: return f(F16Cache{});
+    case KvType::Q8_0:
+      if (a.n_kv_heads * a.head_dim % 32) throw Error("cuda: q8_0 cache rows must hold a multiple of 32 values");
+      return f(Q8Cache{});
+  }
 }
 
 }  // namespace
@@ -110,14 +122,11 @@ void launch_attention(const AttentionArgs& a, cudaStream_t s) {
   if (a.head_dim > kThreads) throw Error("cuda: attention supports head dims up to 256, not " + std::to_string(a.head_dim));
   if (a.n_kv_heads < 1 || a.n_heads % a.n_kv_heads) throw Error("cuda: attention heads do not group into KV heads");
   const dim3 grid(unsigned(a.n_heads), unsigned(a.T));
-  switch (a.kv_type) {
-    case KvType::F32: attention_kernel<F32Cache><<<grid, kThreads, 0, s>>>(a); break;
-    case KvType::F16: attention_kernel<F16Cache><<<grid, kThreads, 0, s>>>(a); break;
-    case KvType::Q8_0:
-      if (a.n_kv_heads * a.head_dim % 32) throw Error("cuda: q8_0 cache rows must hold a multiple of 32 values");
-      attention_kernel<Q8Cache><<<grid, kThreads, 0, s>>>(a);
-      break;
-  }
+  with_cache(a.k_type, a, [&](auto k) {
+    with_cache(a.v_type, a, [&](auto v) {
+      attention_kernel<decltype(k), decltype(v)><<<grid, kThreads, 0, s>>>(a);
+    });
+  });
   check_launch("attention");
 }
 
