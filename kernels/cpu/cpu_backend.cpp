@@ -66,18 +66,6 @@ void CpuBackend::matmul(const WeightMatrix& w, const float* x, int64_t T, float*
   flashspec::matmul(w, x, T, y, pool_);
 }
 
-void CpuBackend::rmsnorm(const float* x, const float* weight, int64_t T, int64_t dim, float eps,
-                         float* y) {
-  for (int64_t t = 0; t < T; ++t) {
-    const float* xr = x + t * dim;
-    float* yr = y + t * dim;
-    double ss = 0.0;  // double sum as llama.cpp does: wide rows lose bits in float
-    for (int64_t i = 0; i < dim; ++i) ss += double(xr[i] * xr[i]);
-    const float scale = 1.0f / std::sqrt(float(ss / double(dim)) + eps);
-    for (int64_t i = 0; i < dim; ++i) yr[i] = xr[i] * scale * weight[i];
-  }
-}
-
 void CpuBackend::rope(float* x, const int32_t* positions, int64_t T, int64_t n_heads, int64_t head_dim,
                       const RopeParams& r) {
   // theta_i = pos * base^(-2i/n_rot), built by repeated multiplication exactly as
@@ -112,46 +100,83 @@ void CpuBackend::rope(float* x, const int32_t* positions, int64_t T, int64_t n_h
 
 void CpuBackend::attention(const AttentionArgs& a) { cpu_attention(a, pool_); }
 
+void CpuBackend::split(int64_t n, int64_t unit, const std::function<void(int64_t, int64_t)>& fn) {
+  // Below this many elements waking the pool costs more than it saves (a decode step's
+  // vectors stay on the calling thread).
+  constexpr int64_t kMinSplit = 16384;
+  if (pool_.size() == 1 || n < kMinSplit) {
+    fn(0, n);
+    return;
+  }
+  const int64_t units = (n + unit - 1) / unit;
+  const int64_t grain = std::max<int64_t>(1, units / (4 * pool_.size()));
+  pool_.parallel_for(units, grain, [&](int64_t b, int64_t e) { fn(b * unit, std::min(n, e * unit)); });
+}
+
+void CpuBackend::rmsnorm(const float* x, const float* weight, int64_t T, int64_t dim, float eps,
+                         float* y) {
+  split(T * dim, dim, [&](int64_t b, int64_t e) {
+    for (int64_t t = b / dim; t < e / dim; ++t) {
+      const float* xr = x + t * dim;
+      float* yr = y + t * dim;
+      double ss = 0.0;  // double sum as llama.cpp does: wide rows lose bits in float
+      for (int64_t i = 0; i < dim; ++i) ss += double(xr[i] * xr[i]);
+      const float scale = 1.0f / std::sqrt(float(ss / double(dim)) + eps);
+      for (int64_t i = 0; i < dim; ++i) yr[i] = xr[i] * scale * weight[i];
+    }
+  });
+}
+
 void CpuBackend::store_kv(const float* src, void* dst, int64_t n, KvType t) {
   switch (t) {
     case KvType::F32:
-      std::memcpy(dst, src, size_t(n) * sizeof(float));
+      split(n, 1, [&](int64_t b, int64_t e) {
+        std::memcpy(static_cast<float*>(dst) + b, src + b, size_t(e - b) * sizeof(float));
+      });
       return;
-    case KvType::F16: {
-      auto* d = static_cast<uint16_t*>(dst);
-      for (int64_t i = 0; i < n; ++i) d[i] = float_to_fp16(src[i]);
+    case KvType::F16:
+      split(n, 1, [&](int64_t b, int64_t e) {
+        auto* d = static_cast<uint16_t*>(dst);
+        for (int64_t i = b; i < e; ++i) d[i] = float_to_fp16(src[i]);
+      });
       return;
-    }
-    case KvType::Q8_0: {
-      // ggml's Q8_0 rule: scale amax / 127, codes rounded to nearest.
-      auto* blocks = static_cast<BlockQ8_0*>(dst);
-      for (int64_t b = 0; b < n / 32; ++b) {
-        const float* x = src + b * 32;
-        float amax = 0.0f;
-        for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i]));
-        const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-        blocks[b].d = float_to_fp16(d);
-        for (int i = 0; i < 32; ++i) blocks[b].qs[i] = int8_t(std::lround(x[i] * id));
-      }
+    case KvType::Q8_0:
+      split(n, 32, [&](int64_t b, int64_t e) {
+        // ggml's Q8_0 rule: scale amax / 127, codes rounded to nearest.
+        auto* blocks = static_cast<BlockQ8_0*>(dst);
+        for (int64_t k = b / 32; k < e / 32; ++k) {
+          const float* x = src + k * 32;
+          float amax = 0.0f;
+          for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i]));
+          const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+          blocks[k].d = float_to_fp16(d);
+          for (int i = 0; i < 32; ++i) blocks[k].qs[i] = int8_t(std::lround(x[i] * id));
+        }
+      });
       return;
-    }
   }
 }
 
 void CpuBackend::add_bias(float* y, const float* bias, int64_t T, int64_t n) {
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t i = 0; i < n; ++i) y[t * n + i] += bias[i];
+  split(T * n, n, [&](int64_t b, int64_t e) {
+    for (int64_t t = b / n; t < e / n; ++t)
+      for (int64_t i = 0; i < n; ++i) y[t * n + i] += bias[i];
+  });
 }
 
 void CpuBackend::silu_mul(float* gate, const float* up, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = gate[i];
-    gate[i] = g / (1.0f + std::exp(-g)) * up[i];
-  }
+  split(n, 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const float g = gate[i];
+      gate[i] = g / (1.0f + std::exp(-g)) * up[i];
+    }
+  });
 }
 
 void CpuBackend::add(float* y, const float* x, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+  split(n, 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) y[i] += x[i];
+  });
 }
 
 }  // namespace flashspec

@@ -1,5 +1,7 @@
 #pragma once
 // The CPU backend: SIMD kernels (runtime-dispatched) parallelised over a thread pool.
+#include <functional>
+
 #include "kernels/backend.h"
 #include "kernels/cpu/thread_pool.h"
 
@@ -33,6 +35,10 @@ class CpuBackend final : public Backend {
   void add(float* y, const float* x, int64_t n) override;
 
  private:
+  // fn(begin, end) over [0, n), in pieces of whole `unit`s (rows, blocks) spread over the
+  // pool when n is large enough to pay for it; each element's arithmetic is the same.
+  void split(int64_t n, int64_t unit, const std::function<void(int64_t, int64_t)>& fn);
+
   ThreadPool pool_;
 };
 
