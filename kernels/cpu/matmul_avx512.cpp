@@ -13,13 +13,6 @@
 
 #include <utility>
 
-// GCC 12's avx512fintrin.h seeds some intrinsics with _mm512_undefined_*(), which
-// -W(maybe-)uninitialized reports at every inlined use; the values are never read.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
 #include "kernels/cpu/pair_tiles.h"
 #include "kernels/cpu/simd_avx2.h"
 #include "kernels/cpu/simd_avx512.h"

@@ -34,11 +34,6 @@
 #include <cstring>
 #include <memory>
 
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
 #include "kernels/cpu/simd_avx2.h"
 #include "kernels/cpu/simd_avx512.h"
 
@@ -229,28 +224,11 @@ struct Q5_1Kind {
   }
 };
 
-// One panel block p (block b) times token t, added to f: the operations every output
-// goes through, whatever the path (see the file comment).
-template <class Kind>
-FS_ALWAYS_INLINE inline __m512 block32_token(const __m512i* p, const ActQ8_0& a, int64_t b, int64_t t,
-                                             __m512 f) {
-  const int64_t T = a.T;
-  const int8_t* x = a.qs + t * a.cols + b * 32;
-  const int32_t zp = a.zp[b * T + t];
-  __m512i s = Kind::kZero != 0 ? _mm512_set1_epi32(zp) : _mm512_setzero_si512();
-  for (int j = 0; j < 8; ++j) s = _mm512_dpbusd_epi32(s, p[j], _mm512_set1_epi32(load_i32(x + 4 * j)));
-  const __m512 dx = _mm512_set1_ps(a.d[b * T + t]);
-  const __m512 dw = _mm512_castsi512_ps(p[8]);
-  f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, dx), f);
-  if constexpr (Kind::kMin)
-    f = _mm512_fmadd_ps(_mm512_set1_ps(float(zp)), _mm512_mul_ps(_mm512_castsi512_ps(p[9]), dx), f);
-  return f;
-}
-
-// block32_token for tokens t0 .. t0 + NT - 1 at once, with the same operations per
-// output. The order differs only between tokens: column group j of every token before
-// group j + 1 of any, so consecutive vpdpbusd are independent and the port runs one per
-// cycle instead of waiting out each sum's latency (a token's 8 products are a chain).
+// One panel block p (block b) times tokens t0 .. t0 + NT - 1, added to f[]: the
+// operations every output goes through, whatever the path and NT (see the file comment).
+// Column group j of every token comes before group j + 1 of any, so consecutive vpdpbusd
+// are independent and the port runs one per cycle instead of waiting out each sum's
+// latency (a token's 8 products are a chain).
 template <class Kind, int NT>
 FS_ALWAYS_INLINE inline void block32_tokens(const __m512i* p, const ActQ8_0& a, int64_t b, int64_t t0,
                                             __m512 (&f)[NT]) {
@@ -281,9 +259,6 @@ struct Blocks32 : Kind {
   static constexpr int64_t kCols = 32;
   static constexpr int64_t kUnits = Kind::kMin ? 10 : 9;  // registers per panel block
   static constexpr int64_t kPanelBlocks = 32;             // 18-20 KB, inside L1
-  static FS_ALWAYS_INLINE __m512 token(const __m512i* p, const Act& a, int64_t b, int64_t t, __m512 f) {
-    return block32_token<Kind>(p, a, b, t, f);
-  }
 };
 
 // ---- Q8_K-activation types (super-blocks of 256 weights).
@@ -342,22 +317,6 @@ struct Q4_KKind {
     }
     out[80] = _mm512_castps_si512(d);
     out[81] = _mm512_castps_si512(fp16_hi(dd));
-  }
-  static FS_ALWAYS_INLINE __m512 token(const __m512i* p, const Act& a, int64_t b, int64_t t, __m512 f) {
-    const int8_t* x = a.qs + t * a.cols + b * QK_K;
-    const int16_t* bs = a.bsums + t * (a.cols / 16) + b * 16;
-    __m512 fs = _mm512_setzero_ps();
-    __m512i msum = _mm512_setzero_si512();
-    for (int s = 0; s < 8; ++s) {
-      __m512i dot = _mm512_setzero_si512();
-      for (int j = 0; j < 8; ++j)
-        dot = _mm512_dpbusd_epi32(dot, p[8 * s + j], _mm512_set1_epi32(load_i32(x + 32 * s + 4 * j)));
-      fs = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_castsi512_ps(p[64 + s]), fs);
-      msum = _mm512_dpwssd_epi32(msum, p[72 + s], _mm512_set1_epi32(load_i32(bs + 2 * s)));
-    }
-    const __m512 dx = _mm512_set1_ps(a.d[b * a.T + t]);
-    f = _mm512_fmadd_ps(fs, dx, f);
-    return _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(_mm512_castsi512_ps(p[81]), dx), f);
   }
 };
 
@@ -419,26 +378,9 @@ struct Q6_KKind {
     }
     out[88] = _mm512_castps_si512(_mm512_mul_ps(d, _mm512_set1_ps(32.0f)));
   }
-  static FS_ALWAYS_INLINE __m512 token(const __m512i* p, const Act& a, int64_t b, int64_t t, __m512 f) {
-    const int8_t* x = a.qs + t * a.cols + b * QK_K;
-    const int16_t* bs = a.bsums + t * (a.cols / 16) + b * 16;
-    __m512 fs = _mm512_setzero_ps();
-    __m512i off = _mm512_setzero_si512();
-    for (int g = 0; g < 16; ++g) {
-      __m512i dot = _mm512_setzero_si512();
-      for (int j = 0; j < 4; ++j)
-        dot = _mm512_dpbusd_epi32(dot, p[4 * g + j], _mm512_set1_epi32(load_i32(x + 16 * g + 4 * j)));
-      fs = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_castsi512_ps(p[64 + g]), fs);
-    }
-    for (int k = 0; k < 8; ++k) off = _mm512_dpwssd_epi32(off, p[80 + k], _mm512_set1_epi32(load_i32(bs + 2 * k)));
-    const __m512 dx = _mm512_set1_ps(a.d[b * a.T + t]);
-    f = _mm512_fmadd_ps(fs, dx, f);
-    return _mm512_fnmadd_ps(_mm512_cvtepi32_ps(off), _mm512_mul_ps(_mm512_castsi512_ps(p[88]), dx), f);
-  }
 };
 
-// Kind::token of a Q8_K kind for tokens t0 .. t0 + NT - 1 at once, with the same
-// operations per output, interleaved across tokens as in block32_tokens. The panel block
+// block32_tokens for a Q8_K kind, with the arithmetic described above. The panel block
 // holds kGroups groups of kGroupQuads weight registers, the groups' scales from unit 64
 // on, the offsets' int16 scale pairs at kOffsets and the offset factor at kFactor.
 template <class Kind, int NT>
@@ -471,19 +413,23 @@ FS_ALWAYS_INLINE inline void super_tokens(const __m512i* p, const ActQ8_K& a, in
   }
 }
 
+// One panel block of any kind times tokens t0 .. t0 + NT - 1, added to f[].
+template <class Kind, int NT>
+FS_ALWAYS_INLINE inline void block_tokens(const __m512i* p, const typename Kind::Act& a, int64_t b, int64_t t0,
+                                          __m512 (&f)[NT]) {
+  if constexpr (Kind::kCols == 32)
+    block32_tokens<Kind, NT>(p, a, b, t0, f);
+  else
+    super_tokens<Kind, NT>(p, a, b, t0, f);
+}
+
 // Blocks [b0, b0 + n) of a panel times tokens t0 .. t0 + NT - 1, into acc[t] (16 rows).
 template <class Kind, int NT>
 void panel_tokens(const __m512i* panel, int64_t n, const typename Kind::Act& a, int64_t b0, int64_t t0,
                   Acc16* acc) {
   __m512 f[NT];
   for (int i = 0; i < NT; ++i) f[i] = _mm512_load_ps(acc[t0 + i].v);
-  for (int64_t k = 0; k < n; ++k) {
-    const __m512i* p = panel + k * Kind::kUnits;
-    if constexpr (Kind::kCols == 32)
-      block32_tokens<Kind, NT>(p, a, b0 + k, t0, f);
-    else
-      super_tokens<Kind, NT>(p, a, b0 + k, t0, f);
-  }
+  for (int64_t k = 0; k < n; ++k) block_tokens<Kind, NT>(panel + k * Kind::kUnits, a, b0 + k, t0, f);
   for (int i = 0; i < NT; ++i) _mm512_store_ps(acc[t0 + i].v, f[i]);
 }
 
@@ -533,14 +479,14 @@ void gemm_tiles(const WeightMatrix& w, const typename Kind::Act& a, int64_t r0, 
       if (T == 1) {
         // One token: each block goes from the repack to the multiply without the panel,
         // through the very same operations.
-        __m512 f = _mm512_load_ps(acc[0].v);
+        __m512 f[1] = {_mm512_load_ps(acc[0].v)};
         for (int64_t k = 0; k < n; ++k) {
           __m512i p[U];
           Kind::prep(tr, c0 + k, p);
           prefetch(k);
-          f = Kind::token(p, a, c0 + k, 0, f);
+          block_tokens<Kind, 1>(p, a, c0 + k, 0, f);
         }
-        _mm512_store_ps(acc[0].v, f);
+        _mm512_store_ps(acc[0].v, f[0]);
         continue;
       }
       // This panel's share of the prefetch goes with the repack when there is one group of

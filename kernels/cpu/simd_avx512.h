@@ -3,6 +3,14 @@
 // (*_avx512.cpp, *_avx512vnni.cpp). `static` for the reason given in simd_avx2.h.
 #include <immintrin.h>
 
+// GCC 12's avx512fintrin.h seeds some intrinsics with _mm512_undefined_*(), which
+// -W(maybe-)uninitialized reports at every inlined use; the values are never read. (The
+// pragma holds for the rest of the including file.)
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
 namespace flashspec::cpu::simd {
 
 // Four 16-byte loads from four places, one per 128-bit lane (a in lane 0 .. d in lane 3).
