@@ -45,6 +45,53 @@ inline float exp_nonpositive(float z) {
   return p * scale;
 }
 
+// Eight floats / int32 as one vector (GCC vector extensions): each including file gets
+// them in its ISA's registers (two SSE registers in the scalar build), where the compiler
+// left some of the loops below scalar on its own. Element by element they perform the same
+// operations as the scalar code they replace, so results do not change.
+// (GCC warns that passing them by value in the scalar build differs from AVX code's
+// calling convention; nothing here is called across files, so it does not matter.)
+#pragma GCC diagnostic ignored "-Wpsabi"
+using F8 = float __attribute__((vector_size(32)));
+using I8 = int32_t __attribute__((vector_size(32)));
+
+inline F8 load8(const float* p) {
+  F8 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store8(float* p, F8 v) { std::memcpy(p, &v, sizeof v); }
+
+// exp_nonpositive on eight values.
+inline F8 exp_nonpositive8(F8 z) {
+  z = z < -87.0f ? F8{} - 87.0f : z;
+  constexpr float kRound = 12582912.0f;
+  const F8 k = (z * 1.44269504f + kRound) - kRound;
+  const F8 r = (z - k * 0.693145752f) - k * 1.42860677e-6f;
+  F8 p = F8{} + 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const I8 bits = (__builtin_convertvector(k, I8) + 127) << 23;
+  F8 scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return p * scale;
+}
+
+// round_to_fp16 on eight values: F16C's conversion where the build has it (the same
+// round-to-nearest-even for every value attention rounds, all below 65504 in magnitude).
+inline F8 round8_to_fp16(F8 x) {
+#if defined(__F16C__)
+  return F8(_mm256_cvtph_ps(_mm256_cvtps_ph(__m256(x), _MM_FROUND_TO_NEAREST_INT)));
+#else
+  for (int i = 0; i < 8; ++i) x[i] = round_to_fp16(x[i]);
+  return x;
+#endif
+}
+
 void attend_items(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int64_t>& next, int64_t items) {
   // Work items: one KV head and a tile of query rows (every query head of the group).
   // Keys a whole tile sees -- the committed prefix, and for a causal batch the rows up to
@@ -133,7 +180,10 @@ void attend_items(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int6
     acc.assign(size_t(nv * hd), 0.0f);
     for (int64_t v = 0; v < nv; ++v) {
       const float* q = a.q + row_of(v) * q_stride + (g * group + v % group) * hd;
-      for (int64_t d = 0; d < hd; ++d) qr[size_t(v * hd + d)] = round_if(round_q, q[d]);
+      int64_t d = 0;
+      if (round_q)
+        for (; d + 8 <= hd; d += 8) store8(qr.data() + v * hd + d, round8_to_fp16(load8(q + d)));
+      for (; d < hd; ++d) qr[size_t(v * hd + d)] = round_if(round_q, q[d]);
     }
     // Which keys each vector sees: a dense run [0, dense_end) (the committed prefix; for a
     // causal batch also the masked rows up to the query), then for a tree its listed
@@ -197,27 +247,39 @@ void attend_items(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int6
     for (int64_t v = 0; v < nv; ++v) {
       float* sv = score.data() + score_at[size_t(v)];
       const int64_t n = score_at[size_t(v + 1)] - score_at[size_t(v)];
-      // The largest score, over sixteen running maxima (vectorizes; max is exact in any order).
-      float top[16];
-      std::fill_n(top, 16, -INFINITY);
-      for (int64_t j = 0; j < n; ++j) top[j % 16] = sv[j] > top[j % 16] ? sv[j] : top[j % 16];
+      // The largest score, over eight running maxima (max is exact in any order).
+      F8 top = F8{} - INFINITY;
+      int64_t j = 0;
+      for (; j + 8 <= n; j += 8) {
+        const F8 x = load8(sv + j);
+        top = x > top ? x : top;
+      }
       float mx = -INFINITY;
-      for (float x : top) mx = x > mx ? x : mx;
-      for (int64_t j = 0; j < n; ++j) {
+      for (; j < n; ++j) mx = sv[j] > mx ? sv[j] : mx;
+      for (int l = 0; l < 8; ++l) mx = top[l] > mx ? top[l] : mx;
+      // (A score below -87 from the top, or a fully masked row's -inf, weighs 0.)
+      for (j = 0; j + 8 <= n; j += 8) {
+        const F8 z = load8(sv + j) - mx;
+        store8(sv + j, z >= -87.0f ? exp_nonpositive8(z) : F8{});
+      }
+      for (; j < n; ++j) {
         const float z = sv[j] - mx;
-        sv[j] = z >= -87.0f ? exp_nonpositive(z) : 0.0f;  // (and a fully masked row's -inf)
+        sv[j] = z >= -87.0f ? exp_nonpositive(z) : 0.0f;
       }
       // Sixteen partial sums (key j into sum j % 16), added in a fixed order: the same for a
       // row whatever its batch, and independent adds a compiler vectorizes.
       double part[16] = {};
-      int64_t j = 0;
+      j = 0;
       for (; j + 16 <= n; j += 16)
         for (int l = 0; l < 16; ++l) part[l] += sv[j + l];
       for (int l = 0; j < n; ++j, ++l) part[l] += sv[j];
       double sum = 0.0;
       for (double x : part) sum += x;
       const float inv = sum > 0.0 ? float(1.0 / sum) : 0.0f;  // a fully masked row attends to nothing
-      for (int64_t j = 0; j < n; ++j) sv[j] = round_if(round_p, sv[j] * inv);
+      j = 0;
+      if (round_p)
+        for (; j + 8 <= n; j += 8) store8(sv + j, round8_to_fp16(load8(sv + j) * inv));
+      for (; j < n; ++j) sv[j] = round_if(round_p, sv[j] * inv);
     }
     // Values, in the same key order.
     for (int64_t j0 = 0; j0 < dense_max; j0 += kBlock) {
@@ -231,11 +293,9 @@ void attend_items(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int6
           // Eight outputs at a time held in registers over the block's keys: axpy's
           // operations in its order, without a loop's overhead per key.
           for (int64_t d0 = 0; d0 < hd; d0 += 8) {
-            float o8[8];
-            std::copy_n(o + d0, 8, o8);
-            for (int64_t j = 0; j < stop; ++j)
-              for (int d = 0; d < 8; ++d) o8[d] += pv[j] * block[size_t(j * hd + d0 + d)];
-            std::copy_n(o8, 8, o + d0);
+            F8 o8 = load8(o + d0);
+            for (int64_t j = 0; j < stop; ++j) o8 += pv[j] * load8(block.data() + j * hd + d0);
+            store8(o + d0, o8);
           }
         } else {
           for (int64_t j = 0; j < stop; ++j) axpy(pv[j], block.data() + j * hd, o);

@@ -166,8 +166,8 @@ struct RoundedScratch {
 // Quantized activations of one call; `copies` independent buffers for private quantizing.
 struct Q8_0Scratch {
   Q8_0Scratch(const IsaKernels& k, GgmlType type, int64_t T, int64_t cols, int copies)
-      : T(T), cols(cols), nb(cols / QK8_0), paired(T >= 2 && k.quantize_q8_0_pairs != nullptr),
-        zp_mul(k.q8_0_zp_mul(type)) {
+      : T(T), cols(cols), nb(cols / QK8_0), paired(T >= 2 && k.q8_0_layout(type).pairs),
+        zp_mul(k.q8_0_layout(type).zp_mul) {
     const int64_t padded_blocks = pair_groups(nb) * 4;
     if (paired) {
       const int64_t pairs = (T + 1) / 2;

@@ -28,28 +28,6 @@ using namespace simd;
 // activations are broadcast to both. One maddubs serves two rows. A tile is 2 row pairs
 // sharing the activation loads.
 
-// Q4_0 weights are q in 0..15 with w = d * (q - 8). maddubs needs an unsigned operand, so
-// the kernels multiply q itself and add the zero point's term -8 * sum(x) per block
-// (ActQ8_0::zp) to the int32 sums: no sign fix-up per multiply.
-void q4_0_decode(const BlockQ4_0* w0, int64_t nb, int nrows, const ActQ8_0& a, float* y,
-                 int64_t r) {
-  const __m256i m4 = _mm256_set1_epi8(0x0f);
-  const __m256i ones = _mm256_set1_epi16(1);
-  decode_tile<2, Offset::Zp8>(w0, nb, nrows, a, y, r,
-                       [&](const BlockQ4_0* const* row, int64_t b, __m256i(&v)[2]) FS_ALWAYS_INLINE {
-    const int8_t* xb = a.qs + b * QK4_0;
-    const __m256i xl = bcast128(xb), xh = bcast128(xb + 16);
-    unroll<2>([&](auto ic) FS_ALWAYS_INLINE {
-      constexpr int i = decltype(ic)::value;
-      const __m256i q = load2x128(row[2 * i][b].qs, row[2 * i + 1][b].qs);
-      const __m256i lo = _mm256_and_si256(q, m4);                        // columns 0..15
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);  // columns 16..31
-      v[i] = _mm256_madd_epi16(
-          _mm256_add_epi16(_mm256_maddubs_epi16(lo, xl), _mm256_maddubs_epi16(hi, xh)), ones);
-    });
-  });
-}
-
 // Q8_0 weights are signed: maddubs gets |w| and x with w's sign moved onto it. Each
 // maddubs lane can reach 2*128*127, so the two halves are widened separately.
 void q8_0_decode(const BlockQ8_0* w0, int64_t nb, int nrows, const ActQ8_0& a, float* y,
@@ -76,31 +54,6 @@ void q8_0_decode(const BlockQ8_0* w0, int64_t nb, int nrows, const ActQ8_0& a, f
 // holds 16 columns of one row, broadcast to both halves, against the same columns of the
 // two tokens of a pair, loaded straight from memory as the maddubs operand. A tile is one
 // row by up to kTilePairs token pairs, each weight block unpacked once for all of them.
-
-// Q4_0: the nibbles q are multiplied as they are (maddubs wants an unsigned operand); the
-// zero point comes back as -8 * sum(x) per block and token (ActQ8_0::pair_zp), added to
-// the int32 sums before conversion.
-struct Q4_0Nibbles {
-  __m256i lo, hi;
-};
-
-template <int NP, bool kPrefetch>
-void q4_0_pairs(const BlockQ4_0* w, const ActQ8_0& a, int64_t nb, int64_t p0, float* y,
-                int64_t rows, int64_t r, bool) {
-  const __m256i m4 = _mm256_set1_epi8(0x0f);
-  const __m256i ones = _mm256_set1_epi16(1);
-  pairs_tile<NP, kPrefetch, Offset::Zp8>(
-      w, a, nb, p0, y, rows, r,
-      [&](const BlockQ4_0& blk) FS_ALWAYS_INLINE {
-        const __m256i q = bcast128(blk.qs);
-        return Q4_0Nibbles{_mm256_and_si256(q, m4), _mm256_and_si256(_mm256_srli_epi16(q, 4), m4)};
-      },
-      [&](const Q4_0Nibbles& n, const int8_t* xp) FS_ALWAYS_INLINE {
-        const __m256i s = _mm256_add_epi16(_mm256_maddubs_epi16(n.lo, loadu256(xp)),
-                                           _mm256_maddubs_epi16(n.hi, loadu256(xp + 32)));
-        return _mm256_madd_epi16(s, ones);
-      });
-}
 
 // Q8_0: maddubs gets |w| and x with w's sign; each lane can reach 2*128*127, so the two
 // halves are widened separately.
@@ -129,13 +82,6 @@ void q8_0_pairs(const BlockQ8_0* w, const ActQ8_0& a, int64_t nb, int64_t p0, fl
 // measured alike on Zen 3, 3 slower).
 constexpr int kDecodeRows = 4, kTileRows = 1, kTilePairs = 4;
 
-void gemm_q4_0(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y) {
-  drive_q8_0<kDecodeRows, kTileRows, kTilePairs, BlockQ4_0>(
-      w, a, r0, r1, y, q4_0_decode, [](auto np, auto prefetch) {
-        return q4_0_pairs<decltype(np)::value, decltype(prefetch)::value>;
-      });
-}
-
 void gemm_q8_0(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y) {
   drive_q8_0<kDecodeRows, kTileRows, kTilePairs, BlockQ8_0>(
       w, a, r0, r1, y, q8_0_decode, [](auto np, auto prefetch) {
@@ -152,8 +98,11 @@ const IsaKernels& avx2_kernels() {
                                 .quantize_q8_k = avx2::quantize_q8_k,
                                 .round_f16 = avx2::round_f16,
                                 .round_bf16 = avx2::round_bf16,
-                                .q8_0_zp_mul = [](GgmlType) { return int32_t(8); },
-                                .q4_0 = gemm_q4_0,
+                                .q8_0_layout = [](GgmlType type) {
+                                  // Q4_0 runs the row-lane kernel (row_lanes_avx2.cpp).
+                                  return Q8_0Layout{type != GgmlType::Q4_0, 8};
+                                },
+                                .q4_0 = avx2::gemm_q4_0,
                                 .q5_0 = avx2::gemm_q5_0,
                                 .q5_1 = avx2::gemm_q5_1,
                                 .q8_0 = gemm_q8_0,

@@ -15,6 +15,7 @@ void quantize_q8_k(const float* x, int64_t b0, int64_t b1, int8_t* qs, float* d,
 void round_f16(const float* x, float* out, int64_t n);
 void round_bf16(const float* x, float* out, int64_t n);
 
+void gemm_q4_0(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y);
 void gemm_q5_0(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y);
 void gemm_q5_1(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y);
 void gemm_iq4_nl(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y);

@@ -163,7 +163,7 @@ const IsaKernels& avx512_kernels() {
                                 .quantize_q8_k = avx2::quantize_q8_k,
                                 .round_f16 = avx2::round_f16,
                                 .round_bf16 = avx2::round_bf16,
-                                .q8_0_zp_mul = [](GgmlType) { return int32_t(8); },
+                                .q8_0_layout = [](GgmlType) { return Q8_0Layout{true, 8}; },
                                 .q4_0 = gemm_q4_0,
                                 .q5_0 = avx2::gemm_q5_0,
                                 .q5_1 = avx2::gemm_q5_1,

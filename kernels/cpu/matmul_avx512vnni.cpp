@@ -117,7 +117,7 @@ inline __m512 fp16_hi(__m512i v) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(
 // A panel block: w[j] (j = 0..7) holds columns 4j..4j+3 of the 16 rows as unsigned bytes,
 // then the 16 row scales (and Q5_1's 16 mins). vpdpbusd multiplies them by the token's
 // signed int8; the unsigned weight u = w + zero stands for w, and the activation
-// quantizer stores zp = -zero * sum(x) per block (IsaKernels::q8_0_zp_mul), which seeds the
+// quantizer stores zp = -zero * sum(x) per block (IsaKernels::q8_0_layout), which seeds the
 // int32 sum: sum(u x) + zp = sum(w x), exactly.
 
 struct Q4_0Kind {
@@ -513,14 +513,15 @@ void gemm_tiles(const WeightMatrix& w, const typename Kind::Act& a, int64_t r0, 
   }
 }
 
-int32_t zp_mul(GgmlType type) {
+// Plain rows for every T; zp carries each type's zero point.
+Q8_0Layout layout(GgmlType type) {
   switch (type) {
-    case GgmlType::Q4_0: return Q4_0Kind::kZero;
-    case GgmlType::Q5_0: return Q5_0Kind::kZero;
-    case GgmlType::Q5_1: return -1;  // zp = sum(x)
-    case GgmlType::Q8_0: return Q8_0Kind::kZero;
-    case GgmlType::IQ4_NL: return IQ4_NLKind::kZero;
-    default: return 8;
+    case GgmlType::Q4_0: return {false, Q4_0Kind::kZero};
+    case GgmlType::Q5_0: return {false, Q5_0Kind::kZero};
+    case GgmlType::Q5_1: return {false, -1};  // zp = sum(x)
+    case GgmlType::Q8_0: return {false, Q8_0Kind::kZero};
+    case GgmlType::IQ4_NL: return {false, IQ4_NLKind::kZero};
+    default: return {false, 8};
   }
 }
 
@@ -529,11 +530,11 @@ int32_t zp_mul(GgmlType type) {
 const IsaKernels& avx512vnni_kernels() {
   static constexpr IsaKernels k{.name = "avx512vnni",
                                 .quantize_q8_0 = avx2::quantize_q8_0,
-                                .quantize_q8_0_pairs = nullptr,  // plain rows for every T
+                                .quantize_q8_0_pairs = nullptr,
                                 .quantize_q8_k = avx2::quantize_q8_k,
                                 .round_f16 = avx2::round_f16,
                                 .round_bf16 = avx2::round_bf16,
-                                .q8_0_zp_mul = zp_mul,
+                                .q8_0_layout = layout,
                                 .q4_0 = gemm_tiles<Blocks32<Q4_0Kind>>,
                                 .q5_0 = gemm_tiles<Blocks32<Q5_0Kind>>,
                                 .q5_1 = gemm_tiles<Blocks32<Q5_1Kind>>,

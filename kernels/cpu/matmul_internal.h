@@ -15,10 +15,10 @@ enum class Isa { Scalar, Avx2, Avx512, Avx512Vnni };
 
 // Activations quantized to Q8_0 (blocks of 32 per token row), in one of two layouts.
 //
-// Plain (T == 1, and every T on ISAs without pair kernels): per-token rows of int8 with
+// Plain (T == 1, and every T for kernels without pair tiles): per-token rows of int8 with
 // the scales in separate arrays, allocated zero-filled up to a whole number of groups of
 // 4 blocks so a kernel may read a last partial group whole. zp holds -zp_mul * sum(qs) per
-// block, zp_mul chosen per weight type by the ISA (IsaKernels::q8_0_zp_mul): 8 for the
+// block, zp_mul chosen per weight type by the ISA (IsaKernels::q8_0_layout): 8 for the
 // scalar / AVX2 / AVX-512 kernels, the weight's zero point for the VNNI ones.
 //
 // Token pairs (T >= 2 on SIMD ISAs): tokens 2p and 2p+1 interleaved per block, so one
@@ -78,6 +78,13 @@ using GemmF32Fn = void (*)(const WeightMatrix& w, const float* x, int64_t T, int
 // out[i] = x[i] rounded to a narrower float type (round to nearest even) and widened back.
 using RoundFn = void (*)(const float* x, float* out, int64_t n);
 
+// The activation layout a Q8_0-activation kernel wants: token pairs for T >= 2 (the ISA's
+// quantize_q8_0_pairs), or plain rows for every T with zp = -zp_mul * sum(qs).
+struct Q8_0Layout {
+  bool pairs;
+  int32_t zp_mul;
+};
+
 // Filled with designated initializers: a table that misses an entry draws a
 // -Wmissing-field-initializers warning (part of -Wextra) rather than a null call at run time.
 struct IsaKernels {
@@ -89,8 +96,8 @@ struct IsaKernels {
   // vec_dot_type does; the float kernels below receive the rounded rows.
   RoundFn round_f16;
   RoundFn round_bf16;
-  // The zp_mul of the plain Q8_0 layout that this ISA's kernel for a weight type wants.
-  int32_t (*q8_0_zp_mul)(GgmlType);
+  // How this ISA's kernel for a weight type wants its Q8_0 activations.
+  Q8_0Layout (*q8_0_layout)(GgmlType);
   // Q8_0 activations.
   GemmQ8_0Fn q4_0;
   GemmQ8_0Fn q5_0;

@@ -314,7 +314,7 @@ const IsaKernels& scalar_kernels() {
                                 .quantize_q8_k = quantize_q8_k,
                                 .round_f16 = round_row_f16,
                                 .round_bf16 = round_row_bf16,
-                                .q8_0_zp_mul = [](GgmlType) { return int32_t(8); },
+                                .q8_0_layout = [](GgmlType) { return Q8_0Layout{false, 8}; },
                                 .q4_0 = gemm_q4_0,
                                 .q5_0 = gemm_q5_0,
                                 .q5_1 = gemm_q5_1,

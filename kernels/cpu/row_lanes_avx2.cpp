@@ -1,0 +1,213 @@
+// AVX2 kernel for Q4_0 weights with the 8 int32 lanes of a register holding 8 weight rows,
+// the AVX2 counterpart of the VNNI kernels' shape (matmul_avx512vnni.cpp):
+//  - one maddubs multiplies 4 columns of 8 rows by the same 4 columns of one token
+//    (broadcast straight from memory); the 8 products of a block add up in int16 (Q4_0's
+//    nibbles keep a lane within 8 * 2 * 15 * 127 = 30480) and one madd widens them into
+//    8 exact int32 row sums: no horizontal reduction. The token-pair kernels
+//    (pair_tiles.h) spent about as many shuffles and adds reducing lanes as multiplies;
+//  - the floating-point work is per block and token: one conversion, one multiply (8 row
+//    scales by the token's scale) and one fma into 8 outputs;
+//  - every output is one float accumulator that the blocks are added to in order, the
+//    same operations whether the token is multiplied alone or with others: a token's
+//    result does not depend on its batch (speculative verification relies on it);
+//  - with several tokens each weight register is multiplied by all of them before the
+//    next, so consecutive multiplies are independent.
+// Weights are stored row after row, so a tile first repacks 8 rows of a stretch of blocks
+// into the lane layout (a panel of ~9 KB that stays in L1), then every token of the call is
+// multiplied against it; for T = 1 each block goes from the repack straight to the
+// multiply.
+#include "kernels/cpu/matmul_avx2.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+
+#include <immintrin.h>
+
+#include <cstring>
+#include <memory>
+
+#include "kernels/cpu/simd_avx2.h"
+
+namespace flashspec::cpu::avx2 {
+
+namespace {
+
+using namespace simd;
+
+constexpr int kRows = 8;  // rows per tile: one per int32 lane
+// Tokens multiplied per pass over a panel: their int16 sums and float accumulators stay
+// in registers (AVX2 has 16).
+constexpr int kMaxTok = 4;
+// Registers per panel block: 8 of 4 columns x 8 rows, then the 8 row scales.
+constexpr int64_t kUnits = 9;
+constexpr int64_t kPanelBlocks = 32;  // 9 KB
+
+// One token's 8 float outputs of a tile, kept in memory between panels.
+struct alignas(32) Acc8 {
+  float v[8];
+};
+
+inline int32_t load_i32(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// The 8 rows of a tile; rows past the matrix repeat the last one (their outputs are not
+// stored).
+struct TileRows {
+  const uint8_t* row[kRows];
+};
+
+inline TileRows tile_rows(const uint8_t* base, int64_t rs, int64_t r, int nvalid) {
+  TileRows t;
+  for (int i = 0; i < kRows; ++i) t.row[i] = base + (r + (i < nvalid ? i : nvalid - 1)) * rs;
+  return t;
+}
+
+// Bytes [off, off+16) of the 8 rows, transposed: z[j] lane i = dword j of row i. Loaded as
+// [rows 0,4], [1,5], [2,6], [3,7] so two rounds of unpacks leave the rows in lane order.
+inline void rows_8x16(const TileRows& t, int64_t off, __m256i (&z)[4]) {
+  const __m256i a = load2x128(t.row[0] + off, t.row[4] + off);
+  const __m256i b = load2x128(t.row[1] + off, t.row[5] + off);
+  const __m256i c = load2x128(t.row[2] + off, t.row[6] + off);
+  const __m256i d = load2x128(t.row[3] + off, t.row[7] + off);
+  const __m256i ab0 = _mm256_unpacklo_epi32(a, b), ab1 = _mm256_unpackhi_epi32(a, b);
+  const __m256i cd0 = _mm256_unpacklo_epi32(c, d), cd1 = _mm256_unpackhi_epi32(c, d);
+  z[0] = _mm256_unpacklo_epi64(ab0, cd0);
+  z[1] = _mm256_unpackhi_epi64(ab0, cd0);
+  z[2] = _mm256_unpacklo_epi64(ab1, cd1);
+  z[3] = _mm256_unpackhi_epi64(ab1, cd1);
+}
+
+// The fp16 at byte `off` of every row, as floats: eight scalar loads through a small buffer
+// use the load and store ports, not the vector ALUs the repack needs.
+inline __m256 row_halves(const TileRows& t, int64_t off) {
+  alignas(16) uint16_t h[kRows];
+  for (int i = 0; i < kRows; ++i) std::memcpy(&h[i], t.row[i] + off, 2);
+  return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(h)));
+}
+
+// Panel block of Q4_0 block b: out[j] holds columns 4j..4j+3 of the 8 rows as the nibbles
+// q (0..15; w = d * (q - 8), the -8 comes back through ActQ8_0::zp), out[8] the scales.
+FS_ALWAYS_INLINE inline void prep_q4_0(const TileRows& t, int64_t b, __m256i* out) {
+  const int64_t o = b * int64_t(sizeof(BlockQ4_0));
+  __m256i z[4];
+  rows_8x16(t, o + 2, z);
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  for (int j = 0; j < 4; ++j) {
+    out[j] = _mm256_and_si256(z[j], m4);                             // columns 4j..
+    out[4 + j] = _mm256_and_si256(_mm256_srli_epi16(z[j], 4), m4);  // 16 + 4j..
+  }
+  out[8] = _mm256_castps_si256(row_halves(t, o));
+}
+
+// One panel block p (block b) times tokens t0 .. t0 + NT - 1, added to f[]: the operations
+// every output goes through, whatever the path and NT.
+template <int NT>
+FS_ALWAYS_INLINE inline void block_tokens(const __m256i* p, const ActQ8_0& a, int64_t b, int64_t t0,
+                                          __m256 (&f)[NT]) {
+  const int64_t T = a.T;
+  const int8_t* x = a.qs + t0 * a.cols + b * 32;
+  __m256i s[NT];
+  for (int j = 0; j < 8; ++j) {
+    const __m256i w = _mm256_load_si256(p + j);
+    for (int i = 0; i < NT; ++i) {
+      const __m256i prod = _mm256_maddubs_epi16(w, _mm256_set1_epi32(load_i32(x + i * a.cols + 4 * j)));
+      s[i] = j == 0 ? prod : _mm256_add_epi16(s[i], prod);
+    }
+  }
+  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256 dw = _mm256_castsi256_ps(p[8]);
+  for (int i = 0; i < NT; ++i) {
+    const __m256i sum = _mm256_add_epi32(_mm256_madd_epi16(s[i], ones), _mm256_set1_epi32(a.zp[b * T + t0 + i]));
+    const __m256 dx = _mm256_set1_ps(a.d[b * T + t0 + i]);
+    f[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, dx), f[i]);
+  }
+}
+
+// Blocks [b0, b0 + n) of a panel times tokens t0 .. t0 + NT - 1, into acc[t] (8 rows).
+template <int NT>
+void panel_tokens(const __m256i* panel, int64_t n, const ActQ8_0& a, int64_t b0, int64_t t0, Acc8* acc) {
+  __m256 f[NT];
+  for (int i = 0; i < NT; ++i) f[i] = _mm256_load_ps(acc[t0 + i].v);
+  for (int64_t k = 0; k < n; ++k) block_tokens<NT>(panel + k * kUnits, a, b0 + k, t0, f);
+  for (int i = 0; i < NT; ++i) _mm256_store_ps(acc[t0 + i].v, f[i]);
+}
+
+// panel_tokens for nt = 1 .. NT tokens.
+template <int NT>
+void tokens_upto(int nt, const __m256i* panel, int64_t n, const ActQ8_0& a, int64_t b0, int64_t t0, Acc8* acc) {
+  if constexpr (NT > 1)
+    if (nt < NT) return tokens_upto<NT - 1>(nt, panel, n, a, b0, t0, acc);
+  panel_tokens<NT>(panel, n, a, b0, t0, acc);
+}
+
+}  // namespace
+
+// Rows [r0, r1) for every token: tiles of 8 rows; per tile, panels of kPanelBlocks blocks
+// repacked once and multiplied by every token.
+void gemm_q4_0(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y) {
+  constexpr int64_t U = kUnits, PB = kPanelBlocks, BS = int64_t(sizeof(BlockQ4_0));
+  const int64_t nb = w.cols / 32, T = a.T, rs = nb * BS;
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  // The token accumulators and the panel in one heap block (32-byte units).
+  static_assert(sizeof(Acc8) == sizeof(__m256i));
+  const std::unique_ptr<Acc8[]> buf(new Acc8[size_t(T + (T > 1 ? PB * U : 0))]);
+  Acc8* const acc = buf.get();
+  auto* const panel = reinterpret_cast<__m256i*>(acc + T);
+  for (int64_t r = r0; r < r1; r += kRows) {
+    const int nvalid = r1 - r < kRows ? int(r1 - r) : kRows;
+    const TileRows tr = tile_rows(base, rs, r, nvalid);
+    // The 8 rows of a tile are one contiguous stretch of memory, read as 8 streams. The
+    // next tile's stretch is prefetched while this one is multiplied: one linear stream,
+    // its lines spread evenly over this tile's blocks (counters, no division per line).
+    const int64_t next_end = r + 2 * kRows < r1 ? r + 2 * kRows : r1;
+    const int64_t next_lines = next_end > r + kRows ? ((next_end - r - kRows) * rs + 63) / 64 : 0;
+    const uint8_t* pf = base + (r + kRows) * rs;
+    int64_t due = 0;
+    auto prefetch = [&](int64_t share, int64_t per) FS_ALWAYS_INLINE {
+      for (due += share; due >= per; due -= per) {
+        _mm_prefetch(reinterpret_cast<const char*>(pf), _MM_HINT_T0);
+        pf += 64;
+      }
+    };
+    for (int64_t t = 0; t < T; ++t) _mm256_store_ps(acc[t].v, _mm256_setzero_ps());
+    for (int64_t c0 = 0; c0 < nb; c0 += PB) {
+      const int64_t n = nb - c0 < PB ? nb - c0 : PB;
+      if (T == 1) {
+        // One token: each block goes from the repack to the multiply without the panel,
+        // through the very same operations.
+        __m256 f[1] = {_mm256_load_ps(acc[0].v)};
+        for (int64_t k = 0; k < n; ++k) {
+          __m256i p[U];
+          prep_q4_0(tr, c0 + k, p);
+          prefetch(next_lines, nb);
+          block_tokens<1>(p, a, c0 + k, 0, f);
+        }
+        _mm256_store_ps(acc[0].v, f[0]);
+        continue;
+      }
+      // The prefetch goes with the repack when there is one group of tokens, else it is
+      // spread over the groups (issued during the short repack alone, the lines would
+      // queue up and stall it).
+      const int64_t groups = (T + kMaxTok - 1) / kMaxTok;
+      for (int64_t k = 0; k < n; ++k) {
+        prep_q4_0(tr, c0 + k, panel + k * U);
+        if (groups == 1) prefetch(next_lines, nb);
+      }
+      for (int64_t t0 = 0; t0 < T;) {
+        const int64_t nt = T - t0 < kMaxTok ? T - t0 : kMaxTok;
+        tokens_upto<kMaxTok>(int(nt), panel, n, a, c0, t0, acc);
+        t0 += nt;
+        if (groups > 1) prefetch(next_lines * n, nb * groups);
+      }
+    }
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(nvalid), lane);
+    for (int64_t t = 0; t < T; ++t) _mm256_maskstore_ps(y + t * w.rows + r, keep, _mm256_load_ps(acc[t].v));
+  }
+}
+
+}  // namespace flashspec::cpu::avx2
+
+#endif
