@@ -1,10 +1,10 @@
 // AVX2 kernel for Q4_0 weights with the 8 int32 lanes of a register holding 8 weight rows,
 // the AVX2 counterpart of the VNNI kernels' shape (matmul_avx512vnni.cpp):
 //  - one maddubs multiplies 4 columns of 8 rows by the same 4 columns of one token
-//    (broadcast straight from memory); the 8 products of a block add up in int16 (Q4_0's
-//    nibbles keep a lane within 8 * 2 * 15 * 127 = 30480) and one madd widens them into
-//    8 exact int32 row sums: no horizontal reduction. The token-pair kernels
-//    (pair_tiles.h) spent about as many shuffles and adds reducing lanes as multiplies;
+//    (broadcast straight from memory); the 8 products of a block add up in int16 (the
+//    nibbles keep a lane within 8 * 2 * 15 * 127 = 30480) and one madd widens them into 8
+//    exact int32 row sums: no horizontal reduction. The token-pair kernels (pair_tiles.h)
+//    spent about as many shuffles and adds reducing lanes as multiplies;
 //  - the floating-point work is per block and token: one conversion, one multiply (8 row
 //    scales by the token's scale) and one fma into 8 outputs;
 //  - every output is one float accumulator that the blocks are added to in order, the
@@ -15,7 +15,12 @@
 // Weights are stored row after row, so a tile first repacks 8 rows of a stretch of blocks
 // into the lane layout (a panel of ~9 KB that stays in L1), then every token of the call is
 // multiplied against it; for T = 1 each block goes from the repack straight to the
-// multiply.
+// multiply, and decode stays bound by memory.
+//
+// The same shape for Q4_K was tried and left out: 64-row passes 40% faster, but decode
+// 5-12% slower in every single-token variant measured (repack per block, row by row with
+// the sums reduced into lanes, repack fused with the multiply), against the row-by-row
+// kernel of kquants_avx2.cpp at memory bandwidth.
 #include "kernels/cpu/matmul_avx2.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -34,12 +39,6 @@ namespace {
 using namespace simd;
 
 constexpr int kRows = 8;  // rows per tile: one per int32 lane
-// Tokens multiplied per pass over a panel: their int16 sums and float accumulators stay
-// in registers (AVX2 has 16).
-constexpr int kMaxTok = 4;
-// Registers per panel block: 8 of 4 columns x 8 rows, then the 8 row scales.
-constexpr int64_t kUnits = 9;
-constexpr int64_t kPanelBlocks = 32;  // 9 KB
 
 // One token's 8 float outputs of a tile, kept in memory between panels.
 struct alignas(32) Acc8 {
@@ -87,68 +86,81 @@ inline __m256 row_halves(const TileRows& t, int64_t off) {
   return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(h)));
 }
 
-// Panel block of Q4_0 block b: out[j] holds columns 4j..4j+3 of the 8 rows as the nibbles
-// q (0..15; w = d * (q - 8), the -8 comes back through ActQ8_0::zp), out[8] the scales.
-FS_ALWAYS_INLINE inline void prep_q4_0(const TileRows& t, int64_t b, __m256i* out) {
-  const int64_t o = b * int64_t(sizeof(BlockQ4_0));
-  __m256i z[4];
-  rows_8x16(t, o + 2, z);
-  const __m256i m4 = _mm256_set1_epi8(0x0f);
-  for (int j = 0; j < 4; ++j) {
-    out[j] = _mm256_and_si256(z[j], m4);                             // columns 4j..
-    out[4 + j] = _mm256_and_si256(_mm256_srli_epi16(z[j], 4), m4);  // 16 + 4j..
-  }
-  out[8] = _mm256_castps_si256(row_halves(t, o));
-}
+// ---- Q4_0 (Q8_0 activations). Panel block: w[j] (j = 0..7) holds columns 4j..4j+3 of the
+// 8 rows as the nibbles q (0..15; w = d * (q - 8), the -8 comes back through ActQ8_0::zp),
+// then the 8 row scales.
+struct Q4_0Kind {
+  using Block = BlockQ4_0;
+  using Act = ActQ8_0;
+  static constexpr int64_t kCols = 32;
+  static constexpr int64_t kUnits = 9;         // registers per panel block
+  static constexpr int64_t kPanelBlocks = 32;  // 9 KB
+  // Tokens multiplied per pass over a panel: their int16 sums and float accumulators stay
+  // in registers (AVX2 has 16; 6 and 8 measured slower).
+  static constexpr int kMaxTok = 4;
 
-// One panel block p (block b) times tokens t0 .. t0 + NT - 1, added to f[]: the operations
-// every output goes through, whatever the path and NT.
-template <int NT>
-FS_ALWAYS_INLINE inline void block_tokens(const __m256i* p, const ActQ8_0& a, int64_t b, int64_t t0,
-                                          __m256 (&f)[NT]) {
-  const int64_t T = a.T;
-  const int8_t* x = a.qs + t0 * a.cols + b * 32;
-  __m256i s[NT];
-  for (int j = 0; j < 8; ++j) {
-    const __m256i w = _mm256_load_si256(p + j);
+  static FS_ALWAYS_INLINE void prep(const TileRows& t, int64_t b, __m256i* out) {
+    const int64_t o = b * int64_t(sizeof(Block));
+    __m256i z[4];
+    rows_8x16(t, o + 2, z);
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    for (int j = 0; j < 4; ++j) {
+      out[j] = _mm256_and_si256(z[j], m4);                             // columns 4j..
+      out[4 + j] = _mm256_and_si256(_mm256_srli_epi16(z[j], 4), m4);  // 16 + 4j..
+    }
+    out[8] = _mm256_castps_si256(row_halves(t, o));
+  }
+
+  // Panel block p (block b) times tokens t0 .. t0 + NT - 1, added to f[]: the operations
+  // every output goes through, whatever the path and NT. Column group j of every token
+  // comes before group j + 1 of any, so consecutive multiplies are independent.
+  template <int NT>
+  static FS_ALWAYS_INLINE void tokens(const __m256i* p, const Act& a, int64_t b, int64_t t0, __m256 (&f)[NT]) {
+    const int64_t T = a.T;
+    const int8_t* x = a.qs + t0 * a.cols + b * 32;
+    __m256i s[NT];
+    for (int j = 0; j < 8; ++j) {
+      const __m256i w = _mm256_load_si256(p + j);
+      for (int i = 0; i < NT; ++i) {
+        const __m256i prod = _mm256_maddubs_epi16(w, _mm256_set1_epi32(load_i32(x + i * a.cols + 4 * j)));
+        s[i] = j == 0 ? prod : _mm256_add_epi16(s[i], prod);
+      }
+    }
+    const __m256i ones = _mm256_set1_epi16(1);
+    const __m256 dw = _mm256_castsi256_ps(p[8]);
     for (int i = 0; i < NT; ++i) {
-      const __m256i prod = _mm256_maddubs_epi16(w, _mm256_set1_epi32(load_i32(x + i * a.cols + 4 * j)));
-      s[i] = j == 0 ? prod : _mm256_add_epi16(s[i], prod);
+      const __m256i sum = _mm256_add_epi32(_mm256_madd_epi16(s[i], ones), _mm256_set1_epi32(a.zp[b * T + t0 + i]));
+      const __m256 dx = _mm256_set1_ps(a.d[b * T + t0 + i]);
+      f[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, dx), f[i]);
     }
   }
-  const __m256i ones = _mm256_set1_epi16(1);
-  const __m256 dw = _mm256_castsi256_ps(p[8]);
-  for (int i = 0; i < NT; ++i) {
-    const __m256i sum = _mm256_add_epi32(_mm256_madd_epi16(s[i], ones), _mm256_set1_epi32(a.zp[b * T + t0 + i]));
-    const __m256 dx = _mm256_set1_ps(a.d[b * T + t0 + i]);
-    f[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, dx), f[i]);
-  }
-}
+};
 
 // Blocks [b0, b0 + n) of a panel times tokens t0 .. t0 + NT - 1, into acc[t] (8 rows).
-template <int NT>
-void panel_tokens(const __m256i* panel, int64_t n, const ActQ8_0& a, int64_t b0, int64_t t0, Acc8* acc) {
+template <class Kind, int NT>
+void panel_tokens(const __m256i* panel, int64_t n, const typename Kind::Act& a, int64_t b0, int64_t t0, Acc8* acc) {
   __m256 f[NT];
   for (int i = 0; i < NT; ++i) f[i] = _mm256_load_ps(acc[t0 + i].v);
-  for (int64_t k = 0; k < n; ++k) block_tokens<NT>(panel + k * kUnits, a, b0 + k, t0, f);
+  for (int64_t k = 0; k < n; ++k) Kind::template tokens<NT>(panel + k * Kind::kUnits, a, b0 + k, t0, f);
   for (int i = 0; i < NT; ++i) _mm256_store_ps(acc[t0 + i].v, f[i]);
 }
 
 // panel_tokens for nt = 1 .. NT tokens.
-template <int NT>
-void tokens_upto(int nt, const __m256i* panel, int64_t n, const ActQ8_0& a, int64_t b0, int64_t t0, Acc8* acc) {
+template <class Kind, int NT>
+void tokens_upto(int nt, const __m256i* panel, int64_t n, const typename Kind::Act& a, int64_t b0, int64_t t0,
+                 Acc8* acc) {
   if constexpr (NT > 1)
-    if (nt < NT) return tokens_upto<NT - 1>(nt, panel, n, a, b0, t0, acc);
-  panel_tokens<NT>(panel, n, a, b0, t0, acc);
+    if (nt < NT) return tokens_upto<Kind, NT - 1>(nt, panel, n, a, b0, t0, acc);
+  panel_tokens<Kind, NT>(panel, n, a, b0, t0, acc);
 }
-
-}  // namespace
 
 // Rows [r0, r1) for every token: tiles of 8 rows; per tile, panels of kPanelBlocks blocks
 // repacked once and multiplied by every token.
-void gemm_q4_0(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y) {
-  constexpr int64_t U = kUnits, PB = kPanelBlocks, BS = int64_t(sizeof(BlockQ4_0));
-  const int64_t nb = w.cols / 32, T = a.T, rs = nb * BS;
+template <class Kind>
+void gemm_tiles(const WeightMatrix& w, const typename Kind::Act& a, int64_t r0, int64_t r1, float* y) {
+  constexpr int64_t U = Kind::kUnits, PB = Kind::kPanelBlocks, BS = int64_t(sizeof(typename Kind::Block));
+  constexpr int kMaxTok = Kind::kMaxTok;
+  const int64_t nb = w.cols / Kind::kCols, T = a.T, rs = nb * BS;
   const auto* base = static_cast<const uint8_t*>(w.data);
   // The token accumulators and the panel in one heap block (32-byte units).
   static_assert(sizeof(Acc8) == sizeof(__m256i));
@@ -179,10 +191,10 @@ void gemm_q4_0(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, 
         // through the very same operations.
         __m256 f[1] = {_mm256_load_ps(acc[0].v)};
         for (int64_t k = 0; k < n; ++k) {
-          __m256i p[U];
-          prep_q4_0(tr, c0 + k, p);
+          alignas(32) __m256i p[U];
           prefetch(next_lines, nb);
-          block_tokens<1>(p, a, c0 + k, 0, f);
+          Kind::prep(tr, c0 + k, p);
+          Kind::template tokens<1>(p, a, c0 + k, 0, f);
         }
         _mm256_store_ps(acc[0].v, f[0]);
         continue;
@@ -192,12 +204,12 @@ void gemm_q4_0(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, 
       // queue up and stall it).
       const int64_t groups = (T + kMaxTok - 1) / kMaxTok;
       for (int64_t k = 0; k < n; ++k) {
-        prep_q4_0(tr, c0 + k, panel + k * U);
+        Kind::prep(tr, c0 + k, panel + k * U);
         if (groups == 1) prefetch(next_lines, nb);
       }
       for (int64_t t0 = 0; t0 < T;) {
         const int64_t nt = T - t0 < kMaxTok ? T - t0 : kMaxTok;
-        tokens_upto<kMaxTok>(int(nt), panel, n, a, c0, t0, acc);
+        tokens_upto<Kind, kMaxTok>(int(nt), panel, n, a, c0, t0, acc);
         t0 += nt;
         if (groups > 1) prefetch(next_lines * n, nb * groups);
       }
@@ -206,6 +218,12 @@ void gemm_q4_0(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, 
     const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(nvalid), lane);
     for (int64_t t = 0; t < T; ++t) _mm256_maskstore_ps(y + t * w.rows + r, keep, _mm256_load_ps(acc[t].v));
   }
+}
+
+}  // namespace
+
+void gemm_q4_0(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y) {
+  gemm_tiles<Q4_0Kind>(w, a, r0, r1, y);
 }
 
 }  // namespace flashspec::cpu::avx2
