@@ -154,6 +154,31 @@ void tokens_upto(int nt, const __m256i* panel, int64_t n, const typename Kind::A
   panel_tokens<Kind, NT>(panel, n, a, b0, t0, acc);
 }
 
+// Blocks [b0, b0 + n) of a tile times all NT tokens of the call (NT <= kMaxTok), each block
+// straight from the repack to the multiply: no panel to store and reload when one pass
+// over the blocks serves every token. pf() is called once per block.
+template <class Kind, int NT, class Prefetch>
+void direct_tokens(const TileRows& tr, int64_t n, const typename Kind::Act& a, int64_t b0, Acc8* acc, Prefetch&& pf) {
+  __m256 f[NT];
+  for (int i = 0; i < NT; ++i) f[i] = _mm256_load_ps(acc[i].v);
+  for (int64_t k = 0; k < n; ++k) {
+    alignas(32) __m256i p[Kind::kUnits];
+    pf();
+    Kind::prep(tr, b0 + k, p);
+    Kind::template tokens<NT>(p, a, b0 + k, 0, f);
+  }
+  for (int i = 0; i < NT; ++i) _mm256_store_ps(acc[i].v, f[i]);
+}
+
+// direct_tokens for nt = 1 .. NT tokens.
+template <class Kind, int NT, class Prefetch>
+void direct_upto(int nt, const TileRows& tr, int64_t n, const typename Kind::Act& a, int64_t b0, Acc8* acc,
+                 Prefetch&& pf) {
+  if constexpr (NT > 1)
+    if (nt < NT) return direct_upto<Kind, NT - 1>(nt, tr, n, a, b0, acc, pf);
+  direct_tokens<Kind, NT>(tr, n, a, b0, acc, pf);
+}
+
 // Rows [r0, r1) for every token: tiles of 8 rows; per tile, panels of kPanelBlocks blocks
 // repacked once and multiplied by every token.
 template <class Kind>
@@ -164,7 +189,7 @@ void gemm_tiles(const WeightMatrix& w, const typename Kind::Act& a, int64_t r0, 
   const auto* base = static_cast<const uint8_t*>(w.data);
   // The token accumulators and the panel in one heap block (32-byte units).
   static_assert(sizeof(Acc8) == sizeof(__m256i));
-  const std::unique_ptr<Acc8[]> buf(new Acc8[size_t(T + (T > 1 ? PB * U : 0))]);
+  const std::unique_ptr<Acc8[]> buf(new Acc8[size_t(T + (T > kMaxTok ? PB * U : 0))]);
   Acc8* const acc = buf.get();
   auto* const panel = reinterpret_cast<__m256i*>(acc + T);
   for (int64_t r = r0; r < r1; r += kRows) {
@@ -186,32 +211,19 @@ void gemm_tiles(const WeightMatrix& w, const typename Kind::Act& a, int64_t r0, 
     for (int64_t t = 0; t < T; ++t) _mm256_store_ps(acc[t].v, _mm256_setzero_ps());
     for (int64_t c0 = 0; c0 < nb; c0 += PB) {
       const int64_t n = nb - c0 < PB ? nb - c0 : PB;
-      if (T == 1) {
-        // One token: each block goes from the repack to the multiply without the panel,
-        // through the very same operations.
-        __m256 f[1] = {_mm256_load_ps(acc[0].v)};
-        for (int64_t k = 0; k < n; ++k) {
-          alignas(32) __m256i p[U];
-          prefetch(next_lines, nb);
-          Kind::prep(tr, c0 + k, p);
-          Kind::template tokens<1>(p, a, c0 + k, 0, f);
-        }
-        _mm256_store_ps(acc[0].v, f[0]);
+      if (T <= kMaxTok) {  // one group of tokens: no panel (the same operations)
+        direct_upto<Kind, kMaxTok>(int(T), tr, n, a, c0, acc, [&] FS_ALWAYS_INLINE { prefetch(next_lines, nb); });
         continue;
       }
-      // The prefetch goes with the repack when there is one group of tokens, else it is
-      // spread over the groups (issued during the short repack alone, the lines would
-      // queue up and stall it).
+      // Several groups: the panel, and the prefetch spread over the groups (issued during
+      // the short repack alone, the lines would queue up and stall it).
       const int64_t groups = (T + kMaxTok - 1) / kMaxTok;
-      for (int64_t k = 0; k < n; ++k) {
-        Kind::prep(tr, c0 + k, panel + k * U);
-        if (groups == 1) prefetch(next_lines, nb);
-      }
+      for (int64_t k = 0; k < n; ++k) Kind::prep(tr, c0 + k, panel + k * U);
       for (int64_t t0 = 0; t0 < T;) {
         const int64_t nt = T - t0 < kMaxTok ? T - t0 : kMaxTok;
         tokens_upto<Kind, kMaxTok>(int(nt), panel, n, a, c0, t0, acc);
         t0 += nt;
-        if (groups > 1) prefetch(next_lines * n, nb * groups);
+        prefetch(next_lines * n, nb * groups);
       }
     }
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
