@@ -169,12 +169,6 @@ void q6_k_tile(const BlockQ6_K* wr, const ActQ8_K& a, int64_t nb, int64_t t0, fl
 
 }  // namespace
 
-void gemm_q4_k(const WeightMatrix& w, const ActQ8_K& a, int64_t r0, int64_t r1, float* y) {
-  drive_q8_k<BlockQ4_K>(w, a, r0, r1, y, [](auto nt, auto prefetch) {
-    return q4_k_tile<decltype(nt)::value, decltype(prefetch)::value>;
-  });
-}
-
 void gemm_q5_k(const WeightMatrix& w, const ActQ8_K& a, int64_t r0, int64_t r1, float* y) {
   drive_q8_k<BlockQ5_K>(w, a, r0, r1, y, [](auto nt, auto prefetch) {
     return q4_k_tile<decltype(nt)::value, decltype(prefetch)::value, BlockQ5_K>;

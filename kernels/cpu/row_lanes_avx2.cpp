@@ -86,6 +86,14 @@ inline __m256 row_halves(const TileRows& t, int64_t off) {
   return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(h)));
 }
 
+// Low / high fp16 of each dword as floats.
+inline __m256 fp16_half(__m256i v, bool high) {
+  const __m256i h = high ? _mm256_srli_epi32(v, 16) : _mm256_and_si256(v, _mm256_set1_epi32(0xffff));
+  // packus leaves [lanes 0-3, 0 x4 | lanes 4-7, 0 x4] as int16; the permute joins them.
+  const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(h, _mm256_setzero_si256()), 0x08);
+  return _mm256_cvtph_ps(_mm256_castsi256_si128(packed));
+}
+
 // ---- Q4_0 (Q8_0 activations). Panel block: w[j] (j = 0..7) holds columns 4j..4j+3 of the
 // 8 rows as the nibbles q (0..15; w = d * (q - 8), the -8 comes back through ActQ8_0::zp),
 // then the 8 row scales.
@@ -99,8 +107,12 @@ struct Q4_0Kind {
   // in registers (AVX2 has 16; 6 and 8 measured slower).
   static constexpr int kMaxTok = 4;
 
-  static FS_ALWAYS_INLINE void prep(const TileRows& t, int64_t b, __m256i* out) {
+  static constexpr int kPrefetchSteps = 1;
+
+  template <class Prefetch>
+  static FS_ALWAYS_INLINE void prep(const TileRows& t, int64_t b, __m256i* out, Prefetch&& pf) {
     const int64_t o = b * int64_t(sizeof(Block));
+    pf();
     __m256i z[4];
     rows_8x16(t, o + 2, z);
     const __m256i m4 = _mm256_set1_epi8(0x0f);
@@ -136,6 +148,93 @@ struct Q4_0Kind {
   }
 };
 
+// ---- Q4_K (Q8_K activations), in llama.cpp's arithmetic: per super-block and output the
+// exact int32 sums isum = sum over sub-blocks s of sc_s * dot_s (dot_s = q . x of the 32
+// columns) and off = sum of m_s * (the activations' two 16-sums of s), then in float
+// f += isum * (d * dx) and f -= off * (dmin * dx).
+// Panel block: w[8s + j] holds columns 4j..4j+3 of sub-block s (s, j = 0..7) of the 8 rows
+// as nibbles, then the scales and the mins as int16 pairs (sc_s, sc_s) [8] and (m_s, m_s)
+// [8], then d and dmin as floats. One madd against the pairs both widens and scales.
+struct Q4_KKind {
+  using Block = BlockQ4_K;
+  using Act = ActQ8_K;
+  static constexpr int64_t kCols = QK_K;
+  static constexpr int64_t kUnits = 82;
+  static constexpr int64_t kPanelBlocks = 4;  // 10 KB
+  static constexpr int kMaxTok = 4;
+
+  // A super-block is 8 rows x 144 bytes: its share of the next tile's prefetch goes out in
+  // 8 steps, one per column chunk (all at once they filled the line-fill buffers and
+  // stalled the repack: decode ran ~8% below the row-by-row kernel).
+  static constexpr int kPrefetchSteps = 8;
+
+  template <class Prefetch>
+  static FS_ALWAYS_INLINE void prep(const TileRows& t, int64_t b, __m256i* out, Prefetch&& pf) {
+    const int64_t o = b * int64_t(sizeof(Block));
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    for (int c = 0; c < 8; ++c) {
+      pf();
+      // qs bytes 16c..16c+15: dwords 4c..4c+3 of the 32-byte run of sub-blocks 2(c/2)
+      // (low nibbles) and 2(c/2)+1 (high nibbles).
+      __m256i z[4];
+      rows_8x16(t, o + 16 + 16 * c, z);
+      const int s = 2 * (c / 2), j0 = 4 * (c % 2);
+      for (int j = 0; j < 4; ++j) {
+        out[8 * s + j0 + j] = _mm256_and_si256(z[j], m4);
+        out[8 * (s + 1) + j0 + j] = _mm256_and_si256(_mm256_srli_epi16(z[j], 4), m4);
+      }
+    }
+    // The block's first 16 bytes: d and dmin, then the 12 bytes of 6-bit scales and mins,
+    // unpacked as kquant_scales.h does, 8 rows at once.
+    __m256i h[4];
+    rows_8x16(t, o, h);
+    const __m256i m6 = _mm256_set1_epi32(0x3f3f3f3f), lo4 = _mm256_set1_epi32(0x0f0f0f0f),
+                  top2 = _mm256_set1_epi32(0x30303030);
+    const __m256i sc[2] = {_mm256_and_si256(h[1], m6),
+                           _mm256_or_si256(_mm256_and_si256(h[3], lo4), _mm256_and_si256(_mm256_srli_epi32(h[1], 2), top2))};
+    const __m256i mn[2] = {_mm256_and_si256(h[2], m6),
+                           _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(h[3], 4), lo4),
+                                           _mm256_and_si256(_mm256_srli_epi32(h[2], 2), top2))};
+    const __m256i lane4 = _mm256_setr_epi32(0, 0x04040404, 0x08080808, 0x0c0c0c0c, 0, 0x04040404, 0x08080808, 0x0c0c0c0c);
+    for (int s = 0; s < 8; ++s) {
+      // Byte s % 4 of each lane to bytes 0 and 2 of the lane, zeros in 1 and 3.
+      const int e = s % 4;
+      const __m256i ctl = _mm256_add_epi8(lane4, _mm256_set1_epi32(int32_t(0x80008000u | (e << 16) | e)));
+      out[64 + s] = _mm256_shuffle_epi8(sc[s / 4], ctl);
+      out[72 + s] = _mm256_shuffle_epi8(mn[s / 4], ctl);
+    }
+    out[80] = _mm256_castps_si256(fp16_half(h[0], false));
+    out[81] = _mm256_castps_si256(fp16_half(h[0], true));
+  }
+
+  template <int NT>
+  static FS_ALWAYS_INLINE void tokens(const __m256i* p, const Act& a, int64_t b, int64_t t0, __m256 (&f)[NT]) {
+    const int8_t* x = a.qs + t0 * a.cols + b * QK_K;
+    __m256i isum[NT];
+    for (auto& v : isum) v = _mm256_setzero_si256();
+    for (int g = 0; g < 8; ++g) {
+      __m256i s[NT];
+      for (int j = 0; j < 8; ++j) {
+        const __m256i w = _mm256_load_si256(p + 8 * g + j);
+        for (int i = 0; i < NT; ++i) {
+          const __m256i prod = _mm256_maddubs_epi16(w, _mm256_set1_epi32(load_i32(x + i * a.cols + 32 * g + 4 * j)));
+          s[i] = j == 0 ? prod : _mm256_add_epi16(s[i], prod);
+        }
+      }
+      for (int i = 0; i < NT; ++i) isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(s[i], p[64 + g]));
+    }
+    const __m256 d = _mm256_castsi256_ps(p[80]), dmin = _mm256_castsi256_ps(p[81]);
+    for (int i = 0; i < NT; ++i) {
+      const int16_t* bs = a.bsums + (t0 + i) * (a.cols / 16) + b * 16;
+      __m256i off = _mm256_madd_epi16(p[72], _mm256_set1_epi32(load_i32(bs)));
+      for (int k = 1; k < 8; ++k) off = _mm256_add_epi32(off, _mm256_madd_epi16(p[72 + k], _mm256_set1_epi32(load_i32(bs + 2 * k))));
+      const __m256 dx = _mm256_set1_ps(a.d[b * a.T + t0 + i]);
+      f[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[i]), _mm256_mul_ps(d, dx), f[i]);
+      f[i] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(off), _mm256_mul_ps(dmin, dx), f[i]);
+    }
+  }
+};
+
 // Blocks [b0, b0 + n) of a panel times tokens t0 .. t0 + NT - 1, into acc[t] (8 rows).
 template <class Kind, int NT>
 void panel_tokens(const __m256i* panel, int64_t n, const typename Kind::Act& a, int64_t b0, int64_t t0, Acc8* acc) {
@@ -156,15 +255,14 @@ void tokens_upto(int nt, const __m256i* panel, int64_t n, const typename Kind::A
 
 // Blocks [b0, b0 + n) of a tile times all NT tokens of the call (NT <= kMaxTok), each block
 // straight from the repack to the multiply: no panel to store and reload when one pass
-// over the blocks serves every token. pf() is called once per block.
+// over the blocks serves every token. The repack calls pf() Kind::kPrefetchSteps times.
 template <class Kind, int NT, class Prefetch>
 void direct_tokens(const TileRows& tr, int64_t n, const typename Kind::Act& a, int64_t b0, Acc8* acc, Prefetch&& pf) {
   __m256 f[NT];
   for (int i = 0; i < NT; ++i) f[i] = _mm256_load_ps(acc[i].v);
   for (int64_t k = 0; k < n; ++k) {
     alignas(32) __m256i p[Kind::kUnits];
-    pf();
-    Kind::prep(tr, b0 + k, p);
+    Kind::prep(tr, b0 + k, p, pf);
     Kind::template tokens<NT>(p, a, b0 + k, 0, f);
   }
   for (int i = 0; i < NT; ++i) _mm256_store_ps(acc[i].v, f[i]);
@@ -212,13 +310,14 @@ void gemm_tiles(const WeightMatrix& w, const typename Kind::Act& a, int64_t r0, 
     for (int64_t c0 = 0; c0 < nb; c0 += PB) {
       const int64_t n = nb - c0 < PB ? nb - c0 : PB;
       if (T <= kMaxTok) {  // one group of tokens: no panel (the same operations)
-        direct_upto<Kind, kMaxTok>(int(T), tr, n, a, c0, acc, [&] FS_ALWAYS_INLINE { prefetch(next_lines, nb); });
+        direct_upto<Kind, kMaxTok>(int(T), tr, n, a, c0, acc,
+                                   [&] FS_ALWAYS_INLINE { prefetch(next_lines, nb * Kind::kPrefetchSteps); });
         continue;
       }
       // Several groups: the panel, and the prefetch spread over the groups (issued during
       // the short repack alone, the lines would queue up and stall it).
       const int64_t groups = (T + kMaxTok - 1) / kMaxTok;
-      for (int64_t k = 0; k < n; ++k) Kind::prep(tr, c0 + k, panel + k * U);
+      for (int64_t k = 0; k < n; ++k) Kind::prep(tr, c0 + k, panel + k * U, [] {});
       for (int64_t t0 = 0; t0 < T;) {
         const int64_t nt = T - t0 < kMaxTok ? T - t0 : kMaxTok;
         tokens_upto<Kind, kMaxTok>(int(nt), panel, n, a, c0, t0, acc);
@@ -236,6 +335,10 @@ void gemm_tiles(const WeightMatrix& w, const typename Kind::Act& a, int64_t r0, 
 
 void gemm_q4_0(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y) {
   gemm_tiles<Q4_0Kind>(w, a, r0, r1, y);
+}
+
+void gemm_q4_k(const WeightMatrix& w, const ActQ8_K& a, int64_t r0, int64_t r1, float* y) {
+  gemm_tiles<Q4_KKind>(w, a, r0, r1, y);
 }
 
 }  // namespace flashspec::cpu::avx2
