@@ -184,8 +184,13 @@ struct Q4_KKind {
         out[8 * (s + 1) + j0 + j] = _mm256_and_si256(_mm256_srli_epi16(z[j], 4), m4);
       }
     }
-    // The block's first 16 bytes: d and dmin, then the 12 bytes of 6-bit scales and mins,
-    // unpacked as kquant_scales.h does, 8 rows at once.
+    scales(t, o, out + 64);
+  }
+
+  // Units 64..81 of the panel block at byte o of every row, from the block's first 16
+  // bytes: d and dmin, then the 12 bytes of 6-bit scales and mins, unpacked as
+  // kquant_scales.h does, 8 rows at once.
+  static FS_ALWAYS_INLINE void scales(const TileRows& t, int64_t o, __m256i* out) {
     __m256i h[4];
     rows_8x16(t, o, h);
     const __m256i m6 = _mm256_set1_epi32(0x3f3f3f3f), lo4 = _mm256_set1_epi32(0x0f0f0f0f),
@@ -200,11 +205,11 @@ struct Q4_KKind {
       // Byte s % 4 of each lane to bytes 0 and 2 of the lane, zeros in 1 and 3.
       const int e = s % 4;
       const __m256i ctl = _mm256_add_epi8(lane4, _mm256_set1_epi32(int32_t(0x80008000u | (e << 16) | e)));
-      out[64 + s] = _mm256_shuffle_epi8(sc[s / 4], ctl);
-      out[72 + s] = _mm256_shuffle_epi8(mn[s / 4], ctl);
+      out[s] = _mm256_shuffle_epi8(sc[s / 4], ctl);
+      out[8 + s] = _mm256_shuffle_epi8(mn[s / 4], ctl);
     }
-    out[80] = _mm256_castps_si256(fp16_half(h[0], false));
-    out[81] = _mm256_castps_si256(fp16_half(h[0], true));
+    out[16] = _mm256_castps_si256(fp16_half(h[0], false));
+    out[17] = _mm256_castps_si256(fp16_half(h[0], true));
   }
 
   template <int NT>
@@ -223,15 +228,48 @@ struct Q4_KKind {
       }
       for (int i = 0; i < NT; ++i) isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(s[i], p[64 + g]));
     }
-    const __m256 d = _mm256_castsi256_ps(p[80]), dmin = _mm256_castsi256_ps(p[81]);
-    for (int i = 0; i < NT; ++i) {
-      const int16_t* bs = a.bsums + (t0 + i) * (a.cols / 16) + b * 16;
-      __m256i off = _mm256_madd_epi16(p[72], _mm256_set1_epi32(load_i32(bs)));
-      for (int k = 1; k < 8; ++k) off = _mm256_add_epi32(off, _mm256_madd_epi16(p[72 + k], _mm256_set1_epi32(load_i32(bs + 2 * k))));
-      const __m256 dx = _mm256_set1_ps(a.d[b * a.T + t0 + i]);
-      f[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[i]), _mm256_mul_ps(d, dx), f[i]);
-      f[i] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(off), _mm256_mul_ps(dmin, dx), f[i]);
+    for (int i = 0; i < NT; ++i) finish(p + 64, a, b, t0 + i, isum[i], f[i]);
+  }
+
+  // Token t's mins term and floating-point step for block b from its scaled sums isum; u:
+  // the block's scale units (64..81).
+  static FS_ALWAYS_INLINE void finish(const __m256i* u, const Act& a, int64_t b, int64_t t, __m256i isum, __m256& f) {
+    const int16_t* bs = a.bsums + t * (a.cols / 16) + b * 16;
+    __m256i off = _mm256_madd_epi16(u[8], _mm256_set1_epi32(load_i32(bs)));
+    for (int k = 1; k < 8; ++k) off = _mm256_add_epi32(off, _mm256_madd_epi16(u[8 + k], _mm256_set1_epi32(load_i32(bs + 2 * k))));
+    const __m256 dx = _mm256_set1_ps(a.d[b * a.T + t]);
+    f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(_mm256_castsi256_ps(u[16]), dx), f);
+    f = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(off), _mm256_mul_ps(_mm256_castsi256_ps(u[17]), dx), f);
+  }
+
+  // A single token: the repack fused with the multiply per pair of column chunks, nothing
+  // stored; the same integer sums and floating-point operations as tokens<1>.
+  template <class Prefetch>
+  static FS_ALWAYS_INLINE void single(const TileRows& t, const Act& a, int64_t b, __m256& f, Prefetch&& pf) {
+    const int64_t o = b * int64_t(sizeof(Block));
+    const int8_t* x = a.qs + b * QK_K;
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    __m256i u[18];
+    scales(t, o, u);
+    __m256i isum = _mm256_setzero_si256();
+    for (int s = 0; s < 8; s += 2) {  // chunks s and s + 1 hold sub-blocks s and s + 1
+      __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
+      for (int h = 0; h < 2; ++h) {
+        pf();
+        __m256i z[4];
+        rows_8x16(t, o + 16 + 16 * (s + h), z);
+        for (int j = 0; j < 4; ++j) {
+          const int quad = 4 * h + j;
+          lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(_mm256_and_si256(z[j], m4),
+                                                         _mm256_set1_epi32(load_i32(x + 32 * s + 4 * quad))));
+          hi = _mm256_add_epi16(hi, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(z[j], 4), m4),
+                                                         _mm256_set1_epi32(load_i32(x + 32 * (s + 1) + 4 * quad))));
+        }
+      }
+      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(lo, u[s]));
+      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(hi, u[s + 1]));
     }
+    finish(u, a, b, 0, isum, f);
   }
 };
 
@@ -261,9 +299,13 @@ void direct_tokens(const TileRows& tr, int64_t n, const typename Kind::Act& a, i
   __m256 f[NT];
   for (int i = 0; i < NT; ++i) f[i] = _mm256_load_ps(acc[i].v);
   for (int64_t k = 0; k < n; ++k) {
-    alignas(32) __m256i p[Kind::kUnits];
-    Kind::prep(tr, b0 + k, p, pf);
-    Kind::template tokens<NT>(p, a, b0 + k, 0, f);
+    if constexpr (NT == 1 && requires { Kind::single(tr, a, b0, f[0], pf); }) {
+      Kind::single(tr, a, b0 + k, f[0], pf);
+    } else {
+      alignas(32) __m256i p[Kind::kUnits];
+      Kind::prep(tr, b0 + k, p, pf);
+      Kind::template tokens<NT>(p, a, b0 + k, 0, f);
+    }
   }
   for (int i = 0; i < NT; ++i) _mm256_store_ps(acc[i].v, f[i]);
 }
