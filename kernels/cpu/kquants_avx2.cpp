@@ -1,9 +1,8 @@
-// AVX2 kernels for the K-quants Q4_K, Q5_K and Q6_K (weights x Q8_K activations; Q2_K and
-// Q3_K are in kquants_low_avx2.cpp). Sub-block scales are small integers, so maddubs
+// AVX2 kernels for the K-quants Q5_K and Q6_K (weights x Q8_K activations; Q2_K and Q3_K
+// are in kquants_low_avx2.cpp, Q4_K in row_lanes_avx2.cpp). Sub-block scales are small integers, so maddubs
 // products are scaled and widened by one madd against the broadcast scale and summed in
 // int32 over the whole 256-weight block; floats only appear once per block. A tile is one
 // row by up to four tokens.
-#include <type_traits>
 #include <utility>
 
 #include "kernels/cpu/matmul_avx2.h"
@@ -37,12 +36,12 @@ static inline __m256i word_index(int k) { return _mm256_set1_epi16(int16_t((2 * 
 // Prefetch distance for the weight stream; see matmul_avx2.cpp.
 constexpr int kPrefetchBytes = 8192;
 
-// Q4_K and Q5_K (Block = BlockQ5_K): the same scales, mins and nibbles; Q5_K adds bit 4
-// of sub-block s's weight l from bit s of qh[l], which keeps q in 0..31 for maddubs.
-template <int NT, bool kPrefetch, class Block = BlockQ4_K>
-void q4_k_tile(const Block* wr, const ActQ8_K& a, int64_t nb, int64_t t0, float* y,
+// Q5_K: Q4_K's scales, mins and nibbles plus bit 4 of sub-block s's weight l from bit s of
+// qh[l], which keeps q in 0..31 for maddubs.
+template <int NT, bool kPrefetch>
+void q5_k_tile(const BlockQ5_K* wr, const ActQ8_K& a, int64_t nb, int64_t t0, float* y,
                int64_t rows, int64_t r) {
-  constexpr bool kFifthBit = std::is_same_v<Block, BlockQ5_K>;
+  using Block = BlockQ5_K;
   const int64_t T = a.T;
   const __m256i m4 = _mm256_set1_epi8(0x0f);
   const int8_t* xq[NT];
@@ -67,22 +66,15 @@ void q4_k_tile(const Block* wr, const ActQ8_K& a, int64_t nb, int64_t t0, float*
         _mm_cvtsi64_si128(int64_t(m)), _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7)));
     __m256i isum[NT];
     for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
-    [[maybe_unused]] const __m256i qh = [&] {
-      if constexpr (kFifthBit)
-        return loadu256(blk.qh);
-      else
-        return _mm256_setzero_si256();
-    }();
+    const __m256i qh = loadu256(blk.qh);
     for (int j = 0; j < 4; ++j) {
       const __m256i q = loadu256(blk.qs + 32 * j);
-      __m256i lo = _mm256_and_si256(q, m4);                        // sub-block 2j
-      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);  // sub-block 2j+1
-      if constexpr (kFifthBit) {
-        // Bit s of each byte to bit 4 (16-bit shifts by at most 7 keep bytes apart here).
-        const __m256i one = _mm256_set1_epi8(1);
-        lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * j), one), 4));
-        hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * j + 1), one), 4));
-      }
+      // Bit s of each qh byte to bit 4 (16-bit shifts by at most 7 keep bytes apart here).
+      const __m256i one = _mm256_set1_epi8(1);
+      const __m256i lo = _mm256_or_si256(_mm256_and_si256(q, m4),  // sub-block 2j
+                                         _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * j), one), 4));
+      const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),  // 2j+1
+                                         _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * j + 1), one), 4));
       const __m256i sl = _mm256_shuffle_epi8(scb, word_index(2 * j));
       const __m256i sh = _mm256_shuffle_epi8(scb, word_index(2 * j + 1));
       unroll<NT>([&](auto tc) FS_ALWAYS_INLINE {
@@ -171,7 +163,7 @@ void q6_k_tile(const BlockQ6_K* wr, const ActQ8_K& a, int64_t nb, int64_t t0, fl
 
 void gemm_q5_k(const WeightMatrix& w, const ActQ8_K& a, int64_t r0, int64_t r1, float* y) {
   drive_q8_k<BlockQ5_K>(w, a, r0, r1, y, [](auto nt, auto prefetch) {
-    return q4_k_tile<decltype(nt)::value, decltype(prefetch)::value, BlockQ5_K>;
+    return q5_k_tile<decltype(nt)::value, decltype(prefetch)::value>;
   });
 }
 

@@ -1,26 +1,23 @@
-// AVX2 kernel for Q4_0 weights with the 8 int32 lanes of a register holding 8 weight rows,
-// the AVX2 counterpart of the VNNI kernels' shape (matmul_avx512vnni.cpp):
+// AVX2 kernels for Q4_0 and Q4_K weights with the 8 int32 lanes of a register holding 8
+// weight rows, the AVX2 counterpart of the VNNI kernels' shape (matmul_avx512vnni.cpp):
 //  - one maddubs multiplies 4 columns of 8 rows by the same 4 columns of one token
-//    (broadcast straight from memory); the 8 products of a block add up in int16 (the
-//    nibbles keep a lane within 8 * 2 * 15 * 127 = 30480) and one madd widens them into 8
-//    exact int32 row sums: no horizontal reduction. The token-pair kernels (pair_tiles.h)
-//    spent about as many shuffles and adds reducing lanes as multiplies;
-//  - the floating-point work is per block and token: one conversion, one multiply (8 row
-//    scales by the token's scale) and one fma into 8 outputs;
+//    (broadcast straight from memory); the 8 products of a 32-column block add up in int16
+//    (4-bit weights keep a lane within 8 * 2 * 15 * 127 = 30480) and one madd widens them
+//    into 8 exact int32 row sums: no horizontal reduction. The token-pair kernels
+//    (pair_tiles.h) spent about as many shuffles and adds reducing lanes as multiplies,
+//    the row-by-row K-quant ones (kquants_avx2.cpp) a scale madd and an add per multiply;
+//  - the floating-point work is per block and token (Q4_0: one conversion, one multiply of
+//    8 row scales by the token's scale and one fma into 8 outputs; Q4_K: see Q4_KKind);
 //  - every output is one float accumulator that the blocks are added to in order, the
 //    same operations whether the token is multiplied alone or with others: a token's
 //    result does not depend on its batch (speculative verification relies on it);
 //  - with several tokens each weight register is multiplied by all of them before the
 //    next, so consecutive multiplies are independent.
-// Weights are stored row after row, so a tile first repacks 8 rows of a stretch of blocks
-// into the lane layout (a panel of ~9 KB that stays in L1), then every token of the call is
-// multiplied against it; for T = 1 each block goes from the repack straight to the
-// multiply, and decode stays bound by memory.
-//
-// The same shape for Q4_K was tried and left out: 64-row passes 40% faster, but decode
-// 5-12% slower in every single-token variant measured (repack per block, row by row with
-// the sums reduced into lanes, repack fused with the multiply), against the row-by-row
-// kernel of kquants_avx2.cpp at memory bandwidth.
+// Weights are stored row after row, so a tile repacks 8 rows of a stretch of blocks into
+// the lane layout. With up to kMaxTok tokens each block goes from the repack straight to
+// the multiply (Q4_K's single token even fuses the two per column chunk, storing nothing),
+// and decode stays bound by memory; with more, the repacked panel (~10 KB) stays in L1
+// while every token is multiplied against it.
 #include "kernels/cpu/matmul_avx2.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -164,8 +161,8 @@ struct Q4_KKind {
   static constexpr int kMaxTok = 4;
 
   // A super-block is 8 rows x 144 bytes: its share of the next tile's prefetch goes out in
-  // 8 steps, one per column chunk (all at once they filled the line-fill buffers and
-  // stalled the repack: decode ran ~8% below the row-by-row kernel).
+  // 8 steps, one per column chunk (all at once, they filled the line-fill buffers and
+  // stalled the repack: decode ran 5-12% below the row-by-row kernel).
   static constexpr int kPrefetchSteps = 8;
 
   template <class Prefetch>
