@@ -490,6 +490,29 @@ void tokens_upto(int nt, const __m512i* panel, int64_t n, const typename Kind::A
   panel_tokens<Kind, NT>(panel, n, a, b0, t0, acc);
 }
 
+// Blocks [b0, b0 + n) of a tile times all NT tokens of the call (NT <= kMaxTok), each block
+// straight from the repack (prep(b, out)) to the multiply: no panel to store and reload
+// when one pass over the blocks serves every token.
+template <class Kind, int NT, class Prep>
+void direct_tokens(int64_t n, const typename Kind::Act& a, int64_t b0, Acc16* acc, Prep&& prep) {
+  __m512 f[NT];
+  for (int i = 0; i < NT; ++i) f[i] = _mm512_load_ps(acc[i].v);
+  for (int64_t k = 0; k < n; ++k) {
+    __m512i p[Kind::kUnits];
+    prep(b0 + k, p);
+    block_tokens<Kind, NT>(p, a, b0 + k, 0, f);
+  }
+  for (int i = 0; i < NT; ++i) _mm512_store_ps(acc[i].v, f[i]);
+}
+
+// direct_tokens for nt = 1 .. NT tokens.
+template <class Kind, int NT, class Prep>
+void direct_upto(int nt, int64_t n, const typename Kind::Act& a, int64_t b0, Acc16* acc, Prep&& prep) {
+  if constexpr (NT > 1)
+    if (nt < NT) return direct_upto<Kind, NT - 1>(nt, n, a, b0, acc, prep);
+  direct_tokens<Kind, NT>(n, a, b0, acc, prep);
+}
+
 // Rows [r0, r1) for every token: tiles of 16 rows; per tile, panels of kPanelBlocks
 // blocks repacked once and multiplied by every token.
 template <class Kind>
@@ -501,7 +524,7 @@ void gemm_tiles(const WeightMatrix& w, const typename Kind::Act& a, int64_t r0, 
   // The token accumulators and the panel in one heap block (64-byte units): the panel's
   // ~20 KB would otherwise be fresh stack pages in every pool thread.
   static_assert(sizeof(Acc16) == sizeof(__m512i));
-  const std::unique_ptr<Acc16[]> buf(new Acc16[size_t(T + (T > 1 ? PB * U : 0))]);
+  const std::unique_ptr<Acc16[]> buf(new Acc16[size_t(T + (T > kMaxTok ? PB * U : 0))]);
   Acc16* const acc = buf.get();
   auto* const panel = reinterpret_cast<__m512i*>(acc + T);
   for (int64_t r = r0; r < r1; r += kRows) {
@@ -536,41 +559,34 @@ void gemm_tiles(const WeightMatrix& w, const typename Kind::Act& a, int64_t r0, 
           prefetch();
         }
       };
-      if (T == 1) {
-        // One token: each block goes from the repack to the multiply without the panel,
-        // through the very same operations.
-        __m512 f[1] = {_mm512_load_ps(acc[0].v)};
-        for (int64_t k = 0; k < n; ++k) {
-          if constexpr (requires { Kind::single(tr, a, k, f[0], step); }) {
-            Kind::single(tr, a, c0 + k, f[0], step);
-          } else {
-            __m512i p[U];
-            prep(c0 + k, p, step);
-            block_tokens<Kind, 1>(p, a, c0 + k, 0, f);
-          }
+      // One group of tokens: each block goes from the repack to the multiply without the
+      // panel, through the very same operations (a kind's fused single-token path included).
+      if constexpr (requires(__m512 v) { Kind::single(tr, a, c0, v, step); }) {
+        if (T == 1) {
+          __m512 f = _mm512_load_ps(acc[0].v);
+          for (int64_t k = 0; k < n; ++k) Kind::single(tr, a, c0 + k, f, step);
+          _mm512_store_ps(acc[0].v, f);
+          continue;
         }
-        _mm512_store_ps(acc[0].v, f[0]);
+      }
+      if (T <= kMaxTok) {
+        direct_upto<Kind, kMaxTok>(int(T), n, a, c0, acc,
+                                   [&](int64_t b, __m512i* p) FS_ALWAYS_INLINE { prep(b, p, step); });
         continue;
       }
-      // This panel's share of the prefetch goes with the repack when there is one group of
-      // tokens, else it is spread over the groups: with many groups the repack is short
-      // beside the multiplies, and the lines issued during it alone would queue up and stall it.
+      // Several groups: the panel, and the prefetch spread over the groups (with many groups
+      // the repack is short beside the multiplies, and lines issued during it alone would
+      // queue up and stall it).
       const int64_t groups = (T + kMaxTok - 1) / kMaxTok;
-      for (int64_t k = 0; k < n; ++k) {
-        if (groups == 1)
-          prep(c0 + k, panel + k * U, step);
-        else
-          prep(c0 + k, panel + k * U, [] {});
-      }
+      for (int64_t k = 0; k < n; ++k) prep(c0 + k, panel + k * U, [] {});
       for (int64_t t0 = 0; t0 < T;) {
         const int64_t nt = T - t0 < kMaxTok ? T - t0 : kMaxTok;
         tokens_upto<Kind, kMaxTok>(int(nt), panel, n, a, c0, t0, acc);
         t0 += nt;
-        if (groups > 1)
-          for (due += next_lines * n; due >= nb * groups; due -= nb * groups) {
-            _mm_prefetch(reinterpret_cast<const char*>(pf), _MM_HINT_T0);
-            pf += 64;
-          }
+        for (due += next_lines * n; due >= nb * groups; due -= nb * groups) {
+          _mm_prefetch(reinterpret_cast<const char*>(pf), _MM_HINT_T0);
+          pf += 64;
+        }
       }
     }
     const __mmask16 keep = __mmask16((1u << nvalid) - 1);
