@@ -17,8 +17,9 @@
 // blocks into the lane layout (a "panel" of ~20 KB that stays in L1: per block 8 registers
 // of 4 columns x 16 rows, the scales as 16 floats), then every token of the call is
 // multiplied against the panel. The repack is paid once per call and panel, whatever T;
-// for T = 1 (no panel: straight from the repack to the multiply) it is a few dozen
-// instructions per 16 rows x 32 weights. Measured on one Sapphire Rapids core with the
+// with up to 8 tokens there is no panel (each block goes straight from the repack to the
+// multiply; Q4_K's single token fuses the two per column chunk), and for T = 1 it is a
+// few dozen instructions per 16 rows x 32 weights. Measured on one Sapphire Rapids core with the
 // weights in L2, repack plus one token runs at ~17 GB/s of Q4_0 / Q4_K weights (~12.5
 // for Q6_K), about the share of DRAM bandwidth one core gets, so decode stays bound by
 // memory; a load-time conversion would save nothing there and cost a second copy of
