@@ -11,14 +11,17 @@ GenerationQueue::Ticket::~Ticket() {
 GenerationQueue::Entry GenerationQueue::enter() {
   std::lock_guard lk(m_);
   Entry e;
-  e.at_entry = {waiting_.size(), running_};
+  e.at_entry = {waiting_.size(), turn_.has_value()};
   if (shutting_down_) {
     e.shutting_down = true;
     return e;
   }
-  if (waiting_.size() + (running_ ? 1 : 0) > max_waiting_) return e;
+  if (waiting_.size() + (turn_ ? 1 : 0) > max_waiting_) return e;
   const uint64_t id = next_id_++;
-  waiting_.push_back(id);
+  if (turn_)
+    waiting_.push_back(id);
+  else
+    turn_ = id;  // an idle server: the turn is this request's at once
   e.ticket.emplace(Ticket(this, id));
   return e;
 }
@@ -27,9 +30,7 @@ GenerationQueue::Wait GenerationQueue::wait_turn(Ticket& t, const std::function<
   std::unique_lock lk(m_);
   for (;;) {
     if (shutting_down_) return Wait::ShuttingDown;  // the ticket leaves the queue when destroyed
-    if (!running_ && !waiting_.empty() && waiting_.front() == t.id_) {
-      waiting_.pop_front();
-      running_ = true;
+    if (turn_ == t.id_) {
       t.state_ = Ticket::State::Running;
       return Wait::Turn;
     }
@@ -44,9 +45,16 @@ GenerationQueue::Wait GenerationQueue::wait_turn(Ticket& t, const std::function<
 void GenerationQueue::leave(const Ticket& t) {
   {
     std::lock_guard lk(m_);
-    if (t.state_ == Ticket::State::Running) {
-      running_ = false;
+    if (turn_ == t.id_) {
+      // The turn passes straight to the next waiting ticket: were it released first, a
+      // request arriving before that ticket woke up would find nothing running and be
+      // admitted beyond the bound of max_waiting waiting.
       cut_.store(false);  // a cut asked for the generation that just ended
+      turn_.reset();
+      if (!waiting_.empty()) {
+        turn_ = waiting_.front();
+        waiting_.pop_front();
+      }
     } else {
       const auto it = std::find(waiting_.begin(), waiting_.end(), t.id_);
       if (it != waiting_.end()) waiting_.erase(it);
@@ -65,7 +73,7 @@ void GenerationQueue::shutdown() {
 
 GenerationQueue::Counts GenerationQueue::counts() const {
   std::lock_guard lk(m_);
-  return {waiting_.size(), running_};
+  return {waiting_.size(), turn_.has_value()};
 }
 
 }  // namespace flashspec::server

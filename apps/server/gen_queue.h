@@ -72,8 +72,9 @@ class GenerationQueue {
   const size_t max_waiting_;
   mutable std::mutex m_;
   std::condition_variable cv_;
-  std::deque<uint64_t> waiting_;  // ticket ids in arrival order
-  bool running_ = false;
+  std::deque<uint64_t> waiting_;  // ticket ids in arrival order, not holding the turn
+  std::optional<uint64_t> turn_;  // the ticket holding the turn (its holder may not have
+                                  // woken up to it yet): the running generation
   bool shutting_down_ = false;
   uint64_t next_id_ = 0;
   std::atomic<bool> cut_{false};
