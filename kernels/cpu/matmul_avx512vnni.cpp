@@ -544,7 +544,7 @@ void gemm_tiles(const WeightMatrix& w, const typename Kind::Act& a, int64_t r0, 
       const int64_t n = nb - c0 < PB ? nb - c0 : PB;
       // A block's share of the next tile's lines, in Kind::kPrefetchSteps steps during its
       // repack: a super-block's 36 lines at once filled the line-fill buffers and stalled
-      // the repack (Q4_K decode ran at ~77% of the machine's bandwidth, Q4_0 at ~95%).
+      // the repack (Q4_K_M decode read its weights at 72-76% of the machine's bandwidth).
       constexpr int64_t S = Kind::kPrefetchSteps;
       auto step = [&] FS_ALWAYS_INLINE {
         for (due += next_lines; due >= nb * S; due -= nb * S) {
