@@ -22,29 +22,6 @@
 namespace flashspec::cpu {
 namespace {
 
-// e^z for z <= 0, within 3 ulp of the exact value (checked at every float in [-87, 0]),
-// in operations a compiler vectorizes (libm's expf is a call per value): z = k ln2 + r
-// with |r| <= ln2 / 2, e^r by its Taylor polynomial to r^6, times 2^k built in the
-// exponent bits. Below -87 it returns e^-87 (the clamp keeps
-// 2^k a normal float; callers zero those scores, which are below 1e-37 of the largest).
-inline float exp_nonpositive(float z) {
-  z = z < -87.0f ? -87.0f : z;
-  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-  const float k = (z * 1.44269504f + kRound) - kRound;
-  const float r = (z - k * 0.693145752f) - k * 1.42860677e-6f;  // ln 2 in two parts
-  float p = 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  const uint32_t bits = uint32_t(int32_t(k) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  return p * scale;
-}
-
 // Eight floats / int32 as one vector (GCC vector extensions): each including file gets
 // them in its ISA's registers (two SSE registers in the scalar build), where the compiler
 // left some of the loops below scalar on its own. Element by element they perform the same
@@ -62,12 +39,16 @@ inline F8 load8(const float* p) {
 }
 inline void store8(float* p, F8 v) { std::memcpy(p, &v, sizeof v); }
 
-// exp_nonpositive on eight values.
+// e^z for z <= 0 in each of eight lanes, within 3 ulp of the exact value (checked at
+// every float in [-87, 0]; libm's expf was a call per value): z = k ln2 + r with
+// |r| <= ln2 / 2, e^r by its Taylor polynomial to r^6, times 2^k built in the exponent
+// bits. Below -87 it returns e^-87 (the clamp keeps 2^k a normal float; callers zero
+// those scores, which are below 1e-37 of the largest).
 inline F8 exp_nonpositive8(F8 z) {
   z = z < -87.0f ? F8{} - 87.0f : z;
-  constexpr float kRound = 12582912.0f;
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
   const F8 k = (z * 1.44269504f + kRound) - kRound;
-  const F8 r = (z - k * 0.693145752f) - k * 1.42860677e-6f;
+  const F8 r = (z - k * 0.693145752f) - k * 1.42860677e-6f;  // ln 2 in two parts
   F8 p = F8{} + 1.0f / 720.0f;
   p = p * r + 1.0f / 120.0f;
   p = p * r + 1.0f / 24.0f;
@@ -257,14 +238,15 @@ void attend_items(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int6
       float mx = -INFINITY;
       for (; j < n; ++j) mx = sv[j] > mx ? sv[j] : mx;
       for (int l = 0; l < 8; ++l) mx = top[l] > mx ? top[l] : mx;
-      // (A score below -87 from the top, or a fully masked row's -inf, weighs 0.)
+      // (A score below -87 from the top, or a fully masked row's -inf, weighs 0.) The last
+      // few scores one at a time, through the same vector code.
       for (j = 0; j + 8 <= n; j += 8) {
         const F8 z = load8(sv + j) - mx;
         store8(sv + j, z >= -87.0f ? exp_nonpositive8(z) : F8{});
       }
       for (; j < n; ++j) {
         const float z = sv[j] - mx;
-        sv[j] = z >= -87.0f ? exp_nonpositive(z) : 0.0f;
+        sv[j] = z >= -87.0f ? exp_nonpositive8(F8{} + z)[0] : 0.0f;
       }
       // Sixteen partial sums (key j into sum j % 16), added in a fixed order: the same for a
       // row whatever its batch, and independent adds a compiler vectorizes.

@@ -54,12 +54,6 @@ struct alignas(64) Acc16 {
   float v[16];
 };
 
-inline int32_t load_i32(const void* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-
 // The 16 rows of a tile: row i starts at row[i] (rows past the matrix repeat the last
 // one; their outputs are not stored) and lies idx[i] bytes after row[0], for gathers.
 struct TileRows {

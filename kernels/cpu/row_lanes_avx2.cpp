@@ -46,12 +46,6 @@ struct alignas(32) Acc8 {
   float v[8];
 };
 
-inline int32_t load_i32(const void* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-
 // The 8 rows of a tile; rows past the matrix repeat the last one (their outputs are not
 // stored).
 struct TileRows {
@@ -78,6 +72,10 @@ inline void rows_8x16(const TileRows& t, int64_t off, __m256i (&z)[4]) {
   z[2] = _mm256_unpacklo_epi64(ab1, cd1);
   z[3] = _mm256_unpackhi_epi64(ab1, cd1);
 }
+
+// The low / high 4 bits of each byte (Q4_0's and Q4_K's two columns per byte).
+inline __m256i low_nibbles(__m256i v) { return _mm256_and_si256(v, _mm256_set1_epi8(0x0f)); }
+inline __m256i high_nibbles(__m256i v) { return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0f)); }
 
 // The fp16 at byte `off` of every row, as floats: eight scalar loads through a small buffer
 // use the load and store ports, not the vector ALUs the repack needs.
@@ -116,10 +114,9 @@ struct Q4_0Kind {
     pf();
     __m256i z[4];
     rows_8x16(t, o + 2, z);
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
     for (int j = 0; j < 4; ++j) {
-      out[j] = _mm256_and_si256(z[j], m4);                             // columns 4j..
-      out[4 + j] = _mm256_and_si256(_mm256_srli_epi16(z[j], 4), m4);  // 16 + 4j..
+      out[j] = low_nibbles(z[j]);       // columns 4j..
+      out[4 + j] = high_nibbles(z[j]);  // 16 + 4j..
     }
     out[8] = _mm256_castps_si256(row_halves(t, o));
   }
@@ -172,7 +169,6 @@ struct Q4_KKind {
   template <class Prefetch>
   static FS_ALWAYS_INLINE void prep(const TileRows& t, int64_t b, __m256i* out, Prefetch&& pf) {
     const int64_t o = b * int64_t(sizeof(Block));
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
     for (int c = 0; c < 8; ++c) {
       pf();
       // qs bytes 16c..16c+15: dwords 4c..4c+3 of the 32-byte run of sub-blocks 2(c/2)
@@ -181,8 +177,8 @@ struct Q4_KKind {
       rows_8x16(t, o + 16 + 16 * c, z);
       const int s = 2 * (c / 2), j0 = 4 * (c % 2);
       for (int j = 0; j < 4; ++j) {
-        out[8 * s + j0 + j] = _mm256_and_si256(z[j], m4);
-        out[8 * (s + 1) + j0 + j] = _mm256_and_si256(_mm256_srli_epi16(z[j], 4), m4);
+        out[8 * s + j0 + j] = low_nibbles(z[j]);
+        out[8 * (s + 1) + j0 + j] = high_nibbles(z[j]);
       }
     }
     scales(t, o, out + 64);
@@ -249,7 +245,6 @@ struct Q4_KKind {
   static FS_ALWAYS_INLINE void single(const TileRows& t, const Act& a, int64_t b, __m256& f, Prefetch&& pf) {
     const int64_t o = b * int64_t(sizeof(Block));
     const int8_t* x = a.qs + b * QK_K;
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
     __m256i u[18];
     scales(t, o, u);
     __m256i isum = _mm256_setzero_si256();
@@ -261,10 +256,9 @@ struct Q4_KKind {
         rows_8x16(t, o + 16 + 16 * (s + h), z);
         for (int j = 0; j < 4; ++j) {
           const int quad = 4 * h + j;
-          lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(_mm256_and_si256(z[j], m4),
-                                                         _mm256_set1_epi32(load_i32(x + 32 * s + 4 * quad))));
-          hi = _mm256_add_epi16(hi, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(z[j], 4), m4),
-                                                         _mm256_set1_epi32(load_i32(x + 32 * (s + 1) + 4 * quad))));
+          lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(low_nibbles(z[j]), _mm256_set1_epi32(load_i32(x + 32 * s + 4 * quad))));
+          hi = _mm256_add_epi16(hi,
+                                _mm256_maddubs_epi16(high_nibbles(z[j]), _mm256_set1_epi32(load_i32(x + 32 * (s + 1) + 4 * quad))));
         }
       }
       isum = _mm256_add_epi32(isum, _mm256_madd_epi16(lo, u[s]));

@@ -73,6 +73,12 @@ static inline uint16_t load_u16(const void* p) {
   return v;
 }
 
+static inline int32_t load_i32(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
 static inline float fp16_to_f32(uint16_t h) { return _cvtsh_ss(h); }
 
 // Quantizes 32 floats as quantize_block_q8_0 / the Q8_K sub-steps do: q = rne(x * id).
