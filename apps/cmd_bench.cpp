@@ -170,13 +170,13 @@ std::vector<Config> plan_sweep(const BenchArgs& a) {
 EngineOptions engine_options(const BenchArgs& a, const Config& c) {
   EngineOptions r = a.run.engine;
   r.greedy = c.temp == 0;
-  SpeculationOptions& sp = r.speculation;
-  if (c.shape == "chain") sp.mode = SpeculationOptions::Mode::Chain, sp.budget = c.budget, sp.sampled_chain = !r.greedy;
-  if (c.shape == "tree") sp.mode = SpeculationOptions::Mode::Tree, sp.budget = c.budget;
-  if (c.shape == "tree-auto") sp.mode = SpeculationOptions::Mode::AutoTree, sp.budget = 1024;
+  SpeculationParams& sp = r.speculation;
+  if (c.shape == "chain") sp.mode = SpeculationParams::Mode::Chain, sp.budget = c.budget;
+  if (c.shape == "tree") sp.mode = SpeculationParams::Mode::Tree, sp.budget = c.budget;
+  if (c.shape == "tree-auto") sp.mode = SpeculationParams::Mode::Auto, sp.budget = SpeculationParams::kDefaultAutoBudget;
   if (c.shape == "target") r.draft_path.clear();
   if (c.io_bw_bytes > 0) r.placement.stream = true;
-  r.placement.io_bw = uint64_t(c.io_bw_bytes);
+  r.placement.io.bandwidth = c.io_bw_bytes;
   return r;
 }
 

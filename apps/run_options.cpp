@@ -14,11 +14,8 @@ namespace flashspec {
 
 namespace {
 
-// Largest draft budgets. A tree pass costs more than linearly in its size (every node
-// attends to its ancestors), and trees beyond a few thousand nodes accept no more tokens
-// (SpecExec's largest are 2048), so larger ones are refused rather than run for minutes.
-constexpr int64_t kMaxTreeBudget = 4096;
-constexpr int64_t kMaxChain = 256;
+constexpr int64_t kMaxTreeBudget = SpeculationParams::kMaxTreeBudget;
+constexpr int64_t kMaxChain = SpeculationParams::kMaxChain;
 
 // The default seed: random, as llama.cpp's; printed so that a run can be repeated.
 uint64_t random_seed() {
@@ -54,7 +51,7 @@ CLI::Validator finite_range(double lo, double hi) {
 void add_run_options(CLI::App& sub, RunOptions& o) {
   EngineOptions& e = o.engine;
   PlacementOptions& p = e.placement;
-  SpeculationOptions& s = e.speculation;
+  SpeculationParams& s = e.speculation;
   sub.add_option("-m,--model", e.target_path, "target model (GGUF)")->required();
   sub.add_option("-d,--draft,--model-draft", e.draft_path,
                  "draft model (GGUF) for speculative decoding (llama.cpp: -md)");
@@ -86,13 +83,13 @@ void add_run_options(CLI::App& sub, RunOptions& o) {
                                      "speculate with a draft tree of B tokens (1.." + std::to_string(kMaxTreeBudget) +
                                          "), or 'auto': sized each pass from measured costs (the default with -d)");
   chain->excludes(tree);
-  sub.add_option("--draft-max", o.draft_max, "largest draft (tokens) --tree auto may choose (default 1024)")
+  sub.add_option("--draft-max", o.draft_max, "largest draft (tokens) --tree auto may choose (default " + std::to_string(SpeculationParams::kDefaultAutoBudget) + ")")
           ->check(CLI::Range(int64_t(1), kMaxTreeBudget));
   CLI::Option* width = sub.add_option("--tree-width", s.tree_width, "tree nodes the draft expands per pass (0: budget/16)")
                            ->check(CLI::Range(0, 4096))
                            ->capture_default_str();
   CLI::Option* pregrow =
-      sub.add_option("--pregrow", s.pregrow,
+      sub.add_option_function<int32_t>("--pregrow", [&s](const int32_t& v) { s.pregrow = v; },
                      "trees: while the target verifies B nodes, the draft grows up to B x N more on its own thread for "
                      "the next pass (0: off; default 4 with --stream and greedy decoding, else 0)")
           ->check(CLI::Range(0, 64));
@@ -123,21 +120,21 @@ void add_run_options(CLI::App& sub, RunOptions& o) {
                             "two VRAM slots (llama.cpp: -ngl)")
                          ->check(CLI::Range(int64_t(0), int64_t(1) << 20));
   vram->excludes(ngl);
-  sub.add_option("--io-depth", p.io_depth, "with --stream: io_uring requests in flight")
+  sub.add_option("--io-depth", p.io.depth, "with --stream: io_uring requests in flight")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str()
       ->needs(stream);
-  sub.add_option("--io-bw", p.io_bw, "with --stream: storage bandwidth cap in bytes/s, e.g. 2.1G")
+  sub.add_option("--io-bw", p.io.bandwidth, "with --stream: storage bandwidth cap in bytes/s, e.g. 2.1G")
       ->transform(size_value())
       ->needs(stream);
-  sub.add_flag_function("--no-direct", [&p](int64_t) { p.direct = false; },
+  sub.add_flag_function("--no-direct", [&p](int64_t) { p.io.direct = false; },
                         "with --stream: buffered reads instead of O_DIRECT")
       ->needs(stream);
 }
 
 void finish_run_options(const CLI::App& sub, RunOptions& o) {
   EngineOptions& e = o.engine;
-  SpeculationOptions& s = e.speculation;
+  SpeculationParams& s = e.speculation;
   e.placement.stream = o.stream;
   e.k_type = o.kv_types.key_type();
   e.v_type = o.kv_types.value_type();
@@ -159,14 +156,13 @@ void finish_run_options(const CLI::App& sub, RunOptions& o) {
   }
   if (o.chain > 0) {
     if (given("--draft-max")) throw UsageError("--draft-max and --chain K both set the draft length: give one");
-    s.mode = SpeculationOptions::Mode::Chain;
+    s.mode = SpeculationParams::Mode::Chain;
     s.budget = o.chain;
-    s.sampled_chain = !o.sampling.greedy();
     return;
   }
   if (o.tree.empty() || o.tree == "auto") {
-    s.mode = SpeculationOptions::Mode::AutoTree;
-    s.budget = o.draft_max > 0 ? o.draft_max : 1024;
+    s.mode = SpeculationParams::Mode::Auto;
+    if (o.draft_max > 0) s.budget = o.draft_max;
     return;
   }
   int64_t b = 0;
@@ -174,7 +170,7 @@ void finish_run_options(const CLI::App& sub, RunOptions& o) {
   if (ec != std::errc() || p != o.tree.data() + o.tree.size() || b < 1 || b > kMaxTreeBudget)
     throw UsageError("--tree: '" + o.tree + "' is not a budget in 1.." + std::to_string(kMaxTreeBudget) + " or 'auto'");
   if (given("--draft-max")) throw UsageError("--draft-max and --tree B both set the draft size: give one (--draft-max caps --tree auto)");
-  s.mode = SpeculationOptions::Mode::Tree;
+  s.mode = SpeculationParams::Mode::Tree;
   s.budget = b;
 }
 
@@ -203,11 +199,11 @@ void add_kv_type_options(CLI::App& sub, KvTypeFlags& f) {
 
 std::string speculation_label(const EngineOptions& o) {
   if (o.draft_path.empty()) return "target only";
-  const SpeculationOptions& s = o.speculation;
+  const SpeculationParams& s = o.speculation;
   switch (s.mode) {
-    case SpeculationOptions::Mode::Chain: return "chain " + std::to_string(s.budget);
-    case SpeculationOptions::Mode::Tree: return "tree " + std::to_string(s.budget);
-    case SpeculationOptions::Mode::AutoTree: return "tree auto (<= " + std::to_string(s.budget) + ")";
+    case SpeculationParams::Mode::Chain: return "chain " + std::to_string(s.budget);
+    case SpeculationParams::Mode::Tree: return "tree " + std::to_string(s.budget);
+    case SpeculationParams::Mode::Auto: return "tree auto (<= " + std::to_string(s.budget) + ")";
   }
   return "?";
 }

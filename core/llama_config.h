@@ -30,6 +30,11 @@ struct LlamaConfig {
   // Qwen families use.
   bool rope_neox = false;
   bool tied_output = false;  // no output.weight: the embedding is the output head
+  // Mixture-of-experts FFN (0 experts: a dense FFN of ffn_dim): each token's router
+  // picks n_experts_used of n_experts SwiGLU experts of width expert_ffn_dim.
+  int64_t n_experts = 0;
+  int64_t n_experts_used = 0;
+  int64_t expert_ffn_dim = 0;
 
   int64_t q_dim() const { return n_heads * head_dim; }
   int64_t kv_dim() const { return n_kv_heads * head_dim; }

@@ -8,10 +8,6 @@
 
 namespace flashspec {
 
-int32_t DraftPolicy::width_for(int64_t b) const {
-  return expand_width > 0 ? expand_width : int32_t(std::clamp<int64_t>(b / 16, 1, 64));
-}
-
 Drafter::Drafter(LlamaModel& model, int64_t capacity, int32_t vocab_limit)
     : model_(model),
       kv_(model.make_cache(capacity)),
@@ -76,25 +72,28 @@ void Drafter::feed(std::span<const int32_t> nodes, std::vector<float>& logits) {
   for (int64_t i = 0; i < T; ++i) row_of_node_[size_t(nodes[size_t(i)])] = int32_t(P + i);
 }
 
-TokenTree Drafter::propose(const DraftPolicy& policy, const SamplingParams& sampling, Rng& rng) {
-  if (policy.shape == DraftPolicy::Shape::Tree) {
+TokenTree Drafter::propose(const SpeculationParams& policy, const SamplingParams& sampling, Rng& rng) {
+  if (!policy.chain()) {
     start_tree(policy, sampling);
     grow_to(policy.budget, policy.width_for(policy.budget));
     return tree_;
   }
   std::vector<float> logits;
   feed_root(logits);
-  grow_chain(policy, sampling, rng, std::move(logits));
+  grow_chain(policy.budget, sampling, rng, std::move(logits));
   return tree_;
 }
 
-void Drafter::grow_chain(const DraftPolicy& policy, const SamplingParams& sampling, Rng& rng,
-                         std::vector<float> logits) {
+void Drafter::grow_chain(int64_t length, const SamplingParams& sampling, Rng& rng, std::vector<float> logits) {
+  // With sampling the chain draws its tokens from the draft's distribution and the
+  // target verifies them by rejection sampling (which needs those distributions); a
+  // greedy chain is the draft's argmax path.
+  const bool sampled = !sampling.greedy();
   int32_t node = 0;
-  for (int64_t i = 0; i < policy.budget; ++i) {
+  for (int64_t i = 0; i < length; ++i) {
     const std::span<const float> l = usable(logits, 0);
     int32_t x;
-    if (policy.sampled) {
+    if (sampled) {
       std::vector<float> q;
       sampling_distribution(sampling, l, q);
       x = sample_from(q, rng);
@@ -104,17 +103,17 @@ void Drafter::grow_chain(const DraftPolicy& policy, const SamplingParams& sampli
     }
     const int32_t child = tree_.add(x, node, 0.0);
     row_of_node_.push_back(-1);
-    if (policy.sampled) tree_.drawn[size_t(node)] = child;
+    if (sampled) tree_.drawn[size_t(node)] = child;
     node = child;
-    if (i + 1 < policy.budget) {
+    if (i + 1 < length) {
       const int32_t one[1] = {node};
       feed(one, logits);
     }
   }
 }
 
-void Drafter::start_tree(const DraftPolicy& policy, const SamplingParams& sampling) {
-  max_children_ = policy.max_children;
+void Drafter::start_tree(const SpeculationParams& policy, const SamplingParams& sampling) {
+  max_children_ = policy.tree_children;
   inv_temp_ = sampling.greedy() ? 1.0 : 1.0 / double(sampling.temperature);
   std::vector<float> logits;
   feed_root(logits);

@@ -16,31 +16,11 @@
 #include "target/kv_cache.h"
 #include "core/sampler.h"
 #include "core/token_tree.h"
+#include "draft/speculation_params.h"
 
 namespace flashspec {
 
 class LlamaModel;
-
-struct DraftPolicy {
-  enum class Shape { Chain, Tree };
-  Shape shape = Shape::Tree;
-  int64_t budget = 64;  // drafted tokens per round (tree nodes below the root)
-  bool auto_budget = false;  // choose the budget each pass, up to `budget` (--tree auto)
-  // Chains: tokens drawn from the draft's sampling distribution (rejection-sampling
-  // acceptance) when true, its argmax when false.
-  bool sampled = false;
-  int32_t max_children = 8;    // best-first tree: candidate children kept per node
-  int32_t expand_width = 0;    // best-first tree: nodes fed per draft pass (0: auto)
-  // Best-first trees: while the target verifies B nodes, the draft grows the tree on to
-  // B * (1 + pregrow) nodes on its own thread (0: no overlap, the draft waits).
-  int32_t pregrow = 0;
-
-  bool overlapped() const { return shape == Shape::Tree && pregrow > 0; }
-  // Largest tree the draft ever holds (verified budget plus pre-grown nodes).
-  int64_t max_tree_nodes() const { return budget * (1 + (overlapped() ? pregrow : 0)); }
-  // Nodes fed per draft pass for a tree of `b` nodes.
-  int32_t width_for(int64_t b) const;
-};
 
 class Drafter {
  public:
@@ -50,8 +30,9 @@ class Drafter {
   // Makes the cache a prefix of `seq` (cutting what is not in it) and queues the rest;
   // the last token of seq is the root of the next tree.
   void sync(std::span<const int32_t> seq);
-  // Grows a tree of policy.budget nodes below the last token of the synced sequence.
-  TokenTree propose(const DraftPolicy& policy, const SamplingParams& sampling, Rng& rng);
+  // Drafts policy.budget tokens below the last token of the synced sequence: a chain
+  // (sampled from the draft when `sampling` is not greedy) or a best-first tree.
+  TokenTree propose(const SpeculationParams& policy, const SamplingParams& sampling, Rng& rng);
   // Keeps the rows of the accepted path that the draft computed; sync() queues the rest.
   void advance(const Acceptance& acc);
   void reset();
@@ -59,7 +40,7 @@ class Drafter {
   // ---- best-first trees that persist across rounds ----
   // Starts a tree below the last token of the synced sequence (feeds the sequence's
   // unprocessed tail).
-  void start_tree(const DraftPolicy& policy, const SamplingParams& sampling);
+  void start_tree(const SpeculationParams& policy, const SamplingParams& sampling);
   // Grows the current tree to `nodes` nodes below the root, `width` nodes per draft
   // pass (fewer nodes when no candidates are left, or when `stop` turns true: it is
   // checked before each draft pass).
@@ -88,8 +69,7 @@ class Drafter {
   void feed(std::span<const int32_t> nodes, std::vector<float>& logits);
   // Feeds the tree's root: the sequence tail not yet in the cache.
   void feed_root(std::vector<float>& logits);
-  void grow_chain(const DraftPolicy& policy, const SamplingParams& sampling, Rng& rng,
-                  std::vector<float> logits);
+  void grow_chain(int64_t length, const SamplingParams& sampling, Rng& rng, std::vector<float> logits);
   // Pending rows of the sequence tail and of the accepted path, up to its first node
   // without a row: what a round keeps.
   std::vector<int64_t> accepted_rows(const Acceptance& acc) const;

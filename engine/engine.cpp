@@ -25,11 +25,8 @@ void check_vocab_rows(const Tokenizer& tok, const LlamaModel& m, const std::stri
                 std::to_string(m.config().n_vocab) + " rows");
 }
 
-DraftPolicy draft_policy(const EngineOptions& o) {
-  const SpeculationOptions& s = o.speculation;
-  DraftPolicy p;
-  p.expand_width = s.tree_width;
-  p.max_children = s.tree_children;
+SpeculationParams draft_policy(const EngineOptions& o) {
+  SpeculationParams p = o.speculation;
   // Pre-growing by default only when the target streams. A resident target on the CPU
   // keeps every core busy, and a draft thread beside its pool slows it more than it saves
   // (measured: 2x slower on 2 cores with a small resident target); a streamed pass waits
@@ -37,21 +34,7 @@ DraftPolicy draft_policy(const EngineOptions& o) {
   // do not: a tree's acceptance draws one target sample per emitted token, so a seed
   // reproduces a sampled run either way. Only greedy by default because pre-growing has
   // been benchmarked for greedy streamed runs only.
-  p.pregrow = s.pregrow >= 0 ? s.pregrow : (o.placement.stream && o.greedy ? 4 : 0);
-  switch (s.mode) {
-    case SpeculationOptions::Mode::Chain:
-      p.shape = DraftPolicy::Shape::Chain;
-      p.budget = s.budget;
-      p.sampled = s.sampled_chain;
-      break;
-    case SpeculationOptions::Mode::Tree:
-      p.budget = s.budget;
-      break;
-    case SpeculationOptions::Mode::AutoTree:
-      p.auto_budget = true;
-      p.budget = s.budget;  // the largest budget auto may choose
-      break;
-  }
+  if (!p.pregrow) p.pregrow = o.placement.stream && o.greedy ? 4 : 0;
   return p;
 }
 

@@ -45,7 +45,7 @@ class Engine {
   const PlacementPlan& plan() const { return plan_; }
   Backend& backend() { return *backend_; }
   bool speculative() const { return policy_.has_value(); }
-  const std::optional<DraftPolicy>& policy() const { return policy_; }
+  const std::optional<SpeculationParams>& policy() const { return policy_; }
 
   // Options for one generation: `sampling`, `n_predict` tokens, stopping at the
   // tokenizer's end-of-generation tokens unless `ignore_eos`.
@@ -76,7 +76,7 @@ class Engine {
   std::vector<uint8_t> self_draft_image_;  // -d self:TYPE: the quantized copy, read by draft_
   std::unique_ptr<LlamaModel> draft_;
   PlacementPlan plan_;
-  std::optional<DraftPolicy> policy_;  // set when speculating
+  std::optional<SpeculationParams> policy_;  // set when speculating
   Tokenizer tokenizer_;
   WeightStream* stream_ = nullptr;  // owned by the target's layer source
 };

@@ -18,7 +18,7 @@ GenerationResult generate_target_only(LlamaModel& target, const std::vector<int3
 
 GenerationResult generate_speculative(LlamaModel& target, LlamaModel& draft,
                                       const std::vector<int32_t>& prompt,
-                                      const GenerateOptions& opt, const DraftPolicy& policy) {
+                                      const GenerateOptions& opt, const SpeculationParams& policy) {
   Session s(target, &draft, policy,
             context_needed(int64_t(prompt.size()), opt.n_predict, Session::scratch_rows(policy)));
   return s.generate(prompt, opt);

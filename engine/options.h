@@ -5,7 +5,9 @@
 #include <optional>
 #include <string>
 
+#include "draft/speculation_params.h"
 #include "kernels/backend.h"
+#include "offload/io_options.h"
 
 namespace flashspec {
 
@@ -15,21 +17,7 @@ struct PlacementOptions {
   uint64_t ram_budget = 0;              // with stream: RAM for resident layers plus the ring
   std::optional<uint64_t> vram_budget;  // GPU: VRAM for resident layers (default: all fit)
   std::optional<int64_t> gpu_layers;    // GPU: exactly this many leading layers in VRAM (-ngl)
-  int io_depth = 8;                     // io_uring requests in flight
-  uint64_t request_bytes = uint64_t(1) << 20;  // bytes per read request
-  uint64_t io_bw = 0;                   // bytes/s cap of the storage reads (0: none)
-  bool direct = true;                   // O_DIRECT reads
-};
-
-// How the draft proposes (ignored without a draft).
-struct SpeculationOptions {
-  enum class Mode { Tree, AutoTree, Chain };
-  Mode mode = Mode::AutoTree;
-  int64_t budget = 64;        // drafted tokens per pass (chain length or tree nodes)
-  int32_t tree_width = 0;     // tree nodes fed per draft pass (0: budget/16)
-  int32_t tree_children = 8;  // candidate children kept per node
-  int32_t pregrow = -1;       // -1: 4 for greedy streamed runs, else 0 (see Engine)
-  bool sampled_chain = false; // chains: draw draft tokens (rejection sampling) instead of argmax
+  IoOptions io;                         // how streamed layers are read
 };
 
 struct EngineOptions {
@@ -41,7 +29,7 @@ struct EngineOptions {
   int64_t ctx = 0;                      // context rows of a session (0: what each run needs)
   int64_t batch = 512;                  // most tokens per forward pass when prefilling
   PlacementOptions placement;
-  SpeculationOptions speculation;
+  SpeculationParams speculation;         // ignored without a draft
   bool greedy = false;                  // runs will be greedy (chooses the pre-growing default)
 };
 

@@ -54,18 +54,18 @@ struct WaitForWorker {
 };
 }  // namespace
 
-int64_t Session::scratch_rows(const std::optional<DraftPolicy>& policy) {
+int64_t Session::scratch_rows(const std::optional<SpeculationParams>& policy) {
   return 2 + (policy ? policy->budget : 0);
 }
 
-Session::Session(LlamaModel& target, LlamaModel* draft, std::optional<DraftPolicy> policy,
+Session::Session(LlamaModel& target, LlamaModel* draft, std::optional<SpeculationParams> policy,
                  int64_t capacity)
     : target_(target), policy_(policy), kv_(target.make_cache(capacity)) {
   if (policy_) {
     if (!draft) throw Error("internal: speculative session without a draft model");
     // The draft also holds the unprocessed tail of the last round besides its own tree.
     drafter_.emplace(*draft, capacity + policy_->max_tree_nodes() + 2, int32_t(target.config().n_vocab));
-    if (policy_->auto_budget) auto_budget_.emplace(policy_->budget);
+    if (policy_->auto_budget()) auto_budget_.emplace(policy_->budget);
     if (policy_->overlapped()) {
       if (&draft->backend() == &target.backend())
         throw Error("internal: an overlapped draft needs its own backend");
@@ -168,7 +168,7 @@ void Session::generate_plain(const GenerateOptions& opt, GenerationResult& r,
   }
 }
 
-TokenTree Session::next_tree(DraftPolicy& policy, const GenerateOptions& opt, Rng& rng, bool pregrown,
+TokenTree Session::next_tree(SpeculationParams& policy, const GenerateOptions& opt, Rng& rng, bool pregrown,
                             PassRecord& rec) {
   if (!policy.overlapped() && !auto_budget_) {
     drafter_->sync(seq_);
@@ -190,7 +190,7 @@ TokenTree Session::next_tree(DraftPolicy& policy, const GenerateOptions& opt, Rn
 
 void Session::generate_tree(const GenerateOptions& opt, GenerationResult& r,
                             std::vector<float>& logits, Rng& rng) {
-  DraftPolicy policy = *policy_;
+  SpeculationParams policy = *policy_;
   const int64_t n_vocab = target_.config().n_vocab;
   std::vector<std::vector<float>> dist_cache;
   std::vector<char> dist_ready;
@@ -227,7 +227,7 @@ void Session::generate_tree(const GenerateOptions& opt, GenerationResult& r,
       }
       return dist_cache[size_t(node)];
     };
-    const bool sampled_draft = policy.shape == DraftPolicy::Shape::Chain && policy.sampled;
+    const bool sampled_draft = policy.chain() && !opt.sampling.greedy();
     const Acceptance acc = sampled_draft ? accept_by_rejection(tree, p, rng)
                                          : accept_by_target_draw(tree, p, rng);
 

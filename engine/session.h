@@ -26,7 +26,7 @@ class Session {
   // `draft`/`policy` absent: target-only decoding. `capacity`: context rows. A policy
   // that pre-grows trees runs the draft on its own thread, so the draft model needs a
   // backend of its own.
-  Session(LlamaModel& target, LlamaModel* draft, std::optional<DraftPolicy> policy, int64_t capacity);
+  Session(LlamaModel& target, LlamaModel* draft, std::optional<SpeculationParams> policy, int64_t capacity);
 
   GenerationResult generate(std::span<const int32_t> input, const GenerateOptions& opt);
   void reset();
@@ -38,7 +38,7 @@ class Session {
   const std::vector<int32_t>& tokens() const { return seq_; }
   int64_t capacity() const { return kv_.capacity(); }
   // Extra context rows a speculative pass needs beyond the sequence itself.
-  static int64_t scratch_rows(const std::optional<DraftPolicy>& policy);
+  static int64_t scratch_rows(const std::optional<SpeculationParams>& policy);
 
  private:
   // Runs the target over the tokens it has not seen; returns the last row's logits.
@@ -48,7 +48,7 @@ class Session {
   // The tree the next pass verifies: the pre-grown one when `pregrown`, else a new one;
   // grown on this thread to `policy.budget` nodes where it is smaller. With --tree auto
   // it grows to TreeBudget::horizon() instead and then sets policy.budget to the choice.
-  TokenTree next_tree(DraftPolicy& policy, const GenerateOptions& opt, Rng& rng, bool pregrown,
+  TokenTree next_tree(SpeculationParams& policy, const GenerateOptions& opt, Rng& rng, bool pregrown,
                       PassRecord& rec);
   // Emits one token; true when generation must stop.
   bool emit(int32_t tok, const GenerateOptions& opt, GenerationResult& r);
@@ -56,7 +56,7 @@ class Session {
   void resync();
 
   LlamaModel& target_;
-  std::optional<DraftPolicy> policy_;
+  std::optional<SpeculationParams> policy_;
   KvCache kv_;
   std::optional<Drafter> drafter_;
   std::unique_ptr<DraftWorker> worker_;  // pre-growing policies only; declared after drafter_

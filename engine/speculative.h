@@ -12,6 +12,6 @@ class LlamaModel;
 
 GenerationResult generate_speculative(LlamaModel& target, LlamaModel& draft,
                                       const std::vector<int32_t>& prompt,
-                                      const GenerateOptions& opt, const DraftPolicy& policy);
+                                      const GenerateOptions& opt, const SpeculationParams& policy);
 
 }  // namespace flashspec

@@ -15,14 +15,14 @@
 
 namespace flashspec {
 
-// The 7 matrices of every layer, in LayerTensors order (norms stay resident in ModelWeights).
+// The matrices of every layer, in ModelWeights::layer_matrices order (norms stay
+// resident in ModelWeights).
 inline std::vector<std::vector<TensorExtent>> layer_extents(const ModelWeights& w) {
   std::vector<std::vector<TensorExtent>> out;
-  for (const LayerTensors& t : w.layer_tensors()) {
-    std::vector<TensorExtent> l;
-    for (const GgufTensorInfo* ti : {t.wq, t.wk, t.wv, t.wo, t.w_gate, t.w_up, t.w_down})
-      l.push_back(TensorExtent{ti->file_offset, ti->nbytes});
-    out.push_back(std::move(l));
+  for (int64_t l = 0; l < w.n_layers(); ++l) {
+    std::vector<TensorExtent> e;
+    for (const LayerMatrixTensor& m : w.layer_matrices(l)) e.push_back(TensorExtent{m.tensor->file_offset, m.tensor->nbytes});
+    out.push_back(std::move(e));
   }
   return out;
 }
@@ -41,11 +41,8 @@ inline uint64_t fixed_tensor_bytes(const GgufFile& f, const ModelWeights& w) {
 // model had when it was opened, so a file that changes under the stream is caught.
 inline StreamOptions stream_options(const PlacementOptions& p, uint64_t file_size) {
   StreamOptions o;
+  static_cast<IoOptions&>(o) = p.io;
   o.ram_budget = p.ram_budget;
-  o.io_depth = p.io_depth;
-  o.request_bytes = p.request_bytes;
-  o.io_bw = double(p.io_bw);
-  o.direct = p.direct;
   o.expected_file_size = file_size;
   return o;
 }
@@ -62,8 +59,8 @@ class StreamedLayers final : public LayerSource {
   LayerWeights acquire(int64_t layer) override {
     const uint8_t* buf = stream_.acquire(layer - first_);
     const std::vector<uint64_t>& off = stream_.plan().layers[size_t(layer - first_)].tensor_offset;
-    std::array<const uint8_t*, 7> data{};
-    for (size_t i = 0; i < data.size(); ++i) data[i] = buf + off[i];
+    std::vector<const uint8_t*> data;
+    for (uint64_t o : off) data.push_back(buf + o);
     return w_.layer_from(layer, data);
   }
   void release(int64_t layer) override { stream_.release(layer - first_); }

@@ -44,7 +44,7 @@ bool direct_read_works(int fd, int& err) {
 UringReader::UringReader(const std::string& path, ReaderOptions o)
     : path_(path), opt_(std::move(o)), bucket_(0, 1) {
   if (!opt_.notice) opt_.notice = [](const std::string& s) { std::fprintf(stderr, "[flashspec] %s\n", s.c_str()); };
-  depth_ = std::clamp(opt_.queue_depth, 1, 4096);
+  depth_ = std::clamp(opt_.depth, 1, 4096);
   direct_ = opt_.direct;
   if (direct_) {
     fd_ = open_file(path, true);

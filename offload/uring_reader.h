@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "offload/io_options.h"
 #include "offload/throttle.h"
 
 namespace flashspec {
@@ -37,11 +38,7 @@ struct ReadJob {
 // positive n makes it read at most n bytes (a short read; keep n aligned for O_DIRECT).
 using ReadFault = std::function<int(uint64_t request_index, uint64_t offset)>;
 
-struct ReaderOptions {
-  int queue_depth = 8;
-  uint64_t request_bytes = uint64_t(1) << 20;  // rounded up to the alignment
-  bool direct = true;                          // false: buffered reads (--no-direct)
-  double bandwidth = 0;                        // bytes/s cap (token bucket), 0: none
+struct ReaderOptions : IoOptions {
   ReadFault fault;
   std::function<void(const std::string&)> notice;  // one-line notices; default: stderr
 };

@@ -21,14 +21,7 @@ WeightStream::WeightStream(const std::string& path,
                            const StreamOptions& o)
     : path_(path), plan_(plan_for(layers, o)), opt_(o) {
 
-  ReaderOptions ro;
-  ro.queue_depth = o.io_depth;
-  ro.request_bytes = o.request_bytes;
-  ro.direct = o.direct;
-  ro.bandwidth = o.io_bw;
-  ro.fault = o.fault;
-  ro.notice = o.notice;
-  reader_ = std::make_unique<UringReader>(path, ro);
+  reader_ = std::make_unique<UringReader>(path, o);
   identity_ = std::make_unique<FileIdentity>(path, reader_->fd());
   if (o.expected_file_size && identity_->size() != o.expected_file_size)
     throw Error(path + ": file changed while streaming (size " + std::to_string(identity_->size()) +

@@ -34,16 +34,12 @@
 
 namespace flashspec {
 
-struct StreamOptions {
-  uint64_t ram_budget = 0;                     // resident layers + ring, bytes
-  int io_depth = 8;                            // requests in flight
-  uint64_t request_bytes = uint64_t(1) << 20;  // bytes per request
-  double io_bw = 0;                            // bytes/s cap, 0: none
-  bool direct = true;                          // O_DIRECT (false: --no-direct)
-  int ring_slots = 2;                          // >= 2
-  uint64_t expected_file_size = 0;             // size when the model was opened (0: unchecked)
-  ReadFault fault;                             // test hook (see uring_reader.h)
-  std::function<void(const std::string&)> notice;  // one-line notices; default: stderr
+// The reader's options (how to read: depth, request size, bandwidth cap, O_DIRECT, test
+// hooks) and what the stream adds.
+struct StreamOptions : ReaderOptions {
+  uint64_t ram_budget = 0;          // resident layers + ring, bytes
+  int ring_slots = 2;               // >= 2
+  uint64_t expected_file_size = 0;  // size when the model was opened (0: unchecked)
 };
 
 class WeightStream {

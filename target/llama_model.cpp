@@ -27,13 +27,6 @@ LlamaModel::LlamaModel(GgufFile file, Backend& backend)
   if (backend.host_memory()) layers_ = std::make_unique<ResidentLayers>(weights_);
 }
 
-int64_t LlamaModel::layer_bytes(int64_t l) const {
-  const LayerTensors& t = weights_.layer_tensors().at(size_t(l));
-  int64_t n = 0;
-  for (auto* ti : {t.wq, t.wk, t.wv, t.wo, t.w_gate, t.w_up, t.w_down}) n += int64_t(ti->nbytes);
-  return n;
-}
-
 LlamaModel::BatchInputs LlamaModel::place_inputs(const ForwardBatch& b) {
   const uint8_t* mask = b.mask.empty() ? nullptr : b.mask.data();
   if (backend_.host_memory()) return {b.tokens.data(), b.positions.data(), mask};
@@ -113,33 +106,35 @@ void LlamaModel::forward_pass(const ForwardBatch& b, KvCache& kv, int64_t logit_
   const float scale = 1.0f / std::sqrt(float(c.head_dim));
   const RopeParams rope{c.n_rot, c.rope_freq_base, c.rope_freq_scale, c.rope_neox, placed_.rope_factors};
 
+  using enum LayerMatrix;
+  using enum LayerVector;
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const LayerWeights w = layers_->acquire(l);
 
-    be.rmsnorm(x, w.attn_norm, T, c.dim, c.rms_eps, xb);
-    be.matmul(w.wq, xb, T, q);
-    be.matmul(w.wk, xb, T, k);
-    be.matmul(w.wv, xb, T, v);
-    if (w.bq) be.add_bias(q, w.bq, T, c.q_dim());
-    if (w.bk) be.add_bias(k, w.bk, T, c.kv_dim());
-    if (w.bv) be.add_bias(v, w.bv, T, c.kv_dim());
-    if (w.q_norm) be.rmsnorm(q, w.q_norm, T * c.n_heads, c.head_dim, c.rms_eps, q);  // per head, in place
-    if (w.k_norm) be.rmsnorm(k, w.k_norm, T * c.n_kv_heads, c.head_dim, c.rms_eps, k);
+    be.rmsnorm(x, w[AttnNorm], T, c.dim, c.rms_eps, xb);
+    be.matmul(w[Q], xb, T, q);
+    be.matmul(w[K], xb, T, k);
+    be.matmul(w[V], xb, T, v);
+    if (w[BiasQ]) be.add_bias(q, w[BiasQ], T, c.q_dim());
+    if (w[BiasK]) be.add_bias(k, w[BiasK], T, c.kv_dim());
+    if (w[BiasV]) be.add_bias(v, w[BiasV], T, c.kv_dim());
+    if (w[QNorm]) be.rmsnorm(q, w[QNorm], T * c.n_heads, c.head_dim, c.rms_eps, q);  // per head, in place
+    if (w[KNorm]) be.rmsnorm(k, w[KNorm], T * c.n_kv_heads, c.head_dim, c.rms_eps, k);
     be.rope(q, in.positions, T, c.n_heads, c.head_dim, rope);
     be.rope(k, in.positions, T, c.n_kv_heads, c.head_dim, rope);
     be.store_kv(k, kv.key_row(l, first_row), T * c.kv_dim(), kv.key_type());
     be.store_kv(v, kv.value_row(l, first_row), T * c.kv_dim(), kv.value_type());
     be.attention(AttentionArgs{q, kv.keys(l), kv.values(l), in.mask, att, T, n_past, n_masked, c.n_heads,
                                c.n_kv_heads, c.head_dim, scale, kv.key_type(), kv.value_type()});
-    be.matmul(w.wo, att, T, xb);
-    if (w.bo) be.add_bias(xb, w.bo, T, c.dim);
+    be.matmul(w[Out], att, T, xb);
+    if (w[BiasOut]) be.add_bias(xb, w[BiasOut], T, c.dim);
     be.add(x, xb, T * c.dim);
 
-    be.rmsnorm(x, w.ffn_norm, T, c.dim, c.rms_eps, xb);
-    be.matmul(w.w_gate, xb, T, hb);
-    be.matmul(w.w_up, xb, T, hb2);
+    be.rmsnorm(x, w[FfnNorm], T, c.dim, c.rms_eps, xb);
+    be.matmul(w[Gate], xb, T, hb);
+    be.matmul(w[Up], xb, T, hb2);
     be.silu_mul(hb, hb2, T * c.ffn_dim);
-    be.matmul(w.w_down, hb, T, xb);
+    be.matmul(w[Down], hb, T, xb);
     be.add(x, xb, T * c.dim);
     layers_->release(l);
   }

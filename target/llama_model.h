@@ -79,9 +79,6 @@ class LlamaModel {
   // Milliseconds forward passes have waited for streamed weights so far.
   double weight_wait_ms() const { return layers_ ? layers_->wait_ms() : 0.0; }
 
-  // Bytes of the per-layer matrices (what a streamed pass reads).
-  int64_t layer_bytes(int64_t l) const;
-
  private:
   // The batch's ids, positions and mask where the kernels read them (staged through one
   // upload for a GPU backend).

@@ -72,64 +72,44 @@ ModelWeights::ModelWeights(const GgufFile& f, const LlamaConfig& c) : file_base_
     throw Error(path + ": rope scaling 'llama3' needs the tensor 'rope_freqs.weight', which the file lacks");
   }
 
-  // Optional vectors: present -> checked and kept; `required` makes absence an error.
-  auto optional = [&](const std::string& name, int64_t n, bool required) -> int64_t {
-    const GgufTensorInfo* t = required ? &f.require_tensor(name) : f.find_tensor(name);
-    return t ? append_vector(f, *t, n, vectors_) : -1;
-  };
-  const bool qwen2 = c.family == Arch::Qwen2, qwen3 = c.family == Arch::Qwen3;
+  const LayerSpec spec = layer_spec(c);
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
-    LayerVectors v;
-    v.attn_norm = append_vector(f, f.require_tensor(p + "attn_norm.weight"), c.dim, vectors_);
-    v.ffn_norm = append_vector(f, f.require_tensor(p + "ffn_norm.weight"), c.dim, vectors_);
-    v.bq = optional(p + "attn_q.bias", c.q_dim(), qwen2);
-    v.bk = optional(p + "attn_k.bias", c.kv_dim(), qwen2);
-    v.bv = optional(p + "attn_v.bias", c.kv_dim(), qwen2);
-    v.bo = optional(p + "attn_output.bias", c.dim, false);
-    v.q_norm = optional(p + "attn_q_norm.weight", c.head_dim, qwen3);
-    v.k_norm = optional(p + "attn_k_norm.weight", c.head_dim, qwen3);
+    std::array<int64_t, kLayerVectors> v;
+    v.fill(-1);
+    for (const VectorSpec& vs : spec.vectors) {
+      const GgufTensorInfo* t = vs.required ? &f.require_tensor(p + vs.name) : f.find_tensor(p + vs.name);
+      if (t) v[size_t(vs.id)] = append_vector(f, *t, vs.n, vectors_);
+    }
     layer_vectors_.push_back(v);
-    layer_tensors_.push_back(LayerTensors{
-        &expect(f, p + "attn_q.weight", {c.dim, c.q_dim()}),
-        &expect(f, p + "attn_k.weight", {c.dim, c.kv_dim()}),
-        &expect(f, p + "attn_v.weight", {c.dim, c.kv_dim()}),
-        &expect(f, p + "attn_output.weight", {c.q_dim(), c.dim}),
-        &expect(f, p + "ffn_gate.weight", {c.dim, c.ffn_dim}),
-        &expect(f, p + "ffn_up.weight", {c.dim, c.ffn_dim}),
-        &expect(f, p + "ffn_down.weight", {c.ffn_dim, c.dim}),
-    });
+    std::vector<LayerMatrixTensor> m;
+    for (const MatrixSpec& ms : spec.matrices) m.push_back({ms, &expect(f, p + ms.name + ".weight", ms.dims())});
+    layer_matrices_.push_back(std::move(m));
   }
 }
 
+uint64_t ModelWeights::layer_bytes(int64_t l) const {
+  uint64_t n = 0;
+  for (const LayerMatrixTensor& m : layer_matrices(l)) n += m.tensor->nbytes;
+  return n;
+}
+
 LayerWeights ModelWeights::layer(int64_t l) const {
-  const LayerTensors& t = layer_tensors_.at(size_t(l));
-  std::array<const uint8_t*, 7> data{};
-  size_t i = 0;
-  for (const GgufTensorInfo* ti : {t.wq, t.wk, t.wv, t.wo, t.w_gate, t.w_up, t.w_down})
-    data[i++] = file_base_ + ti->file_offset;
+  std::vector<const uint8_t*> data;
+  for (const LayerMatrixTensor& m : layer_matrices(l)) data.push_back(file_base_ + m.tensor->file_offset);
   return layer_from(l, data);
 }
 
-LayerWeights ModelWeights::layer_from(int64_t l, const std::array<const uint8_t*, 7>& data,
-                                      const float* vectors) const {
-  const LayerTensors& t = layer_tensors_.at(size_t(l));
-  const LayerVectors& v = layer_vectors_.at(size_t(l));
-  auto at = [&](int64_t off) { return off < 0 ? nullptr : vectors + off; };
+LayerWeights ModelWeights::layer_from(int64_t l, std::span<const uint8_t* const> data, const float* vectors) const {
+  const std::vector<LayerMatrixTensor>& mats = layer_matrices(l);
+  if (data.size() != mats.size()) throw Error("internal: layer " + std::to_string(l) + " data does not match its matrices");
   LayerWeights w;
-  w.attn_norm = at(v.attn_norm);
-  w.ffn_norm = at(v.ffn_norm);
-  w.bq = at(v.bq);
-  w.bk = at(v.bk);
-  w.bv = at(v.bv);
-  w.bo = at(v.bo);
-  w.q_norm = at(v.q_norm);
-  w.k_norm = at(v.k_norm);
-  WeightMatrix* m[7] = {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down};
-  size_t i = 0;
-  for (const GgufTensorInfo* ti : {t.wq, t.wk, t.wv, t.wo, t.w_gate, t.w_up, t.w_down}) {
-    *m[i] = WeightMatrix{ti->type, data[i], ti->dims[1], ti->dims[0]};
-    ++i;
+  const std::array<int64_t, kLayerVectors>& v = layer_vectors_.at(size_t(l));
+  for (size_t i = 0; i < kLayerVectors; ++i) w.vector[i] = v[i] < 0 ? nullptr : vectors + v[i];
+  for (size_t i = 0; i < mats.size(); ++i) {
+    const MatrixSpec& s = mats[i].spec;
+    // An expert tensor is `experts` matrices stacked: rows x experts rows of cols weights.
+    w.matrix[size_t(s.id)] = WeightMatrix{mats[i].tensor->type, data[i], s.rows * s.experts, s.cols};
   }
   return w;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/gguf.h"
 #include "target/placed_weights.h"
 
 namespace flashspec {
@@ -12,35 +13,30 @@ namespace {
 constexpr size_t kAlign = 256;
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
-std::array<const WeightMatrix*, 7> matrices(const LayerWeights& w) {
-  return {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down};
-}
-
-// Where each of a layer's 7 matrices starts in a packed layer buffer (aligned for the
-// kernels' loads); the last entry is the packed size.
-std::array<size_t, 8> packing(const ModelWeights& w, int64_t layer) {
-  const LayerWeights lw = w.layer(layer);
-  const auto m = matrices(lw);
-  std::array<size_t, 8> off{};
-  for (size_t i = 0; i < m.size(); ++i) off[i + 1] = off[i] + align_up(size_t(matrix_bytes(*m[i])));
+// Where each of a layer's matrices (ModelWeights::layer_matrices order) starts in a
+// packed layer buffer, aligned for the kernels' loads; the last entry is the packed size.
+std::vector<size_t> packing(const ModelWeights& w, int64_t layer) {
+  std::vector<size_t> off{0};
+  for (const LayerMatrixTensor& m : w.layer_matrices(layer)) off.push_back(off.back() + align_up(size_t(m.tensor->nbytes)));
   return off;
 }
 
-// Copies a layer's matrices (host memory) into a packed backend buffer through `copy`.
+// Copies a layer's matrices (host memory, as `src` points at them) into a packed backend
+// buffer through `copy`.
 template <class CopyFn>
 void copy_layer(const ModelWeights& w, int64_t layer, const LayerWeights& src, void* dst, CopyFn copy) {
-  const std::array<size_t, 8> off = packing(w, layer);
-  const auto m = matrices(src);
-  for (size_t i = 0; i < m.size(); ++i)
-    copy(static_cast<uint8_t*>(dst) + off[i], m[i]->data, size_t(matrix_bytes(*m[i])));
+  const std::vector<size_t> off = packing(w, layer);
+  const std::vector<LayerMatrixTensor>& mats = w.layer_matrices(layer);
+  for (size_t i = 0; i < mats.size(); ++i)
+    copy(static_cast<uint8_t*>(dst) + off[i], src[mats[i].spec.id].data, size_t(mats[i].tensor->nbytes));
 }
 
 }  // namespace
 
-uint64_t StagedLayers::packed_bytes(const ModelWeights& w, int64_t layer) { return packing(w, layer)[7]; }
+uint64_t StagedLayers::packed_bytes(const ModelWeights& w, int64_t layer) { return packing(w, layer).back(); }
 
 int64_t StagedLayers::resident_layers_for(const ModelWeights& w, uint64_t budget) {
-  const int64_t n = int64_t(w.layer_tensors().size());
+  const int64_t n = w.n_layers();
   uint64_t all = 0, biggest = 0;
   std::vector<uint64_t> bytes;
   for (int64_t l = 0; l < n; ++l) {
@@ -58,7 +54,7 @@ int64_t StagedLayers::resident_layers_for(const ModelWeights& w, uint64_t budget
 StagedLayers::StagedLayers(const ModelWeights& w, const float* vectors, Backend& be,
                            std::unique_ptr<LayerSource> host, int64_t n_resident, int64_t host_holds)
     : w_(w), vectors_(vectors), host_(std::move(host)), host_holds_(host_holds), queue_(be.make_copy_queue()) {
-  const int64_t n = int64_t(w.layer_tensors().size());
+  const int64_t n = w.n_layers();
   if (n_resident < 0 || n_resident > n) throw Error("internal: resident layer count out of range");
   if (n_resident < n && !host_) throw Error("internal: streamed layers need a host source");
   if (host_holds < 1) throw Error("internal: a host source holds at least one layer");
@@ -82,9 +78,9 @@ StagedLayers::StagedLayers(const ModelWeights& w, const float* vectors, Backend&
 }
 
 LayerWeights StagedLayers::view(int64_t layer, const BackendBuffer& buf) const {
-  const std::array<size_t, 8> off = packing(w_, layer);
-  std::array<const uint8_t*, 7> data{};
-  for (size_t i = 0; i < data.size(); ++i) data[i] = buf.get<uint8_t>() + off[i];
+  const std::vector<size_t> off = packing(w_, layer);
+  std::vector<const uint8_t*> data;
+  for (size_t i = 0; i + 1 < off.size(); ++i) data.push_back(buf.get<uint8_t>() + off[i]);
   return w_.layer_from(layer, data, vectors_);
 }
 

@@ -97,7 +97,7 @@ TEST_CASE("cuda model: speculative greedy output equals target-only on the GPU")
       for (int32_t pregrow : {0, 4}) {
         CAPTURE(budget);
         CAPTURE(pregrow);
-        DraftPolicy p;
+        SpeculationParams p{.mode = SpeculationParams::Mode::Tree};
         p.budget = budget;
         p.pregrow = pregrow;
         const GenerationResult got = generate_speculative(target, draft, prompt, greedy(128), p);

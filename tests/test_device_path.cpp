@@ -112,8 +112,8 @@ TEST_CASE("device path: the VRAM budget keeps the leading layers that fit beside
   for (int64_t l = 0; l < n; ++l) {
     uint64_t b = 0;
     const LayerWeights lw = w.layer(l);
-    for (const WeightMatrix* mm : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down})
-      b += (uint64_t(matrix_bytes(*mm)) + 255) / 256 * 256;
+    for (const WeightMatrix& mm : lw.matrix)
+      if (mm.data) b += (uint64_t(matrix_bytes(mm)) + 255) / 256 * 256;
     bytes.push_back(b);
   }
   uint64_t all = 0;
@@ -140,7 +140,7 @@ TEST_CASE("device path: speculative trees commit KV rows inside backend memory, 
     o.logits_positions = 0;
     const GenerationResult want = generate_target_only(ref, prompt, o);
     for (int32_t pregrow : {0, 4}) {
-      DraftPolicy p;
+      SpeculationParams p{.mode = SpeculationParams::Mode::Tree};
       p.budget = 12;
       p.pregrow = pregrow;
       CAPTURE(pregrow);
@@ -360,7 +360,7 @@ TEST_CASE("device path: speculative trees on asynchronous queues, staged and str
   target.set_layer_source(std::make_unique<StagedLayers>(
       target.weights(), target.placed().vectors, dev,
       std::make_unique<StreamedLayers>(target.file(), target.weights(), StreamOptions{}, 1), 1));
-  DraftPolicy p;
+  SpeculationParams p{.mode = SpeculationParams::Mode::Tree};
   p.budget = 12;
   const GenerationResult got = generate_speculative(target, draft, prompt, g, p);
   CHECK(got.tokens == want.tokens);

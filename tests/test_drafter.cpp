@@ -49,7 +49,7 @@ int32_t grown_later_child(const TokenTree& t, int32_t node) {
 
 TEST_CASE("a re-rooted tree grows exactly like a fresh tree from the bonus token") {
   Draft d;
-  DraftPolicy policy;
+  SpeculationParams policy;
   Drafter pregrown(d.model, 1024, d.vocab);
   pregrown.sync(d.seq);
   pregrown.start_tree(policy, greedy());
@@ -95,7 +95,7 @@ TEST_CASE("re-rooting fails over to a fresh tree when the bonus token was not gr
   Draft d;
   Drafter dr(d.model, 1024, d.vocab);
   dr.sync(d.seq);
-  dr.start_tree(DraftPolicy{}, greedy());
+  dr.start_tree(SpeculationParams{}, greedy());
   dr.grow_to(8, 2);
   Acceptance acc;
   acc.path = {1};
@@ -106,7 +106,7 @@ TEST_CASE("re-rooting fails over to a fresh tree when the bonus token was not gr
   seq2.push_back(dr.tree().tokens[1]);
   seq2.push_back(acc.bonus);
   dr.sync(seq2);  // keeps the accepted row, feeds the bonus token
-  dr.start_tree(DraftPolicy{}, greedy());
+  dr.start_tree(SpeculationParams{}, greedy());
   dr.grow_to(8, 2);
   CHECK(dr.tree().size() == 9);
   CHECK(dr.tree().tokens[0] == acc.bonus);
@@ -117,7 +117,7 @@ TEST_CASE("the draft worker stops on request, rethrows errors and joins while gr
   SUBCASE("finish() stops a long growth early") {
     Drafter dr(d.model, 8192, d.vocab);
     dr.sync(d.seq);
-    dr.start_tree(DraftPolicy{}, greedy());
+    dr.start_tree(SpeculationParams{}, greedy());
     DraftWorker w(dr);
     w.grow_async(8000, 1);  // thousands of draft passes: far longer than the call below
     w.finish();
@@ -126,7 +126,7 @@ TEST_CASE("the draft worker stops on request, rethrows errors and joins while gr
   SUBCASE("an error on the worker thread reaches the caller") {
     Drafter dr(d.model, int64_t(d.seq.size()) + 4, d.vocab);  // no room for a batch of 8
     dr.sync(d.seq);
-    dr.start_tree(DraftPolicy{}, greedy());
+    dr.start_tree(SpeculationParams{}, greedy());
     DraftWorker w(dr);
     w.grow_async(500, 8);
     // The first draft pass fails within microseconds; give it that time before finish()
@@ -138,7 +138,7 @@ TEST_CASE("the draft worker stops on request, rethrows errors and joins while gr
   SUBCASE("destroying a busy worker joins it") {
     Drafter dr(d.model, 8192, d.vocab);
     dr.sync(d.seq);
-    dr.start_tree(DraftPolicy{}, greedy());
+    dr.start_tree(SpeculationParams{}, greedy());
     {
       DraftWorker w(dr);
       w.grow_async(8000, 1);

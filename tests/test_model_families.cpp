@@ -102,8 +102,8 @@ TEST_CASE("speculation across families is lossless: tiny-qwen2 drafting tiny-qwe
     const std::vector<int32_t> ids = tok.encode(prompt, true);
     const GenerationResult want = generate_target_only(target, ids, greedy(32));
     for (const bool tree : {false, true}) {
-      DraftPolicy p;
-      p.shape = tree ? DraftPolicy::Shape::Tree : DraftPolicy::Shape::Chain;
+      SpeculationParams p{.mode = SpeculationParams::Mode::Tree};
+      p.mode = tree ? SpeculationParams::Mode::Tree : SpeculationParams::Mode::Chain;
       p.budget = tree ? 16 : 4;
       CAPTURE(tree);
       const GenerationResult got = generate_speculative(target, draft, ids, greedy(32), p);

@@ -193,7 +193,7 @@ TEST_CASE("kv q8_0: half the bytes per token, perturbs as q8_0 weights do, lossl
     }
     // Speculation with the same cache type is exactly the target alone.
     draft.set_kv_types(KvType::Q8_0, KvType::Q8_0);
-    DraftPolicy p;
+    SpeculationParams p{.mode = SpeculationParams::Mode::Tree};
     p.budget = 32;
     CHECK(generate_speculative(m, draft, ids, greedy(64), p).tokens ==
           std::vector<int32_t>(b.tokens.begin(), b.tokens.begin() + 64));
@@ -235,7 +235,7 @@ TEST_CASE("kv split f16 keys, q8_0 values: f16 K + q8_0 V bytes, greedy text of 
     const GenerationResult b = generate_target_only(m, ids, greedy(128));
     same += a.tokens == b.tokens;
     // Speculation with the same split is exactly the target alone.
-    DraftPolicy p;
+    SpeculationParams p{.mode = SpeculationParams::Mode::Tree};
     p.budget = 32;
     CHECK(generate_speculative(m, draft, ids, greedy(64), p).tokens ==
           std::vector<int32_t>(b.tokens.begin(), b.tokens.begin() + 64));

@@ -297,7 +297,7 @@ TEST_CASE("reliability: a target with more ids than its draft: the draft gets a 
   LlamaModel target(f.path, be), draft(model_path("salty279K"), draft_be);
   const GenerationResult want = generate_target_only(target, prompt, greedy(24));
   CHECK(std::count(want.tokens.begin(), want.tokens.end(), 515) > 0);
-  DraftPolicy p;
+  SpeculationParams p{.mode = SpeculationParams::Mode::Tree};
   p.budget = 16;
   const GenerationResult got = generate_speculative(target, draft, prompt, greedy(24), p);
   CHECK(got.tokens == want.tokens);

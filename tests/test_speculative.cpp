@@ -42,24 +42,16 @@ std::vector<std::string> reference_prompts() {
   return out;
 }
 
-DraftPolicy chain(int64_t k, bool sampled = false) {
-  DraftPolicy p;
-  p.shape = DraftPolicy::Shape::Chain;
-  p.budget = k;
-  p.sampled = sampled;
-  return p;
+// A chain of k draft tokens: the draft's argmax, or its draws when the run samples.
+SpeculationParams chain(int64_t k) {
+  return SpeculationParams{.mode = SpeculationParams::Mode::Chain, .budget = k};
 }
-DraftPolicy tree(int64_t b, int32_t pregrow = 0) {
-  DraftPolicy p;
-  p.budget = b;
-  p.pregrow = pregrow;
-  return p;
+SpeculationParams tree(int64_t b, int32_t pregrow = 0) {
+  return SpeculationParams{.mode = SpeculationParams::Mode::Tree, .budget = b, .pregrow = pregrow};
 }
 // --tree auto: each pass's budget chosen by TreeBudget, up to 1024 (as in the CLI).
-DraftPolicy tree_auto(int32_t pregrow = 0) {
-  DraftPolicy p = tree(1024, pregrow);
-  p.auto_budget = true;
-  return p;
+SpeculationParams tree_auto(int32_t pregrow = 0) {
+  return SpeculationParams{.mode = SpeculationParams::Mode::Auto, .budget = 1024, .pregrow = pregrow};
 }
 
 // n sampled tokens (past end-of-sequence) with `sampling`, and the same with a seed.
@@ -75,16 +67,16 @@ GenerateOptions seeded(GenerateOptions o, uint64_t seed) {
   return o;
 }
 
-void check_greedy_lossless(const std::string& target_name, const std::vector<DraftPolicy>& policies) {
+void check_greedy_lossless(const std::string& target_name, const std::vector<SpeculationParams>& policies) {
   Pair m(target_name);
   for (const std::string& prompt : reference_prompts()) {
     const std::vector<int32_t> ids = m.tok.encode(prompt, true);
     const GenerationResult want = generate_target_only(m.target, ids, greedy(128));
-    for (const DraftPolicy& p : policies) {
+    for (const SpeculationParams& p : policies) {
       CAPTURE(prompt);
       CAPTURE(p.budget);
       CAPTURE(p.pregrow);
-      CAPTURE(int(p.shape));
+      CAPTURE(int(p.mode));
       const GenerationResult got = generate_speculative(m.target, m.draft, ids, greedy(128), p);
       CHECK(got.tokens == want.tokens);
       CHECK(got.stats.target_passes < want.stats.target_passes);
@@ -186,7 +178,7 @@ TEST_CASE("sampling is lossless: first 3 tokens match target-only sampling") {
     const GenerateOptions o = sampled(3, SamplingParams{1.0f, 0, st.top_p, 0.0f, 0});
     const auto reference = sample_triples([&](uint64_t s) {
       return generate_target_only(m.target, ids, seeded(o, s + 1000000)); }, kSeeds);
-    for (const DraftPolicy& p : {chain(2, true), chain(4, true), tree(16)}) {
+    for (const SpeculationParams& p : {chain(2), chain(4), tree(16)}) {
       CAPTURE(st.top_p);
       CAPTURE(p.budget);
       const auto spec = sample_triples([&](uint64_t s) {
@@ -203,7 +195,7 @@ namespace {
 // Chi-square statistic and degrees of freedom of tokens 6..8 -- drawn in the second or a
 // later tree pass -- of speculative sampling with `policy` against target-only sampling,
 // over 2000 seeds; `inspect` sees every speculative result.
-std::pair<double, double> chi2_later_tokens(const DraftPolicy& policy,
+std::pair<double, double> chi2_later_tokens(const SpeculationParams& policy,
                                             const std::function<void(const GenerationResult&)>& inspect) {
   Pair m("stories260K");
   const std::vector<int32_t> ids = m.tok.encode("Tom and his dog went to the park.", true);
@@ -319,7 +311,7 @@ TEST_CASE("a session rewound to a prefix continues as a fresh run of that prefix
   Pair m("stories260K");
   const std::vector<int32_t> a = m.tok.encode("Tom and his dog went to the park.", true);
   std::vector<int32_t> b = m.tok.encode("Tom and his dog went to the beach.", true);
-  for (const std::optional<DraftPolicy>& policy : {std::optional<DraftPolicy>{}, std::optional<DraftPolicy>{tree(16)}}) {
+  for (const std::optional<SpeculationParams>& policy : {std::optional<SpeculationParams>{}, std::optional<SpeculationParams>{tree(16)}}) {
     CAPTURE(policy.has_value());
     Session s(m.target, policy ? &m.draft : nullptr, policy, 256);
     s.generate(a, greedy(8));

@@ -243,7 +243,7 @@ TEST_CASE("stream: io_uring reader lands the exact bytes, O_DIRECT and buffered"
         CAPTURE(req);
         ReaderOptions o;
         o.direct = direct;
-        o.queue_depth = depth;
+        o.depth = depth;
         o.request_bytes = req;
         UringReader r(pf.file.path, o);
         AlignedBuffer whole(padded), part(64 * KiB);
@@ -269,7 +269,7 @@ TEST_CASE("stream: reader completes short reads and retries EINTR/EAGAIN") {
     CAPTURE(direct);
     ReaderOptions o;
     o.direct = direct;
-    o.queue_depth = 4;
+    o.depth = 4;
     o.request_bytes = 256 * KiB;
     o.fault = [](uint64_t i, uint64_t) -> int {
       if (i == 0) return -EINTR;
@@ -289,7 +289,7 @@ TEST_CASE("stream: reader completes short reads and retries EINTR/EAGAIN") {
 TEST_CASE("stream: reader reports a read error with the file and offset") {
   const PatternFile pf(2 * MiB);
   ReaderOptions o;
-  o.queue_depth = 1;
+  o.depth = 1;
   o.request_bytes = 256 * KiB;
   o.fault = [](uint64_t i, uint64_t) { return i == 3 ? -EIO : 0; };
   UringReader r(pf.file.path, o);
@@ -334,7 +334,7 @@ TEST_CASE("stream: weight stream hands out every layer's bytes, pass after pass"
       StreamOptions o;
       o.ram_budget = budget;
       o.direct = direct;
-      o.io_depth = 3;
+      o.depth = 3;
       o.request_bytes = 16 * KiB;
       within(60, [&] {
         WeightStream ws(pf.file.path, layers, o);
@@ -390,7 +390,7 @@ TEST_CASE("stream: destroying the stream mid-pass or while throttled does not ha
   });
   within(30, [&] {
     StreamOptions o;
-    o.io_bw = 1e6;  // 1 MB/s: the ring takes seconds to fill
+    o.bandwidth = 1e6;  // 1 MB/s: the ring takes seconds to fill
     o.request_bytes = 64 * KiB;
     WeightStream ws(pf.file.path, layers, o);
   });
@@ -518,20 +518,20 @@ TEST_CASE("stream: a model file truncated while streaming ends in a clear error"
     ModelCopy copy("stories260K-wide-q8_0");
     CpuBackend backend(2);
     LlamaModel m(copy.file.path, backend);
-    const LayerTensors& last = m.weights().layer_tensors().back();
+    const std::vector<LayerMatrixTensor>& last = m.weights().layer_matrices(m.weights().n_layers() - 1);
     for (const GgufTensorInfo* t : {&m.file().require_tensor("token_embd.weight"), &m.file().require_tensor("output.weight")})
-      REQUIRE(t->file_offset + t->nbytes < last.wq->file_offset);
+      REQUIRE(t->file_offset + t->nbytes < last.front().tensor->file_offset);
     StreamOptions o;
     o.direct = direct;
     m.set_layer_source(std::make_unique<StreamedLayers>(m.file(), m.weights(), o));
     // Cut inside the last layer's data, after the stream opened (the GGUF reader rejects
     // files that are short from the start).
-    REQUIRE(::truncate(copy.file.path.c_str(), off_t(last.w_down->file_offset + 1000)) == 0);
+    REQUIRE(::truncate(copy.file.path.c_str(), off_t(last.back().tensor->file_offset + 1000)) == 0);
     const std::string err = generate_error(m, 4);
     // Every pass first checks the file still has its size, so the cut is named before a
     // read comes back short.
     CAPTURE(err);
-    CHECK(err.rfind(copy.file.path + ": changed while in use (size " + std::to_string(last.w_down->file_offset + 1000), 0) == 0);
+    CHECK(err.rfind(copy.file.path + ": changed while in use (size " + std::to_string(last.back().tensor->file_offset + 1000), 0) == 0);
   }
 }
 

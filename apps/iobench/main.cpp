@@ -41,15 +41,15 @@ int run(const Args& a) {
   eo.target_path = a.model;
   eo.threads = 1;
   eo.placement.stream = true;
-  eo.placement.io_depth = a.io_depth;
-  eo.placement.io_bw = size_arg("--io-bw", a.io_bw);
+  eo.placement.io.depth = a.io_depth;
+  eo.placement.io.bandwidth = size_arg("--io-bw", a.io_bw);
   eo.placement.ram_budget = size_arg("--ram-budget", a.ram_budget);
-  eo.placement.direct = !a.no_direct;
+  eo.placement.io.direct = !a.no_direct;
   const uint64_t request = size_arg("--request-size", a.request);
 
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
-  eo.placement.request_bytes = request;
+  eo.placement.io.request_bytes = request;
   Engine engine(eo);  // opens the stream: resident layers read, ring filling
   WeightStream& ws = *engine.stream();
   const auto t1 = Clock::now();
@@ -72,7 +72,7 @@ int run(const Args& a) {
                               {"io_depth", a.io_depth},
                               {"request_bytes", request},
                               {"direct", ws.direct()},
-                              {"io_bw", eo.placement.io_bw},
+                              {"io_bw", eo.placement.io.bandwidth},
                               {"resident_layers", ws.plan().n_resident},
                               {"streamed_bytes_per_pass", ws.plan().streamed_bytes},
                               {"seconds", secs},
@@ -90,7 +90,7 @@ int run(const Args& a) {
   std::printf("%s: %d passes x %s streamed (%d of %lld layers resident), %s, depth %d x %s%s\n", a.model.c_str(),
               a.passes, format_bytes(ws.plan().streamed_bytes).c_str(), ws.plan().n_resident, (long long)n_layers,
               ws.direct() ? "O_DIRECT" : "buffered", a.io_depth, format_bytes(request).c_str(),
-              eo.placement.io_bw > 0 ? (", capped at " + format_bytes(eo.placement.io_bw) + "/s").c_str() : "");
+              eo.placement.io.bandwidth > 0 ? (", capped at " + format_bytes(eo.placement.io.bandwidth) + "/s").c_str() : "");
   std::printf("  %.3f s: %.3f GB/s (consumed bytes / wall time); %.3f GB/s while reading, I/O busy %.1f%%\n", secs,
               gbps, s.read_gbps(), secs > 0 ? 100.0 * s.read_busy_ms / (secs * 1e3) : 0.0);
   return std::fflush(stdout) == 0 && !std::ferror(stdout) ? 0 : 1;

@@ -1,0 +1,46 @@
+#pragma once
+// How speculation drafts: one struct from the command line (--chain, --tree, --draft-max,
+// --tree-width, --tree-children, --pregrow) to the drafter and the budget policy, with
+// every default and limit here and only here.
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+
+namespace flashspec {
+
+struct SpeculationParams {
+  // Largest budgets. A tree pass costs more than linearly in its size (every node attends
+  // to its ancestors), and trees beyond a few thousand nodes accept no more tokens
+  // (SpecExec's largest are 2048), so larger ones are refused rather than run for minutes.
+  static constexpr int64_t kMaxTreeBudget = 4096;
+  static constexpr int64_t kMaxChain = 256;
+  static constexpr int64_t kDefaultAutoBudget = 1024;  // --tree auto's largest (--draft-max)
+
+  enum class Mode {
+    Chain,  // a chain of `budget` draft tokens: the draft's argmax, or with sampling
+            // its draws, verified by rejection sampling
+    Tree,   // a best-first tree of `budget` nodes
+    Auto,   // each pass's shape and size chosen from measured costs, up to `budget`
+  };
+  Mode mode = Mode::Auto;
+  int64_t budget = kDefaultAutoBudget;  // chain length, tree nodes, or Auto's largest
+  int32_t tree_width = 0;     // tree nodes fed per draft pass (0: budget/16, 1..64)
+  int32_t tree_children = 8;  // candidate children kept per tree node
+  // Trees: while the target verifies B nodes, the draft grows the tree on to
+  // B * (1 + pregrow) nodes on its own thread (0: no overlap, the draft waits). Unset:
+  // the engine decides from the run (Engine::Engine says how).
+  std::optional<int32_t> pregrow;
+
+  bool chain() const { return mode == Mode::Chain; }
+  bool auto_budget() const { return mode == Mode::Auto; }
+  int32_t pregrow_factor() const { return chain() ? 0 : pregrow.value_or(0); }
+  bool overlapped() const { return pregrow_factor() > 0; }
+  // Largest tree the draft ever holds (verified budget plus pre-grown nodes).
+  int64_t max_tree_nodes() const { return budget * (1 + pregrow_factor()); }
+  // Nodes fed per draft pass for a tree of `b` nodes.
+  int32_t width_for(int64_t b) const {
+    return tree_width > 0 ? tree_width : int32_t(std::clamp<int64_t>(b / 16, 1, 64));
+  }
+};
+
+}  // namespace flashspec

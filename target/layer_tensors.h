@@ -1,0 +1,72 @@
+#pragma once
+// The tensors of one transformer layer, declared once (layer_tensors.cpp): GGUF name,
+// role, shape, whether the model must have it, and how a stream reads it. Loading
+// (ModelWeights), byte accounting (placement, inspect), staging into VRAM slots
+// (StagedLayers) and streaming from storage (StreamedLayers) all iterate this table;
+// no other source file lists a layer's tensors.
+//
+// Shapes are GGUF's, innermost dimension first. A matrix [cols, rows] maps `cols`
+// inputs to `rows` outputs and is stored as `rows` contiguous rows of `cols` weights
+// (WeightMatrix). An expert tensor [cols, rows, experts] holds `experts` such matrices
+// back to back, the expert being the outermost dimension: expert e's rows are one
+// contiguous byte range, so a stream can read the slices of the routed experts alone.
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/weight_matrix.h"
+
+namespace flashspec {
+
+struct LlamaConfig;
+
+// The layer's matrices. Dense layers have the FFN's Gate/Up/Down; mixture-of-experts
+// layers have Router and the three expert tensors instead.
+enum class LayerMatrix : uint8_t { Q, K, V, Out, Gate, Up, Down, Router, GateExps, UpExps, DownExps };
+// The layer's 1-D tensors: norms and biases, kept resident as f32 whatever the placement.
+enum class LayerVector : uint8_t { AttnNorm, FfnNorm, BiasQ, BiasK, BiasV, BiasOut, QNorm, KNorm };
+
+constexpr size_t kLayerMatrices = size_t(LayerMatrix::DownExps) + 1;
+constexpr size_t kLayerVectors = size_t(LayerVector::KNorm) + 1;
+
+// How a streamed pass reads a matrix: whole, or only the slices of the experts its rows
+// were routed to.
+enum class ReadUnit { Whole, ExpertSlices };
+
+struct MatrixSpec {
+  LayerMatrix id;
+  std::string name;  // GGUF tensor "blk.N.<name>.weight"
+  int64_t cols = 0, rows = 0;
+  int64_t experts = 1;  // > 1: an expert tensor [cols, rows, experts]
+  ReadUnit read = ReadUnit::Whole;
+  // GGUF dims of the tensor: {cols, rows} or {cols, rows, experts}.
+  std::vector<int64_t> dims() const;
+};
+
+struct VectorSpec {
+  LayerVector id;
+  std::string name;  // GGUF tensor "blk.N.<name>" (suffix included: ".weight" or ".bias")
+  int64_t n = 0;
+  bool required = false;  // absent: an error; else optional (null where the file has none)
+};
+
+// What a layer of a model with config `c` holds, matrices in the order a pass uses them.
+struct LayerSpec {
+  std::vector<MatrixSpec> matrices;
+  std::vector<VectorSpec> vectors;
+};
+LayerSpec layer_spec(const LlamaConfig& c);
+
+// One layer's weights where a backend reads them. Matrices the model does not have
+// (the dense FFN of an MoE layer and vice versa) have null data; vectors it does not
+// have are null.
+struct LayerWeights {
+  std::array<WeightMatrix, kLayerMatrices> matrix{};
+  std::array<const float*, kLayerVectors> vector{};
+
+  const WeightMatrix& operator[](LayerMatrix m) const { return matrix[size_t(m)]; }
+  const float* operator[](LayerVector v) const { return vector[size_t(v)]; }
+};
+
+}  // namespace flashspec
