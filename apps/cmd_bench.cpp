@@ -119,14 +119,6 @@ std::vector<std::string> without_none(std::vector<std::string> v) {
   return v;
 }
 
-int64_t parse_budget(const std::string& flag, const std::string& v) {
-  char* end = nullptr;
-  const long long b = std::strtoll(v.c_str(), &end, 10);
-  if (end == v.c_str() || *end != '\0' || b < 1 || b > 65536)
-    throw Error(flag + ": '" + v + "' is not a budget in 1..65536");
-  return b;
-}
-
 struct Config {
   std::string shape;  // target, chain, tree, tree-auto
   int64_t budget = 0;
@@ -144,12 +136,10 @@ struct Config {
 // speedup reference) first, then the chains and the trees.
 std::vector<Config> plan_sweep(const BenchArgs& a) {
   std::vector<int64_t> chains;
-  for (const std::string& c : without_none(a.chains)) chains.push_back(parse_budget("--chain", c));
+  for (const std::string& c : without_none(a.chains)) chains.push_back(budget_number(c));
   const std::vector<std::string> trees = without_none(a.trees);
-  for (const std::string& t : trees)
-    if (t != "auto") parse_budget("--tree", t);
   if ((!chains.empty() || !trees.empty()) && a.run.engine.draft_path.empty())
-    throw Error("bench: --chain/--tree sweeps need a draft model (-d DRAFT.gguf); pass --chain none --tree none "
+    throw UsageError("bench: --chain/--tree sweeps need a draft model (-d DRAFT.gguf); pass --chain none --tree none "
                 "for target-only");
   std::vector<Config> configs;
   for (const std::string& bw : a.io_bws) {
@@ -159,7 +149,7 @@ std::vector<Config> plan_sweep(const BenchArgs& a) {
       for (int64_t k : chains) configs.push_back({"chain", k, t, bw, bytes});
       for (const std::string& b : trees)
         configs.push_back(b == "auto" ? Config{"tree-auto", 0, t, bw, bytes}
-                                      : Config{"tree", parse_budget("--tree", b), t, bw, bytes});
+                                      : Config{"tree", budget_number(b), t, bw, bytes});
     }
   }
   return configs;
@@ -331,31 +321,25 @@ BenchRow run_config(const BenchArgs& a, const Config& c, const std::vector<std::
   if (meta.backend.empty()) meta.backend = engine.backend().name();
   SamplingParams sampling = a.run.sampling;
   sampling.temperature = float(c.temp);
-  GenerateOptions opt = engine.request(sampling, a.run.n_predict, a.run.ignore_eos);
+  TurnRequest opt;
+  opt.sampling = sampling;
+  opt.max_tokens = a.run.n_predict;
+  opt.ignore_eos = a.run.ignore_eos;
   // One fresh session per prompt, as `generate` does (so --tree auto starts from scratch
-  // each time), sized for the prompt, the answer and the widest draft pass. Sessions are
-  // driven here rather than through Engine::generate to keep stderr to the progress bar.
-  const int64_t scratch = engine.scratch_rows();
-  auto run_one = [&](const std::vector<int32_t>& p, const GenerateOptions& g) {
-    Session s = engine.new_session(int64_t(p.size()) + g.n_predict + scratch);
-    const StreamCounters before = engine.stream_counters();
-    GenerationResult res = s.generate(p, g);
-    engine.add_stream_stats(res.stats, before);
-    return res;
-  };
+  // each time).
   {  // warm-up: thread pool, page cache, first-touch allocations
-    GenerateOptions w = opt;
-    w.n_predict = std::min<int64_t>(opt.n_predict, 4);
-    run_one(tokens.front(), w);
+    TurnRequest w = opt;
+    w.max_tokens = std::min<int64_t>(opt.max_tokens, 4);
+    engine.generate(tokens.front(), w);
   }
-  BenchRow row = row_for(c, engine, opt.n_predict, tokens.size());
+  BenchRow row = row_for(c, engine, opt.max_tokens, tokens.size());
   for (int64_t rep = 0; rep < a.reps; ++rep) {
     opt.sampling.seed = sampling.seed + uint64_t(rep);  // new samples each repetition when T > 0
     RepTotals totals;
     for (const std::vector<int32_t>& p : tokens) {
       progress.step(row.config + " T=" + format_number("%g", c.temp) + " " + row.placement_label() +
                     (a.reps > 1 ? " rep " + std::to_string(rep + 1) + "/" + std::to_string(a.reps) : ""));
-      add_generation(row, totals, run_one(p, opt).stats);
+      add_generation(row, totals, engine.generate(p, opt).stats);
     }
     close_rep(row, totals);
   }
@@ -408,10 +392,12 @@ Action register_bench(CLI::App& app) {
   sub->add_option("--chain", args->chains, "draft chain lengths to sweep, comma-separated ('none': no chains)")
       ->delimiter(',')
       ->take_all()
+      ->check(chain_value(true))
       ->capture_default_str();
   sub->add_option("--tree", args->trees, "draft tree budgets to sweep, comma-separated, 'auto' allowed ('none': no trees)")
       ->delimiter(',')
       ->take_all()
+      ->check(tree_value(true))
       ->capture_default_str();
   sub->add_option("--temp", args->temps, "temperatures to sweep, comma-separated")
       ->delimiter(',')

@@ -9,8 +9,8 @@
 // With --json each turn prints one JSON line instead of text:
 //   {"turn":i,"prompt_tokens":rows prefilled by this turn,"history_tokens":…,"stop":…,
 //    "tokens":[…],"text":"…","stats":{…}}
-// Context: --ctx rows (default 2048, whatever the model's training context: it bounds
-// the KV cache memory; a turn that does not fit says so and /reset starts over).
+// Context: --ctx rows, by default Engine::session_context() (as the server's); a turn
+// that does not fit says so and /reset starts over.
 #include <unistd.h>
 
 #include <cstdio>
@@ -35,8 +35,6 @@ namespace flashspec {
 
 namespace {
 
-constexpr int64_t kDefaultChatCtx = 2048;
-
 struct ChatArgs {
   RunOptions run;
   bool json = false;
@@ -50,7 +48,7 @@ const char* end_name(AnswerEnd e) {
     case AnswerEnd::Length: return "length";
     case AnswerEnd::EndToken: return "end";
     case AnswerEnd::StopText: return "user";
-    case AnswerEnd::Interrupted: return "interrupt";
+    case AnswerEnd::Cancelled: return "interrupt";
   }
   return "?";
 }
@@ -98,21 +96,11 @@ void put(const std::string& s) {
 }
 
 int run_chat(const ChatArgs& a) {
-  std::optional<ChatStyle> forced;
-  if (a.format != "auto") {
-    forced = parse_chat_style(a.format);
-    if (!forced)
-      throw Error("--chat-format: '" + a.format + "' is not auto, plain, llama2, chatml, llama3 or zephyr");
-  }
   Engine engine(a.run.engine);
-  const Tokenizer& tok = engine.tokenizer();
-  std::string notice;
-  ChatFormat fmt = ChatFormat::for_model(tok, engine.target().file().get_string("tokenizer.chat_template"), forced,
-                                         notice);
+  ChatFormat fmt = chat_format_for(engine, a.format, "flashspec");
   fmt.set_thinking(a.think);
   const bool hide_reasoning = fmt.reasons() && !a.think;
-  if (!notice.empty()) std::fprintf(stderr, "flashspec: %s\n", notice.c_str());
-  Session session = engine.new_session(a.run.engine.ctx > 0 ? a.run.engine.ctx : kDefaultChatCtx);
+  Session session = engine.new_session(engine.session_context());
 
   const bool interactive = ::isatty(STDIN_FILENO) == 1;
   const EngineOptions& eo = a.run.engine;
@@ -177,58 +165,37 @@ int run_chat(const ChatArgs& a) {
 
     const std::vector<int32_t> input = session.tokens().empty() ? fmt.first_turn(message, a.system)
                                                                 : fmt.next_turn(message, last_end, last_token);
-    GenerateOptions opt = engine.request(a.run.sampling, a.run.n_predict, a.run.ignore_eos);
-    StopTextFilter filter(fmt.stop_text());
-    ReasoningFilter reasoning;
-    Utf8Stream utf8;
-    std::string shown;             // answer text (the JSON "text")
-    bool strip_space = true;       // the display drops the answer's leading space
-    bool turn_end = false;         // the style's end-of-turn token arrived
-    bool end_token = false;        // an end-of-generation token arrived
-    auto emit = [&](const std::string& s) {
-      shown += s;
-      if (a.json || s.empty()) return;
-      std::string_view v = s;
-      if (strip_space) {
-        if (v.front() == ' ') v.remove_prefix(1);
-        strip_space = v.empty();
-      }
-      put(std::string(v));
-    };
-    auto show = [&](const std::string& text) { emit(hide_reasoning ? reasoning.push(text) : text); };
-    opt.on_token = [&](int32_t id) {
-      if (tok.is_end_of_generation(id)) {
-        end_token = true;
-        return;
-      }
-      if (fmt.is_turn_end(id)) {
-        turn_end = true;
-        return;
-      }
-      show(filter.push(utf8.push(tok.token_to_piece(id))));
-    };
-    opt.should_stop = [&] {
-      return SigintGuard::pending() || filter.stopped() || (turn_end && !opt.ignore_eos);
-    };
-    GenerationResult r;
-    const StreamCounters before = engine.stream_counters();
+    TurnRequest req;
+    req.sampling = a.run.sampling;
+    req.max_tokens = a.run.n_predict;
+    req.ignore_eos = a.run.ignore_eos;
+    req.turn_end = fmt.turn_end_token();
+    req.stop = {fmt.stop_text()};
+    req.hide_reasoning = hide_reasoning;
+    req.cancelled = [] { return SigintGuard::pending(); };
+    bool strip_space = true;  // the display drops the answer's leading space
+    if (!a.json)
+      req.on_text = [&](const std::string& s) {
+        std::string_view v = s;
+        if (strip_space) {
+          if (v.front() == ' ') v.remove_prefix(1);
+          strip_space = v.empty();
+        }
+        put(std::string(v));
+      };
+    TurnResult r;
     try {
-      r = session.generate(input, opt);
-      engine.add_stream_stats(r.stats, before);
+      r = run_turn(engine, session, input, req);
     } catch (const Error& e) {
       if (std::string_view(e.what()).rfind("context full", 0) != 0) throw;
       std::fprintf(stderr, "flashspec: %s; /reset starts a new conversation\n", e.what());
       continue;
     }
-    if (!filter.stopped()) show(filter.push(utf8.flush()) + filter.flush());
-    if (hide_reasoning) emit(reasoning.flush());
     if (!a.json) put("\n");
+    // A Ctrl-C that came after the last token still marks the answer interrupted.
+    const AnswerEnd how = SigintGuard::take() ? AnswerEnd::Cancelled : r.finish;
 
     ++turn;
-    AnswerEnd how = AnswerEnd::Length;
-    if (SigintGuard::take()) how = AnswerEnd::Interrupted;
-    else if (filter.stopped()) how = AnswerEnd::StopText;
-    else if ((end_token || turn_end) && !opt.ignore_eos) how = AnswerEnd::EndToken;
     last_end = how;
     last_token = r.tokens.empty() ? -1 : r.tokens.back();
     last_stats = r.stats;
@@ -240,11 +207,11 @@ int run_chat(const ChatArgs& a) {
                                 {"history_tokens", int64_t(session.tokens().size())},
                                 {"stop", end_name(how)},
                                 {"tokens", r.tokens},
-                                {"text", shown},
+                                {"text", r.text},
                                 {"stats", stats_json(r.stats)}};
       put(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
     } else {
-      if (how == AnswerEnd::Interrupted) std::fprintf(stderr, "[interrupted]\n");
+      if (how == AnswerEnd::Cancelled) std::fprintf(stderr, "[interrupted]\n");
       std::fprintf(stderr, "[%lld tokens, %.1f tok/s, tau %.2f%s, prefilled %lld rows, ttft %.0f ms]\n",
                    (long long)r.stats.generated, r.stats.tokens_per_s(), r.stats.tau(),
                    r.stats.drafted ? (", accepted " + std::to_string(int(100.0 * r.stats.acceptance() + 0.5)) + "%").c_str()
@@ -263,11 +230,10 @@ Action register_chat(CLI::App& app) {
   add_run_options(*sub, args->run);
   if (CLI::Option* n = sub->get_option_no_throw("--n-predict")) n->description("most tokens per answer (default 256)");
   if (CLI::Option* c = sub->get_option_no_throw("--ctx"))
-    c->description("context size in tokens for the whole conversation (default 2048)");
+    c->description("context size in tokens for the whole conversation (default: the model's training context, at "
+                   "most 4096, plus the speculation's scratch rows)");
   sub->add_option("--system", args->system, "system prompt placed before the first turn");
-  sub->add_option("--chat-format", args->format,
-                  "turn format: auto (from the model's chat template, else plain), plain, llama2, "
-                  "chatml, llama3, zephyr");
+  add_chat_format_option(*sub, args->format);
   sub->add_flag("--think", args->think,
                 "reasoning models (Qwen3): let the model think before answering and show its reasoning "
                 "(default: thinking off, any reasoning hidden)");

@@ -35,22 +35,23 @@ int run_generate(const GenerateArgs& a) {
   engine.context_for(int64_t(prompt_tokens.size()), a.run.n_predict);  // refuses a --ctx too small, before any output
   warn_past_training_context(engine, int64_t(prompt_tokens.size()) + a.run.n_predict);
 
-  GenerateOptions opt = engine.request(a.run.sampling, a.run.n_predict, a.run.ignore_eos);
-  opt.logits_positions = a.logits;
-  Utf8Stream stream;
+  TurnRequest req;
+  req.sampling = a.run.sampling;
+  req.max_tokens = a.run.n_predict;
+  req.ignore_eos = a.run.ignore_eos;
+  req.logits_positions = a.logits;
   if (!a.json) {
     write_stdout(prompt);
-    opt.on_token = [&](int32_t id) {
-      if (tok.is_end_of_generation(id)) return;  // the end marker is not text
-      write_stdout(stream.push(tok.token_to_piece(id)));
+    req.on_text = [](const std::string& s) {
+      write_stdout(s);
       flush_stdout();
     };
   }
-  const GenerationResult r = engine.generate(prompt_tokens, opt);
+  const TurnResult r = engine.generate(prompt_tokens, req);
   if (trace) trace->write_all(chrome_trace(r.stats));
   const std::string config = speculation_label(a.run.engine);
   if (!a.json) {
-    write_stdout(stream.flush() + "\n");
+    write_stdout("\n");
     flush_stdout();
     std::fprintf(stderr, "\n%s\n", stats_line(r.stats, config, a.run.sampling.seed, !a.run.sampling.greedy()).c_str());
     if (auto n = slower_than_target_notice(r.stats)) std::fprintf(stderr, "%s\n", n->c_str());

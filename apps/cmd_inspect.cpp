@@ -42,7 +42,7 @@ int run_inspect(const InspectArgs& a) {
     throw Error(a.path + ": tokenizer has " + std::to_string(tok.n_vocab()) + " tokens but the embedding has " +
                 std::to_string(c.n_vocab) + " rows");
   const std::optional<GgmlType> self = self_draft_type(a.draft);
-  const uint64_t self_bytes = self ? quantized_model_bytes(f, QuantizeOptions{*self, false, true, true}) : 0;
+  const uint64_t self_bytes = self ? quantized_model_bytes(f, QuantizeOptions::self_draft(*self)) : 0;
   const PlacementPlan plan = plan_placement(f, w, a.placement, a.backend == "cuda", self_bytes);
   const KvType k_type = a.kv_types.key_type(), v_type = a.kv_types.value_type();
   const uint64_t kv_per_token = uint64_t(c.n_layers) * (kv_bytes(k_type, c.kv_dim()) + kv_bytes(v_type, c.kv_dim()));

@@ -29,8 +29,8 @@ struct QuantizeArgs {
 int run_quantize(const QuantizeArgs& a) {
   QuantizeOptions o;
   o.type = *quantize_type_from_name(a.type);  // checked by CLI11
-  o.keep_output = a.keep_output;
-  o.allow_requantize = a.allow_requantize;
+  o.head = a.keep_output ? OutputHead::Keep : OutputHead::Quantize;
+  o.quantized_inputs = a.allow_requantize ? QuantizedInputs::Requantize : QuantizedInputs::Refuse;
   const GgufFile in = GgufFile::open(a.in);
   plan_quantization(in, o);  // refuses a requantization before anything is written
   OutputFile out(a.out);

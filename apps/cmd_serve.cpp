@@ -27,7 +27,6 @@ int run_serve(ServeArgs& a) {
   o.seed_given = a.run.seed_given;
   o.default_max_tokens = a.run.n_predict;
   o.ignore_eos = a.run.ignore_eos;
-  o.ctx = a.run.engine.ctx;
   // Before any thread starts (the engine's pools, httplib's), so that every thread
   // inherits the mask and only the watcher takes SIGINT/SIGTERM.
   server::BlockedSignals blocked;
@@ -85,10 +84,7 @@ Action register_serve(CLI::App& app) {
       ->transform(size_value())
       ->capture_default_str();
   sub->add_option("--alias", s.model_id, "model name /v1/models lists and requests give (default: the target file name)");
-  sub->add_option("--chat-format", s.chat_format,
-                  "turn format: auto (from the model's chat template, else plain), plain, llama2, chatml, llama3, "
-                  "zephyr")
-      ->capture_default_str();
+  add_chat_format_option(*sub, s.chat_format);
   return [args, sub] {
     finish_run_options(*sub, args->run);
     return run_serve(*args);

@@ -48,6 +48,23 @@ void guard_standard_fds() {
   }
 }
 
+// write(2) only: this runs inside the SIGBUS handler (core/mapped_file.h).
+void write_stderr(const char* s) noexcept {
+  for (size_t n = std::strlen(s); n > 0;) {
+    const ssize_t w = ::write(STDERR_FILENO, s, n);
+    if (w <= 0) return;
+    s += w;
+    n -= size_t(w);
+  }
+}
+
+void report_mapping_fault(const char* path) noexcept {
+  if (!path) return write_stderr("flashspec: error: bus error (a mapped file changed while in use, or a hardware fault)\n");
+  write_stderr("flashspec: error: ");
+  write_stderr(path);
+  write_stderr(": the file shrank or changed while in use (a read through its mapping failed)\n");
+}
+
 int fail(const char* what) {
   std::fprintf(stderr, "flashspec: error: %s\n", what);
   return 1;
@@ -57,7 +74,7 @@ int fail(const char* what) {
 
 int main(int argc, char** argv) {
   guard_standard_fds();
-  flashspec::install_mapping_fault_handler();
+  flashspec::install_mapping_fault_handler(report_mapping_fault);
   CLI::App app{"flashspec: speculative decoding with a resident draft and a storage-streamed target"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "flashspec 0.2");

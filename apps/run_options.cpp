@@ -4,6 +4,7 @@
 #include <cmath>
 #include <random>
 
+#include "core/chat_template.h"
 #include "core/error.h"
 #include "core/printable.h"
 #include "core/units.h"
@@ -48,6 +49,29 @@ CLI::Validator finite_range(double lo, double hi) {
       "[" + CLI::detail::to_string(lo) + " - " + CLI::detail::to_string(hi) + "]");
 }
 
+namespace {
+
+CLI::Validator budget_check(const char* what, int64_t max, bool allow_auto, bool none) {
+  const std::string words = std::string(allow_auto ? " or 'auto'" : "") + (none ? " or 'none'" : "");
+  return CLI::Validator(
+      [=](std::string& v) -> std::string {
+        if ((allow_auto && v == "auto") || (none && v == "none")) return {};
+        int64_t b = 0;
+        const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), b);
+        if (ec != std::errc() || p != v.data() + v.size() || b < 1 || b > max)
+          return "'" + v + "' is not " + what + " in 1.." + std::to_string(max) + words;
+        return {};
+      },
+      std::string("1..") + std::to_string(max) + words);
+}
+
+}  // namespace
+
+CLI::Validator chain_value(bool none) { return budget_check("a chain length", kMaxChain, false, none); }
+CLI::Validator tree_value(bool none) { return budget_check("a tree budget", kMaxTreeBudget, true, none); }
+
+int64_t budget_number(const std::string& v) { return std::stoll(v); }
+
 void add_run_options(CLI::App& sub, RunOptions& o) {
   EngineOptions& e = o.engine;
   PlacementOptions& p = e.placement;
@@ -77,11 +101,12 @@ void add_run_options(CLI::App& sub, RunOptions& o) {
       ->capture_default_str();
   sub.add_option("--top-p", o.sampling.top_p, "top-p filter (1: off)")->check(finite_range(0, 1))->capture_default_str();
   sub.add_option("--min-p", o.sampling.min_p, "min-p filter (0: off)")->check(finite_range(0, 1))->capture_default_str();
-  CLI::Option* chain = sub.add_option("--chain", o.chain, "speculate with a chain of K draft tokens")
-                           ->check(CLI::Range(int64_t(1), kMaxChain));
+  CLI::Option* chain =
+      sub.add_option("--chain", o.chain, "speculate with a chain of K draft tokens")->check(chain_value());
   CLI::Option* tree = sub.add_option("--tree", o.tree,
                                      "speculate with a draft tree of B tokens (1.." + std::to_string(kMaxTreeBudget) +
-                                         "), or 'auto': sized each pass from measured costs (the default with -d)");
+                                         "), or 'auto': sized each pass from measured costs (the default with -d)")
+                           ->check(tree_value());
   chain->excludes(tree);
   sub.add_option("--draft-max", o.draft_max, "largest draft (tokens) --tree auto may choose (default " + std::to_string(SpeculationParams::kDefaultAutoBudget) + ")")
           ->check(CLI::Range(int64_t(1), kMaxTreeBudget));
@@ -165,13 +190,9 @@ void finish_run_options(const CLI::App& sub, RunOptions& o) {
     if (o.draft_max > 0) s.budget = o.draft_max;
     return;
   }
-  int64_t b = 0;
-  const auto [p, ec] = std::from_chars(o.tree.data(), o.tree.data() + o.tree.size(), b);
-  if (ec != std::errc() || p != o.tree.data() + o.tree.size() || b < 1 || b > kMaxTreeBudget)
-    throw UsageError("--tree: '" + o.tree + "' is not a budget in 1.." + std::to_string(kMaxTreeBudget) + " or 'auto'");
   if (given("--draft-max")) throw UsageError("--draft-max and --tree B both set the draft size: give one (--draft-max caps --tree auto)");
   s.mode = SpeculationParams::Mode::Tree;
-  s.budget = b;
+  s.budget = budget_number(o.tree);
 }
 
 namespace {
@@ -211,6 +232,23 @@ std::string speculation_label(const EngineOptions& o) {
 }  // namespace flashspec
 
 namespace flashspec {
+
+void add_chat_format_option(CLI::App& sub, std::string& format) {
+  sub.add_option("--chat-format", format,
+                 "turn format: auto (from the model's chat template, else plain), plain, llama2, chatml, llama3, zephyr")
+      ->check(CLI::IsMember({"auto", "plain", "llama2", "chatml", "llama3", "zephyr"}))
+      ->capture_default_str();
+}
+
+ChatFormat chat_format_for(const Engine& e, const std::string& format, const char* who) {
+  const std::optional<ChatStyle> forced = format == "auto" ? std::nullopt : parse_chat_style(format);
+  if (format != "auto" && !forced) throw UsageError("--chat-format: '" + format + "' is not a turn format");
+  std::string notice;
+  ChatFormat f = ChatFormat::for_model(e.tokenizer(), e.target().file().get_string("tokenizer.chat_template"), forced,
+                                       notice);
+  if (!notice.empty()) std::fprintf(stderr, "%s: %s\n", who, notice.c_str());
+  return f;
+}
 
 void warn_past_training_context(Engine& e, int64_t rows) {
   const int64_t trained = e.target().config().context_length;

@@ -55,11 +55,26 @@ void finish_run_options(const CLI::App& sub, RunOptions& o);
 CLI::Validator size_value();
 // A check that a floating-point value lies in [lo, hi] (NaN is outside every range).
 CLI::Validator finite_range(double lo, double hi);
+// The checks of --chain K (1..kMaxChain) and --tree B (1..kMaxTreeBudget or "auto"), for
+// generate's single values and bench's sweep lists alike; `none` also allows "none" (a
+// sweep without chains or trees).
+CLI::Validator chain_value(bool none = false);
+CLI::Validator tree_value(bool none = false);
+// The number a checked --chain / --tree value holds.
+int64_t budget_number(const std::string& v);
 
 // "tree auto (<= 1024)", "chain 4", "target only", ... for the stats line and headers.
 std::string speculation_label(const EngineOptions& o);
 
 class Engine;
+class ChatFormat;
+
+// --chat-format (chat and serve), its value checked at parse time like every other flag.
+void add_chat_format_option(CLI::App& sub, std::string& format);
+// The turn format for the engine's target: `format` unless "auto", else the model's own
+// template (plain when it has none); a notice about a fallback goes to stderr after `who`.
+ChatFormat chat_format_for(const Engine& e, const std::string& format, const char* who);
+
 // One notice on stderr when a run of `rows` context rows goes past the length the target
 // was trained for (its output there is unreliable).
 void warn_past_training_context(Engine& e, int64_t rows);

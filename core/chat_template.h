@@ -65,12 +65,12 @@ struct ChatMessage {
 // any other role (tool results and function calls are not supported).
 std::optional<ChatRole> parse_chat_role(std::string_view name);
 
-// How the previous answer ended; decides how the next turn closes it.
+// How an answer ended (engine/turn.h); decides how the next chat turn closes it.
 enum class AnswerEnd {
-  Length,     // -n reached
+  Length,     // its token limit reached
   EndToken,   // end-of-generation or the style's end-of-turn token
-  StopText,   // plain style: the model started the user's next line ("\nUser:")
-  Interrupted,  // Ctrl-C
+  StopText,   // a stop text (plain style: the model started the user's next line, "\nUser:")
+  Cancelled,  // Ctrl-C, or a client that hung up
 };
 
 class ChatFormat {
@@ -110,6 +110,7 @@ class ChatFormat {
   // True for a token that ends the assistant's turn in this style (besides the
   // tokenizer's end-of-generation tokens), e.g. <|im_end|>.
   bool is_turn_end(int32_t id) const { return id >= 0 && id == turn_end_; }
+  int32_t turn_end_token() const { return turn_end_; }  // -1: none
   // Text that, once it appears in an answer, means the model started speaking for the
   // user: the answer stops there and the text is not shown. Empty: none.
   const std::string& stop_text() const { return stop_text_; }

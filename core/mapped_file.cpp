@@ -52,34 +52,24 @@ void release_fault_slot(int i) {
   g_fault_slots[i].begin.store(0, std::memory_order_release);
 }
 
-void write_all(const char* s) {
-  size_t n = std::strlen(s);
-  while (n > 0) {
-    const ssize_t w = ::write(STDERR_FILENO, s, n);
-    if (w <= 0) return;
-    s += w;
-    n -= size_t(w);
-  }
-}
+// Set once, before the handler is installed; read by the handler.
+std::atomic<MappingFaultReporter> g_reporter{nullptr};
 
 extern "C" void on_sigbus(int, siginfo_t* info, void*) {
   const auto at = reinterpret_cast<uintptr_t>(info->si_addr);
+  const char* path = nullptr;
   for (FaultSlot& s : g_fault_slots) {
     const uintptr_t b = s.begin.load(std::memory_order_acquire), e = s.end.load(std::memory_order_acquire);
-    if (e != 0 && at >= b && at < e) {
-      write_all("flashspec: error: ");
-      write_all(s.path);
-      write_all(": the file shrank or changed while in use (a read through its mapping failed)\n");
-      ::_exit(1);
-    }
+    if (e != 0 && at >= b && at < e) path = s.path;
   }
-  write_all("flashspec: error: bus error (a mapped file changed while in use, or a hardware fault)\n");
+  if (const MappingFaultReporter report = g_reporter.load(std::memory_order_acquire)) report(path);
   ::_exit(1);
 }
 
 }  // namespace
 
-void install_mapping_fault_handler() {
+void install_mapping_fault_handler(MappingFaultReporter report) {
+  g_reporter.store(report, std::memory_order_release);
   static const bool installed = [] {
     struct sigaction sa {};
     sa.sa_sigaction = on_sigbus;

@@ -47,8 +47,12 @@ class MappedFile {
   int fault_slot_ = -1;  // this mapping's entry in the fault handler's table
 };
 
-// Installs (once per process) the SIGBUS handler described above. A fault outside every
-// registered mapping still ends the process with an error line (not a silent crash).
-void install_mapping_fault_handler();
+// Called by the SIGBUS handler with the path of the mapping the fault hit (null: none of
+// them, e.g. a hardware fault); it reports the error the way the program reports errors.
+// It runs inside a signal handler: async-signal-safe calls only (write(2)). The process
+// exits with status 1 after it returns.
+using MappingFaultReporter = void (*)(const char* path) noexcept;
+// Installs (once per process) the SIGBUS handler described above, with `report`.
+void install_mapping_fault_handler(MappingFaultReporter report);
 
 }  // namespace flashspec

@@ -63,7 +63,7 @@ Engine::Engine(const EngineOptions& o) : opt_(o) {
   target_->set_kv_types(o.k_type, o.v_type);
   target_->set_max_batch(o.batch);
   // A self-draft is quantized from the target even when the target itself is quantized.
-  const QuantizeOptions self_q{self_type.value_or(GgmlType::Q8_0), false, true, true};
+  const QuantizeOptions self_q = QuantizeOptions::self_draft(self_type.value_or(GgmlType::Q8_0));
   const uint64_t self_bytes = self_type ? quantized_model_bytes(target_->file(), self_q) : 0;
   plan_ = plan_placement(target_->file(), target_->weights(), o.placement, !backend_->host_memory(), self_bytes);
   place_target_layers();
@@ -121,21 +121,12 @@ void Engine::place_target_layers() {
   }
 }
 
-GenerateOptions Engine::request(const SamplingParams& sampling, int64_t n_predict, bool ignore_eos) const {
-  GenerateOptions g;
-  g.n_predict = n_predict;
-  g.sampling = sampling;
-  g.ignore_eos = ignore_eos;
-  g.is_end = [this](int32_t id) { return tokenizer_.is_end_of_generation(id); };
-  return g;
-}
-
 Session Engine::new_session(int64_t ctx) {
   return Session(*target_, draft_.get(), policy_, ctx);
 }
 
 int64_t Engine::context_for(int64_t prompt, int64_t n_predict) const {
-  const int64_t need = context_needed(prompt, n_predict, scratch_rows());
+  const int64_t need = prompt + n_predict + scratch_rows();
   if (opt_.ctx > 0 && need > opt_.ctx)
     throw Error("--ctx " + std::to_string(opt_.ctx) + " is too small: a " + std::to_string(prompt) +
                 "-token prompt plus " + std::to_string(n_predict) + " tokens need " + std::to_string(need) +
@@ -143,12 +134,20 @@ int64_t Engine::context_for(int64_t prompt, int64_t n_predict) const {
   return opt_.ctx > 0 ? opt_.ctx : need;
 }
 
-GenerationResult Engine::generate(const std::vector<int32_t>& prompt, const GenerateOptions& g) {
-  Session s = new_session(context_for(int64_t(prompt.size()), g.n_predict));
-  const StreamCounters before = stream_counters();
-  GenerationResult r = s.generate(prompt, g);
-  add_stream_stats(r.stats, before);
-  return r;
+int64_t Engine::session_context() const {
+  const int64_t scratch = scratch_rows();
+  if (opt_.ctx > 0) {
+    if (opt_.ctx <= scratch)
+      throw UsageError("--ctx " + std::to_string(opt_.ctx) + " leaves no room for a conversation: each speculative pass "
+                       "needs " + std::to_string(scratch) + " context rows of scratch (lower --draft-max or --tree)");
+    return opt_.ctx;
+  }
+  return std::min(target_->config().context_length, kDefaultSessionContext) + scratch;
+}
+
+TurnResult Engine::generate(std::span<const int32_t> prompt, const TurnRequest& r) {
+  Session s = new_session(context_for(int64_t(prompt.size()), r.max_tokens));
+  return run_turn(*this, s, prompt, r);
 }
 
 StreamCounters Engine::stream_counters() const { return stream_ ? stream_->counters() : StreamCounters{}; }

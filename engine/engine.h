@@ -10,10 +10,10 @@
 #include "core/ggml_type.h"
 #include "core/tokenizer.h"
 #include "draft/drafter.h"
-#include "engine/generate.h"
 #include "engine/options.h"
 #include "engine/placement.h"
 #include "engine/session.h"
+#include "engine/turn.h"
 #include "offload/stream_counters.h"
 
 namespace flashspec {
@@ -41,23 +41,26 @@ class Engine {
   const EngineOptions& options() const { return opt_; }
   const Tokenizer& tokenizer() const { return tokenizer_; }
   LlamaModel& target() { return *target_; }
+  const LlamaModel& target() const { return *target_; }
   LlamaModel* draft() { return draft_.get(); }
   const PlacementPlan& plan() const { return plan_; }
   Backend& backend() { return *backend_; }
   bool speculative() const { return policy_.has_value(); }
   const std::optional<SpeculationParams>& policy() const { return policy_; }
 
-  // Options for one generation: `sampling`, `n_predict` tokens, stopping at the
-  // tokenizer's end-of-generation tokens unless `ignore_eos`.
-  GenerateOptions request(const SamplingParams& sampling, int64_t n_predict, bool ignore_eos) const;
   // A session (target-only or speculative as the options say) of `ctx` context rows.
   Session new_session(int64_t ctx);
   // Context rows a session needs beyond the sequence itself (the widest draft pass).
   int64_t scratch_rows() const { return Session::scratch_rows(policy_); }
-  // Context a run of `prompt` + `n_predict` tokens needs (--ctx when given, checked).
+  // Context rows, --ctx when given (checked to fit the need), for one run of `prompt` +
+  // `n_predict` tokens ...
   int64_t context_for(int64_t prompt, int64_t n_predict) const;
-  // One generation in a fresh session sized for it; streamed runs get their I/O stats.
-  GenerationResult generate(const std::vector<int32_t>& prompt, const GenerateOptions& g);
+  // ... and for a conversation (chat, serve): the target's training context, at most
+  // kDefaultSessionContext, plus the scratch rows.
+  int64_t session_context() const;
+  static constexpr int64_t kDefaultSessionContext = 4096;
+  // One turn in a fresh session sized for `prompt` and the answer.
+  TurnResult generate(std::span<const int32_t> prompt, const TurnRequest& r);
 
   // ---- weight streaming (offload/) ----
   // The target's weight stream with --stream, else nullptr.

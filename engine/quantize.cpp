@@ -72,13 +72,13 @@ std::vector<GgmlType> plan_quantization(const GgufFile& in, const QuantizeOption
       continue;
     }
     const bool head = t.name == "output.weight" || (tied && t.name == "token_embd.weight");
-    if (o.keep_output && head) {
+    if (o.head == OutputHead::Keep && head) {
       out.push_back(t.type);
       continue;
     }
     bool fell_back = false;
     const GgmlType want = fitting_type(o.type, t.dims[0], fell_back);
-    if (want != t.type && !is_float(t.type) && !o.allow_requantize)
+    if (want != t.type && !is_float(t.type) && o.quantized_inputs == QuantizedInputs::Refuse)
       throw Error(printable(in.path()) + ": tensor " + in_quotes(t.name) + " is already " +
                   std::string(type_name(t.type)) + "; quantizing it again to " + std::string(type_name(want)) +
                   " compounds the errors (quantize the F32/F16 original, or pass --allow-requantize)");
@@ -100,7 +100,7 @@ uint64_t quantized_model_bytes(const GgufFile& in, const QuantizeOptions& o) {
 QuantizeResult quantize_model(const GgufFile& in, const QuantizeOptions& o, ThreadPool& pool,
                               const std::function<void(std::span<const uint8_t>)>& sink,
                               const std::function<void(uint64_t, uint64_t)>& progress) {
-  if (o.fast && !can_quantize_fast(o.type))
+  if (o.scales == BlockScales::RangeBased && !can_quantize_fast(o.type))
     throw Error("internal: no fast quantizer for " + std::string(type_name(o.type)));
   const std::vector<GgmlType> types = plan_quantization(in, o);
   QuantizeResult r;
@@ -152,7 +152,7 @@ QuantizeResult quantize_model(const GgufFile& in, const QuantizeOptions& o, Thre
         for (int64_t r = r0; r < r1; ++r) {
           dequantize_row(t.type, src + r * in_row, row.data(), cols);
           uint8_t* dst = data.data() + r * out_row;
-          if (o.fast && can_quantize_fast(types[i]))
+          if (o.scales == BlockScales::RangeBased && can_quantize_fast(types[i]))
             quantize_row_fast(types[i], row.data(), dst, cols);
           else
             quantize_row(types[i], row.data(), dst, cols);

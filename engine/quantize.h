@@ -18,11 +18,24 @@ namespace flashspec {
 class GgufFile;
 class ThreadPool;
 
+// What happens to the output head (output.weight, or a tied embedding).
+enum class OutputHead { Quantize, Keep };
+// What happens to weights the input already holds quantized.
+enum class QuantizedInputs { Refuse, Requantize };
+// How block scales are chosen: searched for the least error (llama-quantize's), or from
+// each block's range (fast enough to run at load time).
+enum class BlockScales { Searched, RangeBased };
+
 struct QuantizeOptions {
   GgmlType type = GgmlType::Q4_0;
-  bool keep_output = false;       // output.weight (or a tied embedding) keeps its type
-  bool allow_requantize = false;  // quantize weights that are already quantized
-  bool fast = false;              // range-based block scales (load time); else searched
+  OutputHead head = OutputHead::Quantize;
+  QuantizedInputs quantized_inputs = QuantizedInputs::Refuse;
+  BlockScales scales = BlockScales::Searched;
+
+  // -d self:TYPE: the whole target, whatever its types, at load time.
+  static QuantizeOptions self_draft(GgmlType t) {
+    return {t, OutputHead::Quantize, QuantizedInputs::Requantize, BlockScales::RangeBased};
+  }
 };
 
 // The --type names (q8_0, q4_0, ..., lower case), comma separated, for messages.

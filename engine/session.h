@@ -5,14 +5,16 @@
 // Invariant between calls: each model's cache holds a prefix of seq_; the tokens after
 // that prefix are fed at the start of the next call.
 #include <chrono>
-#include <memory>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <vector>
 
+#include "core/sampler.h"
+#include "core/stats.h"
 #include "target/kv_cache.h"
-#include "engine/generate.h"
 #include "engine/tree_budget.h"
 #include "draft/draft_worker.h"
 #include "draft/drafter.h"
@@ -20,6 +22,26 @@
 namespace flashspec {
 
 class LlamaModel;
+
+// One call of Session::generate. Apps go through run_turn (engine/turn.h), which builds
+// these from a TurnRequest.
+struct GenerateOptions {
+  int64_t n_predict = 128;
+  SamplingParams sampling;
+  int64_t logits_positions = 0;  // keep full logits of the first K generated positions
+  bool ignore_eos = false;
+  std::function<bool(int32_t)> is_end;  // end-of-generation test
+  std::function<void(int32_t)> on_token;  // called as each token is final
+  // Asked after each emitted token (after on_token): true ends the generation there
+  // (Ctrl-C in chat, a stop text). The token just emitted is kept.
+  std::function<bool()> should_stop;
+};
+
+struct GenerationResult {
+  std::vector<int32_t> tokens;
+  std::vector<std::vector<float>> logits;
+  GenerationStats stats;
+};
 
 class Session {
  public:

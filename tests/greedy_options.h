@@ -1,9 +1,13 @@
 #pragma once
-// The generation options most tests compare under: greedy, n tokens, past end-of-sequence,
-// optionally keeping the full logits of the first positions.
+// The generation options most tests compare under (greedy, n tokens, past
+// end-of-sequence, optionally keeping the full logits of the first positions), and one
+// generation in a fresh session sized for it: the target alone (the reference every
+// speculative mode must reproduce exactly) or speculative.
 #include <cstdint>
+#include <optional>
+#include <span>
 
-#include "engine/generate.h"
+#include "engine/session.h"
 
 namespace flashspec::testing {
 
@@ -14,6 +18,23 @@ inline GenerateOptions greedy(int64_t n, int64_t logits_positions = 0) {
   o.ignore_eos = true;
   o.logits_positions = logits_positions;
   return o;
+}
+
+inline GenerationResult generate_in_new_session(LlamaModel& target, LlamaModel* draft,
+                                                const std::optional<SpeculationParams>& policy,
+                                                std::span<const int32_t> prompt, const GenerateOptions& opt) {
+  Session s(target, draft, policy, int64_t(prompt.size()) + opt.n_predict + Session::scratch_rows(policy));
+  return s.generate(prompt, opt);
+}
+
+inline GenerationResult generate_target_only(LlamaModel& target, std::span<const int32_t> prompt,
+                                             const GenerateOptions& opt) {
+  return generate_in_new_session(target, nullptr, std::nullopt, prompt, opt);
+}
+
+inline GenerationResult generate_speculative(LlamaModel& target, LlamaModel& draft, std::span<const int32_t> prompt,
+                                             const GenerateOptions& opt, const SpeculationParams& policy) {
+  return generate_in_new_session(target, &draft, policy, prompt, opt);
 }
 
 }  // namespace flashspec::testing

@@ -196,8 +196,21 @@ TEST_CASE("bench: prompts file, --out prefix and errors") {
   CHECK(std::count(bad.err.begin(), bad.err.end(), '\n') == 1);
 
   const CliResult nodraft = run_cli({"bench", "-m", model_path("stories260K"), "--out", dir.path + "/z"});
-  CHECK(nodraft.exit_code == 1);
+  CHECK(nodraft.exit_code == 2);  // a sweep that cannot run as given: usage, as generate's --tree without -d
   CHECK(nodraft.err.find("draft") != std::string::npos);
+
+  // The sweep lists are checked by generate's own limits, before any model loads.
+  for (const std::vector<std::string>& sweep : std::vector<std::vector<std::string>>{
+           {"--tree", "65536"}, {"--tree", "8,0"}, {"--chain", "999"}, {"--chain", "0"}, {"--chain", "auto"}}) {
+    CAPTURE(sweep[0] + " " + sweep[1]);
+    const CliResult r = with({sweep[0], sweep[1], "--out", dir.path + "/v"});
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find(sweep[0]) != std::string::npos);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    const CliResult g = run_cli({"generate", "-m", model_path("stories260K"), "-d", model_path("salty279K"), "-p", "x",
+                                 sweep[0], sweep[1]});
+    if (sweep[1] != "8,0") CHECK(g.exit_code == 2);
+  }
 
   const CliResult badbw = with({"--io-bw", "fast", "--out", dir.path + "/w"});
   CHECK(badbw.exit_code == 2);  // a flag that cannot parse: usage

@@ -210,9 +210,10 @@ TEST_CASE("chat: chat template detection") {
     CHECK(size_t(turns[1].at("prompt_tokens").get<int64_t>()) == second);
   }
 
-  SUBCASE("unknown --chat-format is one error line") {
+  SUBCASE("unknown --chat-format is one usage error line, as in serve") {
     const CliResult r = run_cli(chat_args(stories, {"--chat-format", "vicuna"}), "Hi\n");
-    CHECK(r.exit_code == 1);
+    CHECK(r.exit_code == 2);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
     CHECK(r.err.find("--chat-format") != std::string::npos);
   }
 }

@@ -11,8 +11,6 @@
 #include <cmath>
 #include <memory>
 
-#include "engine/generate.h"
-#include "engine/speculative.h"
 #include "core/tokenizer.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/cuda_backend.h"

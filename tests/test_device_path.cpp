@@ -12,8 +12,6 @@
 #include <thread>
 #include <utility>
 
-#include "engine/generate.h"
-#include "engine/speculative.h"
 #include "core/tokenizer.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "engine/streamed_layers.h"

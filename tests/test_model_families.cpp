@@ -9,8 +9,6 @@
 #include <cmath>
 #include <fstream>
 
-#include "engine/generate.h"
-#include "engine/speculative.h"
 #include "core/tokenizer.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "target/llama_model.h"

@@ -8,8 +8,6 @@
 #include <filesystem>
 
 #include "core/gguf.h"
-#include "engine/generate.h"
-#include "engine/speculative.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/matmul.h"
 #include "target/llama_model.h"

@@ -4,12 +4,12 @@
 
 #include <cmath>
 
-#include "engine/generate.h"
 #include "core/tokenizer.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "target/llama_model.h"
 #include "tests/fixtures.h"
 #include "tests/json_file.h"
+#include "tests/greedy_options.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;

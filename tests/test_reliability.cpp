@@ -18,8 +18,6 @@
 
 #include "core/error.h"
 #include "core/gguf.h"
-#include "engine/generate.h"
-#include "engine/speculative.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/thread_pool.h"
 #include "target/llama_model.h"

@@ -8,7 +8,6 @@
 #include <map>
 
 #include "engine/session.h"
-#include "engine/speculative.h"
 #include "core/tokenizer.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "target/llama_model.h"

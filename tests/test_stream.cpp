@@ -19,7 +19,6 @@
 #include <thread>
 
 #include "core/error.h"
-#include "engine/generate.h"
 #include "core/tokenizer.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "offload/layer_plan.h"
@@ -33,6 +32,7 @@
 #include "tests/fixtures.h"
 #include "tests/gguf_writer.h"
 #include "tests/json_file.h"
+#include "tests/greedy_options.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;

@@ -27,8 +27,6 @@ using json = nlohmann::json;
 // while every queued request holds a thread, and idle keep-alive connections hold one
 // each until they time out.
 constexpr size_t kSpareThreads = 16;
-// Largest default session: the KV cache is allocated whole at startup.
-constexpr int64_t kDefaultMaxContext = 4096;
 
 double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
@@ -62,31 +60,6 @@ std::string default_model_id(const std::string& path) {
   return name.empty() ? "flashspec" : name;
 }
 
-ChatFormat format_for(Engine& e, const std::string& name) {
-  std::optional<ChatStyle> forced;
-  if (name != "auto") {
-    forced = parse_chat_style(name);
-    if (!forced) throw UsageError("--chat-format: '" + name + "' is not auto, plain, llama2, chatml, llama3 or zephyr");
-  }
-  std::string notice;
-  ChatFormat f = ChatFormat::for_model(e.tokenizer(), e.target().file().get_string("tokenizer.chat_template"),
-                                       forced, notice);
-  if (!notice.empty()) std::fprintf(stderr, "flashspec serve: %s\n", notice.c_str());
-  return f;
-}
-
-int64_t session_rows(Engine& e, int64_t ctx) {
-  const int64_t scratch = e.scratch_rows();
-  if (ctx > 0) {
-    if (ctx <= scratch)
-      throw UsageError("--ctx " + std::to_string(ctx) + " leaves no room for a prompt: each speculative pass needs " +
-                       std::to_string(scratch) + " context rows of scratch (lower --draft-max or --tree)");
-    return ctx;
-  }
-  const int64_t trained = e.target().config().context_length;
-  return std::min<int64_t>(trained > 0 ? trained : kDefaultMaxContext, kDefaultMaxContext) + scratch;
-}
-
 }  // namespace
 
 struct HttpServer::Job {
@@ -103,9 +76,9 @@ HttpServer::HttpServer(Engine& engine, ServeOptions o)
     : engine_(engine),
       opt_(std::move(o)),
       model_id_(opt_.model_id.empty() ? default_model_id(engine.options().target_path) : opt_.model_id),
-      format_(format_for(engine, opt_.chat_format)),
+      format_(chat_format_for(engine, opt_.chat_format, "flashspec serve")),
       queue_(size_t(opt_.queue)),
-      runner_(std::make_unique<GenerationRunner>(engine, format_, session_rows(engine, opt_.ctx), opt_.ignore_eos)),
+      runner_(std::make_unique<GenerationRunner>(engine, format_, opt_.ignore_eos)),
       created_(int64_t(std::time(nullptr))),
       http_(std::make_unique<httplib::Server>()) {
   const size_t threads = size_t(opt_.queue) + 1 + kSpareThreads;

@@ -2,9 +2,8 @@
 // Runs one request's generation on the server's one Session (engine/session.h), reusing
 // the rows of the prompt the session already holds: when the rendered prompt extends the
 // session's tokens (the next turn of a conversation) only the new tokens are prefilled;
-// a prompt that diverges rewinds the session to the common prefix first. The answer's
-// text goes through the same filters as `flashspec chat`: whole UTF-8 characters only,
-// stop texts cut where they start (even inside a token), Qwen3 reasoning hidden.
+// a prompt that diverges rewinds the session to the common prefix first. The answer is
+// one turn (engine/turn.h), as in `flashspec chat`.
 // Every generation runs on the runner's own engine thread, whichever HTTP thread asked
 // for it: the session, the engine's buffers and the allocator's per-thread heaps then
 // belong to one thread, so memory does not grow with the number of HTTP threads that
@@ -55,8 +54,9 @@ struct RunResult {
 
 class GenerationRunner {
  public:
-  // `context`: the session's rows (prompt + answer + the speculation's scratch rows).
-  GenerationRunner(Engine& engine, const ChatFormat& format, int64_t context, bool ignore_eos);
+  // The session has Engine::session_context() rows (prompt + answer + the speculation's
+  // scratch rows).
+  GenerationRunner(Engine& engine, const ChatFormat& format, bool ignore_eos);
 
   int64_t context() const { return capacity_; }
   // Prompt plus answer tokens one request may use.

@@ -15,7 +15,6 @@ struct ServeOptions {
   uint64_t max_body = uint64_t(8) << 20;    // bytes of a request body
   std::string model_id;                     // the name /v1/models lists (default: target file name)
   std::string chat_format = "auto";
-  int64_t ctx = 0;                          // session rows (0: min(training context, 4096) + scratch)
   SamplingParams sampling;                  // defaults of the request fields
   bool seed_given = false;                  // --seed: requests without a seed use it
   int64_t default_max_tokens = 512;         // max_tokens of a request that sets none

@@ -1,0 +1,53 @@
+#pragma once
+// One generation turn on a Session, as every command runs it (generate, chat, bench and
+// the server): it feeds the turn's input tokens, generates, and turns the generated ids
+// into the answer's text as each becomes final:
+//   - end-of-generation tokens and the chat style's end-of-turn token end the answer
+//     (unless ignore_eos) and are never text;
+//   - stop texts cut the answer where the first of them begins, even inside a token, and
+//     are never shown (text that might start one is held back until it cannot);
+//   - reasoning blocks (<think>...</think>) can be hidden;
+//   - text goes out in whole UTF-8 characters.
+// It reports why the turn finished and its statistics, including what the weight stream
+// read meanwhile. A turn keeps all its state in its own objects, so several turns can run
+// side by side, one per sequence.
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/chat_template.h"
+#include "core/sampler.h"
+#include "core/stats.h"
+
+namespace flashspec {
+
+class Engine;
+class Session;
+
+struct TurnRequest {
+  SamplingParams sampling;
+  int64_t max_tokens = 128;
+  bool ignore_eos = false;          // generate past end tokens (they still show no text)
+  int32_t turn_end = -1;            // the chat style's end-of-turn token (-1: none)
+  std::vector<std::string> stop;    // stop texts (empty ones are ignored)
+  bool hide_reasoning = false;
+  int64_t logits_positions = 0;     // keep full logits of the first K generated positions
+  std::function<void(const std::string&)> on_text;  // visible text, as it becomes final
+  std::function<bool()> cancelled;                  // asked after each token
+};
+
+struct TurnResult {
+  std::vector<int32_t> tokens;  // generated ids (a final end token included)
+  std::string text;             // the visible answer (what on_text was given)
+  AnswerEnd finish = AnswerEnd::Length;
+  std::vector<std::vector<float>> logits;
+  GenerationStats stats;        // stats.prompt_tokens: rows this turn prefilled
+};
+
+// Feeds `input` after what `session` holds and generates the answer (Error "context
+// full: ..." when it does not fit: the session is unchanged then).
+TurnResult run_turn(Engine& engine, Session& session, std::span<const int32_t> input, const TurnRequest& r);
+
+}  // namespace flashspec
