@@ -78,7 +78,8 @@ void add_run_options(CLI::App& sub, RunOptions& o) {
   SpeculationParams& s = e.speculation;
   sub.add_option("-m,--model", e.target_path, "target model (GGUF)")->required();
   sub.add_option("-d,--draft,--model-draft", e.draft_path,
-                 "draft model (GGUF) for speculative decoding (llama.cpp: -md)");
+                 "draft model (GGUF) for speculative decoding (llama.cpp: -md); 'lookup': draft by prompt lookup "
+                 "(continuations of earlier text), no model; self:TYPE: the target quantized to TYPE");
   sub.add_option("-n,--n-predict", o.n_predict, "tokens to generate")
       ->check(CLI::Range(int64_t(0), int64_t(1) << 24))
       ->capture_default_str();
@@ -122,6 +123,15 @@ void add_run_options(CLI::App& sub, RunOptions& o) {
                               ->check(CLI::Range(1, 4096))
                               ->capture_default_str();
   for (CLI::Option* t : {width, pregrow, children}) t->excludes(chain);
+  LookupParams& lp = s.lookup_params;
+  sub.add_flag("--lookup", s.lookup,
+               "with a draft model: add prompt-lookup continuations (text that repeats earlier text) to its trees");
+  sub.add_option("--lookup-ngram", lp.max_ngram, "prompt lookup: longest suffix (tokens) matched against earlier text")
+      ->check(CLI::Range(1, LookupParams::kMaxNgram))
+      ->capture_default_str();
+  sub.add_option("--lookup-depth", lp.max_depth, "prompt lookup: longest continuation proposed (tokens)")
+      ->check(CLI::Range(1, LookupParams::kMaxDepth))
+      ->capture_default_str();
   sub.add_option("--backend", e.backend, "compute backend")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   sub.add_option("-t,--threads", e.threads, "CPU threads (default: all cores)")->check(CLI::Range(1, 1024));
   sub.add_option("-c,--ctx", e.ctx, "context size in tokens (default: what the run needs)")
@@ -173,11 +183,20 @@ void finish_run_options(const CLI::App& sub, RunOptions& o) {
   const bool spec_flags = given("--draft-max") || given("--tree-width") || given("--pregrow") ||
                           given("--tree-children") || (o.speculation_flags && (given("--chain") || given("--tree")));
   if (!o.speculation_flags && e.draft_path.empty()) return;  // bench: a target-only sweep
+  const bool lookup_flags = given("--lookup") || given("--lookup-ngram") || given("--lookup-depth");
   if (e.draft_path.empty()) {
-    if (spec_flags)
-      throw UsageError("--chain, --tree, --draft-max, --tree-width, --tree-children and --pregrow shape speculation: they need "
-                  "a draft model (-d DRAFT.gguf)");
+    if (spec_flags || lookup_flags)
+      throw UsageError("--chain, --tree, --draft-max, --tree-width, --tree-children, --pregrow and --lookup* shape "
+                       "speculation: they need a draft (-d DRAFT.gguf, or -d lookup)");
     return;
+  }
+  if (e.draft_path == kLookupDraft) {
+    if (given("--lookup")) throw UsageError("--lookup adds lookup branches to a draft model's trees; -d lookup drafts by lookup alone");
+    if (given("--chain") || given("--tree-width") || given("--tree-children") || given("--pregrow"))
+      throw UsageError("-d lookup proposes trees of earlier text: --chain, --tree-width, --tree-children and --pregrow "
+                       "shape a draft model's proposals (a draft file named 'lookup' is ./lookup)");
+  } else if ((given("--lookup-ngram") || given("--lookup-depth")) && !s.lookup) {
+    throw UsageError("--lookup-ngram and --lookup-depth need --lookup (or -d lookup)");
   }
   if (o.chain > 0) {
     if (given("--draft-max")) throw UsageError("--draft-max and --chain K both set the draft length: give one");
@@ -221,10 +240,11 @@ void add_kv_type_options(CLI::App& sub, KvTypeFlags& f) {
 std::string speculation_label(const EngineOptions& o) {
   if (o.draft_path.empty()) return "target only";
   const SpeculationParams& s = o.speculation;
+  const std::string lookup = o.draft_path == kLookupDraft ? "lookup " : s.lookup ? "+lookup " : "";
   switch (s.mode) {
-    case SpeculationParams::Mode::Chain: return "chain " + std::to_string(s.budget);
-    case SpeculationParams::Mode::Tree: return "tree " + std::to_string(s.budget);
-    case SpeculationParams::Mode::Auto: return "tree auto (<= " + std::to_string(s.budget) + ")";
+    case SpeculationParams::Mode::Chain: return lookup + "chain " + std::to_string(s.budget);
+    case SpeculationParams::Mode::Tree: return lookup + "tree " + std::to_string(s.budget);
+    case SpeculationParams::Mode::Auto: return lookup + "tree auto (<= " + std::to_string(s.budget) + ")";
   }
   return "?";
 }

@@ -29,7 +29,11 @@ nlohmann::json stats_json(const GenerationStats& s) {
                         {"draft_stall_ms", p.draft_stall_ms},
                         {"pregrown", p.pregrown},
                         {"tree_tokens", p.tree_tokens},
-                        {"emitted", p.emitted}});
+                        {"draft_nodes", p.draft_nodes},
+                        {"lookup_nodes", p.lookup_nodes},
+                        {"emitted", p.emitted},
+                        {"predicted_tokens", p.predicted_tokens},
+                        {"predicted_ms", p.predicted_ms}});
   return {{"prompt_tokens", s.prompt_tokens},
           {"generated", s.generated},
           {"target_passes", s.target_passes},

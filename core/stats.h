@@ -16,7 +16,12 @@ struct PassRecord {
   double draft_stall_ms = 0;  // after the pass, waiting for that growth to finish
   int64_t pregrown = 0;     // nodes of this pass's tree that were grown during the previous pass
   int64_t tree_tokens = 0;  // rows verified (root included)
+  int64_t draft_nodes = 0;  // of those, nodes the draft model proposed
+  int64_t lookup_nodes = 0;  // and nodes prompt lookup proposed
   int64_t emitted = 0;      // tokens this pass produced
+  // --tree auto's expectation when it chose this pass (0: a fixed mode): tokens emitted
+  // and milliseconds of drafting plus verification.
+  double predicted_tokens = 0, predicted_ms = 0;
 
   double compute_ms() const { return target_ms - io_wait_ms; }
 };

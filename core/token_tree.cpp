@@ -7,16 +7,17 @@
 namespace flashspec {
 
 TokenTree::TokenTree(int32_t root_token)
-    : tokens{root_token}, parent{-1}, depth{0}, logp{0.0}, drawn{-1}, draft_dist(1) {}
+    : tokens{root_token}, parent{-1}, depth{0}, logp{0.0}, source{NodeSource::Draft}, drawn{-1}, draft_dist(1) {}
 
 int32_t TokenTree::max_depth() const { return *std::max_element(depth.begin(), depth.end()); }
 
-int32_t TokenTree::add(int32_t token, int32_t parent_node, double logp_total) {
+int32_t TokenTree::add(int32_t token, int32_t parent_node, double logp_total, NodeSource from) {
   if (parent_node < 0 || parent_node >= size()) throw Error("token tree: parent out of range");
   tokens.push_back(token);
   parent.push_back(parent_node);
   depth.push_back(depth[size_t(parent_node)] + 1);
   logp.push_back(logp_total);
+  source.push_back(from);
   drawn.push_back(-1);
   draft_dist.emplace_back();
   return size() - 1;
@@ -34,10 +35,24 @@ TokenTree TokenTree::prefix(int32_t n) const {
   TokenTree t = *this;
   for (auto* v : {&t.tokens, &t.parent, &t.depth}) v->resize(size_t(n));
   t.logp.resize(size_t(n));
+  t.source.resize(size_t(n));
   t.drawn.resize(size_t(n));
   t.draft_dist.resize(size_t(n));
   for (int32_t& d : t.drawn)
     if (d >= n) d = -1;
+  return t;
+}
+
+TokenTree TokenTree::select(const std::vector<int32_t>& nodes) const {
+  if (drawn[0] >= 0) throw Error("internal: selecting from a sampled tree");
+  TokenTree t(tokens[0]);
+  std::vector<int32_t> new_id(tokens.size(), -1);
+  new_id[0] = 0;
+  for (int32_t n : nodes) {
+    if (n <= 0 || n >= size() || new_id[size_t(parent[size_t(n)])] < 0)
+      throw Error("internal: token tree selection is not closed under parents");
+    new_id[size_t(n)] = t.add(tokens[size_t(n)], new_id[size_t(parent[size_t(n)])], logp[size_t(n)], source[size_t(n)]);
+  }
   return t;
 }
 
@@ -50,7 +65,7 @@ TokenTree TokenTree::subtree(int32_t node, std::vector<int32_t>& new_id) const {
   // Parents come first, so one pass in id order finds every descendant.
   for (int32_t i = node + 1; i < size(); ++i) {
     const int32_t p = new_id[size_t(parent[size_t(i)])];
-    if (p >= 0) new_id[size_t(i)] = t.add(tokens[size_t(i)], p, logp[size_t(i)] - logp[size_t(node)]);
+    if (p >= 0) new_id[size_t(i)] = t.add(tokens[size_t(i)], p, logp[size_t(i)] - logp[size_t(node)], source[size_t(i)]);
   }
   return t;
 }

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <optional>
 
+#include "draft/prompt_lookup.h"
+
 namespace flashspec {
 
 struct SpeculationParams {
@@ -30,6 +32,12 @@ struct SpeculationParams {
   // B * (1 + pregrow) nodes on its own thread (0: no overlap, the draft waits). Unset:
   // the engine decides from the run (Engine::Engine says how).
   std::optional<int32_t> pregrow;
+  // Prompt lookup: continuations of earlier text join the tree as extra branches (with a
+  // draft model: --lookup), or are the whole draft (-d lookup). In the fixed modes they
+  // add up to lookup.max_depth rows to a draft's pass (a lookup-only tree has `budget`);
+  // --tree auto weighs them against the draft's nodes.
+  bool lookup = false;
+  LookupParams lookup_params;
 
   bool chain() const { return mode == Mode::Chain; }
   bool auto_budget() const { return mode == Mode::Auto; }
@@ -37,6 +45,8 @@ struct SpeculationParams {
   bool overlapped() const { return pregrow_factor() > 0; }
   // Largest tree the draft ever holds (verified budget plus pre-grown nodes).
   int64_t max_tree_nodes() const { return budget * (1 + pregrow_factor()); }
+  // Most candidate nodes one pass verifies (the root not counted).
+  int64_t max_verified() const { return budget + (lookup && !auto_budget() ? lookup_params.max_depth : 0); }
   // Nodes fed per draft pass for a tree of `b` nodes.
   int32_t width_for(int64_t b) const {
     return tree_width > 0 ? tree_width : int32_t(std::clamp<int64_t>(b / 16, 1, 64));

@@ -34,17 +34,20 @@ std::array<double, 3> solve3(std::array<std::array<double, 3>, 3> h, std::array<
 }
 }  // namespace
 
-void AcceptanceModel::observe(const TokenTree& tree, const std::vector<int32_t>& path) {
+void AcceptanceModel::observe(const TokenTree& tree, const std::vector<int32_t>& path, NodeSource source) {
   std::vector<char> accepted(size_t(tree.size()), 0);
   for (int32_t node : path) accepted[size_t(node)] = 1;
+  bool any = false;
   for (int32_t k = 1; k < tree.size(); ++k) {
+    if (tree.source[size_t(k)] != source) continue;
+    any = true;
     const int32_t depth = tree.depth[size_t(k)];
     Cell& c = cells_[{logp_bin(tree.logp[size_t(k)]), depth}];
     c.nodes += 1;
     c.accepted += accepted[size_t(k)];
     max_depth_seen_ = std::max(max_depth_seen_, depth);
   }
-  fit();
+  if (any) fit();
 }
 
 void AcceptanceModel::fit() {
@@ -75,14 +78,17 @@ void AcceptanceModel::fit() {
   }
 }
 
+double AcceptanceModel::probability(double logp, int32_t depth) const {
+  // Depth beyond what has been verified would extrapolate exp(b2 * depth) blindly.
+  const int32_t d = std::min(depth, std::max(max_depth_seen_, 1));
+  const double eta = b_[0] + b_[1] * std::max(logp, kLogpFloor) + b_[2] * double(d);
+  return std::exp(std::min(eta, 0.0));
+}
+
 std::vector<double> AcceptanceModel::node_probabilities(const TokenTree& tree) const {
   std::vector<double> p(size_t(tree.size()), 1.0);
-  for (int32_t k = 1; k < tree.size(); ++k) {
-    // Depth beyond what has been verified would extrapolate exp(b2 * depth) blindly.
-    const int32_t depth = std::min(tree.depth[size_t(k)], std::max(max_depth_seen_, 1));
-    const double eta = b_[0] + b_[1] * std::max(tree.logp[size_t(k)], kLogpFloor) + b_[2] * double(depth);
-    p[size_t(k)] = std::min(std::exp(std::min(eta, 0.0)), p[size_t(tree.parent[size_t(k)])]);
-  }
+  for (int32_t k = 1; k < tree.size(); ++k)
+    p[size_t(k)] = std::min(probability(tree.logp[size_t(k)], tree.depth[size_t(k)]), p[size_t(tree.parent[size_t(k)])]);
   return p;
 }
 

@@ -28,9 +28,12 @@ namespace flashspec {
 
 class AcceptanceModel {
  public:
-  // A verified tree and the node ids of its accepted path.
-  void observe(const TokenTree& tree, const std::vector<int32_t>& path);
+  // A verified tree and the node ids of its accepted path; only the nodes `source`
+  // proposed are counted (each source has a model of its own).
+  void observe(const TokenTree& tree, const std::vector<int32_t>& path, NodeSource source = NodeSource::Draft);
 
+  // P(accepted) of a node its source gave cumulative log-probability `logp`, at `depth`.
+  double probability(double logp, int32_t depth) const;
   // P(node accepted) for each node of `tree` (index 0, the root, is 1); never more than
   // its parent's, as a path is accepted only through its ancestors.
   std::vector<double> node_probabilities(const TokenTree& tree) const;

@@ -70,6 +70,12 @@ Engine::Engine(const EngineOptions& o) : opt_(o) {
   tokenizer_ = Tokenizer::from_gguf(target_->file());
   check_vocab_rows(tokenizer_, *target_, o.target_path);
   if (o.draft_path.empty()) return;
+  if (o.draft_path == kLookupDraft) {  // no draft model: the text so far drafts
+    policy_ = draft_policy(o);
+    policy_->lookup = true;
+    policy_->pregrow = 0;
+    return;
+  }
   // On the CPU one thread: the draft is small, and with pre-growing it runs beside the
   // target's pool. On a GPU its own stream, so that it can overlap the target's passes.
   draft_backend_ = make_backend(o.backend, 1);

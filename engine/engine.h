@@ -26,6 +26,10 @@ class WeightStream;
 // (one line) when CUDA is asked for and this build or machine has none.
 std::unique_ptr<Backend> make_backend(const std::string& name, int threads);
 
+// -d lookup: drafting by prompt lookup alone, no draft model (a file of that name is
+// reachable as ./lookup).
+inline constexpr const char* kLookupDraft = "lookup";
+
 // -d self:TYPE: the draft is the target's own weights quantized to TYPE at load, kept
 // resident (fast range-based quantization: q8_0, q4_0, q5_0, q5_1). The type a draft
 // path names, or nullopt for a draft file; Error for self: with another type.

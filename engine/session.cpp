@@ -55,22 +55,28 @@ struct WaitForWorker {
 }  // namespace
 
 int64_t Session::scratch_rows(const std::optional<SpeculationParams>& policy) {
-  return 2 + (policy ? policy->budget : 0);
+  return 2 + (policy ? policy->max_verified() : 0);
 }
 
 Session::Session(LlamaModel& target, LlamaModel* draft, std::optional<SpeculationParams> policy,
                  int64_t capacity)
     : target_(target), policy_(policy), kv_(target.make_cache(capacity)) {
-  if (policy_) {
-    if (!draft) throw Error("internal: speculative session without a draft model");
-    // The draft also holds the unprocessed tail of the last round besides its own tree.
-    drafter_.emplace(*draft, capacity + policy_->max_tree_nodes() + 2, int32_t(target.config().n_vocab));
-    if (policy_->auto_budget()) auto_budget_.emplace(policy_->budget);
-    if (policy_->overlapped()) {
-      if (&draft->backend() == &target.backend())
-        throw Error("internal: an overlapped draft needs its own backend");
-      worker_ = std::make_unique<DraftWorker>(*drafter_);
-    }
+  if (!policy_) return;
+  if (!draft && !policy_->lookup) throw Error("internal: speculative session without a draft");
+  // Until drafting is measured, a draft forward is priced at the draft's share of the
+  // target's bytes (decoding reads every weight once) on the draft's own thread, where the
+  // target's pool has every core: a per-forward ratio to the target's one-row compute.
+  const double ratio = draft ? double(draft->file().file_size()) / double(target.file().file_size()) *
+                                   double(target.backend().threads()) / double(draft->backend().threads())
+                             : 0.0;
+  if (policy_->auto_budget()) auto_budget_.emplace(policy_->budget, ratio);
+  if (policy_->lookup) lookup_.emplace(policy_->lookup_params);
+  if (!draft) return;
+  // The draft also holds the unprocessed tail of the last round besides its own tree.
+  drafter_.emplace(*draft, capacity + policy_->max_tree_nodes() + 2, int32_t(target.config().n_vocab));
+  if (policy_->overlapped()) {
+    if (&draft->backend() == &target.backend()) throw Error("internal: an overlapped draft needs its own backend");
+    worker_ = std::make_unique<DraftWorker>(*drafter_);
   }
 }
 
@@ -168,29 +174,59 @@ void Session::generate_plain(const GenerateOptions& opt, GenerationResult& r,
   }
 }
 
-TokenTree Session::next_tree(SpeculationParams& policy, const GenerateOptions& opt, Rng& rng, bool pregrown,
-                            PassRecord& rec) {
-  if (!policy.overlapped() && !auto_budget_) {
-    drafter_->sync(seq_);
-    return drafter_->propose(policy, opt.sampling, rng);
+TokenTree Session::candidates(const GenerateOptions& opt, Rng& rng, bool pregrown, PassRecord& rec) {
+  const SpeculationParams& policy = *policy_;
+  const int64_t horizon = !drafter_ ? 0 : auto_budget_ ? auto_budget_->draft_horizon() : policy.budget;
+  TokenTree tree(seq_.back());
+  if (horizon > 0) {
+    if (policy.chain() || (!policy.overlapped() && !auto_budget_)) {
+      drafter_->sync(seq_);
+      tree = drafter_->propose(policy, opt.sampling, rng);
+    } else {
+      if (!pregrown) {
+        drafter_->sync(seq_);
+        drafter_->start_tree(policy, opt.sampling);
+      }
+      const int64_t already = drafter_->tree().size() - 1;
+      drafter_->grow_to(horizon, policy.width_for(horizon));
+      tree = drafter_->tree().prefix(int32_t(std::min<int64_t>(drafter_->tree().size(), horizon + 1)));
+      if (pregrown) rec.pregrown = std::min(already, horizon);
+    }
   }
-  if (!pregrown) {
-    drafter_->sync(seq_);
-    drafter_->start_tree(policy, opt.sampling);
+  const int64_t draft_nodes = tree.size() - 1;
+  // A sampled chain is verified by rejection sampling, which knows no other branches.
+  if (lookup_ && tree.drawn[0] < 0) {
+    lookup_->sync(seq_);
+    const LookupParams& lp = policy.lookup_params;
+    // Alone, lookup fills the budget; beside a draft it adds up to one continuation's
+    // worth of rows (--tree auto then weighs every candidate).
+    const int64_t room = auto_budget_ ? policy.budget : drafter_ ? lp.max_depth : policy.budget;
+    lookup_->propose(tree, std::min<int64_t>(room, policy.budget + lp.max_depth - draft_nodes));
   }
-  const int64_t already = drafter_->tree().size() - 1;
-  // --tree auto prices every budget on the tree itself, so the draft first grows the
-  // largest tree worth pricing.
-  const int64_t grow = auto_budget_ ? auto_budget_->horizon() : policy.budget;
-  drafter_->grow_to(grow, policy.width_for(grow));
-  if (auto_budget_) policy.budget = auto_budget_->choose(drafter_->tree());
-  if (pregrown) rec.pregrown = std::min(already, policy.budget);
-  return drafter_->tree().prefix(int32_t(std::min<int64_t>(drafter_->tree().size(), policy.budget + 1)));
+  return tree;
+}
+
+bool Session::advance_drafter(int64_t draft_nodes, const Acceptance& acc) {
+  if (draft_nodes == 0) return false;  // the draft did not take part: its next sync catches up
+  // The drafter knows its own nodes only (ids 1..draft_nodes): the accepted path is cut
+  // at the first lookup node, and then no grown subtree is under the bonus token.
+  Acceptance own;
+  for (int32_t node : acc.path) {
+    if (node > draft_nodes) break;
+    own.path.push_back(node);
+  }
+  if (own.path.size() < acc.path.size()) {
+    drafter_->advance(own);
+    return false;
+  }
+  own.bonus = acc.bonus;
+  if (worker_) return drafter_->reroot(own);
+  drafter_->advance(own);
+  return false;
 }
 
 void Session::generate_tree(const GenerateOptions& opt, GenerationResult& r,
                             std::vector<float>& logits, Rng& rng) {
-  SpeculationParams policy = *policy_;
   const int64_t n_vocab = target_.config().n_vocab;
   std::vector<std::vector<float>> dist_cache;
   std::vector<char> dist_ready;
@@ -199,21 +235,37 @@ void Session::generate_tree(const GenerateOptions& opt, GenerationResult& r,
   for (;;) {
     PassRecord rec;
     rec.draft_start = ms_since(call_start_);
-    const TokenTree tree = next_tree(policy, opt, rng, pregrown, rec);
-    // Policy for the overlap: while the target verifies the first B nodes, the draft
-    // keeps growing the same best-first tree, until the pass ends or the tree reaches
-    // B x (1 + pregrow) nodes. Best-first order spends those nodes on the continuations
-    // the draft finds most likely, so whichever bonus token the target picks, the
-    // subtree already grown under it is as large as the draft could have made it for
-    // that outcome's probability; it becomes the start of the next pass's tree. Growth
-    // stops when the pass ends, so the target never waits for it.
+    const TokenTree cand = candidates(opt, rng, pregrown, rec);
+    rec.draft_ms = ms_since(call_start_) - rec.draft_start;
+    int64_t draft_nodes = 0;  // the drafter's own: candidate ids 1..draft_nodes
+    for (int32_t k = 1; k < cand.size(); ++k) draft_nodes += cand.source[size_t(k)] == NodeSource::Draft;
+    // --tree auto verifies the candidates worth their rows; the fixed modes all of them.
+    std::vector<int32_t> picked;  // candidate id of each verified node (index 0: the root)
+    TokenTree tree = cand;
+    if (auto_budget_) {
+      BudgetPolicy::Choice c = auto_budget_->choose(cand, rec.draft_ms);
+      tree = cand.select(c.nodes);
+      rec.predicted_tokens = c.predicted_tokens;
+      rec.predicted_ms = c.predicted_ms;
+      picked.push_back(0);
+      picked.insert(picked.end(), c.nodes.begin(), c.nodes.end());
+    }
+    for (int32_t k = 1; k < tree.size(); ++k) rec.draft_nodes += tree.source[size_t(k)] == NodeSource::Draft;
+    rec.lookup_nodes = tree.size() - 1 - rec.draft_nodes;
+    // Policy for the overlap: while the target verifies, the draft keeps growing the
+    // same best-first tree, until the pass ends or the tree reaches its largest size.
+    // Best-first order spends those nodes on the continuations the draft finds most
+    // likely, so whichever bonus token the target picks, the subtree already grown under
+    // it is as large as the draft could have made it for that outcome's probability; it
+    // becomes the start of the next pass's tree. Growth stops when the pass ends, so the
+    // target never waits for it.
+    const bool grow = worker_ && draft_nodes > 0;
     time_target_pass(target_, call_start_, rec, [&] {
-      if (worker_) worker_->grow_async(policy.max_tree_nodes(), policy.width_for(policy.max_tree_nodes()));
+      if (grow) worker_->grow_async(policy_->max_tree_nodes(), policy_->width_for(policy_->max_tree_nodes()));
       const std::vector<int32_t> pos = tree.positions(kv_.committed());
       const std::vector<uint8_t> mask = tree.ancestor_mask();
       target_.forward(ForwardBatch{tree.tokens, pos, mask}, kv_, LogitRows::All, logits);
     });
-    rec.draft_ms = rec.target_start - rec.draft_start;
     ++r.stats.target_passes;
     rec.tree_tokens = tree.size();
 
@@ -227,28 +279,28 @@ void Session::generate_tree(const GenerateOptions& opt, GenerationResult& r,
       }
       return dist_cache[size_t(node)];
     };
-    const bool sampled_draft = policy.chain() && !opt.sampling.greedy();
-    const Acceptance acc = sampled_draft ? accept_by_rejection(tree, p, rng)
-                                         : accept_by_target_draw(tree, p, rng);
+    const bool sampled_draft = tree.drawn[0] >= 0;
+    const Acceptance acc = sampled_draft ? accept_by_rejection(tree, p, rng) : accept_by_target_draw(tree, p, rng);
 
     // Row of the target's output each emitted token was drawn from: the root for the
     // first, then each accepted node for the token after it.
     std::vector<int64_t> rows{0};
     rows.insert(rows.end(), acc.path.begin(), acc.path.end());
     kv_.commit(rows);
-    if (worker_) {
+    if (grow) {
       const double t = ms_since(call_start_);
       rec.pregrow_ms = worker_->finish();
       rec.draft_stall_ms = ms_since(call_start_) - t;
-      pregrown = drafter_->reroot(acc);
-    } else {
-      drafter_->advance(acc);
     }
+    Acceptance in_cand = acc;  // the same path in candidate ids
+    if (!picked.empty())
+      for (int32_t& node : in_cand.path) node = picked[size_t(node)];
+    pregrown = advance_drafter(draft_nodes, in_cand);
     r.stats.draft_ms += rec.draft_ms + rec.draft_stall_ms;
     r.stats.pregrow_ms += rec.pregrow_ms;
     if (auto_budget_)
-      auto_budget_->observe(tree, acc.path, rec.target_ms, rec.io_wait_ms,
-                            rec.draft_ms + rec.draft_stall_ms);
+      auto_budget_->observe(tree, acc.path, rec.target_ms, rec.io_wait_ms, rec.draft_ms + rec.draft_stall_ms,
+                            draft_nodes);
 
     std::vector<int32_t> emitted;
     for (int32_t node : acc.path) emitted.push_back(tree.tokens[size_t(node)]);

@@ -15,9 +15,10 @@
 #include "core/sampler.h"
 #include "core/stats.h"
 #include "target/kv_cache.h"
-#include "engine/tree_budget.h"
+#include "engine/budget_policy.h"
 #include "draft/draft_worker.h"
 #include "draft/drafter.h"
+#include "draft/prompt_lookup.h"
 
 namespace flashspec {
 
@@ -45,9 +46,10 @@ struct GenerationResult {
 
 class Session {
  public:
-  // `draft`/`policy` absent: target-only decoding. `capacity`: context rows. A policy
-  // that pre-grows trees runs the draft on its own thread, so the draft model needs a
-  // backend of its own.
+  // `policy` absent: target-only decoding. With a policy, `draft` (may be null when the
+  // policy drafts by prompt lookup alone) proposes trees. `capacity`: context rows. A
+  // policy that pre-grows trees runs the draft on its own thread, so the draft model
+  // needs a backend of its own.
   Session(LlamaModel& target, LlamaModel* draft, std::optional<SpeculationParams> policy, int64_t capacity);
 
   GenerationResult generate(std::span<const int32_t> input, const GenerateOptions& opt);
@@ -67,11 +69,14 @@ class Session {
   void prefill(std::vector<float>& logits);
   void generate_plain(const GenerateOptions& opt, GenerationResult& r, std::vector<float>& logits, Rng& rng);
   void generate_tree(const GenerateOptions& opt, GenerationResult& r, std::vector<float>& logits, Rng& rng);
-  // The tree the next pass verifies: the pre-grown one when `pregrown`, else a new one;
-  // grown on this thread to `policy.budget` nodes where it is smaller. With --tree auto
-  // it grows to TreeBudget::horizon() instead and then sets policy.budget to the choice.
-  TokenTree next_tree(SpeculationParams& policy, const GenerateOptions& opt, Rng& rng, bool pregrown,
-                      PassRecord& rec);
+  // The candidates of the next pass: the draft's tree (the pre-grown one when
+  // `pregrown`, grown on this thread to the horizon where it is smaller; nothing when
+  // the policy does not draft this pass) plus prompt-lookup branches.
+  TokenTree candidates(const GenerateOptions& opt, Rng& rng, bool pregrown, PassRecord& rec);
+  // Hands the drafter what the target accepted of `candidates` (whose first
+  // `draft_nodes` + 1 nodes are the drafter's own tree); true when the drafter now holds
+  // the subtree grown under the bonus token, ready for the next pass.
+  bool advance_drafter(int64_t draft_nodes, const Acceptance& acc);
   // Emits one token; true when generation must stop.
   bool emit(int32_t tok, const GenerateOptions& opt, GenerationResult& r);
   // Cuts both caches back to a prefix of seq_ (tokens generated past a stop point).
@@ -80,9 +85,10 @@ class Session {
   LlamaModel& target_;
   std::optional<SpeculationParams> policy_;
   KvCache kv_;
-  std::optional<Drafter> drafter_;
+  std::optional<Drafter> drafter_;        // a draft model's
+  std::optional<PromptLookup> lookup_;   // -d lookup, --lookup
   std::unique_ptr<DraftWorker> worker_;  // pre-growing policies only; declared after drafter_
-  std::optional<TreeBudget> auto_budget_;  // --tree auto: learns across the whole session
+  std::optional<BudgetPolicy> auto_budget_;  // --tree auto: learns across the whole session
   std::vector<int32_t> seq_;
   std::chrono::steady_clock::time_point call_start_;  // of the running generate()
 };

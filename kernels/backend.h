@@ -124,6 +124,8 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
+  // Host threads its ops compute on (a GPU backend's ops run on the device: 1).
+  virtual int threads() const { return 1; }
 
   // True when alloc() hands out ordinary host memory that the host may read and write
   // directly (and ops accept any host pointer), so callers can skip staging copies.

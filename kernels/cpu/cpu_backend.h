@@ -11,6 +11,7 @@ class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(int n_threads) : pool_(n_threads) {}
   std::string name() const override;
+  int threads() const override { return pool_.size(); }
   ThreadPool& pool() { return pool_; }
 
   bool host_memory() const override { return true; }

@@ -1,0 +1,228 @@
+#include "engine/budget_policy.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace flashspec {
+
+namespace {
+constexpr double kEma = 0.3;          // weight of the newest time measurement
+constexpr int64_t kExploreEvery = 6;  // passes between re-explorations of a neighbour, at first
+constexpr int64_t kMaxStart = 64;     // largest first horizon
+constexpr double kStartCost = 2.0;    // the first horizon's pass costs at most this times a one-row pass
+constexpr double kIoBound = 0.05;     // a pass that waited this fraction for weights is I/O-bound
+constexpr double kCheapDraft = 0.05;  // drafting one more step that costs this fraction of a pass is free
+constexpr int64_t kGrowEvery = 2;     // otherwise grow past the choice every this many passes
+constexpr int64_t kFirstProbeGap = 8;  // passes without drafting before the first probe, at least
+constexpr double kProbeShare = 0.02;   // probes may cost this fraction of the time not drafting
+constexpr double kDearDraft = 0.5;     // drafting one node costs this share of a one-row pass: start without
+}  // namespace
+
+void BudgetPolicy::LineFit::add(double x, double y) {
+  n += 1, sx += x, sy += y, sxx += x * x, sxy += x * y;
+}
+
+double BudgetPolicy::LineFit::at(double x) const {
+  if (n == 0) return 0.0;
+  const double den = n * sxx - sx * sx;
+  // One distinct x: no slope to be learnt yet; assume time proportional to x.
+  const double slope = den > 1e-9 ? std::max(0.0, (n * sxy - sx * sy) / den) : sy / std::max(sx, 1e-9);
+  const double intercept = (sy - slope * sx) / n;
+  return std::max(0.0, intercept + slope * x);
+}
+
+void BudgetPolicy::Average::add(double v) { value = n++ ? (1 - kEma) * value + kEma * v : v; }
+
+BudgetPolicy::BudgetPolicy(int64_t max_budget, double draft_cost_ratio)
+    : draft_cost_ratio_(draft_cost_ratio), probe_gap_(kFirstProbeGap) {
+  // No speculation, then powers of two and the midpoints 1.5 x 2^k: fine enough to land
+  // near the point where compute starts to exceed the I/O floor.
+  budgets_.push_back(0);
+  const int64_t top = std::max<int64_t>(1, max_budget);
+  for (int64_t p = 1; p <= top; p *= 2) {
+    budgets_.push_back(p);
+    if (p >= 2 && p + p / 2 <= top) budgets_.push_back(p + p / 2);
+  }
+  pass_ms_.assign(budgets_.size(), {});
+  draft_tokens_.assign(budgets_.size(), {});
+}
+
+size_t BudgetPolicy::index(int64_t b) const {
+  size_t i = 0;
+  while (i + 1 < budgets_.size() && budgets_[i + 1] <= b) ++i;
+  return i;
+}
+
+double BudgetPolicy::verify_ms(int64_t b) const {
+  const size_t i = index(b);
+  if (pass_ms_[i].n) return pass_ms_[i].value;
+  return std::max(io_floor_.n ? io_floor_.value : 0.0, compute_fit_.at(double(budgets_[i] + 1)));
+}
+
+double BudgetPolicy::draft_ms(int64_t n) const {
+  if (n <= 0) return 0.0;
+  if (draft_fit_.n) return draft_fit_.at(double(n));
+  // Not measured yet: a forward for the root, then one per level up to the 16 levels a
+  // best-first tree grows in (DraftPolicy::width_for), each priced by the cost ratio.
+  return draft_cost_ratio_ * compute_fit_.at(1.0) * double(1 + std::min<int64_t>(n, 16));
+}
+
+std::vector<double> BudgetPolicy::node_probabilities(const TokenTree& t) const {
+  std::vector<double> p(size_t(t.size()), 1.0);
+  for (int32_t k = 1; k < t.size(); ++k) {
+    const AcceptanceModel& m = t.source[size_t(k)] == NodeSource::Lookup ? lookup_model_ : draft_model_;
+    p[size_t(k)] = std::min(m.probability(t.logp[size_t(k)], t.depth[size_t(k)]), p[size_t(t.parent[size_t(k)])]);
+  }
+  return p;
+}
+
+std::vector<int32_t> BudgetPolicy::ranked(const TokenTree& t, const std::vector<double>& p) const {
+  std::vector<int32_t> r;
+  for (int32_t k = 1; k < t.size(); ++k) r.push_back(k);
+  // No node is likelier than its parent, and a parent's id is smaller: any prefix of this
+  // order is closed under parents.
+  std::stable_sort(r.begin(), r.end(), [&](int32_t a, int32_t b) { return p[size_t(a)] > p[size_t(b)]; });
+  return r;
+}
+
+int64_t BudgetPolicy::first_horizon() const {
+  // No drafting when even one node's drafting, at the cost ratio's price, would cost a
+  // large share of a pass (a draft nearly as costly as its target): a probe tries it
+  // later. Otherwise at least one node, and the largest budget whose rows and drafting
+  // the prefill's cost point prices at most kStartCost one-row passes (that point alone
+  // overestimates the cost of rows, having no intercept yet, so this errs small).
+  // Streamed, the storage floor hides the rows' compute and this is the cap.
+  const double one_row = verify_ms(0);
+  if (draft_ms(1) > kDearDraft * one_row) return 0;
+  size_t start = 1;
+  while (start + 1 < budgets_.size() && budgets_[start + 1] <= kMaxStart &&
+         verify_ms(budgets_[start + 1]) + draft_ms(budgets_[start + 1]) <= kStartCost * one_row)
+    ++start;
+  return budgets_[start];
+}
+
+int64_t BudgetPolicy::draft_horizon_probe() const {
+  // The budget whose steady rate came closest to not drafting.
+  size_t best = 1;
+  double best_rate = -1;
+  for (size_t i = 1; i < budgets_.size(); ++i) {
+    if (!draft_tokens_[i].n) continue;
+    const double r = draft_tokens_[i].value / std::max(verify_ms(budgets_[i]) + draft_ms(budgets_[i]), 1e-6);
+    if (r > best_rate) best_rate = r, best = i;
+  }
+  return budgets_[best];
+}
+
+int64_t BudgetPolicy::draft_horizon() const {
+  if (passes_ == 0) return first_horizon();
+  if (best_ == 0) return passes_ < next_probe_ ? 0 : draft_horizon_probe();
+  // One candidate past best_ lets the choice move up a step when larger trees pay, but
+  // costs drafting this pass may not verify: free when the draft is cheap next to the
+  // pass (a streamed or large target), only every kGrowEvery passes when it is not (a
+  // draft nearly as costly as the target).
+  const size_t i = index(best_);
+  if (i + 1 == budgets_.size()) return best_;
+  const int64_t next = budgets_[i + 1];
+  const double extra_ms = draft_ms(next) - draft_ms(best_);
+  if (extra_ms <= kCheapDraft * (verify_ms(best_) + draft_ms(best_)) || passes_ % kGrowEvery == 0) return next;
+  return best_;
+}
+
+BudgetPolicy::Choice BudgetPolicy::choose(const TokenTree& candidates, double drafted_ms) {
+  const std::vector<double> p = node_probabilities(candidates);
+  const std::vector<int32_t> order = ranked(candidates, p);
+  const int64_t available = int64_t(order.size());
+
+  // What the draft's nodes alone are worth at each budget, remembered across passes that
+  // do not draft, for the steady rates below.
+  int64_t draft_nodes = 0;
+  {
+    double tokens = 1.0;
+    size_t i = 1;
+    for (int32_t k : order) {
+      if (candidates.source[size_t(k)] != NodeSource::Draft) continue;
+      tokens += p[size_t(k)];
+      ++draft_nodes;
+      for (; i < budgets_.size() && budgets_[i] <= draft_nodes; ++i)
+        if (budgets_[i] == draft_nodes) draft_tokens_[i].add(tokens);
+    }
+  }
+  const bool probing = best_ == 0 && draft_nodes > 0;
+
+  // This pass: the budget with the best rate on this tree, its drafting spent.
+  size_t verify = 0;
+  double verify_rate = -1, tokens = 1.0;
+  std::vector<double> tokens_at(budgets_.size(), 1.0);
+  int64_t counted = 0;
+  for (size_t i = 0; i < budgets_.size() && budgets_[i] <= available; ++i) {
+    for (; counted < budgets_[i]; ++counted) tokens += p[size_t(order[size_t(counted)])];
+    tokens_at[i] = tokens;
+    const double rate = tokens / std::max(verify_ms(budgets_[i]) + drafted_ms, 1e-6);
+    if (rate > verify_rate) verify_rate = rate, verify = i;
+  }
+  // The steady choice, which sets the next horizon: drafting priced in.
+  size_t steady = 0;
+  double steady_rate = 1.0 / std::max(verify_ms(0), 1e-6);
+  for (size_t i = 1; i < budgets_.size(); ++i) {
+    if (!draft_tokens_[i].n) continue;
+    const double r = draft_tokens_[i].value / std::max(verify_ms(budgets_[i]) + draft_ms(budgets_[i]), 1e-6);
+    if (r > steady_rate) steady_rate = r, steady = i;
+  }
+  best_ = budgets_[steady];
+  if (best_ == 0) {
+    if (probing) probe_gap_ *= 2;  // drafting still does not pay: probe less often
+    if (probing || !probe_scheduled_) {
+      probe_scheduled_ = true;
+      off_since_ = passes_;
+    }
+    // Probing every gap passes costs a probe's extra time over that many passes: kept to
+    // kProbeShare of the time, at today's prices (early ones are rough).
+    const int64_t b = draft_horizon_probe();
+    const double extra = draft_ms(b) + verify_ms(b) - verify_ms(0);
+    const double gap = extra / (kProbeShare * std::max(verify_ms(0), 1e-6));
+    next_probe_ = off_since_ + std::max(probe_gap_, int64_t(std::min(gap, 1e6)));
+  } else {
+    probe_gap_ = kFirstProbeGap;
+    probe_scheduled_ = false;
+  }
+
+  // A probe verifies what it drafted, or it would learn nothing about the draft.
+  if (probing) verify = std::max(verify, index(draft_nodes));
+  // Now and then try a neighbouring budget, alternately smaller and larger, so that the
+  // costs around the choice are measured rather than modelled and stay fresh. The gap
+  // grows with the run (a quarter of the passes so far), as the estimates firm up.
+  else if (passes_ >= next_explore_ && available > 0) {
+    next_explore_ = passes_ + std::max(kExploreEvery, passes_ / 4);
+    const bool down = (explorations_++ % 2) == 1;
+    if (down && verify > 0) --verify;
+    else if (!down && verify + 1 < budgets_.size() && budgets_[verify + 1] <= available) ++verify;
+  }
+
+  Choice c;
+  const int64_t b = budgets_[verify];
+  c.nodes.assign(order.begin(), order.begin() + b);
+  std::sort(c.nodes.begin(), c.nodes.end());
+  for (int32_t k : c.nodes) c.draft_nodes += candidates.source[size_t(k)] == NodeSource::Draft;
+  c.predicted_tokens = tokens_at[verify];
+  c.predicted_ms = verify_ms(b) + drafted_ms;
+  return c;
+}
+
+void BudgetPolicy::observe(const TokenTree& verified, const std::vector<int32_t>& path, double target_ms,
+                           double io_wait_ms, double draft_ms, int64_t drafted_nodes) {
+  ++passes_;
+  draft_model_.observe(verified, path, NodeSource::Draft);
+  lookup_model_.observe(verified, path, NodeSource::Lookup);
+  const int64_t budget = verified.size() - 1;
+  const size_t k = index(budget);
+  if (budgets_[k] == budget) pass_ms_[k].add(target_ms);  // measured times belong to exactly this budget
+  if (drafted_nodes > 0) draft_fit_.add(double(drafted_nodes), draft_ms);
+  observe_cost(budget + 1, target_ms, io_wait_ms);
+}
+
+void BudgetPolicy::observe_cost(int64_t rows, double target_ms, double io_wait_ms) {
+  compute_fit_.add(double(rows), std::max(0.0, target_ms - io_wait_ms));
+  if (io_wait_ms > kIoBound * target_ms) io_floor_.add(target_ms);
+}
+
+}  // namespace flashspec

@@ -1,0 +1,113 @@
+#pragma once
+// `--tree auto`: per pass, how much to draft and which candidate nodes to verify, from
+// what the run has measured so far. The choices run from no speculation at all (no draft
+// forward; the pass verifies the last token alone, or a few free lookup nodes) through
+// chains and small trees to trees of the largest budget. Nodes proposed by prompt lookup
+// cost no drafting and compete with the draft's nodes for the same rows.
+//
+// Prices, all learnt online:
+//  - acceptance: each candidate's chance of being accepted, from the log-probability and
+//    depth its source gave it (AcceptanceModel: one for the draft model, one for lookup),
+//    calibrated on every verified node;
+//  - verification: a pass of r rows takes max(I/O floor, compute line(r)). The compute
+//    line is a least-squares fit of compute time (pass time minus the wait for streamed
+//    weights) against rows, over every pass including prefill; the I/O floor is the mean
+//    time of passes that waited for weights (0 for a resident target). A budget already
+//    tried uses its own measured mean instead, which also holds pipeline effects the line
+//    misses;
+//  - drafting: the draft time a pass waited for, against the draft nodes it grew (a line
+//    through the passes that drafted); nothing for a pass that does not draft.
+// Budget b verifies the b likeliest candidates (an ancestor-closed set: no node is likelier
+// than its parent) and is worth (1 + their acceptance probabilities) / (its pass time).
+// Two choices per pass come from these prices:
+//  - draft_horizon(), before drafting: the draft nodes of the budget with the best steady
+//    rate (drafting included) on recent trees, or one grid step more when drafting it is
+//    cheap, so the choice can move up; 0 when not drafting is best;
+//  - choose(), after drafting: the budget with the best rate on this very tree (the
+//    drafting done is spent whatever is verified).
+// Now and then a budget next to the choice is tried, and when drafting is off a small
+// draft probes whether it pays again, at growing intervals: a wrong early guess is
+// corrected within a few passes, and the prices stay measured rather than modelled.
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "core/token_tree.h"
+#include "engine/acceptance_model.h"
+
+namespace flashspec {
+
+class BudgetPolicy {
+ public:
+  // `draft_cost_ratio`: a draft forward's expected time over a one-row target forward's
+  // compute (from their weight bytes and threads), the price of drafting until drafting
+  // has been measured; 0: unknown (drafting taken as free until measured).
+  explicit BudgetPolicy(int64_t max_budget, double draft_cost_ratio = 0.0);
+
+  // Draft-model nodes to grow before the next pass (0: do not draft).
+  int64_t draft_horizon() const;
+
+  struct Choice {
+    std::vector<int32_t> nodes;   // candidate nodes to verify (increasing ids, ancestor-closed)
+    int64_t draft_nodes = 0;      // of which the draft model proposed
+    double predicted_tokens = 1;  // expected tokens the pass emits, bonus included
+    double predicted_ms = 0;      // expected pass time: verification plus `drafted_ms`
+  };
+  // What to verify of `candidates` (root: the last token), `drafted_ms` having been spent
+  // drafting it on the critical path.
+  Choice choose(const TokenTree& candidates, double drafted_ms);
+
+  // A verified tree, the node ids of its accepted path and the pass's times: the target
+  // pass, the part of it spent waiting for streamed weights, and the drafting the pass
+  // waited for (with the draft nodes grown for it; 0 when it did not draft).
+  void observe(const TokenTree& verified, const std::vector<int32_t>& path, double target_ms, double io_wait_ms,
+               double draft_ms, int64_t drafted_nodes);
+  // A target pass that is not a tree (prefill): a cost point for `rows` rows.
+  void observe_cost(int64_t rows, double target_ms, double io_wait_ms);
+
+  // Expected target milliseconds of a pass verifying b candidates (b + 1 rows).
+  double verify_ms(int64_t b) const;
+  // Expected drafting milliseconds to grow n draft nodes (0 for none).
+  double draft_ms(int64_t n) const;
+  // The budgets choices are made among: 0, 1, 2, 3, 4, 6, 8, 12, ... up to the maximum.
+  const std::vector<int64_t>& candidates() const { return budgets_; }
+  // P(accepted) of every node of `tree` by its source's model, never above its parent's.
+  std::vector<double> node_probabilities(const TokenTree& tree) const;
+
+ private:
+  // Least-squares line y = a + s x with a non-negative slope.
+  struct LineFit {
+    double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+    void add(double x, double y);
+    double at(double x) const;
+  };
+  struct Average {  // exponential moving average; n == 0: never measured
+    double value = 0;
+    int64_t n = 0;
+    void add(double v);
+  };
+  size_t index(int64_t b) const;  // grid index of the largest candidate <= b
+  int64_t first_horizon() const;
+  int64_t draft_horizon_probe() const;  // how much a probe drafts
+  // Candidate ids sorted likeliest first (parents before children on ties).
+  std::vector<int32_t> ranked(const TokenTree& t, const std::vector<double>& p) const;
+
+  std::vector<int64_t> budgets_;
+  double draft_cost_ratio_;
+  AcceptanceModel draft_model_, lookup_model_;
+  std::vector<Average> pass_ms_;       // measured target time, per candidate budget
+  std::vector<Average> draft_tokens_;  // expected tokens of the top-b draft nodes on recent drafted trees
+  LineFit draft_fit_;                  // critical-path draft ms against draft nodes grown
+  LineFit compute_fit_;
+  Average io_floor_;
+  int64_t passes_ = 0;
+  int64_t best_ = 1;           // the budget with the best steady rate (draft nodes), last pass
+  int64_t next_explore_ = 6;   // pass count of the next neighbour exploration
+  int64_t explorations_ = 0;
+  int64_t next_probe_ = 0;     // with drafting off: pass count of the next probe (0: none due)
+  int64_t probe_gap_ = 8;      // passes between probes, doubling
+  bool probe_scheduled_ = false;
+  int64_t off_since_ = 0;      // the pass drafting was last turned off (or last probed)
+};
+
+}  // namespace flashspec
