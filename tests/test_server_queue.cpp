@@ -36,7 +36,7 @@ double waiting(const std::string& m) { return metric(m, "flashspec_queue_waiting
 
 }  // namespace
 
-TEST_CASE("serve: one generation at a time; beyond --queue 429 at once; hung-up clients are cancelled") {
+TEST_CASE("serve: one generation at a time, beyond --queue 429 at once, hung-up clients are cancelled") {
   ServerProcess srv(slow_server("1"));
   CAPTURE(srv.log());
   const int port = srv.port();
