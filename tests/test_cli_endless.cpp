@@ -62,8 +62,15 @@ TEST_CASE("reliability: endless input without newlines ends in one error line") 
 }
 
 TEST_CASE("reliability: quantize killed while writing leaves no temporary file") {
-  const fs::path dir = fs::temp_directory_path() / ("fs-quantize-" + std::to_string(getpid()));
-  fs::create_directories(dir);
+  struct Scratch {  // removed with what it holds, a failed check included
+    fs::path path = fs::temp_directory_path() / ("fs-quantize-" + std::to_string(getpid()));
+    Scratch() { fs::create_directories(path); }
+    ~Scratch() {
+      std::error_code ec;
+      fs::remove_all(path, ec);
+    }
+  } scratch;
+  const fs::path& dir = scratch.path;
   const std::string in = model_path("stories260K-wide-f32"), out = (dir / "out.gguf").string();
   for (const int sig : {SIGINT, SIGTERM}) {
     CAPTURE(sig);
@@ -92,5 +99,4 @@ TEST_CASE("reliability: quantize killed while writing leaves no temporary file")
     CAPTURE(left.size() ? left[0] : std::string());
     CHECK(left.empty());
   }
-  fs::remove_all(dir);
 }

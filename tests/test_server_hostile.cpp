@@ -126,6 +126,19 @@ class Tricklers {
   std::thread thread_;
 };
 
+// A folder of its own under /tmp, removed with what it holds (a failed check included).
+struct ScratchDir {
+  explicit ScratchDir(const std::string& stem)
+      : path(std::filesystem::temp_directory_path() / (stem + "-" + std::to_string(getpid()))) {
+    std::filesystem::create_directories(path);
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  std::filesystem::path path;
+};
+
 // Sets an environment variable for the tests' child processes, for one scope.
 struct ScopedEnv {
   ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
@@ -453,8 +466,8 @@ TEST_CASE("serve: an empty API key is a usage error, keys come from a file or th
     CHECK(r.err.find(says) != std::string::npos);
     CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
   };
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("fs-keys-" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
+  const ScratchDir scratch("fs-keys");
+  const std::filesystem::path& dir = scratch.path;
   const auto write = [&](const std::string& name, const std::string& text) {
     std::ofstream(dir / name, std::ios::binary) << text;
     return (dir / name).string();
@@ -488,5 +501,4 @@ TEST_CASE("serve: an empty API key is a usage error, keys come from a file or th
     CHECK(cmdline(srv.pid()).find("sk-from-env") == std::string::npos);
     CHECK(srv.stop(SIGTERM) == 0);
   }
-  std::filesystem::remove_all(dir);
 }
