@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <utility>
 
 #include "core/error.h"
@@ -32,30 +33,47 @@ bool install(bool restart, struct sigaction* old) {
   return sigaction(SIGINT, &sa, old) == 0;
 }
 
+// The longest line chat takes from a pipe: a message far beyond any model's context.
+// Input without newlines (chat < /dev/zero) then ends in an error, not in memory's end.
+constexpr size_t kMaxLineBytes = size_t(1) << 20;
+
 // Lines from a pipe (or a terminal without line editing): polls with a short timeout so
-// that Ctrl-C is noticed while waiting.
+// that Ctrl-C is noticed while waiting. Each byte is looked at once: a newline is sought
+// only among the bytes that arrived since the last search, and a returned line leaves by
+// moving the start mark, not the bytes after it.
 class PipeReader final : public LineSource {
  public:
   Status read_line(std::string& line) override {
     for (;;) {
-      const size_t nl = buf_.find('\n');
+      const size_t nl = buf_.find('\n', start_ + scanned_);
       if (nl != std::string::npos) {
-        line = buf_.substr(0, nl);
-        buf_.erase(0, nl + 1);
+        line.assign(buf_, start_, nl - start_);
+        start_ = nl + 1;
+        scanned_ = 0;
         if (!line.empty() && line.back() == '\r') line.pop_back();
         return Status::Line;
       }
+      scanned_ = buf_.size() - start_;
+      if (scanned_ > kMaxLineBytes)
+        throw Error("stdin: a line longer than " + std::to_string(kMaxLineBytes >> 20) +
+                    " MiB (chat reads one message per line)");
       if (eof_) {
-        if (buf_.empty()) return Status::Eof;
-        line = std::exchange(buf_, {});
+        if (scanned_ == 0) return Status::Eof;
+        line.assign(buf_, start_, std::string::npos);
+        buf_.clear();
+        start_ = scanned_ = 0;
         return Status::Line;
+      }
+      if (start_ > 0) {  // the lines before the partial one are done with: drop them once
+        buf_.erase(0, start_);
+        start_ = 0;
       }
       if (SigintGuard::take()) return Status::Interrupted;
       pollfd p{STDIN_FILENO, POLLIN, 0};
       const int ready = ::poll(&p, 1, 200);
       if (ready < 0 && errno != EINTR) throw Error(std::string("stdin: ") + std::strerror(errno));
       if (ready <= 0) continue;
-      char chunk[4096];
+      char chunk[1 << 16];
       const ssize_t n = ::read(STDIN_FILENO, chunk, sizeof chunk);
       if (n < 0) {
         if (errno == EINTR || errno == EAGAIN) continue;
@@ -70,6 +88,8 @@ class PipeReader final : public LineSource {
 
  private:
   std::string buf_;
+  size_t start_ = 0;    // where the next line begins in buf_
+  size_t scanned_ = 0;  // bytes after start_ known to hold no newline
   bool eof_ = false;
 };
 

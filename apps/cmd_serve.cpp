@@ -3,13 +3,16 @@
 // the request fields (--temp, --top-k, --top-p, --min-p, --seed; -n is the max_tokens of a
 // request that sets none). The server itself lives in apps/server/.
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 
 #include "apps/commands.h"
 #include "apps/run_options.h"
+#include "apps/server/api_keys.h"
 #include "apps/server/http_server.h"
 #include "apps/server/serve_options.h"
 #include "apps/server/signals.h"
+#include "core/error.h"
 #include "engine/engine.h"
 
 namespace flashspec {
@@ -19,7 +22,10 @@ namespace {
 struct ServeArgs {
   RunOptions run;
   server::ServeOptions serve;
+  std::string api_key, api_key_file;
 };
+
+constexpr const char* kKeyVariable = "FLASHSPEC_API_KEY";
 
 int run_serve(ServeArgs& a) {
   server::ServeOptions o = a.serve;
@@ -72,20 +78,52 @@ Action register_serve(CLI::App& app) {
   sub->add_option("--port", s.port, "TCP port (0: any free port, printed at startup)")
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
-  sub->add_option("--api-key", s.api_key,
-                  "require 'Authorization: Bearer KEY' on /v1/* and /metrics (or set FLASHSPEC_API_KEY, which "
-                  "keeps the key out of the process list)")
-      ->envname("FLASHSPEC_API_KEY");
+  CLI::Option* key = sub->add_option("--api-key", args->api_key,
+                                     "require 'Authorization: Bearer KEY' on /v1/* and /metrics (or set FLASHSPEC_API_KEY, "
+                                     "or use --api-key-file: both keep the key out of the process list)")
+                         ->envname(kKeyVariable);
+  sub->add_option("--api-key-file", args->api_key_file,
+                  "file of API keys, one per line (any of them is accepted), as llama-server's --api-key-file");
   sub->add_option("--queue", s.queue,
                   "requests that may wait while one generates; more are refused with 429 at once")
       ->check(CLI::Range(int64_t(0), int64_t(1024)))
       ->capture_default_str();
-  sub->add_option("--max-body", s.max_body, "largest request body (bigger ones get 413), e.g. 8M")
+  sub->add_option("--max-body", s.max_body,
+                  "largest request body, once decompressed (bigger ones get 413 before more is read), e.g. 8M")
       ->transform(size_value())
+      ->capture_default_str();
+  sub->add_option("--header-timeout", s.header_timeout_s,
+                  "seconds a client has to send a request's line and headers (then 408 and the connection closes)")
+      ->check(CLI::Range(0.1, 86400.0))
+      ->capture_default_str();
+  sub->add_option("--body-timeout", s.body_timeout_s,
+                  "seconds a client has to send a request body, from the end of its headers (then 408 and the "
+                  "connection closes)")
+      ->check(CLI::Range(0.1, 86400.0))
+      ->capture_default_str();
+  sub->add_option("--max-connections", s.max_connections,
+                  "client connections open at once; more are refused at once with 503")
+      ->check(CLI::Range(int64_t(1), int64_t(65536)))
+      ->capture_default_str();
+  sub->add_option("--max-client-connections", s.max_client_connections,
+                  "connections open at once from one client address; more are refused at once with 503")
+      ->check(CLI::Range(int64_t(1), int64_t(65536)))
       ->capture_default_str();
   sub->add_option("--alias", s.model_id, "model name /v1/models lists and requests give (default: the target file name)");
   add_chat_format_option(*sub, s.chat_format);
-  return [args, sub] {
+  return [args, sub, key] {
+    // Before the model loads: a key mistake fails at once. CLI11 skips an empty variable,
+    // which must not mean "no key" either.
+    server::ApiKeySource keys;
+    const char* env = std::getenv(kKeyVariable);
+    const bool from_env = key->count() > 0 && env && args->api_key == env;
+    if (key->count() > 0) keys.key = args->api_key;
+    else if (env && *env == '\0') keys.key = "";
+    keys.key_origin = keys.key && (from_env || key->count() == 0) ? kKeyVariable : "--api-key";
+    keys.key_file = args->api_key_file;
+    if (keys.key && !keys.key_file.empty())
+      throw UsageError("--api-key-file: give the keys one way only (" + keys.key_origin + " is set too)");
+    args->serve.api_keys = server::load_api_keys(keys);
     finish_run_options(*sub, args->run);
     return run_serve(*args);
   };

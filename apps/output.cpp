@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <string>
 
 #include "core/error.h"
@@ -18,6 +19,27 @@ namespace flashspec {
 namespace {
 [[noreturn]] void fail(int err) {
   throw Error(std::string("standard output: write failed: ") + std::strerror(err ? err : EIO));
+}
+
+std::string folder_of(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// Gives the unnamed file `fd` the name PATH.tmp-XXXXXX (a fresh one) beside `path`. Through
+// /proc/self/fd, as open(2) shows: linkat(AT_EMPTY_PATH) would need a capability.
+std::string link_unnamed(int fd, const std::string& path) {
+  static constexpr char kChars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  const std::string self = "/proc/self/fd/" + std::to_string(fd);
+  std::random_device rd;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    std::string name = path + ".tmp-";
+    for (int i = 0; i < 6; ++i) name += kChars[rd() % (sizeof kChars - 1)];
+    if (::linkat(AT_FDCWD, self.c_str(), AT_FDCWD, name.c_str(), AT_SYMLINK_FOLLOW) == 0) return name;
+    if (errno != EEXIST) break;
+  }
+  throw Error(printable(path) + ": cannot write: " + std::strerror(errno));
 }
 }  // namespace
 
@@ -42,6 +64,15 @@ OutputFile::OutputFile(std::string path) : path_(std::move(path)) {
     if (!fd_) throw Error(printable(path_) + ": cannot write: " + std::strerror(errno));
     return;
   }
+  const std::string dir = folder_of(path_);
+  const int unnamed = ::open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+  if (unnamed >= 0) {
+    ::fchmod(unnamed, 0644);  // as the named file below: results are ordinary files
+    fd_.reset(unnamed);
+    unnamed_ = true;
+    return;
+  }
+  // No O_TMPFILE here (or the folder is unusable, which mkstemp reports).
   std::string tmpl = path_ + ".tmp-XXXXXX";
   const int fd = ::mkstemp(tmpl.data());
   if (fd < 0) throw Error(printable(path_) + ": cannot write: " + std::strerror(errno));
@@ -67,11 +98,12 @@ void OutputFile::write(std::string_view data) {
 void OutputFile::commit() {
   if (path_ == "-") return flush_stdout();
   const std::string shown = printable(path_);
-  if (tmp_.empty()) {  // written in place
+  if (!unnamed_ && tmp_.empty()) {  // written in place
     if (::close(fd_.release()) != 0) throw Error(shown + ": write failed: " + std::strerror(errno));
     return;
   }
   if (::fsync(fd_.get()) != 0 && errno != EINVAL) throw Error(shown + ": write failed: " + std::strerror(errno));
+  if (unnamed_) tmp_ = link_unnamed(fd_.get(), path_);  // named from here on: removed on failure below
   if (::close(fd_.release()) != 0) throw Error(shown + ": write failed: " + std::strerror(errno));
   if (::rename(tmp_.c_str(), path_.c_str()) != 0) throw Error(shown + ": cannot write: " + std::strerror(errno));
   tmp_.clear();

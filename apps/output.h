@@ -15,12 +15,18 @@ void write_stdout(std::string_view s);
 // Flushes stdout (text meant to be seen now, e.g. a streamed token); Error on failure.
 void flush_stdout();
 
+// A file written whole or not at all. Its bytes go to a file without a name (O_TMPFILE)
+// in the destination's folder, which commit() links in under a temporary name and
+// renames over the destination: a run that ends any other way -- an error, Ctrl-C,
+// SIGTERM, a crash, the OOM killer -- leaves nothing behind, with no cleanup to run.
+// Filesystems without O_TMPFILE get a named temporary file (PATH.tmp-XXXXXX), removed on
+// every error; only a killed process can leave that one.
 class OutputFile {
  public:
-  // Creates a temporary file beside `path` now: Error (naming the path) when the folder
+  // Creates the temporary file beside `path` now: Error (naming the path) when the folder
   // does not exist or is not writable. `path` "-" is standard output.
   explicit OutputFile(std::string path);
-  ~OutputFile();  // a file never written is removed
+  ~OutputFile();  // a file never committed is gone
   OutputFile(const OutputFile&) = delete;
   OutputFile& operator=(const OutputFile&) = delete;
 
@@ -36,8 +42,9 @@ class OutputFile {
   const std::string& path() const { return path_; }
 
  private:
-  std::string path_, tmp_;
+  std::string path_, tmp_;  // tmp_: the named temporary file, empty when unnamed or in place
   UniqueFd fd_;
+  bool unnamed_ = false;    // fd_ is an O_TMPFILE file
 };
 
 }  // namespace flashspec

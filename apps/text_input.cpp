@@ -29,6 +29,9 @@ std::string read_text_file(const std::string& path) {
   char buf[1 << 16];
   for (;;) {
     const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n > 0 && out.size() + size_t(n) > kMaxTextFileBytes)
+      throw Error(shown + ": more than " + std::to_string(kMaxTextFileBytes >> 20) +
+                  " MiB of text (an endless input such as /dev/zero?)");
     if (n > 0)
       out.append(buf, size_t(n));
     else if (n == 0)

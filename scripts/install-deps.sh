@@ -3,7 +3,7 @@
 # installed here: it is optional and detected at configure time.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config liburing-dev libcli11-dev doctest-dev
-      libpcre2-dev libutf8proc-dev nlohmann-json3-dev libcpp-httplib-dev libedit-dev
+      libpcre2-dev libutf8proc-dev nlohmann-json3-dev libcpp-httplib-dev libedit-dev zlib1g-dev
       python3-numpy fio clang libclang-rt-14-dev)
 # Node.js runs the server tests' real client (the openai npm package, tests/client);
 # Debian's nodejs/npm only where no node is installed already.

@@ -39,6 +39,14 @@ CliResult run_cli(const std::vector<std::string>& args, const CliOptions& o) {
       dup2(fd, 1);
       close(fd);
     }
+    if (!o.stdin_path.empty()) {
+      const int fd = open(o.stdin_path.c_str(), O_RDONLY);
+      if (fd < 0) _exit(126);
+      dup2(fd, 0);
+      close(fd);
+    }
+    std::vector<std::string> env = o.env;
+    for (std::string& e : env) putenv(e.data());  // lives until exec
     if (o.close_stdin) close(0);
     if (o.close_stdout) close(1);
     if (o.address_space_kb > 0) {

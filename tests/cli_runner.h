@@ -21,6 +21,8 @@ struct CliOptions {
   long address_space_kb = 0;    // RLIMIT_AS for the child (0: unchanged)
   int timeout_s = 120;          // killed (SIGKILL) after this long
   std::string program;          // another flashspec executable (default: the one built)
+  std::string stdin_path;       // stdin comes from this file or device instead of stdin_text
+  std::vector<std::string> env; // NAME=VALUE entries added to the child's environment
 };
 
 // Runs the CLI with args (no shell), optional stdin text; kills it after timeout_s.

@@ -25,6 +25,7 @@ struct HttpResponse {
   std::map<std::string, std::string> headers;  // names in lower case
   std::string body;                            // de-chunked
   bool complete = false;                       // the whole body arrived
+  int interim = 0;                             // interim answers (1xx) before this one
   nlohmann::json json() const { return nlohmann::json::parse(body); }
 };
 
@@ -37,6 +38,34 @@ HttpResponse http_get(int port, const std::string& path,
                       const std::vector<std::pair<std::string, std::string>>& headers = {});
 HttpResponse http_post(int port, const std::string& path, const nlohmann::json& body,
                        const std::vector<std::pair<std::string, std::string>>& headers = {});
+
+// A raw loopback connection, for what client libraries would not do: pipelined requests,
+// a half-closed connection, a head sent a byte at a time, a body never finished.
+class RawConnection {
+ public:
+  explicit RawConnection(int port);  // throws std::runtime_error when it cannot connect
+  ~RawConnection();
+  RawConnection(const RawConnection&) = delete;
+  RawConnection& operator=(const RawConnection&) = delete;
+
+  bool send(const std::string& bytes);  // false once the server has closed or reset
+  void shutdown_write();                // "no more requests" (shutdown(SHUT_WR))
+  // Bytes received until `done(received)` holds, the server closes, or timeout_s passes.
+  std::string read(double timeout_s, const std::function<bool(const std::string&)>& done = {});
+  void close();
+  bool open() const { return fd_ >= 0; }
+
+ private:
+  int fd_ = -1;
+};
+
+// The bytes of one request: a Host header, Content-Length for a body (unless `headers`
+// set Transfer-Encoding or Content-Length), then `headers`.
+std::string raw_request(const std::string& method, const std::string& path, const std::string& body = {},
+                        const std::vector<std::pair<std::string, std::string>>& headers = {},
+                        const std::string& content_type = "application/json");
+// The answers in `raw`, in order; the last one may be incomplete (complete == false).
+std::vector<HttpResponse> parse_responses(const std::string& raw);
 
 // The JSON payloads of a server-sent-event body ("data: ..." lines), in order; the final
 // "data: [DONE]" is not among them but sets *done.

@@ -153,7 +153,7 @@ TEST_CASE("bpe: vocabulary facts of the Llama 3 and Qwen files") {
   CHECK_FALSE(qwen.is_end_of_generation(151644));                            // <|im_start|>
 }
 
-TEST_CASE("bpe: control tokens are plain text unless the caller parses specials; user-defined ones always match") {
+TEST_CASE("bpe: control tokens are plain text unless the caller parses specials, user-defined ones always match") {
   const Tokenizer& qwen = tokenizer_of("tiny-qwen3");
   const int32_t im_start = qwen.find_token("<|im_start|>");
   REQUIRE(im_start == 151644);
@@ -209,7 +209,7 @@ TEST_CASE("bpe: decode(encode(s)) == s for random valid UTF-8, and bytes survive
   }
 }
 
-TEST_CASE("bpe: merges by rank on a hand-built vocabulary; ignore_merges for Llama 3") {
+TEST_CASE("bpe: merges by rank on a hand-built vocabulary, ignore_merges for Llama 3") {
   // Tokens: 256 bytes (id = byte), then ab=256, bc=257, abc=258, cab=259, then specials.
   const std::vector<std::string> extra = {"ab", "bc", "abc", "cab"};
   const std::vector<std::string> merges = {"b c", "a b", "a bc"};  // "bc" outranks "ab"

@@ -51,7 +51,7 @@ size_t n_tokens(const Tokenizer& tok, const std::string& text, bool bos) { retur
 
 }  // namespace
 
-TEST_CASE("chat: second turn reuses the cache; answers equal generate; speculative equals target-only") {
+TEST_CASE("chat: second turn reuses the cache, answers equal generate, speculative equals target-only") {
   const std::string stories = model_path("stories260K"), salty = model_path("salty279K");
   const Tokenizer tok = tokenizer_of(stories);
   const std::string q1 = "Tell me a story about a cat.", q2 = "What did the dog do?";
@@ -110,7 +110,7 @@ TEST_CASE("chat: second turn reuses the cache; answers equal generate; speculati
   }
 }
 
-TEST_CASE("chat: /reset prefills the whole new prompt; /stats; /quit ends the session") {
+TEST_CASE("chat: /reset prefills the whole new prompt, /stats, /quit ends the session") {
   const std::string stories = model_path("stories260K");
   const Tokenizer tok = tokenizer_of(stories);
   const CliResult r =
@@ -126,7 +126,7 @@ TEST_CASE("chat: /reset prefills the whole new prompt; /stats; /quit ends the se
   CHECK(r.err.find("[conversation reset]") != std::string::npos);
 }
 
-TEST_CASE("chat: EOF exits 0; text mode streams answers") {
+TEST_CASE("chat: EOF exits 0, text mode streams answers") {
   const std::string stories = model_path("stories260K");
   SUBCASE("empty stdin") {
     const CliResult r = run_cli(chat_args(stories), "");
@@ -294,7 +294,7 @@ struct Child {
 
 }  // namespace
 
-TEST_CASE("chat: Ctrl-C stops the answer and keeps the session; twice at the prompt exits") {
+TEST_CASE("chat: Ctrl-C stops the answer and keeps the session, twice at the prompt exits") {
   const std::string stories = model_path("stories260K");
   // A very long answer, so that it is surely still running when Ctrl-C comes.
   Child c({"chat", "-m", stories, "--temp", "0", "-n", "20000", "--ctx", "20100", "--ignore-eos", "-t", "2"});

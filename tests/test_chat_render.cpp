@@ -84,7 +84,7 @@ TEST_CASE("chat render: Llama 3 is its template's text, contents trimmed") {
   CHECK(std::equal(answer.begin(), answer.end(), second.begin() + long(first.size())));
 }
 
-TEST_CASE("chat render: Qwen3 drops earlier reasoning; thinking off adds the empty think block") {
+TEST_CASE("chat render: Qwen3 drops earlier reasoning, thinking off adds the empty think block") {
   const Model m("tiny-qwen3");
   ChatFormat f = m.format();
   REQUIRE(f.style() == ChatStyle::ChatML);
@@ -108,7 +108,7 @@ TEST_CASE("chat render: user text is never parsed for special tokens") {
   CHECK(std::count(t.begin(), t.end(), im_start) == 2);  // the user and assistant headers only
 }
 
-TEST_CASE("chat render: llama-2 and zephyr shapes; llama-2 needs alternating roles") {
+TEST_CASE("chat render: llama-2 and zephyr shapes, llama-2 needs alternating roles") {
   const Model m("stories260K");
   const ChatFormat l2 = m.format(ChatStyle::Llama2);
   const int32_t bos = m.tok.bos(), eos = m.tok.eos();

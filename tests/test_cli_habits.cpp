@@ -121,7 +121,7 @@ TEST_CASE("cli habits: conflicting flags are refused, not ignored") {
   check_usage_error(run_cli({"generate", "-m", kTarget, "-p", "x", "--tree", "8"}), {"draft"});
 }
 
-TEST_CASE("cli habits: the default seed is random and printed; the printed seed reproduces the run") {
+TEST_CASE("cli habits: the default seed is random and printed, the printed seed reproduces the run") {
   const std::vector<std::string> sampled = {"generate", "-m", kTarget, "-p", "The dog", "-n", "24", "--temp", "1.2", "--json"};
   const nlohmann::json a = run_json(sampled), b = run_json(sampled);
   CHECK(a.at("seed") != b.at("seed"));

@@ -118,7 +118,7 @@ bool same_bits(const float* a, const float* b, int64_t n) { return std::memcmp(a
 
 }  // namespace
 
-TEST_CASE("cpu attention: every ISA build against a double reference; a row alone equals it in a batch or a tree") {
+TEST_CASE("cpu attention: every ISA build against a double reference, a row alone equals it in a batch or a tree") {
   std::vector<Isa> isas;
   for (Isa i : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
     if (cpu::isa_supported(i))

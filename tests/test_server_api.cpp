@@ -47,7 +47,7 @@ Streamed read_stream(const HttpResponse& r, bool chat) {
 
 }  // namespace
 
-TEST_CASE("serve: greedy chat and completions equal generate, with and without a draft; streamed alike") {
+TEST_CASE("serve: greedy chat and completions equal generate, with and without a draft, streamed alike") {
   const std::string question = "Tell me a story about a cat.";
   const json chat_ref = generate_reference(kStories, plain_prompt(question), 24);
   const json text_ref = generate_reference(kStories, "Once upon a time", 100);
@@ -145,7 +145,7 @@ TEST_CASE("serve: greedy chat and completions equal generate, with and without a
   }
 }
 
-TEST_CASE("serve: the next turn of a conversation prefills only its own tokens; a new one rewinds") {
+TEST_CASE("serve: the next turn of a conversation prefills only its own tokens, a new one rewinds") {
   const Tokenizer tok = Tokenizer::from_gguf(GgufFile::open(kStories));
   ServerProcess srv({"-m", kStories, "-d", kSalty, "-t", "1"});
   CAPTURE(srv.log());
@@ -210,7 +210,7 @@ TEST_CASE("serve: the next turn of a conversation prefills only its own tokens; 
   CHECK(metric(metrics, "flashspec_requests_total", "path=\"/v1/chat/completions\",status=\"200\"") == 3);
 }
 
-TEST_CASE("serve: Llama 3 and Qwen3 prompts through the server; Qwen3 thinking on request") {
+TEST_CASE("serve: Llama 3 and Qwen3 prompts through the server, Qwen3 thinking on request") {
   SUBCASE("qwen3") {
     const GgufFile f = GgufFile::open(model_path("tiny-qwen3"));
     const Tokenizer qwen = Tokenizer::from_gguf(f);

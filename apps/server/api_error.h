@@ -26,6 +26,11 @@ struct ApiError : std::runtime_error {
 // The error body for a status without a more specific reason (httplib's own 404, 413, ...).
 nlohmann::json error_body(int status, const std::string& message);
 
+// A whole HTTP/1.1 answer carrying e, for the connection's last words where httplib is not
+// answering (a connection refused at accept, a request whose head never completed):
+// status line, JSON body, Connection: close (and Retry-After: 1 for 429 and 503).
+std::string raw_error_response(const ApiError& e);
+
 // 400 invalid_request_error about one request field.
 ApiError bad_request(const std::string& message, const std::string& param = {},
                      const std::string& code = "invalid_value");

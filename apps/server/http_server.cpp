@@ -11,9 +11,10 @@
 
 #include "apps/run_options.h"
 #include "apps/server/api_error.h"
-#include "apps/server/connection.h"
+#include "apps/server/body_reader.h"
 #include "core/error.h"
 #include "core/gguf.h"
+#include "core/printable.h"
 #include "engine/engine.h"
 #include "target/llama_model.h"
 
@@ -23,10 +24,14 @@ namespace {
 
 using json = nlohmann::json;
 
-// Threads beyond the queue's: /health, /metrics, /v1/models and refusals are answered
-// while every queued request holds a thread, and idle keep-alive connections hold one
-// each until they time out.
-constexpr size_t kSpareThreads = 16;
+// Shutdown: the running generation has this long to finish and be answered; then it is
+// cut at its next token and has kCutWindow to say so before the writes stop. With the
+// idle and trickling connections closed at once, the process ends within about 3 s.
+constexpr auto kShutdownGrace = std::chrono::milliseconds(1500);
+constexpr auto kCutWindow = std::chrono::milliseconds(1000);
+// A client that takes no part of its answer for this long is dropped: a streamed answer
+// is written from the engine thread, which every other request waits for.
+constexpr auto kWriteTimeout = std::chrono::milliseconds(10'000);
 
 double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
@@ -40,10 +45,18 @@ bool same_secret(const std::string& a, const std::string& b) {
 }
 
 // One line per refused request (the answer's body may be compressed by the time
-// httplib's logger sees it, so errors are logged where they are made).
+// httplib's logger sees it, so errors are logged where they are made). What the client
+// sent (method, path, names inside the message) is escaped and cut: a newline in it
+// cannot forge a log line, a control sequence cannot reach the terminal.
 void log_error(const httplib::Request& req, int status, const std::string& message) {
-  std::fprintf(stderr, "[flashspec serve] %s %s -> %d %s\n", req.method.c_str(), req.path.c_str(), status,
-               message.c_str());
+  std::fprintf(stderr, "[flashspec serve] %s %s -> %d %s\n", printable(req.method, 16).c_str(),
+               printable(req.path, 200).c_str(), status, printable(message, 600).c_str());
+}
+
+// A 500's cause goes to the log; the client learns only that it was not its fault.
+void log_internal_error(const httplib::Request& req, const std::string& cause) {
+  std::fprintf(stderr, "[flashspec serve] %s %s: internal error: %s\n", printable(req.method, 16).c_str(),
+               printable(req.path, 200).c_str(), printable(cause, 600).c_str());
 }
 
 void reply_error(const httplib::Request& req, httplib::Response& res, const ApiError& e) {
@@ -60,6 +73,21 @@ std::string default_model_id(const std::string& path) {
   return name.empty() ? "flashspec" : name;
 }
 
+ConnectionPolicy connection_policy(const ServeOptions& o) {
+  ConnectionPolicy p;
+  const auto ms = [](double s) { return std::chrono::milliseconds(int64_t(s * 1000)); };
+  p.client.head = ms(o.header_timeout_s);
+  p.client.body = ms(o.body_timeout_s);
+  p.client.write = kWriteTimeout;
+  // The body as sent may exceed the decoded limit by its chunk framing; a compressed
+  // body is smaller than what it decodes to (a body that decodes to nothing for ever
+  // stops here).
+  p.client.body_bytes = 2 * o.max_body + (64 << 10);
+  p.max_connections = size_t(o.max_connections);
+  p.max_per_client = size_t(o.max_client_connections);
+  return p;
+}
+
 }  // namespace
 
 struct HttpServer::Job {
@@ -67,7 +95,7 @@ struct HttpServer::Job {
   RunRequest run;
   bool include_usage = false;
   std::optional<GenerationQueue::Ticket> ticket;
-  std::optional<ClientConnection> conn;
+  ClientStream* conn = nullptr;  // the request's connection (lives while its handler runs)
   Clock::time_point arrival, turn;
   RequestTiming timing;
 };
@@ -80,9 +108,9 @@ HttpServer::HttpServer(Engine& engine, ServeOptions o)
       queue_(size_t(opt_.queue)),
       runner_(std::make_unique<GenerationRunner>(engine, format_, opt_.ignore_eos)),
       created_(int64_t(std::time(nullptr))),
-      http_(std::make_unique<httplib::Server>()) {
-  const size_t threads = size_t(opt_.queue) + 1 + kSpareThreads;
-  http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+      http_(std::make_unique<ConnectionServer>(connection_policy(opt_))) {
+  // A Content-Length over the limit is refused by body_reader before a byte is read;
+  // this is httplib's own check for any other route.
   http_->set_payload_max_length(opt_.max_body);
   // SO_REUSEADDR only: httplib's default SO_REUSEPORT would let a second server bind the
   // same port and take half of the connections instead of failing.
@@ -90,21 +118,55 @@ HttpServer::HttpServer(Engine& engine, ServeOptions o)
     int yes = 1;
     setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
   });
+  // "Expect: 100-continue" with a body over the limit: refused before the client sends it.
+  http_->set_expect_100_continue_handler([this](const httplib::Request& req, httplib::Response& res) {
+    const std::string length = req.get_header_value("Content-Length");
+    if (!length.empty() && length.size() <= 19 && length.find_first_not_of("0123456789") == std::string::npos &&
+        std::stoull(length) > opt_.max_body) {
+      if (ClientStream* s = http_->current()) s->close_after_answer();
+      res.status = 413;  // httplib answers with res as it is
+      return 413;
+    }
+    return 100;
+  });
+  http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    return refuse_unknown(req, res);
+  });
   http_->set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req,
                                                                       httplib::Response& res) {
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;  // a handler's own error body
+    ClientStream* s = http_->current();
+    // A head that httplib could not read because it came too slowly, was too large, or
+    // the server is stopping: said as such, not as a bare 400.
+    if (const std::optional<ApiError> e = s ? http_->head_error(*s) : std::nullopt) {
+      reply_error(req, res, *e);
+      return httplib::Server::HandlerResponse::Handled;
+    }
     std::string msg;
     switch (res.status) {
-      case 404: msg = "no such endpoint: " + req.method + " " + req.path; break;
+      case 404: msg = "no such endpoint: " + printable(req.method, 16) + " " + printable(req.path, 200); break;
       case 413: msg = "the request body is larger than " + std::to_string(opt_.max_body) + " bytes (--max-body)"; break;
       case 499: msg = "the client closed the connection"; break;
+      case 400: msg = "malformed request line or headers (a header line holds at most 8192 bytes)"; break;
+      case 414: msg = "the request target is longer than 8192 bytes"; break;
       default: msg = "HTTP " + std::to_string(res.status); break;
     }
+    // httplib's own refusals of a request line or headers it could not parse: where the
+    // next request would start is unknown, so this one is the connection's last.
+    if (s && res.status != 404 && res.status != 499) s->close_after_answer();
     if (res.status != 499) log_error(req, res.status, msg);
     res.set_content(dump(error_body(res.status, msg)), "application/json");
     return httplib::Server::HandlerResponse::Handled;
   }));
-  http_->set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr) {
+  http_->set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+    std::string cause = "unknown exception";
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      cause = e.what();
+    } catch (...) {
+    }
+    log_internal_error(req, cause);
     reply_error(req, res, ApiError(500, "server_error", "internal_error", "internal error"));
   });
   http_->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
@@ -113,50 +175,78 @@ HttpServer::HttpServer(Engine& engine, ServeOptions o)
   add_routes();
 }
 
-HttpServer::~HttpServer() = default;
+HttpServer::~HttpServer() {
+  // Left without run()'s orderly shutdown (an exception): the connections end now, the
+  // running generation too, before what they use goes.
+  queue_.shutdown();
+  queue_.cut_running();
+  http_->stop_writing();
+}
 
-httplib::Server::Handler HttpServer::guarded(std::function<void(const httplib::Request&, httplib::Response&)> f) {
-  return [this, f = std::move(f)](const httplib::Request& req, httplib::Response& res) {
-    try {
-      if (!opt_.api_key.empty() && !same_secret(req.get_header_value("Authorization"), "Bearer " + opt_.api_key))
-        throw ApiError(401, "authentication_error", "invalid_api_key",
-                       "invalid or missing API key (send it as 'Authorization: Bearer KEY')");
-      f(req, res);
-    } catch (const ApiError& e) {
-      reply_error(req, res, e);
-    } catch (const std::exception& e) {
-      reply_error(req, res, ApiError(500, "server_error", "internal_error", e.what()));
-    }
-  };
+void HttpServer::guarded(const httplib::Request& req, httplib::Response& res, const std::function<void()>& f) {
+  try {
+    if (!opt_.api_keys.empty() &&
+        std::none_of(opt_.api_keys.begin(), opt_.api_keys.end(), [&](const std::string& key) {
+          return same_secret(req.get_header_value("Authorization"), "Bearer " + key);
+        }))
+      throw ApiError(401, "authentication_error", "invalid_api_key",
+                     "invalid or missing API key (send it as 'Authorization: Bearer KEY')");
+    f();
+  } catch (const ApiError& e) {
+    reply_error(req, res, e);
+  } catch (const std::exception& e) {
+    log_internal_error(req, e.what());
+    reply_error(req, res, ApiError(500, "server_error", "internal_error", "internal error"));
+  }
+}
+
+httplib::Server::HandlerResponse HttpServer::refuse_unknown(const httplib::Request& req, httplib::Response& res) {
+  const bool get = req.method == "GET" || req.method == "HEAD";
+  const std::string& p = req.path;
+  if ((get && (p == "/health" || p == "/v1/models" || p == "/metrics")) ||
+      (req.method == "POST" && (p == "/v1/chat/completions" || p == "/v1/completions")))
+    return httplib::Server::HandlerResponse::Unhandled;
+  // Answered here, before httplib would read the body of a POST, PUT, PATCH or DELETE
+  // to nowhere (a chunked one without limit); the connection then closes (body unread).
+  reply_error(req, res,
+              ApiError(404, "invalid_request_error", "not_found",
+                       "no such endpoint: " + printable(req.method, 16) + " " + printable(req.path, 200)));
+  return httplib::Server::HandlerResponse::Handled;
 }
 
 void HttpServer::add_routes() {
   http_->Get("/health", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(R"({"status":"ok"})", "application/json");
   });
-  http_->Get("/v1/models", guarded([this](const httplib::Request&, httplib::Response& res) {
-    const json model = {{"id", model_id_},
-                        {"object", "model"},
-                        {"created", created_},
-                        {"owned_by", "flashspec"},
-                        {"flashspec",
-                         {{"target", engine_.options().target_path},
-                          {"draft", engine_.options().draft_path},
-                          {"speculation", speculation_label(engine_.options())},
-                          {"chat_format", chat_style_name(format_.style())},
-                          {"context", runner_->context()},
-                          {"max_sequence", runner_->max_sequence()}}}};
-    res.set_content(dump({{"object", "list"}, {"data", json::array({model})}}), "application/json");
-  }));
-  http_->Get("/metrics", guarded([this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics_.prometheus(queue_.counts(), queue_.max_waiting()), "text/plain; version=0.0.4");
-  }));
-  http_->Post("/v1/chat/completions", guarded([this](const httplib::Request& req, httplib::Response& res) {
-    complete(req, res, true);
-  }));
-  http_->Post("/v1/completions", guarded([this](const httplib::Request& req, httplib::Response& res) {
-    complete(req, res, false);
-  }));
+  http_->Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
+    guarded(req, res, [&] {
+      const json model = {{"id", model_id_},
+                          {"object", "model"},
+                          {"created", created_},
+                          {"owned_by", "flashspec"},
+                          {"flashspec",
+                           {{"target", engine_.options().target_path},
+                            {"draft", engine_.options().draft_path},
+                            {"speculation", speculation_label(engine_.options())},
+                            {"chat_format", chat_style_name(format_.style())},
+                            {"context", runner_->context()},
+                            {"max_sequence", runner_->max_sequence()}}}};
+      res.set_content(dump({{"object", "list"}, {"data", json::array({model})}}), "application/json");
+    });
+  });
+  http_->Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
+    guarded(req, res, [&] {
+      res.set_content(metrics_.prometheus(queue_.counts(), queue_.max_waiting(),
+                                          {http_->open_connections(), http_->refused_connections()}),
+                      "text/plain; version=0.0.4");
+    });
+  });
+  // Content-reader routes: the handler reads the body itself, within the limits.
+  for (const bool chat : {true, false})
+    http_->Post(chat ? "/v1/chat/completions" : "/v1/completions",
+                [this, chat](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+                  guarded(req, res, [&] { complete(req, res, reader, chat); });
+                });
 }
 
 RunRequest HttpServer::prepare(const GenRequest& g) const {
@@ -197,14 +287,19 @@ RunRequest HttpServer::prepare(const GenRequest& g) const {
   return r;
 }
 
-void HttpServer::complete(const httplib::Request& req, httplib::Response& res, bool chat) {
+void HttpServer::complete(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader,
+                          bool chat) {
   auto job = std::make_shared<Job>();
   job->arrival = Clock::now();
-  const json body = parse_body(req.get_header_value("Content-Type"), req.body);
+  job->conn = http_->current();
+  if (!job->conn) throw Error("no connection for this request");  // routes run on connection threads only
+  require_json(req.get_header_value("Content-Type"));
+  const json body = parse_body(read_body(req, reader, *job->conn, opt_.max_body));
   const GenRequest g = chat ? parse_chat_request(body, opt_.sampling) : parse_completion_request(body, opt_.sampling);
   if (!g.model.empty() && g.model != model_id_)
     throw ApiError(404, "invalid_request_error", "model_not_found",
-                   "model '" + g.model + "' is not served here (this server serves '" + model_id_ + "')", "model");
+                   "model " + in_quotes(g.model) + " is not served here (this server serves " + in_quotes(model_id_) + ")",
+                   "model");
   job->run = prepare(g);
   job->include_usage = g.include_usage;
   const uint64_t n = next_id_.fetch_add(1);
@@ -221,10 +316,9 @@ void HttpServer::complete(const httplib::Request& req, httplib::Response& res, b
     throw busy;
   }
   job->ticket.emplace(std::move(*entry.ticket));
-  job->conn.emplace(req);
-  ClientConnection& conn = *job->conn;
-  job->run.cancelled = [this, &conn] { return conn.gone() || queue_.cut(); };
-  switch (queue_.wait_turn(*job->ticket, [&conn] { return conn.gone(); })) {
+  ClientStream& conn = *job->conn;
+  job->run.cancelled = [this, &conn] { return conn.peer_gone() || queue_.cut(); };
+  switch (queue_.wait_turn(*job->ticket, [&conn] { return conn.peer_gone(); })) {
     case GenerationQueue::Wait::Turn: break;
     case GenerationQueue::Wait::Gone: res.status = 499; return;  // nobody reads this answer
     case GenerationQueue::Wait::ShuttingDown:
@@ -243,7 +337,7 @@ void HttpServer::complete(const httplib::Request& req, httplib::Response& res, b
   }
   const RunResult r = run_job(*job);
   if (r.finish == Finish::Cancelled) {
-    if (!conn.gone()) throw ApiError(503, "server_error", "shutting_down", "the server is shutting down");
+    if (!conn.peer_gone()) throw ApiError(503, "server_error", "shutting_down", "the server is shutting down");
     res.status = 499;
     return;
   }
@@ -273,19 +367,20 @@ void HttpServer::stream_answer(Job& job, httplib::DataSink& sink) {
   };
   // The role comes first, before any token, as OpenAI's streams do.
   send(sse_event(chunk_json(job.meta, "", true, nullptr)));
-  ClientConnection& conn = *job.conn;
+  ClientStream& conn = *job.conn;
   job.run.on_text = [&](const std::string& text) { send(sse_event(chunk_json(job.meta, text, false, nullptr))); };
-  job.run.cancelled = [&] { return failed || conn.gone() || queue_.cut(); };
+  job.run.cancelled = [&] { return failed || conn.peer_gone() || queue_.cut(); };
   RunResult r;
   try {
     r = run_job(job);
   } catch (const std::exception& e) {
-    send(sse_event(ApiError(500, "server_error", "internal_error", e.what()).body()));
+    std::fprintf(stderr, "[flashspec serve] %s: internal error: %s\n", job.meta.id.c_str(), printable(e.what(), 600).c_str());
+    send(sse_event(ApiError(500, "server_error", "internal_error", "internal error").body()));
     sink.done();
     return;
   }
   if (r.finish == Finish::Cancelled) {
-    if (!failed && !conn.gone())
+    if (!failed && !conn.peer_gone())
       send(sse_event(ApiError(503, "server_error", "shutting_down", "the server is shutting down").body()));
     sink.done();
     return;
@@ -315,32 +410,37 @@ void HttpServer::log_generation(const Job& job, const RunResult& r) const {
 }
 
 int HttpServer::bind() {
-  const int port = opt_.port == 0 ? http_->bind_to_any_port(opt_.host)
-                                  : (http_->bind_to_port(opt_.host, opt_.port) ? opt_.port : -1);
+  const int port = http_->bind(opt_.host, opt_.port);
   if (port <= 0)
-    throw Error("--host " + opt_.host + " --port " + std::to_string(opt_.port) +
+    throw Error("--host " + printable(opt_.host, 200) + " --port " + std::to_string(opt_.port) +
                 ": cannot listen there (the port is taken, or the address is not this machine's)");
   return port;
 }
 
 void HttpServer::run() {
   std::thread listener([this] {
-    http_->listen_after_bind();
-    listen_done_.store(true);
+    http_->serve();
     {
       std::lock_guard lk(stop_m_);
-      stop_requested_ = true;  // listening ended by itself: nothing left to wait for
+      stop_requested_ = serve_done_ = true;  // serving ended by itself: nothing left to wait for
     }
     stop_cv_.notify_all();
   });
-  {
-    std::unique_lock lk(stop_m_);
-    stop_cv_.wait(lk, [this] { return stop_requested_; });
+  std::unique_lock lk(stop_m_);
+  stop_cv_.wait(lk, [this] { return stop_requested_; });
+  lk.unlock();
+  http_->stop_reading();  // the port closes; idle and half-sent requests end
+  lk.lock();
+  if (!stop_cv_.wait_for(lk, kShutdownGrace, [this] { return serve_done_ || cut_requested_; })) cut_requested_ = true;
+  if (!serve_done_) {
+    lk.unlock();
+    queue_.cut_running();
+    lk.lock();
+    // The cut generation answers (503, or its stream's error event); a client that does
+    // not take that answer is not waited for.
+    if (!stop_cv_.wait_for(lk, kCutWindow, [this] { return serve_done_; })) http_->stop_writing();
   }
-  // stop() acts only on a server that is listening; a signal may have come before the
-  // listener thread got there.
-  while (!http_->is_running() && !listen_done_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  http_->stop();  // closes the listening socket, then httplib waits for the requests in flight
+  lk.unlock();
   listener.join();
 }
 
@@ -349,6 +449,15 @@ void HttpServer::shutdown() {
   {
     std::lock_guard lk(stop_m_);
     stop_requested_ = true;
+  }
+  stop_cv_.notify_all();
+}
+
+void HttpServer::cut_running() {
+  queue_.cut_running();
+  {
+    std::lock_guard lk(stop_m_);
+    cut_requested_ = true;
   }
   stop_cv_.notify_all();
 }

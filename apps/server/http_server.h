@@ -6,7 +6,9 @@
 //   POST /v1/chat/completions    messages rendered with the model's chat template
 //   POST /v1/completions         a raw prompt
 //   GET  /metrics                Prometheus text
-// Every error is OpenAI-shaped JSON with its status (400, 401, 404, 413, 415, 429, 500, 503).
+// Every error is OpenAI-shaped JSON with its status (400, 401, 404, 408, 413, 415, 429,
+// 431, 500, 501, 503). Connections, their limits and the shutdown's steps are
+// ConnectionServer's (connection_server.h).
 #include <httplib.h>
 
 #include <atomic>
@@ -17,6 +19,7 @@
 #include <optional>
 #include <string>
 
+#include "apps/server/connection_server.h"
 #include "apps/server/gen_queue.h"
 #include "apps/server/metrics.h"
 #include "apps/server/openai_json.h"
@@ -31,8 +34,6 @@ class Engine;
 
 namespace flashspec::server {
 
-class ClientConnection;
-
 class HttpServer {
  public:
   HttpServer(Engine& engine, ServeOptions o);
@@ -43,13 +44,14 @@ class HttpServer {
   // Binds the listening socket; returns the port (the kernel's pick for port 0). Error
   // when the address cannot be had (in use, not this machine's).
   int bind();
-  // Serves until shutdown(); returns once the requests in flight are answered.
+  // Serves until shutdown(); returns once every connection has ended.
   void run();
-  // Stops accepting connections (the port is released at once); waiting requests get
-  // 503; the running generation finishes and is answered. Any thread may call it.
+  // Stops accepting connections (the port is released at once); idle and half-sent
+  // requests end, waiting requests get 503; the running generation has a grace period
+  // to finish and be answered, then it is cut. Any thread may call it.
   void shutdown();
-  // The running generation stops at its next token (a second SIGINT/SIGTERM).
-  void cut_running() { queue_.cut_running(); }
+  // The running generation stops at its next token now (a second SIGINT/SIGTERM).
+  void cut_running();
 
   const std::string& model_id() const { return model_id_; }
   const ChatFormat& chat_format() const { return format_; }
@@ -60,10 +62,12 @@ class HttpServer {
   struct Job;
 
   void add_routes();
-  // Runs `f` with the API key checked; an ApiError (or any other exception, as 500)
-  // becomes the error response.
-  httplib::Server::Handler guarded(std::function<void(const httplib::Request&, httplib::Response&)> f);
-  void complete(const httplib::Request& req, httplib::Response& res, bool chat);
+  // Runs `f` with the API key checked; an ApiError (or any other exception, as a 500
+  // that names no library) becomes the error response.
+  void guarded(const httplib::Request& req, httplib::Response& res, const std::function<void()>& f);
+  // Answers requests for no endpoint of ours before their body is read.
+  httplib::Server::HandlerResponse refuse_unknown(const httplib::Request& req, httplib::Response& res);
+  void complete(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader, bool chat);
   RunRequest prepare(const GenRequest& g) const;
   RunResult run_job(Job& job);
   void stream_answer(Job& job, httplib::DataSink& sink);
@@ -78,12 +82,12 @@ class HttpServer {
   Metrics metrics_;
   const int64_t created_;  // Unix time the model was loaded (/v1/models)
   std::atomic<uint64_t> next_id_{0};
-  std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<ConnectionServer> http_;
 
+  // run()'s wait: for shutdown(), the end of every connection, or cut_running().
   std::mutex stop_m_;
   std::condition_variable stop_cv_;
-  bool stop_requested_ = false;
-  std::atomic<bool> listen_done_{false};
+  bool stop_requested_ = false, serve_done_ = false, cut_requested_ = false;
 };
 
 }  // namespace flashspec::server

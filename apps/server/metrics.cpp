@@ -111,7 +111,7 @@ void Metrics::count_generation(const RunResult& r, const RequestTiming& t) {
   queue_wait_.observe(t.queue_ms / 1000.0);
 }
 
-std::string Metrics::prometheus(const GenerationQueue::Counts& q, size_t max_waiting) const {
+std::string Metrics::prometheus(const GenerationQueue::Counts& q, size_t max_waiting, const ConnectionGauges& c) const {
   std::lock_guard lk(m_);
   std::string out;
   header(out, "flashspec_requests_total", "counter", "HTTP requests answered, by path and status");
@@ -153,6 +153,9 @@ std::string Metrics::prometheus(const GenerationQueue::Counts& q, size_t max_wai
   gauge(out, "flashspec_queue_waiting", double(q.waiting), "requests waiting for their turn");
   gauge(out, "flashspec_queue_capacity", double(max_waiting), "requests that may wait (--queue); more get 429");
   gauge(out, "flashspec_generation_running", q.running ? 1.0 : 0.0, "1 while a generation runs");
+  gauge(out, "flashspec_connections_open", double(c.open), "client connections open");
+  counter(out, "flashspec_connections_refused_total", double(c.refused),
+          "connections refused at once for the connection limits (503 too_many_connections)");
   gauge(out, "process_resident_memory_bytes", double(status_bytes("VmRSS:")), "resident memory (VmRSS)");
   gauge(out, "process_resident_memory_peak_bytes", double(status_bytes("VmHWM:")), "peak resident memory (VmHWM)");
   return out;

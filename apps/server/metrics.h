@@ -29,13 +29,18 @@ class Histogram {
   int64_t count_ = 0;
 };
 
+struct ConnectionGauges {
+  size_t open = 0;       // client connections open now
+  uint64_t refused = 0;  // connections refused at accept (--max-connections, --max-client-connections)
+};
+
 class Metrics {
  public:
   Metrics();
   // One HTTP answer. Paths outside the API are counted as "other" (bounded label set).
   void count_response(const std::string& path, int status);
   void count_generation(const RunResult& r, const RequestTiming& t);
-  std::string prometheus(const GenerationQueue::Counts& q, size_t max_waiting) const;
+  std::string prometheus(const GenerationQueue::Counts& q, size_t max_waiting, const ConnectionGauges& c) const;
 
  private:
   mutable std::mutex m_;

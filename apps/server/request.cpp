@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "apps/server/api_error.h"
+#include "core/printable.h"
 #include "core/utf8.h"
 
 namespace flashspec::server {
@@ -21,6 +22,14 @@ constexpr size_t kMaxStopBytes = 512;
 const json* field(const json& body, const char* name) {
   const auto it = body.find(name);
   return it == body.end() || it->is_null() ? nullptr : &*it;
+}
+
+// Whether obj[name] is the string `want`: false for any other type, where json::value()
+// would throw (a client's mistake is a 400, never the library's exception).
+bool string_is(const json& obj, const char* name, const char* want) {
+  if (!obj.is_object()) return false;
+  const auto it = obj.find(name);
+  return it != obj.end() && it->is_string() && it->get_ref<const std::string&>() == want;
 }
 
 double number_in(const json& v, const char* name, double lo, double hi) {
@@ -60,7 +69,7 @@ void refuse_unsupported(const json& body) {
   if (const json* v = field(body, "logprobs"); v && !(v->is_boolean() && !v->get<bool>()))
     refuse("logprobs", "log probabilities are not reported");
   if (field(body, "top_logprobs")) refuse("top_logprobs", "log probabilities are not reported");
-  if (const json* v = field(body, "response_format"); v && !(v->is_object() && v->value("type", "") == "text"))
+  if (const json* v = field(body, "response_format"); v && !string_is(*v, "type", "text"))
     refuse("response_format", "only {\"type\": \"text\"} is supported");
   for (const char* name : {"frequency_penalty", "presence_penalty"})
     if (const json* v = field(body, name); v && !(v->is_number() && v->get<double>() == 0.0))
@@ -135,7 +144,7 @@ std::string message_content(const json& m, ChatRole role, const std::string& whe
   if (!c->is_array()) throw bad_request(where + ".content: expected a string or an array of text parts", "messages", "invalid_type");
   std::string text;
   for (const json& part : *c) {
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+    if (!string_is(part, "type", "text") || !part.contains("text") || !part["text"].is_string())
       throw bad_request(where + ".content: only text parts ({\"type\": \"text\", \"text\": ...}) are supported",
                         "messages", "unsupported_content");
     text += part["text"].get<std::string>();
@@ -145,25 +154,41 @@ std::string message_content(const json& m, ChatRole role, const std::string& whe
 
 }  // namespace
 
-nlohmann::json parse_body(const std::string& content_type, const std::string& body) {
+void require_json(const std::string& content_type) {
   // The media type, without parameters such as "; charset=utf-8", compared case-blind.
   std::string media = content_type.substr(0, content_type.find(';'));
   media.erase(std::remove_if(media.begin(), media.end(), [](unsigned char c) { return std::isspace(c); }), media.end());
   std::transform(media.begin(), media.end(), media.begin(), [](unsigned char c) { return char(std::tolower(c)); });
   if (media != "application/json")
     throw ApiError(415, "invalid_request_error", "unsupported_media_type",
-                   "Content-Type must be application/json (got '" +
-                       (content_type.empty() ? std::string("none") : content_type) + "')");
+                   "Content-Type must be application/json (got " +
+                       (content_type.empty() ? std::string("none") : in_quotes(content_type)) + ")");
+}
+
+nlohmann::json parse_body(const std::string& body) {
   if (utf8_valid_prefix(body) != body.size())
     throw bad_request("the request body is not valid UTF-8 (invalid byte at offset " +
                           std::to_string(utf8_valid_prefix(body)) + ")",
                       {}, "invalid_utf8");
+  // The last object key the parser passed: where a value it cannot hold (a number beyond
+  // a double, 1e400) was found, so that the error names the field.
+  std::string key;
+  const json::parser_callback_t track = [&key](int, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::key && parsed.is_string()) key = parsed.get<std::string>();
+    return true;
+  };
   json j;
   try {
-    j = json::parse(body);
-  } catch (const json::parse_error& e) {
+    j = json::parse(body, track);
+  } catch (const json::exception& e) {
+    // Any of the parser's errors (syntax: parse_error; a number out of range:
+    // out_of_range) is the client's: 400, in our words, never the library's tag.
     std::string what = e.what();
     if (const size_t p = what.find("] "); p != std::string::npos) what.erase(0, p + 2);  // "[json.exception...] "
+    if (e.id == 406)  // number overflow
+      throw bad_request((key.empty() ? std::string("a number") : key) + ": " + what +
+                            " (numbers must fit a double)",
+                        key, "invalid_value");
     throw bad_request("malformed JSON: " + what, {}, "invalid_json");
   }
   if (!j.is_object()) throw bad_request("the request body must be a JSON object", {}, "invalid_json");
@@ -188,7 +213,7 @@ GenRequest parse_chat_request(const nlohmann::json& body, const SamplingParams& 
     const std::string role_name = role_field->get<std::string>();
     const std::optional<ChatRole> role = parse_chat_role(role_name);
     if (!role)
-      throw bad_request(where + ".role: '" + role_name + "' is not supported (system, developer, user, assistant)",
+      throw bad_request(where + ".role: " + in_quotes(role_name) + " is not supported (system, developer, user, assistant)",
                         "messages", "invalid_role");
     if (const json* tc = field(m, "tool_calls"); tc && !(tc->is_array() && tc->empty())) throw bad_request(where + ".tool_calls: tool calls are not supported", "messages", "unsupported_parameter");
     r.messages.push_back({*role, message_content(m, *role, where)});

@@ -33,9 +33,11 @@ struct GenRequest {
   bool thinking = false;
 };
 
-// The body as JSON: the content type must be application/json (415 otherwise), the bytes
-// valid UTF-8 and the JSON an object (400 otherwise).
-nlohmann::json parse_body(const std::string& content_type, const std::string& body);
+// 415 unless the content type is application/json (checked before the body is read).
+void require_json(const std::string& content_type);
+// The body as JSON: the bytes valid UTF-8 and the JSON an object, every number within a
+// double's range (400 otherwise, naming the field where the parser stopped).
+nlohmann::json parse_body(const std::string& body);
 
 GenRequest parse_chat_request(const nlohmann::json& body, const SamplingParams& defaults);
 GenRequest parse_completion_request(const nlohmann::json& body, const SamplingParams& defaults);

@@ -2,6 +2,7 @@
 // What `flashspec serve` runs with, besides the engine's options (apps/run_options.h).
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/sampler.h"
 
@@ -10,9 +11,13 @@ namespace flashspec::server {
 struct ServeOptions {
   std::string host = "127.0.0.1";
   int port = 8080;                          // 0: any free port (printed at startup)
-  std::string api_key;                      // empty: no key asked
+  std::vector<std::string> api_keys;        // any of them is accepted; none: no key asked
   int64_t queue = 16;                       // requests that may wait for the running one
-  uint64_t max_body = uint64_t(8) << 20;    // bytes of a request body
+  uint64_t max_body = uint64_t(8) << 20;    // bytes of a request body (decoded)
+  double header_timeout_s = 10;             // to send a request's line and headers
+  double body_timeout_s = 30;               // to send a request's body
+  int64_t max_connections = 256;            // open at once, in total
+  int64_t max_client_connections = 64;      // open at once from one client address
   std::string model_id;                     // the name /v1/models lists (default: target file name)
   std::string chat_format = "auto";
   SamplingParams sampling;                  // defaults of the request fields
