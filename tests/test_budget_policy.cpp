@@ -181,7 +181,7 @@ TEST_CASE("tree auto: no speculation wins when drafting costs more than it retur
   CHECK(got.mean_budget() < 0.5);
 }
 
-TEST_CASE("tree auto: a chain wins with a confident draft and dear rows; a wide tree when rows are cheap") {
+TEST_CASE("tree auto: a chain wins with a confident draft and dear rows, a wide tree when rows are cheap") {
   // Rows cost a tenth of a pass each (an 8B target resident on 2 cores) and the draft is
   // cheap and well calibrated: a few nodes, deep along the likeliest path.
   const Cost dear_rows = [](int64_t b) { return PassCost{300.0 + 30.0 * double(b + 1), 0.0, 4.0, 2.0}; };

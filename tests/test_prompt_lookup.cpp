@@ -61,7 +61,7 @@ TEST_CASE("prompt lookup: joins a draft's tree, following nodes it already holds
   CHECK(t.parent[2] == draft_child);
 }
 
-TEST_CASE("prompt lookup: no earlier occurrence proposes nothing; a rewound sequence is indexed again") {
+TEST_CASE("prompt lookup: no earlier occurrence proposes nothing, and a rewound sequence is indexed again") {
   PromptLookup look;
   look.sync(std::vector<int32_t>{1, 2, 3, 4});
   TokenTree t(4);
