@@ -317,7 +317,7 @@ struct Metric {
 };
 
 Metric tau_metric() {
-  return {"tau", [](const BenchRow& r) { return r.tau(); }, [](const BenchRow&) { return std::optional<double>(); }};
+  return {"tau", [](const BenchRow& r) { return r.totals.tau(); }, [](const BenchRow&) { return std::optional<double>(); }};
 }
 Metric tps_metric() {
   return {"tps", [](const BenchRow& r) { return r.tokens_per_s.mean(); },
@@ -509,7 +509,7 @@ std::string bar_note(const BenchRow& r, const PassBreakdown& b) {
     parts += parts.empty() ? " = " : " + ";
     parts += std::string(name) + " " + format_ms(ms);
   }
-  return format_ms(b.total()) + " ms/pass" + parts + "; tau " + fmt("%.2f", r.tau()) + ", " +
+  return format_ms(b.total()) + " ms/pass" + parts + "; tau " + fmt("%.2f", r.totals.tau()) + ", " +
          fmt("%.0f", r.tokens_per_s.mean()) + " tok/s";
 }
 
