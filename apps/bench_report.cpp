@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "apps/stats_report.h"
+
 namespace flashspec {
 
 namespace {
@@ -111,13 +113,6 @@ void PassTimes::add(const PassRecord& p) {
   rows += p.tree_tokens;
 }
 
-std::vector<double> BenchRow::accept_by_depth() const {
-  std::vector<double> r;
-  for (size_t d = 0; d < drafted_by_depth.size(); ++d)
-    r.push_back(drafted_by_depth[d] ? double(accepted_by_depth[d]) / double(drafted_by_depth[d]) : 0.0);
-  return r;
-}
-
 PassBreakdown BenchRow::per_pass() const {
   const PassTimes& t = pass_times;
   if (t.passes == 0) return {};
@@ -127,7 +122,7 @@ PassBreakdown BenchRow::per_pass() const {
   b.io_wait = t.io_wait_ms / n;
   b.compute = std::max(0.0, (t.target_ms - t.io_wait_ms) / n);
   // Decode time not inside a recorded part of a pass (clamped: timer granularity).
-  b.other = std::max(0.0, decode_ms / n - b.draft - b.compute - b.io_wait);
+  b.other = std::max(0.0, totals.decode_ms / n - b.draft - b.compute - b.io_wait);
   return b;
 }
 
@@ -154,68 +149,29 @@ void finish_rows(std::vector<BenchRow>& rows) {
 std::string bench_json_line(const BenchRow& r, const BenchMeta& m) {
   const bool has_draft = r.shape != "target" && !m.draft_path.empty();
   const PassBreakdown pb = r.per_pass();
-  nlohmann::json j = {
-      // what ran
-      {"config", r.config},
-      {"shape", r.shape},
-      {"budget", r.budget},
-      {"temp", r.temp},
-      {"io_bw", r.io_bw},
-      {"io_bw_bytes", r.io_bw_bytes},
-      {"streamed", r.streamed},
-      {"placement_label", r.placement_label()},
-      {"placement", r.placement},
-      {"target", m.target_path},
-      {"target_file", file_name(m.target_path)},
-      {"draft", has_draft ? nlohmann::json(m.draft_path) : nlohmann::json(nullptr)},
-      {"draft_file", has_draft ? nlohmann::json(file_name(m.draft_path)) : nlohmann::json(nullptr)},
-      {"threads", m.threads},
-      {"backend", m.backend},
-      {"cpu", m.cpu},
-      {"commit", m.commit},
-      {"n_predict", r.n_predict},
-      {"prompts", r.prompts},
-      {"prompts_file", m.prompts_file},
-      {"reps", r.reps},
-      {"kv_type", m.kv_type},
-      {"seed", m.seed},
-      // counts, summed over prompts and repetitions
-      {"prompt_tokens", r.prompt_tokens},
-      {"generated", r.generated},
-      {"target_passes", r.target_passes},
-      {"tau", r.tau()},
-      {"drafted", r.drafted},
-      {"accepted", r.accepted},
-      {"acceptance", r.acceptance()},
-      {"accept_by_depth", r.accept_by_depth()},
-      {"drafted_by_depth", r.drafted_by_depth},
-      {"accepted_by_depth", r.accepted_by_depth},
-      // speed: mean and sample stddev over repetitions, and the values themselves
-      {"tokens_per_s", r.tokens_per_s.mean()},
-      {"tokens_per_s_stddev", json_or_null(r.tokens_per_s.stddev())},
-      {"tokens_per_s_reps", r.tokens_per_s.values},
-      {"ttft_ms", r.ttft_ms.mean()},
-      {"ttft_ms_stddev", json_or_null(r.ttft_ms.stddev())},
-      {"tpot_ms", r.tpot_ms.mean()},
-      {"tpot_ms_stddev", json_or_null(r.tpot_ms.stddev())},
-      {"speedup", r.speedup.mean()},
-      {"speedup_stddev", json_or_null(r.speedup.stddev())},
-      {"fastest", r.fastest},
-      // time totals and streaming
-      {"prefill_ms", r.prefill_ms},
-      {"decode_ms", r.decode_ms},
-      {"bytes_read", r.bytes_read},
-      {"read_gbps", r.read_gbps()},
-      {"io_busy", r.io_busy()},
-      {"io_wait_ms", r.io_wait_ms},
-      // mean decode pass
-      {"decode_passes", r.pass_times.passes},
-      {"pass_rows", pass_rows(r)},
-      {"pass_ms", pb.total()},
-      {"pass_draft_ms", pb.draft},
-      {"pass_compute_ms", pb.compute},
-      {"pass_io_wait_ms", pb.io_wait},
-      {"pass_other_ms", pb.other}};
+  // Counts summed over prompts and repetitions, time totals and streaming, as in the
+  // "stats" of generate --json; then what ran, speed over the repetitions and the mean
+  // decode pass.
+  nlohmann::json j = counts_json(r.totals);
+  j.update({// what ran
+            {"config", r.config}, {"shape", r.shape}, {"budget", r.budget}, {"temp", r.temp}, {"io_bw", r.io_bw},
+            {"io_bw_bytes", r.io_bw_bytes}, {"streamed", r.streamed}, {"placement_label", r.placement_label()},
+            {"placement", r.placement}, {"target", m.target_path}, {"target_file", file_name(m.target_path)},
+            {"draft", has_draft ? nlohmann::json(m.draft_path) : nlohmann::json(nullptr)},
+            {"draft_file", has_draft ? nlohmann::json(file_name(m.draft_path)) : nlohmann::json(nullptr)},
+            {"threads", m.threads}, {"backend", m.backend}, {"cpu", m.cpu}, {"commit", m.commit},
+            {"n_predict", r.n_predict}, {"prompts", r.prompts}, {"prompts_file", m.prompts_file}, {"reps", r.reps},
+            {"kv_type", m.kv_type}, {"seed", m.seed},
+            // speed: mean and sample stddev over repetitions, and the values themselves
+            {"tokens_per_s", r.tokens_per_s.mean()}, {"tokens_per_s_stddev", json_or_null(r.tokens_per_s.stddev())},
+            {"tokens_per_s_reps", r.tokens_per_s.values}, {"ttft_ms", r.ttft_ms.mean()},
+            {"ttft_ms_stddev", json_or_null(r.ttft_ms.stddev())}, {"tpot_ms", r.tpot_ms.mean()},
+            {"tpot_ms_stddev", json_or_null(r.tpot_ms.stddev())}, {"speedup", r.speedup.mean()},
+            {"speedup_stddev", json_or_null(r.speedup.stddev())}, {"fastest", r.fastest},
+            // mean decode pass
+            {"decode_passes", r.pass_times.passes}, {"pass_rows", pass_rows(r)}, {"pass_ms", pb.total()},
+            {"pass_draft_ms", pb.draft}, {"pass_compute_ms", pb.compute}, {"pass_io_wait_ms", pb.io_wait},
+            {"pass_other_ms", pb.other}});
   return j.dump();
 }
 
@@ -227,6 +183,7 @@ std::string bench_csv(const std::vector<BenchRow>& rows, const BenchMeta& m) {
       "tpot_ms_stddev,speedup,speedup_stddev,fastest,bytes_read,read_gbps,io_busy,decode_passes,pass_ms,"
       "pass_draft_ms,pass_compute_ms,pass_io_wait_ms,pass_other_ms,pass_rows,target,draft\n";
   for (const BenchRow& r : rows) {
+    const GenerationStats& t = r.totals;
     const bool has_draft = r.shape != "target" && !m.draft_path.empty();
     const PassBreakdown pb = r.per_pass();
     const std::vector<std::string> cells = {
@@ -234,14 +191,14 @@ std::string bench_csv(const std::vector<BenchRow>& rows, const BenchMeta& m) {
         format_number("%.0f", r.io_bw_bytes), r.streamed ? "1" : "0", r.placement_label(), r.placement,
         file_name(m.target_path), has_draft ? file_name(m.draft_path) : "", std::to_string(m.threads), m.backend,
         m.cpu, m.commit, std::to_string(r.n_predict), std::to_string(r.prompts), std::to_string(r.reps), m.kv_type,
-        std::to_string(m.seed), std::to_string(r.prompt_tokens), std::to_string(r.generated),
-        std::to_string(r.target_passes), format_number("%.4f", r.tau()), std::to_string(r.drafted),
-        std::to_string(r.accepted), format_number("%.4f", r.acceptance()), join_rates(r.accept_by_depth()),
+        std::to_string(m.seed), std::to_string(t.prompt_tokens), std::to_string(t.generated),
+        std::to_string(t.target_passes), format_number("%.4f", t.tau()), std::to_string(t.drafted),
+        std::to_string(t.accepted), format_number("%.4f", t.acceptance()), join_rates(t.accept_rate_by_depth()),
         format_number("%.2f", r.tokens_per_s.mean()), csv_sd(r.tokens_per_s, "%.2f"),
         format_number("%.3f", r.ttft_ms.mean()), csv_sd(r.ttft_ms, "%.3f"), format_number("%.4f", r.tpot_ms.mean()),
         csv_sd(r.tpot_ms, "%.4f"), format_number("%.4f", r.speedup.mean()), csv_sd(r.speedup, "%.4f"),
-        r.fastest ? "1" : "0", std::to_string(r.bytes_read), format_number("%.4f", r.read_gbps()),
-        format_number("%.4f", r.io_busy()), std::to_string(r.pass_times.passes), format_number("%.4f", pb.total()),
+        r.fastest ? "1" : "0", std::to_string(t.bytes_read), format_number("%.4f", t.read_gbps()),
+        format_number("%.4f", t.io_busy()), std::to_string(r.pass_times.passes), format_number("%.4f", pb.total()),
         format_number("%.4f", pb.draft), format_number("%.4f", pb.compute), format_number("%.4f", pb.io_wait),
         format_number("%.4f", pb.other), format_number("%.2f", pass_rows(r)), m.target_path, has_draft ? m.draft_path : ""};
     for (size_t i = 0; i < cells.size(); ++i) {
@@ -259,10 +216,11 @@ std::string bench_table(const std::vector<BenchRow>& rows) {
   std::vector<std::vector<std::string>> cells;
   for (const BenchRow& r : rows) {
     cells.push_back({r.config + (r.fastest ? " (fastest)" : ""), format_number("%g", r.temp), r.placement_label(),
-                     format_number("%.2f", r.tau()), std::to_string(r.drafted), std::to_string(r.accepted),
-                     format_mean_sd("%.1f", r.tokens_per_s), format_mean_sd("%.2f", r.ttft_ms),
-                     format_mean_sd("%.3f", r.tpot_ms), format_number("%.1f", double(r.bytes_read) / 1e6),
-                     format_number("%.2f", r.read_gbps()), format_mean_sd("%.2f", r.speedup, "x")});
+                     format_number("%.2f", r.totals.tau()), std::to_string(r.totals.drafted),
+                     std::to_string(r.totals.accepted), format_mean_sd("%.1f", r.tokens_per_s),
+                     format_mean_sd("%.2f", r.ttft_ms), format_mean_sd("%.3f", r.tpot_ms),
+                     format_number("%.1f", double(r.totals.bytes_read) / 1e6), format_number("%.2f", r.totals.read_gbps()),
+                     format_mean_sd("%.2f", r.speedup, "x")});
   }
   // Widths in characters, not bytes: "±" is two bytes of UTF-8.
   auto width = [](const std::string& s) {

@@ -68,15 +68,10 @@ struct BenchRow {
   bool streamed = false;    // target layers were read from storage every pass
   std::string placement;    // PlacementPlan::describe() of this configuration's engine
 
-  // Counts, summed over prompts and repetitions.
   int64_t prompts = 0, reps = 0, n_predict = 0;
-  int64_t prompt_tokens = 0, generated = 0, target_passes = 0;
-  int64_t drafted = 0, accepted = 0;
-  std::vector<int64_t> drafted_by_depth, accepted_by_depth;
-  double prefill_ms = 0, decode_ms = 0;
-  int64_t decode_tokens = 0;  // tokens after each prompt's first
-  int64_t bytes_read = 0;
-  double read_busy_ms = 0, io_wait_ms = 0;
+  // Counts, times and bytes summed over prompts and repetitions: tau, acceptance, read
+  // GB/s and I/O busy are its own (tokens/s, TTFT and TPOT are per repetition, below).
+  GenerationStats totals;
   PassTimes pass_times;
 
   // Per repetition: tokens/s over the prompt set (tokens after each prompt's first over
@@ -85,15 +80,6 @@ struct BenchRow {
   RepStat tokens_per_s, ttft_ms, tpot_ms, speedup;
   bool fastest = false;  // highest mean tokens/s among rows of its temperature and --io-bw
 
-  // τ: tokens per target pass (prefill pass included, as GenerationStats::tau).
-  double tau() const { return target_passes ? double(generated) / double(target_passes) : 0.0; }
-  double acceptance() const { return drafted ? double(accepted) / double(drafted) : 0.0; }
-  double read_gbps() const { return read_busy_ms > 0 ? double(bytes_read) / (read_busy_ms * 1e6) : 0.0; }
-  double io_busy() const {
-    const double t = prefill_ms + decode_ms;
-    return t > 0 ? read_busy_ms / t : 0.0;
-  }
-  std::vector<double> accept_by_depth() const;
   PassBreakdown per_pass() const;
   // "resident", "streamed at 2.1 GB/s" or "streamed, unthrottled": where the target's
   // weights came from, which is what --io-bw means.

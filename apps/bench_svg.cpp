@@ -1,24 +1,23 @@
-// The plot `flashspec bench` writes, as hand-written SVG (no plotting dependency).
+// The plot `flashspec bench` writes, as hand-written SVG: it draws lines, boxes, dots,
+// stars and words, and its elements carry classes that tests and scripts find (a plotting
+// library would give neither a shorter file nor those hooks).
 //
-// Layout, top to bottom:
-//   header: models, prompts x repetitions, n, backend, CPU, commit, and the temperature
-//           and placement when the sweep has only one of each;
-//   three panels against the draft budget (log2 x axis, with a "none" slot on the left
-//           for the target alone and an "auto" slot on the right for --tree auto):
-//           τ, tokens/s and speedup; one line per family (chain or tree, per temperature
-//           and placement), the target-only run as a dashed reference, error bars of one
-//           sample stddev when there are repetitions, a star on the fastest
-//           configuration of each temperature and placement;
-//   the legend of the families;
-//   the mean decode pass of every configuration as a stacked bar (draft, verify compute,
-//           I/O wait, the rest), with ms/pass, τ and tokens/s beside it.
+// Top to bottom: a header (models, prompt set, machine; the temperature and placement
+// when the sweep has one of each); three panels against the draft budget: tau, tokens/s
+// and speedup, with a line per family (chain or tree at one temperature and placement),
+// the target alone as a dashed reference, --tree auto as a point in its own slot, error
+// bars of one stddev with repetitions and a star on the fastest configuration of each
+// temperature and placement; the legend; the mean decode pass of every configuration as a
+// stacked bar (draft, verify compute, I/O wait, the rest) with its figures beside it.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
-#include <functional>
 #include <numbers>
 #include <optional>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "apps/bench_report.h"
@@ -27,593 +26,339 @@ namespace flashspec {
 
 namespace {
 
-std::string fmt(const char* f, double v) { return format_number(f, v); }
+constexpr double kWidth = 1280, kLeft = 80;
+constexpr const char* kBold = " font-weight=\"bold\"";
 
-std::string xml_escape(const std::string& s) {
+std::string num(double v) { return format_number("%.1f", v); }
+
+// Text attributes: the size, and which end of the text is at its x.
+std::string font(int size, const char* anchor = "start") {
+  return "font-size=\"" + std::to_string(size) + "\" text-anchor=\"" + anchor + "\"";
+}
+
+std::string escaped(const std::string& s) {
   std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += c;
-    }
-  }
+  for (char c : s)
+    o += c == '&' ? "&amp;" : c == '<' ? "&lt;" : c == '>' ? "&gt;" : c == '"' ? "&quot;" : std::string(1, c);
   return o;
 }
 
-// Tick step giving about `n` ticks over [0, hi]: 1, 2 or 5 times a power of ten.
-double nice_step(double hi, int n) {
-  if (!(hi > 0)) return 1.0;
-  const double raw = hi / n;
-  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
-  const double norm = raw / mag;
-  return (norm < 1.5 ? 1.0 : norm < 3.0 ? 2.0 : norm < 7.0 ? 5.0 : 10.0) * mag;
-}
+// The body of the document, an element a line; `style` is the rest of an element's
+// attributes, written as given.
+struct Svg {
+  std::string out;
 
-// A family's colour says its shape (chain blue, tree red, tree auto green, the target
-// alone grey); with several temperatures or placements, each group gets another shade
-// of it and its own dash pattern (below), so that no two families look alike.
-const char* const kShades[][4] = {
-    {"#1f77b4", "#0b3d6b", "#6baed6", "#9ecae1"},  // chain
-    {"#d62728", "#7f0000", "#fb6a4a", "#fcae91"},  // tree
-    {"#2ca02c", "#00441b", "#74c476", "#a1d99b"},  // tree auto
-    {"#444444", "#888888", "#222222", "#bbbbbb"},  // target only
-};
-const char* const kGroupDash[] = {"", "8 3", "2 3", "8 3 2 3"};
-const char* const kReferenceDash = "6 4";
-
-// Colours of the pass breakdown's parts (a panel with its own legend).
-const char* const kDraftColor = "#b07aa1";
-const char* const kComputeColor = "#4e79a7";
-const char* const kIoColor = "#f28e2b";
-const char* const kOtherColor = "#c7c7c7";
-const char* const kStarFill = "#ffc000";
-const char* const kStarStroke = "#7a5c00";
-
-constexpr double kWidth = 1280;
-constexpr double kMarginLeft = 80;
-
-class Svg {
- public:
-  void add(const std::string& s) {
-    out_ += s;
-    out_ += '\n';
-  }
-  void text(double x, double y, const std::string& s, const std::string& extra = "") {
-    add("<text x=\"" + fmt("%.1f", x) + "\" y=\"" + fmt("%.1f", y) + "\"" + (extra.empty() ? "" : " " + extra) + ">" +
-        xml_escape(s) + "</text>");
+  void add(const std::string& element) { out += element + "\n"; }
+  void text(double x, double y, const std::string& s, const std::string& style) {
+    add("<text x=\"" + num(x) + "\" y=\"" + num(y) + "\" " + style + ">" + escaped(s) + "</text>");
   }
   void line(double x0, double y0, double x1, double y1, const std::string& style) {
-    add("<line x1=\"" + fmt("%.1f", x0) + "\" y1=\"" + fmt("%.1f", y0) + "\" x2=\"" + fmt("%.1f", x1) + "\" y2=\"" +
-        fmt("%.1f", y1) + "\" " + style + "/>");
+    add("<line x1=\"" + num(x0) + "\" y1=\"" + num(y0) + "\" x2=\"" + num(x1) + "\" y2=\"" + num(y1) + "\" " + style +
+        "/>");
   }
   void rect(double x, double y, double w, double h, const std::string& style) {
-    add("<rect x=\"" + fmt("%.1f", x) + "\" y=\"" + fmt("%.1f", y) + "\" width=\"" + fmt("%.1f", w) + "\" height=\"" +
-        fmt("%.1f", h) + "\" " + style + "/>");
+    add("<rect x=\"" + num(x) + "\" y=\"" + num(y) + "\" width=\"" + num(w) + "\" height=\"" + num(h) + "\" " + style +
+        "/>");
   }
-  void circle(double x, double y, double r, const std::string& color) {
-    add("<circle cx=\"" + fmt("%.1f", x) + "\" cy=\"" + fmt("%.1f", y) + "\" r=\"" + fmt("%.1f", r) + "\" fill=\"" +
-        color + "\"/>");
+  void dot(double x, double y, const std::string& color) {
+    add("<circle cx=\"" + num(x) + "\" cy=\"" + num(y) + "\" r=\"3.5\" fill=\"" + color + "\"/>");
   }
-  void diamond(double x, double y, double r, const std::string& color) {
-    add("<polygon points=\"" + fmt("%.1f", x) + "," + fmt("%.1f", y - r) + " " + fmt("%.1f", x + r) + "," +
-        fmt("%.1f", y) + " " + fmt("%.1f", x) + "," + fmt("%.1f", y + r) + " " + fmt("%.1f", x - r) + "," +
-        fmt("%.1f", y) + "\" fill=\"" + color + "\"/>");
+  void error_bar(double x, double y0, double y1, const std::string& color) {
+    const std::string st = "stroke=\"" + color + "\"";
+    line(x, y0, x, y1, st);
+    line(x - 3, y0, x + 3, y0, st);
+    line(x - 3, y1, x + 3, y1, st);
   }
-  // A five-pointed star centred on (x, y); `attrs` names it for readers and tests.
+  // A five-pointed star; `attrs` names it (class, data-config) for readers and tests.
   void star(double x, double y, double r, const std::string& attrs) {
     std::string pts;
     for (int i = 0; i < 10; ++i) {
-      const double a = -std::numbers::pi / 2 + double(i) * std::numbers::pi / 5, rr = i % 2 ? r * 0.45 : r;
-      if (i) pts += ' ';  // appended piece by piece: GCC 12 warns falsely (-Wrestrict) on "literal" + string
-      pts += fmt("%.1f", x + rr * std::cos(a)) + "," + fmt("%.1f", y + rr * std::sin(a));
+      const double a = -std::numbers::pi / 2 + i * std::numbers::pi / 5, ri = i % 2 ? r * 0.45 : r;
+      if (i) pts += ' ';
+      pts += num(x + ri * std::cos(a)) + "," + num(y + ri * std::sin(a));
     }
-    add("<polygon " + attrs + " points=\"" + pts + "\" fill=\"" + kStarFill + "\" stroke=\"" + kStarStroke +
-        "\" stroke-width=\"1.2\"/>");
+    add("<polygon " + attrs + " points=\"" + pts + "\" fill=\"#ffc000\" stroke=\"#7a5c00\"/>");
   }
-  std::string str() const { return out_; }
-
- private:
-  std::string out_;
 };
 
-// A text style with a white halo, for labels drawn over lines.
-std::string halo(const std::string& style) {
-  return style + " stroke=\"#ffffff\" stroke-width=\"3\" paint-order=\"stroke\"";
+// Tick step giving about `n` ticks over [0, hi]: 1, 2 or 5 times a power of ten.
+double nice_step(double hi, int n) {
+  const double raw = hi / n, mag = std::pow(10.0, std::floor(std::log10(raw))), norm = raw / mag;
+  return (norm < 1.5 ? 1.0 : norm < 3.0 ? 2.0 : norm < 7.0 ? 5.0 : 10.0) * mag;
 }
 
-// ---- families ----------------------------------------------------------------------
+// ---- families: the lines of the budget panels ---------------------------------------
 
-// One line of the budget panels: the rows of one shape at one temperature and --io-bw.
-struct Family {
-  std::string shape, name, color, dash;
-  std::vector<const BenchRow*> rows;  // by budget
-  bool reference() const { return shape == "target"; }
-};
-
-// Which of the group's dimensions differ across the sweep; those that do not are said
-// once in the header instead of in every family name.
+// The parts of a row's group (temperature, --io-bw) that vary across the sweep: family
+// names and bar headings say them, the header says the others once.
 struct Varying {
   bool temp = false, placement = false;
-  static Varying of(const std::vector<BenchRow>& rows) {
-    Varying v;
-    for (const BenchRow& r : rows) {
-      v.temp |= r.temp != rows.front().temp;
-      v.placement |= r.io_bw != rows.front().io_bw;
-    }
-    return v;
+  explicit Varying(const std::vector<BenchRow>& rows) {
+    for (const BenchRow& r : rows) temp |= r.temp != rows[0].temp, placement |= r.io_bw != rows[0].io_bw;
   }
-  // "T=0.7, streamed at 2.1 GB/s": the group's varying parts ("" when none vary).
-  std::string group(const BenchRow& r) const {
-    std::string s = temp ? "T=" + fmt("%g", r.temp) : "";
-    if (placement) s += (s.empty() ? "" : ", ") + r.placement_label();
-    return s;
+  std::string of(const BenchRow& r) const {  // "T=0.7, streamed at 2.1 GB/s"; "" when neither varies
+    std::string s = temp ? "T=" + format_number("%g", r.temp) : "";
+    return placement ? s + (s.empty() ? "" : ", ") + r.placement_label() : s;
   }
 };
 
-std::string shape_name(const std::string& shape) {
-  if (shape == "target") return "target only";
-  if (shape == "tree-auto") return "tree auto";
-  return shape;
-}
+// The rows of one shape in one group, by budget. Each family has its own colour; the
+// target alone is dashed.
+struct Family {
+  std::string shape, name, color;
+  std::vector<const BenchRow*> rows;
 
-size_t shape_index(const std::string& shape) {
-  return shape == "chain" ? 0 : shape == "tree" ? 1 : shape == "tree-auto" ? 2 : 3;
-}
+  std::string stroke(double width) const {
+    return "stroke=\"" + color + "\" stroke-width=\"" + format_number("%g", width) + "\"" +
+           (shape == "target" ? " stroke-dasharray=\"6 4\"" : "");
+  }
+};
 
 std::vector<Family> families_of(const std::vector<BenchRow>& rows, const Varying& v) {
+  static const char* const kColors[] = {"#444444", "#1f77b4", "#d62728", "#2ca02c", "#9467bd",
+                                        "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#bcbd22"};
   std::vector<Family> fams;
-  std::vector<const BenchRow*> groups;  // first row of each temperature / placement
   for (const BenchRow& r : rows) {
-    auto g = std::find_if(groups.begin(), groups.end(), [&](const BenchRow* o) { return o->same_group(r); });
-    if (g == groups.end()) g = groups.insert(groups.end(), &r);
-    const size_t gi = size_t(g - groups.begin());
-    auto it = std::find_if(fams.begin(), fams.end(), [&](const Family& f) {
-      return f.shape == r.shape && f.rows.front()->same_group(r);
-    });
-    if (it == fams.end()) {
-      Family f;
-      f.shape = r.shape;
-      const std::string group = v.group(r);
-      f.name = shape_name(r.shape) + (group.empty() ? "" : ", " + group);
-      f.color = kShades[shape_index(r.shape)][gi % 4];
-      f.dash = r.shape == "target" ? kReferenceDash : kGroupDash[gi % 4];
-      fams.push_back(f);
-      it = fams.end() - 1;
+    auto f = std::find_if(fams.begin(), fams.end(),
+                          [&](const Family& o) { return o.shape == r.shape && o.rows[0]->same_group(r); });
+    if (f == fams.end()) {
+      const std::string shape = r.shape == "target" ? "target only" : r.shape == "tree-auto" ? "tree auto" : r.shape;
+      const std::string group = v.of(r);
+      fams.push_back({r.shape, shape + (group.empty() ? "" : ", " + group), kColors[fams.size() % 10], {}});
+      f = fams.end() - 1;
     }
-    it->rows.push_back(&r);
+    f->rows.push_back(&r);
   }
   for (Family& f : fams)
     std::sort(f.rows.begin(), f.rows.end(), [](const BenchRow* a, const BenchRow* b) { return a->budget < b->budget; });
   return fams;
 }
 
-// The stroke attributes of a family's line.
-std::string stroke(const Family& f, double width) {
-  return "stroke=\"" + f.color + "\" stroke-width=\"" + fmt("%g", width) + "\"" +
-         (f.dash.empty() ? "" : " stroke-dasharray=\"" + f.dash + "\"");
+// ---- the budget panels -----------------------------------------------------------------
+
+// The x axis: an evenly spaced slot per draft budget of the sweep, after a "none" slot for
+// the target alone and before an "auto" slot for --tree auto (its budget changes every pass).
+std::string slot_of(const BenchRow& r) {
+  return r.shape == "target" ? "none" : r.shape == "tree-auto" ? "auto" : std::to_string(r.budget);
+}
+std::vector<std::string> slots_of(const std::vector<BenchRow>& rows) {
+  std::set<int64_t> budgets;
+  bool none = false, automatic = false;
+  for (const BenchRow& r : rows) {
+    none |= r.shape == "target", automatic |= r.shape == "tree-auto";
+    if (r.shape == "chain" || r.shape == "tree") budgets.insert(r.budget);
+  }
+  std::vector<std::string> s(none ? 1 : 0, "none");
+  for (int64_t b : budgets) s.push_back(std::to_string(b));
+  if (automatic) s.push_back("auto");
+  return s;
 }
 
-// ---- axes --------------------------------------------------------------------------
-
-struct Panel {
-  double x0, y0, x1, y1;  // plot area
-};
-
-// A y axis: linear from 0, or log10 when the values span more than a factor of 20
-// (tokens/s with and without a bandwidth cap differ by orders of magnitude).
-struct YAxis {
-  bool log = false;
-  double max = 1, step = 1;  // linear
-  double lo = 0, hi = 1;     // log: decades
-  static YAxis for_values(const std::vector<double>& v, bool allow_log) {
-    YAxis a;
-    double mx = 0, mn = INFINITY;
-    for (double x : v)
-      if (x > 0) mx = std::max(mx, x), mn = std::min(mn, x);
-    if (!(mx > 0)) mx = 1, mn = 1;
-    if (allow_log && mx / mn > 20) {
-      a.log = true;
-      a.lo = std::floor(std::log10(mn));
-      a.hi = std::ceil(std::log10(mx));
-      if (a.hi <= a.lo) a.hi = a.lo + 1;
-      return a;
-    }
-    a.step = nice_step(mx * 1.1, 5);
-    a.max = std::ceil(mx * 1.1 / a.step) * a.step;
-    return a;
-  }
-  // Fraction of the height (0 bottom, 1 top), clamped to the panel.
-  double frac(double v) const {
-    const double f = !log ? v / max : v > 0 ? (std::log10(v) - lo) / (hi - lo) : 0.0;
-    return std::clamp(f, 0.0, 1.0);
-  }
-  std::vector<double> ticks() const {
-    std::vector<double> t;
-    if (!log) {
-      for (double v = 0; v <= max + step * 1e-6; v += step) t.push_back(std::round(v * 1e6) / 1e6);
-      return t;
-    }
-    for (double d = lo; d <= hi; ++d)
-      for (double m : {1.0, 2.0, 5.0})
-        if ((d < hi || m == 1.0) && (m == 1.0 || hi - lo <= 3)) t.push_back(m * std::pow(10.0, d));
-    return t;
-  }
-};
-
-// The x axis of the budget panels: draft budgets on a log2 scale, with a slot on the
-// left for the target alone ("none") and one on the right for --tree auto, whose budget
-// changes every pass.
-class BudgetAxis {
- public:
-  BudgetAxis(const Panel& p, const std::vector<BenchRow>& rows) : x0_(p.x0 + 14), x1_(p.x1 - 14) {
-    double lo = INFINITY, hi = -INFINITY;
-    for (const BenchRow& r : rows) {
-      none_ |= r.shape == "target";
-      auto_ |= r.shape == "tree-auto";
-      if (r.budget > 0) lo = std::min(lo, std::log2(double(r.budget))), hi = std::max(hi, std::log2(double(r.budget)));
-    }
-    budgets_ = lo <= hi;
-    if (lo <= hi) lo_ = std::floor(lo), hi_ = std::ceil(hi);
-    if (hi_ <= lo_) hi_ = lo_ + 1;
-  }
-  double x(const BenchRow& r) const {
-    if (r.shape == "target") return at(-kSlot);
-    if (r.shape == "tree-auto") return at(hi_ - lo_ + kSlot);
-    return at(std::log2(double(r.budget)) - lo_);
-  }
-  void draw_ticks(Svg& s, const Panel& p) const {
-    auto tick = [&](double x, const std::string& label) {
-      s.line(x, p.y1, x, p.y1 + 5, "stroke=\"#333333\"");
-      s.text(x, p.y1 + 18, label, "text-anchor=\"middle\" font-size=\"11\"");
-    };
-    if (none_) tick(at(-kSlot), "none");
-    const int every = hi_ - lo_ > 10 ? 2 : 1;
-    if (budgets_)
-      for (int k = int(lo_); k <= int(hi_); k += every) tick(at(double(k) - lo_), fmt("%.0f", std::ldexp(1.0, k)));
-    if (auto_) tick(at(hi_ - lo_ + kSlot), "auto");
-  }
-
- private:
-  static constexpr double kSlot = 1.4;  // doublings between a side slot and the budgets
-  double at(double u) const {
-    const double lo = none_ ? -kSlot : 0, hi = hi_ - lo_ + (auto_ ? kSlot : 0);
-    return x0_ + (x1_ - x0_) * (u - lo) / (hi - lo);
-  }
-  double x0_, x1_;
-  double lo_ = 0, hi_ = 1;  // log2 of the smallest and largest budget
-  bool none_ = false, auto_ = false, budgets_ = false;
-};
-
-// Frame, y grid/ticks and the titles of one panel.
-void draw_axes(Svg& s, const Panel& p, const YAxis& ya, const std::string& title, const std::string& x_label,
-               const std::string& y_label) {
-  s.rect(p.x0, p.y0, p.x1 - p.x0, p.y1 - p.y0, "fill=\"#ffffff\" stroke=\"#333333\"");
-  for (double v : ya.ticks()) {
-    const double y = p.y1 - (p.y1 - p.y0) * ya.frac(v);
-    s.line(p.x0, y, p.x1, y, "stroke=\"#e5e5e5\"");
-    s.line(p.x0 - 5, y, p.x0, y, "stroke=\"#333333\"");
-    s.text(p.x0 - 8, y + 4, fmt("%g", v), "text-anchor=\"end\" font-size=\"11\"");
-  }
-  s.text((p.x0 + p.x1) / 2, p.y0 - 12, title, "text-anchor=\"middle\" font-size=\"14\" font-weight=\"bold\"");
-  s.text((p.x0 + p.x1) / 2, p.y1 + 38, x_label, "text-anchor=\"middle\" font-size=\"12\"");
-  const double ly = (p.y0 + p.y1) / 2, lx = p.x0 - 52;
-  s.text(lx, ly, y_label + (ya.log ? " (log scale)" : ""),
-         "text-anchor=\"middle\" font-size=\"12\" transform=\"rotate(-90 " + fmt("%.1f", lx) + " " + fmt("%.1f", ly) +
-             ")\"");
-}
-
-// ---- the budget panels -------------------------------------------------------------
-
-// What a budget panel plots: a row's value and its spread over repetitions.
+// What a panel plots: a row's measurement over the repetitions, drawn as its mean with an
+// error bar of one sample stddev where there are several values.
 struct Metric {
-  const char* cls;  // class of the series ("tau", "tps", "speedup")
-  std::function<double(const BenchRow&)> value;
-  std::function<std::optional<double>(const BenchRow&)> spread;
-  bool log_allowed = false;
-  bool mark_fastest = false;
+  const char *cls, *title, *y_label;  // cls: the series' class, "tau", "tps" or "speedup"
+  RepStat (*of)(const BenchRow&);
+  bool mark_fastest;
 };
+const Metric kMetrics[] = {
+    {"tau", "tau vs draft budget", "tau (tokens per target pass)",
+     [](const BenchRow& r) { return RepStat{{r.totals.tau()}}; }, false},  // one value: counts summed over all reps
+    {"tps", "tokens/s vs draft budget", "tokens/s (decode)", [](const BenchRow& r) { return r.tokens_per_s; }, true},
+    {"speedup", "speedup vs draft budget", "speedup over the target alone (x)",
+     [](const BenchRow& r) { return r.speedup; }, true}};
 
-Metric tau_metric() {
-  return {"tau", [](const BenchRow& r) { return r.tau(); }, [](const BenchRow&) { return std::optional<double>(); }};
-}
-Metric tps_metric() {
-  return {"tps", [](const BenchRow& r) { return r.tokens_per_s.mean(); },
-          [](const BenchRow& r) { return r.tokens_per_s.stddev(); }, true, true};
-}
-Metric speedup_metric() {
-  return {"speedup", [](const BenchRow& r) { return r.speedup.mean(); },
-          [](const BenchRow& r) { return r.speedup.stddev(); }, false, true};
-}
-
-YAxis axis_for(const std::vector<BenchRow>& rows, const Metric& m) {
-  std::vector<double> v;
-  if (!m.log_allowed) v.push_back(1.0);  // τ and speedup: the target-only 1 always shows
-  for (const BenchRow& r : rows) {
-    v.push_back(m.value(r));
-    v.push_back(m.value(r) + m.spread(r).value_or(0.0));
+// A family's line: class "series tau" (tps, speedup); "series tau reference" for the target alone.
+void polyline(Svg& s, const std::string& cls, const Family& f, const std::vector<std::pair<double, double>>& pts) {
+  std::string p;
+  for (const auto& [x, y] : pts) {
+    if (!p.empty()) p += ' ';  // piece by piece: GCC 12 warns falsely (-Wrestrict) on "literal" + string
+    p += num(x) + "," + num(y);
   }
-  return YAxis::for_values(v, m.log_allowed);
+  s.add("<polyline class=\"series " + cls + "\" data-family=\"" + escaped(f.name) + "\" fill=\"none\" " +
+        f.stroke(f.shape == "target" ? 1.5 : 2) + " points=\"" + p + "\"/>");
 }
 
-void draw_error_bar(Svg& s, double x, double y_lo, double y_hi, const std::string& color) {
-  const std::string st = "stroke=\"" + color + "\" stroke-width=\"1.2\"";
-  s.line(x, y_lo, x, y_hi, st);
-  s.line(x - 3, y_lo, x + 3, y_lo, st);
-  s.line(x - 3, y_hi, x + 3, y_hi, st);
-}
+// One panel, its plot area x0..x1 by y0..y1.
+void draw_panel(Svg& s, double x0, double y0, double x1, double y1, const Metric& m, const std::vector<BenchRow>& rows,
+                const std::vector<Family>& fams) {
+  // The y axis: from 0 to a round number above the highest value (tau and speedup: at
+  // least the target alone's 1).
+  double top = 1.0;
+  for (const BenchRow& r : rows) top = std::max(top, m.of(r).mean() + m.of(r).stddev().value_or(0));
+  const double step = nice_step(top * 1.1, 5), y_max = std::ceil(top * 1.1 / step) * step;
+  const std::vector<std::string> slots = slots_of(rows);
+  auto X = [&](const std::string& slot) {
+    const size_t i = size_t(std::find(slots.begin(), slots.end(), slot) - slots.begin());
+    return x0 + (x1 - x0) * (double(i) + 0.5) / double(slots.size());
+  };
+  auto Y = [&](double v) { return y1 - (y1 - y0) * std::clamp(v / y_max, 0.0, 1.0); };
 
-// The target alone: a dashed line across the panel at its value, and its point at "none".
-void draw_reference(Svg& s, const Panel& p, const Family& f, const Metric& m, double y) {
-  s.add("<polyline class=\"series " + std::string(m.cls) + " reference\" data-family=\"" + xml_escape(f.name) +
-        "\" fill=\"none\" " + stroke(f, 1.5) + " points=\"" +
-        fmt("%.1f", p.x0) + "," + fmt("%.1f", y) + " " + fmt("%.1f", p.x1) + "," + fmt("%.1f", y) + "\"/>");
-}
+  s.rect(x0, y0, x1 - x0, y1 - y0, "fill=\"#ffffff\" stroke=\"#333333\"");
+  for (double t = 0; t <= y_max + step * 1e-6; t += step) {
+    s.line(x0, Y(t), x1, Y(t), "stroke=\"#e5e5e5\"");
+    s.text(x0 - 6, Y(t) + 4, format_number("%g", std::round(t * 1e6) / 1e6), font(11, "end"));
+  }
+  for (const std::string& slot : slots) s.text(X(slot), y1 + 18, slot, font(11, "middle"));
+  s.text((x0 + x1) / 2, y0 - 12, m.title, font(14, "middle") + kBold);
+  s.text((x0 + x1) / 2, y1 + 38, "draft budget (tokens per pass)", font(12, "middle"));
+  const double lx = x0 - 52, ly = (y0 + y1) / 2;
+  s.text(lx, ly, m.y_label, font(12, "middle") + " transform=\"rotate(-90 " + num(lx) + " " + num(ly) + ")\"");
 
-void draw_family(Svg& s, const Panel& p, const BudgetAxis& xa, const YAxis& ya, const Family& f, const Metric& m) {
-  auto Y = [&](double v) { return p.y1 - (p.y1 - p.y0) * ya.frac(v); };
-  if (f.reference()) draw_reference(s, p, f, m, Y(m.value(*f.rows.front())));
-  if (f.shape == "chain" || f.shape == "tree") {
-    std::string pts;
-    for (const BenchRow* r : f.rows) {
-      if (!pts.empty()) pts += ' ';
-      pts += fmt("%.1f", xa.x(*r)) + "," + fmt("%.1f", Y(m.value(*r)));
+  for (const Family& f : fams) {  // the references first, under the lines
+    const double y = Y(m.of(*f.rows[0]).mean());
+    if (f.shape == "target") polyline(s, m.cls + std::string(" reference"), f, {{x0, y}, {x1, y}});
+  }
+  for (const Family& f : fams) {
+    std::vector<std::pair<double, double>> pts;
+    for (const BenchRow* r : f.rows) pts.push_back({X(slot_of(*r)), Y(m.of(*r).mean())});
+    if (f.shape == "chain" || f.shape == "tree") polyline(s, m.cls, f, pts);
+    for (size_t i = 0; i < pts.size(); ++i) {
+      const RepStat v = m.of(*f.rows[i]);
+      const double sd = v.stddev().value_or(0);
+      if (sd > 0) s.error_bar(pts[i].first, Y(v.mean() - sd), Y(v.mean() + sd), f.color);
+      s.dot(pts[i].first, pts[i].second, f.color);
     }
-    s.add("<polyline class=\"series " + std::string(m.cls) + "\" data-family=\"" + xml_escape(f.name) +
-          "\" fill=\"none\" " + stroke(f, 2) + " points=\"" + pts + "\"/>");
   }
-  for (const BenchRow* r : f.rows) {
-    const double x = xa.x(*r), v = m.value(*r);
-    if (const std::optional<double> sd = m.spread(*r); sd && *sd > 0)
-      draw_error_bar(s, x, Y(v - *sd), Y(v + *sd), f.color);
-    if (f.shape == "tree-auto") s.diamond(x, Y(v), 5, f.color);
-    else s.circle(x, Y(v), 3.5, f.color);
-  }
+  for (const BenchRow& r : rows)
+    if (m.mark_fastest && r.fastest)
+      s.star(X(slot_of(r)), Y(m.of(r).mean()), 9, "class=\"fastest\" data-config=\"" + escaped(r.config) + "\"");
 }
 
-// Stars on the fastest configurations; a word beside the star only when there is one
-// (several would overlap: the legend names the star).
-void draw_fastest(Svg& s, const Panel& p, const BudgetAxis& xa, const YAxis& ya, const std::vector<BenchRow>& rows,
-                  const Metric& m) {
-  const bool one = std::count_if(rows.begin(), rows.end(), [](const BenchRow& r) { return r.fastest; }) == 1;
-  for (const BenchRow& r : rows) {
-    if (!r.fastest) continue;
-    const double x = xa.x(r), y = p.y1 - (p.y1 - p.y0) * ya.frac(m.value(r));
-    s.star(x, y, 9, "class=\"fastest\" data-config=\"" + xml_escape(r.config) + "\"");
-    if (!one) continue;
-    // Label to the side with more room, above the star unless that leaves the panel.
-    const bool left = x > (p.x0 + p.x1) / 2;
-    const double ly = y - 12 < p.y0 + 12 ? y + 20 : y - 12;
-    s.text(left ? x - 8 : x + 8, ly, "fastest: " + r.config,
-           halo("font-size=\"11\" font-weight=\"bold\" fill=\"" + std::string(kStarStroke) + "\" text-anchor=\"" +
-                (left ? "end" : "start") + "\""));
-  }
-}
-
-void draw_budget_panel(Svg& s, const Panel& p, const std::vector<BenchRow>& rows, const std::vector<Family>& fams,
-                       const Metric& m, const std::string& title, const std::string& y_label) {
-  const YAxis ya = axis_for(rows, m);
-  const BudgetAxis xa(p, rows);
-  draw_axes(s, p, ya, title, "draft budget (tokens per pass, log2)", y_label);
-  xa.draw_ticks(s, p);
-  for (const Family& f : fams)
-    if (f.reference()) draw_family(s, p, xa, ya, f, m);  // references under the lines
-  for (const Family& f : fams)
-    if (!f.reference()) draw_family(s, p, xa, ya, f, m);
-  if (m.mark_fastest) draw_fastest(s, p, xa, ya, rows, m);
-}
-
-// ---- header and legend -------------------------------------------------------------
-
-std::string file_name(const std::string& path) { return std::filesystem::path(path).filename().string(); }
+// ---- header and legend -----------------------------------------------------------------
 
 void draw_header(Svg& s, const std::vector<BenchRow>& rows, const BenchMeta& m, const Varying& v) {
-  std::string title = "flashspec bench: " + file_name(m.target_path);
-  if (!m.draft_path.empty()) title += " + draft " + file_name(m.draft_path);
-  s.text(kWidth / 2, 30, title, "text-anchor=\"middle\" font-size=\"18\" font-weight=\"bold\"");
-  std::string line1 = std::to_string(m.prompts) + " prompts × " + std::to_string(m.reps) +
-                      (m.reps == 1 ? " repetition" : " repetitions") + ", n=" + std::to_string(m.n_predict) +
-                      ", KV " + m.kv_type;
-  if (!rows.empty() && !v.temp) line1 += ", T=" + fmt("%g", rows.front().temp);
-  if (!rows.empty() && !v.placement) line1 += ", target " + rows.front().placement_label();
-  s.text(kWidth / 2, 52, line1, "text-anchor=\"middle\" font-size=\"13\"");
-  s.text(kWidth / 2, 70, m.backend + " on " + m.cpu + ", commit " + m.commit,
-         "text-anchor=\"middle\" font-size=\"12\" fill=\"#555555\"");
+  auto file = [](const std::string& p) { return std::filesystem::path(p).filename().string(); };
+  const std::string draft = m.draft_path.empty() ? "" : " + draft " + file(m.draft_path);
+  s.text(kWidth / 2, 30, "flashspec bench: " + file(m.target_path) + draft, font(18, "middle") + kBold);
+  std::string run = std::to_string(m.prompts) + " prompts × " + std::to_string(m.reps) +
+                    (m.reps == 1 ? " repetition" : " repetitions") + ", n=" + std::to_string(m.n_predict) + ", KV " +
+                    m.kv_type;
+  if (!rows.empty() && !v.temp) run += ", T=" + format_number("%g", rows[0].temp);
+  if (!rows.empty() && !v.placement) run += ", target " + rows[0].placement_label();
+  s.text(kWidth / 2, 52, run, font(13, "middle"));
+  s.text(kWidth / 2, 70, m.backend + " on " + m.cpu + ", commit " + m.commit, font(12, "middle") + " fill=\"#555555\"");
 }
 
-std::string family_note(const Family& f) {
-  if (f.shape == "target") return " (no draft: the reference)";
-  if (f.shape == "chain") return " (K draft tokens per pass)";
-  if (f.shape == "tree") return " (B draft tokens per pass)";
-  return " (budget chosen every pass)";
-}
-
-// One legend entry: its symbol (drawn left of (x, y)) and its words.
-struct LegendEntry {
-  std::function<void(Svg&, double, double)> symbol;
-  std::string text;
-};
-
-std::vector<LegendEntry> legend_entries(const std::vector<Family>& fams, const BenchMeta& m, const Varying& v) {
-  std::vector<LegendEntry> out;
-  // With several temperatures or placements the names are long already: no notes.
-  const bool notes = !v.temp && !v.placement;
+// The families, the star and (with repetitions) the error bars, in two columns; returns
+// the y below the legend.
+double draw_legend(Svg& s, double y0, const std::vector<Family>& fams, const BenchMeta& m) {
+  int n = 0;
+  auto entry = [&](const std::string& text) {  // writes the words; returns where the symbol goes
+    const double x = kLeft + (n % 2) * (kWidth - kLeft) / 2, y = y0 + (n / 2) * 20;
+    ++n;
+    s.text(x + 36, y, text, font(12));
+    return std::pair{x + 14, y - 4};
+  };
   for (const Family& f : fams) {
-    auto symbol = [f](Svg& s, double x, double y) {
-      if (f.shape == "tree-auto") return s.diamond(x + 14, y - 4, 5, f.color);
-      s.line(x, y - 4, x + 28, y - 4, stroke(f, 2));
-      s.circle(x + 14, y - 4, 3.5, f.color);
-    };
-    out.push_back({symbol, f.name + (notes ? family_note(f) : "")});
+    const auto [x, y] = entry(f.name);
+    if (f.shape != "tree-auto") s.line(x - 14, y, x + 14, y, f.stroke(2));
+    s.dot(x, y, f.color);
   }
-  out.push_back({[](Svg& s, double x, double y) { s.star(x + 14, y - 4, 8, "class=\"legend-star\""); },
-                 "fastest (tokens/s) at its temperature and placement"});
-  if (m.reps > 1)
-    out.push_back({[](Svg& s, double x, double y) { draw_error_bar(s, x + 14, y + 3, y - 11, "#333333"); },
-                   "error bars: one sample stddev over " + std::to_string(m.reps) + " repetitions"});
-  return out;
+  const auto [sx, sy] = entry("fastest (tokens/s) at its temperature and placement");
+  s.star(sx, sy, 8, "class=\"legend-star\"");
+  if (m.reps > 1) {
+    const auto [ex, ey] = entry("error bars: one sample stddev over " + std::to_string(m.reps) + " repetitions");
+    s.error_bar(ex, ey + 7, ey - 7, "#333333");
+  }
+  return y0 + ((n + 1) / 2) * 20;
 }
 
-// Legend entries in as many columns (up to 3) as the longest text allows; returns the y
-// below the legend.
-double draw_legend(Svg& s, double y0, const std::vector<LegendEntry>& entries) {
-  constexpr double kRow = 20, kCharW = 6.8, kSymbolW = 36;  // 12 px text: about 6.8 px a character
-  const double avail = kWidth - kMarginLeft - 20;
-  size_t longest = 0;
-  for (const LegendEntry& e : entries) longest = std::max(longest, e.text.size());
-  const size_t cols = std::clamp<size_t>(size_t(avail / (kSymbolW + kCharW * double(longest) + 24)), 1, 3);
-  const double col_w = avail / double(cols);
-  for (size_t i = 0; i < entries.size(); ++i) {
-    const double x = kMarginLeft + double(i % cols) * col_w, y = y0 + double(i / cols) * kRow;
-    entries[i].symbol(s, x, y);
-    s.text(x + kSymbolW, y, entries[i].text, "font-size=\"12\"");
-  }
-  return y0 + double((entries.size() + cols - 1) / cols) * kRow;
-}
+// ---- the pass breakdown ----------------------------------------------------------------
 
-// ---- the pass breakdown ------------------------------------------------------------
-
-struct BarLayout {
-  double star_x = 150;  // left of the longest config name ("chain-256", "tree-4096")
-  double label_right = 232, x0 = 240, x1 = 760, note_x = 772;
-  double bar_h = 14, pitch = 22;
+// The parts of a decode pass, in the order they stack.
+struct Part {
+  const char *color, *legend, *name;  // name: in the figures beside a bar
+  double PassBreakdown::*ms;
 };
-
-void draw_breakdown_legend(Svg& s, double x, double y) {
-  const std::pair<const char*, const char*> parts[] = {{kDraftColor, "draft (incl. waiting for pre-growing)"},
-                                                       {kComputeColor, "verify compute"},
-                                                       {kIoColor, "I/O wait (streamed weights)"},
-                                                       {kOtherColor, "other (sampling, acceptance)"}};
-  for (const auto& [color, name] : parts) {
-    s.rect(x, y - 10, 12, 12, "fill=\"" + std::string(color) + "\"");
-    s.text(x + 17, y, name, "font-size=\"12\"");
-    x += 17 + 7.0 * double(std::char_traits<char>::length(name)) + 24;
-  }
-}
+const Part kParts[] = {{"#b07aa1", "draft (incl. waiting for pre-growing)", "draft", &PassBreakdown::draft},
+                       {"#4e79a7", "verify compute", "verify", &PassBreakdown::compute},
+                       {"#f28e2b", "I/O wait (streamed weights)", "I/O", &PassBreakdown::io_wait},
+                       {"#c7c7c7", "other (sampling, acceptance)", "other", &PassBreakdown::other}};
 
 // Milliseconds with two or three significant digits (%g would write 1.2e+02).
 std::string format_ms(double ms) {
-  return fmt(ms >= 100 ? "%.0f" : ms >= 10 ? "%.1f" : ms >= 1 ? "%.2f" : "%.2g", ms);
+  return format_number(ms >= 100 ? "%.0f" : ms >= 10 ? "%.1f" : ms >= 1 ? "%.2f" : "%.2g", ms);
 }
 
 // The figures beside a bar, so that short bars can be read: "2.40 ms/pass = draft 0.30 +
 // verify 2.10; tau 2.49, 1066 tok/s" (parts under 1% of the pass left out).
 std::string bar_note(const BenchRow& r, const PassBreakdown& b) {
   std::string parts;
-  const std::pair<double, const char*> named[] = {
-      {b.draft, "draft"}, {b.compute, "verify"}, {b.io_wait, "I/O"}, {b.other, "other"}};
-  for (const auto& [ms, name] : named) {
-    if (ms < 0.01 * b.total()) continue;
-    parts += parts.empty() ? " = " : " + ";
-    parts += std::string(name) + " " + format_ms(ms);
-  }
-  return format_ms(b.total()) + " ms/pass" + parts + "; tau " + fmt("%.2f", r.tau()) + ", " +
-         fmt("%.0f", r.tokens_per_s.mean()) + " tok/s";
+  for (const Part& p : kParts)
+    if (b.*p.ms >= 0.01 * b.total())
+      parts += (parts.empty() ? " = " : " + ") + std::string(p.name) + " " + format_ms(b.*p.ms);
+  return format_ms(b.total()) + " ms/pass" + parts + "; tau " + format_number("%.2f", r.totals.tau()) + ", " +
+         format_number("%.0f", r.tokens_per_s.mean()) + " tok/s";
 }
 
-// One bar: the parts of a row's mean decode pass, then its figures to the right.
-void draw_bar(Svg& s, const BarLayout& L, double y, double ms_max, const BenchRow& r) {
-  const PassBreakdown b = r.per_pass();
-  const double scale = (L.x1 - L.x0) / ms_max;
-  double x = L.x0;
-  const std::pair<double, const char*> parts[] = {
-      {b.draft, kDraftColor}, {b.compute, kComputeColor}, {b.io_wait, kIoColor}, {b.other, kOtherColor}};
-  s.add("<g class=\"pass-bar\" data-config=\"" + xml_escape(r.config) + "\">");
-  for (const auto& [ms, color] : parts) {
-    if (ms <= 0) continue;
-    s.rect(x, y, ms * scale, L.bar_h, "fill=\"" + std::string(color) + "\"");
-    x += ms * scale;
-  }
-  s.add("</g>");
-  s.text(L.label_right, y + L.bar_h - 3, r.config, "text-anchor=\"end\" font-size=\"12\"");
-  if (r.fastest) s.star(L.star_x, y + L.bar_h / 2, 7, "class=\"fastest-bar\"");
-  s.text(L.note_x, y + L.bar_h - 3, bar_note(r, b), "font-size=\"11\" fill=\"#333333\"");
-}
-
-void draw_ms_axis(Svg& s, const BarLayout& L, double y, double ms_max, double step) {
-  s.line(L.x0, y, L.x1, y, "stroke=\"#333333\"");
-  for (double v = 0; v <= ms_max + step * 1e-6; v += step) {
-    const double x = L.x0 + (L.x1 - L.x0) * v / ms_max;
-    s.line(x, y, x, y + 5, "stroke=\"#333333\"");
-    s.text(x, y + 18, fmt("%g", std::round(v * 1e6) / 1e6), "text-anchor=\"middle\" font-size=\"11\"");
-  }
-  s.text((L.x0 + L.x1) / 2, y + 36, "ms per decode pass (mean over the passes after the prefill)",
-         "text-anchor=\"middle\" font-size=\"12\"");
-}
-
-// Rows of the breakdown, top to bottom: a heading for each temperature / placement when
-// the sweep has several, then its configurations.
-struct BarRow {
-  const BenchRow* row = nullptr;  // nullptr: a heading
-  std::string heading;
-};
-
-std::vector<BarRow> bar_rows(const std::vector<BenchRow>& rows, const Varying& v) {
-  std::vector<BarRow> out;
-  std::string group;
-  for (const BenchRow& r : rows) {
-    const std::string g = v.group(r);
-    if (!g.empty() && g != group) out.push_back({nullptr, g});
-    group = g;
-    out.push_back({&r, ""});
-  }
-  return out;
-}
-
-// Returns the y below the panel.
+// A bar per configuration, under a heading per group when there are several; returns the
+// y below the panel.
 double draw_breakdown(Svg& s, double y0, const std::vector<BenchRow>& rows, const Varying& v) {
-  const BarLayout L;
-  s.text(kMarginLeft, y0, "Where a decode pass goes (mean per configuration)",
-         "font-size=\"14\" font-weight=\"bold\"");
-  draw_breakdown_legend(s, kMarginLeft, y0 + 24);
+  constexpr double kBar0 = 240, kBar1 = 760, kHeight = 14, kPitch = 22;
+  s.text(kLeft, y0, "Where a decode pass goes (mean per configuration)", font(14) + kBold);
+  double lx = kLeft;
+  for (const Part& p : kParts) {
+    s.rect(lx, y0 + 14, 12, 12, "fill=\"" + std::string(p.color) + "\"");
+    s.text(lx + 17, y0 + 24, p.legend, font(12));
+    lx += 41 + 7.0 * double(std::strlen(p.legend));
+  }
+  std::vector<const BenchRow*> lines;  // nullptr: the heading of the next row's group
+  for (const BenchRow& r : rows) {
+    if (!v.of(r).empty() && (lines.empty() || !r.same_group(*lines.back()))) lines.push_back(nullptr);
+    lines.push_back(&r);
+  }
   double ms_max = 0;
   for (const BenchRow& r : rows) ms_max = std::max(ms_max, r.per_pass().total());
   const double step = nice_step(ms_max > 0 ? ms_max : 1, 8);
   ms_max = std::max(step, std::ceil(ms_max / step) * step);
-  const std::vector<BarRow> layout = bar_rows(rows, v);
-  const double top = y0 + 44, bottom = top + L.pitch * double(layout.size());
-  for (double t = step; t <= ms_max + step * 1e-6; t += step) {  // grid behind the bars
-    const double x = L.x0 + (L.x1 - L.x0) * t / ms_max;
-    s.line(x, top - 4, x, bottom, "stroke=\"#e5e5e5\"");
+  auto X = [&](double ms) { return kBar0 + (kBar1 - kBar0) * ms / ms_max; };
+  const double top = y0 + 44, bottom = top + kPitch * double(lines.size());
+  for (double t = 0; t <= ms_max + step * 1e-6; t += step) {  // grid behind the bars, ticks below
+    s.line(X(t), top - 4, X(t), bottom + 5, "stroke=\"#e5e5e5\"");
+    s.text(X(t), bottom + 18, format_number("%g", std::round(t * 1e6) / 1e6), font(11, "middle"));
   }
-  double y = top;
-  for (const BarRow& b : layout) {
-    if (b.row) draw_bar(s, L, y, ms_max, *b.row);
-    else s.text(24, y + L.bar_h - 2, b.heading, "font-size=\"12\" font-weight=\"bold\"");
-    y += L.pitch;
+  s.line(kBar0, bottom, kBar1, bottom, "stroke=\"#333333\"");
+  s.text((kBar0 + kBar1) / 2, bottom + 36, "ms per decode pass (mean over the passes after the prefill)",
+         font(12, "middle"));
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const double y = top + kPitch * double(i);
+    const BenchRow& r = *(lines[i] ? lines[i] : lines[i + 1]);
+    if (!lines[i]) {
+      s.text(24, y + kHeight - 2, v.of(r), font(12) + kBold);
+      continue;
+    }
+    const PassBreakdown b = r.per_pass();
+    s.add("<g class=\"pass-bar\" data-config=\"" + escaped(r.config) + "\">");
+    double at = 0;  // where the next part starts, ms
+    for (const Part& p : kParts) {
+      if (b.*p.ms > 0) s.rect(X(at), y, X(at + b.*p.ms) - X(at), kHeight, "fill=\"" + std::string(p.color) + "\"");
+      at += std::max(0.0, b.*p.ms);
+    }
+    s.add("</g>");
+    s.text(kBar0 - 8, y + kHeight - 3, r.config, font(12, "end"));
+    if (r.fastest) s.star(150, y + kHeight / 2, 7, "class=\"fastest-bar\"");
+    s.text(kBar1 + 12, y + kHeight - 3, bar_note(r, b), font(11) + " fill=\"#333333\"");
   }
-  draw_ms_axis(s, L, bottom, ms_max, step);
   return bottom + 50;
 }
 
 }  // namespace
 
 std::string bench_svg(const std::vector<BenchRow>& rows, const BenchMeta& m) {
-  const Varying v = rows.empty() ? Varying{} : Varying::of(rows);
+  const Varying v(rows);
   const std::vector<Family> fams = families_of(rows, v);
   Svg body;
   draw_header(body, rows, m, v);
-  // Three panels side by side, 80 px apart for the next panel's y-axis labels.
-  constexpr double kTop = 120, kBottom = 380, kPanelW = 336, kGap = 80;
-  auto panel = [&](int i) {
-    const double x0 = kMarginLeft + double(i) * (kPanelW + kGap);
-    return Panel{x0, kTop, x0 + kPanelW, kBottom};
-  };
-  draw_budget_panel(body, panel(0), rows, fams, tau_metric(), "tau vs draft budget", "tau (tokens per target pass)");
-  draw_budget_panel(body, panel(1), rows, fams, tps_metric(), "tokens/s vs draft budget", "tokens/s (decode)");
-  draw_budget_panel(body, panel(2), rows, fams, speedup_metric(), "speedup vs draft budget",
-                    "speedup over the target alone (x)");
-  const double legend_end = draw_legend(body, kBottom + 72, legend_entries(fams, m, v));
-  const double height = draw_breakdown(body, legend_end + 30, rows, v);
-
-  Svg s;
-  s.add("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + fmt("%.0f", kWidth) + "\" height=\"" +
-        fmt("%.0f", height) + "\" viewBox=\"0 0 " + fmt("%.0f", kWidth) + " " + fmt("%.0f", height) +
-        "\" font-family=\"Helvetica, Arial, sans-serif\">");
-  s.add("<rect width=\"100%\" height=\"100%\" fill=\"#fafafa\"/>");
-  return s.str() + body.str() + "</svg>\n";
+  for (int i = 0; i < 3; ++i) {  // side by side, 80 px apart for the next panel's y-axis words
+    const double x0 = kLeft + i * (336 + 80);
+    draw_panel(body, x0, 120, x0 + 336, 380, kMetrics[i], rows, fams);
+  }
+  const double height = draw_breakdown(body, draw_legend(body, 452, fams, m) + 30, rows, v);
+  const std::string w = format_number("%.0f", kWidth), h = format_number("%.0f", height);
+  return "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + w + "\" height=\"" + h + "\" viewBox=\"0 0 " + w +
+         " " + h + "\" font-family=\"Helvetica, Arial, sans-serif\">\n" +
+         "<rect width=\"100%\" height=\"100%\" fill=\"#fafafa\"/>\n" + body.out + "</svg>\n";
 }
 
 }  // namespace flashspec

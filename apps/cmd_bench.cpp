@@ -240,7 +240,7 @@ class Progress {
   void config_done(size_t i, size_t n, const BenchRow& r) {
     if (tty_) std::fputs("\r\033[K", stderr);
     std::fprintf(stderr, "bench: [%zu/%zu] %s T=%g %s: tau %.2f, %s tok/s\n", i, n, r.config.c_str(), r.temp,
-                 r.placement_label().c_str(), r.tau(), format_mean_sd("%.1f", r.tokens_per_s).c_str());
+                 r.placement_label().c_str(), r.totals.tau(), format_mean_sd("%.1f", r.tokens_per_s).c_str());
   }
 
  private:
@@ -256,30 +256,11 @@ struct RepTotals {
 
 // Counts and times of one prompt's generation, added to the row and its repetition.
 void add_generation(BenchRow& row, RepTotals& rep, const GenerationStats& s) {
-  row.prompt_tokens += s.prompt_tokens;
-  row.generated += s.generated;
-  row.target_passes += s.target_passes;
-  row.drafted += s.drafted;
-  row.accepted += s.accepted;
-  if (row.drafted_by_depth.size() < s.drafted_by_depth.size()) {
-    row.drafted_by_depth.resize(s.drafted_by_depth.size(), 0);
-    row.accepted_by_depth.resize(s.drafted_by_depth.size(), 0);
-  }
-  for (size_t d = 0; d < s.drafted_by_depth.size(); ++d) {
-    row.drafted_by_depth[d] += s.drafted_by_depth[d];
-    row.accepted_by_depth[d] += d < s.accepted_by_depth.size() ? s.accepted_by_depth[d] : 0;
-  }
-  const int64_t after_first = std::max<int64_t>(s.generated - 1, 0);
-  row.prefill_ms += s.prefill_ms;
-  row.decode_ms += s.decode_ms;
-  row.decode_tokens += after_first;
-  row.bytes_read += s.bytes_read;
-  row.read_busy_ms += s.read_busy_ms;
-  row.io_wait_ms += s.io_wait_ms;
+  row.totals.add(s);
   for (size_t i = 1; i < s.passes.size(); ++i) row.pass_times.add(s.passes[i]);  // [0] is the prefill
 
   ++rep.prompts;
-  rep.decode_tokens += after_first;
+  rep.decode_tokens += std::max<int64_t>(s.generated - 1, 0);
   rep.decode_ms += s.decode_ms;
   rep.ttft_sum += s.ttft_ms;
   if (s.generated > 1) {
@@ -371,8 +352,7 @@ int run_bench(const BenchArgs& a) {
   jsonl_out.write_all(jsonl);
   csv_out.write_all(bench_csv(rows, meta));
   svg_out.write_all(bench_svg(rows, meta));
-  write_stdout(bench_table(rows));
-  flush_stdout();
+  print_stdout(bench_table(rows));
   std::fprintf(stderr, "bench: wrote %s.jsonl, %s.csv, %s.svg\n", prefix.c_str(), prefix.c_str(), prefix.c_str());
   return 0;
 }
@@ -380,15 +360,12 @@ int run_bench(const BenchArgs& a) {
 }  // namespace
 
 Action register_bench(CLI::App& app) {
-  auto args = std::make_shared<BenchArgs>();
-  args->run.n_predict = 64;
+  auto [sub, args] = add_command<BenchArgs>(app, "bench", "acceptance-rate and speed benchmark over a prompt set");
+  add_run_options(*sub, args->run, 64, "tokens to generate per prompt (default 64)");
   args->run.speculation_flags = false;
-  CLI::App* sub = app.add_subcommand("bench", "acceptance-rate and speed benchmark over a prompt set");
-  add_run_options(*sub, args->run);
   // The sweep axes replace the single-valued run options of the same name.
   for (const char* name : {"--chain", "--tree", "--temp", "--io-bw"})
     if (CLI::Option* o = sub->get_option_no_throw(name)) sub->remove_option(o);
-  if (CLI::Option* n = sub->get_option_no_throw("--n-predict")) n->description("tokens to generate per prompt (default 64)");
   sub->add_option("--chain", args->chains, "draft chain lengths to sweep, comma-separated ('none': no chains)")
       ->delimiter(',')
       ->take_all()

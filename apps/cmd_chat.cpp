@@ -55,18 +55,13 @@ const char* end_name(AnswerEnd e) {
 
 // Counters over the whole session (across /reset).
 struct Totals {
-  int64_t answers = 0, generated = 0, passes = 0, prefilled = 0, drafted = 0, accepted = 0;
-  double decode_ms = 0;
+  int64_t answers = 0;
   int64_t decode_tokens = 0;  // tokens after each answer's first (the tokens/s numerator)
+  GenerationStats sum;
   void add(const GenerationStats& s) {
     ++answers;
-    generated += s.generated;
-    passes += s.target_passes;
-    prefilled += s.prompt_tokens;
-    drafted += s.drafted;
-    accepted += s.accepted;
-    decode_ms += s.decode_ms;
     decode_tokens += std::max<int64_t>(s.generated - 1, 0);
+    sum.add(s);
   }
 };
 
@@ -82,17 +77,11 @@ void print_stats(const std::optional<GenerationStats>& last, const Totals& t, co
   std::fprintf(stderr,
                "[session] %lld answers, %lld tokens generated, %lld rows prefilled, %lld target passes, "
                "tau %.2f, drafted %lld, accepted %lld (%.1f%%), %.1f tok/s, context %lld/%lld\n",
-               (long long)t.answers, (long long)t.generated, (long long)t.prefilled, (long long)t.passes,
-               t.passes ? double(t.generated) / double(t.passes) : 0.0, (long long)t.drafted, (long long)t.accepted,
-               t.drafted ? 100.0 * double(t.accepted) / double(t.drafted) : 0.0,
-               t.decode_ms > 0 ? double(t.decode_tokens) * 1000.0 / t.decode_ms : 0.0,
+               (long long)t.answers, (long long)t.sum.generated, (long long)t.sum.prompt_tokens,
+               (long long)t.sum.target_passes, t.sum.tau(), (long long)t.sum.drafted, (long long)t.sum.accepted,
+               100.0 * t.sum.acceptance(),
+               t.sum.decode_ms > 0 ? double(t.decode_tokens) * 1000.0 / t.sum.decode_ms : 0.0,
                (long long)s.tokens().size(), (long long)s.capacity());
-}
-
-void put(const std::string& s) {
-  if (s.empty()) return;
-  write_stdout(s);
-  flush_stdout();
 }
 
 int run_chat(const ChatArgs& a) {
@@ -128,12 +117,12 @@ int run_chat(const ChatArgs& a) {
   for (;;) {
     const LineSource::Status st = in->read_line(line);
     if (st == LineSource::Status::Eof) {
-      if (interactive) put("\n");
+      if (interactive) print_stdout("\n");
       return 0;
     }
     if (st == LineSource::Status::Interrupted) {
       if (interrupt_armed) {
-        if (interactive) put("\n");
+        if (interactive) print_stdout("\n");
         return 0;
       }
       interrupt_armed = true;
@@ -181,7 +170,7 @@ int run_chat(const ChatArgs& a) {
           if (v.front() == ' ') v.remove_prefix(1);
           strip_space = v.empty();
         }
-        put(std::string(v));
+        print_stdout(v);
       };
     TurnResult r;
     try {
@@ -191,7 +180,7 @@ int run_chat(const ChatArgs& a) {
       std::fprintf(stderr, "flashspec: %s; /reset starts a new conversation\n", e.what());
       continue;
     }
-    if (!a.json) put("\n");
+    if (!a.json) print_stdout("\n");
     // A Ctrl-C that came after the last token still marks the answer interrupted.
     const AnswerEnd how = SigintGuard::take() ? AnswerEnd::Cancelled : r.finish;
 
@@ -209,7 +198,7 @@ int run_chat(const ChatArgs& a) {
                                 {"tokens", r.tokens},
                                 {"text", r.text},
                                 {"stats", stats_json(r.stats)}};
-      put(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+      print_stdout(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
     } else {
       if (how == AnswerEnd::Cancelled) std::fprintf(stderr, "[interrupted]\n");
       std::fprintf(stderr, "[%lld tokens, %.1f tok/s, tau %.2f%s, prefilled %lld rows, ttft %.0f ms]\n",
@@ -224,14 +213,11 @@ int run_chat(const ChatArgs& a) {
 }  // namespace
 
 Action register_chat(CLI::App& app) {
-  auto args = std::make_shared<ChatArgs>();
-  args->run.n_predict = 256;
-  CLI::App* sub = app.add_subcommand("chat", "interactive chat (keeps the KV cache across turns)");
-  add_run_options(*sub, args->run);
-  if (CLI::Option* n = sub->get_option_no_throw("--n-predict")) n->description("most tokens per answer (default 256)");
-  if (CLI::Option* c = sub->get_option_no_throw("--ctx"))
-    c->description("context size in tokens for the whole conversation (default: the model's training context, at "
-                   "most 4096, plus the speculation's scratch rows)");
+  auto [sub, args] = add_command<ChatArgs>(app, "chat", "interactive chat (keeps the KV cache across turns)");
+  add_run_options(*sub, args->run, 256, "most tokens per answer (default 256)");
+  describe(*sub, "--ctx",
+           "context size in tokens for the whole conversation (default: the model's training context, at most 4096, "
+           "plus the speculation's scratch rows)");
   sub->add_option("--system", args->system, "system prompt placed before the first turn");
   add_chat_format_option(*sub, args->format);
   sub->add_flag("--think", args->think,

@@ -42,17 +42,13 @@ int run_generate(const GenerateArgs& a) {
   req.logits_positions = a.logits;
   if (!a.json) {
     write_stdout(prompt);
-    req.on_text = [](const std::string& s) {
-      write_stdout(s);
-      flush_stdout();
-    };
+    req.on_text = [](const std::string& s) { print_stdout(s); };
   }
   const TurnResult r = engine.generate(prompt_tokens, req);
   if (trace) trace->write_all(chrome_trace(r.stats));
   const std::string config = speculation_label(a.run.engine);
   if (!a.json) {
-    write_stdout("\n");
-    flush_stdout();
+    print_stdout("\n");
     std::fprintf(stderr, "\n%s\n", stats_line(r.stats, config, a.run.sampling.seed, !a.run.sampling.greedy()).c_str());
     if (auto n = slower_than_target_notice(r.stats)) std::fprintf(stderr, "%s\n", n->c_str());
     return 0;
@@ -69,8 +65,7 @@ int run_generate(const GenerateArgs& a) {
   if (a.logits > 0) j["logits"] = r.logits;
   j["stats"] = stats_json(r.stats);
   j["peak_rss_bytes"] = peak_rss_bytes();
-  write_stdout(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
-  flush_stdout();
+  print_stdout(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   if (auto n = slower_than_target_notice(r.stats)) std::fprintf(stderr, "%s\n", n->c_str());
   return 0;
 }
@@ -78,8 +73,7 @@ int run_generate(const GenerateArgs& a) {
 }  // namespace
 
 Action register_generate(CLI::App& app) {
-  auto args = std::make_shared<GenerateArgs>();
-  CLI::App* sub = app.add_subcommand("generate", "generate text from a prompt");
+  auto [sub, args] = add_command<GenerateArgs>(app, "generate", "generate text from a prompt");
   add_run_options(*sub, args->run);
   CLI::Option* p = sub->add_option("-p,--prompt", args->prompt, "prompt text");
   CLI::Option* f = sub->add_option("-f,--file", args->prompt_file, "read the prompt from a file ('-': standard input)");

@@ -90,8 +90,7 @@ int run_inspect(const InspectArgs& a) {
         {"kv_bytes_per_token", kv_per_token},
         {"placement", plan.to_json()},
     };
-    write_stdout(j.dump() + "\n");
-    flush_stdout();
+    print_stdout(j.dump() + "\n");
     return 0;
   }
   std::string out;
@@ -133,16 +132,14 @@ int run_inspect(const InspectArgs& a) {
       out += buf;
     }
   }
-  write_stdout(out);
-  flush_stdout();
+  print_stdout(out);
   return 0;
 }
 
 }  // namespace
 
 Action register_inspect(CLI::App& app) {
-  auto args = std::make_shared<InspectArgs>();
-  CLI::App* sub = app.add_subcommand("inspect", "show a GGUF model's metadata and where the engine would place it");
+  auto [sub, args] = add_command<InspectArgs>(app, "inspect", "show a GGUF model's metadata and where the engine would place it");
   sub->add_option("model,-m,--model", args->path, "GGUF file")->required();
   sub->add_flag("--json", args->json, "print JSON");
   sub->add_option("--backend", args->backend, "backend to plan for")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();

@@ -58,9 +58,8 @@ int run_quantize(const QuantizeArgs& a) {
 }  // namespace
 
 Action register_quantize(CLI::App& app) {
-  auto args = std::make_shared<QuantizeArgs>();
-  CLI::App* sub = app.add_subcommand(
-      "quantize", "re-quantize a model's 2-D weights to one type (1-D tensors stay F32), as llama-quantize --pure");
+  auto [sub, args] = add_command<QuantizeArgs>(
+      app, "quantize", "re-quantize a model's 2-D weights to one type (1-D tensors stay F32), as llama-quantize --pure");
   sub->add_option("input", args->in, "model to quantize (GGUF)")->required();
   sub->add_option("output", args->out, "where to write the result (replaced atomically)")->required();
   sub->add_option("--type", args->type, "target type: " + quantize_type_names())

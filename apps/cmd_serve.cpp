@@ -62,17 +62,14 @@ int run_serve(ServeArgs& a) {
 }  // namespace
 
 Action register_serve(CLI::App& app) {
-  auto args = std::make_shared<ServeArgs>();
-  args->run.n_predict = 512;
-  CLI::App* sub = app.add_subcommand("serve", "OpenAI-compatible HTTP server (chat/completions, completions, metrics)");
-  add_run_options(*sub, args->run);
-  if (CLI::Option* n = sub->get_option_no_throw("--n-predict"))
-    n->description("max_tokens of a request that sets none (default 512; never more than the context leaves)");
-  if (CLI::Option* seed = sub->get_option_no_throw("--seed"))
-    seed->description("seed of requests that send none (default: a random one per request)");
-  if (CLI::Option* c = sub->get_option_no_throw("--ctx"))
-    c->description("context rows of the server's session: prompt + answer + speculation scratch "
-                   "(default: the model's training context, at most 4096, plus the scratch)");
+  auto [sub, args] =
+      add_command<ServeArgs>(app, "serve", "OpenAI-compatible HTTP server (chat/completions, completions, metrics)");
+  add_run_options(*sub, args->run, 512,
+                  "max_tokens of a request that sets none (default 512; never more than the context leaves)");
+  describe(*sub, "--seed", "seed of requests that send none (default: a random one per request)");
+  describe(*sub, "--ctx",
+           "context rows of the server's session: prompt + answer + speculation scratch (default: the model's training "
+           "context, at most 4096, plus the scratch)");
   server::ServeOptions& s = args->serve;
   sub->add_option("--host", s.host, "address to listen on")->capture_default_str();
   sub->add_option("--port", s.port, "TCP port (0: any free port, printed at startup)")

@@ -166,17 +166,15 @@ int run_throughput(const ThroughputArgs& a) {
         out += buf;
       }
   }
-  write_stdout(out);
-  flush_stdout();
+  print_stdout(out);
   return 0;
 }
 
 }  // namespace
 
 Action register_throughput(CLI::App& app) {
-  auto args = std::make_shared<ThroughputArgs>();
-  CLI::App* sub = app.add_subcommand(
-      "throughput", "llama-bench style prefill (pp) and decode (tg) tokens/s of the target's forward pass");
+  auto [sub, args] = add_command<ThroughputArgs>(
+      app, "throughput", "llama-bench style prefill (pp) and decode (tg) tokens/s of the target's forward pass");
   add_run_options(*sub, args->run);
   // Only the target's placement and compute matter here.
   for (const char* name : {"--draft", "--n-predict", "--temp", "--seed", "--top-k", "--top-p", "--min-p", "--chain",

@@ -46,8 +46,7 @@ int run_tokenize(const TokenizeArgs& a) {
 }  // namespace
 
 Action register_tokenize(CLI::App& app) {
-  auto args = std::make_shared<TokenizeArgs>();
-  CLI::App* sub = app.add_subcommand("tokenize", "print a model's token ids for a text (like llama-tokenize)");
+  auto [sub, args] = add_command<TokenizeArgs>(app, "tokenize", "print a model's token ids for a text (like llama-tokenize)");
   sub->add_option("-m,--model", args->model, "model (GGUF); only its tokenizer is read")->required();
   auto* p = sub->add_option("-p,--prompt", args->prompt, "text to tokenize");
   auto* f = sub->add_option("-f,--file", args->file, "read the text from a file, its bytes exactly ('-': stdin)");

@@ -54,6 +54,12 @@ void flush_stdout() {
   if (std::fflush(stdout) != 0 || std::ferror(stdout)) fail(errno);
 }
 
+void print_stdout(std::string_view s) {
+  if (s.empty()) return;
+  write_stdout(s);
+  flush_stdout();
+}
+
 OutputFile::OutputFile(std::string path) : path_(std::move(path)) {
   if (path_ == "-") return;
   struct stat st {};

@@ -14,6 +14,9 @@ namespace flashspec {
 void write_stdout(std::string_view s);
 // Flushes stdout (text meant to be seen now, e.g. a streamed token); Error on failure.
 void flush_stdout();
+// write_stdout(s), then flush_stdout() (nothing for ""): a streamed piece, or a whole
+// result whose failed write must be reported before the process exits.
+void print_stdout(std::string_view s);
 
 // A file written whole or not at all. Its bytes go to a file without a name (O_TMPFILE)
 // in the destination's folder, which commit() links in under a temporary name and

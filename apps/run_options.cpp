@@ -72,7 +72,7 @@ CLI::Validator tree_value(bool none) { return budget_check("a tree budget", kMax
 
 int64_t budget_number(const std::string& v) { return std::stoll(v); }
 
-void add_run_options(CLI::App& sub, RunOptions& o) {
+void add_run_options(CLI::App& sub, RunOptions& o, int64_t n_predict, const std::string& n_help) {
   EngineOptions& e = o.engine;
   PlacementOptions& p = e.placement;
   SpeculationParams& s = e.speculation;
@@ -80,7 +80,8 @@ void add_run_options(CLI::App& sub, RunOptions& o) {
   sub.add_option("-d,--draft,--model-draft", e.draft_path,
                  "draft model (GGUF) for speculative decoding (llama.cpp: -md); 'lookup': draft by prompt lookup "
                  "(continuations of earlier text), no model; self:TYPE: the target quantized to TYPE");
-  sub.add_option("-n,--n-predict", o.n_predict, "tokens to generate")
+  o.n_predict = n_predict;  // before the option: it shows the default it holds
+  sub.add_option("-n,--n-predict", o.n_predict, n_help)
       ->check(CLI::Range(int64_t(0), int64_t(1) << 24))
       ->capture_default_str();
   sub.add_option("--temp", o.sampling.temperature, "temperature (0: greedy)")
@@ -165,6 +166,10 @@ void add_run_options(CLI::App& sub, RunOptions& o) {
   sub.add_flag_function("--no-direct", [&p](int64_t) { p.io.direct = false; },
                         "with --stream: buffered reads instead of O_DIRECT")
       ->needs(stream);
+}
+
+void describe(CLI::App& sub, const std::string& name, const std::string& description) {
+  if (CLI::Option* opt = sub.get_option_no_throw(name)) opt->description(description);
 }
 
 void finish_run_options(const CLI::App& sub, RunOptions& o) {

@@ -27,11 +27,13 @@ struct KvTypeFlags {
 // CLI11 to be one of f16, f32, q8_0).
 void add_kv_type_options(CLI::App& sub, KvTypeFlags& f);
 
+constexpr int64_t kDefaultNPredict = 128;
+
 struct RunOptions {
   EngineOptions engine;
   SamplingParams sampling;
   bool seed_given = false;  // --seed: else a random seed, printed with the stats
-  int64_t n_predict = 128;
+  int64_t n_predict = kDefaultNPredict;
   bool ignore_eos = false;
   // Raw speculation flags, turned into engine.speculation by finish_run_options().
   int64_t chain = 0;
@@ -44,11 +46,16 @@ struct RunOptions {
   bool stream = false;
 };
 
-// Registers the shared flags on `sub` (with `n_predict_default` shown for -n).
-void add_run_options(CLI::App& sub, RunOptions& o);
+// Registers the shared flags on `sub`: -n, the tokens a run generates, defaults to
+// `n_predict` and is described by `n_help`.
+void add_run_options(CLI::App& sub, RunOptions& o, int64_t n_predict = kDefaultNPredict,
+                     const std::string& n_help = "tokens to generate");
 // After parsing: fills o.engine from the flags, draws the seed, and refuses combinations
 // that would be ignored. Error (one line) on a conflict.
 void finish_run_options(const CLI::App& sub, RunOptions& o);
+// A new description for option `name` of `sub` (a shared flag that means more, or
+// something else, in that subcommand).
+void describe(CLI::App& sub, const std::string& name, const std::string& description);
 
 // A CLI11 transform that reads a size or rate ("512M", "2.1G", "1GiB", "0") and passes
 // on the number of bytes, so that the option can bind to an integer.

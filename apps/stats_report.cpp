@@ -17,46 +17,30 @@ uint64_t peak_rss_bytes() {
   return 0;
 }
 
+nlohmann::json counts_json(const GenerationStats& s) {
+  return {{"prompt_tokens", s.prompt_tokens}, {"generated", s.generated}, {"target_passes", s.target_passes},
+          {"drafted", s.drafted}, {"accepted", s.accepted}, {"acceptance", s.acceptance()}, {"tau", s.tau()},
+          {"accept_by_depth", s.accept_rate_by_depth()}, {"drafted_by_depth", s.drafted_by_depth},
+          {"accepted_by_depth", s.accepted_by_depth},
+          // time totals and streaming
+          {"prefill_ms", s.prefill_ms}, {"decode_ms", s.decode_ms}, {"bytes_read", s.bytes_read},
+          {"read_gbps", s.read_gbps()}, {"io_busy", s.io_busy()}, {"io_wait_ms", s.io_wait_ms}};
+}
+
 nlohmann::json stats_json(const GenerationStats& s) {
   nlohmann::json timeline = nlohmann::json::array();
   for (const PassRecord& p : s.passes)
-    timeline.push_back({{"start_ms", p.draft_start},
-                        {"draft_ms", p.draft_ms},
-                        {"target_ms", p.target_ms},
-                        {"io_wait_ms", p.io_wait_ms},
-                        {"compute_ms", p.compute_ms()},
-                        {"pregrow_ms", p.pregrow_ms},
-                        {"draft_stall_ms", p.draft_stall_ms},
-                        {"pregrown", p.pregrown},
-                        {"tree_tokens", p.tree_tokens},
-                        {"draft_nodes", p.draft_nodes},
-                        {"lookup_nodes", p.lookup_nodes},
-                        {"emitted", p.emitted},
-                        {"predicted_tokens", p.predicted_tokens},
-                        {"predicted_ms", p.predicted_ms}});
-  return {{"prompt_tokens", s.prompt_tokens},
-          {"generated", s.generated},
-          {"target_passes", s.target_passes},
-          {"drafted", s.drafted},
-          {"accepted", s.accepted},
-          {"acceptance", s.acceptance()},
-          {"tau", s.tau()},
-          {"accept_by_depth", s.accept_rate_by_depth()},
-          {"drafted_by_depth", s.drafted_by_depth},
-          {"accepted_by_depth", s.accepted_by_depth},
-          {"tokens_per_s", s.tokens_per_s()},
-          {"prefill_tokens_per_s", s.prefill_tokens_per_s()},
-          {"ttft_ms", s.ttft_ms},
-          {"tpot_ms", s.tpot_ms()},
-          {"prefill_ms", s.prefill_ms},
-          {"decode_ms", s.decode_ms},
-          {"bytes_read", s.bytes_read},
-          {"read_gbps", s.read_gbps()},
-          {"io_busy", s.io_busy()},
-          {"io_wait_ms", s.io_wait_ms},
-          {"draft_ms", s.draft_ms},
-          {"pregrow_ms", s.pregrow_ms},
-          {"timeline", timeline}};
+    timeline.push_back({{"start_ms", p.draft_start}, {"draft_ms", p.draft_ms}, {"target_ms", p.target_ms},
+                        {"io_wait_ms", p.io_wait_ms}, {"compute_ms", p.compute_ms()}, {"pregrow_ms", p.pregrow_ms},
+                        {"draft_stall_ms", p.draft_stall_ms}, {"pregrown", p.pregrown},
+                        {"tree_tokens", p.tree_tokens}, {"draft_nodes", p.draft_nodes},
+                        {"lookup_nodes", p.lookup_nodes}, {"emitted", p.emitted},
+                        {"predicted_tokens", p.predicted_tokens}, {"predicted_ms", p.predicted_ms}});
+  nlohmann::json j = counts_json(s);
+  j.update({{"tokens_per_s", s.tokens_per_s()}, {"prefill_tokens_per_s", s.prefill_tokens_per_s()},
+            {"ttft_ms", s.ttft_ms}, {"tpot_ms", s.tpot_ms()}, {"draft_ms", s.draft_ms}, {"pregrow_ms", s.pregrow_ms},
+            {"timeline", timeline}});
+  return j;
 }
 
 std::string stats_line(const GenerationStats& s, const std::string& config, uint64_t seed, bool sampled) {

@@ -11,6 +11,11 @@
 
 namespace flashspec {
 
+// What the counters of one run and of a sum of runs (GenerationStats::add) both say:
+// counts, tau, acceptance by depth, time totals and the streaming figures (bench records
+// carry them as they are). stats_json, one run's "stats", adds its speeds, TTFT, TPOT,
+// draft times and the pass timeline.
+nlohmann::json counts_json(const GenerationStats& s);
 nlohmann::json stats_json(const GenerationStats& s);
 
 // The process's peak resident memory so far (the kernel's VmHWM), in bytes; 0 when

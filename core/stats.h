@@ -1,5 +1,7 @@
 #pragma once
-// What a generation run measured; printed by `generate --json` and `bench`.
+// What a generation run measured; printed by `generate --json` and `bench`, summed over
+// runs by chat and bench.
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -40,6 +42,35 @@ struct GenerationStats {
   double draft_ms = 0;      // time the target waited for the draft (trees, stalls)
   double pregrow_ms = 0;    // draft time hidden behind target passes (its own thread)
   std::vector<PassRecord> passes;
+
+  // Adds another run's counters, for totals over runs (chat's session, bench's rows):
+  // counts, per-depth counts, times and bytes; not its passes. The rates below hold for
+  // such a sum, except tokens_per_s and tpot_ms, which leave out one first token: a total
+  // over runs counts each run's first token itself.
+  void add(const GenerationStats& o) {
+    prompt_tokens += o.prompt_tokens;
+    generated += o.generated;
+    target_passes += o.target_passes;
+    drafted += o.drafted;
+    accepted += o.accepted;
+    // Both per-depth counts as long as the longer drafted one: accept_rate_by_depth reads
+    // them in step.
+    const size_t depths = std::max(drafted_by_depth.size(), o.drafted_by_depth.size());
+    drafted_by_depth.resize(depths, 0);
+    accepted_by_depth.resize(depths, 0);
+    for (size_t d = 0; d < o.drafted_by_depth.size(); ++d) {
+      drafted_by_depth[d] += o.drafted_by_depth[d];
+      accepted_by_depth[d] += d < o.accepted_by_depth.size() ? o.accepted_by_depth[d] : 0;
+    }
+    prefill_ms += o.prefill_ms;
+    decode_ms += o.decode_ms;
+    ttft_ms += o.ttft_ms;
+    bytes_read += o.bytes_read;
+    read_busy_ms += o.read_busy_ms;
+    io_wait_ms += o.io_wait_ms;
+    draft_ms += o.draft_ms;
+    pregrow_ms += o.pregrow_ms;
+  }
 
   // Tokens per target pass, the prefill pass included (it produces the first token).
   double tau() const { return target_passes ? double(generated) / double(target_passes) : 0.0; }

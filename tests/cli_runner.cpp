@@ -15,6 +15,16 @@
 
 namespace flashspec::testing {
 
+void exec_cli(const std::vector<std::string>& args, const std::string& program) {
+  std::string exe = program.empty() ? cli_path() : program;
+  std::vector<std::string> copy = args;
+  std::vector<char*> argv = {exe.data()};
+  for (std::string& a : copy) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  execv(exe.c_str(), argv.data());
+  _exit(127);
+}
+
 CliResult run_cli(const std::vector<std::string>& args, const std::string& stdin_text, int timeout_s) {
   CliOptions o;
   o.stdin_text = stdin_text;
@@ -53,14 +63,7 @@ CliResult run_cli(const std::vector<std::string>& args, const CliOptions& o) {
       const rlimit lim{rlim_t(o.address_space_kb) * 1024, rlim_t(o.address_space_kb) * 1024};
       setrlimit(RLIMIT_AS, &lim);
     }
-    std::vector<char*> argv;
-    std::string exe = o.program.empty() ? cli_path() : o.program;
-    argv.push_back(exe.data());
-    std::vector<std::string> copy = args;
-    for (auto& a : copy) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(exe.c_str(), argv.data());
-    _exit(127);
+    exec_cli(args, o.program);
   }
   close(in[0]);
   close(out[1]);

@@ -30,4 +30,8 @@ CliResult run_cli(const std::vector<std::string>& args, const std::string& stdin
                   int timeout_s = 120);
 CliResult run_cli(const std::vector<std::string>& args, const CliOptions& o);
 
+// For a forked child whose standard streams are set up: runs the CLI (or `program`) with
+// `args` in place of the child; exit code 127 when that fails.
+[[noreturn]] void exec_cli(const std::vector<std::string>& args, const std::string& program = "");
+
 }  // namespace flashspec::testing

@@ -46,30 +46,21 @@ GgufValue gv_f64(double v) { return {GgufValueType::FLOAT64, v}; }
 GgufValue gv_array(GgufValueType elem, std::vector<GgufValue> items) {
   return {GgufValueType::ARRAY, GgufArray{elem, std::move(items)}};
 }
-GgufValue gv_str_array(const std::vector<std::string>& v) {
+namespace {
+// An array of `elem` values, each made by `one`.
+template <class T>
+GgufValue array_of(GgufValueType elem, const std::vector<T>& v, GgufValue (*one)(T)) {
   std::vector<GgufValue> items;
   items.reserve(v.size());
-  for (const auto& s : v) items.push_back(gv_str(s));
-  return gv_array(GgufValueType::STRING, std::move(items));
+  for (const T& x : v) items.push_back(one(x));
+  return gv_array(elem, std::move(items));
 }
-GgufValue gv_f32_array(const std::vector<float>& v) {
-  std::vector<GgufValue> items;
-  items.reserve(v.size());
-  for (float x : v) items.push_back(gv_f32(x));
-  return gv_array(GgufValueType::FLOAT32, std::move(items));
-}
-GgufValue gv_i32_array(const std::vector<int32_t>& v) {
-  std::vector<GgufValue> items;
-  items.reserve(v.size());
-  for (int32_t x : v) items.push_back(gv_i32(x));
-  return gv_array(GgufValueType::INT32, std::move(items));
-}
-GgufValue gv_u32_array(const std::vector<uint32_t>& v) {
-  std::vector<GgufValue> items;
-  items.reserve(v.size());
-  for (uint32_t x : v) items.push_back(gv_u32(x));
-  return gv_array(GgufValueType::UINT32, std::move(items));
-}
+}  // namespace
+
+GgufValue gv_str_array(const std::vector<std::string>& v) { return array_of(GgufValueType::STRING, v, gv_str); }
+GgufValue gv_f32_array(const std::vector<float>& v) { return array_of(GgufValueType::FLOAT32, v, gv_f32); }
+GgufValue gv_i32_array(const std::vector<int32_t>& v) { return array_of(GgufValueType::INT32, v, gv_i32); }
+GgufValue gv_u32_array(const std::vector<uint32_t>& v) { return array_of(GgufValueType::UINT32, v, gv_u32); }
 
 void append_value(std::vector<uint8_t>& out, const GgufValue& v) { gguf_append_value(out, v); }
 

@@ -2,10 +2,13 @@
 // The generation options most tests compare under (greedy, n tokens, past
 // end-of-sequence, optionally keeping the full logits of the first positions), and one
 // generation in a fresh session sized for it: the target alone (the reference every
-// speculative mode must reproduce exactly) or speculative.
+// speculative mode must reproduce exactly) or speculative; and whether two runs' logits
+// agree bit for bit.
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <span>
+#include <vector>
 
 #include "engine/session.h"
 
@@ -35,6 +38,15 @@ inline GenerationResult generate_target_only(LlamaModel& target, std::span<const
 inline GenerationResult generate_speculative(LlamaModel& target, LlamaModel& draft, std::span<const int32_t> prompt,
                                              const GenerateOptions& opt, const SpeculationParams& policy) {
   return generate_in_new_session(target, &draft, policy, prompt, opt);
+}
+
+// Same positions, same values to the last bit (memcmp: a NaN equals itself, -0 is not +0).
+inline bool bit_identical(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].size() != b[i].size() || std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float)) != 0)
+      return false;
+  return true;
 }
 
 }  // namespace flashspec::testing

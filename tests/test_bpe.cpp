@@ -7,7 +7,6 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <fstream>
 #include <map>
 #include <random>
 #include <string>
@@ -19,6 +18,8 @@
 #include "core/utf8.h"
 #include "tests/fixtures.h"
 #include "tests/gguf_writer.h"
+#include "tests/json_file.h"
+#include "tests/vocab_image.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;
@@ -30,12 +31,6 @@ const Tokenizer& tokenizer_of(const std::string& model) {
   auto it = cache.find(model);
   if (it == cache.end()) it = cache.emplace(model, Tokenizer::from_gguf(GgufFile::open(model_path(model)))).first;
   return it->second;
-}
-
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  REQUIRE(in);
-  return nlohmann::json::parse(in);
 }
 
 // Appends code point cp as UTF-8.
@@ -75,10 +70,6 @@ std::string byte_char(int b) {
 
 // A hand-built byte-level vocabulary: the 256 byte tokens (id = byte), then `extra` token
 // texts, then <|end|> (control) and <mark> (user-defined), with the given merges.
-struct Mini {
-  std::vector<uint8_t> bytes;
-  GgufFile file;
-};
 GgufWriter mini_writer(const std::vector<std::string>& extra, const std::vector<std::string>& merges,
                        const std::string& pre) {
   std::vector<std::string> tokens;
@@ -97,21 +88,6 @@ GgufWriter mini_writer(const std::vector<std::string>& extra, const std::vector<
   w.set("tokenizer.ggml.add_bos_token", gv_bool(false));
   return w;
 }
-Mini parse(const GgufWriter& w) {
-  std::vector<uint8_t> bytes = w.bytes();
-  GgufFile f = GgufFile::parse(bytes, "bad.gguf");
-  return Mini{std::move(bytes), std::move(f)};
-}
-std::string error_of(const GgufWriter& w) {
-  Mini m = parse(w);
-  try {
-    (void)Tokenizer::from_gguf(m.file);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
 }  // namespace
 
 TEST_CASE("bpe: ids identical to HF tokenizers on the reference strings (Llama 3, Qwen)") {
@@ -213,7 +189,7 @@ TEST_CASE("bpe: merges by rank on a hand-built vocabulary, ignore_merges for Lla
   // Tokens: 256 bytes (id = byte), then ab=256, bc=257, abc=258, cab=259, then specials.
   const std::vector<std::string> extra = {"ab", "bc", "abc", "cab"};
   const std::vector<std::string> merges = {"b c", "a b", "a bc"};  // "bc" outranks "ab"
-  Mini m = parse(mini_writer(extra, merges, "qwen2"));
+  ParsedImage m = parse_image(mini_writer(extra, merges, "qwen2"));
   const Tokenizer tok = Tokenizer::from_gguf(m.file);
   CHECK(tok.encode("abc", false) == std::vector<int32_t>{258});     // b c, then a bc
   CHECK(tok.encode("ab", false) == std::vector<int32_t>{256});
@@ -226,7 +202,7 @@ TEST_CASE("bpe: merges by rank on a hand-built vocabulary, ignore_merges for Lla
   CHECK(tok.encode("<|end|>", false).size() > 1);
   CHECK(tok.is_end_of_generation(260));  // EOS, and "<|end|>" is an end-of-turn text too
   // With Llama 3's pre-tokenizer a word that is itself a token is taken whole.
-  Mini m3 = parse(mini_writer(extra, merges, "llama-bpe"));
+  ParsedImage m3 = parse_image(mini_writer(extra, merges, "llama-bpe"));
   const Tokenizer tok3 = Tokenizer::from_gguf(m3.file);
   CHECK(tok3.encode("cab", false) == std::vector<int32_t>{259});
   CHECK(tok3.decode({259, 'x'}) == "cabx");
@@ -235,31 +211,31 @@ TEST_CASE("bpe: merges by rank on a hand-built vocabulary, ignore_merges for Lla
 TEST_CASE("bpe: malformed vocabularies are one clear error each") {
   const std::vector<std::string> extra = {"ab"};
   SUBCASE("unknown pre-tokenizer") {
-    const std::string e = error_of(mini_writer(extra, {"a b"}, "chameleon"));
+    const std::string e = tokenizer_error(mini_writer(extra, {"a b"}, "chameleon"));
     CHECK(e == "bad.gguf: unsupported pre-tokenizer 'chameleon' (key 'tokenizer.ggml.pre'; supported: llama-bpe, "
                "llama3, llama-v3, qwen2, deepseek-r1-qwen, default, gpt-2, gpt2)");
   }
   SUBCASE("a merge names a token the vocabulary lacks") {
-    CHECK(error_of(mini_writer(extra, {"a b", "a z"}, "qwen2")) ==
+    CHECK(tokenizer_error(mini_writer(extra, {"a b", "a z"}, "qwen2")) ==
           "bad.gguf: key 'tokenizer.ggml.merges' entry 1 'a z' names 'az', which is not in the vocabulary");
-    CHECK(error_of(mini_writer(extra, {"a q\xC4\xA0"}, "qwen2")) ==
+    CHECK(tokenizer_error(mini_writer(extra, {"a q\xC4\xA0"}, "qwen2")) ==
           "bad.gguf: key 'tokenizer.ggml.merges' entry 0 'a q\xC4\xA0' names 'q\xC4\xA0', which is not in the vocabulary");
   }
   SUBCASE("a merge that is not two tokens") {
-    CHECK(error_of(mini_writer(extra, {"ab"}, "qwen2")) ==
+    CHECK(tokenizer_error(mini_writer(extra, {"ab"}, "qwen2")) ==
           "bad.gguf: key 'tokenizer.ggml.merges' entry 0 'ab' is not two tokens separated by a space");
   }
   SUBCASE("no merges") {
     GgufWriter w = mini_writer(extra, {"a b"}, "qwen2");
     w.remove("tokenizer.ggml.merges");
-    CHECK(error_of(w) == "bad.gguf: missing required key 'tokenizer.ggml.merges' (a BPE vocabulary needs its merges)");
-    CHECK(error_of(mini_writer(extra, {}, "qwen2")) ==
+    CHECK(tokenizer_error(w) == "bad.gguf: missing required key 'tokenizer.ggml.merges' (a BPE vocabulary needs its merges)");
+    CHECK(tokenizer_error(mini_writer(extra, {}, "qwen2")) ==
           "bad.gguf: key 'tokenizer.ggml.merges' is empty: a BPE vocabulary needs its merge list");
   }
   SUBCASE("merges of the wrong type") {
     GgufWriter w = mini_writer(extra, {"a b"}, "qwen2");
     w.set("tokenizer.ggml.merges", gv_i32_array({1, 2}));
-    CHECK(error_of(w) == "bad.gguf: key 'tokenizer.ggml.merges' holds non-string values");
+    CHECK(tokenizer_error(w) == "bad.gguf: key 'tokenizer.ggml.merges' holds non-string values");
   }
   SUBCASE("a byte without its token") {
     GgufWriter w = mini_writer(extra, {"a b"}, "qwen2");
@@ -267,16 +243,16 @@ TEST_CASE("bpe: malformed vocabularies are one clear error each") {
     for (int b = 0; b < 256; ++b) tokens.push_back(b == 'q' ? "qq" : byte_char(b));
     tokens.insert(tokens.end(), {"ab", "<|end|>", "<mark>"});
     w.set("tokenizer.ggml.tokens", gv_str_array(tokens));
-    CHECK(error_of(w) == "bad.gguf: byte-level BPE vocabulary has no token for byte 0x71 ('q')");
+    CHECK(tokenizer_error(w) == "bad.gguf: byte-level BPE vocabulary has no token for byte 0x71 ('q')");
   }
   SUBCASE("special token ids out of range") {
     GgufWriter w = mini_writer(extra, {"a b"}, "qwen2");
     w.set("tokenizer.ggml.eos_token_id", gv_u32(999));
-    CHECK(error_of(w) ==
+    CHECK(tokenizer_error(w) ==
           "bad.gguf: key 'tokenizer.ggml.eos_token_id' = 999 is out of range (the vocabulary has 259 tokens)");
     w.set("tokenizer.ggml.eos_token_id", gv_u32(1));
     w.set("tokenizer.ggml.eot_token_id", gv_u32(259));
-    CHECK(error_of(w) ==
+    CHECK(tokenizer_error(w) ==
           "bad.gguf: key 'tokenizer.ggml.eot_token_id' = 259 is out of range (the vocabulary has 259 tokens)");
   }
 }

@@ -49,6 +49,22 @@ std::vector<std::string> chat_args(const std::string& model, std::vector<std::st
 
 size_t n_tokens(const Tokenizer& tok, const std::string& text, bool bos) { return tok.encode(text, bos).size(); }
 
+// chat on `w` with the chat template `tmpl`, written to a temporary file and fed `input`:
+// the run, which must succeed, and the file's tokenizer.
+struct TemplateChat {
+  CliResult r;
+  Tokenizer tok;
+};
+TemplateChat chat_with_template(GgufWriter w, const std::string& tmpl, const std::string& input) {
+  w.set("tokenizer.chat_template", gv_str(tmpl));
+  TempFile f("chat-template");
+  w.write(f.path);
+  TemplateChat c{run_cli(chat_args(f.path), input), tokenizer_of(f.path)};
+  CAPTURE(c.r.err);
+  CHECK(c.r.exit_code == 0);
+  return c;
+}
+
 }  // namespace
 
 TEST_CASE("chat: second turn reuses the cache, answers equal generate, speculative equals target-only") {
@@ -157,14 +173,8 @@ TEST_CASE("chat: chat template detection") {
       "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
 
   SUBCASE("chatml template whose tokens are missing: notice and plain transcript") {
-    GgufWriter w = GgufWriter::from(GgufFile::open(stories));
-    w.set("tokenizer.chat_template", gv_str(chatml));
-    TempFile f("chatml-missing");
-    w.write(f.path);
-    const Tokenizer tok = tokenizer_of(f.path);
-    const CliResult r = run_cli(chat_args(f.path), "Hello\n");
+    const auto [r, tok] = chat_with_template(GgufWriter::from(GgufFile::open(stories)), chatml, "Hello\n");
     CAPTURE(r.err);
-    CHECK(r.exit_code == 0);
     CHECK(r.err.find("chatml") != std::string::npos);
     CHECK(r.err.find("<|im_start|>") != std::string::npos);
     CHECK(r.err.find("plain transcript") != std::string::npos);
@@ -187,14 +197,8 @@ TEST_CASE("chat: chat template detection") {
     GgufWriter w = GgufWriter::from(src);
     w.set("tokenizer.ggml.tokens", gv_str_array(texts));
     w.set("tokenizer.ggml.token_type", gv_i32_array(types));
-    w.set("tokenizer.chat_template", gv_str(chatml));
-    TempFile f("chatml");
-    w.write(f.path);
-    const Tokenizer tok = tokenizer_of(f.path);
-
-    const CliResult r = run_cli(chat_args(f.path), "Hi\nAgain\n");
+    const auto [r, tok] = chat_with_template(w, chatml, "Hi\nAgain\n");
     CAPTURE(r.err);
-    CHECK(r.exit_code == 0);
     CHECK(r.err.empty());  // recognised: no notice
     const std::vector<nlohmann::json> turns = json_lines(r.out);
     REQUIRE(turns.size() == 2);
@@ -239,14 +243,7 @@ struct Child {
       dup2(po[1], 1);
       dup2(pe[1], 2);
       for (int fd : {pi[0], pi[1], po[0], po[1], pe[0], pe[1]}) close(fd);
-      std::vector<char*> argv;
-      std::string exe = cli_path();
-      argv.push_back(exe.data());
-      std::vector<std::string> copy = args;
-      for (std::string& a : copy) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(exe.c_str(), argv.data());
-      _exit(127);
+      exec_cli(args);
     }
     close(pi[0]);
     close(po[1]);

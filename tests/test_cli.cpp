@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 
 #include "tests/cli_runner.h"
 #include "tests/fixtures.h"
@@ -23,7 +24,17 @@ CliResult generate_with(const std::string& model) {
   return run_cli({"generate", "-m", model, "-p", "Once upon a time", "-n", "4", "--temp", "0"});
 }
 
-GgufWriter stories() { return GgufWriter::from(GgufFile::open(model_path("stories260K"))); }
+// `generate` on a copy of stories260K with one change: one error line naming the copy and
+// each of `words`.
+void check_changed_model(const std::function<void(GgufWriter&)>& change, const std::vector<std::string>& words) {
+  TempFile f("changed");
+  GgufWriter w = GgufWriter::from(GgufFile::open(model_path("stories260K")));
+  change(w);
+  w.write(f.path);
+  std::vector<std::string> parts = {f.path};
+  parts.insert(parts.end(), words.begin(), words.end());
+  check_error(generate_with(f.path), parts);
+}
 
 }  // namespace
 
@@ -53,70 +64,44 @@ TEST_CASE("cli: truncated model") {
 }
 
 TEST_CASE("cli: unsupported GGUF version") {
-  TempFile f("v1");
-  GgufWriter w = stories();
-  w.version = 1;
-  w.write(f.path);
-  check_error(generate_with(f.path), {f.path, "version 1"});
+  check_changed_model([](GgufWriter& w) { w.version = 1; }, {"version 1"});
 }
 
 TEST_CASE("cli: absurd tensor count") {
-  TempFile f("count");
-  GgufWriter w = stories();
-  w.tensor_count = uint64_t(1) << 60;
-  w.write(f.path);
-  const CliResult r = generate_with(f.path);
-  check_error(r, {f.path});
+  check_changed_model([](GgufWriter& w) { w.tensor_count = uint64_t(1) << 60; }, {});
 }
 
 TEST_CASE("cli: missing tensor") {
-  TempFile f("missing");
-  GgufWriter w = stories();
-  w.remove_tensor("blk.3.ffn_up.weight");
-  w.write(f.path);
-  check_error(generate_with(f.path), {f.path, "blk.3.ffn_up.weight"});
+  check_changed_model([](GgufWriter& w) { w.remove_tensor("blk.3.ffn_up.weight"); }, {"blk.3.ffn_up.weight"});
 }
 
 TEST_CASE("cli: missing metadata key") {
-  TempFile f("nokey");
-  GgufWriter w = stories();
-  w.remove("llama.block_count");
-  w.write(f.path);
-  check_error(generate_with(f.path), {f.path, "llama.block_count"});
+  check_changed_model([](GgufWriter& w) { w.remove("llama.block_count"); }, {"llama.block_count"});
 }
 
 TEST_CASE("cli: unknown tensor type") {
-  TempFile f("type");
-  GgufWriter w = stories();
-  w.tensor("blk.0.attn_q.weight")->type = 77;
-  w.write(f.path);
-  check_error(generate_with(f.path), {f.path, "blk.0.attn_q.weight", "type 77"});
+  check_changed_model([](GgufWriter& w) { w.tensor("blk.0.attn_q.weight")->type = 77; },
+                      {"blk.0.attn_q.weight", "type 77"});
 }
 
 TEST_CASE("cli: tensor data outside the file") {
-  TempFile f("outside");
-  GgufWriter w = stories();
-  w.tensor("output.weight")->offset = uint64_t(1) << 40;
-  w.write(f.path);
-  check_error(generate_with(f.path), {f.path, "output.weight", "outside"});
+  check_changed_model([](GgufWriter& w) { w.tensor("output.weight")->offset = uint64_t(1) << 40; },
+                      {"output.weight", "outside"});
 }
 
 TEST_CASE("cli: wrong tensor shape") {
-  TempFile f("shape");
-  GgufWriter w = stories();
-  TensorSpec* t = w.tensor("blk.1.attn_k.weight");
-  t->dims = {64, 64};
-  t->data.resize(64 * 64 * 4);
-  w.write(f.path);
-  check_error(generate_with(f.path), {f.path, "blk.1.attn_k.weight", "shape"});
+  check_changed_model(
+      [](GgufWriter& w) {
+        TensorSpec* t = w.tensor("blk.1.attn_k.weight");
+        t->dims = {64, 64};
+        t->data.resize(64 * 64 * 4);
+      },
+      {"blk.1.attn_k.weight", "shape"});
 }
 
 TEST_CASE("cli: hostile dimensions in metadata") {
-  TempFile f("dims");
-  GgufWriter w = stories();
-  w.set("llama.embedding_length", gv_u32(0xffffffffu));
-  w.write(f.path);
-  check_error(generate_with(f.path), {f.path, "embedding_length"});
+  check_changed_model([](GgufWriter& w) { w.set("llama.embedding_length", gv_u32(0xffffffffu)); },
+                      {"embedding_length"});
 }
 
 TEST_CASE("cli: a GPU asked for and absent") {

@@ -6,8 +6,6 @@
 // (tests/CMakeLists.txt).
 #include <doctest/doctest.h>
 
-#ifdef FLASHSPEC_HAVE_CUDA
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -19,22 +17,13 @@
 #include "kernels/backend_buffer.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/matmul.h"
-#include "kernels/cuda/cuda_backend.h"
+#include "tests/gpu_or_skip.h"
 #include "tests/test_data.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;
 
 namespace {
-
-std::unique_ptr<Backend> gpu_or_skip() {
-  std::string why;
-  if (cuda::device_count(why) == 0) {
-    MESSAGE((std::string("CUDA tests skipped: ") + why));
-    return nullptr;
-  }
-  return cuda::make_backend(0);
-}
 
 template <class T>
 BackendBuffer to_gpu(Backend& be, const std::vector<T>& v) {
@@ -313,9 +302,3 @@ TEST_CASE("cuda backend: memory, copies, the copy queue, and a clear error when 
   }
   CHECK(err.find("device memory") != std::string::npos);
 }
-
-#else
-
-TEST_CASE("cuda backend: skipped") { MESSAGE("CUDA tests skipped: this build has no CUDA backend"); }
-
-#endif

@@ -5,18 +5,16 @@
 // machine has no GPU, and ctest reports it as skipped.
 #include <doctest/doctest.h>
 
-#ifdef FLASHSPEC_HAVE_CUDA
-
 #include <algorithm>
 #include <cmath>
 #include <memory>
 
 #include "core/tokenizer.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "kernels/cuda/cuda_backend.h"
 #include "engine/streamed_layers.h"
 #include "target/llama_model.h"
 #include "target/staged_layers.h"
+#include "tests/gpu_or_skip.h"
 #include "tests/fixtures.h"
 #include "tests/json_file.h"
 #include "tests/greedy_options.h"
@@ -25,16 +23,6 @@ using namespace flashspec;
 using namespace flashspec::testing;
 
 namespace {
-
-// A CUDA backend, or null after saying why the test skips.
-std::unique_ptr<Backend> gpu_or_skip() {
-  std::string why;
-  if (cuda::device_count(why) == 0) {
-    MESSAGE((std::string("CUDA tests skipped: ") + why));
-    return nullptr;
-  }
-  return cuda::make_backend(0);
-}
 
 std::vector<std::vector<int32_t>> reference_prompts(const LlamaModel& m, const std::string& name) {
   const Tokenizer tok = Tokenizer::from_gguf(m.file());
@@ -87,7 +75,7 @@ TEST_CASE("cuda model: greedy tokens and logits agree with the CPU on the refere
 TEST_CASE("cuda model: speculative greedy output equals target-only on the GPU") {
   const std::unique_ptr<Backend> gpu = gpu_or_skip();
   if (!gpu) return;
-  const std::unique_ptr<Backend> gpu_draft = cuda::make_backend(0);
+  const std::unique_ptr<Backend> gpu_draft = gpu_or_skip();  // a second backend on the same GPU
   LlamaModel target(model_path("stories260K"), *gpu), draft(model_path("salty279K"), *gpu_draft);
   for (const std::vector<int32_t>& prompt : reference_prompts(target, "stories260K")) {
     const GenerationResult want = generate_target_only(target, prompt, greedy(128));
@@ -162,9 +150,3 @@ TEST_CASE("cuda model: f32 and q8_0 KV caches agree with the CPU's") {
     }
   }
 }
-
-#else
-
-TEST_CASE("cuda model: skipped") { MESSAGE("CUDA tests skipped: this build has no CUDA backend"); }
-
-#endif

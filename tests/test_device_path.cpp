@@ -29,17 +29,38 @@ namespace {
 
 constexpr uint64_t MiB = 1024 * 1024;
 
-bool bit_identical(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (a[i].size() != b[i].size() || std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float)) != 0)
-      return false;
-  return true;
+// What a device-path run must reproduce bit for bit: the CPU backend's greedy run of n
+// tokens (logits of the first 4) on the first reference prompt of `name`.
+struct CpuRun {
+  int64_t n;
+  std::vector<int32_t> prompt;
+  GenerationResult result;
+};
+CpuRun cpu_run(const char* name, int64_t n, KvType k = KvType::F16, KvType v = KvType::F16) {
+  CpuBackend cpu(2);
+  LlamaModel ref(model_path(name), cpu);
+  ref.set_kv_types(k, v);
+  const Tokenizer tok = Tokenizer::from_gguf(ref.file());
+  CpuRun r{n, tok.encode(read_json(reference_path(name))[0].at("prompt").get<std::string>(), tok.add_bos()), {}};
+  r.result = generate_target_only(ref, r.prompt, greedy(n, 4));
+  return r;
 }
 
-std::vector<int32_t> first_prompt(const LlamaModel& m, const std::string& name) {
-  const Tokenizer tok = Tokenizer::from_gguf(m.file());
-  return tok.encode(read_json(reference_path(name))[0].at("prompt").get<std::string>(), tok.add_bos());
+// m's run of the same prompt: the same tokens and logits as the CPU's.
+GenerationResult check_same_as(LlamaModel& m, const CpuRun& want) {
+  const GenerationResult got = generate_target_only(m, want.prompt, greedy(want.n, 4));
+  CHECK(got.tokens == want.result.tokens);
+  CHECK(bit_identical(got.logits, want.result.logits));
+  return got;
+}
+
+// Where staged layers are copied from: the mapping, or a weight stream (a RAM tier after
+// the VRAM one, then its ring).
+std::unique_ptr<LayerSource> host_layers(const LlamaModel& m, bool stream, int64_t resident) {
+  if (!stream) return std::make_unique<ResidentLayers>(m.weights());
+  StreamOptions o;
+  o.ram_budget = 2 * MiB;
+  return std::make_unique<StreamedLayers>(m.file(), m.weights(), o, resident);
 }
 
 }  // namespace
@@ -48,17 +69,11 @@ TEST_CASE("device path: every weight type, resident in backend memory, matches t
   for (const char* name : {"stories260K", "stories260K-wide-f32", "stories260K-wide-q8_0",
                            "stories260K-wide-q4_0", "stories260K-wide-q4_k_m"}) {
     CAPTURE(name);
-    CpuBackend cpu(2);
-    LlamaModel ref(model_path(name), cpu);
-    const std::vector<int32_t> prompt = first_prompt(ref, name);
-    const GenerationResult want = generate_target_only(ref, prompt, greedy(24, 4));
-
+    const CpuRun want = cpu_run(name, 24);
     DeviceLikeBackend dev;
     {
       LlamaModel m(model_path(name), dev);
-      const GenerationResult got = generate_target_only(m, prompt, greedy(24, 4));
-      CHECK(got.tokens == want.tokens);
-      CHECK(bit_identical(got.logits, want.logits));
+      check_same_as(m, want);
       CHECK(dev.streamed_copies() == 0);  // every layer resident: nothing staged per pass
     }
     CHECK(dev.live_allocations() == 0);  // the model gave back all it allocated
@@ -67,11 +82,7 @@ TEST_CASE("device path: every weight type, resident in backend memory, matches t
 
 TEST_CASE("device path: layers staged through the slot ring, from the mapping or a stream") {
   const char* name = "stories260K-wide-q8_0";  // 8 layers
-  CpuBackend cpu(2);
-  LlamaModel ref(model_path(name), cpu);
-  const std::vector<int32_t> prompt = first_prompt(ref, name);
-  const GenerationResult want = generate_target_only(ref, prompt, greedy(16, 4));
-
+  const CpuRun want = cpu_run(name, 16);
   DeviceLikeBackend dev;
   LlamaModel m(model_path(name), dev);
   const int64_t n = m.config().n_layers;
@@ -79,19 +90,10 @@ TEST_CASE("device path: layers staged through the slot ring, from the mapping or
     for (bool stream : {false, true}) {
       CAPTURE(resident);
       CAPTURE(stream);
-      std::unique_ptr<LayerSource> host;
-      if (stream) {
-        StreamOptions o;
-        o.ram_budget = 2 * MiB;  // a resident RAM tier after the VRAM one, then the ring
-        host = std::make_unique<StreamedLayers>(m.file(), m.weights(), o, resident);
-      } else {
-        host = std::make_unique<ResidentLayers>(m.weights());
-      }
-      m.set_layer_source(std::make_unique<StagedLayers>(m.weights(), m.placed().vectors, dev, std::move(host), resident));
+      m.set_layer_source(std::make_unique<StagedLayers>(m.weights(), m.placed().vectors, dev,
+                                                        host_layers(m, stream, resident), resident));
       const int64_t copies = dev.streamed_copies(), unpinned = dev.unpinned_copies();
-      const GenerationResult got = generate_target_only(m, prompt, greedy(16, 4));
-      CHECK(got.tokens == want.tokens);
-      CHECK(bit_identical(got.logits, want.logits));
+      const GenerationResult got = check_same_as(m, want);
       // 7 matrices per staged layer per pass; a stream's buffers are pinned, the mapping is not.
       const int64_t staged = 7 * (n - resident) * got.stats.target_passes;
       CHECK(dev.streamed_copies() - copies == staged);
@@ -266,10 +268,7 @@ TEST_CASE("device path: staged layers through queues that land copies late and o
   // from reading before its copy, and the host source from reusing a buffer still copied.
   // (Removing StagedLayers' wait on the slot's free event fails this test.)
   const char* name = "stories260K-wide-q8_0";  // 8 layers
-  CpuBackend cpu(2);
-  LlamaModel ref(model_path(name), cpu);
-  const std::vector<int32_t> prompt = first_prompt(ref, name);
-  const GenerationResult want = generate_target_only(ref, prompt, greedy(16, 4));
+  const CpuRun want = cpu_run(name, 16);
   struct Source {
     const char* what;
     bool stream;
@@ -289,19 +288,9 @@ TEST_CASE("device path: staged layers through queues that land copies late and o
       DeviceLikeBackend dev(o);
       {
         LlamaModel m(model_path(name), dev);
-        std::unique_ptr<LayerSource> host;
-        if (src.stream) {
-          StreamOptions so;
-          so.ram_budget = 2 * MiB;
-          host = std::make_unique<StreamedLayers>(m.file(), m.weights(), so, resident);
-        } else {
-          host = std::make_unique<ResidentLayers>(m.weights());
-        }
-        m.set_layer_source(std::make_unique<StagedLayers>(m.weights(), m.placed().vectors, dev, std::move(host),
-                                                          resident, src.holds));
-        const GenerationResult got = generate_target_only(m, prompt, greedy(16, 4));
-        CHECK(got.tokens == want.tokens);
-        CHECK(bit_identical(got.logits, want.logits));
+        m.set_layer_source(std::make_unique<StagedLayers>(m.weights(), m.placed().vectors, dev,
+                                                          host_layers(m, src.stream, resident), resident, src.holds));
+        check_same_as(m, want);
         CHECK(dev.unpinned_copies() == (src.stream ? 0 : dev.streamed_copies()));
       }
       CHECK(dev.copies_landed_out_of_order() > 0);  // the reordering really happened
@@ -320,11 +309,7 @@ TEST_CASE("device path: every KV cache type, staged through asynchronous queues,
       const std::string model = name, kv = kv_types_label(k, v);
       CAPTURE(model);
       CAPTURE(kv);
-      CpuBackend cpu(2);
-      LlamaModel ref(model_path(name), cpu);
-      ref.set_kv_types(k, v);
-      const std::vector<int32_t> prompt = first_prompt(ref, name);
-      const GenerationResult want = generate_target_only(ref, prompt, greedy(16, 4));
+      const CpuRun want = cpu_run(name, 16, k, v);
       DeviceLikeOptions o;
       o.async = true;
       o.seed = 7 + 3 * uint32_t(k) + uint32_t(v);
@@ -334,9 +319,7 @@ TEST_CASE("device path: every KV cache type, staged through asynchronous queues,
       m.set_layer_source(std::make_unique<StagedLayers>(m.weights(), m.placed().vectors, dev,
                                                         std::make_unique<ResidentLayers>(m.weights()), 1,
                                                         StagedLayers::kNeverRecycled));
-      const GenerationResult got = generate_target_only(m, prompt, greedy(16, 4));
-      CHECK(got.tokens == want.tokens);
-      CHECK(bit_identical(got.logits, want.logits));
+      check_same_as(m, want);
     }
   }
 }

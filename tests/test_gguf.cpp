@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <set>
 #include <string>
@@ -224,24 +225,28 @@ TEST_CASE("gguf: typed getters report the wrong type and missing keys") {
     FAIL("expected an Error");
     return {};
   };
-  CHECK(contains(err([&] { f.get_uint("general.architecture"); }),
-                 ": key 'general.architecture' has type string, expected an unsigned integer"));
-  CHECK(contains(err([&] { f.get_float("tokenizer.ggml.model"); }),
-                 "key 'tokenizer.ggml.model' has type string, expected a number"));
-  CHECK(contains(err([&] { f.get_bool("llama.block_count"); }),
-                 "key 'llama.block_count' has type uint32, expected a bool"));
-  CHECK(contains(err([&] { f.get_string("llama.block_count"); }),
-                 "key 'llama.block_count' has type uint32, expected a string"));
-  CHECK(contains(err([&] { f.get_array("general.name"); }),
-                 "key 'general.name' has type string, expected an array"));
-  CHECK(contains(err([&] { f.get_uint("tokenizer.ggml.tokens"); }),
-                 "key 'tokenizer.ggml.tokens' has type array of string, expected an unsigned integer"));
-  CHECK(contains(err([&] { f.get_uint("llama.attention.layer_norm_rms_epsilon"); }),
-                 "has type float32, expected an unsigned integer"));
+  // A getter of another type names the key, its type and the type asked for.
+  const std::pair<std::function<void()>, const char*> wrong_type[] = {
+      {[&] { f.get_uint("general.architecture"); },
+       ": key 'general.architecture' has type string, expected an unsigned integer"},
+      {[&] { f.get_float("tokenizer.ggml.model"); }, "key 'tokenizer.ggml.model' has type string, expected a number"},
+      {[&] { f.get_bool("llama.block_count"); }, "key 'llama.block_count' has type uint32, expected a bool"},
+      {[&] { f.get_string("llama.block_count"); }, "key 'llama.block_count' has type uint32, expected a string"},
+      {[&] { f.get_array("general.name"); }, "key 'general.name' has type string, expected an array"},
+      {[&] { f.get_uint("tokenizer.ggml.tokens"); },
+       "key 'tokenizer.ggml.tokens' has type array of string, expected an unsigned integer"},
+      {[&] { f.get_uint("llama.attention.layer_norm_rms_epsilon"); }, "has type float32, expected an unsigned integer"},
+  };
+  for (const auto& [call, message] : wrong_type) {
+    CAPTURE(message);
+    CHECK(contains(err(call), message));
+  }
+  // Every require_* names what is missing.
+  for (const std::string& e : {err([&] { f.require_float("llama.missing"); }),
+                               err([&] { f.require_string("llama.missing"); }),
+                               err([&] { f.require_array("llama.missing"); })})
+    CHECK(contains(e, "missing required key 'llama.missing'"));
   CHECK(contains(err([&] { f.require_uint("llama.missing"); }), ": missing required key 'llama.missing'"));
-  CHECK(contains(err([&] { f.require_float("llama.missing"); }), "missing required key 'llama.missing'"));
-  CHECK(contains(err([&] { f.require_string("llama.missing"); }), "missing required key 'llama.missing'"));
-  CHECK(contains(err([&] { f.require_array("llama.missing"); }), "missing required key 'llama.missing'"));
   CHECK(contains(err([&] { f.require_tensor("blk.9.attn_q.weight"); }),
                  ": missing required tensor 'blk.9.attn_q.weight'"));
 }

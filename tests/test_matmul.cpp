@@ -101,6 +101,49 @@ double max_rel_error(const std::vector<float>& y, const Reference& ref) {
   return worst;
 }
 
+// The reference for what the kernels multiply: the activations as `type`'s kernels round
+// them (8-bit blocks, or F16 / BF16 for those weights), each of the T rows of x alone.
+Reference rounded_reference(GgmlType type, const std::vector<uint8_t>& w, int64_t rows, int64_t cols,
+                            const std::vector<float>& x, int64_t T) {
+  std::vector<float> xr(x.size());
+  for (int64_t t = 0; t < T; ++t) activation_roundtrip(type, x.data() + t * cols, xr.data() + t * cols, cols);
+  return reference(type, w, rows, cols, xr, T);
+}
+
+// One ISA's y = W x of T tokens against `ref`; y starts as NaN, so an output the kernel
+// leaves unwritten fails.
+double isa_error(Isa isa, const WeightMatrix& wm, const std::vector<float>& x, int64_t T, ThreadPool& pool,
+                 const Reference& ref) {
+  std::vector<float> y(size_t(T * wm.rows), std::nanf(""));
+  cpu::matmul_with_isa(isa, wm, x.data(), T, y.data(), pool);
+  return max_rel_error(y, ref);
+}
+
+// isa_error() within 1e-4 on each of `isas`.
+void require_isas_match(const std::vector<Isa>& isas, const WeightMatrix& wm, const std::vector<float>& x, int64_t T,
+                        ThreadPool& pool, const Reference& ref) {
+  for (Isa isa : isas) {
+    const std::string type_str(type_name(wm.type)), isa_str = cpu::isa_name(isa);
+    CAPTURE(type_str);
+    CAPTURE(isa_str);
+    REQUIRE(isa_error(isa, wm, x, T, pool, ref) <= 1e-4);
+  }
+}
+
+// `n` blocks of random bytes (finite scales) of `type`, decoded by dequantize_row: every
+// weight e of block b as want(b, e), the format's description read weight by weight.
+template <class Block, class Want>
+void check_random_blocks(GgmlType type, int n, uint32_t seed, Want want) {
+  std::mt19937 rng(seed);
+  const auto data = random_block_bytes(rng, type, 1, n * QK_K);
+  const auto* blocks = reinterpret_cast<const Block*>(data.data());
+  std::vector<float> out(size_t(n * QK_K));
+  dequantize_row(type, blocks, out.data(), n * QK_K);
+  for (int k = 0; k < n; ++k)
+    for (int e = 0; e < QK_K; ++e)
+      REQUIRE(out[size_t(k * QK_K + e)] == doctest::Approx(want(blocks[k], e)).epsilon(1e-6));
+}
+
 struct Shape {
   int64_t rows, cols;
 };
@@ -160,55 +203,37 @@ TEST_CASE("dequantize_row float types") {
 }
 
 TEST_CASE("dequantize_row Q4_K matches a per-element decoding of the format") {
-  std::mt19937 rng(7);
-  const auto data = random_block_bytes(rng, GgmlType::Q4_K, 1, 3 * QK_K);
-  const auto* blocks = reinterpret_cast<const BlockQ4_K*>(data.data());
-  std::vector<float> out(3 * QK_K);
-  dequantize_row(GgmlType::Q4_K, blocks, out.data(), 3 * QK_K);
-  for (int k = 0; k < 3; ++k) {
-    const BlockQ4_K& b = blocks[k];
+  check_random_blocks<BlockQ4_K>(GgmlType::Q4_K, 3, 7, [](const BlockQ4_K& b, int e) {
+    // Element e: 64-element chunk e/64 uses qs bytes 32*(e/64)..+31, low nibble for the
+    // first 32 of the chunk, high for the next 32; sub-block j = e/32.
     const uint8_t* s = b.scales;
-    for (int e = 0; e < QK_K; ++e) {
-      // Element e: 64-element chunk e/64 uses qs bytes 32*(e/64)..+31, low nibble for the
-      // first 32 of the chunk, high for the next 32; sub-block j = e/32.
-      const int j = e / 32;
-      const uint8_t byte = b.qs[32 * (e / 64) + e % 32];
-      const int q = (e % 64) < 32 ? (byte & 15) : (byte >> 4);
-      int sc, m;
-      if (j < 4) {
-        sc = s[j] & 63;
-        m = s[j + 4] & 63;
-      } else {
-        sc = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
-        m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-      }
-      const float expect = fp16_to_float(b.d) * float(sc) * float(q) - fp16_to_float(b.dmin) * float(m);
-      REQUIRE(out[size_t(k * QK_K + e)] == doctest::Approx(expect).epsilon(1e-6));
+    const int j = e / 32;
+    const uint8_t byte = b.qs[32 * (e / 64) + e % 32];
+    const int q = (e % 64) < 32 ? (byte & 15) : (byte >> 4);
+    int sc, m;
+    if (j < 4) {
+      sc = s[j] & 63;
+      m = s[j + 4] & 63;
+    } else {
+      sc = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
+      m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
     }
-  }
+    return fp16_to_float(b.d) * float(sc) * float(q) - fp16_to_float(b.dmin) * float(m);
+  });
 }
 
 TEST_CASE("dequantize_row Q6_K matches a per-element decoding of the format") {
-  std::mt19937 rng(11);
-  const auto data = random_block_bytes(rng, GgmlType::Q6_K, 1, 2 * QK_K);
-  const auto* blocks = reinterpret_cast<const BlockQ6_K*>(data.data());
-  std::vector<float> out(2 * QK_K);
-  dequantize_row(GgmlType::Q6_K, blocks, out.data(), 2 * QK_K);
-  for (int k = 0; k < 2; ++k) {
-    const BlockQ6_K& b = blocks[k];
-    for (int e = 0; e < QK_K; ++e) {
-      // Half h = e/128; within it run i = (e%128)/32 and position l = e%32. Runs 0 and 1
-      // take the low nibbles of ql[64h + l] and ql[64h + 32 + l], runs 2 and 3 the high
-      // nibbles of the same bytes; bits 2i..2i+1 of qh[32h + l] are the top two bits.
-      const int h = e / 128, i = (e % 128) / 32, l = e % 32;
-      const uint8_t lbyte = b.ql[64 * h + 32 * (i % 2) + l];
-      const int low = i < 2 ? (lbyte & 15) : (lbyte >> 4);
-      const int high = (b.qh[32 * h + l] >> (2 * i)) & 3;
-      const int q = (low | (high << 4)) - 32;
-      const float expect = fp16_to_float(b.d) * float(b.scales[e / 16]) * float(q);
-      REQUIRE(out[size_t(k * QK_K + e)] == doctest::Approx(expect).epsilon(1e-6));
-    }
-  }
+  check_random_blocks<BlockQ6_K>(GgmlType::Q6_K, 2, 11, [](const BlockQ6_K& b, int e) {
+    // Half h = e/128; within it run i = (e%128)/32 and position l = e%32. Runs 0 and 1
+    // take the low nibbles of ql[64h + l] and ql[64h + 32 + l], runs 2 and 3 the high
+    // nibbles of the same bytes; bits 2i..2i+1 of qh[32h + l] are the top two bits.
+    const int h = e / 128, i = (e % 128) / 32, l = e % 32;
+    const uint8_t lbyte = b.ql[64 * h + 32 * (i % 2) + l];
+    const int low = i < 2 ? (lbyte & 15) : (lbyte >> 4);
+    const int high = (b.qh[32 * h + l] >> (2 * i)) & 3;
+    const int q = (low | (high << 4)) - 32;
+    return fp16_to_float(b.d) * float(b.scales[e / 16]) * float(q);
+  });
 }
 
 TEST_CASE("every ISA quantizes activations bit-identically to the scalar reference") {
@@ -285,26 +310,13 @@ TEST_CASE("matmul matches a double-precision reference for every type, ISA and t
       // a last pair with one token.
       for (int64_t T : {1, 2, 3, 5, 7, 64, 257}) {
         const std::vector<float> x = random_floats(rng, T * s.cols);
-        // The reference multiplies what the kernels multiply: the 8-bit activations, or for
-        // F16 / BF16 weights the activations rounded to the weight type.
-        std::vector<float> xr(x.size());
-        for (int64_t t = 0; t < T; ++t)
-          activation_roundtrip(type, x.data() + t * s.cols, xr.data() + t * s.cols, s.cols);
-        const Reference ref = reference(type, w, s.rows, s.cols, xr, T);
-        for (Isa isa : isas) {
-          for (ThreadPool* pool : {&pool1, &pool2}) {
-            const std::string type_str(type_name(type));
-            const std::string isa_str = cpu::isa_name(isa);
-            CAPTURE(type_str);
-            CAPTURE(isa_str);
-            CAPTURE(pool->size());
-            CAPTURE(s.rows);
-            CAPTURE(s.cols);
-            CAPTURE(T);
-            std::vector<float> y(size_t(T * s.rows), std::nanf(""));
-            cpu::matmul_with_isa(isa, wm, x.data(), T, y.data(), *pool);
-            REQUIRE(max_rel_error(y, ref) <= 1e-4);
-          }
+        const Reference ref = rounded_reference(type, w, s.rows, s.cols, x, T);
+        for (ThreadPool* pool : {&pool1, &pool2}) {
+          CAPTURE(pool->size());
+          CAPTURE(s.rows);
+          CAPTURE(s.cols);
+          CAPTURE(T);
+          require_isas_match(isas, wm, x, T, *pool, ref);
         }
       }
     }
@@ -329,22 +341,10 @@ TEST_CASE("matmul on blocks of random bytes and of extreme codes, every type and
           std::vector<float> x = random_floats(rng, T * cols);
           if (fill >= 0)
             for (float& v : x) v = sign * (std::fabs(v) + 1.0f);  // one sign: no cancellation
-          std::vector<float> xr(x.size());
-          for (int64_t t = 0; t < T; ++t)
-            activation_roundtrip(type, x.data() + t * cols, xr.data() + t * cols, cols);
-          const Reference ref = reference(type, w, rows, cols, xr, T);
-          for (Isa isa : isas) {
-            const std::string type_str(type_name(type));
-            const std::string isa_str = cpu::isa_name(isa);
-            CAPTURE(type_str);
-            CAPTURE(isa_str);
-            CAPTURE(fill);
-            CAPTURE(sign);
-            CAPTURE(T);
-            std::vector<float> y(size_t(T * rows), std::nanf(""));
-            cpu::matmul_with_isa(isa, wm, x.data(), T, y.data(), pool);
-            REQUIRE(max_rel_error(y, ref) <= 1e-4);
-          }
+          CAPTURE(fill);
+          CAPTURE(sign);
+          CAPTURE(T);
+          require_isas_match(isas, wm, x, T, pool, rounded_reference(type, w, rows, cols, x, T));
         }
       }
     }
@@ -438,19 +438,7 @@ TEST_CASE("matmul over several row panels and token tiles (long rows)") {
     const auto w = random_weights(rng, type, rows, cols);
     const WeightMatrix wm{type, w.data(), rows, cols};
     const std::vector<float> x = random_floats(rng, T * cols);
-    std::vector<float> xr(x.size());
-    for (int64_t t = 0; t < T; ++t)
-      activation_roundtrip(type, x.data() + t * cols, xr.data() + t * cols, cols);
-    const Reference ref = reference(type, w, rows, cols, xr, T);
-    for (Isa isa : isas) {
-      const std::string type_str(type_name(type));
-      const std::string isa_str = cpu::isa_name(isa);
-      CAPTURE(type_str);
-      CAPTURE(isa_str);
-      std::vector<float> y(size_t(T * rows), std::nanf(""));
-      cpu::matmul_with_isa(isa, wm, x.data(), T, y.data(), pool);
-      REQUIRE(max_rel_error(y, ref) <= 1e-4);
-    }
+    require_isas_match(isas, wm, x, T, pool, rounded_reference(type, w, rows, cols, x, T));
   }
 }
 
@@ -533,17 +521,12 @@ TEST_CASE("real GGUF weights: dequantization agrees with the F32 model, matmul w
       // The kernels on real blocks: y = W x for 3 tokens against the double reference.
       const int64_t cols = t.dims[0], rows = t.rows(), T = 3;
       const std::vector<float> x = random_floats(rng, T * cols);
-      std::vector<float> xr(x.size());
-      for (int64_t i = 0; i < T; ++i)
-        activation_roundtrip(t.type, x.data() + i * cols, xr.data() + i * cols, cols);
       const std::vector<uint8_t> w(q.tensor_data(t), q.tensor_data(t) + t.nbytes);
-      const Reference r = reference(t.type, w, rows, cols, xr, T);
+      const Reference r = rounded_reference(t.type, w, rows, cols, x, T);
       for (Isa isa : isas) {
         const std::string isa_str = cpu::isa_name(isa);
         CAPTURE(isa_str);
-        std::vector<float> y(size_t(T * rows), std::nanf(""));
-        cpu::matmul_with_isa(isa, {t.type, w.data(), rows, cols}, x.data(), T, y.data(), pool);
-        CHECK(max_rel_error(y, r) <= 1e-4);
+        CHECK(isa_error(isa, {t.type, w.data(), rows, cols}, x, T, pool, r) <= 1e-4);
       }
       ++checked;
     }

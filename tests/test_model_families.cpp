@@ -7,7 +7,6 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
-#include <fstream>
 
 #include "core/tokenizer.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -16,18 +15,13 @@
 #include "tests/fixtures.h"
 #include "tests/gguf_writer.h"
 #include "tests/greedy_options.h"
+#include "tests/json_file.h"
 #include "tests/cli_error.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;
 
 namespace {
-
-nlohmann::json reference(const std::string& model) {
-  std::ifstream in(reference_path(model));
-  REQUIRE(in);
-  return nlohmann::json::parse(in);
-}
 
 // Every reference prompt of a tiny model: prompt tokens and 32 greedy tokens identical to
 // llama.cpp's, logits at the 2 stored positions within `tolerance`.
@@ -36,7 +30,7 @@ void check_against_llamacpp(const std::string& name, KvType kv, double tolerance
   LlamaModel model(model_path(name), backend);
   model.set_kv_types(kv, kv);
   const Tokenizer tok = Tokenizer::from_gguf(model.file());
-  const nlohmann::json refs = reference(name);
+  const nlohmann::json refs = read_json(reference_path(name));
   REQUIRE(refs.size() == 8);
   double worst = 0;
   for (const auto& r : refs) {
@@ -55,6 +49,16 @@ void check_against_llamacpp(const std::string& name, KvType kv, double tolerance
   }
   MESSAGE(name << " (" << std::string(kv_type_name(kv)) << " KV): largest logit difference to llama.cpp " << worst);
   CHECK(worst <= tolerance);
+}
+
+// Adds tensor `name` to each of stories260K's 5 layers: `n` values `v`, or in layer
+// bad.first `bad.second` values (a wrong shape).
+void add_layer_vectors(GgufWriter& w, const std::string& name, int64_t n, float v,
+                       std::pair<int, int64_t> bad = {-1, 0}) {
+  for (int l = 0; l < 5; ++l) {
+    const int64_t len = l == bad.first ? bad.second : n;
+    w.add_tensor_f32("blk." + std::to_string(l) + "." + name, {len}, std::vector<float>(size_t(len), v));
+  }
 }
 
 CliResult generate_with(const std::string& model) {
@@ -93,7 +97,7 @@ TEST_CASE("speculation across families is lossless: tiny-qwen2 drafting tiny-qwe
   LlamaModel target(model_path("tiny-qwen3"), backend), draft(model_path("tiny-qwen2"), draft_backend);
   const Tokenizer tok = Tokenizer::from_gguf(target.file());
   // Four prompts: drafting over a 152k vocabulary on one thread is the slow part here.
-  const nlohmann::json refs = reference("tiny-qwen3");
+  const nlohmann::json refs = read_json(reference_path("tiny-qwen3"));
   for (size_t i = 0; i < refs.size(); i += 2) {
     const std::string prompt = refs[i]["prompt"];
     CAPTURE(prompt);
@@ -129,22 +133,16 @@ TEST_CASE("cli: unsupported or malformed model families are one error line each"
   }
   SUBCASE("a bias of the wrong shape") {
     GgufWriter w = stories_as("qwen2");
-    for (int l = 0; l < 5; ++l) {
-      const std::string p = "blk." + std::to_string(l) + ".";
-      w.add_tensor_f32(p + "attn_q.bias", {64}, std::vector<float>(64, 0.0f));
-      w.add_tensor_f32(p + "attn_k.bias", {l == 3 ? 31 : 32}, std::vector<float>(l == 3 ? 31 : 32, 0.0f));
-      w.add_tensor_f32(p + "attn_v.bias", {32}, std::vector<float>(32, 0.0f));
-    }
+    add_layer_vectors(w, "attn_q.bias", 64, 0.0f);
+    add_layer_vectors(w, "attn_k.bias", 32, 0.0f, {3, 31});
+    add_layer_vectors(w, "attn_v.bias", 32, 0.0f);
     w.write(f.path);
     check_error(generate_with(f.path), {f.path, "tensor 'blk.3.attn_k.bias' has shape [31], expected [32]"});
   }
   SUBCASE("a Q/K norm of the wrong shape") {
     GgufWriter w = stories_as("qwen3");
-    for (int l = 0; l < 5; ++l) {
-      const std::string p = "blk." + std::to_string(l) + ".";
-      w.add_tensor_f32(p + "attn_q_norm.weight", {8}, std::vector<float>(8, 1.0f));
-      w.add_tensor_f32(p + "attn_k_norm.weight", {l == 2 ? 64 : 8}, std::vector<float>(l == 2 ? 64 : 8, 1.0f));
-    }
+    add_layer_vectors(w, "attn_q_norm.weight", 8, 1.0f);
+    add_layer_vectors(w, "attn_k_norm.weight", 8, 1.0f, {2, 64});
     w.write(f.path);
     check_error(generate_with(f.path), {f.path, "tensor 'blk.2.attn_k_norm.weight' has shape [64], expected [8]"});
   }

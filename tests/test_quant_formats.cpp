@@ -36,18 +36,38 @@ void pack_2bit(const int* c, uint8_t* qs) {
       for (int l = 0; l < 32; ++l) qs[32 * h + l] |= uint8_t((c[128 * h + 32 * j + l] & 3) << (2 * j));
 }
 
+// n values (mul * i + add) % mod: codes and scales that differ from their neighbours, so
+// that a decoder reading the wrong field fails.
+std::vector<int> spread(int n, int mul, int add, int mod) {
+  std::vector<int> v;
+  for (int i = 0; i < n; ++i) v.push_back((mul * i + add) % mod);
+  return v;
+}
+
+// Decodes one 256-weight block of `type` and checks every weight e against want(e);
+// returns the weights.
+template <class Want>
+std::vector<float> check_block(GgmlType type, const void* block, Want want) {
+  std::vector<float> out(QK_K);
+  dequantize_row(type, block, out.data(), QK_K);
+  for (int e = 0; e < QK_K; ++e) {
+    CAPTURE(e);
+    CHECK(out[size_t(e)] == want(e));
+  }
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("dequantize_row Q5_0 and Q5_1 hand-built blocks") {
-  int c[32];
-  for (int i = 0; i < 32; ++i) c[i] = (7 * i + 3) % 32;
+  const std::vector<int> c = spread(32, 7, 3, 32);
   BlockQ5_0 b0;
   b0.d = float_to_fp16(0.5f);
-  pack_5bit(c, b0.qs, b0.qh);
+  pack_5bit(c.data(), b0.qs, b0.qh);
   BlockQ5_1 b1;
   b1.d = float_to_fp16(0.25f);
   b1.m = float_to_fp16(-1.5f);
-  pack_5bit(c, b1.qs, b1.qh);
+  pack_5bit(c.data(), b1.qs, b1.qh);
   float out[32];
   dequantize_row(GgmlType::Q5_0, &b0, out, 32);
   for (int i = 0; i < 32; ++i) CHECK(out[i] == 0.5f * float(c[i] - 16));
@@ -80,30 +100,24 @@ TEST_CASE("dequantize_row IQ4_NL hand-built block: nibbles index the fixed grid"
 
 TEST_CASE("dequantize_row Q2_K hand-built block: 16 scale/min nibbles, 2-bit codes") {
   BlockQ2_K b;
-  int c[QK_K], sc[16], m[16];
-  for (int g = 0; g < 16; ++g) {
-    sc[g] = (3 * g + 1) % 16;
-    m[g] = (5 * g + 2) % 16;
-    b.scales[g] = uint8_t(sc[g] | (m[g] << 4));
-  }
+  const std::vector<int> sc = spread(16, 3, 1, 16), m = spread(16, 5, 2, 16);
+  for (int g = 0; g < 16; ++g) b.scales[g] = uint8_t(sc[size_t(g)] | (m[size_t(g)] << 4));
+  int c[QK_K];
   for (int e = 0; e < QK_K; ++e) c[e] = (7 * e + e / 16) % 4;
   pack_2bit(c, b.qs);
   b.d = float_to_fp16(0.125f);
   b.dmin = float_to_fp16(0.0625f);
-  float out[QK_K];
-  dequantize_row(GgmlType::Q2_K, &b, out, QK_K);
-  for (int e = 0; e < QK_K; ++e) {
-    CAPTURE(e);
-    CHECK(out[e] == 0.125f * float(sc[e / 16]) * float(c[e]) - 0.0625f * float(m[e / 16]));
-  }
+  const std::vector<float> out = check_block(GgmlType::Q2_K, &b, [&](int e) {
+    return 0.125f * float(sc[e / 16]) * float(c[e]) - 0.0625f * float(m[e / 16]);
+  });
   // Literally: weight 161 = 128 + 32 + 1 is bits 2..3 of qs[33], in sub-block 10.
   CHECK(out[161] == 0.125f * float(sc[10]) * float((b.qs[33] >> 2) & 3) - 0.0625f * float(m[10]));
 }
 
 TEST_CASE("dequantize_row Q3_K hand-built block: 6-bit signed scales, hmask third bit") {
   BlockQ3_K b;
-  int c[QK_K], s[16];  // codes 0..7 (stored q + 4), scales 0..63 (stored sc + 32)
-  for (int g = 0; g < 16; ++g) s[g] = (11 * g + 5) % 64;
+  const std::vector<int> s = spread(16, 11, 5, 64);  // scales 0..63 (stored sc + 32)
+  int c[QK_K];                                        // codes 0..7 (stored q + 4)
   for (int e = 0; e < QK_K; ++e) c[e] = (5 * e + e / 32) % 8;
   pack_2bit(c, b.qs);
   std::memset(b.hmask, 0, sizeof b.hmask);
@@ -116,12 +130,7 @@ TEST_CASE("dequantize_row Q3_K hand-built block: 6-bit signed scales, hmask thir
     b.scales[8 + g % 4] |= uint8_t((s[g] >> 4) << (2 * (g / 4)));
   }
   b.d = float_to_fp16(0.03125f);
-  float out[QK_K];
-  dequantize_row(GgmlType::Q3_K, &b, out, QK_K);
-  for (int e = 0; e < QK_K; ++e) {
-    CAPTURE(e);
-    CHECK(out[e] == 0.03125f * float(s[e / 16] - 32) * float(c[e] - 4));
-  }
+  check_block(GgmlType::Q3_K, &b, [&](int e) { return 0.03125f * float(s[e / 16] - 32) * float(c[e] - 4); });
   // One hmask bit alone: bit 5 of hmask[9] is weight 5 * 32 + 9 = 169's third bit. All
   // scales stored 33 (low nibbles 1, top bits 2): signed scale 1.
   BlockQ3_K probe{};
@@ -129,20 +138,13 @@ TEST_CASE("dequantize_row Q3_K hand-built block: 6-bit signed scales, hmask thir
   for (int k = 8; k < 12; ++k) probe.scales[k] = 0xaa;
   probe.d = float_to_fp16(1.0f);
   probe.hmask[9] = 1 << 5;
-  dequantize_row(GgmlType::Q3_K, &probe, out, QK_K);
-  for (int e = 0; e < QK_K; ++e) {
-    CAPTURE(e);
-    CHECK(out[e] == (e == 169 ? 0.0f : -4.0f));
-  }
+  check_block(GgmlType::Q3_K, &probe, [](int e) { return e == 169 ? 0.0f : -4.0f; });
 }
 
 TEST_CASE("dequantize_row Q5_K hand-built block: Q4_K scales plus a fifth bit") {
   BlockQ5_K b;
-  int c[QK_K], sc[8], m[8];
-  for (int j = 0; j < 8; ++j) {
-    sc[j] = (13 * j + 7) % 64;
-    m[j] = (29 * j + 3) % 64;
-  }
+  const std::vector<int> sc = spread(8, 13, 7, 64), m = spread(8, 29, 3, 64);
+  int c[QK_K];
   // Bytes 0..3 / 4..7: sc / m of sub-blocks 0..3 in the low 6 bits, and the top 2 bits of
   // sc / m of sub-blocks 4..7 in bits 6..7; bytes 8..11: their low 4 bits (sc low, m high).
   for (int j = 0; j < 4; ++j) {
@@ -164,12 +166,9 @@ TEST_CASE("dequantize_row Q5_K hand-built block: Q4_K scales plus a fifth bit") 
   }
   b.d = float_to_fp16(0.015625f);
   b.dmin = float_to_fp16(0.0078125f);
-  float out[QK_K];
-  dequantize_row(GgmlType::Q5_K, &b, out, QK_K);
-  for (int e = 0; e < QK_K; ++e) {
-    CAPTURE(e);
-    CHECK(out[e] == 0.015625f * float(sc[e / 32]) * float(c[e]) - 0.0078125f * float(m[e / 32]));
-  }
+  check_block(GgmlType::Q5_K, &b, [&](int e) {
+    return 0.015625f * float(sc[e / 32]) * float(c[e]) - 0.0078125f * float(m[e / 32]);
+  });
 }
 
 TEST_CASE("dequantize_row decodes blocks written by llama.cpp as llama.cpp does") {

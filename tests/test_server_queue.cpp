@@ -33,6 +33,20 @@ std::vector<std::string> slow_server(const std::string& queue) {
 
 bool running(const std::string& m) { return metric(m, "flashspec_generation_running") == 1; }
 double waiting(const std::string& m) { return metric(m, "flashspec_queue_waiting"); }
+// Until the server's metrics say a generation runs; false on timeout.
+bool until_running(int port) { return wait_for_metrics(port, [](const std::string& m) { return running(m); }); }
+
+// A chat request sent on its own thread; the future holds its answer.
+std::future<HttpResponse> post_chat(int port, const std::string& user, int max_tokens) {
+  return std::async(std::launch::async,
+                    [=] { return http_post(port, "/v1/chat/completions", chat_body(user, max_tokens)); });
+}
+// post_chat() on an idle server, once its generation runs.
+std::future<HttpResponse> running_chat(int port, const std::string& user, int max_tokens) {
+  std::future<HttpResponse> f = post_chat(port, user, max_tokens);
+  REQUIRE(until_running(port));
+  return f;
+}
 
 }  // namespace
 
@@ -56,11 +70,11 @@ TEST_CASE("serve: one generation at a time, beyond --queue 429 at once, hung-up 
       return false;
     });
   });
-  REQUIRE(wait_for_metrics(port, [](const std::string& m) { return running(m); }));
+  REQUIRE(until_running(port));
 
   // B waits for A.
   const auto b_sent = Clock::now();
-  auto b = std::async(std::launch::async, [&] { return http_post(port, "/v1/chat/completions", chat_body("Hello.", 2)); });
+  auto b = post_chat(port, "Hello.", 2);
   REQUIRE(wait_for_metrics(port, [](const std::string& m) { return waiting(m) == 1; }));
 
   // C finds the queue full: 429 at once, saying so.
@@ -102,8 +116,7 @@ TEST_CASE("serve: one generation at a time, beyond --queue 429 at once, hung-up 
   CHECK(metric(m, "flashspec_completion_tokens_total") < 2 + a_chunks.load() + 4);
 
   // A request whose client gives up while waiting leaves the queue without running.
-  auto e = std::async(std::launch::async, [&] { return http_post(port, "/v1/chat/completions", chat_body("Long one.", 12)); });
-  REQUIRE(wait_for_metrics(port, [](const std::string& mt) { return running(mt); }));
+  auto e = running_chat(port, "Long one.", 12);
   HttpRequest f;
   f.path = "/v1/chat/completions";
   f.body = chat_body("Never mind.", 4).dump();
@@ -123,9 +136,8 @@ TEST_CASE("serve: SIGTERM and SIGINT stop cleanly: port released, in-flight requ
     CAPTURE(srv.log());
     const int port = srv.port();
     // 4 tokens, ~0.8 s: within the grace period.
-    auto a = std::async(std::launch::async, [&] { return http_post(port, "/v1/chat/completions", chat_body("Story.", 4)); });
-    REQUIRE(wait_for_metrics(port, [](const std::string& m) { return running(m); }));
-    auto b = std::async(std::launch::async, [&] { return http_post(port, "/v1/chat/completions", chat_body("Next.", 8)); });
+    auto a = running_chat(port, "Story.", 4);
+    auto b = post_chat(port, "Next.", 8);
     REQUIRE(wait_for_metrics(port, [](const std::string& m) { return waiting(m) == 1; }));
     REQUIRE(kill(srv.pid(), SIGTERM) == 0);
     // The listening socket closes at once: new connections are refused.
@@ -181,8 +193,7 @@ TEST_CASE("serve: SIGTERM and SIGINT stop cleanly: port released, in-flight requ
     ServerProcess srv(slow_server("1"));
     CAPTURE(srv.log());
     const int port = srv.port();
-    auto a = std::async(std::launch::async, [&] { return http_post(port, "/v1/chat/completions", chat_body("Story.", 100)); });
-    REQUIRE(wait_for_metrics(port, [](const std::string& m) { return running(m); }));
+    auto a = running_chat(port, "Story.", 100);
     const auto t0 = Clock::now();
     REQUIRE(kill(srv.pid(), SIGINT) == 0);
     std::this_thread::sleep_for(std::chrono::milliseconds(200));

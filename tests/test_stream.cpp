@@ -411,23 +411,6 @@ const char* const kModels[] = {"stories260K",           "salty279K",
                                "stories260K-wide-f32",  "stories260K-wide-q8_0",
                                "stories260K-wide-q4_0", "stories260K-wide-q4_k_m"};
 
-GenerationResult run_greedy(LlamaModel& m, const std::vector<int32_t>& prompt, int64_t n) {
-  GenerateOptions opt;
-  opt.n_predict = n;
-  opt.sampling.temperature = 0;
-  opt.logits_positions = 4;
-  opt.ignore_eos = true;
-  return generate_target_only(m, prompt, opt);
-}
-
-bool bit_identical(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (a[i].size() != b[i].size() || std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float)) != 0)
-      return false;
-  return true;
-}
-
 }  // namespace
 
 TEST_CASE("stream: streamed generation is bit-identical to resident on every reference model") {
@@ -440,7 +423,7 @@ TEST_CASE("stream: streamed generation is bit-identical to resident on every ref
     std::vector<std::vector<int32_t>> prompts;
     for (size_t i = 0; i < 2; ++i) prompts.push_back(tok.encode(refs[i].at("prompt").get<std::string>(), tok.add_bos()));
     std::vector<GenerationResult> want;
-    for (const auto& p : prompts) want.push_back(run_greedy(m, p, 24));
+    for (const auto& p : prompts) want.push_back(generate_target_only(m, p, greedy(24, 4)));
 
     const LayerPlan p0 = plan_layers(layer_extents(m.weights()), PlanOptions{});
     const uint64_t total = p0.streamed_bytes;
@@ -466,7 +449,7 @@ TEST_CASE("stream: streamed generation is bit-identical to resident on every ref
         CHECK(ws.plan().n_resident < int(m.config().n_layers));
       }
       for (size_t i = 0; i < prompts.size(); ++i) {
-        const GenerationResult r = run_greedy(m, prompts[i], 24);
+        const GenerationResult r = generate_target_only(m, prompts[i], greedy(24, 4));
         CHECK(r.tokens == want[i].tokens);
         CHECK(bit_identical(r.logits, want[i].logits));
       }
@@ -491,7 +474,7 @@ std::string generate_error(LlamaModel& m, int64_t n) {
   within(60, [&] {
     err = error_of([&] {
       const std::vector<int32_t> prompt = {1, 403, 407};
-      run_greedy(m, prompt, n);
+      generate_target_only(m, prompt, greedy(n, 4));
     });
   });
   return err;

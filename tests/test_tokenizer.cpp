@@ -13,6 +13,7 @@
 #include "core/tokenizer.h"
 #include "tests/gguf_writer.h"
 #include "tests/json_file.h"
+#include "tests/vocab_image.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;
@@ -37,28 +38,6 @@ const Tokenizer& stories() {
 
 // The byte-fallback id of byte b in the tok512 vocabulary ("<0x00>" is id 3).
 int32_t byte_id(uint8_t b) { return 3 + b; }
-
-// Builds a GGUF image in memory and parses it as "bad.gguf"; the image lives as long as
-// the Parsed that holds both.
-struct Parsed {
-  std::vector<uint8_t> bytes;
-  GgufFile file;
-};
-Parsed parse(const GgufWriter& w) {
-  std::vector<uint8_t> bytes = w.bytes();
-  GgufFile f = GgufFile::parse(bytes, "bad.gguf");
-  return Parsed{std::move(bytes), std::move(f)};
-}
-
-std::string error_of(const GgufWriter& w) {
-  Parsed p = parse(w);
-  try {
-    (void)Tokenizer::from_gguf(p.file);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 GgufWriter stories_writer() {
   GgufFile f = GgufFile::open(kShared + "/models/stories260K.gguf");
@@ -92,8 +71,7 @@ GgufWriter tiny_writer(const std::vector<Piece>& pieces) {
 }
 
 Tokenizer tiny(const GgufWriter& w) {
-  Parsed p = parse(w);
-  return Tokenizer::from_gguf(p.file);
+  return Tokenizer::from_gguf(parse_image(w).file);
 }
 
 std::string stream_all(const std::vector<std::string>& chunks) {
@@ -317,78 +295,67 @@ TEST_CASE("tokenizer: metadata errors") {
   GgufWriter w = stories_writer();
   SUBCASE("missing tokens") {
     w.remove("tokenizer.ggml.tokens");
-    CHECK(error_of(w) == "bad.gguf: missing required key 'tokenizer.ggml.tokens'");
+    CHECK(tokenizer_error(w) == "bad.gguf: missing required key 'tokenizer.ggml.tokens'");
   }
   SUBCASE("missing model") {
     w.remove("tokenizer.ggml.model");
-    CHECK(error_of(w) == "bad.gguf: missing required key 'tokenizer.ggml.model'");
-  }
-  SUBCASE("scores of another length") {
-    std::vector<float> scores(511, 0.0f);
-    w.set("tokenizer.ggml.scores", gv_f32_array(scores));
-    CHECK(error_of(w) ==
-          "bad.gguf: key 'tokenizer.ggml.scores' has 511 entries but 'tokenizer.ggml.tokens' has 512");
-  }
-  SUBCASE("token types of another length") {
-    w.set("tokenizer.ggml.token_type", gv_i32_array(std::vector<int32_t>(513, 1)));
-    CHECK(error_of(w) ==
-          "bad.gguf: key 'tokenizer.ggml.token_type' has 513 entries but 'tokenizer.ggml.tokens' has 512");
+    CHECK(tokenizer_error(w) == "bad.gguf: missing required key 'tokenizer.ggml.model'");
   }
   SUBCASE("NaN score") {
     std::vector<float> scores(512, 0.0f);
     scores[3] = std::nanf("");
     w.set("tokenizer.ggml.scores", gv_f32_array(scores));
-    CHECK(error_of(w) == "bad.gguf: key 'tokenizer.ggml.scores' entry 3 is NaN");
+    CHECK(tokenizer_error(w) == "bad.gguf: key 'tokenizer.ggml.scores' entry 3 is NaN");
   }
   SUBCASE("invalid token type") {
     std::vector<int32_t> types(512, 1);
     types[7] = 9;
     w.set("tokenizer.ggml.token_type", gv_i32_array(types));
-    CHECK(error_of(w) == "bad.gguf: key 'tokenizer.ggml.token_type' entry 7 = 9 is not a token type (0..6)");
-  }
-  SUBCASE("tokens that are not strings") {
-    w.set("tokenizer.ggml.tokens", gv_i32_array(std::vector<int32_t>(512, 1)));
-    CHECK(error_of(w) == "bad.gguf: key 'tokenizer.ggml.tokens' holds int32 values, expected strings");
-  }
-  SUBCASE("empty vocabulary") {
-    w.set("tokenizer.ggml.tokens", gv_str_array({}));
-    CHECK(error_of(w) == "bad.gguf: key 'tokenizer.ggml.tokens' is empty");
-  }
-  SUBCASE("unsupported tokenizer model") {
-    w.set("tokenizer.ggml.model", gv_str("t5"));
-    CHECK(error_of(w) == "bad.gguf: unsupported tokenizer model 't5' (key 'tokenizer.ggml.model'; supported: "
-                         "llama (SentencePiece), gpt2 (byte-level BPE))");
-  }
-  SUBCASE("a BPE vocabulary without merges") {
-    w.set("tokenizer.ggml.model", gv_str("gpt2"));
-    CHECK(error_of(w) == "bad.gguf: missing required key 'tokenizer.ggml.merges' (a BPE vocabulary needs its merges)");
-  }
-  SUBCASE("model name with a newline stays one line") {
-    w.set("tokenizer.ggml.model", gv_str("bpe\nx"));
-    CHECK(error_of(w) == "bad.gguf: unsupported tokenizer model 'bpe\\x0ax' (key 'tokenizer.ggml.model'; supported: "
-                         "llama (SentencePiece), gpt2 (byte-level BPE))");
-  }
-  SUBCASE("bos id out of range") {
-    w.set("tokenizer.ggml.bos_token_id", gv_u32(512));
-    CHECK(error_of(w) ==
-          "bad.gguf: key 'tokenizer.ggml.bos_token_id' = 512 is out of range (the vocabulary has 512 tokens)");
-  }
-  SUBCASE("eos id negative") {
-    w.set("tokenizer.ggml.eos_token_id", gv_i32(-7));
-    CHECK(error_of(w) == "bad.gguf: key 'tokenizer.ggml.eos_token_id' = -7 is not a token id");
-  }
-  SUBCASE("unk id of the wrong type") {
-    w.set("tokenizer.ggml.unknown_token_id", gv_str("0"));
-    CHECK(error_of(w) == "bad.gguf: key 'tokenizer.ggml.unknown_token_id' = a value of type string is not a token id");
-  }
-  SUBCASE("add_bos without a BOS token") {
-    w.set("tokenizer.ggml.bos_token_id", gv_u32(0xFFFFFFFFu));
-    CHECK(error_of(w) ==
-          "bad.gguf: key 'tokenizer.ggml.add_bos_token' is true but the vocabulary has no BOS token");
+    CHECK(tokenizer_error(w) == "bad.gguf: key 'tokenizer.ggml.token_type' entry 7 = 9 is not a token type (0..6)");
   }
   SUBCASE("add_bos of the wrong type") {
     w.set("tokenizer.ggml.add_bos_token", gv_u32(1));
-    CHECK(error_of(w).find("bad.gguf: key 'tokenizer.ggml.add_bos_token' has type") == 0);
+    CHECK(tokenizer_error(w).find("bad.gguf: key 'tokenizer.ggml.add_bos_token' has type") == 0);
+  }
+}
+
+TEST_CASE("tokenizer: a wrong metadata value is one error line naming it") {
+  // Each case sets one key of the valid stories260K vocabulary.
+  const struct {
+    const char* what;
+    const char* key;
+    GgufValue value;
+    const char* error;
+  } cases[] = {
+      {"scores of another length", "tokenizer.ggml.scores", gv_f32_array(std::vector<float>(511, 0.0f)),
+       "bad.gguf: key 'tokenizer.ggml.scores' has 511 entries but 'tokenizer.ggml.tokens' has 512"},
+      {"token types of another length", "tokenizer.ggml.token_type", gv_i32_array(std::vector<int32_t>(513, 1)),
+       "bad.gguf: key 'tokenizer.ggml.token_type' has 513 entries but 'tokenizer.ggml.tokens' has 512"},
+      {"tokens that are not strings", "tokenizer.ggml.tokens", gv_i32_array(std::vector<int32_t>(512, 1)),
+       "bad.gguf: key 'tokenizer.ggml.tokens' holds int32 values, expected strings"},
+      {"empty vocabulary", "tokenizer.ggml.tokens", gv_str_array({}), "bad.gguf: key 'tokenizer.ggml.tokens' is empty"},
+      {"unsupported tokenizer model", "tokenizer.ggml.model", gv_str("t5"),
+       "bad.gguf: unsupported tokenizer model 't5' (key 'tokenizer.ggml.model'; supported: "
+       "llama (SentencePiece), gpt2 (byte-level BPE))"},
+      {"a BPE vocabulary without merges", "tokenizer.ggml.model", gv_str("gpt2"),
+       "bad.gguf: missing required key 'tokenizer.ggml.merges' (a BPE vocabulary needs its merges)"},
+      {"model name with a newline stays one line", "tokenizer.ggml.model", gv_str("bpe\nx"),
+       "bad.gguf: unsupported tokenizer model 'bpe\\x0ax' (key 'tokenizer.ggml.model'; supported: "
+       "llama (SentencePiece), gpt2 (byte-level BPE))"},
+      {"bos id out of range", "tokenizer.ggml.bos_token_id", gv_u32(512),
+       "bad.gguf: key 'tokenizer.ggml.bos_token_id' = 512 is out of range (the vocabulary has 512 tokens)"},
+      {"eos id negative", "tokenizer.ggml.eos_token_id", gv_i32(-7),
+       "bad.gguf: key 'tokenizer.ggml.eos_token_id' = -7 is not a token id"},
+      {"unk id of the wrong type", "tokenizer.ggml.unknown_token_id", gv_str("0"),
+       "bad.gguf: key 'tokenizer.ggml.unknown_token_id' = a value of type string is not a token id"},
+      {"add_bos without a BOS token", "tokenizer.ggml.bos_token_id", gv_u32(0xFFFFFFFFu),
+       "bad.gguf: key 'tokenizer.ggml.add_bos_token' is true but the vocabulary has no BOS token"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.what);
+    GgufWriter w = stories_writer();
+    w.set(c.key, c.value);
+    CHECK(tokenizer_error(w) == c.error);
   }
 }
 
