@@ -217,6 +217,8 @@ TEST_CASE("every ISA quantizes activations bit-identically to the scalar referen
   std::vector<float> x = random_floats(rng, cols);
   for (int i = 0; i < 32; ++i) x[size_t(32 + i)] = 0.0f;       // an all-zero block: d = 0
   for (int i = 0; i < 32; ++i) x[size_t(64 + i)] = 1e-6f * float(i - 16);  // fp16-subnormal d
+  // d = 1 (amax 127) and halves: x * id are exact ties, which round to even.
+  for (int i = 0; i < 32; ++i) x[size_t(96 + i)] = i == 0 ? 127.0f : float(i - 16) + 0.5f;
   std::vector<BlockQ8_0> q0(cols / 32);
   std::vector<BlockQ8K> qk(cols / QK_K);
   quantize_row_q8_0(x.data(), q0.data(), cols);

@@ -10,6 +10,7 @@
 #include "core/half.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/quantize_fast.h"
 
 namespace flashspec {
 
@@ -141,17 +142,10 @@ void CpuBackend::store_kv(const float* src, void* dst, int64_t n, KvType t) {
       });
       return;
     case KvType::Q8_0:
+      // Stored blocks: kernels/q8_rule.h's rule with ties away from zero, as llama.cpp's
+      // quantizer writes them (the quantize_row_fast rule).
       split(n, 32, [&](int64_t b, int64_t e) {
-        // ggml's Q8_0 rule: scale amax / 127, codes rounded to nearest.
-        auto* blocks = static_cast<BlockQ8_0*>(dst);
-        for (int64_t k = b / 32; k < e / 32; ++k) {
-          const float* x = src + k * 32;
-          float amax = 0.0f;
-          for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i]));
-          const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-          blocks[k].d = float_to_fp16(d);
-          for (int i = 0; i < 32; ++i) blocks[k].qs[i] = int8_t(std::lround(x[i] * id));
-        }
+        quantize_row_fast(GgmlType::Q8_0, src + b, static_cast<BlockQ8_0*>(dst) + b / 32, e - b);
       });
       return;
   }

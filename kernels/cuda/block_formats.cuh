@@ -9,12 +9,7 @@
 #include <cstdint>
 
 #include "core/ggml_type.h"
-
-#ifdef __CUDACC__
-#define FS_HD __host__ __device__ __forceinline__
-#else
-#define FS_HD inline
-#endif
+#include "kernels/host_device.h"
 
 namespace flashspec::cuda {
 
