@@ -1,6 +1,7 @@
 #pragma once
 // Loop nests shared by the SIMD kernel files: they decide which tile kernel runs on which
-// rows and tokens, the tile kernels do the arithmetic. Include only from *_avx2.cpp /
+// rows and tokens, the tile kernels do the arithmetic. (The row-lane kernels, one weight
+// row per register lane, have theirs in row_lane_driver.h.) Include only from *_avx2.cpp /
 // *_avx512.cpp. Everything here has internal linkage on purpose: each ISA's file gets its
 // own copy compiled for its ISA, and the linker must never swap an AVX-512 copy in for the
 // AVX2 one.
