@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "kernels/weight_matrix.h"
@@ -120,6 +121,15 @@ class CopyQueue {
   virtual void wait_host() = 0;
 };
 
+// A measured rate of reading the backend's memory: the ceiling a decode step, which reads
+// every weight once, can reach.
+struct ReadBandwidth {
+  double bytes_per_s = 0;    // best pass: bytes read / seconds
+  int64_t buffer_bytes = 0;  // size of the buffer streamed over
+  int threads = 0;           // threads that read it
+  int passes = 0;            // passes timed
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -141,6 +151,10 @@ class Backend {
   virtual void synchronize() = 0;
   // A copy queue feeding this backend (the CPU's copies synchronously).
   virtual std::unique_ptr<CopyQueue> make_copy_queue() = 0;
+  // Measures how fast this backend's ops read its memory, the way they read weights (a
+  // fraction of a second; for reports such as `flashspec throughput`), or nullopt where
+  // the backend has no such measurement.
+  virtual std::optional<ReadBandwidth> read_bandwidth() = 0;
 
   // out[i] = dequantized row ids[i] of `table` (an embedding matrix); the caller has
   // checked that every id is a row of the table.

@@ -10,6 +10,7 @@
 #include "core/half.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/memory_bandwidth.h"
 #include "kernels/cpu/quantize_fast.h"
 
 namespace flashspec {
@@ -54,6 +55,8 @@ class CpuCopyQueue final : public CopyQueue {
 }  // namespace
 
 std::unique_ptr<CopyQueue> CpuBackend::make_copy_queue() { return std::make_unique<CpuCopyQueue>(); }
+
+std::optional<ReadBandwidth> CpuBackend::read_bandwidth() { return measure_read_bandwidth(pool_); }
 
 void CpuBackend::get_rows(const WeightMatrix& table, const int32_t* ids, int64_t n, float* out) {
   const int64_t stride = row_bytes(table.type, table.cols);
