@@ -26,7 +26,7 @@
 // resident weights (streamed ones would pay it on every pass anyway).
 //
 // Q2_K, Q3_K, Q5_K, the float types and the activation quantizers use the AVX2 code.
-#include "kernels/cpu/matmul_avx2.h"
+#include "kernels/cpu/matmul_internal.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 
@@ -491,27 +491,23 @@ Q8_0Layout layout(GgmlType type) {
 
 }  // namespace
 
+// The AVX2 table with the kernels above in place of its ones for these types; their
+// activations come in plain rows with each type's zero point.
 const IsaKernels& avx512vnni_kernels() {
-  static constexpr IsaKernels k{.name = "avx512vnni",
-                                .quantize_q8_0 = avx2::quantize_q8_0,
-                                .quantize_q8_0_pairs = nullptr,
-                                .quantize_q8_k = avx2::quantize_q8_k,
-                                .round_f16 = avx2::round_f16,
-                                .round_bf16 = avx2::round_bf16,
-                                .q8_0_layout = layout,
-                                .q4_0 = gemm_row_lanes<Lanes16, Blocks32<Q4_0Kind>>,
-                                .q5_0 = gemm_row_lanes<Lanes16, Blocks32<Q5_0Kind>>,
-                                .q5_1 = gemm_row_lanes<Lanes16, Blocks32<Q5_1Kind>>,
-                                .q8_0 = gemm_row_lanes<Lanes16, Blocks32<Q8_0Kind>>,
-                                .iq4_nl = gemm_row_lanes<Lanes16, Blocks32<IQ4_NLKind>>,
-                                .q2_k = avx2::gemm_q2_k,
-                                .q3_k = avx2::gemm_q3_k,
-                                .q4_k = gemm_row_lanes<Lanes16, Q4_KKind>,
-                                .q5_k = avx2::gemm_q5_k,
-                                .q6_k = gemm_row_lanes<Lanes16, Q6_KKind>,
-                                .f32 = avx2::gemm_f32,
-                                .f16 = avx2::gemm_f16,
-                                .bf16 = avx2::gemm_bf16};
+  static const IsaKernels k = [] {
+    IsaKernels t = avx2_kernels();
+    t.name = "avx512vnni";
+    t.quantize_q8_0_pairs = nullptr;
+    t.q8_0_layout = layout;
+    t.q4_0 = gemm_row_lanes<Lanes16, Blocks32<Q4_0Kind>>;
+    t.q5_0 = gemm_row_lanes<Lanes16, Blocks32<Q5_0Kind>>;
+    t.q5_1 = gemm_row_lanes<Lanes16, Blocks32<Q5_1Kind>>;
+    t.q8_0 = gemm_row_lanes<Lanes16, Blocks32<Q8_0Kind>>;
+    t.iq4_nl = gemm_row_lanes<Lanes16, Blocks32<IQ4_NLKind>>;
+    t.q4_k = gemm_row_lanes<Lanes16, Q4_KKind>;
+    t.q6_k = gemm_row_lanes<Lanes16, Q6_KKind>;
+    return t;
+  }();
   return k;
 }
 
