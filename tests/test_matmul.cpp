@@ -34,11 +34,6 @@ using flashspec::cpu::Isa;
 
 namespace {
 
-constexpr GgmlType kAllTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0,
-                                  GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::IQ4_NL,
-                                  GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K,
-                                  GgmlType::Q6_K};
-
 bool is_quantized(GgmlType t) { return t != GgmlType::F32 && t != GgmlType::F16 && t != GgmlType::BF16; }
 
 const cpu::IsaKernels& kernels_of(Isa isa) {
@@ -101,6 +96,23 @@ double max_rel_error(const std::vector<float>& y, const Reference& ref) {
   return worst;
 }
 
+// The reference for what the kernels multiply: the 8-bit activations, or for F16 / BF16
+// weights the activations rounded to the weight type.
+Reference kernel_reference(GgmlType type, const std::vector<uint8_t>& w, int64_t rows, int64_t cols,
+                           const std::vector<float>& x, int64_t T) {
+  std::vector<float> xr(x.size());
+  for (int64_t t = 0; t < T; ++t) activation_roundtrip(type, x.data() + t * cols, xr.data() + t * cols, cols);
+  return reference(type, w, rows, cols, xr, T);
+}
+
+// The matmul on `isa` writes every output (y starts as NaN), each within 1e-4 of ref.
+void require_matches(Isa isa, const WeightMatrix& wm, const std::vector<float>& x, int64_t T, ThreadPool& pool,
+                     const Reference& ref) {
+  std::vector<float> y(size_t(T * wm.rows), std::nanf(""));
+  cpu::matmul_with_isa(isa, wm, x.data(), T, y.data(), pool);
+  REQUIRE(max_rel_error(y, ref) <= 1e-4);
+}
+
 struct Shape {
   int64_t rows, cols;
 };
@@ -159,12 +171,26 @@ TEST_CASE("dequantize_row float types") {
   for (int i = 0; i < 3; ++i) CHECK(out[i] == bits_to_float(uint32_t(bf[i]) << 16));
 }
 
+namespace {
+
+// n super-blocks of random bytes of a K-quant type, and dequantize_row's values of them.
+struct DecodedBlocks {
+  std::vector<uint8_t> data;
+  std::vector<float> out;
+};
+DecodedBlocks decode_random_blocks(uint32_t seed, GgmlType type, int n) {
+  std::mt19937 rng(seed);
+  DecodedBlocks d{random_block_bytes(rng, type, 1, n * QK_K), std::vector<float>(size_t(n * QK_K))};
+  dequantize_row(type, d.data.data(), d.out.data(), n * QK_K);
+  return d;
+}
+
+}  // namespace
+
 TEST_CASE("dequantize_row Q4_K matches a per-element decoding of the format") {
-  std::mt19937 rng(7);
-  const auto data = random_block_bytes(rng, GgmlType::Q4_K, 1, 3 * QK_K);
-  const auto* blocks = reinterpret_cast<const BlockQ4_K*>(data.data());
-  std::vector<float> out(3 * QK_K);
-  dequantize_row(GgmlType::Q4_K, blocks, out.data(), 3 * QK_K);
+  const DecodedBlocks decoded = decode_random_blocks(7, GgmlType::Q4_K, 3);
+  const auto* blocks = reinterpret_cast<const BlockQ4_K*>(decoded.data.data());
+  const std::vector<float>& out = decoded.out;
   for (int k = 0; k < 3; ++k) {
     const BlockQ4_K& b = blocks[k];
     const uint8_t* s = b.scales;
@@ -189,11 +215,9 @@ TEST_CASE("dequantize_row Q4_K matches a per-element decoding of the format") {
 }
 
 TEST_CASE("dequantize_row Q6_K matches a per-element decoding of the format") {
-  std::mt19937 rng(11);
-  const auto data = random_block_bytes(rng, GgmlType::Q6_K, 1, 2 * QK_K);
-  const auto* blocks = reinterpret_cast<const BlockQ6_K*>(data.data());
-  std::vector<float> out(2 * QK_K);
-  dequantize_row(GgmlType::Q6_K, blocks, out.data(), 2 * QK_K);
+  const DecodedBlocks decoded = decode_random_blocks(11, GgmlType::Q6_K, 2);
+  const auto* blocks = reinterpret_cast<const BlockQ6_K*>(decoded.data.data());
+  const std::vector<float>& out = decoded.out;
   for (int k = 0; k < 2; ++k) {
     const BlockQ6_K& b = blocks[k];
     for (int e = 0; e < QK_K; ++e) {
@@ -279,7 +303,7 @@ TEST_CASE("matmul matches a double-precision reference for every type, ISA and t
   const std::vector<Isa> isas = supported_isas();
   ThreadPool pool1(1), pool2(2);
   std::mt19937 rng(42);
-  for (GgmlType type : kAllTypes) {
+  for (GgmlType type : kGgmlTypes) {
     for (const Shape& s : shapes_for(type)) {
       const auto w = random_weights(rng, type, s.rows, s.cols);
       const WeightMatrix wm{type, w.data(), s.rows, s.cols};
@@ -287,12 +311,7 @@ TEST_CASE("matmul matches a double-precision reference for every type, ISA and t
       // a last pair with one token.
       for (int64_t T : {1, 2, 3, 5, 7, 64, 257}) {
         const std::vector<float> x = random_floats(rng, T * s.cols);
-        // The reference multiplies what the kernels multiply: the 8-bit activations, or for
-        // F16 / BF16 weights the activations rounded to the weight type.
-        std::vector<float> xr(x.size());
-        for (int64_t t = 0; t < T; ++t)
-          activation_roundtrip(type, x.data() + t * s.cols, xr.data() + t * s.cols, s.cols);
-        const Reference ref = reference(type, w, s.rows, s.cols, xr, T);
+        const Reference ref = kernel_reference(type, w, s.rows, s.cols, x, T);
         for (Isa isa : isas) {
           for (ThreadPool* pool : {&pool1, &pool2}) {
             const std::string type_str(type_name(type));
@@ -303,9 +322,7 @@ TEST_CASE("matmul matches a double-precision reference for every type, ISA and t
             CAPTURE(s.rows);
             CAPTURE(s.cols);
             CAPTURE(T);
-            std::vector<float> y(size_t(T * s.rows), std::nanf(""));
-            cpu::matmul_with_isa(isa, wm, x.data(), T, y.data(), *pool);
-            REQUIRE(max_rel_error(y, ref) <= 1e-4);
+            require_matches(isa, wm, x, T, *pool, ref);
           }
         }
       }
@@ -321,7 +338,7 @@ TEST_CASE("matmul on blocks of random bytes and of extreme codes, every type and
   ThreadPool pool(2);
   std::mt19937 rng(17);
   constexpr int64_t rows = 37, cols = 1024;
-  for (GgmlType type : kAllTypes) {
+  for (GgmlType type : kGgmlTypes) {
     if (!is_quantized(type)) continue;
     for (int fill : {-1, 0xff, 0x00}) {
       const auto w = random_block_bytes(rng, type, rows, cols, fill);
@@ -331,10 +348,7 @@ TEST_CASE("matmul on blocks of random bytes and of extreme codes, every type and
           std::vector<float> x = random_floats(rng, T * cols);
           if (fill >= 0)
             for (float& v : x) v = sign * (std::fabs(v) + 1.0f);  // one sign: no cancellation
-          std::vector<float> xr(x.size());
-          for (int64_t t = 0; t < T; ++t)
-            activation_roundtrip(type, x.data() + t * cols, xr.data() + t * cols, cols);
-          const Reference ref = reference(type, w, rows, cols, xr, T);
+          const Reference ref = kernel_reference(type, w, rows, cols, x, T);
           for (Isa isa : isas) {
             const std::string type_str(type_name(type));
             const std::string isa_str = cpu::isa_name(isa);
@@ -343,9 +357,7 @@ TEST_CASE("matmul on blocks of random bytes and of extreme codes, every type and
             CAPTURE(fill);
             CAPTURE(sign);
             CAPTURE(T);
-            std::vector<float> y(size_t(T * rows), std::nanf(""));
-            cpu::matmul_with_isa(isa, wm, x.data(), T, y.data(), pool);
-            REQUIRE(max_rel_error(y, ref) <= 1e-4);
+            require_matches(isa, wm, x, T, pool, ref);
           }
         }
       }
@@ -436,22 +448,17 @@ TEST_CASE("matmul over several row panels and token tiles (long rows)") {
   std::mt19937 rng(5);
   // 80 rows of 8192 columns span 2-5 of the kernels' ~160 KB row panels for every type.
   constexpr int64_t rows = 80, cols = 8192, T = 67;
-  for (GgmlType type : kAllTypes) {
+  for (GgmlType type : kGgmlTypes) {
     const auto w = random_weights(rng, type, rows, cols);
     const WeightMatrix wm{type, w.data(), rows, cols};
     const std::vector<float> x = random_floats(rng, T * cols);
-    std::vector<float> xr(x.size());
-    for (int64_t t = 0; t < T; ++t)
-      activation_roundtrip(type, x.data() + t * cols, xr.data() + t * cols, cols);
-    const Reference ref = reference(type, w, rows, cols, xr, T);
+    const Reference ref = kernel_reference(type, w, rows, cols, x, T);
     for (Isa isa : isas) {
       const std::string type_str(type_name(type));
       const std::string isa_str = cpu::isa_name(isa);
       CAPTURE(type_str);
       CAPTURE(isa_str);
-      std::vector<float> y(size_t(T * rows), std::nanf(""));
-      cpu::matmul_with_isa(isa, wm, x.data(), T, y.data(), pool);
-      REQUIRE(max_rel_error(y, ref) <= 1e-4);
+      require_matches(isa, wm, x, T, pool, ref);
     }
   }
 }
@@ -460,7 +467,7 @@ TEST_CASE("8-bit activation quantization stays close to exact f32 activations") 
   ThreadPool pool(2);
   std::mt19937 rng(9);
   constexpr int64_t rows = 64, cols = 1024, T = 8;
-  for (GgmlType type : kAllTypes) {
+  for (GgmlType type : kGgmlTypes) {
     if (!is_quantized(type)) continue;
     const std::string type_str(type_name(type));
     CAPTURE(type_str);
@@ -535,11 +542,8 @@ TEST_CASE("real GGUF weights: dequantization agrees with the F32 model, matmul w
       // The kernels on real blocks: y = W x for 3 tokens against the double reference.
       const int64_t cols = t.dims[0], rows = t.rows(), T = 3;
       const std::vector<float> x = random_floats(rng, T * cols);
-      std::vector<float> xr(x.size());
-      for (int64_t i = 0; i < T; ++i)
-        activation_roundtrip(t.type, x.data() + i * cols, xr.data() + i * cols, cols);
       const std::vector<uint8_t> w(q.tensor_data(t), q.tensor_data(t) + t.nbytes);
-      const Reference r = reference(t.type, w, rows, cols, xr, T);
+      const Reference r = kernel_reference(t.type, w, rows, cols, x, T);
       for (Isa isa : isas) {
         const std::string isa_str = cpu::isa_name(isa);
         CAPTURE(isa_str);
@@ -560,7 +564,7 @@ TEST_CASE("a token's result does not depend on the batch it is in, on every ISA"
   const std::vector<Isa> isas = supported_isas();
   ThreadPool pool1(1), pool2(2);
   std::mt19937 rng(21);
-  for (GgmlType type : kAllTypes) {
+  for (GgmlType type : kGgmlTypes) {
     for (const Shape s : {Shape{13, 160}, Shape{67, 512}, Shape{300, 1024}}) {
       if (s.cols % traits(type).block_elems != 0) continue;
       const auto w = random_weights(rng, type, s.rows, s.cols);
