@@ -12,6 +12,7 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/memory_bandwidth.h"
 #include "kernels/cpu/quantize_fast.h"
+#include "kernels/immediate_copy_queue.h"
 
 namespace flashspec {
 
@@ -33,24 +34,11 @@ void CpuBackend::download(void* dst, const void* src, size_t bytes) { std::memcp
 void CpuBackend::copy(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
 
 namespace {
-// Ops finish before they return, so every point an event could mark has passed by the
-// time anyone asks, and each copy can happen at once: every ordering call is a no-op.
-class CpuCopyQueue final : public CopyQueue {
+// Ops finish before they return, so each copy can happen at once.
+class CpuCopyQueue final : public ImmediateCopyQueue {
  public:
   void pin(void*, size_t) override {}
-  Event make_event() override { return events_++; }
   void copy_in(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
-  void record_ops(Event) override {}
-  void record_copies(Event) override {}
-  void copies_wait(Event) override {}
-  void ops_wait(Event) override {}
-  bool passed(Event) override { return true; }
-  void wait(Event) override {}
-  void order_ops_after_copies() override {}
-  void wait_host() override {}
-
- private:
-  Event events_ = 0;
 };
 }  // namespace
 
