@@ -25,6 +25,13 @@ FS_ALWAYS_INLINE inline __m256i run_scales(__m128i sc8, int g) {
   return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, idx));
 }
 
+// acc + float(isum) * (d * dx) - float(mins) * (dmin * dx): a super-block with mins (Q2_K,
+// Q5_K) of one token, in llama.cpp's order of operations.
+FS_ALWAYS_INLINE inline __m256 add_block_with_mins(__m256 acc, __m256i isum, __m256i mins, float d, float dmin, float dx) {
+  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * dx), acc);
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_set1_ps(-dmin * dx), acc);
+}
+
 // Row r (nb super-blocks at wr) times tokens t0 .. t0 + NT - 1 of a, into y[t][r].
 // block(blk, b, xq, bs, acc) adds super-block b's products into acc[t], where xq[t] and
 // bs[t] are the rows of codes and 16-sums of token t0 + t. With kPrefetch (the first

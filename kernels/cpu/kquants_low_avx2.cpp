@@ -97,8 +97,7 @@ void low_k_tile(const Block* wr, const ActQ8_K& a, int64_t nb, int64_t t0, float
         constexpr int t = decltype(tc)::value;
         const float dx = a.d[b * T + t0 + t];
         const __m256i mi = _mm256_madd_epi16(loadu256(bs[t] + b * (QK_K / 16)), mins);
-        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(d * dx), acc[t]);
-        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mi), _mm256_set1_ps(-dmin * dx), acc[t]);
+        acc[t] = add_block_with_mins(acc[t], isum[t], mi, d, dmin, dx);
       });
     }
   });
