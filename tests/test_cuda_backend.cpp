@@ -20,21 +20,13 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cuda/cuda_backend.h"
+#include "tests/cuda_or_skip.h"
 #include "tests/test_data.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;
 
 namespace {
-
-std::unique_ptr<Backend> gpu_or_skip() {
-  std::string why;
-  if (cuda::device_count(why) == 0) {
-    MESSAGE((std::string("CUDA tests skipped: ") + why));
-    return nullptr;
-  }
-  return cuda::make_backend(0);
-}
 
 template <class T>
 BackendBuffer to_gpu(Backend& be, const std::vector<T>& v) {

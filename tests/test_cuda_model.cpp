@@ -16,6 +16,7 @@
 #include "core/tokenizer.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/cuda_backend.h"
+#include "tests/cuda_or_skip.h"
 #include "engine/streamed_layers.h"
 #include "target/llama_model.h"
 #include "target/staged_layers.h"
@@ -27,16 +28,6 @@ using namespace flashspec;
 using namespace flashspec::testing;
 
 namespace {
-
-// A CUDA backend, or null after saying why the test skips.
-std::unique_ptr<Backend> gpu_or_skip() {
-  std::string why;
-  if (cuda::device_count(why) == 0) {
-    MESSAGE((std::string("CUDA tests skipped: ") + why));
-    return nullptr;
-  }
-  return cuda::make_backend(0);
-}
 
 std::vector<std::vector<int32_t>> reference_prompts(const LlamaModel& m, const std::string& name) {
   const Tokenizer tok = Tokenizer::from_gguf(m.file());

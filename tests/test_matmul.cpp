@@ -173,66 +173,54 @@ TEST_CASE("dequantize_row float types") {
 
 namespace {
 
-// n super-blocks of random bytes of a K-quant type, and dequantize_row's values of them.
-struct DecodedBlocks {
-  std::vector<uint8_t> data;
-  std::vector<float> out;
-};
-DecodedBlocks decode_random_blocks(uint32_t seed, GgmlType type, int n) {
+// dequantize_row over n super-blocks of random bytes of `type` gives expect(block, e) for
+// element e of every block.
+template <class Block, class Expect>
+void check_each_element(uint32_t seed, GgmlType type, int n, Expect expect) {
   std::mt19937 rng(seed);
-  DecodedBlocks d{random_block_bytes(rng, type, 1, n * QK_K), std::vector<float>(size_t(n * QK_K))};
-  dequantize_row(type, d.data.data(), d.out.data(), n * QK_K);
-  return d;
+  const auto data = random_block_bytes(rng, type, 1, n * QK_K);
+  std::vector<float> out(size_t(n * QK_K));
+  dequantize_row(type, data.data(), out.data(), n * QK_K);
+  const auto* blocks = reinterpret_cast<const Block*>(data.data());
+  for (int k = 0; k < n; ++k)
+    for (int e = 0; e < QK_K; ++e)
+      REQUIRE(out[size_t(k * QK_K + e)] == doctest::Approx(expect(blocks[k], e)).epsilon(1e-6));
 }
 
 }  // namespace
 
 TEST_CASE("dequantize_row Q4_K matches a per-element decoding of the format") {
-  const DecodedBlocks decoded = decode_random_blocks(7, GgmlType::Q4_K, 3);
-  const auto* blocks = reinterpret_cast<const BlockQ4_K*>(decoded.data.data());
-  const std::vector<float>& out = decoded.out;
-  for (int k = 0; k < 3; ++k) {
-    const BlockQ4_K& b = blocks[k];
+  check_each_element<BlockQ4_K>(7, GgmlType::Q4_K, 3, [](const BlockQ4_K& b, int e) {
+    // Element e: 64-element chunk e/64 uses qs bytes 32*(e/64)..+31, low nibble for the
+    // first 32 of the chunk, high for the next 32; sub-block j = e/32.
     const uint8_t* s = b.scales;
-    for (int e = 0; e < QK_K; ++e) {
-      // Element e: 64-element chunk e/64 uses qs bytes 32*(e/64)..+31, low nibble for the
-      // first 32 of the chunk, high for the next 32; sub-block j = e/32.
-      const int j = e / 32;
-      const uint8_t byte = b.qs[32 * (e / 64) + e % 32];
-      const int q = (e % 64) < 32 ? (byte & 15) : (byte >> 4);
-      int sc, m;
-      if (j < 4) {
-        sc = s[j] & 63;
-        m = s[j + 4] & 63;
-      } else {
-        sc = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
-        m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-      }
-      const float expect = fp16_to_float(b.d) * float(sc) * float(q) - fp16_to_float(b.dmin) * float(m);
-      REQUIRE(out[size_t(k * QK_K + e)] == doctest::Approx(expect).epsilon(1e-6));
+    const int j = e / 32;
+    const uint8_t byte = b.qs[32 * (e / 64) + e % 32];
+    const int q = (e % 64) < 32 ? (byte & 15) : (byte >> 4);
+    int sc, m;
+    if (j < 4) {
+      sc = s[j] & 63;
+      m = s[j + 4] & 63;
+    } else {
+      sc = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
+      m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
     }
-  }
+    return fp16_to_float(b.d) * float(sc) * float(q) - fp16_to_float(b.dmin) * float(m);
+  });
 }
 
 TEST_CASE("dequantize_row Q6_K matches a per-element decoding of the format") {
-  const DecodedBlocks decoded = decode_random_blocks(11, GgmlType::Q6_K, 2);
-  const auto* blocks = reinterpret_cast<const BlockQ6_K*>(decoded.data.data());
-  const std::vector<float>& out = decoded.out;
-  for (int k = 0; k < 2; ++k) {
-    const BlockQ6_K& b = blocks[k];
-    for (int e = 0; e < QK_K; ++e) {
-      // Half h = e/128; within it run i = (e%128)/32 and position l = e%32. Runs 0 and 1
-      // take the low nibbles of ql[64h + l] and ql[64h + 32 + l], runs 2 and 3 the high
-      // nibbles of the same bytes; bits 2i..2i+1 of qh[32h + l] are the top two bits.
-      const int h = e / 128, i = (e % 128) / 32, l = e % 32;
-      const uint8_t lbyte = b.ql[64 * h + 32 * (i % 2) + l];
-      const int low = i < 2 ? (lbyte & 15) : (lbyte >> 4);
-      const int high = (b.qh[32 * h + l] >> (2 * i)) & 3;
-      const int q = (low | (high << 4)) - 32;
-      const float expect = fp16_to_float(b.d) * float(b.scales[e / 16]) * float(q);
-      REQUIRE(out[size_t(k * QK_K + e)] == doctest::Approx(expect).epsilon(1e-6));
-    }
-  }
+  check_each_element<BlockQ6_K>(11, GgmlType::Q6_K, 2, [](const BlockQ6_K& b, int e) {
+    // Half h = e/128; within it run i = (e%128)/32 and position l = e%32. Runs 0 and 1
+    // take the low nibbles of ql[64h + l] and ql[64h + 32 + l], runs 2 and 3 the high
+    // nibbles of the same bytes; bits 2i..2i+1 of qh[32h + l] are the top two bits.
+    const int h = e / 128, i = (e % 128) / 32, l = e % 32;
+    const uint8_t lbyte = b.ql[64 * h + 32 * (i % 2) + l];
+    const int low = i < 2 ? (lbyte & 15) : (lbyte >> 4);
+    const int high = (b.qh[32 * h + l] >> (2 * i)) & 3;
+    const int q = (low | (high << 4)) - 32;
+    return fp16_to_float(b.d) * float(b.scales[e / 16]) * float(q);
+  });
 }
 
 TEST_CASE("every ISA quantizes activations bit-identically to the scalar reference") {
