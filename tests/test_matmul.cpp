@@ -108,6 +108,10 @@ Reference kernel_reference(GgmlType type, const std::vector<uint8_t>& w, int64_t
 // The matmul on `isa` writes every output (y starts as NaN), each within 1e-4 of ref.
 void require_matches(Isa isa, const WeightMatrix& wm, const std::vector<float>& x, int64_t T, ThreadPool& pool,
                      const Reference& ref) {
+  const std::string type_str(type_name(wm.type));
+  const std::string isa_str = cpu::isa_name(isa);
+  CAPTURE(type_str);
+  CAPTURE(isa_str);
   std::vector<float> y(size_t(T * wm.rows), std::nanf(""));
   cpu::matmul_with_isa(isa, wm, x.data(), T, y.data(), pool);
   REQUIRE(max_rel_error(y, ref) <= 1e-4);
@@ -302,10 +306,6 @@ TEST_CASE("matmul matches a double-precision reference for every type, ISA and t
         const Reference ref = kernel_reference(type, w, s.rows, s.cols, x, T);
         for (Isa isa : isas) {
           for (ThreadPool* pool : {&pool1, &pool2}) {
-            const std::string type_str(type_name(type));
-            const std::string isa_str = cpu::isa_name(isa);
-            CAPTURE(type_str);
-            CAPTURE(isa_str);
             CAPTURE(pool->size());
             CAPTURE(s.rows);
             CAPTURE(s.cols);
@@ -338,10 +338,6 @@ TEST_CASE("matmul on blocks of random bytes and of extreme codes, every type and
             for (float& v : x) v = sign * (std::fabs(v) + 1.0f);  // one sign: no cancellation
           const Reference ref = kernel_reference(type, w, rows, cols, x, T);
           for (Isa isa : isas) {
-            const std::string type_str(type_name(type));
-            const std::string isa_str = cpu::isa_name(isa);
-            CAPTURE(type_str);
-            CAPTURE(isa_str);
             CAPTURE(fill);
             CAPTURE(sign);
             CAPTURE(T);
@@ -441,13 +437,7 @@ TEST_CASE("matmul over several row panels and token tiles (long rows)") {
     const WeightMatrix wm{type, w.data(), rows, cols};
     const std::vector<float> x = random_floats(rng, T * cols);
     const Reference ref = kernel_reference(type, w, rows, cols, x, T);
-    for (Isa isa : isas) {
-      const std::string type_str(type_name(type));
-      const std::string isa_str = cpu::isa_name(isa);
-      CAPTURE(type_str);
-      CAPTURE(isa_str);
-      require_matches(isa, wm, x, T, pool, ref);
-    }
+    for (Isa isa : isas) require_matches(isa, wm, x, T, pool, ref);
   }
 }
 
