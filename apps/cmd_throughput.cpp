@@ -22,9 +22,6 @@
 #include "core/error.h"
 #include "core/ggml_type.h"
 #include "engine/engine.h"
-#include "kernels/cpu/cpu_backend.h"
-#include "kernels/cpu/matmul.h"
-#include "kernels/cpu/memory_bandwidth.h"
 #include "target/llama_model.h"
 
 namespace flashspec {
@@ -97,12 +94,12 @@ struct SpeedOfLight {
 };
 
 // nullopt where the figure would not mean that: a GPU, or a target streamed from storage
-// (storage or the bus sets the pace then).
+// (storage or the bus sets the pace then), or a backend that cannot measure it.
 std::optional<SpeedOfLight> speed_of_light(const ThroughputArgs& a, Engine& engine) {
-  auto* cpu = dynamic_cast<CpuBackend*>(&engine.backend());
-  if (a.tg.empty() || !cpu || engine.plan().gpu || engine.plan().stream) return std::nullopt;
-  const ReadBandwidth bw = measure_read_bandwidth(cpu->pool());
-  return SpeedOfLight{double(decode_weight_bytes(engine)), bw.bytes_per_s, bw.threads};
+  if (a.tg.empty() || engine.plan().gpu || engine.plan().stream) return std::nullopt;
+  const std::optional<ReadBandwidth> bw = engine.backend().read_bandwidth();
+  if (!bw) return std::nullopt;
+  return SpeedOfLight{double(decode_weight_bytes(engine)), bw->bytes_per_s, bw->threads};
 }
 
 int run_throughput(const ThroughputArgs& a) {

@@ -8,22 +8,8 @@
 namespace flashspec {
 
 std::optional<TypeTraits> type_traits(uint32_t id) {
-  switch (static_cast<GgmlType>(id)) {
-    case GgmlType::F32:
-    case GgmlType::F16:
-    case GgmlType::BF16:
-    case GgmlType::Q4_0:
-    case GgmlType::Q5_0:
-    case GgmlType::Q5_1:
-    case GgmlType::Q8_0:
-    case GgmlType::IQ4_NL:
-    case GgmlType::Q2_K:
-    case GgmlType::Q3_K:
-    case GgmlType::Q4_K:
-    case GgmlType::Q5_K:
-    case GgmlType::Q6_K:
-      return traits(static_cast<GgmlType>(id));
-  }
+  for (GgmlType t : kGgmlTypes)
+    if (uint32_t(t) == id) return traits(t);
   return std::nullopt;
 }
 
@@ -67,6 +53,14 @@ int64_t row_bytes(GgmlType t, int64_t n) {
   if (!b) throw Error("internal: row of " + std::to_string(n) + " elements is not whole " +
                       std::string(type_name(t)) + " blocks");
   return *b;
+}
+
+int64_t whole_blocks(GgmlType t, int64_t n, const char* what) {
+  const int64_t be = traits(t).block_elems;
+  if (n < 0 || n % be != 0)
+    throw Error("internal: " + std::string(what) + " of " + std::to_string(n) + " elements is not whole " +
+                std::string(type_name(t)) + " blocks");
+  return n / be;
 }
 
 std::vector<size_t> fp16_scale_offsets(GgmlType t) {

@@ -107,6 +107,12 @@ static_assert(sizeof(BlockQ6_K) == 210);
 inline constexpr int8_t kIQ4NLValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                             1,    13,   25,  38,  53,  69,  89,  113};
 
+// Every type flashspec reads: the floats, then the 32-weight blocks, then the K-quants.
+inline constexpr GgmlType kGgmlTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0,
+                                          GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::IQ4_NL,
+                                          GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K,
+                                          GgmlType::Q6_K};
+
 struct TypeTraits {
   std::string_view name;
   int64_t block_elems;  // weights per block
@@ -122,6 +128,9 @@ std::string_view type_name(GgmlType t);
 // through row_bytes_checked, which returns nullopt on a partial block or overflow).
 int64_t row_bytes(GgmlType t, int64_t n);
 std::optional<int64_t> row_bytes_checked(GgmlType t, int64_t n);
+// Blocks in a row of n elements of t; Error "internal: <what> of n elements is not whole
+// <type> blocks" when n is not a whole number of them (what: the caller, for the message).
+int64_t whole_blocks(GgmlType t, int64_t n, const char* what);
 
 // Offsets of a quantized block's fp16 scale fields (d, and dmin / m where the format has
 // one); empty for the float types. Lets tests and benchmarks make blocks of random bytes

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "kernels/weight_matrix.h"
@@ -120,6 +121,15 @@ class CopyQueue {
   virtual void wait_host() = 0;
 };
 
+// A measured rate of reading the backend's memory: the ceiling a decode step, which reads
+// every weight once, can reach.
+struct ReadBandwidth {
+  double bytes_per_s = 0;    // best pass: bytes read / seconds
+  int64_t buffer_bytes = 0;  // size of the buffer streamed over
+  int threads = 0;           // threads that read it
+  int passes = 0;            // passes timed
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -143,10 +153,20 @@ class Backend {
   virtual void synchronize() = 0;
   // A copy queue feeding this backend (the CPU's copies synchronously).
   virtual std::unique_ptr<CopyQueue> make_copy_queue() = 0;
+  // Measures how fast this backend's ops read its memory, the way they read weights (a
+  // fraction of a second; for reports such as `flashspec throughput`), or nullopt where
+  // the backend has no such measurement.
+  virtual std::optional<ReadBandwidth> read_bandwidth() = 0;
 
-  // out[i] = dequantized row ids[i] of `table` (an embedding matrix); the caller has
-  // checked that every id is a row of the table.
+  // out[i] = dequantized row ids[i] of `table` (an embedding matrix, a row of table.cols
+  // floats per token id); out is n x table.cols. The caller has checked that every id is a
+  // row of the table.
   virtual void get_rows(const WeightMatrix& table, const int32_t* ids, int64_t n, float* out) = 0;
+  // y = x W^T for T tokens, W = w shaped [w.rows = outputs, w.cols = inputs]
+  // (weight_matrix.h): y[t][r] = sum over c of W[r][c] * x[t][c]. x is T x w.cols and y is
+  // T x w.rows, both row-major and dense (token t's inputs at x + t * w.cols, its outputs
+  // at y + t * w.rows). Quantized weights multiply activations rounded as llama.cpp does
+  // (8-bit blocks, fp16 / bf16): kernels/cpu/matmul.h.
   virtual void matmul(const WeightMatrix& w, const float* x, int64_t T, float* y) = 0;
   // y[t] = x[t] / rms(x[t]) * weight, over rows of `dim`.
   virtual void rmsnorm(const float* x, const float* weight, int64_t T, int64_t dim, float eps,

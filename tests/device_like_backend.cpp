@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/ggml_type.h"
+#include "kernels/immediate_copy_queue.h"
 
 namespace flashspec::testing {
 
@@ -30,7 +31,7 @@ size_t matrix(const WeightMatrix& w) { return size_t(w.rows * row_bytes(w.type, 
 
 // The synchronous mode's queue: ops have finished when they return, so each copy can
 // happen at once and every ordering call is trivially kept.
-class CheckedCopyQueue final : public CopyQueue {
+class CheckedCopyQueue final : public ImmediateCopyQueue {
  public:
   explicit CheckedCopyQueue(DeviceLikeBackend& be) : be_(be) {}
   ~CheckedCopyQueue() override {
@@ -40,25 +41,15 @@ class CheckedCopyQueue final : public CopyQueue {
     be_.pin(p, bytes);
     pinned_.push_back(p);
   }
-  Event make_event() override { return events_++; }
   void copy_in(void* dst, const void* src, size_t bytes) override {
     be_.check(dst, bytes, "copy_in destination");
     std::memcpy(dst, src, bytes);
     be_.count_streamed_copy(be_.pinned(src, bytes));
   }
-  void record_ops(Event) override {}
-  void record_copies(Event) override {}
-  void copies_wait(Event) override {}
-  void ops_wait(Event) override {}
-  bool passed(Event) override { return true; }
-  void wait(Event) override {}
-  void order_ops_after_copies() override {}
-  void wait_host() override {}
 
  private:
   DeviceLikeBackend& be_;
   std::vector<const void*> pinned_;
-  Event events_ = 0;
 };
 
 // The asynchronous mode's queue (see the header). Events count generations: recording

@@ -62,6 +62,8 @@ class DeviceLikeBackend final : public Backend {
   // synchronize() that reports nothing (for destructors).
   void synchronize_quietly() noexcept;
   std::unique_ptr<CopyQueue> make_copy_queue() override;
+  // Like a GPU's: not measured.
+  std::optional<ReadBandwidth> read_bandwidth() override { return std::nullopt; }
 
   void get_rows(const WeightMatrix& table, const int32_t* ids, int64_t n, float* out) override;
   void matmul(const WeightMatrix& w, const float* x, int64_t T, float* y) override;

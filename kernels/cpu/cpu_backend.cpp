@@ -10,6 +10,9 @@
 #include "core/half.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/memory_bandwidth.h"
+#include "kernels/cpu/quantize_fast.h"
+#include "kernels/immediate_copy_queue.h"
 
 namespace flashspec {
 
@@ -31,28 +34,17 @@ void CpuBackend::download(void* dst, const void* src, size_t bytes) { std::memcp
 void CpuBackend::copy(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
 
 namespace {
-// Ops finish before they return, so every point an event could mark has passed by the
-// time anyone asks, and each copy can happen at once: every ordering call is a no-op.
-class CpuCopyQueue final : public CopyQueue {
+// Ops finish before they return, so each copy can happen at once.
+class CpuCopyQueue final : public ImmediateCopyQueue {
  public:
   void pin(void*, size_t) override {}
-  Event make_event() override { return events_++; }
   void copy_in(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
-  void record_ops(Event) override {}
-  void record_copies(Event) override {}
-  void copies_wait(Event) override {}
-  void ops_wait(Event) override {}
-  bool passed(Event) override { return true; }
-  void wait(Event) override {}
-  void order_ops_after_copies() override {}
-  void wait_host() override {}
-
- private:
-  Event events_ = 0;
 };
 }  // namespace
 
 std::unique_ptr<CopyQueue> CpuBackend::make_copy_queue() { return std::make_unique<CpuCopyQueue>(); }
+
+std::optional<ReadBandwidth> CpuBackend::read_bandwidth() { return measure_read_bandwidth(pool_); }
 
 void CpuBackend::get_rows(const WeightMatrix& table, const int32_t* ids, int64_t n, float* out) {
   const int64_t stride = row_bytes(table.type, table.cols);
@@ -141,17 +133,10 @@ void CpuBackend::store_kv(const float* src, void* dst, int64_t n, KvType t) {
       });
       return;
     case KvType::Q8_0:
+      // Stored blocks: kernels/q8_rule.h's rule with ties away from zero, as llama.cpp's
+      // quantizer writes them (the quantize_row_fast rule).
       split(n, 32, [&](int64_t b, int64_t e) {
-        // ggml's Q8_0 rule: scale amax / 127, codes rounded to nearest.
-        auto* blocks = static_cast<BlockQ8_0*>(dst);
-        for (int64_t k = b / 32; k < e / 32; ++k) {
-          const float* x = src + k * 32;
-          float amax = 0.0f;
-          for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i]));
-          const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-          blocks[k].d = float_to_fp16(d);
-          for (int i = 0; i < 32; ++i) blocks[k].qs[i] = int8_t(std::lround(x[i] * id));
-        }
+        quantize_row_fast(GgmlType::Q8_0, src + b, static_cast<BlockQ8_0*>(dst) + b / 32, e - b);
       });
       return;
   }

@@ -22,6 +22,8 @@ class CpuBackend final : public Backend {
   void copy(void* dst, const void* src, size_t bytes) override;
   void synchronize() override {}  // every op has finished when it returns
   std::unique_ptr<CopyQueue> make_copy_queue() override;
+  // The pool's threads streaming host memory (memory_bandwidth.h).
+  std::optional<ReadBandwidth> read_bandwidth() override;
 
   void get_rows(const WeightMatrix& table, const int32_t* ids, int64_t n, float* out) override;
   void matmul(const WeightMatrix& w, const float* x, int64_t T, float* y) override;

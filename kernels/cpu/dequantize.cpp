@@ -2,6 +2,7 @@
 // semantics that the matmul kernels (and the tests' references) are held to.
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "core/error.h"
 #include "core/half.h"
@@ -74,18 +75,28 @@ void dequantize_q8_0(const BlockQ8_0* x, float* y, int64_t nb) {
   }
 }
 
-void dequantize_q4_k(const BlockQ4_K* x, float* y, int64_t nb) {
+// Q4_K and Q5_K: each 32 bytes of qs hold 64 weights, sub-block 2j in the low nibbles, 2j+1
+// in the high; Q5_K adds bit 4 of sub-block s's weight l from bit s of qh[l].
+template <class Block>
+void dequantize_q4_5_k(const Block* x, float* y, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b) {
     const float d = fp16_to_float(x[b].d);
     const float dmin = fp16_to_float(x[b].dmin);
     const KQuantScales s = unpack_q4_k_scales(x[b].scales);
-    // Each 32 bytes of qs hold 64 weights: sub-block 2j in the low nibbles, 2j+1 in the high.
     for (int j = 0; j < 4; ++j) {
       const uint8_t* q = x[b].qs + 32 * j;
       const float d1 = d * float(s.sc[2 * j]), m1 = dmin * float(s.m[2 * j]);
       const float d2 = d * float(s.sc[2 * j + 1]), m2 = dmin * float(s.m[2 * j + 1]);
-      for (int l = 0; l < 32; ++l) y[l] = d1 * float(q[l] & 0x0f) - m1;
-      for (int l = 0; l < 32; ++l) y[32 + l] = d2 * float(q[l] >> 4) - m2;
+      if constexpr (std::is_same_v<Block, BlockQ5_K>) {
+        for (int l = 0; l < 32; ++l) {
+          const int h1 = (x[b].qh[l] >> (2 * j)) & 1, h2 = (x[b].qh[l] >> (2 * j + 1)) & 1;
+          y[l] = d1 * float((q[l] & 0x0f) | (h1 << 4)) - m1;
+          y[32 + l] = d2 * float((q[l] >> 4) | (h2 << 4)) - m2;
+        }
+      } else {
+        for (int l = 0; l < 32; ++l) y[l] = d1 * float(q[l] & 0x0f) - m1;
+        for (int l = 0; l < 32; ++l) y[32 + l] = d2 * float(q[l] >> 4) - m2;
+      }
       y += 64;
     }
   }
@@ -127,26 +138,6 @@ void dequantize_q3_k(const BlockQ3_K* x, float* y, int64_t nb) {
   }
 }
 
-void dequantize_q5_k(const BlockQ5_K* x, float* y, int64_t nb) {
-  for (int64_t b = 0; b < nb; ++b) {
-    const float d = fp16_to_float(x[b].d);
-    const float dmin = fp16_to_float(x[b].dmin);
-    const KQuantScales s = unpack_q4_k_scales(x[b].scales);
-    // As Q4_K, with bit 4 of sub-block s's weight l in bit s of qh[l].
-    for (int j = 0; j < 4; ++j) {
-      const uint8_t* q = x[b].qs + 32 * j;
-      const float d1 = d * float(s.sc[2 * j]), m1 = dmin * float(s.m[2 * j]);
-      const float d2 = d * float(s.sc[2 * j + 1]), m2 = dmin * float(s.m[2 * j + 1]);
-      for (int l = 0; l < 32; ++l) {
-        const int h1 = (x[b].qh[l] >> (2 * j)) & 1, h2 = (x[b].qh[l] >> (2 * j + 1)) & 1;
-        y[l] = d1 * float((q[l] & 0x0f) | (h1 << 4)) - m1;
-        y[32 + l] = d2 * float((q[l] >> 4) | (h2 << 4)) - m2;
-      }
-      y += 64;
-    }
-  }
-}
-
 void dequantize_q6_k(const BlockQ6_K* x, float* y, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b) {
     const float d = fp16_to_float(x[b].d);
@@ -175,11 +166,7 @@ void dequantize_q6_k(const BlockQ6_K* x, float* y, int64_t nb) {
 }  // namespace
 
 void dequantize_row(GgmlType type, const void* src, float* dst, int64_t n) {
-  const int64_t be = traits(type).block_elems;
-  if (n < 0 || n % be != 0)
-    throw Error("internal: dequantize_row of " + std::to_string(n) + " elements is not whole " +
-                std::string(type_name(type)) + " blocks");
-  const int64_t nb = n / be;
+  const int64_t nb = whole_blocks(type, n, "dequantize_row");
   switch (type) {
     case GgmlType::F32:
       std::memcpy(dst, src, size_t(n) * sizeof(float));
@@ -197,14 +184,14 @@ void dequantize_row(GgmlType type, const void* src, float* dst, int64_t n) {
     }
     case GgmlType::Q4_0: return dequantize_q4_0(static_cast<const BlockQ4_0*>(src), dst, nb);
     case GgmlType::Q8_0: return dequantize_q8_0(static_cast<const BlockQ8_0*>(src), dst, nb);
-    case GgmlType::Q4_K: return dequantize_q4_k(static_cast<const BlockQ4_K*>(src), dst, nb);
+    case GgmlType::Q4_K: return dequantize_q4_5_k(static_cast<const BlockQ4_K*>(src), dst, nb);
     case GgmlType::Q6_K: return dequantize_q6_k(static_cast<const BlockQ6_K*>(src), dst, nb);
     case GgmlType::Q5_0: return dequantize_q5_0(static_cast<const BlockQ5_0*>(src), dst, nb);
     case GgmlType::Q5_1: return dequantize_q5_1(static_cast<const BlockQ5_1*>(src), dst, nb);
     case GgmlType::IQ4_NL: return dequantize_iq4_nl(static_cast<const BlockIQ4_NL*>(src), dst, nb);
     case GgmlType::Q2_K: return dequantize_q2_k(static_cast<const BlockQ2_K*>(src), dst, nb);
     case GgmlType::Q3_K: return dequantize_q3_k(static_cast<const BlockQ3_K*>(src), dst, nb);
-    case GgmlType::Q5_K: return dequantize_q5_k(static_cast<const BlockQ5_K*>(src), dst, nb);
+    case GgmlType::Q5_K: return dequantize_q4_5_k(static_cast<const BlockQ5_K*>(src), dst, nb);
   }
   throw Error("internal: dequantize_row of unknown type " + std::to_string(uint32_t(type)));
 }

@@ -9,6 +9,7 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 
+#include "kernels/cpu/kquant_row_tile.h"
 #include "kernels/cpu/simd_avx2.h"
 #include "kernels/cpu/tile_drivers.h"
 
@@ -33,31 +34,14 @@ static inline void unpack_q4_k_scales(const uint8_t* s, uint64_t& sc, uint64_t& 
 // pshufb index broadcasting int16 lane k of each 128-bit half.
 static inline __m256i word_index(int k) { return _mm256_set1_epi16(int16_t((2 * k) | ((2 * k + 1) << 8))); }
 
-// Prefetch distance for the weight stream; see matmul_avx2.cpp.
-constexpr int kPrefetchBytes = 8192;
-
 // Q5_K: Q4_K's scales, mins and nibbles plus bit 4 of sub-block s's weight l from bit s of
 // qh[l], which keeps q in 0..31 for maddubs.
 template <int NT, bool kPrefetch>
-void q5_k_tile(const BlockQ5_K* wr, const ActQ8_K& a, int64_t nb, int64_t t0, float* y,
-               int64_t rows, int64_t r) {
-  using Block = BlockQ5_K;
+void q5_k_tile(const BlockQ5_K* wr, const ActQ8_K& a, int64_t nb, int64_t t0, float* y, int64_t rows, int64_t r) {
   const int64_t T = a.T;
   const __m256i m4 = _mm256_set1_epi8(0x0f);
-  const int8_t* xq[NT];
-  const int16_t* bs[NT];
-  __m256 acc[NT];
-  for (int t = 0; t < NT; ++t) {
-    xq[t] = a.qs + (t0 + t) * a.cols;
-    bs[t] = a.bsums + (t0 + t) * (a.cols / 16);
-    acc[t] = _mm256_setzero_ps();
-  }
-  for (int64_t b = 0; b < nb; ++b) {
-    const Block& blk = wr[b];
-    if constexpr (kPrefetch) {  // one linear stream, each line once
-      const char* p = reinterpret_cast<const char*>(&blk) + kPrefetchBytes;
-      for (int64_t o = 0; o < int64_t(sizeof(Block)); o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
-    }
+  k_row_tile<NT, kPrefetch>(wr, a, nb, t0, y, rows, r,
+                            [&](const BlockQ5_K& blk, int64_t b, auto& xq, auto& bs, auto& acc) FS_ALWAYS_INLINE {
     uint64_t sc, m;
     unpack_q4_k_scales(blk.scales, sc, m);
     const __m256i scb = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(int64_t(sc))));
@@ -91,35 +75,26 @@ void q5_k_tile(const BlockQ5_K* wr, const ActQ8_K& a, int64_t nb, int64_t t0, fl
       constexpr int t = decltype(tc)::value;
       const float dx = a.d[b * T + t0 + t];
       const __m256i mi = _mm256_madd_epi16(loadu256(bs[t] + b * (QK_K / 16)), mins);
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(d * dx), acc[t]);
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mi), _mm256_set1_ps(-dmin * dx), acc[t]);
+      acc[t] = add_block_with_mins(acc[t], isum[t], mi, d, dmin, dx);
     });
-  }
-  for (int t = 0; t < NT; ++t) y[(t0 + t) * rows + r] = hsum256(acc[t]);
+  });
 }
+
+struct Q5_KTile {
+  using Block = BlockQ5_K;
+  template <int NT, bool kPrefetch>
+  static constexpr auto tile = q5_k_tile<NT, kPrefetch>;
+};
 
 // Q6_K stores q + 32 in 0..63 (unsigned, as maddubs wants); the 32 * sum(x) per 16-group
 // is removed with the activation bsums in one madd per block.
 template <int NT, bool kPrefetch>
-void q6_k_tile(const BlockQ6_K* wr, const ActQ8_K& a, int64_t nb, int64_t t0, float* y,
-               int64_t rows, int64_t r) {
+void q6_k_tile(const BlockQ6_K* wr, const ActQ8_K& a, int64_t nb, int64_t t0, float* y, int64_t rows, int64_t r) {
   const int64_t T = a.T;
   const __m256i m4 = _mm256_set1_epi8(0x0f);
   const __m256i m30 = _mm256_set1_epi8(0x30);
-  const int8_t* xq[NT];
-  const int16_t* bs[NT];
-  __m256 acc[NT];
-  for (int t = 0; t < NT; ++t) {
-    xq[t] = a.qs + (t0 + t) * a.cols;
-    bs[t] = a.bsums + (t0 + t) * (a.cols / 16);
-    acc[t] = _mm256_setzero_ps();
-  }
-  for (int64_t b = 0; b < nb; ++b) {
-    const BlockQ6_K& blk = wr[b];
-    if constexpr (kPrefetch) {  // one linear stream, each line once
-      const char* p = reinterpret_cast<const char*>(&blk) + kPrefetchBytes;
-      for (int64_t o = 0; o < int64_t(sizeof(BlockQ6_K)); o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
-    }
+  k_row_tile<NT, kPrefetch>(wr, a, nb, t0, y, rows, r,
+                            [&](const BlockQ6_K& blk, int64_t b, auto& xq, auto& bs, auto& acc) FS_ALWAYS_INLINE {
     const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales));
     __m256i isum[NT];
     for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
@@ -134,11 +109,7 @@ void q6_k_tile(const BlockQ6_K* wr, const ActQ8_K& a, int64_t nb, int64_t t0, fl
       q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
                              _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
       for (int i = 0; i < 4; ++i) {
-        // Run i of half n covers 16-groups g = 8n+2i (low 128 bits) and g+1 (high).
-        const int g = 8 * n + 2 * i;
-        const __m128i idx = _mm_or_si128(_mm_set1_epi8(char(g)),
-                                         _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1));
-        const __m256i sv = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, idx));
+        const __m256i sv = run_scales(sc8, 8 * n + 2 * i);
         unroll<NT>([&](auto tc) FS_ALWAYS_INLINE {
           constexpr int t = decltype(tc)::value;
           const int8_t* x = xq[t] + b * QK_K + 128 * n + 32 * i;
@@ -155,22 +126,23 @@ void q6_k_tile(const BlockQ6_K* wr, const ActQ8_K& a, int64_t nb, int64_t t0, fl
       const __m256i s = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(off, 5));
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d * a.d[b * T + t0 + t]), acc[t]);
     });
-  }
-  for (int t = 0; t < NT; ++t) y[(t0 + t) * rows + r] = hsum256(acc[t]);
+  });
 }
+
+struct Q6_KTile {
+  using Block = BlockQ6_K;
+  template <int NT, bool kPrefetch>
+  static constexpr auto tile = q6_k_tile<NT, kPrefetch>;
+};
 
 }  // namespace
 
 void gemm_q5_k(const WeightMatrix& w, const ActQ8_K& a, int64_t r0, int64_t r1, float* y) {
-  drive_q8_k<BlockQ5_K>(w, a, r0, r1, y, [](auto nt, auto prefetch) {
-    return q5_k_tile<decltype(nt)::value, decltype(prefetch)::value>;
-  });
+  drive_q8_k<Q5_KTile>(w, a, r0, r1, y);
 }
 
 void gemm_q6_k(const WeightMatrix& w, const ActQ8_K& a, int64_t r0, int64_t r1, float* y) {
-  drive_q8_k<BlockQ6_K>(w, a, r0, r1, y, [](auto nt, auto prefetch) {
-    return q6_k_tile<decltype(nt)::value, decltype(prefetch)::value>;
-  });
+  drive_q8_k<Q6_KTile>(w, a, r0, r1, y);
 }
 
 }  // namespace flashspec::cpu::avx2

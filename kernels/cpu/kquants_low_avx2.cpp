@@ -13,6 +13,7 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 
+#include "kernels/cpu/kquant_row_tile.h"
 #include "kernels/cpu/simd_avx2.h"
 #include "kernels/cpu/tile_drivers.h"
 
@@ -21,9 +22,6 @@ namespace flashspec::cpu::avx2 {
 namespace {
 
 using namespace simd;
-
-// Prefetch distance for the weight stream, as in kquants_avx2.cpp.
-constexpr int kPrefetchBytes = 8192;
 
 // The sixteen Q3_K scales minus 32 as int8: kquant_scales.h's unpack_q3_k_scales, kept
 // static here because an inline function with external linkage compiled with AVX2 could
@@ -39,26 +37,13 @@ static inline __m128i q3_k_scales(const uint8_t* s) {
 }
 
 template <int NT, bool kPrefetch, class Block>
-void low_k_tile(const Block* wr, const ActQ8_K& a, int64_t nb, int64_t t0, float* y,
-                int64_t rows, int64_t r) {
+void low_k_tile(const Block* wr, const ActQ8_K& a, int64_t nb, int64_t t0, float* y, int64_t rows, int64_t r) {
   constexpr bool kQ3 = std::is_same_v<Block, BlockQ3_K>;
   const int64_t T = a.T;
   const __m256i m2 = _mm256_set1_epi8(3);
   const __m256i one = _mm256_set1_epi8(1);
-  const int8_t* xq[NT];
-  const int16_t* bs[NT];
-  __m256 acc[NT];
-  for (int t = 0; t < NT; ++t) {
-    xq[t] = a.qs + (t0 + t) * a.cols;
-    bs[t] = a.bsums + (t0 + t) * (a.cols / 16);
-    acc[t] = _mm256_setzero_ps();
-  }
-  for (int64_t b = 0; b < nb; ++b) {
-    const Block& blk = wr[b];
-    if constexpr (kPrefetch) {  // one linear stream, each line once
-      const char* p = reinterpret_cast<const char*>(&blk) + kPrefetchBytes;
-      for (int64_t o = 0; o < int64_t(sizeof(Block)); o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
-    }
+  k_row_tile<NT, kPrefetch>(wr, a, nb, t0, y, rows, r,
+                            [&](const Block& blk, int64_t b, auto& xq, auto& bs, auto& acc) FS_ALWAYS_INLINE {
     // The 16 sub-block scales as int8 (Q2_K: 0..15, Q3_K: -32..31) and Q2_K's mins.
     __m128i sc8;
     [[maybe_unused]] __m128i min8;
@@ -87,11 +72,7 @@ void low_k_tile(const Block* wr, const ActQ8_K& a, int64_t nb, int64_t t0, float
           const __m256i h = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * n + i), one);
           q = _mm256_or_si256(q, _mm256_slli_epi16(h, 2));
         }
-        // The run covers sub-blocks g = 8n+2i (low 128 bits) and g+1 (high).
-        const int g = 8 * n + 2 * i;
-        const __m128i idx = _mm_or_si128(_mm_set1_epi8(char(g)),
-                                         _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1));
-        const __m256i sv = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, idx));
+        const __m256i sv = run_scales(sc8, 8 * n + 2 * i);
         unroll<NT>([&](auto tc) FS_ALWAYS_INLINE {
           constexpr int t = decltype(tc)::value;
           const int8_t* x = xq[t] + b * QK_K + 128 * n + 32 * i;
@@ -116,26 +97,27 @@ void low_k_tile(const Block* wr, const ActQ8_K& a, int64_t nb, int64_t t0, float
         constexpr int t = decltype(tc)::value;
         const float dx = a.d[b * T + t0 + t];
         const __m256i mi = _mm256_madd_epi16(loadu256(bs[t] + b * (QK_K / 16)), mins);
-        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(d * dx), acc[t]);
-        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mi), _mm256_set1_ps(-dmin * dx), acc[t]);
+        acc[t] = add_block_with_mins(acc[t], isum[t], mi, d, dmin, dx);
       });
     }
-  }
-  for (int t = 0; t < NT; ++t) y[(t0 + t) * rows + r] = hsum256(acc[t]);
+  });
 }
+
+template <class B>
+struct LowKTile {
+  using Block = B;
+  template <int NT, bool kPrefetch>
+  static constexpr auto tile = low_k_tile<NT, kPrefetch, B>;
+};
 
 }  // namespace
 
 void gemm_q2_k(const WeightMatrix& w, const ActQ8_K& a, int64_t r0, int64_t r1, float* y) {
-  drive_q8_k<BlockQ2_K>(w, a, r0, r1, y, [](auto nt, auto prefetch) {
-    return low_k_tile<decltype(nt)::value, decltype(prefetch)::value, BlockQ2_K>;
-  });
+  drive_q8_k<LowKTile<BlockQ2_K>>(w, a, r0, r1, y);
 }
 
 void gemm_q3_k(const WeightMatrix& w, const ActQ8_K& a, int64_t r0, int64_t r1, float* y) {
-  drive_q8_k<BlockQ3_K>(w, a, r0, r1, y, [](auto nt, auto prefetch) {
-    return low_k_tile<decltype(nt)::value, decltype(prefetch)::value, BlockQ3_K>;
-  });
+  drive_q8_k<LowKTile<BlockQ3_K>>(w, a, r0, r1, y);
 }
 
 }  // namespace flashspec::cpu::avx2

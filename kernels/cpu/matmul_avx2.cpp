@@ -1,5 +1,5 @@
-// AVX2 + FMA + F16C kernels for Q4_0 and Q8_0 weights (Q8_0 activations); the table of
-// all AVX2 kernels, the others' being in blocks32_avx2.cpp, kquants*_avx2.cpp,
+// AVX2 + FMA + F16C kernels for Q8_0 weights (Q8_0 activations); the table of all AVX2
+// kernels, the others' being in row_lanes_avx2.cpp, blocks32_avx2.cpp, kquants*_avx2.cpp,
 // float_avx2.cpp and quantize_avx2.cpp.
 //
 // On Zen 3 the multiply-class instructions (maddubs, madd, fma) share two pipes and the
@@ -22,71 +22,49 @@ namespace {
 
 using namespace simd;
 
-
-// ---- Single token (decode_tile in pair_tiles.h): a 256-bit register holds 16 columns of
-// row r in its low half and the same columns of row r+1 in its high half; the token's
-// activations are broadcast to both. One maddubs serves two rows. A tile is 2 row pairs
-// sharing the activation loads.
-
-// Q8_0 weights are signed: maddubs gets |w| and x with w's sign moved onto it. Each
-// maddubs lane can reach 2*128*127, so the two halves are widened separately.
-void q8_0_decode(const BlockQ8_0* w0, int64_t nb, int nrows, const ActQ8_0& a, float* y,
-                 int64_t r) {
+// Q8_0: signed weights, multiplied as pair_tiles.h's signed_dot.
+//  - single token (row_pairs_decode): rows 2i and 2i+1 in the two halves of a register, a
+//    tile of 2 row pairs sharing the activation loads;
+//  - several tokens (pairs_tile, token-pair layout): 16 columns of one row broadcast to
+//    both halves against the same columns of the two tokens of a pair, loaded straight
+//    from memory as the maddubs operand; a tile is one row by up to 4 token pairs, each
+//    weight block unpacked once for all of them.
+void q8_0_decode(const BlockQ8_0* w0, int64_t nb, int nrows, const ActQ8_0& a, float* y, int64_t r) {
   const __m256i ones = _mm256_set1_epi16(1);
-  decode_tile<2, Offset::None>(w0, nb, nrows, a, y, r,
-                        [&](const BlockQ8_0* const* row, int64_t b, __m256i(&v)[2]) FS_ALWAYS_INLINE {
-    const int8_t* xb = a.qs + b * QK8_0;
-    const __m256i xl = bcast128(xb), xh = bcast128(xb + 16);
-    unroll<2>([&](auto ic) FS_ALWAYS_INLINE {
-      constexpr int i = decltype(ic)::value;
-      const BlockQ8_0& b0 = row[2 * i][b];
-      const BlockQ8_0& b1 = row[2 * i + 1][b];
-      const __m256i wl = load2x128(b0.qs, b1.qs);
-      const __m256i wh = load2x128(b0.qs + 16, b1.qs + 16);
-      const __m256i pl = _mm256_maddubs_epi16(_mm256_abs_epi8(wl), _mm256_sign_epi8(xl, wl));
-      const __m256i ph = _mm256_maddubs_epi16(_mm256_abs_epi8(wh), _mm256_sign_epi8(xh, wh));
-      v[i] = _mm256_add_epi32(_mm256_madd_epi16(pl, ones), _mm256_madd_epi16(ph, ones));
-    });
-  });
+  row_pairs_decode<Offset::None>(
+      w0, nb, nrows, a, y, r, [&](const BlockQ8_0& b0, const BlockQ8_0& b1, __m256i xl, __m256i xh) FS_ALWAYS_INLINE {
+        const __m256i wl = load2x128(b0.qs, b1.qs);
+        const __m256i wh = load2x128(b0.qs + 16, b1.qs + 16);
+        return signed_dot(wl, wh, xl, xh, ones);
+      });
 }
 
-// ---- Several tokens (token-pair layout, pairs_tile in pair_tiles.h): a 256-bit register
-// holds 16 columns of one row, broadcast to both halves, against the same columns of the
-// two tokens of a pair, loaded straight from memory as the maddubs operand. A tile is one
-// row by up to kTilePairs token pairs, each weight block unpacked once for all of them.
-
-// Q8_0: maddubs gets |w| and x with w's sign; each lane can reach 2*128*127, so the two
-// halves are widened separately.
-struct Q8_0Signed {
-  __m256i wl, wh, al, ah;
-};
-
 template <int NP, bool kPrefetch>
-void q8_0_pairs(const BlockQ8_0* w, const ActQ8_0& a, int64_t nb, int64_t p0, float* y,
-                int64_t rows, int64_t r, bool) {
+void q8_0_pairs(const BlockQ8_0* w, const ActQ8_0& a, int64_t nb, int64_t p0, float* y, int64_t rows, int64_t r,
+                bool) {
   const __m256i ones = _mm256_set1_epi16(1);
   pairs_tile<NP, kPrefetch, Offset::None>(
       w, a, nb, p0, y, rows, r,
       [&](const BlockQ8_0& blk) FS_ALWAYS_INLINE {
         const __m256i wl = bcast128(blk.qs), wh = bcast128(blk.qs + 16);
-        return Q8_0Signed{wl, wh, _mm256_abs_epi8(wl), _mm256_abs_epi8(wh)};
+        return signed_halves(wl, wh);
       },
-      [&](const Q8_0Signed& q, const int8_t* xp) FS_ALWAYS_INLINE {
-        const __m256i pl = _mm256_maddubs_epi16(q.al, _mm256_sign_epi8(loadu256(xp), q.wl));
-        const __m256i ph = _mm256_maddubs_epi16(q.ah, _mm256_sign_epi8(loadu256(xp + 32), q.wh));
-        return _mm256_add_epi32(_mm256_madd_epi16(pl, ones), _mm256_madd_epi16(ph, ones));
+      [&](const SignedHalves& q, const int8_t* xp) FS_ALWAYS_INLINE {
+        return signed_dot(q, xp, ones);
       });
 }
 
-// Tile shapes: single token 4 rows; several tokens 1 row by up to 4 token pairs (4 and 5
-// measured alike on Zen 3, 3 slower).
-constexpr int kDecodeRows = 4, kTileRows = 1, kTilePairs = 4;
+struct Q8_0Tiles {
+  using Block = BlockQ8_0;
+  static constexpr auto decode = q8_0_decode;
+  template <int NP, bool kPrefetch>
+  static constexpr auto pairs = q8_0_pairs<NP, kPrefetch>;
+};
 
+// A function of its own rather than the driver's instantiation in the table: GCC inlines
+// the tiles differently into a function whose address is taken.
 void gemm_q8_0(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y) {
-  drive_q8_0<kDecodeRows, kTileRows, kTilePairs, BlockQ8_0>(
-      w, a, r0, r1, y, q8_0_decode, [](auto np, auto prefetch) {
-        return q8_0_pairs<decltype(np)::value, decltype(prefetch)::value>;
-      });
+  drive_q8_0<kAvx2PairTiles, Q8_0Tiles>(w, a, r0, r1, y);
 }
 
 }  // namespace

@@ -5,7 +5,7 @@
 //    both tokens of a pair, i.e. one maddubs per row, token pair and block.
 // Q5_0, Q5_1, IQ4_NL, the K-quants, the float types and the activation quantizers use
 // the AVX2 kernels, which every AVX-512 CPU runs.
-#include "kernels/cpu/matmul_avx2.h"
+#include "kernels/cpu/matmul_internal.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 
@@ -36,51 +36,20 @@ inline __m512i sign_of(__m512i x, __m512i w) {
 
 // ---- Single token (decode_tile in pair_tiles.h): 16 columns of four consecutive rows per
 // 512-bit register against the token broadcast to all lanes; the int32 sums of each quad
-// split into its two row pairs. A tile is two quads sharing the activation loads.
-
-// Halves of a quad's sums [r0 x4 | r1 x4 | r2 x4 | r3 x4] as row pairs.
-inline void split_quad(__m512i v, __m256i& pair0, __m256i& pair1) {
-  pair0 = _mm512_castsi512_si256(v);
-  pair1 = _mm512_extracti64x4_epi64(v, 1);
-}
-
-void q4_0_decode(const BlockQ4_0* w0, int64_t nb, int nrows, const ActQ8_0& a, float* y,
-                 int64_t r) {
-  const __m512i m4 = _mm512_set1_epi8(0x0f);
-  const __m512i ones = _mm512_set1_epi16(1);
-  decode_tile<4, Offset::Zp8>(w0, nb, nrows, a, y, r,
-                       [&](const BlockQ4_0* const* row, int64_t b, __m256i(&v)[4]) FS_ALWAYS_INLINE {
-    const int8_t* xb = a.qs + b * QK4_0;
+// split into its two row pairs. A tile is two quads sharing the activation loads:
+// dot(rows of the quad, b, xl, xh) gives the quad's sums [r0 x4 | r1 x4 | r2 x4 | r3 x4] of
+// block b (xl, xh: activation columns 0..15 and 16..31 in every lane).
+template <Offset kOffset, class Block, class QuadDot>
+FS_ALWAYS_INLINE inline void row_quads_decode(const Block* w0, int64_t nb, int nrows, const ActQ8_0& a, float* y,
+                                              int64_t r, QuadDot dot) {
+  decode_tile<4, kOffset>(w0, nb, nrows, a, y, r, [&](const Block* const* row, int64_t b, __m256i (&v)[4]) FS_ALWAYS_INLINE {
+    const int8_t* xb = a.qs + b * 32;
     const __m512i xl = bcast4x128(xb), xh = bcast4x128(xb + 16);
     unroll<2>([&](auto qc) FS_ALWAYS_INLINE {
       constexpr int q = decltype(qc)::value;
-      const BlockQ4_0* const* rq = row + 4 * q;
-      const __m512i w = load4x128(rq[0][b].qs, rq[1][b].qs, rq[2][b].qs, rq[3][b].qs);
-      const __m512i lo = _mm512_and_si512(w, m4);
-      const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
-      const __m512i s = _mm512_add_epi16(_mm512_maddubs_epi16(lo, xl), _mm512_maddubs_epi16(hi, xh));
-      split_quad(_mm512_madd_epi16(s, ones), v[2 * q], v[2 * q + 1]);
-    });
-  });
-}
-
-void q8_0_decode(const BlockQ8_0* w0, int64_t nb, int nrows, const ActQ8_0& a, float* y,
-                 int64_t r) {
-  const __m512i ones = _mm512_set1_epi16(1);
-  decode_tile<4, Offset::None>(w0, nb, nrows, a, y, r,
-                        [&](const BlockQ8_0* const* row, int64_t b, __m256i(&v)[4]) FS_ALWAYS_INLINE {
-    const int8_t* xb = a.qs + b * QK8_0;
-    const __m512i xl = bcast4x128(xb), xh = bcast4x128(xb + 16);
-    unroll<2>([&](auto qc) FS_ALWAYS_INLINE {
-      constexpr int q = decltype(qc)::value;
-      const BlockQ8_0* const* rq = row + 4 * q;
-      const __m512i wl = load4x128(rq[0][b].qs, rq[1][b].qs, rq[2][b].qs, rq[3][b].qs);
-      const __m512i wh =
-          load4x128(rq[0][b].qs + 16, rq[1][b].qs + 16, rq[2][b].qs + 16, rq[3][b].qs + 16);
-      const __m512i pl = _mm512_maddubs_epi16(_mm512_abs_epi8(wl), sign_of(xl, wl));
-      const __m512i ph = _mm512_maddubs_epi16(_mm512_abs_epi8(wh), sign_of(xh, wh));
-      split_quad(_mm512_add_epi32(_mm512_madd_epi16(pl, ones), _mm512_madd_epi16(ph, ones)),
-                 v[2 * q], v[2 * q + 1]);
+      const __m512i sums = dot(row + 4 * q, b, xl, xh);
+      v[2 * q] = _mm512_castsi512_si256(sums);
+      v[2 * q + 1] = _mm512_extracti64x4_epi64(sums, 1);
     });
   });
 }
@@ -95,9 +64,22 @@ inline __m256i fold_halves(__m512i v) {
   return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
 }
 
+void q4_0_decode(const BlockQ4_0* w0, int64_t nb, int nrows, const ActQ8_0& a, float* y, int64_t r) {
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  const __m512i ones = _mm512_set1_epi16(1);
+  row_quads_decode<Offset::Zp8>(w0, nb, nrows, a, y, r,
+                                [&](const BlockQ4_0* const* rq, int64_t b, __m512i xl, __m512i xh) FS_ALWAYS_INLINE {
+    const __m512i w = load4x128(rq[0][b].qs, rq[1][b].qs, rq[2][b].qs, rq[3][b].qs);
+    const __m512i lo = _mm512_and_si512(w, m4);
+    const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
+    const __m512i s = _mm512_add_epi16(_mm512_maddubs_epi16(lo, xl), _mm512_maddubs_epi16(hi, xh));
+    return _mm512_madd_epi16(s, ones);
+  });
+}
+
 template <int NP, bool kPrefetch>
-void q4_0_pairs(const BlockQ4_0* w, const ActQ8_0& a, int64_t nb, int64_t p0, float* y,
-                int64_t rows, int64_t r, bool) {
+void q4_0_pairs(const BlockQ4_0* w, const ActQ8_0& a, int64_t nb, int64_t p0, float* y, int64_t rows, int64_t r,
+                bool) {
   const __m512i m4 = _mm512_set1_epi8(0x0f);
   const __m512i ones = _mm512_set1_epi16(1);
   // Shift counts per 16-bit lane: 0 in the low 256 bits (low nibbles, columns 0..15),
@@ -113,13 +95,26 @@ void q4_0_pairs(const BlockQ4_0* w, const ActQ8_0& a, int64_t nb, int64_t p0, fl
       });
 }
 
+// Q8_0: maddubs gets |w| and x with w's sign; each lane is at most 2 * 128 * 127.
+void q8_0_decode(const BlockQ8_0* w0, int64_t nb, int nrows, const ActQ8_0& a, float* y, int64_t r) {
+  const __m512i ones = _mm512_set1_epi16(1);
+  row_quads_decode<Offset::None>(w0, nb, nrows, a, y, r,
+                                 [&](const BlockQ8_0* const* rq, int64_t b, __m512i xl, __m512i xh) FS_ALWAYS_INLINE {
+    const __m512i wl = load4x128(rq[0][b].qs, rq[1][b].qs, rq[2][b].qs, rq[3][b].qs);
+    const __m512i wh = load4x128(rq[0][b].qs + 16, rq[1][b].qs + 16, rq[2][b].qs + 16, rq[3][b].qs + 16);
+    const __m512i pl = _mm512_maddubs_epi16(_mm512_abs_epi8(wl), sign_of(xl, wl));
+    const __m512i ph = _mm512_maddubs_epi16(_mm512_abs_epi8(wh), sign_of(xh, wh));
+    return _mm512_add_epi32(_mm512_madd_epi16(pl, ones), _mm512_madd_epi16(ph, ones));
+  });
+}
+
 struct Q8_0Signed512 {
   __m512i w, aw;
 };
 
 template <int NP, bool kPrefetch>
-void q8_0_pairs(const BlockQ8_0* w, const ActQ8_0& a, int64_t nb, int64_t p0, float* y,
-                int64_t rows, int64_t r, bool) {
+void q8_0_pairs(const BlockQ8_0* w, const ActQ8_0& a, int64_t nb, int64_t p0, float* y, int64_t rows, int64_t r,
+                bool) {
   const __m512i ones = _mm512_set1_epi16(1);
   pairs_tile<NP, kPrefetch, Offset::None>(
       w, a, nb, p0, y, rows, r,
@@ -131,52 +126,49 @@ void q8_0_pairs(const BlockQ8_0* w, const ActQ8_0& a, int64_t nb, int64_t p0, fl
         return Q8_0Signed512{wq, _mm512_abs_epi8(wq)};
       },
       [&](const Q8_0Signed512& q, const int8_t* xp) FS_ALWAYS_INLINE {
-        // Each maddubs lane is at most 2 * 128 * 127: no saturation, one widening.
+        // No saturation: one widening.
         const __m512i p = _mm512_maddubs_epi16(q.aw, sign_of(_mm512_loadu_si512(xp), q.w));
         return fold_halves(_mm512_madd_epi16(p, ones));
       });
 }
 
+struct Q4_0Tiles {
+  using Block = BlockQ4_0;
+  static constexpr auto decode = q4_0_decode;
+  template <int NP, bool kPrefetch>
+  static constexpr auto pairs = q4_0_pairs<NP, kPrefetch>;
+};
+
+struct Q8_0Tiles {
+  using Block = BlockQ8_0;
+  static constexpr auto decode = q8_0_decode;
+  template <int NP, bool kPrefetch>
+  static constexpr auto pairs = q8_0_pairs<NP, kPrefetch>;
+};
+
 // Single token: 8 rows (two quads) per tile; several tokens: 1 row by up to 4 pairs.
-constexpr int kDecodeRows = 8, kTileRows = 1, kTilePairs = 4;
+constexpr PairTileShape kTiles{8, 1, 4};
 
 void gemm_q4_0(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y) {
-  drive_q8_0<kDecodeRows, kTileRows, kTilePairs, BlockQ4_0>(
-      w, a, r0, r1, y, q4_0_decode, [](auto np, auto prefetch) {
-        return q4_0_pairs<decltype(np)::value, decltype(prefetch)::value>;
-      });
+  drive_q8_0<kTiles, Q4_0Tiles>(w, a, r0, r1, y);
 }
 
 void gemm_q8_0(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y) {
-  drive_q8_0<kDecodeRows, kTileRows, kTilePairs, BlockQ8_0>(
-      w, a, r0, r1, y, q8_0_decode, [](auto np, auto prefetch) {
-        return q8_0_pairs<decltype(np)::value, decltype(prefetch)::value>;
-      });
+  drive_q8_0<kTiles, Q8_0Tiles>(w, a, r0, r1, y);
 }
 
 }  // namespace
 
+// The AVX2 table with the kernels above in place of its Q4_0 and Q8_0 ones.
 const IsaKernels& avx512_kernels() {
-  static constexpr IsaKernels k{.name = "avx512",
-                                .quantize_q8_0 = avx2::quantize_q8_0,
-                                .quantize_q8_0_pairs = avx2::quantize_q8_0_pairs,
-                                .quantize_q8_k = avx2::quantize_q8_k,
-                                .round_f16 = avx2::round_f16,
-                                .round_bf16 = avx2::round_bf16,
-                                .q8_0_layout = [](GgmlType) { return Q8_0Layout{true, 8}; },
-                                .q4_0 = gemm_q4_0,
-                                .q5_0 = avx2::gemm_q5_0,
-                                .q5_1 = avx2::gemm_q5_1,
-                                .q8_0 = gemm_q8_0,
-                                .iq4_nl = avx2::gemm_iq4_nl,
-                                .q2_k = avx2::gemm_q2_k,
-                                .q3_k = avx2::gemm_q3_k,
-                                .q4_k = avx2::gemm_q4_k,
-                                .q5_k = avx2::gemm_q5_k,
-                                .q6_k = avx2::gemm_q6_k,
-                                .f32 = avx2::gemm_f32,
-                                .f16 = avx2::gemm_f16,
-                                .bf16 = avx2::gemm_bf16};
+  static const IsaKernels k = [] {
+    IsaKernels t = avx2_kernels();
+    t.name = "avx512";
+    t.q8_0_layout = [](GgmlType) { return Q8_0Layout{true, 8}; };
+    t.q4_0 = gemm_q4_0;
+    t.q8_0 = gemm_q8_0;
+    return t;
+  }();
   return k;
 }
 

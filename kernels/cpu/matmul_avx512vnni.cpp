@@ -26,15 +26,15 @@
 // resident weights (streamed ones would pay it on every pass anyway).
 //
 // Q2_K, Q3_K, Q5_K, the float types and the activation quantizers use the AVX2 code.
-#include "kernels/cpu/matmul_avx2.h"
+#include "kernels/cpu/matmul_internal.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 
 #include <immintrin.h>
 
 #include <cstring>
-#include <memory>
 
+#include "kernels/cpu/row_lane_driver.h"
 #include "kernels/cpu/simd_avx2.h"
 #include "kernels/cpu/simd_avx512.h"
 
@@ -45,14 +45,6 @@ namespace {
 using namespace simd;
 
 constexpr int kRows = 16;    // rows per tile: one per int32 lane
-// Tokens multiplied per pass over a panel: their 8 int32 sums and 8 float accumulators
-// stay in registers (12 measured 4% slower on a 64-row pass: spills).
-constexpr int kMaxTok = 8;
-
-// One token's 16 float outputs of a tile, kept in memory between panels.
-struct alignas(64) Acc16 {
-  float v[16];
-};
 
 // The 16 rows of a tile: row i starts at row[i] (rows past the matrix repeat the last
 // one; their outputs are not stored) and lies idx[i] bytes after row[0], for gathers.
@@ -61,17 +53,31 @@ struct TileRows {
   __m512i idx;
 };
 
-inline TileRows tile_rows(const uint8_t* base, int64_t rs, int64_t r, int nvalid) {
-  TileRows t;
-  alignas(64) int32_t off[kRows];
-  for (int i = 0; i < kRows; ++i) {
-    const int k = i < nvalid ? i : nvalid - 1;
-    t.row[i] = base + (r + k) * rs;
-    off[i] = int32_t(k * rs);
+// The register shape for row_lane_driver.h.
+struct Lanes16 {
+  // Tokens multiplied per pass over a panel: their 8 int32 sums and 8 float accumulators
+  // stay in registers (12 measured 4% slower on a 64-row pass: spills).
+  static constexpr int kMaxTok = 8;
+  using Reg = __m512i;
+  using FReg = __m512;
+
+  static TileRows tile_rows(const uint8_t* base, int64_t rs, int64_t r, int nvalid) {
+    TileRows t;
+    alignas(64) int32_t off[kRows];
+    for (int i = 0; i < kRows; ++i) {
+      const int k = i < nvalid ? i : nvalid - 1;
+      t.row[i] = base + (r + k) * rs;
+      off[i] = int32_t(k * rs);
+    }
+    t.idx = _mm512_load_si512(off);
+    return t;
   }
-  t.idx = _mm512_load_si512(off);
-  return t;
-}
+  static FS_ALWAYS_INLINE __m512 load(const float* p) { return _mm512_load_ps(p); }
+  static FS_ALWAYS_INLINE void store(float* p, __m512 f) { _mm512_store_ps(p, f); }
+  static FS_ALWAYS_INLINE __m512 zero() { return _mm512_setzero_ps(); }
+  static __mmask16 keep(int nvalid) { return __mmask16((1u << nvalid) - 1); }
+  static FS_ALWAYS_INLINE void store_rows(float* y, __mmask16 keep, __m512 f) { _mm512_mask_storeu_ps(y, keep, f); }
+};
 
 // Bytes [off, off+16) of all 16 rows, transposed: z[j] lane i = dword j of row i's 16.
 // Loaded as [rows 0,4,8,12], [1,5,9,13], ... so two rounds of unpacks leave the rows in
@@ -115,21 +121,28 @@ inline __m512 fp16_hi(__m512i v) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(
 // quantizer stores zp = -zero * sum(x) per block (IsaKernels::q8_0_layout), which seeds the
 // int32 sum: sum(u x) + zp = sum(w x), exactly.
 
+// Q4_0 / IQ4_NL (an fp16 d, then 16 bytes of nibbles: low = columns 0..15, high =
+// 16..31): block b's nibbles of every row, each byte mapped by u(nibble), and the scales.
+template <class Block, class Map>
+FS_ALWAYS_INLINE inline void nibbles_prep(const TileRows& t, int64_t b, __m512i* out, Map u) {
+  const int64_t o = b * int64_t(sizeof(Block));
+  __m512i z[4];
+  rows_16x16(t, o + 2, z);
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  for (int j = 0; j < 4; ++j) {
+    out[j] = u(_mm512_and_si512(z[j], m4));                             // columns 4j..
+    out[4 + j] = u(_mm512_and_si512(_mm512_srli_epi16(z[j], 4), m4));  // 16 + 4j..
+  }
+  out[8] = _mm512_castps_si512(row_halves(t, o));
+}
+
 struct Q4_0Kind {
   using Block = BlockQ4_0;
   static constexpr int32_t kZero = 8;
   static constexpr bool kMin = false;
   // Nibbles 0..15 as they are: u = q, zero 8.
   static FS_ALWAYS_INLINE void prep(const TileRows& t, int64_t b, __m512i* out) {
-    const int64_t o = b * int64_t(sizeof(Block));
-    __m512i z[4];
-    rows_16x16(t, o + 2, z);
-    const __m512i m4 = _mm512_set1_epi8(0x0f);
-    for (int j = 0; j < 4; ++j) {
-      out[j] = _mm512_and_si512(z[j], m4);                             // columns 4j..
-      out[4 + j] = _mm512_and_si512(_mm512_srli_epi16(z[j], 4), m4);  // 16 + 4j..
-    }
-    out[8] = _mm512_castps_si512(row_halves(t, o));
+    nibbles_prep<Block>(t, b, out, [](__m512i q) FS_ALWAYS_INLINE { return q; });
   }
 };
 
@@ -139,18 +152,10 @@ struct IQ4_NLKind {
   static constexpr bool kMin = false;
   // Nibbles looked up in the grid plus 128: u = value + 128, zero 128.
   static FS_ALWAYS_INLINE void prep(const TileRows& t, int64_t b, __m512i* out) {
-    const int64_t o = b * int64_t(sizeof(Block));
-    __m512i z[4];
-    rows_16x16(t, o + 2, z);
-    const __m512i m4 = _mm512_set1_epi8(0x0f);
     const __m512i table = _mm512_xor_si512(
         _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLValues))),
         _mm512_set1_epi8(char(0x80)));
-    for (int j = 0; j < 4; ++j) {
-      out[j] = _mm512_shuffle_epi8(table, _mm512_and_si512(z[j], m4));
-      out[4 + j] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(z[j], 4), m4));
-    }
-    out[8] = _mm512_castps_si512(row_halves(t, o));
+    nibbles_prep<Block>(t, b, out, [&](__m512i q) FS_ALWAYS_INLINE { return _mm512_shuffle_epi8(table, q); });
   }
 };
 
@@ -247,14 +252,23 @@ FS_ALWAYS_INLINE inline void block32_tokens(const __m512i* p, const ActQ8_0& a, 
   }
 }
 
-// Adapts a Q8_0-activation kind to the driver below.
+// Adapts a Q8_0-activation kind to row_lane_driver.h.
 template <class Kind>
 struct Blocks32 : Kind {
   using Act = ActQ8_0;
-  static constexpr int64_t kCols = 32;
   static constexpr int64_t kUnits = Kind::kMin ? 10 : 9;  // registers per panel block
   static constexpr int64_t kPanelBlocks = 32;             // 18-20 KB, inside L1
-  static constexpr int kPrefetchSteps = 1;                // see gemm_tiles
+  static constexpr int kPrefetchSteps = 1;                // after the repack
+
+  template <class Prefetch>
+  static FS_ALWAYS_INLINE void prep(const TileRows& t, int64_t b, __m512i* out, Prefetch&& pf) {
+    Kind::prep(t, b, out);
+    pf();
+  }
+  template <int NT>
+  static FS_ALWAYS_INLINE void tokens(const __m512i* p, const ActQ8_0& a, int64_t b, int64_t t0, __m512 (&f)[NT]) {
+    block32_tokens<Kind, NT>(p, a, b, t0, f);
+  }
 };
 
 // ---- Q8_K-activation types (super-blocks of 256 weights).
@@ -267,17 +281,59 @@ struct Blocks32 : Kind {
 // mins, Q6_K's -32) come from the activations' 16-sums (bsums) with vpdpwssd against
 // int16 pairs of scales, once per super-block.
 
+// block32_tokens for a Q8_K kind, with the arithmetic described above: the kinds' tokens().
+// The panel block holds kGroups groups of kGroupQuads weight registers, the groups' scales
+// from unit 64 on, the offsets' int16 scale pairs at kOffsets and the offset factor at
+// kFactor.
+template <class Kind, int NT>
+FS_ALWAYS_INLINE inline void super_tokens(const __m512i* p, const ActQ8_K& a, int64_t b, int64_t t0,
+                                          __m512 (&f)[NT]) {
+  constexpr int G = Kind::kGroups, J = Kind::kGroupQuads;
+  const int8_t* x = a.qs + t0 * a.cols + b * QK_K;
+  __m512 fs[NT];
+  for (int i = 0; i < NT; ++i) fs[i] = _mm512_setzero_ps();
+  for (int g = 0; g < G; ++g) {
+    __m512i dot[NT];
+    for (int i = 0; i < NT; ++i) dot[i] = _mm512_setzero_si512();
+    for (int j = 0; j < J; ++j) {
+      const __m512i w = _mm512_load_si512(p + J * g + j);
+      for (int i = 0; i < NT; ++i)
+        dot[i] = _mm512_dpbusd_epi32(dot[i], w, _mm512_set1_epi32(load_i32(x + i * a.cols + 4 * J * g + 4 * j)));
+    }
+    const __m512 sc = _mm512_castsi512_ps(p[64 + g]);
+    for (int i = 0; i < NT; ++i) fs[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[i]), sc, fs[i]);
+  }
+  const __m512 factor = _mm512_castsi512_ps(p[Kind::kFactor]);
+  for (int i = 0; i < NT; ++i) {
+    const int16_t* bs = a.bsums + (t0 + i) * (a.cols / 16) + b * 16;
+    __m512i off = _mm512_setzero_si512();
+    for (int k = 0; k < 8; ++k)
+      off = _mm512_dpwssd_epi32(off, p[Kind::kOffsets + k], _mm512_set1_epi32(load_i32(bs + 2 * k)));
+    const __m512 dx = _mm512_set1_ps(a.d[b * a.T + t0 + i]);
+    f[i] = _mm512_fmadd_ps(fs[i], dx, f[i]);
+    f[i] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(off), _mm512_mul_ps(factor, dx), f[i]);
+  }
+}
+
+// Adapts a Q8_K-activation kind to row_lane_driver.h.
+template <class Kind>
+struct SuperBlocks {
+  using Act = ActQ8_K;
+  template <int NT>
+  static FS_ALWAYS_INLINE void tokens(const __m512i* p, const Act& a, int64_t b, int64_t t0, __m512 (&f)[NT]) {
+    super_tokens<Kind, NT>(p, a, b, t0, f);
+  }
+};
+
 // Q4_K panel block: w[0..63] (sub-block s, quad j at 8s + j), d * sc[8] as floats, mins
 // as int16 pairs (m_s, m_s) [8], then d and dmin as floats.
-struct Q4_KKind {
+struct Q4_KKind : SuperBlocks<Q4_KKind> {
   using Block = BlockQ4_K;
-  using Act = ActQ8_K;
-  static constexpr int64_t kCols = QK_K;
   static constexpr int64_t kUnits = 82;
   static constexpr int64_t kPanelBlocks = 4;  // 21 KB
   // Its layout for super_tokens: 8 groups of 8 column quads, offsets at 72, factor at 81.
   static constexpr int kGroups = 8, kGroupQuads = 8, kOffsets = 72, kFactor = 81;
-  static constexpr int kPrefetchSteps = 8;  // one per column chunk (see gemm_tiles)
+  static constexpr int kPrefetchSteps = 8;  // one per column chunk (see row_lane_driver.h)
   template <class Prefetch>
   static FS_ALWAYS_INLINE void prep(const TileRows& t, int64_t b, __m512i* out, Prefetch&& pf) {
     const int64_t o = b * int64_t(sizeof(Block));
@@ -362,15 +418,13 @@ struct Q4_KKind {
 // Q6_K panel block: w[0..63] (quad q: columns 4q..4q+3, sub-block q / 4) as q + 32 in
 // 0..63, d * sc[16] as floats, scale pairs (sc_2k, sc_2k+1) as int16 [8], 32 * d as
 // floats.
-struct Q6_KKind {
+struct Q6_KKind : SuperBlocks<Q6_KKind> {
   using Block = BlockQ6_K;
-  using Act = ActQ8_K;
-  static constexpr int64_t kCols = QK_K;
   static constexpr int64_t kUnits = 89;
   static constexpr int64_t kPanelBlocks = 4;  // 22 KB
   // Its layout for super_tokens: 16 groups of 4 column quads, offsets at 80, factor at 88.
   static constexpr int kGroups = 16, kGroupQuads = 4, kOffsets = 80, kFactor = 88;
-  static constexpr int kPrefetchSteps = 12;  // one per column chunk (see gemm_tiles)
+  static constexpr int kPrefetchSteps = 12;  // one per column chunk (see row_lane_driver.h)
   template <class Prefetch>
   static FS_ALWAYS_INLINE void prep(const TileRows& t, int64_t b, __m512i* out, Prefetch&& pf) {
     const int64_t o = b * int64_t(sizeof(Block));
@@ -423,172 +477,6 @@ struct Q6_KKind {
   }
 };
 
-// block32_tokens for a Q8_K kind, with the arithmetic described above. The panel block
-// holds kGroups groups of kGroupQuads weight registers, the groups' scales from unit 64
-// on, the offsets' int16 scale pairs at kOffsets and the offset factor at kFactor.
-template <class Kind, int NT>
-FS_ALWAYS_INLINE inline void super_tokens(const __m512i* p, const ActQ8_K& a, int64_t b, int64_t t0,
-                                          __m512 (&f)[NT]) {
-  constexpr int G = Kind::kGroups, J = Kind::kGroupQuads;
-  const int8_t* x = a.qs + t0 * a.cols + b * QK_K;
-  __m512 fs[NT];
-  for (int i = 0; i < NT; ++i) fs[i] = _mm512_setzero_ps();
-  for (int g = 0; g < G; ++g) {
-    __m512i dot[NT];
-    for (int i = 0; i < NT; ++i) dot[i] = _mm512_setzero_si512();
-    for (int j = 0; j < J; ++j) {
-      const __m512i w = _mm512_load_si512(p + J * g + j);
-      for (int i = 0; i < NT; ++i)
-        dot[i] = _mm512_dpbusd_epi32(dot[i], w, _mm512_set1_epi32(load_i32(x + i * a.cols + 4 * J * g + 4 * j)));
-    }
-    const __m512 sc = _mm512_castsi512_ps(p[64 + g]);
-    for (int i = 0; i < NT; ++i) fs[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[i]), sc, fs[i]);
-  }
-  const __m512 factor = _mm512_castsi512_ps(p[Kind::kFactor]);
-  for (int i = 0; i < NT; ++i) {
-    const int16_t* bs = a.bsums + (t0 + i) * (a.cols / 16) + b * 16;
-    __m512i off = _mm512_setzero_si512();
-    for (int k = 0; k < 8; ++k)
-      off = _mm512_dpwssd_epi32(off, p[Kind::kOffsets + k], _mm512_set1_epi32(load_i32(bs + 2 * k)));
-    const __m512 dx = _mm512_set1_ps(a.d[b * a.T + t0 + i]);
-    f[i] = _mm512_fmadd_ps(fs[i], dx, f[i]);
-    f[i] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(off), _mm512_mul_ps(factor, dx), f[i]);
-  }
-}
-
-// One panel block of any kind times tokens t0 .. t0 + NT - 1, added to f[].
-template <class Kind, int NT>
-FS_ALWAYS_INLINE inline void block_tokens(const __m512i* p, const typename Kind::Act& a, int64_t b, int64_t t0,
-                                          __m512 (&f)[NT]) {
-  if constexpr (Kind::kCols == 32)
-    block32_tokens<Kind, NT>(p, a, b, t0, f);
-  else
-    super_tokens<Kind, NT>(p, a, b, t0, f);
-}
-
-// Blocks [b0, b0 + n) of a panel times tokens t0 .. t0 + NT - 1, into acc[t] (16 rows).
-template <class Kind, int NT>
-void panel_tokens(const __m512i* panel, int64_t n, const typename Kind::Act& a, int64_t b0, int64_t t0,
-                  Acc16* acc) {
-  __m512 f[NT];
-  for (int i = 0; i < NT; ++i) f[i] = _mm512_load_ps(acc[t0 + i].v);
-  for (int64_t k = 0; k < n; ++k) block_tokens<Kind, NT>(panel + k * Kind::kUnits, a, b0 + k, t0, f);
-  for (int i = 0; i < NT; ++i) _mm512_store_ps(acc[t0 + i].v, f[i]);
-}
-
-// panel_tokens for nt = 1 .. NT tokens.
-template <class Kind, int NT>
-void tokens_upto(int nt, const __m512i* panel, int64_t n, const typename Kind::Act& a, int64_t b0, int64_t t0,
-                 Acc16* acc) {
-  if constexpr (NT > 1)
-    if (nt < NT) return tokens_upto<Kind, NT - 1>(nt, panel, n, a, b0, t0, acc);
-  panel_tokens<Kind, NT>(panel, n, a, b0, t0, acc);
-}
-
-// Blocks [b0, b0 + n) of a tile times all NT tokens of the call (NT <= kMaxTok), each block
-// straight from the repack (prep(b, out)) to the multiply: no panel to store and reload
-// when one pass over the blocks serves every token.
-template <class Kind, int NT, class Prep>
-void direct_tokens(int64_t n, const typename Kind::Act& a, int64_t b0, Acc16* acc, Prep&& prep) {
-  __m512 f[NT];
-  for (int i = 0; i < NT; ++i) f[i] = _mm512_load_ps(acc[i].v);
-  for (int64_t k = 0; k < n; ++k) {
-    __m512i p[Kind::kUnits];
-    prep(b0 + k, p);
-    block_tokens<Kind, NT>(p, a, b0 + k, 0, f);
-  }
-  for (int i = 0; i < NT; ++i) _mm512_store_ps(acc[i].v, f[i]);
-}
-
-// direct_tokens for nt = 1 .. NT tokens.
-template <class Kind, int NT, class Prep>
-void direct_upto(int nt, int64_t n, const typename Kind::Act& a, int64_t b0, Acc16* acc, Prep&& prep) {
-  if constexpr (NT > 1)
-    if (nt < NT) return direct_upto<Kind, NT - 1>(nt, n, a, b0, acc, prep);
-  direct_tokens<Kind, NT>(n, a, b0, acc, prep);
-}
-
-// Rows [r0, r1) for every token: tiles of 16 rows; per tile, panels of kPanelBlocks
-// blocks repacked once and multiplied by every token.
-template <class Kind>
-void gemm_tiles(const WeightMatrix& w, const typename Kind::Act& a, int64_t r0, int64_t r1, float* y) {
-  using Block = typename Kind::Block;
-  constexpr int64_t U = Kind::kUnits, PB = Kind::kPanelBlocks, BS = int64_t(sizeof(Block));
-  const int64_t nb = w.cols / Kind::kCols, T = a.T, rs = nb * BS;
-  const auto* base = static_cast<const uint8_t*>(w.data);
-  // The token accumulators and the panel in one heap block (64-byte units): the panel's
-  // ~20 KB would otherwise be fresh stack pages in every pool thread.
-  static_assert(sizeof(Acc16) == sizeof(__m512i));
-  const std::unique_ptr<Acc16[]> buf(new Acc16[size_t(T + (T > kMaxTok ? PB * U : 0))]);
-  Acc16* const acc = buf.get();
-  auto* const panel = reinterpret_cast<__m512i*>(acc + T);
-  for (int64_t r = r0; r < r1; r += kRows) {
-    const int nvalid = r1 - r < kRows ? int(r1 - r) : kRows;
-    const TileRows tr = tile_rows(base, rs, r, nvalid);
-    // The 16 rows of a tile are one contiguous stretch of memory, read as 16 streams.
-    // The next tile's stretch is prefetched while this one is multiplied: one linear
-    // stream, a tile (18-50 KB) ahead, its lines spread evenly over this tile's blocks
-    // (counters, no division per line), as DRAM likes it best.
-    const int64_t next_end = r + 2 * kRows < r1 ? r + 2 * kRows : r1;
-    const int64_t next_lines = next_end > r + kRows ? ((next_end - r - kRows) * rs + 63) / 64 : 0;
-    const uint8_t* pf = base + (r + kRows) * rs;
-    int64_t due = 0;
-    for (int64_t t = 0; t < T; ++t) _mm512_store_ps(acc[t].v, _mm512_setzero_ps());
-    for (int64_t c0 = 0; c0 < nb; c0 += PB) {
-      const int64_t n = nb - c0 < PB ? nb - c0 : PB;
-      // A block's share of the next tile's lines, in Kind::kPrefetchSteps steps during its
-      // repack: a super-block's 36 lines at once filled the line-fill buffers and stalled
-      // the repack (Q4_K_M decode read its weights at 72-76% of the machine's bandwidth).
-      constexpr int64_t S = Kind::kPrefetchSteps;
-      auto step = [&] FS_ALWAYS_INLINE {
-        for (due += next_lines; due >= nb * S; due -= nb * S) {
-          _mm_prefetch(reinterpret_cast<const char*>(pf), _MM_HINT_T0);
-          pf += 64;
-        }
-      };
-      auto prep = [&](int64_t b, __m512i* out, auto prefetch) FS_ALWAYS_INLINE {
-        if constexpr (S > 1) {
-          Kind::prep(tr, b, out, prefetch);
-        } else {
-          Kind::prep(tr, b, out);
-          prefetch();
-        }
-      };
-      // One group of tokens: each block goes from the repack to the multiply without the
-      // panel, through the very same operations (a kind's fused single-token path included).
-      if constexpr (requires(__m512 v) { Kind::single(tr, a, c0, v, step); }) {
-        if (T == 1) {
-          __m512 f = _mm512_load_ps(acc[0].v);
-          for (int64_t k = 0; k < n; ++k) Kind::single(tr, a, c0 + k, f, step);
-          _mm512_store_ps(acc[0].v, f);
-          continue;
-        }
-      }
-      if (T <= kMaxTok) {
-        direct_upto<Kind, kMaxTok>(int(T), n, a, c0, acc,
-                                   [&](int64_t b, __m512i* p) FS_ALWAYS_INLINE { prep(b, p, step); });
-        continue;
-      }
-      // Several groups: the panel, and the prefetch spread over the groups (with many groups
-      // the repack is short beside the multiplies, and lines issued during it alone would
-      // queue up and stall it).
-      const int64_t groups = (T + kMaxTok - 1) / kMaxTok;
-      for (int64_t k = 0; k < n; ++k) prep(c0 + k, panel + k * U, [] {});
-      for (int64_t t0 = 0; t0 < T;) {
-        const int64_t nt = T - t0 < kMaxTok ? T - t0 : kMaxTok;
-        tokens_upto<Kind, kMaxTok>(int(nt), panel, n, a, c0, t0, acc);
-        t0 += nt;
-        for (due += next_lines * n; due >= nb * groups; due -= nb * groups) {
-          _mm_prefetch(reinterpret_cast<const char*>(pf), _MM_HINT_T0);
-          pf += 64;
-        }
-      }
-    }
-    const __mmask16 keep = __mmask16((1u << nvalid) - 1);
-    for (int64_t t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * w.rows + r, keep, _mm512_load_ps(acc[t].v));
-  }
-}
-
 // Plain rows for every T; zp carries each type's zero point.
 Q8_0Layout layout(GgmlType type) {
   switch (type) {
@@ -603,27 +491,23 @@ Q8_0Layout layout(GgmlType type) {
 
 }  // namespace
 
+// The AVX2 table with the kernels above in place of its ones for these types; their
+// activations come in plain rows with each type's zero point.
 const IsaKernels& avx512vnni_kernels() {
-  static constexpr IsaKernels k{.name = "avx512vnni",
-                                .quantize_q8_0 = avx2::quantize_q8_0,
-                                .quantize_q8_0_pairs = nullptr,
-                                .quantize_q8_k = avx2::quantize_q8_k,
-                                .round_f16 = avx2::round_f16,
-                                .round_bf16 = avx2::round_bf16,
-                                .q8_0_layout = layout,
-                                .q4_0 = gemm_tiles<Blocks32<Q4_0Kind>>,
-                                .q5_0 = gemm_tiles<Blocks32<Q5_0Kind>>,
-                                .q5_1 = gemm_tiles<Blocks32<Q5_1Kind>>,
-                                .q8_0 = gemm_tiles<Blocks32<Q8_0Kind>>,
-                                .iq4_nl = gemm_tiles<Blocks32<IQ4_NLKind>>,
-                                .q2_k = avx2::gemm_q2_k,
-                                .q3_k = avx2::gemm_q3_k,
-                                .q4_k = gemm_tiles<Q4_KKind>,
-                                .q5_k = avx2::gemm_q5_k,
-                                .q6_k = gemm_tiles<Q6_KKind>,
-                                .f32 = avx2::gemm_f32,
-                                .f16 = avx2::gemm_f16,
-                                .bf16 = avx2::gemm_bf16};
+  static const IsaKernels k = [] {
+    IsaKernels t = avx2_kernels();
+    t.name = "avx512vnni";
+    t.quantize_q8_0_pairs = nullptr;
+    t.q8_0_layout = layout;
+    t.q4_0 = gemm_row_lanes<Lanes16, Blocks32<Q4_0Kind>>;
+    t.q5_0 = gemm_row_lanes<Lanes16, Blocks32<Q5_0Kind>>;
+    t.q5_1 = gemm_row_lanes<Lanes16, Blocks32<Q5_1Kind>>;
+    t.q8_0 = gemm_row_lanes<Lanes16, Blocks32<Q8_0Kind>>;
+    t.iq4_nl = gemm_row_lanes<Lanes16, Blocks32<IQ4_NLKind>>;
+    t.q4_k = gemm_row_lanes<Lanes16, Q4_KKind>;
+    t.q6_k = gemm_row_lanes<Lanes16, Q6_KKind>;
+    return t;
+  }();
   return k;
 }
 

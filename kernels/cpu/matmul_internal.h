@@ -85,8 +85,10 @@ struct Q8_0Layout {
   int32_t zp_mul;
 };
 
-// Filled with designated initializers: a table that misses an entry draws a
-// -Wmissing-field-initializers warning (part of -Wextra) rather than a null call at run time.
+// The scalar and AVX2 tables are filled with designated initializers: a table that misses an
+// entry draws a -Wmissing-field-initializers warning (part of -Wextra) rather than a null
+// call at run time. The AVX-512 tables start from the AVX2 one (every AVX-512 CPU runs it)
+// and replace the entries they have kernels for.
 struct IsaKernels {
   const char* name;
   QuantizeQ8_0Fn quantize_q8_0;

@@ -3,6 +3,7 @@
 // for every token, so batched calls still read the weights once, and each output is
 // computed the same way whatever the batch (batch invariance).
 #include <cstring>
+#include <type_traits>
 
 #include "core/half.h"
 #include "kernels/cpu/kquant_scales.h"
@@ -142,33 +143,24 @@ void gemm_q8_k_act(const WeightMatrix& w, const ActQ8_K& a, int64_t r0, int64_t 
   }
 }
 
-// Returns d*sum(sc*q*x) - dmin*sum(m*bsum) of one block, integer sums exact.
-float dot_q4_k(const BlockQ4_K& blk, const int8_t* x, const int16_t* bsums) {
+// Q4_K / Q5_K (Q5_K: bit 4 of sub-block s's weight l from bit s of qh[l]): returns
+// d*sum(sc*q*x) - dmin*sum(m*bsum) of one block, integer sums exact.
+template <class Block>
+float dot_q4_5_k(const Block& blk, const int8_t* x, const int16_t* bsums) {
   const KQuantScales s = unpack_q4_k_scales(blk.scales);
   int32_t sumi = 0, summ = 0;
   for (int j = 0; j < 4; ++j) {
     const uint8_t* q = blk.qs + 32 * j;
     int32_t lo = 0, hi = 0;
     for (int l = 0; l < 32; ++l) {
-      lo += int(q[l] & 0x0f) * int(x[64 * j + l]);
-      hi += int(q[l] >> 4) * int(x[64 * j + 32 + l]);
-    }
-    sumi += lo * s.sc[2 * j] + hi * s.sc[2 * j + 1];
-  }
-  for (int sb = 0; sb < 8; ++sb) summ += int(s.m[sb]) * (bsums[2 * sb] + bsums[2 * sb + 1]);
-  return fp16_to_float(blk.d) * float(sumi) - fp16_to_float(blk.dmin) * float(summ);
-}
-
-float dot_q5_k(const BlockQ5_K& blk, const int8_t* x, const int16_t* bsums) {
-  const KQuantScales s = unpack_q4_k_scales(blk.scales);
-  int32_t sumi = 0, summ = 0;
-  for (int j = 0; j < 4; ++j) {
-    const uint8_t* q = blk.qs + 32 * j;
-    int32_t lo = 0, hi = 0;
-    for (int l = 0; l < 32; ++l) {
-      const int h1 = (blk.qh[l] >> (2 * j)) & 1, h2 = (blk.qh[l] >> (2 * j + 1)) & 1;
-      lo += int((q[l] & 0x0f) | (h1 << 4)) * int(x[64 * j + l]);
-      hi += int((q[l] >> 4) | (h2 << 4)) * int(x[64 * j + 32 + l]);
+      if constexpr (std::is_same_v<Block, BlockQ5_K>) {
+        const int h1 = (blk.qh[l] >> (2 * j)) & 1, h2 = (blk.qh[l] >> (2 * j + 1)) & 1;
+        lo += int((q[l] & 0x0f) | (h1 << 4)) * int(x[64 * j + l]);
+        hi += int((q[l] >> 4) | (h2 << 4)) * int(x[64 * j + 32 + l]);
+      } else {
+        lo += int(q[l] & 0x0f) * int(x[64 * j + l]);
+        hi += int(q[l] >> 4) * int(x[64 * j + 32 + l]);
+      }
     }
     sumi += lo * s.sc[2 * j] + hi * s.sc[2 * j + 1];
   }
@@ -239,7 +231,7 @@ float dot_q6_k(const BlockQ6_K& blk, const int8_t* x, const int16_t* bsums) {
 }
 
 void gemm_q4_k(const WeightMatrix& w, const ActQ8_K& a, int64_t r0, int64_t r1, float* y) {
-  gemm_q8_k_act<BlockQ4_K>(w, a, r0, r1, y, dot_q4_k);
+  gemm_q8_k_act<BlockQ4_K>(w, a, r0, r1, y, dot_q4_5_k<BlockQ4_K>);
 }
 
 void gemm_q6_k(const WeightMatrix& w, const ActQ8_K& a, int64_t r0, int64_t r1, float* y) {
@@ -247,7 +239,7 @@ void gemm_q6_k(const WeightMatrix& w, const ActQ8_K& a, int64_t r0, int64_t r1, 
 }
 
 void gemm_q5_k(const WeightMatrix& w, const ActQ8_K& a, int64_t r0, int64_t r1, float* y) {
-  gemm_q8_k_act<BlockQ5_K>(w, a, r0, r1, y, dot_q5_k);
+  gemm_q8_k_act<BlockQ5_K>(w, a, r0, r1, y, dot_q4_5_k<BlockQ5_K>);
 }
 
 void gemm_q2_k(const WeightMatrix& w, const ActQ8_K& a, int64_t r0, int64_t r1, float* y) {

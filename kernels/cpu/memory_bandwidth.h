@@ -4,20 +4,14 @@
 // decode step achieves (bytes of weights read per step / step time / this figure).
 #include <cstdint>
 
+#include "kernels/backend.h"
 #include "kernels/cpu/thread_pool.h"
 
 namespace flashspec {
 
-struct ReadBandwidth {
-  double bytes_per_s = 0;    // best pass: bytes read / seconds
-  int64_t buffer_bytes = 0;  // size of the buffer streamed over
-  int threads = 0;           // threads that read it (the pool's)
-  int passes = 0;            // passes timed
-};
-
 // Streams over a buffer larger than the caches with every thread of `pool` reading its own
 // contiguous share (as the matmul does with its rows) and returns the best of a few
-// passes. buffer_bytes 0 picks twice the last-level cache, clamped to 256 MiB .. 1 GiB;
+// passes (threads: the pool's). buffer_bytes 0 picks twice the last-level cache, clamped to 256 MiB .. 1 GiB;
 // min_seconds is the least time spent timing (the first, page-faulting touch of the
 // buffer excluded). Takes roughly min_seconds plus the time to fill the buffer once
 // (~0.1-0.5 s with the defaults); allocates the buffer for the call only.

@@ -198,5 +198,50 @@ FS_ALWAYS_INLINE inline void decode_tile(const Block* w0, int64_t nb, int nrows,
   }
 }
 
+// decode_tile with two row pairs per tile (the AVX2 shape): a 256-bit register holds 16
+// columns of row 2i in its low half and the same columns of row 2i+1 in its high half,
+// against the token's activations broadcast to both halves, so one maddubs serves two
+// rows. dot(block of row 2i, block of row 2i+1, xl, xh) gives the pair's int32 sums
+// [row 2i x4 | row 2i+1 x4]; xl, xh hold activation columns 0..15 and 16..31.
+template <Offset kOffset, class Block, class PairDot>
+FS_ALWAYS_INLINE inline void row_pairs_decode(const Block* w0, int64_t nb, int nrows, const ActQ8_0& a, float* y,
+                                              int64_t r, PairDot dot) {
+  decode_tile<2, kOffset>(w0, nb, nrows, a, y, r, [&](const Block* const* row, int64_t b, __m256i (&v)[2]) FS_ALWAYS_INLINE {
+    const int8_t* xb = a.qs + b * 32;
+    const __m256i xl = bcast128(xb), xh = bcast128(xb + 16);
+    unroll<2>([&](auto ic) FS_ALWAYS_INLINE {
+      constexpr int i = decltype(ic)::value;
+      v[i] = dot(row[2 * i][b], row[2 * i + 1][b], xl, xh);
+    });
+  });
+}
+
+// Signed weights w (Q8_0; IQ4_NL's grid values) into maddubs, which wants its first operand
+// unsigned: |w| against x with w's sign moved onto it. A maddubs lane can reach
+// 2 * 128 * 127, so the halves (wl, xl: columns 0..15; wh, xh: 16..31) widen separately.
+// signed_dot gives the int32 sums per 4-column lane group.
+FS_ALWAYS_INLINE inline __m256i signed_dot(__m256i wl, __m256i wh, __m256i xl, __m256i xh, __m256i ones) {
+  const __m256i pl = _mm256_maddubs_epi16(_mm256_abs_epi8(wl), _mm256_sign_epi8(xl, wl));
+  const __m256i ph = _mm256_maddubs_epi16(_mm256_abs_epi8(wh), _mm256_sign_epi8(xh, wh));
+  return _mm256_add_epi32(_mm256_madd_epi16(pl, ones), _mm256_madd_epi16(ph, ones));
+}
+
+// The same for pairs_tile, where a weight block meets several token pairs: its magnitudes
+// are taken once (signed_halves, in prepare), then signed_dot per pair against the pair
+// block at xp (as loaded for maddubs: columns 0..15 of both tokens, then 16..31).
+struct SignedHalves {
+  __m256i wl, wh, al, ah;  // signed values and their magnitudes, columns 0..15 / 16..31
+};
+
+FS_ALWAYS_INLINE inline SignedHalves signed_halves(__m256i wl, __m256i wh) {
+  return {wl, wh, _mm256_abs_epi8(wl), _mm256_abs_epi8(wh)};
+}
+
+FS_ALWAYS_INLINE inline __m256i signed_dot(const SignedHalves& w, const int8_t* xp, __m256i ones) {
+  const __m256i pl = _mm256_maddubs_epi16(w.al, _mm256_sign_epi8(loadu256(xp), w.wl));
+  const __m256i ph = _mm256_maddubs_epi16(w.ah, _mm256_sign_epi8(loadu256(xp + 32), w.wh));
+  return _mm256_add_epi32(_mm256_madd_epi16(pl, ones), _mm256_madd_epi16(ph, ones));
+}
+
 }  // namespace
 }  // namespace flashspec::cpu

@@ -5,17 +5,11 @@
 
 #include "core/half.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/q8_rule.h"
 
 namespace flashspec {
 
 namespace {
-
-// Rounds half to even like the SIMD conversions (cvtps2dq under the default MXCSR);
-// the clamp also turns a NaN from non-finite input into a defined value.
-inline int8_t round_q8(float v) {
-  const float r = std::nearbyint(v);
-  return int8_t(std::fmin(std::fmax(r, -127.0f), 127.0f));
-}
 
 inline float block_amax(const float* x, int n) {
   float amax = 0.0f;
@@ -26,22 +20,20 @@ inline float block_amax(const float* x, int n) {
 }  // namespace
 
 uint16_t quantize_block_q8_0(const float* x, int8_t* q) {
-  const float d = block_amax(x, QK8_0) / 127.0f;
-  const float id = d != 0.0f ? 1.0f / d : 0.0f;
-  for (int i = 0; i < QK8_0; ++i) q[i] = round_q8(x[i] * id);
-  return float_to_fp16(d);
+  const Q8Scale s = q8_scale(block_amax(x, QK8_0));
+  for (int i = 0; i < QK8_0; ++i) q[i] = q8_code_ties_even(x[i] * s.id);
+  return float_to_fp16(s.d);
 }
 
 float quantize_block_q8_k(const float* x, int8_t* q, int16_t* bsums) {
-  const float d = block_amax(x, QK_K) / 127.0f;
-  const float id = d != 0.0f ? 1.0f / d : 0.0f;
-  for (int i = 0; i < QK_K; ++i) q[i] = round_q8(x[i] * id);
+  const Q8Scale s = q8_scale(block_amax(x, QK_K));
+  for (int i = 0; i < QK_K; ++i) q[i] = q8_code_ties_even(x[i] * s.id);
   for (int g = 0; g < QK_K / 16; ++g) {
-    int s = 0;
-    for (int i = 0; i < 16; ++i) s += q[16 * g + i];
-    bsums[g] = int16_t(s);
+    int sum = 0;
+    for (int i = 0; i < 16; ++i) sum += q[16 * g + i];
+    bsums[g] = int16_t(sum);
   }
-  return d;
+  return s.d;
 }
 
 void quantize_row_q8_0(const float* x, BlockQ8_0* y, int64_t n) {

@@ -4,8 +4,8 @@
 // K-quants), and
 // the exact way back, so tests can build references from the very values the kernels use.
 //
-// Every ISA's quantizer reproduces these scalar functions bit for bit: d = amax / 127,
-// q = round-half-even(x * (1 / d)); Q8_0 keeps d rounded to fp16, Q8_K as float.
+// Every ISA's quantizer reproduces these scalar functions bit for bit: kernels/q8_rule.h's
+// rule with ties to even; Q8_0 keeps d rounded to fp16, Q8_K as float.
 #include <cstdint>
 
 #include "core/ggml_type.h"

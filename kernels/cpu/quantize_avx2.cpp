@@ -6,6 +6,7 @@
 #if defined(__x86_64__) || defined(__i386__)
 
 #include "kernels/cpu/simd_avx2.h"
+#include "kernels/q8_rule.h"
 
 namespace flashspec::cpu::avx2 {
 
@@ -21,12 +22,10 @@ struct Q8_0Block {
   int32_t sum;
 };
 inline Q8_0Block quantize_block(const float* xb) {
-  const float amax = hmax256(abs_max32(xb, _mm256_setzero_ps()));
-  const float dd = amax / 127.0f;
-  const float id = dd != 0.0f ? 1.0f / dd : 0.0f;
+  const Q8Scale s = q8_scale(hmax256(abs_max32(xb, _mm256_setzero_ps())));
   Q8_0Block r;
-  r.d = _cvtsh_ss(_cvtss_sh(dd, _MM_FROUND_TO_NEAREST_INT));
-  r.q = quantize32(xb, _mm256_set1_ps(id));
+  r.d = _cvtsh_ss(_cvtss_sh(s.d, _MM_FROUND_TO_NEAREST_INT));
+  r.q = quantize32(xb, _mm256_set1_ps(s.id));
   r.sum = hsum_epi32(sum4_epi8(r.q));
   return r;
 }
@@ -63,10 +62,9 @@ void quantize_q8_k(const float* x, int64_t b0, int64_t b1, int8_t* qs, float* d,
     const float* xb = x + b * QK_K;
     __m256 am = _mm256_setzero_ps();
     for (int k = 0; k < 8; ++k) am = abs_max32(xb + 32 * k, am);
-    const float dd = hmax256(am) / 127.0f;
-    const float id = dd != 0.0f ? 1.0f / dd : 0.0f;
-    d[b * stride] = dd;
-    const __m256 vid = _mm256_set1_ps(id);
+    const Q8Scale sc = q8_scale(hmax256(am));
+    d[b * stride] = sc.d;
+    const __m256 vid = _mm256_set1_ps(sc.id);
     __m256i s[8];
     for (int k = 0; k < 8; ++k) {
       const __m256i q = quantize32(xb + 32 * k, vid);

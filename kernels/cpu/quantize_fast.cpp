@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/half.h"
+#include "kernels/q8_rule.h"
 
 namespace flashspec {
 
@@ -33,12 +34,13 @@ void pack_high_bits(const int* q, uint8_t* qh) {
   std::memcpy(qh, &bits, 4);
 }
 
+// The stored-block rule of kernels/q8_rule.h.
 void q8_0(const float* x, BlockQ8_0& b) {
   float amax = 0.0f;
   for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i]));
-  const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-  b.d = float_to_fp16(d);
-  for (int i = 0; i < 32; ++i) b.qs[i] = int8_t(std::lround(x[i] * id));
+  const Q8Scale s = q8_scale(amax);
+  b.d = float_to_fp16(s.d);
+  for (int i = 0; i < 32; ++i) b.qs[i] = q8_code_ties_away(x[i] * s.id);
 }
 
 // Q4_0 and Q5_0: w = d * (q - zero), the block's signed extreme at code 0.
@@ -64,6 +66,13 @@ void q5_1(const float* x, BlockQ5_1& b) {
   pack_high_bits(q, b.qh);
 }
 
+// quantize(x, block) for each block of 32 of the n values at src.
+template <class Block, class Quantize>
+void each_block(const float* src, void* dst, int64_t n, Quantize quantize) {
+  auto* blocks = static_cast<Block*>(dst);
+  for (int64_t b = 0; b < n / 32; ++b) quantize(src + b * 32, blocks[b]);
+}
+
 }  // namespace
 
 bool can_quantize_fast(GgmlType t) {
@@ -74,15 +83,12 @@ void quantize_row_fast(GgmlType type, const float* src, void* dst, int64_t n) {
   if (!can_quantize_fast(type) || n % 32 != 0)
     throw Error("internal: fast quantization to " + std::string(type_name(type)) + " of " + std::to_string(n) +
                 " values");
-  for (int64_t b = 0; b < n / 32; ++b) {
-    const float* x = src + b * 32;
-    switch (type) {
-      case GgmlType::Q8_0: q8_0(x, static_cast<BlockQ8_0*>(dst)[b]); break;
-      case GgmlType::Q4_0: symmetric<BlockQ4_0, 16>(x, static_cast<BlockQ4_0*>(dst)[b]); break;
-      case GgmlType::Q5_0: symmetric<BlockQ5_0, 32>(x, static_cast<BlockQ5_0*>(dst)[b]); break;
-      case GgmlType::Q5_1: q5_1(x, static_cast<BlockQ5_1*>(dst)[b]); break;
-      default: break;
-    }
+  switch (type) {
+    case GgmlType::Q8_0: return each_block<BlockQ8_0>(src, dst, n, q8_0);
+    case GgmlType::Q4_0: return each_block<BlockQ4_0>(src, dst, n, symmetric<BlockQ4_0, 16>);
+    case GgmlType::Q5_0: return each_block<BlockQ5_0>(src, dst, n, symmetric<BlockQ5_0, 32>);
+    case GgmlType::Q5_1: return each_block<BlockQ5_1>(src, dst, n, q5_1);
+    default: return;
   }
 }
 

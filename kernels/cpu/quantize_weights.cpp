@@ -302,23 +302,18 @@ void pack_q5(const uint8_t* c, uint8_t* qs, uint8_t* qh) {
   std::memcpy(qh, &h, 4);
 }
 
-void quantize_q4_0(const float* x, BlockQ4_0* y, int64_t nb) {
+// Q4_0 / Q5_0: signed codes -zero .. zero - 1 stored as q + zero (w = d * (stored - zero)).
+template <class Block, int kZero>
+void quantize_zero_point(const float* x, Block* y, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b, x += 32) {
     int8_t q[32];
-    y[b].d = quantize_scaled_block(x, LinearGrid{-8, 7}, q);
+    y[b].d = quantize_scaled_block(x, LinearGrid{-kZero, kZero - 1}, q);
     uint8_t c[32];
-    for (int i = 0; i < 32; ++i) c[i] = uint8_t(q[i] + 8);
-    pack_nibbles(c, y[b].qs);
-  }
-}
-
-void quantize_q5_0(const float* x, BlockQ5_0* y, int64_t nb) {
-  for (int64_t b = 0; b < nb; ++b, x += 32) {
-    int8_t q[32];
-    y[b].d = quantize_scaled_block(x, LinearGrid{-16, 15}, q);
-    uint8_t c[32];
-    for (int i = 0; i < 32; ++i) c[i] = uint8_t(q[i] + 16);
-    pack_q5(c, y[b].qs, y[b].qh);
+    for (int i = 0; i < 32; ++i) c[i] = uint8_t(q[i] + kZero);
+    if constexpr (std::is_same_v<Block, BlockQ5_0>)
+      pack_q5(c, y[b].qs, y[b].qh);
+    else
+      pack_nibbles(c, y[b].qs);
   }
 }
 
@@ -611,33 +606,12 @@ void quantize_q6_k(const float* x, BlockQ6_K* y, int64_t nb) {
 
 }  // namespace
 
-bool can_quantize(GgmlType type) {
-  switch (type) {
-    case GgmlType::F32:
-    case GgmlType::F16:
-    case GgmlType::BF16:
-    case GgmlType::Q4_0:
-    case GgmlType::Q5_0:
-    case GgmlType::Q5_1:
-    case GgmlType::Q8_0:
-    case GgmlType::IQ4_NL:
-    case GgmlType::Q2_K:
-    case GgmlType::Q3_K:
-    case GgmlType::Q4_K:
-    case GgmlType::Q5_K:
-    case GgmlType::Q6_K:
-      return true;
-  }
-  return false;
-}
+// Every type flashspec reads (ggml_type.h) can be written.
+bool can_quantize(GgmlType type) { return type_traits(uint32_t(type)).has_value(); }
 
 void quantize_row(GgmlType type, const float* src, void* dst, int64_t n) {
   if (!can_quantize(type)) throw Error("internal: cannot quantize to type " + std::to_string(uint32_t(type)));
-  const int64_t be = traits(type).block_elems;
-  if (n < 0 || n % be != 0)
-    throw Error("internal: quantize_row of " + std::to_string(n) + " elements is not whole " +
-                std::string(type_name(type)) + " blocks");
-  const int64_t nb = n / be;
+  const int64_t nb = whole_blocks(type, n, "quantize_row");
   switch (type) {
     case GgmlType::F32:
       std::memcpy(dst, src, size_t(n) * sizeof(float));
@@ -656,8 +630,8 @@ void quantize_row(GgmlType type, const float* src, void* dst, int64_t n) {
       }
       return;
     }
-    case GgmlType::Q4_0: return quantize_q4_0(src, static_cast<BlockQ4_0*>(dst), nb);
-    case GgmlType::Q5_0: return quantize_q5_0(src, static_cast<BlockQ5_0*>(dst), nb);
+    case GgmlType::Q4_0: return quantize_zero_point<BlockQ4_0, 8>(src, static_cast<BlockQ4_0*>(dst), nb);
+    case GgmlType::Q5_0: return quantize_zero_point<BlockQ5_0, 16>(src, static_cast<BlockQ5_0*>(dst), nb);
     case GgmlType::Q5_1: return quantize_q5_1(src, static_cast<BlockQ5_1*>(dst), nb);
     case GgmlType::Q8_0: return quantize_q8_0(src, static_cast<BlockQ8_0*>(dst), nb);
     case GgmlType::IQ4_NL: return quantize_iq4_nl(src, static_cast<BlockIQ4_NL*>(dst), nb);

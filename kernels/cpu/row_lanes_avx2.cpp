@@ -29,8 +29,8 @@
 #include <immintrin.h>
 
 #include <cstring>
-#include <memory>
 
+#include "kernels/cpu/row_lane_driver.h"
 #include "kernels/cpu/simd_avx2.h"
 
 namespace flashspec::cpu::avx2 {
@@ -41,22 +41,34 @@ using namespace simd;
 
 constexpr int kRows = 8;  // rows per tile: one per int32 lane
 
-// One token's 8 float outputs of a tile, kept in memory between panels.
-struct alignas(32) Acc8 {
-  float v[8];
-};
-
 // The 8 rows of a tile; rows past the matrix repeat the last one (their outputs are not
 // stored).
 struct TileRows {
   const uint8_t* row[kRows];
 };
 
-inline TileRows tile_rows(const uint8_t* base, int64_t rs, int64_t r, int nvalid) {
-  TileRows t;
-  for (int i = 0; i < kRows; ++i) t.row[i] = base + (r + (i < nvalid ? i : nvalid - 1)) * rs;
-  return t;
-}
+// The register shape for row_lane_driver.h.
+struct Lanes8 {
+  // Tokens multiplied per pass over a panel: their int16 sums and float accumulators stay
+  // in registers (AVX2 has 16; 6 and 8 measured slower).
+  static constexpr int kMaxTok = 4;
+  using Reg = __m256i;
+  using FReg = __m256;
+
+  static TileRows tile_rows(const uint8_t* base, int64_t rs, int64_t r, int nvalid) {
+    TileRows t;
+    for (int i = 0; i < kRows; ++i) t.row[i] = base + (r + (i < nvalid ? i : nvalid - 1)) * rs;
+    return t;
+  }
+  static FS_ALWAYS_INLINE __m256 load(const float* p) { return _mm256_load_ps(p); }
+  static FS_ALWAYS_INLINE void store(float* p, __m256 f) { _mm256_store_ps(p, f); }
+  static FS_ALWAYS_INLINE __m256 zero() { return _mm256_setzero_ps(); }
+  // The rows below nvalid, as the mask of maskstore.
+  static __m256i keep(int nvalid) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(nvalid), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+  static FS_ALWAYS_INLINE void store_rows(float* y, __m256i keep, __m256 f) { _mm256_maskstore_ps(y, keep, f); }
+};
 
 // Bytes [off, off+16) of the 8 rows, transposed: z[j] lane i = dword j of row i. Loaded as
 // [rows 0,4], [1,5], [2,6], [3,7] so two rounds of unpacks leave the rows in lane order.
@@ -99,13 +111,8 @@ inline __m256 fp16_half(__m256i v, bool high) {
 struct Q4_0Kind {
   using Block = BlockQ4_0;
   using Act = ActQ8_0;
-  static constexpr int64_t kCols = 32;
   static constexpr int64_t kUnits = 9;         // registers per panel block
   static constexpr int64_t kPanelBlocks = 32;  // 9 KB
-  // Tokens multiplied per pass over a panel: their int16 sums and float accumulators stay
-  // in registers (AVX2 has 16; 6 and 8 measured slower).
-  static constexpr int kMaxTok = 4;
-
   static constexpr int kPrefetchSteps = 1;
 
   template <class Prefetch>
@@ -156,10 +163,8 @@ struct Q4_0Kind {
 struct Q4_KKind {
   using Block = BlockQ4_K;
   using Act = ActQ8_K;
-  static constexpr int64_t kCols = QK_K;
   static constexpr int64_t kUnits = 82;
   static constexpr int64_t kPanelBlocks = 4;  // 10 KB
-  static constexpr int kMaxTok = 4;
 
   // A super-block is 8 rows x 144 bytes: its share of the next tile's prefetch goes out in
   // 8 steps, one per column chunk (all at once, they filled the line-fill buffers and
@@ -268,114 +273,14 @@ struct Q4_KKind {
   }
 };
 
-// Blocks [b0, b0 + n) of a panel times tokens t0 .. t0 + NT - 1, into acc[t] (8 rows).
-template <class Kind, int NT>
-void panel_tokens(const __m256i* panel, int64_t n, const typename Kind::Act& a, int64_t b0, int64_t t0, Acc8* acc) {
-  __m256 f[NT];
-  for (int i = 0; i < NT; ++i) f[i] = _mm256_load_ps(acc[t0 + i].v);
-  for (int64_t k = 0; k < n; ++k) Kind::template tokens<NT>(panel + k * Kind::kUnits, a, b0 + k, t0, f);
-  for (int i = 0; i < NT; ++i) _mm256_store_ps(acc[t0 + i].v, f[i]);
-}
-
-// panel_tokens for nt = 1 .. NT tokens.
-template <class Kind, int NT>
-void tokens_upto(int nt, const __m256i* panel, int64_t n, const typename Kind::Act& a, int64_t b0, int64_t t0,
-                 Acc8* acc) {
-  if constexpr (NT > 1)
-    if (nt < NT) return tokens_upto<Kind, NT - 1>(nt, panel, n, a, b0, t0, acc);
-  panel_tokens<Kind, NT>(panel, n, a, b0, t0, acc);
-}
-
-// Blocks [b0, b0 + n) of a tile times all NT tokens of the call (NT <= kMaxTok), each block
-// straight from the repack to the multiply: no panel to store and reload when one pass
-// over the blocks serves every token. The repack calls pf() Kind::kPrefetchSteps times.
-template <class Kind, int NT, class Prefetch>
-void direct_tokens(const TileRows& tr, int64_t n, const typename Kind::Act& a, int64_t b0, Acc8* acc, Prefetch&& pf) {
-  __m256 f[NT];
-  for (int i = 0; i < NT; ++i) f[i] = _mm256_load_ps(acc[i].v);
-  for (int64_t k = 0; k < n; ++k) {
-    if constexpr (NT == 1 && requires { Kind::single(tr, a, b0, f[0], pf); }) {
-      Kind::single(tr, a, b0 + k, f[0], pf);
-    } else {
-      alignas(32) __m256i p[Kind::kUnits];
-      Kind::prep(tr, b0 + k, p, pf);
-      Kind::template tokens<NT>(p, a, b0 + k, 0, f);
-    }
-  }
-  for (int i = 0; i < NT; ++i) _mm256_store_ps(acc[i].v, f[i]);
-}
-
-// direct_tokens for nt = 1 .. NT tokens.
-template <class Kind, int NT, class Prefetch>
-void direct_upto(int nt, const TileRows& tr, int64_t n, const typename Kind::Act& a, int64_t b0, Acc8* acc,
-                 Prefetch&& pf) {
-  if constexpr (NT > 1)
-    if (nt < NT) return direct_upto<Kind, NT - 1>(nt, tr, n, a, b0, acc, pf);
-  direct_tokens<Kind, NT>(tr, n, a, b0, acc, pf);
-}
-
-// Rows [r0, r1) for every token: tiles of 8 rows; per tile, panels of kPanelBlocks blocks
-// repacked once and multiplied by every token.
-template <class Kind>
-void gemm_tiles(const WeightMatrix& w, const typename Kind::Act& a, int64_t r0, int64_t r1, float* y) {
-  constexpr int64_t U = Kind::kUnits, PB = Kind::kPanelBlocks, BS = int64_t(sizeof(typename Kind::Block));
-  constexpr int kMaxTok = Kind::kMaxTok;
-  const int64_t nb = w.cols / Kind::kCols, T = a.T, rs = nb * BS;
-  const auto* base = static_cast<const uint8_t*>(w.data);
-  // The token accumulators and the panel in one heap block (32-byte units).
-  static_assert(sizeof(Acc8) == sizeof(__m256i));
-  const std::unique_ptr<Acc8[]> buf(new Acc8[size_t(T + (T > kMaxTok ? PB * U : 0))]);
-  Acc8* const acc = buf.get();
-  auto* const panel = reinterpret_cast<__m256i*>(acc + T);
-  for (int64_t r = r0; r < r1; r += kRows) {
-    const int nvalid = r1 - r < kRows ? int(r1 - r) : kRows;
-    const TileRows tr = tile_rows(base, rs, r, nvalid);
-    // The 8 rows of a tile are one contiguous stretch of memory, read as 8 streams. The
-    // next tile's stretch is prefetched while this one is multiplied: one linear stream,
-    // its lines spread evenly over this tile's blocks (counters, no division per line).
-    const int64_t next_end = r + 2 * kRows < r1 ? r + 2 * kRows : r1;
-    const int64_t next_lines = next_end > r + kRows ? ((next_end - r - kRows) * rs + 63) / 64 : 0;
-    const uint8_t* pf = base + (r + kRows) * rs;
-    int64_t due = 0;
-    auto prefetch = [&](int64_t share, int64_t per) FS_ALWAYS_INLINE {
-      for (due += share; due >= per; due -= per) {
-        _mm_prefetch(reinterpret_cast<const char*>(pf), _MM_HINT_T0);
-        pf += 64;
-      }
-    };
-    for (int64_t t = 0; t < T; ++t) _mm256_store_ps(acc[t].v, _mm256_setzero_ps());
-    for (int64_t c0 = 0; c0 < nb; c0 += PB) {
-      const int64_t n = nb - c0 < PB ? nb - c0 : PB;
-      if (T <= kMaxTok) {  // one group of tokens: no panel (the same operations)
-        direct_upto<Kind, kMaxTok>(int(T), tr, n, a, c0, acc,
-                                   [&] FS_ALWAYS_INLINE { prefetch(next_lines, nb * Kind::kPrefetchSteps); });
-        continue;
-      }
-      // Several groups: the panel, and the prefetch spread over the groups (issued during
-      // the short repack alone, the lines would queue up and stall it).
-      const int64_t groups = (T + kMaxTok - 1) / kMaxTok;
-      for (int64_t k = 0; k < n; ++k) Kind::prep(tr, c0 + k, panel + k * U, [] {});
-      for (int64_t t0 = 0; t0 < T;) {
-        const int64_t nt = T - t0 < kMaxTok ? T - t0 : kMaxTok;
-        tokens_upto<Kind, kMaxTok>(int(nt), panel, n, a, c0, t0, acc);
-        t0 += nt;
-        prefetch(next_lines * n, nb * groups);
-      }
-    }
-    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(nvalid), lane);
-    for (int64_t t = 0; t < T; ++t) _mm256_maskstore_ps(y + t * w.rows + r, keep, _mm256_load_ps(acc[t].v));
-  }
-}
-
 }  // namespace
 
 void gemm_q4_0(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y) {
-  gemm_tiles<Q4_0Kind>(w, a, r0, r1, y);
+  gemm_row_lanes<Lanes8, Q4_0Kind>(w, a, r0, r1, y);
 }
 
 void gemm_q4_k(const WeightMatrix& w, const ActQ8_K& a, int64_t r0, int64_t r1, float* y) {
-  gemm_tiles<Q4_KKind>(w, a, r0, r1, y);
+  gemm_row_lanes<Lanes8, Q4_KKind>(w, a, r0, r1, y);
 }
 
 }  // namespace flashspec::cpu::avx2

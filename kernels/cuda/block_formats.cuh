@@ -7,14 +7,10 @@
 // bytes leave no wider alignment to rely on. Each decoding performs the floating-point
 // operations of dequantize_row in the same order, so the two agree bit for bit.
 #include <cstdint>
+#include <cstring>
 
 #include "core/ggml_type.h"
-
-#ifdef __CUDACC__
-#define FS_HD __host__ __device__ __forceinline__
-#else
-#define FS_HD inline
-#endif
+#include "kernels/host_device.h"
 
 namespace flashspec::cuda {
 
@@ -25,14 +21,15 @@ FS_HD constexpr bool is_plain(GgmlType t) {
 
 FS_HD uint16_t read16(const uint8_t* p) { return uint16_t(p[0] | (uint16_t(p[1]) << 8)); }
 
-FS_HD float bits_as_float(uint32_t u) {
-#ifdef __CUDA_ARCH__
-  return __uint_as_float(u);
-#else
-  float f;
-  __builtin_memcpy(&f, &u, 4);
-  return f;
-#endif
+// v's bytes reread as a To (a float's bits as uint32_t, and back), as std::bit_cast does
+// but callable from device code; nvcc and GCC turn the copy into a register move (the same
+// PTX as __float_as_uint / __uint_as_float).
+template <class To, class From>
+FS_HD To reinterpret_bits(From v) {
+  static_assert(sizeof(To) == sizeof(From));
+  To r;
+  memcpy(&r, &v, sizeof r);
+  return r;
 }
 
 // IEEE half -> float, exact (the same function as core/half.h's fp16_to_float).
@@ -40,24 +37,14 @@ FS_HD float half_bits_to_float(uint16_t h) {
   const uint32_t sign = uint32_t(h & 0x8000) << 16;
   const uint32_t exp = (h >> 10) & 0x1f;
   const uint32_t mant = h & 0x3ff;
-  if (exp == 0x1f) return bits_as_float(sign | 0x7f800000u | (mant << 13));
-  if (exp != 0) return bits_as_float(sign | ((exp + 112) << 23) | (mant << 13));
+  if (exp == 0x1f) return reinterpret_bits<float>(sign | 0x7f800000u | (mant << 13));
+  if (exp != 0) return reinterpret_bits<float>(sign | ((exp + 112) << 23) | (mant << 13));
   const float v = float(mant) * (1.0f / 16777216.0f);  // subnormal (or zero): mant * 2^-24
   return sign ? -v : v;
 }
 
-FS_HD uint32_t float_bits(float f) {
-#ifdef __CUDA_ARCH__
-  return __float_as_uint(f);
-#else
-  uint32_t u;
-  __builtin_memcpy(&u, &f, 4);
-  return u;
-#endif
-}
-
 FS_HD float read_f32(const uint8_t* p) {
-  return bits_as_float(uint32_t(p[0]) | (uint32_t(p[1]) << 8) | (uint32_t(p[2]) << 16) | (uint32_t(p[3]) << 24));
+  return reinterpret_bits<float>(uint32_t(p[0]) | (uint32_t(p[1]) << 8) | (uint32_t(p[2]) << 16) | (uint32_t(p[3]) << 24));
 }
 
 // The 6-bit scale and min of sub-block s (0..7) of a Q4_K super-block's 12 scale bytes:
@@ -110,28 +97,28 @@ FS_HD int q3_k_scale(const uint8_t* sc, int s) {
 // fp16 rounding (to nearest even, overflow to infinity) of a float, widened back; integer
 // operations only, so that host tests check the very code the GPU runs.
 FS_HD float rounded_to_fp16(float v) {
-  const uint32_t u = float_bits(v);
+  const uint32_t u = reinterpret_bits<uint32_t>(v);
   const uint32_t sign = u & 0x80000000u, a = u & 0x7fffffffu;
   if (a >= 0x7f800000u) return v;                                 // inf, NaN
-  if (a >= 0x477ff000u) return bits_as_float(sign | 0x7f800000u);  // >= 65520: inf
+  if (a >= 0x477ff000u) return reinterpret_bits<float>(sign | 0x7f800000u);  // >= 65520: inf
   if (a >= 0x38800000u)                                            // normal half: 10 mantissa bits
-    return bits_as_float(sign | ((a + 0xfffu + ((a >> 13) & 1u)) & ~0x1fffu));
+    return reinterpret_bits<float>(sign | ((a + 0xfffu + ((a >> 13) & 1u)) & ~0x1fffu));
   // Subnormal half: a multiple of 2^-24. Below 2^-25 that is 0 (2^-25 itself ties to 0).
   const int e = int(a >> 23);
-  if (e < 102) return bits_as_float(sign);
+  if (e < 102) return reinterpret_bits<float>(sign);
   const uint32_t m = (a & 0x7fffffu) | 0x800000u;  // a = m * 2^(e - 150)
   const int shift = 126 - e;                       // a / 2^-24 = m >> shift, 14..24
   uint32_t q = m >> shift;
   const uint32_t rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
   if (rem > half || (rem == half && (q & 1u))) ++q;
-  return bits_as_float(sign | float_bits(float(q) * (1.0f / 16777216.0f)));
+  return reinterpret_bits<float>(sign | reinterpret_bits<uint32_t>(float(q) * (1.0f / 16777216.0f)));
 }
 
 // bf16 rounding as llama.cpp's conversion: nearest even on the bit pattern, NaN quiet.
 FS_HD float rounded_to_bf16(float v) {
-  const uint32_t u = float_bits(v);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return bits_as_float((u | 0x00400000u) & 0xffff0000u);
-  return bits_as_float((u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u);
+  const uint32_t u = reinterpret_bits<uint32_t>(v);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return reinterpret_bits<float>((u | 0x00400000u) & 0xffff0000u);
+  return reinterpret_bits<float>((u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u);
 }
 
 // The activation value a weight of `type` multiplies on the float path: llama.cpp rounds
@@ -214,39 +201,29 @@ FS_HD void decode_group(GgmlType type, const uint8_t* row, int64_t g, int n, flo
       }
       return;
     }
-    case GgmlType::Q5_K: {  // 176 bytes: d, dmin, 12 scale bytes, 32 qh, 128 bytes of nibbles
-      const uint8_t* b = row + (g / 8) * 176;
-      const int sub = int(g % 8);
-      const float d = half_bits_to_float(read16(b));
-      const float dmin = half_bits_to_float(read16(b + 2));
-      int sc = 0, m = 0;
-      q4_k_scale_min(b + 4, sub, sc, m);
-      const float d1 = d * float(sc), m1 = dmin * float(m);
-      const uint8_t* qh = b + 16;
-      const uint8_t* q = b + 48 + 32 * (sub / 2);
-      const int shift = (sub % 2) * 4;
-      for (int l = 0; l < 32; ++l)
-        out[l] = d1 * float(((q[l] >> shift) & 0x0f) | (((qh[l] >> sub) & 1) << 4)) - m1;
-      return;
-    }
     case GgmlType::Q8_0: {  // 34 bytes: fp16 d, 32 int8
       const uint8_t* b = row + g * 34;
       const float d = half_bits_to_float(read16(b));
       for (int i = 0; i < 32; ++i) out[i] = d * float(int8_t(b[2 + i]));
       return;
     }
-    case GgmlType::Q4_K: {  // 144 bytes: d, dmin, 12 scale bytes, 128 bytes of nibbles
-      const uint8_t* b = row + (g / 8) * 144;
+    case GgmlType::Q4_K:    // 144 bytes: d, dmin, 12 scale bytes, 128 bytes of nibbles
+    case GgmlType::Q5_K: {  // 176 bytes: d, dmin, 12 scale bytes, 32 qh, 128 bytes of nibbles
+      const bool q5 = type == GgmlType::Q5_K;
+      const uint8_t* b = row + (g / 8) * (q5 ? 176 : 144);
       const int sub = int(g % 8);
       const float d = half_bits_to_float(read16(b));
       const float dmin = half_bits_to_float(read16(b + 2));
       int sc = 0, m = 0;
       q4_k_scale_min(b + 4, sub, sc, m);
       const float d1 = d * float(sc), m1 = dmin * float(m);
-      // Each 32 bytes hold sub-blocks 2j (low nibbles) and 2j+1 (high nibbles).
-      const uint8_t* q = b + 16 + 32 * (sub / 2);
+      // Each 32 bytes hold sub-blocks 2j (low nibbles) and 2j+1 (high nibbles); Q5_K's bit
+      // 4 of sub-block sub's weight l is bit sub of qh[l].
+      const uint8_t* qh = b + 16;
+      const uint8_t* q = b + (q5 ? 48 : 16) + 32 * (sub / 2);
       const int shift = (sub % 2) * 4;
-      for (int l = 0; l < 32; ++l) out[l] = d1 * float((q[l] >> shift) & 0x0f) - m1;
+      for (int l = 0; l < 32; ++l)
+        out[l] = d1 * float(((q[l] >> shift) & 0x0f) | (q5 ? ((qh[l] >> sub) & 1) << 4 : 0)) - m1;
       return;
     }
     case GgmlType::Q6_K: {  // 210 bytes: 128 ql, 64 qh, 16 int8 scales, fp16 d
@@ -272,7 +249,7 @@ FS_HD void decode_group(GgmlType type, const uint8_t* row, int64_t g, int n, flo
       for (int i = 0; i < 32; ++i) out[i] = i < n ? half_bits_to_float(read16(row + (g * 32 + i) * 2)) : 0.0f;
       return;
     case GgmlType::BF16:
-      for (int i = 0; i < 32; ++i) out[i] = i < n ? bits_as_float(uint32_t(read16(row + (g * 32 + i) * 2)) << 16) : 0.0f;
+      for (int i = 0; i < 32; ++i) out[i] = i < n ? reinterpret_bits<float>(uint32_t(read16(row + (g * 32 + i) * 2)) << 16) : 0.0f;
       return;
   }
 }

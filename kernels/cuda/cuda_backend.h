@@ -50,6 +50,8 @@ class CudaBackend final : public Backend {
   void copy(void* dst, const void* src, size_t bytes) override;
   void synchronize() override;
   std::unique_ptr<CopyQueue> make_copy_queue() override;
+  // Not measured: nullopt.
+  std::optional<ReadBandwidth> read_bandwidth() override { return std::nullopt; }
 
   void get_rows(const WeightMatrix& table, const int32_t* ids, int64_t n, float* out) override;
   void matmul(const WeightMatrix& w, const float* x, int64_t T, float* y) override;

@@ -7,6 +7,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/reduce.cuh"
+#include "kernels/q8_rule.h"
 
 namespace flashspec::cuda {
 
@@ -57,9 +58,9 @@ __global__ void store_f16_kernel(const float* __restrict__ src, uint16_t* __rest
   if (i < n) dst[i] = __half_as_ushort(__float2half_rn(src[i]));
 }
 
-// One warp per 32-value block, the CPU's rule bit for bit: scale amax / 127 (stored as
-// fp16, round to nearest even), codes x * (1 / scale) rounded half away from zero (lround).
-// IEEE division (nvcc's default -prec-div) keeps scale and inverse equal to the CPU's.
+// One warp per 32-value block, the stored-block rule of kernels/q8_rule.h (the CPU's) bit
+// for bit: the scale stored as fp16 (round to nearest even), codes with ties away from
+// zero. IEEE division (nvcc's default -prec-div) keeps scale and inverse equal to the CPU's.
 __global__ void store_q8_0_kernel(const float* __restrict__ src, uint8_t* __restrict__ dst, int64_t n_blocks) {
   const int64_t b = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   if (b >= n_blocks) return;  // a whole warp leaves together (blockDim.x is a multiple of 32)
@@ -67,11 +68,10 @@ __global__ void store_q8_0_kernel(const float* __restrict__ src, uint8_t* __rest
   const float x = src[b * 32 + lane];
   float amax = fabsf(x);
   for (int off = 16; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
-  const float d = amax / 127.0f;
-  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  const Q8Scale s = q8_scale(amax);
   uint8_t* block = dst + b * 34;  // 34 bytes: even, so the scale stays 2-byte aligned
-  if (lane == 0) *reinterpret_cast<__half*>(block) = __float2half_rn(d);
-  block[2 + lane] = uint8_t(int8_t(lroundf(x * id)));
+  if (lane == 0) *reinterpret_cast<__half*>(block) = __float2half_rn(s.d);
+  block[2 + lane] = uint8_t(q8_code_ties_away(x * s.id));
 }
 
 __global__ void silu_mul_kernel(float* __restrict__ gate, const float* __restrict__ up, int64_t n) {

@@ -2,6 +2,8 @@
 // (one weight read serves up to kMatvecMaxT activation rows), dequantization of a row
 // range to f32 for the cuBLAS path of large batches, and embedding lookup.
 #include <algorithm>
+#include <iterator>
+#include <utility>
 
 #include "kernels/cuda/block_formats.cuh"
 #include "kernels/cuda/cuda_check.h"
@@ -104,25 +106,14 @@ __global__ void round_activations_kernel(GgmlType type, const float* __restrict_
   if (i < n) out[i] = round_activation(type, x[i]);
 }
 
-// Calls f(std::integral_constant-like tag) with the weight type as a template argument.
+// Calls f.operator()<t>() with the weight type t as a template argument (each type of
+// kGgmlTypes gets its own instantiation of the kernels f launches).
 template <class F>
 void with_type(GgmlType t, F&& f) {
-  switch (t) {
-    case GgmlType::F32: return f.template operator()<GgmlType::F32>();
-    case GgmlType::F16: return f.template operator()<GgmlType::F16>();
-    case GgmlType::BF16: return f.template operator()<GgmlType::BF16>();
-    case GgmlType::Q8_0: return f.template operator()<GgmlType::Q8_0>();
-    case GgmlType::Q4_0: return f.template operator()<GgmlType::Q4_0>();
-    case GgmlType::Q5_0: return f.template operator()<GgmlType::Q5_0>();
-    case GgmlType::Q5_1: return f.template operator()<GgmlType::Q5_1>();
-    case GgmlType::IQ4_NL: return f.template operator()<GgmlType::IQ4_NL>();
-    case GgmlType::Q2_K: return f.template operator()<GgmlType::Q2_K>();
-    case GgmlType::Q3_K: return f.template operator()<GgmlType::Q3_K>();
-    case GgmlType::Q4_K: return f.template operator()<GgmlType::Q4_K>();
-    case GgmlType::Q5_K: return f.template operator()<GgmlType::Q5_K>();
-    case GgmlType::Q6_K: return f.template operator()<GgmlType::Q6_K>();
-  }
-  throw Error("cuda: unsupported weight type");
+  const bool known = [&]<size_t... i>(std::index_sequence<i...>) {
+    return ((t == kGgmlTypes[i] && (f.template operator()<kGgmlTypes[i]>(), true)) || ...);
+  }(std::make_index_sequence<std::size(kGgmlTypes)>{});
+  if (!known) throw Error("cuda: unsupported weight type");
 }
 
 unsigned blocks_for(int64_t n, int64_t per_block) { return unsigned((n + per_block - 1) / per_block); }
