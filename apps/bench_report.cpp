@@ -109,6 +109,8 @@ void PassTimes::add(const PassRecord& p) {
   target_ms += p.target_ms;
   io_wait_ms += p.io_wait_ms;
   rows += p.tree_tokens;
+  experts += p.experts;
+  expert_bytes_read += p.expert_bytes_read;
 }
 
 std::vector<double> BenchRow::accept_by_depth() const {
@@ -216,6 +218,14 @@ std::string bench_json_line(const BenchRow& r, const BenchMeta& m) {
       {"pass_compute_ms", pb.compute},
       {"pass_io_wait_ms", pb.io_wait},
       {"pass_other_ms", pb.other}};
+  if (r.pass_times.experts > 0) {
+    // Mixture of experts: the union of the experts a decode pass's rows routed to (summed
+    // over layers), per pass and per token it produced, and the bytes read for them.
+    const PassTimes& t = r.pass_times;
+    j["experts_per_pass"] = t.passes ? double(t.experts) / double(t.passes) : 0.0;
+    j["experts_per_token"] = r.decode_tokens ? double(t.experts) / double(r.decode_tokens) : 0.0;
+    j["expert_bytes_read_per_token"] = r.decode_tokens ? double(t.expert_bytes_read) / double(r.decode_tokens) : 0.0;
+  }
   return j.dump();
 }
 
