@@ -86,6 +86,14 @@ int32_t ExpertCache::ready_slot(int64_t layer, int32_t e) const {
   return s >= 0 && slots_[size_t(s)].state == State::Ready ? s : -1;
 }
 
+bool ExpertCache::awaited(int64_t layer, int32_t e) const {
+  if (layer < 0 || layer >= n_layers_ || e < 0 || e >= experts_) return false;
+  if (where_[key(layer, e)] >= 0) return true;
+  for (size_t i = pending_head_; i < pending_.size(); ++i)
+    if (pending_[i].layer == layer && pending_[i].expert == e) return true;
+  return false;
+}
+
 void ExpertCache::free_staging(int32_t slot) {
   Slot& x = slots_[size_t(slot)];
   if (x.layer >= 0 && where_[key(x.layer, x.expert)] == slot) where_[key(x.layer, x.expert)] = -1;

@@ -47,6 +47,8 @@ class ExpertCache {
   void landed(int32_t slot);
   // The slot holding (layer, e) once its bytes are there, else -1 (queued or being read).
   int32_t ready_slot(int64_t layer, int32_t e) const;
+  // Whether (layer, e) is held, being read or queued: something a wait for it will see.
+  bool awaited(int64_t layer, int32_t e) const;
   // The pass is done with (layer, e): it stays cached, or its slot becomes free.
   void done(int64_t layer, int32_t e);
 

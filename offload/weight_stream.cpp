@@ -263,6 +263,9 @@ void WeightStream::route(int64_t layer, std::span<const int32_t> experts) {
 
 const uint8_t* WeightStream::expert(int64_t layer, int32_t e) {
   std::unique_lock lk(mu_);
+  if (error_) std::rethrow_exception(error_);
+  if (!experts_ || !experts_->awaited(layer, e))  // it would never come
+    throw Error("internal: expert " + std::to_string(e) + " of layer " + std::to_string(layer) + " was not routed to");
   int32_t slot = -1;
   auto ready = [&] { return error_ || stop_ || (slot = experts_->ready_slot(layer, e)) >= 0; };
   if (!ready()) {

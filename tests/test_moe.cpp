@@ -7,11 +7,16 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
+#include <sstream>
 
 #include "core/error.h"
 #include "core/tokenizer.h"
@@ -35,6 +40,8 @@
 #include "tests/gguf_writer.h"
 #include "tests/greedy_options.h"
 #include "tests/json_file.h"
+#include "tests/server_helpers.h"
+#include "tests/server_process.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;
@@ -693,4 +700,86 @@ TEST_CASE("moe: urgent reads overtake queued ones, after the job being cut and e
   CHECK(done == std::vector<uint64_t>{1, 10, 11, 2, 3});
   CHECK(std::memcmp(buf.data(), bytes.data(), 7 * 4096) == 0);
   CHECK(std::memcmp(buf.data() + 10 * 4096, bytes.data() + 10 * 4096, 3 * 4096) == 0);
+}
+
+TEST_CASE("cli: bench, throughput, chat and serve run MoE files unchanged") {
+  const std::string model = model_path("tiny-qwen3moe");
+  // throughput: a decode step reads the dense matrices, a token's 2 of 8 experts and the head.
+  const CliResult tp = run_cli({"throughput", "-m", model, "-p", "4", "-n", "4", "-r", "1", "-t", "1", "-o", "json"});
+  CAPTURE(tp.err);
+  REQUIRE(tp.exit_code == 0);
+  uint64_t want = 0;
+  const GgufFile file = GgufFile::open(model);
+  for (const GgufTensorInfo& t : file.tensors()) {
+    if (t.name == "token_embd.weight") want += t.nbytes;  // the tied head
+    if (t.name.rfind("blk.", 0) == 0 && t.dims.size() == 3) want += t.nbytes / uint64_t(t.dims[2]) * 2;
+    if (t.name.rfind("blk.", 0) == 0 && t.dims.size() == 2) want += t.nbytes;
+  }
+  bool tg = false;
+  std::istringstream lines(tp.out);
+  for (std::string line; std::getline(lines, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (j["test"] != "tg4") continue;
+    tg = true;
+    CHECK(j["weight_bytes_per_token"].get<double>() == double(want));
+  }
+  CHECK(tg);
+
+  // chat: a turn as JSON.
+  const CliResult chat = run_cli({"chat", "-m", model, "--temp", "0", "-n", "6", "--json", "-t", "2"}, "Hi there\n");
+  CAPTURE(chat.err);
+  REQUIRE(chat.exit_code == 0);
+  const nlohmann::json turn = nlohmann::json::parse(chat.out.substr(0, chat.out.find('\n')));
+  CHECK(turn["tokens"].size() == 6);
+  CHECK(turn["stats"]["experts_per_pass"].get<double>() >= 4.0);
+
+  // bench: target and a self-drafted chain; the expert union per pass grows with the tree.
+  std::string dir = (std::filesystem::temp_directory_path() / "fs-moe-bench-XXXXXX").string();
+  REQUIRE(mkdtemp(dir.data()) != nullptr);
+  const CliResult b = run_cli({"bench", "-m", model, "-d", "self:q8_0", "--chain", "3", "--temp", "0", "-n", "6",
+                               "-t", "2", "--out-dir", dir},
+                              "", 300);
+  CAPTURE(b.err);
+  REQUIRE(b.exit_code == 0);
+  std::ifstream jl(dir + "/bench.jsonl");
+  std::map<std::string, nlohmann::json> rows;
+  for (std::string line; std::getline(jl, line);)
+    if (!line.empty()) {
+      nlohmann::json j = nlohmann::json::parse(line);
+      rows[j["config"].get<std::string>()] = j;
+    }
+  REQUIRE(rows.count("target"));
+  REQUIRE(rows.count("chain-3"));
+  CHECK(rows["target"]["experts_per_pass"].get<double>() >= 4.0);
+  CHECK(rows["chain-3"]["experts_per_pass"].get<double>() > rows["target"]["experts_per_pass"].get<double>());
+  std::filesystem::remove_all(dir);
+
+  // serve: a chat completion through the engine, streamed from storage.
+  ServerProcess srv({"-m", model, "-t", "1", "--stream", "--ram-budget", "0"});
+  CAPTURE(srv.log());
+  const HttpResponse r = http_post(srv.port(), "/v1/chat/completions", chat_body("Hi", 4));
+  REQUIRE(r.status == 200);
+  CHECK(r.json().at("usage").at("completion_tokens") == 4);
+  CHECK(r.json().at("flashspec").at("expert_reads").get<int64_t>() > 0);
+}
+
+TEST_CASE("moe: an I/O error while reading experts reaches generate() as an Error, and stays") {
+  CpuBackend backend(2);
+  LlamaModel m(model_path("tiny-llama3moe"), backend);
+  StreamOptions o;
+  o.experts_used = 2;
+  o.request_bytes = 4096;
+  // Every read past the first 40 requests fails: the dense parts of the first layers have
+  // landed by then, expert reads are under way.
+  o.fault = [](uint64_t i, uint64_t) { return i >= 40 ? -EIO : 0; };
+  m.set_layer_source(std::make_unique<StreamedLayers>(m.file(), m.weights(), o));
+  const std::vector<int32_t> prompt = prompt_of(m, "tiny-llama3moe", 0);
+  std::string err;
+  try {
+    generate_target_only(m, prompt, greedy(8));
+  } catch (const Error& e) {
+    err = e.what();
+  }
+  CHECK(err.find("read failed at offset") != std::string::npos);
+  CHECK_THROWS_WITH_AS(generate_target_only(m, prompt, greedy(2)), doctest::Contains("read failed"), Error);
 }
