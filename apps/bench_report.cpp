@@ -225,6 +225,8 @@ std::string bench_json_line(const BenchRow& r, const BenchMeta& m) {
     j["experts_per_pass"] = t.passes ? double(t.experts) / double(t.passes) : 0.0;
     j["experts_per_token"] = r.decode_tokens ? double(t.experts) / double(r.decode_tokens) : 0.0;
     j["expert_bytes_read_per_token"] = r.decode_tokens ? double(t.expert_bytes_read) / double(r.decode_tokens) : 0.0;
+    const int64_t routed = r.expert_hits + r.expert_reads;
+    j["expert_cache_hit_rate"] = routed ? double(r.expert_hits) / double(routed) : 0.0;
   }
   return j.dump();
 }

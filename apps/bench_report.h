@@ -80,6 +80,7 @@ struct BenchRow {
   int64_t decode_tokens = 0;  // tokens after each prompt's first
   int64_t bytes_read = 0;
   double read_busy_ms = 0, io_wait_ms = 0;
+  int64_t expert_hits = 0, expert_reads = 0;  // MoE with --stream: routed experts from the cache / storage
   PassTimes pass_times;
 
   // Per repetition: tokens/s over the prompt set (tokens after each prompt's first over

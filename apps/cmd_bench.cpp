@@ -286,6 +286,8 @@ void add_generation(BenchRow& row, RepTotals& rep, const GenerationStats& s) {
   row.bytes_read += s.bytes_read;
   row.read_busy_ms += s.read_busy_ms;
   row.io_wait_ms += s.io_wait_ms;
+  row.expert_hits += s.expert_hits;
+  row.expert_reads += s.expert_reads;
   for (size_t i = 1; i < s.passes.size(); ++i) row.pass_times.add(s.passes[i]);  // [0] is the prefill
 
   ++rep.prompts;

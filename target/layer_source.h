@@ -9,8 +9,10 @@
 // of them in that order expert(l, w, e) gives its matrices, blocking until they are at
 // hand, and done_with(l, e) hands them back once the ops reading them are issued; then
 // release(l). A streaming source reads only the routed experts' slices, starting at
-// route(), so the reads of later experts overlap the compute of earlier ones. Sources
-// holding whole layers slice the expert tensors of `w` (what acquire returned).
+// route(), so the reads of later experts overlap the compute of earlier ones; it serves
+// host-memory backends, whose ops have finished when they return, so done_with() frees
+// the expert's memory at once. Sources holding whole layers (resident, or staged into a
+// GPU's slots) slice the expert tensors of `w` (what acquire returned).
 #include <cstdint>
 #include <span>
 #include <vector>
