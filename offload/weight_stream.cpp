@@ -58,7 +58,11 @@ WeightStream::WeightStream(const std::string& path,
     expert_mem_ = AlignedBuffer(size_t(x.memory_bytes()));
     expert_ranges_left_.assign(size_t(x.total_slots()), 0);
     expert_slot_read_.assign(size_t(x.total_slots()), 0);
-    bufs.emplace_back(expert_mem_.data(), expert_mem_.size());
+    // Registered in pieces of whole slots: the kernel takes no fixed buffer over 1 GiB,
+    // and a read must lie within one.
+    const uint64_t piece = std::max<uint64_t>(1, (uint64_t(1) << 30) / x.slot_bytes) * x.slot_bytes;
+    for (uint64_t at = 0; at < expert_mem_.size(); at += piece)
+      bufs.emplace_back(expert_mem_.data() + at, size_t(std::min<uint64_t>(piece, expert_mem_.size() - at)));
   }
   if (n_streamed() == 0 && !experts_) return;
 
