@@ -111,6 +111,8 @@ void PassTimes::add(const PassRecord& p) {
   target_ms += p.target_ms;
   io_wait_ms += p.io_wait_ms;
   rows += p.tree_tokens;
+  experts += p.experts;
+  expert_bytes_read += p.expert_bytes_read;
 }
 
 PassBreakdown BenchRow::per_pass() const {
@@ -172,6 +174,17 @@ std::string bench_json_line(const BenchRow& r, const BenchMeta& m) {
             {"decode_passes", r.pass_times.passes}, {"pass_rows", pass_rows(r)}, {"pass_ms", pb.total()},
             {"pass_draft_ms", pb.draft}, {"pass_compute_ms", pb.compute}, {"pass_io_wait_ms", pb.io_wait},
             {"pass_other_ms", pb.other}});
+  if (r.pass_times.experts > 0) {
+    // Mixture of experts: the union of the experts a decode pass's rows routed to (summed
+    // over layers), per pass and per token it produced, and the bytes read for them.
+    const PassTimes& t = r.pass_times;
+    const int64_t decode_tokens = r.totals.generated - r.prompts * r.reps;  // each run's first token is the prefill's
+    j["experts_per_pass"] = t.passes ? double(t.experts) / double(t.passes) : 0.0;
+    j["experts_per_token"] = decode_tokens > 0 ? double(t.experts) / double(decode_tokens) : 0.0;
+    j["expert_bytes_read_per_token"] = decode_tokens > 0 ? double(t.expert_bytes_read) / double(decode_tokens) : 0.0;
+    const int64_t routed = r.totals.expert_hits + r.totals.expert_reads;
+    j["expert_cache_hit_rate"] = routed ? double(r.totals.expert_hits) / double(routed) : 0.0;
+  }
   return j.dump();
 }
 

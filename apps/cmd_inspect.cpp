@@ -33,6 +33,32 @@ struct InspectArgs {
   PlacementOptions placement;
 };
 
+// A mixture-of-experts model's size: all parameters vs those one token uses (every
+// tensor but the experts, plus experts_used of each layer's experts), and the layer bytes
+// a token reads (dense parts and its experts; the embedding and head stay resident).
+struct MoeSummary {
+  int64_t params_total = 0, params_active = 0;
+  uint64_t dense_bytes = 0, expert_bytes = 0;
+};
+
+MoeSummary moe_summary(const GgufFile& f, const LlamaConfig& c, const ModelWeights& w) {
+  MoeSummary m;
+  for (const auto& t : f.tensors()) m.params_total += t.elements();
+  if (!c.moe()) return m;
+  int64_t expert_params = 0;
+  for (int64_t l = 0; l < w.n_layers(); ++l)
+    for (const LayerMatrixTensor& x : w.layer_matrices(l)) {
+      if (x.spec.experts > 1) {
+        expert_params += x.tensor->elements();
+        m.expert_bytes += x.tensor->nbytes / uint64_t(x.spec.experts) * uint64_t(c.n_experts_used);
+      } else {
+        m.dense_bytes += x.tensor->nbytes;
+      }
+    }
+  m.params_active = m.params_total - expert_params / c.n_experts * (c.n_experts - c.n_experts_used);
+  return m;
+}
+
 int run_inspect(const InspectArgs& a) {
   const GgufFile f = GgufFile::open(a.path);
   const LlamaConfig c = LlamaConfig::from_gguf(f);
@@ -53,6 +79,7 @@ int run_inspect(const InspectArgs& a) {
     bytes_by_type[std::string(type_name(t.type))] += int64_t(t.nbytes);
     total += int64_t(t.nbytes);
   }
+  const MoeSummary moe = moe_summary(f, c, w);
   if (a.json) {
     nlohmann::json j = {
         {"path", a.path},
@@ -90,6 +117,15 @@ int run_inspect(const InspectArgs& a) {
         {"kv_bytes_per_token", kv_per_token},
         {"placement", plan.to_json()},
     };
+    if (c.moe())
+      j["moe"] = {{"experts", c.n_experts},
+                  {"experts_used", c.n_experts_used},
+                  {"expert_ffn_dim", c.expert_ffn_dim},
+                  {"params_total", moe.params_total},
+                  {"params_active", moe.params_active},
+                  {"token_layer_bytes", moe.dense_bytes + moe.expert_bytes},
+                  {"token_dense_bytes", moe.dense_bytes},
+                  {"token_expert_bytes", moe.expert_bytes}};
     print_stdout(j.dump() + "\n");
     return 0;
   }
@@ -114,6 +150,16 @@ int run_inspect(const InspectArgs& a) {
                 tok.model().c_str(), tok.pre().empty() ? "" : "/", tok.pre().c_str(), tok.n_vocab(), tok.bos(),
                 tok.add_bos() ? " (added)" : "", tok.eos(), eog.c_str());
   out += buf;
+  if (c.moe()) {
+    std::snprintf(buf, sizeof buf,
+                  "  mixture of experts: %lld experts of width %lld, %lld per token; %.3g B parameters, %.3g B active "
+                  "per token; a token reads %s of layer weights (dense parts %s + %lld experts per layer %s)\n",
+                  (long long)c.n_experts, (long long)c.expert_ffn_dim, (long long)c.n_experts_used,
+                  double(moe.params_total) / 1e9, double(moe.params_active) / 1e9,
+                  format_bytes(moe.dense_bytes + moe.expert_bytes).c_str(), format_bytes(moe.dense_bytes).c_str(),
+                  (long long)c.n_experts_used, format_bytes(moe.expert_bytes).c_str());
+    out += buf;
+  }
   for (const auto& [k, v] : bytes_by_type) {
     std::snprintf(buf, sizeof buf, "  %-6s %14lld bytes\n", k.c_str(), (long long)v);
     out += buf;

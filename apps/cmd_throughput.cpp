@@ -76,12 +76,13 @@ double run_once(LlamaModel& model, bool prefill, int64_t n) {
   return double(n) / seconds_since(t0);
 }
 
-// Weight bytes one decode step reads: every layer's matrices and the output head (the
-// embedding contributes one row).
+// Weight bytes one decode step reads: every layer's matrices (of a mixture of experts,
+// only the experts a token routes to) and the output head (the embedding contributes one
+// row).
 uint64_t decode_weight_bytes(Engine& engine) {
   const PlacementPlan& plan = engine.plan();
   uint64_t b = 0;
-  for (uint64_t l : plan.layer_bytes) b += l;
+  for (uint64_t l : plan.token_layer_bytes) b += l;
   const WeightMatrix& head = engine.target().weights().output;
   return b + uint64_t(head.rows * row_bytes(head.type, head.cols));
 }

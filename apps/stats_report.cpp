@@ -29,17 +29,41 @@ nlohmann::json counts_json(const GenerationStats& s) {
 
 nlohmann::json stats_json(const GenerationStats& s) {
   nlohmann::json timeline = nlohmann::json::array();
-  for (const PassRecord& p : s.passes)
+  int64_t experts = 0, expert_bytes = 0, expert_bytes_read = 0;
+  for (const PassRecord& p : s.passes) {
+    experts += p.experts;
+    expert_bytes += p.expert_bytes;
+    expert_bytes_read += p.expert_bytes_read;
+  }
+  for (const PassRecord& p : s.passes) {
     timeline.push_back({{"start_ms", p.draft_start}, {"draft_ms", p.draft_ms}, {"target_ms", p.target_ms},
                         {"io_wait_ms", p.io_wait_ms}, {"compute_ms", p.compute_ms()}, {"pregrow_ms", p.pregrow_ms},
                         {"draft_stall_ms", p.draft_stall_ms}, {"pregrown", p.pregrown},
                         {"tree_tokens", p.tree_tokens}, {"draft_nodes", p.draft_nodes},
                         {"lookup_nodes", p.lookup_nodes}, {"emitted", p.emitted},
                         {"predicted_tokens", p.predicted_tokens}, {"predicted_ms", p.predicted_ms}});
+    if (experts > 0) {  // a mixture-of-experts target: the pass's expert union and its bytes
+      timeline.back()["experts"] = p.experts;
+      timeline.back()["expert_bytes"] = p.expert_bytes;
+      timeline.back()["expert_bytes_read"] = p.expert_bytes_read;
+    }
+  }
   nlohmann::json j = counts_json(s);
   j.update({{"tokens_per_s", s.tokens_per_s()}, {"prefill_tokens_per_s", s.prefill_tokens_per_s()},
             {"ttft_ms", s.ttft_ms}, {"tpot_ms", s.tpot_ms()}, {"draft_ms", s.draft_ms}, {"pregrow_ms", s.pregrow_ms},
             {"timeline", timeline}});
+  if (experts > 0) {
+    // Per layer the union of the experts a pass's rows routed to, summed over layers;
+    // what those experts take, and what of it was read from storage (the expert cache
+    // holding the rest).
+    j["experts_routed"] = experts;
+    j["experts_per_pass"] = s.passes.empty() ? 0.0 : double(experts) / double(s.passes.size());
+    j["expert_bytes"] = expert_bytes;
+    j["expert_bytes_read"] = expert_bytes_read;
+    j["expert_cache_hits"] = s.expert_hits;
+    j["expert_reads"] = s.expert_reads;
+    j["expert_cache_hit_rate"] = s.expert_hit_rate();
+  }
   return j;
 }
 
@@ -66,6 +90,11 @@ std::string stats_line(const GenerationStats& s, const std::string& config, uint
   if (s.bytes_read > 0) {
     std::snprintf(buf, sizeof buf, " | read %.2f GB at %.2f GB/s, I/O busy %.0f%%, waited %.0f ms",
                   double(s.bytes_read) / 1e9, s.read_gbps(), 100.0 * s.io_busy(), s.io_wait_ms);
+    line += buf;
+  }
+  if (s.expert_hits + s.expert_reads > 0) {
+    std::snprintf(buf, sizeof buf, " | experts: %lld read, %lld from the cache (%.0f%% hits)",
+                  (long long)s.expert_reads, (long long)s.expert_hits, 100.0 * s.expert_hit_rate());
     line += buf;
   }
   return line;

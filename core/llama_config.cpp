@@ -1,5 +1,7 @@
 #include "core/llama_config.h"
 
+#include <optional>
+
 #include "core/error.h"
 #include "core/gguf.h"
 #include "core/printable.h"
@@ -14,12 +16,48 @@ namespace {
 constexpr int64_t kMaxDim = 1 << 17;
 constexpr int64_t kMaxLayers = 4096;
 constexpr int64_t kMaxHeads = 1 << 14;
+constexpr int64_t kMaxExperts = 1 << 12;  // real models: 8 (Mixtral) to 384 (Kimi K2)
 
 int64_t bounded(const std::string& path, const std::string& key, uint64_t v, int64_t lo, int64_t hi) {
   if (v < uint64_t(lo) || v > uint64_t(hi))
     throw Error(path + ": key '" + key + "' = " + std::to_string(v) + " is outside [" + std::to_string(lo) + ", " +
                 std::to_string(hi) + "]");
   return int64_t(v);
+}
+
+// The mixture-of-experts keys. qwen3moe must have experts, llama may (the Mixtral layout:
+// llama.expert_count > 0); the others have none. As llama.cpp does, qwen3moe sizes its
+// experts by expert_feed_forward_length and llama by feed_forward_length (it reads no
+// expert width for llama: a llama file whose experts are narrower than
+// feed_forward_length fails its tensor shape check there, and here).
+void read_experts(const GgufFile& f, const std::string& path, LlamaConfig& c) {
+  const std::string p = c.arch + ".";
+  const std::optional<uint64_t> count = f.get_uint(p + "expert_count");
+  const bool moe_arch = c.arch == "qwen3moe";
+  if (!moe_arch && c.arch != "llama") {
+    if (count && *count > 0)
+      throw Error(path + ": key '" + p + "expert_count' = " + std::to_string(*count) + ": arch " + in_quotes(c.arch) +
+                  " has no mixture-of-experts layers here (supported: llama, qwen3moe)");
+    return;
+  }
+  if (!count || *count == 0) {
+    if (moe_arch) throw Error(path + ": arch 'qwen3moe' needs the key '" + p + "expert_count' (> 0)");
+    return;  // a dense llama
+  }
+  c.n_experts = bounded(path, p + "expert_count", *count, 1, kMaxExperts);
+  const std::optional<uint64_t> used = f.get_uint(p + "expert_used_count");
+  if (!used) throw Error(path + ": key '" + p + "expert_used_count' is missing (the experts each token routes to)");
+  if (*used == 0 || *used > uint64_t(c.n_experts))
+    throw Error(path + ": key '" + p + "expert_used_count' = " + std::to_string(*used) + " must be in [1, expert_count = " +
+                std::to_string(c.n_experts) + "]");
+  c.n_experts_used = int64_t(*used);
+  if (moe_arch) {
+    const std::optional<uint64_t> ff = f.get_uint(p + "expert_feed_forward_length");
+    if (!ff) throw Error(path + ": key '" + p + "expert_feed_forward_length' is missing (the width of an expert)");
+    c.expert_ffn_dim = bounded(path, p + "expert_feed_forward_length", *ff, 1, kMaxDim * 8);
+  } else {
+    c.expert_ffn_dim = c.ffn_dim;
+  }
 }
 
 }  // namespace
@@ -32,8 +70,8 @@ LlamaConfig LlamaConfig::from_gguf(const GgufFile& f) {
     c.family = Arch::Llama;
   } else if (c.arch == "qwen2") {
     c.family = Arch::Qwen2;
-  } else if (c.arch == "qwen3") {
-    c.family = Arch::Qwen3;
+  } else if (c.arch == "qwen3" || c.arch == "qwen3moe") {
+    c.family = Arch::Qwen3;  // qwen3moe: Qwen3's attention, an MoE FFN in every layer
   } else {
     throw Error(path + ": unsupported architecture " + in_quotes(c.arch) + " (key 'general.architecture'; supported: " +
                 supported_archs() + ")");
@@ -53,6 +91,7 @@ LlamaConfig LlamaConfig::from_gguf(const GgufFile& f) {
     throw Error(path + ": head_count " + std::to_string(c.n_heads) + " is not a multiple of head_count_kv " +
                 std::to_string(c.n_kv_heads));
   c.ffn_dim = require("feed_forward_length", 1, kMaxDim * 8);
+  read_experts(f, path, c);
   if (auto v = f.get_uint(p + "attention.key_length")) {
     c.head_dim = bounded(path, p + "attention.key_length", *v, 1, kMaxDim);
   } else {

@@ -1,6 +1,7 @@
 #pragma once
-// Hyper-parameters of a llama-family model (archs llama, qwen2, qwen3: one decoder graph
-// with per-family options), read and validated from GGUF metadata.
+// Hyper-parameters of a llama-family model (archs llama, qwen2, qwen3, qwen3moe: one
+// decoder graph with per-family options; llama and qwen3moe may have mixture-of-experts
+// FFNs), read and validated from GGUF metadata.
 #include <cstdint>
 #include <string>
 
@@ -11,15 +12,15 @@ class GgufFile;
 enum class Arch { Llama, Qwen2, Qwen3 };
 
 struct LlamaConfig {
-  std::string arch;        // general.architecture ("llama", "qwen2", "qwen3")
-  Arch family = Arch::Llama;
+  std::string arch;        // general.architecture ("llama", "qwen2", "qwen3", "qwen3moe")
+  Arch family = Arch::Llama;  // qwen3moe: Qwen3 (its attention), with n_experts > 0
   int64_t n_vocab = 0;     // rows of token_embd.weight
   int64_t dim = 0;         // residual width
   int64_t n_layers = 0;
   int64_t n_heads = 0;
   int64_t n_kv_heads = 0;  // < n_heads for grouped-query attention
   int64_t head_dim = 0;    // may differ from dim / n_heads (Qwen3)
-  int64_t ffn_dim = 0;
+  int64_t ffn_dim = 0;     // the dense FFN's width (qwen3moe files carry one they do not use)
   int64_t n_rot = 0;       // leading dims of each head that RoPE rotates
   int64_t context_length = 0;  // training context; generation may go past it
   float rms_eps = 1e-5f;
@@ -36,6 +37,7 @@ struct LlamaConfig {
   int64_t n_experts_used = 0;
   int64_t expert_ffn_dim = 0;
 
+  bool moe() const { return n_experts > 0; }
   int64_t q_dim() const { return n_heads * head_dim; }
   int64_t kv_dim() const { return n_kv_heads * head_dim; }
 
@@ -45,7 +47,7 @@ struct LlamaConfig {
   static LlamaConfig from_gguf(const GgufFile& f);
 
   // The architectures from_gguf() accepts, comma separated.
-  static const char* supported_archs() { return "llama, qwen2, qwen3"; }
+  static const char* supported_archs() { return "llama, qwen2, qwen3, qwen3moe"; }
 };
 
 }  // namespace flashspec

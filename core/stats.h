@@ -7,6 +7,20 @@
 
 namespace flashspec {
 
+// What mixture-of-experts passes routed to and read: counters that only grow; a pass's
+// figures are the difference of two snapshots.
+struct ExpertCounters {
+  int64_t routed = 0;        // experts routed to: per layer the union over the pass's rows, summed over layers
+  int64_t routed_bytes = 0;  // their bytes: what the passes read with no expert held in RAM
+  int64_t read = 0;          // of those, experts read from storage (streamed, not in the expert cache)
+  int64_t read_bytes = 0;    // bytes of those reads
+  int64_t hits = 0;          // streamed experts found in the expert cache instead
+
+  ExpertCounters since(const ExpertCounters& b) const {
+    return {routed - b.routed, routed_bytes - b.routed_bytes, read - b.read, read_bytes - b.read_bytes, hits - b.hits};
+  }
+};
+
 // One target pass of a generation: what it verified and where its time went (ms from
 // the start of the generate call).
 struct PassRecord {
@@ -24,6 +38,9 @@ struct PassRecord {
   // --tree auto's expectation when it chose this pass (0: a fixed mode): tokens emitted
   // and milliseconds of drafting plus verification.
   double predicted_tokens = 0, predicted_ms = 0;
+  // Mixture-of-experts targets: the union of the experts the pass's rows routed to,
+  // summed over layers, their bytes, and the bytes of those read from storage.
+  int64_t experts = 0, expert_bytes = 0, expert_bytes_read = 0;
 
   double compute_ms() const { return target_ms - io_wait_ms; }
 };
@@ -41,6 +58,9 @@ struct GenerationStats {
   double io_wait_ms = 0;    // compute time spent waiting for weights
   double draft_ms = 0;      // time the target waited for the draft (trees, stalls)
   double pregrow_ms = 0;    // draft time hidden behind target passes (its own thread)
+  // Mixture-of-experts targets with --stream: routed experts found in the expert cache
+  // and read from storage.
+  int64_t expert_hits = 0, expert_reads = 0;
   std::vector<PassRecord> passes;
 
   // Adds another run's counters, for totals over runs (chat's session, bench's rows):
@@ -70,6 +90,8 @@ struct GenerationStats {
     io_wait_ms += o.io_wait_ms;
     draft_ms += o.draft_ms;
     pregrow_ms += o.pregrow_ms;
+    expert_hits += o.expert_hits;
+    expert_reads += o.expert_reads;
   }
 
   // Tokens per target pass, the prefill pass included (it produces the first token).
@@ -89,6 +111,9 @@ struct GenerationStats {
   double io_busy() const {
     const double total = prefill_ms + decode_ms;
     return total > 0 ? read_busy_ms / total : 0.0;
+  }
+  double expert_hit_rate() const {
+    return expert_hits + expert_reads ? double(expert_hits) / double(expert_hits + expert_reads) : 0.0;
   }
   std::vector<double> accept_rate_by_depth() const {
     std::vector<double> r;

@@ -105,7 +105,9 @@ void Engine::place_target_layers() {
   const int64_t n = plan_.n_layers();
   std::unique_ptr<LayerSource> host;  // layers outside VRAM, in host memory
   if (plan_.stream) {
-    auto streamed = std::make_unique<StreamedLayers>(t.file(), t.weights(), stream_options(opt_.placement, t.file().file_size()),
+    auto streamed = std::make_unique<StreamedLayers>(t.file(), t.weights(),
+                                                     stream_options(opt_.placement, t.file().file_size(),
+                                                                    t.config().n_experts_used, plan_.gpu),
                                                      plan_.n_vram);
     stream_ = &streamed->stream();
     host = std::move(streamed);
@@ -164,6 +166,8 @@ void Engine::add_stream_stats(GenerationStats& s, const StreamCounters& before) 
   s.bytes_read = int64_t(d.bytes_read);
   s.read_busy_ms = d.read_busy_ms;
   s.io_wait_ms = d.io_wait_ms;
+  s.expert_hits = d.expert_hits;
+  s.expert_reads = d.expert_reads;
 }
 
 }  // namespace flashspec

@@ -29,9 +29,13 @@ PlacementPlan plan_placement(const GgufFile& f, const ModelWeights& w, const Pla
   const std::vector<std::vector<TensorExtent>> extents = layer_extents(w);
   const int64_t n = int64_t(extents.size());
   for (const auto& l : extents) {
-    uint64_t b = 0;
-    for (const TensorExtent& e : l) b += e.bytes;
+    uint64_t b = 0, token = 0;
+    for (const TensorExtent& e : l) {
+      b += e.bytes;
+      token += e.experts > 1 ? e.bytes / uint64_t(e.experts) * uint64_t(w.experts_used()) : e.bytes;
+    }
     p.layer_bytes.push_back(b);
+    p.token_layer_bytes.push_back(token);
   }
   p.fixed_bytes = fixed_tensor_bytes(f, w);
   if (gpu) {
@@ -50,7 +54,7 @@ PlacementPlan plan_placement(const GgufFile& f, const ModelWeights& w, const Pla
   if (o.stream && p.n_vram < n) {
     PlacementOptions so = o;
     so.ram_budget -= std::min(so.ram_budget, self_draft_bytes);
-    p.stream = WeightStream::plan_for({extents.begin() + p.n_vram, extents.end()}, stream_options(so, 0));
+    p.stream = WeightStream::plan_for({extents.begin() + p.n_vram, extents.end()}, stream_options(so, 0, w.experts_used(), gpu));
     for (int64_t l = p.n_vram; l < n; ++l)
       p.homes[size_t(l)] = l - p.n_vram < p.stream->n_resident ? (gpu ? LayerHome::PinnedRam : LayerHome::Ram)
                                                                : LayerHome::Streamed;
@@ -60,23 +64,40 @@ PlacementPlan plan_placement(const GgufFile& f, const ModelWeights& w, const Pla
 
 std::string PlacementPlan::describe() const {
   std::string s = std::to_string(n_layers()) + " layers:";
-  // Runs of layers with the same home: "0-3 vram, 4-21 streamed".
+  // Runs of layers with the same home: "0-3 vram, 4-21 streamed". With experts read one
+  // by one, a streamed layer's home is its dense part's, and so are the bytes.
+  const bool by_expert = stream && stream->experts;
+  auto bytes_of = [&](int64_t l) {
+    return by_expert && l >= n_vram ? stream->layers[size_t(l - n_vram)].tensor_bytes : layer_bytes[size_t(l)];
+  };
   for (int64_t l = 0; l < n_layers();) {
     int64_t e = l;
     uint64_t bytes = 0;
-    while (e < n_layers() && homes[size_t(e)] == homes[size_t(l)]) bytes += layer_bytes[size_t(e++)];
+    while (e < n_layers() && homes[size_t(e)] == homes[size_t(l)]) bytes += bytes_of(e++);
     // Appended piece by piece: GCC 12 warns falsely (-Wrestrict) on "literal" + string.
     s += l ? ", " : " ";
     s += std::to_string(l);
     if (e - l > 1) s.append("-").append(std::to_string(e - 1));
-    s.append(" ").append(home_name(homes[size_t(l)])).append(" (").append(format_bytes(bytes)).append(")");
+    s.append(" ").append(home_name(homes[size_t(l)]));
+    if (by_expert && l >= n_vram) s.append(" dense part");
+    s.append(" (").append(format_bytes(bytes)).append(")");
     l = e;
   }
   if (gpu) {
     s.append("; VRAM ").append(format_bytes(vram_layer_bytes)).append(" for layers");
     if (vram_slot_bytes) s.append(" (2 slots of ").append(format_bytes(vram_slot_bytes)).append(" included)");
   }
-  if (stream) {
+  if (stream && stream->experts) {
+    // Mixture of experts, read expert by expert: the ring carries the dense parts.
+    const ExpertPlan& x = *stream->experts;
+    s += "; stream: dense parts " + format_bytes(stream->streamed_bytes) + " read per pass";
+    if (stream->ring_slots) s += ", ring " + std::to_string(stream->ring_slots) + " x " + format_bytes(stream->slot_bytes);
+    s += "; experts read one by one: " + std::to_string(x.used) + " of " + std::to_string(x.experts) +
+         " per token and layer, " + format_bytes(x.expert_bytes) + " each (" + format_bytes(x.token_bytes()) +
+         " per token), " + std::to_string(x.staging_slots) + " staging slots (" + format_bytes(x.staging_bytes()) +
+         "), cache " + std::to_string(x.cache_slots_per_layer) + " slots per layer (" + format_bytes(x.cache_bytes()) + ")";
+    if (stream->ring_over_budget()) s += " (the minimum ring and staging, over --ram-budget)";
+  } else if (stream) {
     s += "; stream: " + format_bytes(stream->streamed_bytes) + " read per pass, ring " +
          std::to_string(stream->ring_slots) + " x " + format_bytes(stream->slot_bytes);
     if (stream->ring_over_budget()) s += " (the minimum ring, over --ram-budget)";
@@ -107,6 +128,17 @@ nlohmann::json PlacementPlan::to_json() const {
                    {"ring_bytes", stream->ring_bytes},
                    {"ring_over_budget", stream->ring_over_budget()},
                    {"layers", ranges}};
+    if (stream->experts) {
+      const ExpertPlan& x = *stream->experts;
+      j["stream"]["experts"] = {{"experts", x.experts},
+                                {"used", x.used},
+                                {"expert_bytes", x.expert_bytes},
+                                {"slot_bytes", x.slot_bytes},
+                                {"staging_slots", x.staging_slots},
+                                {"cache_slots_per_layer", x.cache_slots_per_layer},
+                                {"memory_bytes", x.memory_bytes()},
+                                {"token_bytes", x.token_bytes()}};
+    }
   }
   return j;
 }

@@ -29,6 +29,9 @@ struct PlacementPlan {
   bool gpu = false;
   std::vector<LayerHome> homes;       // per layer
   std::vector<uint64_t> layer_bytes;  // per layer: its matrices (what a streamed pass reads)
+  // Per layer: what one token reads of it, its matrices less the experts it does not
+  // route to (= layer_bytes for a dense model).
+  std::vector<uint64_t> token_layer_bytes;
   int64_t n_vram = 0;                 // layers 0 .. n_vram-1 are in VRAM
   uint64_t vram_layer_bytes = 0;      // VRAM those take, plus the two slots when others pass through
   uint64_t vram_slot_bytes = 0;       // one slot (0: no slots)

@@ -67,10 +67,17 @@ std::vector<GgmlType> plan_quantization(const GgufFile& in, const QuantizeOption
   const bool tied = in.find_tensor("output.weight") == nullptr;
   std::vector<GgmlType> out;
   for (const GgufTensorInfo& t : in.tensors()) {
-    if (t.dims.size() != 2) {  // norms, biases, RoPE factors: kept exact
+    if (t.dims.size() < 2) {  // norms, biases, RoPE factors: kept exact
       out.push_back(GgmlType::F32);
       continue;
     }
+    // MoE routers stay as they are, as llama.cpp keeps them: a few rows whose small
+    // differences pick the experts, so rounding them would change the routing.
+    if (t.name.ends_with("ffn_gate_inp.weight")) {
+      out.push_back(t.type);
+      continue;
+    }
+    // Matrices, and expert tensors (3-D: experts x rows rows of dims[0]), are quantized.
     const bool head = t.name == "output.weight" || (tied && t.name == "token_embd.weight");
     if (o.head == OutputHead::Keep && head) {
       out.push_back(t.type);
@@ -124,7 +131,7 @@ QuantizeResult quantize_model(const GgufFile& in, const QuantizeOptions& o, Thre
     layout.push_back({t.name, t.dims, types[i]});
     total += t.nbytes;
     bool fell_back = false;
-    if (t.dims.size() == 2 && types[i] != t.type) {
+    if (t.dims.size() >= 2 && types[i] != t.type) {
       ++r.quantized;
       if (fitting_type(o.type, t.dims[0], fell_back) != o.type) ++r.fell_back;
     }

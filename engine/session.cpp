@@ -14,15 +14,20 @@ double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-// Runs one target pass and records when it started, how long it took and how much of
-// that it waited for streamed weights.
+// Runs one target pass and records when it started, how long it took, how much of that
+// it waited for streamed weights, and (MoE) the experts it routed to and read.
 template <class Pass>
 void time_target_pass(const LlamaModel& target, Clock::time_point call_start, PassRecord& rec, Pass&& pass) {
   rec.target_start = ms_since(call_start);
   const double wait0 = target.weight_wait_ms();
+  const ExpertCounters experts0 = target.expert_counters();
   pass();
   rec.target_ms = ms_since(call_start) - rec.target_start;
   rec.io_wait_ms = target.weight_wait_ms() - wait0;
+  const ExpertCounters e = target.expert_counters().since(experts0);
+  rec.experts = e.routed;
+  rec.expert_bytes = e.routed_bytes;
+  rec.expert_bytes_read = e.read_bytes;
 }
 
 // Counts a verified tree: every drafted node, and the first `accepted` nodes of the

@@ -16,12 +16,15 @@
 namespace flashspec {
 
 // The matrices of every layer, in ModelWeights::layer_matrices order (norms stay
-// resident in ModelWeights).
+// resident in ModelWeights); expert tensors carry their expert count, so that the stream
+// may read them expert by expert.
 inline std::vector<std::vector<TensorExtent>> layer_extents(const ModelWeights& w) {
   std::vector<std::vector<TensorExtent>> out;
   for (int64_t l = 0; l < w.n_layers(); ++l) {
     std::vector<TensorExtent> e;
-    for (const LayerMatrixTensor& m : w.layer_matrices(l)) e.push_back(TensorExtent{m.tensor->file_offset, m.tensor->nbytes});
+    for (const LayerMatrixTensor& m : w.layer_matrices(l))
+      e.push_back(TensorExtent{m.tensor->file_offset, m.tensor->nbytes,
+                               m.spec.read == ReadUnit::ExpertSlices ? m.spec.experts : 1});
     out.push_back(std::move(e));
   }
   return out;
@@ -38,12 +41,17 @@ inline uint64_t fixed_tensor_bytes(const GgufFile& f, const ModelWeights& w) {
 }
 
 // The weight stream's options for a placement; `file_size` (0: unchecked) is the size the
-// model had when it was opened, so a file that changes under the stream is caught.
-inline StreamOptions stream_options(const PlacementOptions& p, uint64_t file_size) {
+// model had when it was opened, so a file that changes under the stream is caught. A
+// mixture-of-experts model's experts stream expert by expert, `experts_used` per token,
+// unless `gpu`: a GPU's staging copies whole layers.
+inline StreamOptions stream_options(const PlacementOptions& p, uint64_t file_size, int64_t experts_used = 0,
+                                    bool gpu = false) {
   StreamOptions o;
   static_cast<IoOptions&>(o) = p.io;
   o.ram_budget = p.ram_budget;
   o.expected_file_size = file_size;
+  o.experts_used = experts_used;
+  o.expert_granular = !gpu;
   return o;
 }
 
@@ -60,11 +68,43 @@ class StreamedLayers final : public LayerSource {
     const uint8_t* buf = stream_.acquire(layer - first_);
     const std::vector<uint64_t>& off = stream_.plan().layers[size_t(layer - first_)].tensor_offset;
     std::vector<const uint8_t*> data;
-    for (uint64_t o : off) data.push_back(buf + o);
+    for (uint64_t o : off) data.push_back(o == kNotInLayerBuffer ? nullptr : buf + o);  // null: read by expert
     return w_.layer_from(layer, data);
   }
   void release(int64_t layer) override { stream_.release(layer - first_); }
+
+  // Experts: read one by one when the plan says so, else slices of the whole layer.
+  void route(int64_t layer, std::span<const int32_t> experts) override {
+    if (stream_.plan().experts) stream_.route(layer - first_, experts);
+  }
+  ExpertWeights expert(int64_t layer, const LayerWeights& w, int32_t e) override {
+    if (!stream_.plan().experts) return w.expert(e);
+    const uint8_t* slot = stream_.expert(layer - first_, e);
+    const std::vector<size_t>& tensors = stream_.plan().experts->tensors[size_t(layer - first_)];
+    const std::vector<uint64_t>& at = stream_.expert_slices(layer - first_, e).slice_offset;
+    const std::vector<LayerMatrixTensor>& mats = w_.layer_matrices(layer);
+    ExpertWeights x;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      const MatrixSpec& s = mats[tensors[i]].spec;
+      const WeightMatrix m{mats[tensors[i]].tensor->type, slot + at[i], s.rows, s.cols};
+      if (s.id == LayerMatrix::GateExps) x.gate = m;
+      else if (s.id == LayerMatrix::UpExps) x.up = m;
+      else if (s.id == LayerMatrix::DownExps) x.down = m;
+    }
+    return x;
+  }
+  void done_with(int64_t layer, int32_t e) override {
+    if (stream_.plan().experts) stream_.done_with(layer - first_, e);
+  }
   double wait_ms() const override { return stream_.counters().io_wait_ms; }
+  ExpertCounters expert_reads() const override {
+    const StreamCounters c = stream_.counters();
+    ExpertCounters x;
+    x.read = c.expert_reads;
+    x.read_bytes = int64_t(c.expert_bytes_read);
+    x.hits = c.expert_hits;
+    return x;
+  }
   std::vector<std::span<uint8_t>> buffers() const override { return stream_.buffers(); }
 
   WeightStream& stream() { return stream_; }

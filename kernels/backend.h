@@ -13,7 +13,9 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "kernels/expert_rows.h"
 #include "kernels/weight_matrix.h"
 
 namespace flashspec {
@@ -184,6 +186,27 @@ class Backend {
   virtual void silu_mul(float* gate, const float* up, int64_t n) = 0;
   // y[i] += x[i]
   virtual void add(float* y, const float* x, int64_t n) = 0;
+
+  // Mixture-of-experts rows (kernels/expert_rows.h). The index and weight arrays are HOST
+  // memory: routing is decided on the host. x and y are backend memory, as everywhere.
+  // The defaults go through the host (download, compute, upload): right on every backend,
+  // and what a backend without kernels of its own for these runs.
+  // y[i] = x[rows[i]] for n rows of `width` (x has x_rows rows).
+  virtual void gather_rows(const float* x, int64_t x_rows, const int32_t* rows, int64_t n, int64_t width, float* y) {
+    std::vector<float> in(size_t(x_rows * width)), out(size_t(n * width));
+    download(in.data(), x, in.size() * sizeof(float));
+    gather_rows_host(in.data(), rows, 0, n, width, out.data());
+    upload(y, out.data(), out.size() * sizeof(float));
+  }
+  // y[t] = sum_s weights[t*k+s] * x[slots[t*k+s]] for T rows of `width`, in rank order s
+  // (x has x_rows rows).
+  virtual void weighted_sum_rows(const float* x, int64_t x_rows, const int32_t* slots, const float* weights,
+                                 int64_t T, int64_t k, int64_t width, float* y) {
+    std::vector<float> in(size_t(x_rows * width)), out(size_t(T * width));
+    download(in.data(), x, in.size() * sizeof(float));
+    weighted_sum_rows_host(in.data(), slots, weights, 0, T, k, width, out.data());
+    upload(y, out.data(), out.size() * sizeof(float));
+  }
 };
 
 }  // namespace flashspec

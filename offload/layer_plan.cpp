@@ -13,11 +13,14 @@ namespace {
 uint64_t floor_to(uint64_t v, uint64_t a) { return v / a * a; }
 uint64_t ceil_to(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
-LayerExtent layer_extent(const std::vector<TensorExtent>& tensors, const PlanOptions& o) {
+// The extent of a layer's tensors, leaving out those `skip` says (read expert by expert).
+LayerExtent layer_extent(const std::vector<TensorExtent>& tensors, const PlanOptions& o,
+                         const std::vector<bool>& skip = {}) {
   LayerExtent e;
-  e.tensor_offset.assign(tensors.size(), 0);
-  std::vector<size_t> order(tensors.size());
-  std::iota(order.begin(), order.end(), size_t(0));
+  e.tensor_offset.assign(tensors.size(), kNotInLayerBuffer);
+  std::vector<size_t> order;
+  for (size_t i = 0; i < tensors.size(); ++i)
+    if (skip.empty() || !skip[i]) order.push_back(i);
   std::sort(order.begin(), order.end(),
             [&](size_t a, size_t b) { return tensors[a].offset < tensors[b].offset; });
   size_t i = 0;
@@ -41,8 +44,38 @@ LayerExtent layer_extent(const std::vector<TensorExtent>& tensors, const PlanOpt
     e.ranges.push_back(r);
     i = j;
   }
-  for (const TensorExtent& t : tensors) e.tensor_bytes += t.bytes;
+  for (size_t k : order) e.tensor_bytes += tensors[k].bytes;
   return e;
+}
+
+// The expert plan of layers whose expert tensors are read expert by expert (before the
+// budget is split: no cache slots yet).
+ExpertPlan expert_layout(const std::vector<std::vector<TensorExtent>>& layers, const PlanOptions& o) {
+  ExpertPlan x;
+  x.n_layers = int64_t(layers.size());
+  for (const auto& l : layers) {
+    std::vector<size_t> idx;
+    std::vector<TensorExtent> ts;
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < l.size(); ++i) {
+      if (l[i].experts < 2) continue;
+      if (x.experts == 0) x.experts = l[i].experts;
+      if (l[i].experts != x.experts || l[i].bytes % uint64_t(l[i].experts) != 0)
+        throw Error("stream plan: expert tensors of " + std::to_string(l[i].experts) + " experts and " +
+                    std::to_string(l[i].bytes) + " bytes do not match the others (" + std::to_string(x.experts) +
+                    " experts)");
+      idx.push_back(i);
+      ts.push_back(l[i]);
+      bytes += l[i].bytes / uint64_t(l[i].experts);
+    }
+    if (idx.empty()) throw Error("stream plan: a layer without expert tensors in a mixture-of-experts model");
+    x.expert_bytes = std::max(x.expert_bytes, bytes);
+    x.slot_bytes = std::max(x.slot_bytes, expert_slot_bytes(ts, o.align));
+    x.tensors.push_back(std::move(idx));
+  }
+  x.used = std::min(o.experts_used > 0 ? o.experts_used : x.experts, x.experts);
+  x.staging_slots = staging_slots_for(x.experts, o.experts_used);
+  return x;
 }
 
 }  // namespace
@@ -54,24 +87,48 @@ LayerPlan plan_layers(const std::vector<std::vector<TensorExtent>>& layers, cons
   LayerPlan p;
   p.ram_budget = o.ram_budget;
   uint64_t total = 0;
+  bool has_experts = false;
   for (const auto& l : layers) {
     p.layers.push_back(layer_extent(l, o));
     p.slot_bytes = std::max(p.slot_bytes, p.layers.back().read_bytes);
     total += p.layers.back().read_bytes;
-    for (const TensorExtent& t : l) p.required_file_size = std::max(p.required_file_size, t.offset + t.bytes);
+    for (const TensorExtent& t : l) {
+      p.required_file_size = std::max(p.required_file_size, t.offset + t.bytes);
+      has_experts |= t.experts > 1;
+    }
   }
-  if (total <= o.ram_budget) {
-    // Everything fits: no ring, nothing streamed after the first read.
+  if (has_experts && o.expert_granular && total > o.ram_budget) {
+    // Re-plan the layers without their expert tensors: those stream expert by expert.
+    p.experts = expert_layout(layers, o);
+    p.layers.clear();
+    p.slot_bytes = total = 0;
+    for (size_t l = 0; l < layers.size(); ++l) {
+      std::vector<bool> skip(layers[l].size(), false);
+      for (size_t i : p.experts->tensors[l]) skip[i] = true;
+      p.layers.push_back(layer_extent(layers[l], o, skip));
+      p.slot_bytes = std::max(p.slot_bytes, p.layers.back().read_bytes);
+      total += p.layers.back().read_bytes;
+    }
+  }
+  const uint64_t staging = p.experts ? p.experts->staging_bytes() : 0;
+  uint64_t left = 0;  // budget left after the layers: the expert cache's
+  if (total + staging <= o.ram_budget) {
+    // Every layer (every dense part) fits: no ring, nothing but experts streamed after
+    // the first read.
     p.n_resident = int(p.layers.size());
+    left = o.ram_budget - total - staging;
   } else {
     p.ring_slots = o.ring_slots;
     p.ring_bytes = uint64_t(o.ring_slots) * p.slot_bytes;
-    uint64_t left = o.ram_budget > p.ring_bytes ? o.ram_budget - p.ring_bytes : 0;
+    left = o.ram_budget > p.ring_bytes + staging ? o.ram_budget - p.ring_bytes - staging : 0;
     while (p.n_resident < int(p.layers.size()) && p.layers[size_t(p.n_resident)].read_bytes <= left) {
       left -= p.layers[size_t(p.n_resident)].read_bytes;
       ++p.n_resident;
     }
   }
+  if (p.experts && p.experts->n_layers > 0 && p.experts->slot_bytes > 0)
+    p.experts->cache_slots_per_layer =
+        std::min<int64_t>(p.experts->experts, int64_t(left / (uint64_t(p.experts->n_layers) * p.experts->slot_bytes)));
   for (size_t l = 0; l < p.layers.size(); ++l) {
     LayerExtent& e = p.layers[l];
     e.resident = int(l) < p.n_resident;

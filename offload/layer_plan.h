@@ -8,27 +8,29 @@
 // (more than `gap_limit` bytes of other data between two of them), each cluster of
 // nearby tensors gets its own covering range. Ranges are laid out one after another in a
 // layer buffer; each tensor's bytes then start at buffer + tensor_offset[i].
+//
+// Mixture-of-experts layers: unless the whole model fits the budget, the expert tensors
+// are left out of the layer's ranges -- the layer's "dense part" (attention, norms,
+// router) is what streams layer by layer -- and read expert by expert into slots as the
+// passes route to them (offload/expert_plan.h). The budget then pays, in this order: the
+// ring of dense parts, the staging slots experts are read into, resident dense parts
+// (read every pass, so worth more per byte than any expert), and an expert cache.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "offload/expert_plan.h"
+#include "offload/read_range.h"
+
 namespace flashspec {
 
-struct TensorExtent {
-  uint64_t offset = 0;  // absolute file offset of the tensor's first byte
-  uint64_t bytes = 0;
-};
-
-struct ReadRange {
-  uint64_t file_offset = 0;  // aligned
-  uint64_t length = 0;       // aligned; may run past the end of the file
-  uint64_t needed = 0;       // bytes from file_offset that hold tensor data (<= length)
-  uint64_t buf_offset = 0;   // where the range lands in the layer buffer (aligned)
-};
+// Where an input tensor that is read expert by expert (not into the layer buffer) is.
+constexpr uint64_t kNotInLayerBuffer = ~uint64_t(0);
 
 struct LayerExtent {
   std::vector<ReadRange> ranges;
-  std::vector<uint64_t> tensor_offset;  // per input tensor: its first byte in the buffer
+  std::vector<uint64_t> tensor_offset;  // per input tensor: its first byte in the buffer, or kNotInLayerBuffer
   uint64_t tensor_bytes = 0;            // sum of the tensors' sizes
   uint64_t read_bytes = 0;              // sum of the ranges' lengths (buffer size)
   bool resident = false;
@@ -39,6 +41,10 @@ struct PlanOptions {
   int ring_slots = 2;                      // >= 2: one computed, one being read
   uint64_t align = 4096;
   uint64_t gap_limit = uint64_t(1) << 20;  // split a layer's range at gaps larger than this
+  // Expert tensors (TensorExtent::experts > 1): read expert by expert unless everything
+  // fits the budget (false: always as part of their layer, e.g. for a GPU's staging).
+  bool expert_granular = true;
+  int64_t experts_used = 0;  // experts a token routes to (sizes the staging slots; 0: all)
 };
 
 struct LayerPlan {
@@ -51,14 +57,19 @@ struct LayerPlan {
   uint64_t streamed_bytes = 0;   // read_bytes of the streamed layers: bytes read per pass
   uint64_t ram_budget = 0;
   uint64_t required_file_size = 0;  // end of the last tensor byte
-  // The ring alone exceeds the budget: the minimum ring is a fixed overhead on top of it.
-  bool ring_over_budget() const { return ring_bytes > ram_budget; }
-  // Layer memory the plan uses: resident layers plus the ring.
-  uint64_t memory_bytes() const { return resident_bytes + ring_bytes; }
+  // Expert tensors read expert by expert (absent: every tensor is read with its layer).
+  std::optional<ExpertPlan> experts;
+  // The ring (and the expert staging slots) alone exceed the budget: the minimum is a
+  // fixed overhead on top of it.
+  bool ring_over_budget() const { return fixed_bytes() > ram_budget; }
+  uint64_t fixed_bytes() const { return ring_bytes + (experts ? experts->staging_bytes() : 0); }
+  // Layer memory the plan uses: resident layers, the ring, expert slots.
+  uint64_t memory_bytes() const { return resident_bytes + ring_bytes + (experts ? experts->memory_bytes() : 0); }
 };
 
 // Extents of each layer (tensors in any order; offsets as in the tensor table). Throws
-// Error when options are invalid (ring_slots < 2, alignment not a power of two).
+// Error when options are invalid (ring_slots < 2, alignment not a power of two) or the
+// layers' expert tensors disagree (expert count, slice bytes).
 LayerPlan plan_layers(const std::vector<std::vector<TensorExtent>>& layers, const PlanOptions& o);
 
 // Human size for plans and stats: "12.6 MB".

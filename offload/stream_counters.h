@@ -13,6 +13,10 @@ struct StreamCounters {
   int64_t passes = 0;         // streamed passes the I/O thread has begun
   uint64_t resident_bytes = 0;  // read once at open into resident layers
   double resident_load_ms = 0;
+  // Mixture of experts: experts read into staging slots (their bytes are in bytes_read
+  // too) and routed experts found in the expert cache.
+  uint64_t expert_bytes_read = 0;
+  int64_t expert_reads = 0, expert_hits = 0;
 
   double read_gbps() const { return read_busy_ms > 0 ? double(bytes_read) / (read_busy_ms * 1e6) : 0; }
   StreamCounters since(const StreamCounters& before) const {
@@ -21,6 +25,9 @@ struct StreamCounters {
     d.read_busy_ms -= before.read_busy_ms;
     d.io_wait_ms -= before.io_wait_ms;
     d.passes -= before.passes;
+    d.expert_bytes_read -= before.expert_bytes_read;
+    d.expert_reads -= before.expert_reads;
+    d.expert_hits -= before.expert_hits;
     return d;
   }
 };

@@ -106,6 +106,21 @@ void UringReader::enqueue(const ReadJob& j) {
   jobs_.push_back(s);
 }
 
+void UringReader::enqueue_urgent(const ReadJob& j) {
+  const size_t before = jobs_.size();
+  enqueue(j);
+  if (jobs_.size() == before) return;  // empty: done at once
+  JobState s = jobs_.back();
+  jobs_.pop_back();
+  s.urgent = true;
+  // Jobs from split_job_ on have no request in flight, except split_job_ itself when it
+  // is partly cut; inserting after that point renumbers only jobs no request refers to.
+  size_t at = size_t(split_job_ - first_job_);
+  if (at < jobs_.size() && jobs_[at].next > 0) ++at;
+  while (at < jobs_.size() && jobs_[at].urgent) ++at;
+  jobs_.insert(jobs_.begin() + std::ptrdiff_t(at), s);
+}
+
 void UringReader::prepare(int slot) {
   Request& r = reqs_[size_t(slot)];
   io_uring_sqe* sqe = io_uring_get_sqe(&ring_);

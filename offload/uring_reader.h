@@ -63,6 +63,9 @@ class UringReader {
   bool register_buffers(const std::vector<std::pair<uint8_t*, size_t>>& bufs);
 
   void enqueue(const ReadJob& j);
+  // Queues a job ahead of every job not started yet (after earlier urgent ones): reads a
+  // consumer is waiting for now overtake prefetches.
+  void enqueue_urgent(const ReadJob& j);
   // No job queued or in flight.
   bool idle() const { return jobs_.empty() && inflight_ == 0; }
   // Submits what the queue depth and the bandwidth cap allow, waits up to `max_wait` for
@@ -93,6 +96,7 @@ class UringReader {
     uint64_t next = 0;  // relative offset of the next chunk to cut
     int inflight = 0;
     bool finished = false;
+    bool urgent = false;
   };
 
   void submit_ready();

@@ -1,5 +1,7 @@
 #include "offload/weight_stream.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace flashspec {
@@ -13,6 +15,8 @@ LayerPlan WeightStream::plan_for(const std::vector<std::vector<TensorExtent>>& l
   po.ram_budget = o.ram_budget;
   po.ring_slots = o.ring_slots;
   po.align = UringReader::kAlign;
+  po.expert_granular = o.expert_granular;
+  po.experts_used = o.experts_used;
   return plan_layers(layers, po);
 }
 
@@ -41,10 +45,28 @@ WeightStream::WeightStream(const std::string& path,
   reader_->run_all();
   resident_ms_ = ms(Clock::now() - t0);
   resident_read_ = reader_->bytes_read();
-  if (n_streamed() == 0) return;
 
-  slots_.resize(size_t(plan_.ring_slots));
   std::vector<std::pair<uint8_t*, size_t>> bufs;
+  if (plan_.experts) {
+    const ExpertPlan& x = *plan_.experts;
+    for (int64_t l = 0; l < x.n_layers; ++l) {
+      std::vector<TensorExtent> tensors;
+      for (size_t i : x.tensors[size_t(l)]) tensors.push_back(layers[size_t(l)][i]);
+      for (int64_t e = 0; e < x.experts; ++e) slice_reads_.push_back(expert_reads(tensors, e, UringReader::kAlign));
+    }
+    experts_.emplace(x.n_layers, x.experts, x.staging_slots, x.cache_slots_per_layer);
+    expert_mem_ = AlignedBuffer(size_t(x.memory_bytes()));
+    expert_ranges_left_.assign(size_t(x.total_slots()), 0);
+    expert_slot_read_.assign(size_t(x.total_slots()), 0);
+    // Registered in pieces of whole slots: the kernel takes no fixed buffer over 1 GiB,
+    // and a read must lie within one.
+    const uint64_t piece = std::max<uint64_t>(1, (uint64_t(1) << 30) / x.slot_bytes) * x.slot_bytes;
+    for (uint64_t at = 0; at < expert_mem_.size(); at += piece)
+      bufs.emplace_back(expert_mem_.data() + at, size_t(std::min<uint64_t>(piece, expert_mem_.size() - at)));
+  }
+  if (n_streamed() == 0 && !experts_) return;
+
+  slots_.resize(size_t(n_streamed() > 0 ? plan_.ring_slots : 0));
   for (Slot& s : slots_) {
     s.buf = AlignedBuffer(plan_.slot_bytes);
     bufs.emplace_back(s.buf.data(), s.buf.size());
@@ -65,6 +87,7 @@ WeightStream::~WeightStream() {
 
 void WeightStream::fill_ring(std::unique_lock<std::mutex>&) {
   const int64_t k = int64_t(slots_.size()), ns = n_streamed();
+  if (k == 0 || ns == 0) return;  // every dense part resident: only experts stream
   while (!stop_ && resync_pos_ < 0 && fill_pos_ < freed_pos_ + k) {
     const int64_t p = fill_pos_;
     if (p % ns == 0) {
@@ -80,6 +103,31 @@ void WeightStream::fill_ring(std::unique_lock<std::mutex>&) {
       reader_->enqueue(ReadJob{r.file_offset, r.length, r.needed, s.buf.data() + r.buf_offset, uint64_t(p)});
     if (e.ranges.empty()) s.ready = true;
     ++fill_pos_;
+    if (!busy_ && !reader_->idle()) {
+      busy_ = true;
+      busy_since_ = Clock::now();
+    }
+  }
+}
+
+void WeightStream::issue_expert_reads() {
+  if (!experts_) return;
+  while (const std::optional<ExpertCache::Read> r = experts_->next_read()) {
+    if (r->layer < last_expert_layer_ && n_streamed() == 0)  // a new pass that reads no ring
+      identity_->check(plan_.required_file_size);
+    last_expert_layer_ = r->layer;
+    const ExpertSliceReads& sr = expert_slices(r->layer, r->expert);
+    uint8_t* dst = expert_mem_.data() + uint64_t(r->slot) * plan_.experts->slot_bytes;
+    expert_ranges_left_[size_t(r->slot)] = int(sr.ranges.size());
+    // What the reads will land: a range may run past the end of the file (O_DIRECT
+    // alignment), where reading stops.
+    uint64_t landing = 0;
+    for (const ReadRange& g : sr.ranges)
+      landing += std::min(g.length, identity_->size() > g.file_offset ? identity_->size() - g.file_offset : 0);
+    expert_slot_read_[size_t(r->slot)] = landing;
+    // Ahead of the ring reads not yet started: the pass waits for these now.
+    for (const ReadRange& g : sr.ranges)
+      reader_->enqueue_urgent(ReadJob{g.file_offset, g.length, g.needed, dst + g.buf_offset, kExpertTag | uint64_t(r->slot)});
     if (!busy_ && !reader_->idle()) {
       busy_ = true;
       busy_since_ = Clock::now();
@@ -104,13 +152,20 @@ void WeightStream::io_loop() {
           s.ready = false;
           s.ranges_left = 0;
         }
+        if (experts_) {  // the cancelled expert reads will not land
+          experts_->cancel_reads();
+          std::fill(expert_ranges_left_.begin(), expert_ranges_left_.end(), 0);
+        }
         fill_pos_ = freed_pos_ = resync_pos_;
         resync_pos_ = -1;
         continue;
       }
+      issue_expert_reads();
       fill_ring(lk);
       if (reader_->idle()) {
-        cv_io_.wait(lk, [&] { return stop_ || resync_pos_ >= 0 || fill_pos_ < freed_pos_ + k; });
+        cv_io_.wait(lk, [&] {
+          return stop_ || resync_pos_ >= 0 || (k > 0 && fill_pos_ < freed_pos_ + k) || expert_reads_waiting();
+        });
         continue;
       }
       lk.unlock();
@@ -119,6 +174,15 @@ void WeightStream::io_loop() {
       lk.lock();
       bool landed = false;
       for (uint64_t tag : done) {
+        if (tag & kExpertTag) {
+          const int32_t slot = int32_t(tag & ~kExpertTag);
+          if (expert_ranges_left_[size_t(slot)] > 0 && --expert_ranges_left_[size_t(slot)] == 0) {
+            expert_read_bytes_ += expert_slot_read_[size_t(slot)];
+            experts_->landed(slot);
+            landed = true;
+          }
+          continue;
+        }
         Slot& s = slots_[size_t(int64_t(tag) % k)];
         if (s.pos == int64_t(tag) && --s.ranges_left == 0) {
           s.ready = true;
@@ -145,6 +209,13 @@ void WeightStream::io_loop() {
 const uint8_t* WeightStream::acquire(int64_t layer) {
   if (layer < 0 || layer >= int64_t(plan_.layers.size()))
     throw Error(path_ + ": weight stream has no layer " + std::to_string(layer));
+  if (experts_) {
+    // A new layer: the last one's experts are all done with, unless its pass stopped
+    // midway; whatever that pass held or queued is dropped.
+    std::lock_guard lk(mu_);
+    if (error_) std::rethrow_exception(error_);
+    experts_->abandon();
+  }
   if (layer < plan_.n_resident) return resident_[size_t(layer)].data();
   const int64_t k = int64_t(slots_.size()), ns = n_streamed();
   const int64_t idx = layer - plan_.n_resident;
@@ -183,6 +254,47 @@ void WeightStream::release(int64_t layer) {
   cv_io_.notify_all();
 }
 
+void WeightStream::route(int64_t layer, std::span<const int32_t> experts) {
+  if (!experts_ || layer < 0 || layer >= int64_t(plan_.layers.size()))
+    throw Error("internal: routing experts of layer " + std::to_string(layer) + " of a stream without them");
+  {
+    std::lock_guard lk(mu_);
+    if (error_) std::rethrow_exception(error_);
+    experts_->route(layer, experts);
+  }
+  cv_io_.notify_all();
+}
+
+const uint8_t* WeightStream::expert(int64_t layer, int32_t e) {
+  std::unique_lock lk(mu_);
+  if (error_) std::rethrow_exception(error_);
+  if (!experts_ || !experts_->awaited(layer, e))  // it would never come
+    throw Error("internal: expert " + std::to_string(e) + " of layer " + std::to_string(layer) + " was not routed to");
+  int32_t slot = -1;
+  auto ready = [&] { return error_ || stop_ || (slot = experts_->ready_slot(layer, e)) >= 0; };
+  if (!ready()) {
+    const auto t0 = Clock::now();
+    cv_consumer_.wait(lk, ready);
+    wait_ms_ += ms(Clock::now() - t0);
+  }
+  if (error_) std::rethrow_exception(error_);
+  if (stop_) throw Error(path_ + ": weight stream stopped");
+  return expert_mem_.data() + uint64_t(slot) * plan_.experts->slot_bytes;
+}
+
+void WeightStream::done_with(int64_t layer, int32_t e) {
+  {
+    std::lock_guard lk(mu_);
+    experts_->done(layer, e);
+  }
+  cv_io_.notify_all();  // a staging slot may be free for the next read
+}
+
+int64_t WeightStream::cached_experts(int64_t layer) const {
+  std::lock_guard lk(mu_);
+  return experts_ ? experts_->cached(layer) : 0;
+}
+
 StreamCounters WeightStream::counters() const {
   std::lock_guard lk(mu_);
   StreamCounters c;
@@ -192,6 +304,11 @@ StreamCounters WeightStream::counters() const {
   c.passes = passes_;
   c.resident_bytes = resident_read_;
   c.resident_load_ms = resident_ms_;
+  c.expert_bytes_read = expert_read_bytes_;
+  if (experts_) {
+    c.expert_reads = experts_->reads();
+    c.expert_hits = experts_->hits();
+  }
   return c;
 }
 
@@ -199,6 +316,7 @@ std::vector<std::span<uint8_t>> WeightStream::buffers() const {
   std::vector<std::span<uint8_t>> out;
   for (const Slot& s : slots_) out.emplace_back(s.buf.data(), s.buf.size());
   for (const AlignedBuffer& b : resident_) out.emplace_back(b.data(), b.size());
+  if (expert_mem_.size()) out.emplace_back(expert_mem_.data(), expert_mem_.size());
   return out;
 }
 

@@ -12,6 +12,14 @@
 // midway) restarts the stream at that layer. At the start of each streamed pass the
 // file is checked against what was opened: replaced, truncated or rewritten -> Error.
 //
+// Mixture-of-experts models (plan().experts): the ring carries the layers' dense parts,
+// and the expert tensors are read expert by expert. After acquire(l), route(l, experts)
+// names the experts the pass routed to; those not in the expert cache are queued, and
+// the I/O thread reads them into staging slots ahead of any ring read not yet started
+// (the pass is waiting for them; later layers' dense parts keep coming behind them).
+// expert(l, e) blocks until e's slices have landed; done_with(l, e) hands the slot back
+// to the cache policy (offload/expert_cache.h).
+//
 // Byte level only (no model types): the LayerSource for a llama model is
 // engine/streamed_layers.h.
 #include <chrono>
@@ -21,12 +29,14 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "offload/aligned_buffer.h"
+#include "offload/expert_cache.h"
 #include "offload/file_identity.h"
 #include "offload/layer_plan.h"
 #include "offload/stream_counters.h"
@@ -37,15 +47,17 @@ namespace flashspec {
 // The reader's options (how to read: depth, request size, bandwidth cap, O_DIRECT, test
 // hooks) and what the stream adds.
 struct StreamOptions : ReaderOptions {
-  uint64_t ram_budget = 0;          // resident layers + ring, bytes
+  uint64_t ram_budget = 0;          // resident layers + ring (+ expert slots), bytes
   int ring_slots = 2;               // >= 2
   uint64_t expected_file_size = 0;  // size when the model was opened (0: unchecked)
+  bool expert_granular = true;      // read expert tensors expert by expert (PlanOptions)
+  int64_t experts_used = 0;         // experts a token routes to (PlanOptions)
 };
 
 class WeightStream {
  public:
-  // `layers`: per layer, the tensors to stream. Reads the resident layers before
-  // returning; Error on any I/O problem.
+  // `layers`: per layer, the tensors to stream (expert tensors marked by their expert
+  // count). Reads the resident layers before returning; Error on any I/O problem.
   WeightStream(const std::string& path, const std::vector<std::vector<TensorExtent>>& layers,
                const StreamOptions& o);
   // The plan the constructor makes for these layers and options (what `inspect` shows).
@@ -63,8 +75,21 @@ class WeightStream {
   const uint8_t* acquire(int64_t layer);
   void release(int64_t layer);
 
+  // Mixture of experts (plan().experts set). `experts`: ascending, unique.
+  void route(int64_t layer, std::span<const int32_t> experts);
+  // Expert e's slot, once its slices have landed: slice i (of the layer's expert tensors,
+  // plan().experts->tensors order) at slot + expert_slices(layer, e).slice_offset[i].
+  // Valid until done_with(layer, e).
+  const uint8_t* expert(int64_t layer, int32_t e);
+  void done_with(int64_t layer, int32_t e);
+  const ExpertSliceReads& expert_slices(int64_t layer, int32_t e) const {
+    return slice_reads_[size_t(layer * plan_.experts->experts + e)];
+  }
+  // Experts of `layer` held in its cache slots now.
+  int64_t cached_experts(int64_t layer) const;
+
   StreamCounters counters() const;
-  // Every buffer weights are read into (ring slots and resident layers).
+  // Every buffer weights are read into (ring slots, resident layers, expert slots).
   std::vector<std::span<uint8_t>> buffers() const;
 
  private:
@@ -78,6 +103,11 @@ class WeightStream {
 
   void io_loop();
   void fill_ring(std::unique_lock<std::mutex>& lk);
+  // Queues the reads of routed experts that have a staging slot to go to.
+  void issue_expert_reads();
+  bool expert_reads_waiting() const { return experts_ && experts_->can_read(); }
+  // Tags of expert reads (the ring's are stream positions, far below this bit).
+  static constexpr uint64_t kExpertTag = uint64_t(1) << 62;
   int64_t n_streamed() const { return int64_t(plan_.layers.size()) - plan_.n_resident; }
   double ms(Clock::duration d) const { return std::chrono::duration<double, std::milli>(d).count(); }
 
@@ -88,6 +118,14 @@ class WeightStream {
   std::unique_ptr<FileIdentity> identity_;
   std::vector<AlignedBuffer> resident_;  // per resident layer
   std::vector<Slot> slots_;
+  // Mixture of experts: the slots' memory and bookkeeping, per (layer, expert) where its
+  // slices are read from and land, per slot the reads still in flight.
+  std::optional<ExpertCache> experts_;
+  AlignedBuffer expert_mem_;
+  std::vector<ExpertSliceReads> slice_reads_;
+  std::vector<int> expert_ranges_left_;
+  std::vector<uint64_t> expert_slot_read_;  // per slot: bytes of the reads it is waiting for
+  int64_t last_expert_layer_ = -1;
 
   mutable std::mutex mu_;
   std::condition_variable cv_consumer_, cv_io_;
@@ -103,6 +141,7 @@ class WeightStream {
   bool busy_ = false;
   Clock::time_point busy_since_{};
   double busy_ms_ = 0, wait_ms_ = 0, resident_ms_ = 0;
+  uint64_t expert_read_bytes_ = 0;
   int64_t passes_ = 0;
 
   std::thread io_;  // last member: started when everything above exists

@@ -2,10 +2,22 @@
 // Where a forward pass gets each layer's weights. Resident models hand out views of
 // the mapping; the streaming source (offload/) blocks in acquire() until the layer's
 // bytes have landed and recycles the slot on release().
+//
+// Mixture-of-experts layers, in a pass: acquire(l) gives the dense part (attention,
+// norms, router); once the router has run, route(l, experts) names the experts the
+// pass's rows go to (ascending, the union over rows) and returns at once; then for each
+// of them in that order expert(l, w, e) gives its matrices, blocking until they are at
+// hand, and done_with(l, e) hands them back once the ops reading them are issued; then
+// release(l). A streaming source reads only the routed experts' slices, starting at
+// route(), so the reads of later experts overlap the compute of earlier ones; it serves
+// host-memory backends, whose ops have finished when they return, so done_with() frees
+// the expert's memory at once. Sources holding whole layers (resident, or staged into a
+// GPU's slots) slice the expert tensors of `w` (what acquire returned).
 #include <cstdint>
 #include <span>
 #include <vector>
 
+#include "core/stats.h"
 #include "target/model_weights.h"
 
 namespace flashspec {
@@ -15,8 +27,15 @@ class LayerSource {
   virtual ~LayerSource() = default;
   virtual LayerWeights acquire(int64_t layer) = 0;
   virtual void release(int64_t layer) = 0;
-  // Milliseconds acquire() has blocked waiting for weights so far (0 when resident).
+  virtual void route(int64_t /*layer*/, std::span<const int32_t> /*experts*/) {}
+  virtual ExpertWeights expert(int64_t /*layer*/, const LayerWeights& w, int32_t e) { return w.expert(e); }
+  virtual void done_with(int64_t /*layer*/, int32_t /*expert*/) {}
+  // Milliseconds acquire() and expert() have blocked waiting for weights so far (0 when
+  // resident).
   virtual double wait_ms() const { return 0.0; }
+  // Experts read from storage and found in the expert cache so far (its read, read_bytes
+  // and hits; zero when the source reads no experts one by one).
+  virtual ExpertCounters expert_reads() const { return {}; }
   // Host memory that acquire() hands out weights from and that lives as long as the
   // source (a stream's buffers), for a GPU to page-lock; empty when there is none.
   virtual std::vector<std::span<uint8_t>> buffers() const { return {}; }

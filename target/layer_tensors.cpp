@@ -9,6 +9,22 @@ std::vector<int64_t> MatrixSpec::dims() const {
   return {cols, rows};
 }
 
+WeightMatrix row_slice(const WeightMatrix& m, int64_t first, int64_t n) {
+  const auto* base = static_cast<const uint8_t*>(m.data);
+  return WeightMatrix{m.type, base ? base + first * row_bytes(m.type, m.cols) : nullptr, n, m.cols};
+}
+
+ExpertWeights LayerWeights::expert(int64_t e) const {
+  ExpertWeights x;
+  WeightMatrix* out[] = {&x.gate, &x.up, &x.down};
+  for (size_t i = 0; i < kExpertMatrices.size(); ++i) {
+    const WeightMatrix& m = (*this)[kExpertMatrices[i]];
+    const int64_t rows = m.rows / n_experts;
+    *out[i] = row_slice(m, e * rows, rows);
+  }
+  return x;
+}
+
 LayerSpec layer_spec(const LlamaConfig& c) {
   using M = LayerMatrix;
   using V = LayerVector;

@@ -58,15 +58,32 @@ struct LayerSpec {
 };
 LayerSpec layer_spec(const LlamaConfig& c);
 
+// One expert of a mixture-of-experts layer: a SwiGLU FFN, down(silu(gate x) * up x).
+struct ExpertWeights {
+  WeightMatrix gate, up, down;
+};
+
+// The expert tensors, in the order of ExpertWeights' members (and of an expert's slices
+// in a streamed expert slot).
+constexpr std::array<LayerMatrix, 3> kExpertMatrices = {LayerMatrix::GateExps, LayerMatrix::UpExps,
+                                                        LayerMatrix::DownExps};
+
 // One layer's weights where a backend reads them. Matrices the model does not have
 // (the dense FFN of an MoE layer and vice versa) have null data; vectors it does not
-// have are null.
+// have are null. An expert tensor is one matrix of n_experts x (an expert's rows) rows;
+// its data is null where a source reads experts one by one (LayerSource::expert).
 struct LayerWeights {
   std::array<WeightMatrix, kLayerMatrices> matrix{};
   std::array<const float*, kLayerVectors> vector{};
+  int64_t n_experts = 0;
 
   const WeightMatrix& operator[](LayerMatrix m) const { return matrix[size_t(m)]; }
   const float* operator[](LayerVector v) const { return vector[size_t(v)]; }
+  // Expert e's rows of the expert tensors (which must hold every expert).
+  ExpertWeights expert(int64_t e) const;
 };
+
+// Rows [first, first + n) of a matrix, as a matrix of their own.
+WeightMatrix row_slice(const WeightMatrix& m, int64_t first, int64_t n);
 
 }  // namespace flashspec

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/printable.h"
+#include "target/moe_routing.h"
 #include "target/staged_layers.h"
 
 namespace flashspec {
@@ -25,6 +26,12 @@ LlamaModel::LlamaModel(GgufFile file, Backend& backend)
       backend_(backend),
       placed_(weights_, backend) {
   if (backend.host_memory()) layers_ = std::make_unique<ResidentLayers>(weights_);
+  for (int64_t l = 0; l < config_.n_layers; ++l) {
+    int64_t bytes = 0;  // one expert's slices of the expert tensors
+    for (const LayerMatrixTensor& m : weights_.layer_matrices(l))
+      if (m.spec.experts > 1) bytes += int64_t(m.tensor->nbytes) / m.spec.experts;
+    expert_bytes_.push_back(bytes);
+  }
 }
 
 LlamaModel::BatchInputs LlamaModel::place_inputs(const ForwardBatch& b) {
@@ -80,6 +87,54 @@ void LlamaModel::forward(const ForwardBatch& b, KvCache& kv, LogitRows rows, std
   }
 }
 
+void LlamaModel::moe_ffn(int64_t l, const LayerWeights& w, const float* in, int64_t T, const MoeBuffers& b,
+                         float* out) {
+  const LlamaConfig& c = config_;
+  Backend& be = backend_;
+  const int64_t E = c.n_experts, k = c.n_experts_used, F = c.expert_ffn_dim;
+  be.matmul(w[LayerMatrix::Router], in, T, b.logits);
+  const float* logits = b.logits;
+  if (!be.host_memory()) {  // routing is decided on the host: T x E floats come down
+    router_host_.resize(size_t(T * E));
+    be.download(router_host_.data(), b.logits, router_host_.size() * sizeof(float));
+    logits = router_host_.data();
+  }
+  routing_ = route_rows({logits, size_t(T * E)}, T, E, k);
+  batches_ = group_by_expert(routing_, E);
+  const std::vector<int32_t>& experts = batches_.experts;
+  layers_->route(l, experts);  // a streaming source starts reading the routed experts now
+  expert_counters_.routed += int64_t(experts.size());
+  expert_counters_.routed_bytes += int64_t(experts.size()) * expert_bytes_[size_t(l)];
+
+  // Each expert multiplies the rows routed to it together; its input rows are no longer
+  // needed once its gate and up have run, so its output rows overwrite them.
+  be.gather_rows(in, T, batches_.row.data(), T * k, c.dim, b.rows);
+  for (size_t i = 0; i < experts.size(); ++i) {
+    const int64_t first = batches_.begin[i], n = batches_.begin[i + 1] - first;
+    const ExpertWeights ew = layers_->expert(l, w, experts[i]);
+    float* x = b.rows + first * c.dim;
+    float* h = b.hidden + first * F;
+    float* h2 = b.hidden2 + first * F;
+    be.matmul(ew.gate, x, n, h);
+    be.matmul(ew.up, x, n, h2);
+    be.silu_mul(h, h2, n * F);
+    be.matmul(ew.down, h, n, x);
+    layers_->done_with(l, experts[i]);
+  }
+  be.weighted_sum_rows(b.rows, T * k, batches_.slot.data(), routing_.weight.data(), T, k, c.dim, out);
+}
+
+ExpertCounters LlamaModel::expert_counters() const {
+  ExpertCounters e = expert_counters_;
+  if (layers_) {
+    const ExpertCounters r = layers_->expert_reads();
+    e.read = r.read;
+    e.read_bytes = r.read_bytes;
+    e.hits = r.hits;
+  }
+  return e;
+}
+
 void LlamaModel::forward_pass(const ForwardBatch& b, KvCache& kv, int64_t logit_from, float* out) {
   const LlamaConfig& c = config_;
   const int64_t T = int64_t(b.tokens.size());
@@ -92,15 +147,22 @@ void LlamaModel::forward_pass(const ForwardBatch& b, KvCache& kv, int64_t logit_
     layers_ = std::make_unique<StagedLayers>(weights_, placed_.vectors, be, nullptr, c.n_layers);
   const BatchInputs in = place_inputs(b);
 
-  // Activations, carved from one buffer: x, xb (dim), q, att (q_dim), k, v (kv_dim),
-  // hb, hb2 (ffn_dim), each T rows and 256-byte aligned like the buffer.
-  const int64_t sizes[] = {c.dim, c.dim, c.q_dim(), c.q_dim(), c.kv_dim(), c.kv_dim(), c.ffn_dim, c.ffn_dim};
-  int64_t offset[9] = {0};
-  for (size_t i = 0; i < 8; ++i) offset[i + 1] = offset[i] + (T * sizes[i] + 63) / 64 * 64;
-  act_.reserve(be, size_t(offset[8]) * sizeof(float));
-  float* buf[8];
-  for (size_t i = 0; i < 8; ++i) buf[i] = act_.get<float>() + offset[i];
+  // Activations, carved from one buffer, 256-byte aligned like it: x, xb (T x dim), q,
+  // att (T x q_dim), k, v (T x kv_dim), hb, hb2 (the FFN's hidden rows: T x ffn_dim, or
+  // for experts one row per (row, routed expert): T*k x expert_ffn_dim); for MoE layers
+  // also the router logits (T x experts) and the experts' input/output rows (T*k x dim).
+  const int64_t routed = T * c.n_experts_used;
+  const int64_t hidden = c.moe() ? routed * c.expert_ffn_dim : T * c.ffn_dim;
+  const int64_t sizes[] = {T * c.dim,    T * c.dim, T * c.q_dim(),       T * c.q_dim(),  T * c.kv_dim(),
+                           T * c.kv_dim(), hidden,  hidden, T * c.n_experts, routed * c.dim};
+  constexpr size_t kBufs = std::size(sizes);
+  int64_t offset[kBufs + 1] = {0};
+  for (size_t i = 0; i < kBufs; ++i) offset[i + 1] = offset[i] + (sizes[i] + 63) / 64 * 64;
+  act_.reserve(be, size_t(offset[kBufs]) * sizeof(float));
+  float* buf[kBufs];
+  for (size_t i = 0; i < kBufs; ++i) buf[i] = act_.get<float>() + offset[i];
   float *x = buf[0], *xb = buf[1], *q = buf[2], *att = buf[3], *k = buf[4], *v = buf[5], *hb = buf[6], *hb2 = buf[7];
+  const MoeBuffers moe{buf[8], buf[9], hb, hb2};
 
   be.get_rows(placed_.embedding, in.tokens, T, x);
   const float scale = 1.0f / std::sqrt(float(c.head_dim));
@@ -131,10 +193,14 @@ void LlamaModel::forward_pass(const ForwardBatch& b, KvCache& kv, int64_t logit_
     be.add(x, xb, T * c.dim);
 
     be.rmsnorm(x, w[FfnNorm], T, c.dim, c.rms_eps, xb);
-    be.matmul(w[Gate], xb, T, hb);
-    be.matmul(w[Up], xb, T, hb2);
-    be.silu_mul(hb, hb2, T * c.ffn_dim);
-    be.matmul(w[Down], hb, T, xb);
+    if (c.moe()) {
+      moe_ffn(l, w, xb, T, moe, xb);
+    } else {
+      be.matmul(w[Gate], xb, T, hb);
+      be.matmul(w[Up], xb, T, hb2);
+      be.silu_mul(hb, hb2, T * c.ffn_dim);
+      be.matmul(w[Down], hb, T, xb);
+    }
     be.add(x, xb, T * c.dim);
     layers_->release(l);
   }

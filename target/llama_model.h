@@ -14,6 +14,7 @@
 #include "kernels/backend_buffer.h"
 #include "target/layer_source.h"
 #include "target/model_weights.h"
+#include "target/moe_routing.h"
 #include "target/placed_weights.h"
 
 namespace flashspec {
@@ -78,6 +79,8 @@ class LlamaModel {
 
   // Milliseconds forward passes have waited for streamed weights so far.
   double weight_wait_ms() const { return layers_ ? layers_->wait_ms() : 0.0; }
+  // Mixture-of-experts models: the experts passes have routed to and read so far.
+  ExpertCounters expert_counters() const;
 
  private:
   // The batch's ids, positions and mask where the kernels read them (staged through one
@@ -90,6 +93,15 @@ class LlamaModel {
   BatchInputs place_inputs(const ForwardBatch& b);
   // One pass of at most max_batch_ rows; logits of rows [logit_from, T) land at `out`.
   void forward_pass(const ForwardBatch& b, KvCache& kv, int64_t logit_from, float* out);
+  // Activations of the mixture-of-experts FFN (backend memory).
+  struct MoeBuffers {
+    float* logits;   // T x experts
+    float* rows;     // T*k x dim: the experts' input rows, then their outputs
+    float* hidden;   // T*k x expert_ffn_dim
+    float* hidden2;
+  };
+  // The FFN of MoE layer l over T rows of `in` (the normed residual) into `out` (may be `in`).
+  void moe_ffn(int64_t l, const LayerWeights& w, const float* in, int64_t T, const MoeBuffers& b, float* out);
 
   GgufFile file_;
   LlamaConfig config_;
@@ -104,6 +116,13 @@ class LlamaModel {
   // staged inputs (and their host staging), and for a GPU the logits before download.
   BackendBuffer act_, inputs_, logits_dev_;
   std::vector<uint8_t> inputs_host_;
+  // Mixture of experts: routing state of the layer being computed (host), one expert's
+  // bytes per layer, and what the passes so far routed.
+  std::vector<float> router_host_;
+  Routing routing_;
+  ExpertBatches batches_;
+  std::vector<int64_t> expert_bytes_;
+  ExpertCounters expert_counters_;
 };
 
 }  // namespace flashspec

@@ -57,7 +57,8 @@ int64_t append_vector(const GgufFile& f, const GgufTensorInfo& t, int64_t n, std
 
 }  // namespace
 
-ModelWeights::ModelWeights(const GgufFile& f, const LlamaConfig& c) : file_base_(f.bytes().data()) {
+ModelWeights::ModelWeights(const GgufFile& f, const LlamaConfig& c)
+    : file_base_(f.bytes().data()), n_experts_(c.n_experts), experts_used_(c.n_experts_used) {
   const std::string path = printable(f.path());
   embedding = matrix_at(expect(f, "token_embd.weight", {c.dim, c.n_vocab}), file_base_);
   output = c.tied_output ? embedding : matrix_at(expect(f, "output.weight", {c.dim, c.n_vocab}), file_base_);
@@ -104,11 +105,13 @@ LayerWeights ModelWeights::layer_from(int64_t l, std::span<const uint8_t* const>
   const std::vector<LayerMatrixTensor>& mats = layer_matrices(l);
   if (data.size() != mats.size()) throw Error("internal: layer " + std::to_string(l) + " data does not match its matrices");
   LayerWeights w;
+  w.n_experts = n_experts_;
   const std::array<int64_t, kLayerVectors>& v = layer_vectors_.at(size_t(l));
   for (size_t i = 0; i < kLayerVectors; ++i) w.vector[i] = v[i] < 0 ? nullptr : vectors + v[i];
   for (size_t i = 0; i < mats.size(); ++i) {
     const MatrixSpec& s = mats[i].spec;
     // An expert tensor is `experts` matrices stacked: rows x experts rows of cols weights.
+    // A null pointer is a tensor the source does not hand out whole (streamed experts).
     w.matrix[size_t(s.id)] = WeightMatrix{mats[i].tensor->type, data[i], s.rows * s.experts, s.cols};
   }
   return w;

@@ -30,6 +30,9 @@ class ModelWeights {
   WeightMatrix output{};     // [n_vocab rows, dim cols]; the embedding itself when the head is tied
 
   int64_t n_layers() const { return int64_t(layer_matrices_.size()); }
+  // Mixture of experts: experts per layer and per token (0 for a dense model).
+  int64_t n_experts() const { return n_experts_; }
+  int64_t experts_used() const { return experts_used_; }
   // The matrices layer l has, in table order (the order of every per-matrix array of a
   // layer below: data pointers, stream extents, staged copies).
   const std::vector<LayerMatrixTensor>& layer_matrices(int64_t l) const { return layer_matrices_.at(size_t(l)); }
@@ -55,6 +58,7 @@ class ModelWeights {
 
  private:
   const uint8_t* file_base_;
+  int64_t n_experts_ = 0, experts_used_ = 0;
   std::vector<std::vector<LayerMatrixTensor>> layer_matrices_;
   // Per layer and LayerVector: where the vector starts in vectors_ (-1: absent).
   std::vector<std::array<int64_t, kLayerVectors>> layer_vectors_;

@@ -56,6 +56,7 @@ class StagedLayers final : public LayerSource {
   // Called once layer l's ops have been issued: its slot is free once they finish.
   void release(int64_t layer) override;
   double wait_ms() const override { return host_ ? host_->wait_ms() : 0.0; }
+  ExpertCounters expert_reads() const override { return host_ ? host_->expert_reads() : ExpertCounters{}; }
 
   int64_t n_resident() const { return int64_t(resident_.size()); }
 

@@ -164,4 +164,14 @@ void CpuBackend::add(float* y, const float* x, int64_t n) {
   });
 }
 
+void CpuBackend::gather_rows(const float* x, int64_t, const int32_t* rows, int64_t n, int64_t width, float* y) {
+  split(n * width, width, [&](int64_t b, int64_t e) { gather_rows_host(x, rows, b / width, e / width, width, y); });
+}
+
+void CpuBackend::weighted_sum_rows(const float* x, int64_t, const int32_t* slots, const float* weights, int64_t T,
+                                   int64_t k, int64_t width, float* y) {
+  split(T * width, width,
+        [&](int64_t b, int64_t e) { weighted_sum_rows_host(x, slots, weights, b / width, e / width, k, width, y); });
+}
+
 }  // namespace flashspec

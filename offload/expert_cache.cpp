@@ -1,0 +1,162 @@
+#include "offload/expert_cache.h"
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace flashspec {
+
+ExpertCache::ExpertCache(int64_t n_layers, int64_t experts, int64_t staging_slots, int64_t cache_slots_per_layer)
+    : n_layers_(n_layers), experts_(experts), cache_per_layer_(cache_slots_per_layer) {
+  if (n_layers < 1 || experts < 1 || staging_slots < 1 || cache_slots_per_layer < 0)
+    throw Error("internal: expert cache of " + std::to_string(staging_slots) + " staging slots for " +
+                std::to_string(n_layers) + " layers of " + std::to_string(experts) + " experts");
+  slots_.resize(size_t(staging_slots + cache_slots_per_layer * n_layers));
+  // Free lists are stacks; pushed in reverse so that slot 0 is used first.
+  for (int32_t s = int32_t(slots_.size()) - 1; s >= 0; --s) {
+    Slot& x = slots_[size_t(s)];
+    x.cache = s >= staging_slots;
+    (x.cache ? spare_ : free_staging_).push_back(s);
+  }
+  where_.assign(size_t(n_layers * experts), -1);
+  score_.assign(size_t(n_layers * experts), 0.0);
+  stamp_.assign(size_t(n_layers * experts), 0);
+  passes_.assign(size_t(n_layers), 0);
+  cached_.resize(size_t(n_layers));
+}
+
+double ExpertCache::score(int64_t layer, int32_t e) const {
+  const size_t k = key(layer, e);
+  return score_[k] * std::pow(kDecay, double(passes_[size_t(layer)] - stamp_[k]));
+}
+
+bool ExpertCache::is_cached(int64_t layer, int32_t e) const {
+  const int32_t s = where_[key(layer, e)];
+  return s >= 0 && slots_[size_t(s)].cache;
+}
+
+void ExpertCache::route(int64_t layer, std::span<const int32_t> experts) {
+  if (layer < 0 || layer >= n_layers_) throw Error("internal: expert cache has no layer " + std::to_string(layer));
+  const int64_t pass = ++passes_[size_t(layer)];
+  for (int32_t e : experts) {
+    if (e < 0 || e >= experts_) throw Error("internal: expert " + std::to_string(e) + " out of range");
+    const size_t k = key(layer, e);
+    score_[k] = score(layer, e) + 1.0;
+    stamp_[k] = pass;
+    const int32_t s = where_[k];
+    if (s >= 0) {
+      Slot& x = slots_[size_t(s)];
+      if (x.cache) ++hits_;
+      x.held = true;
+      continue;
+    }
+    pending_.push_back(Read{-1, layer, e});
+  }
+}
+
+std::optional<ExpertCache::Read> ExpertCache::next_read() {
+  if (!can_read()) return std::nullopt;
+  Read r = pending_[pending_head_++];
+  if (pending_head_ == pending_.size()) {
+    pending_.clear();
+    pending_head_ = 0;
+  }
+  r.slot = free_staging_.back();
+  free_staging_.pop_back();
+  Slot& x = slots_[size_t(r.slot)];
+  x.state = State::Reading;
+  x.held = true;
+  x.orphan = false;
+  x.layer = r.layer;
+  x.expert = r.expert;
+  where_[key(r.layer, r.expert)] = r.slot;
+  ++reads_;
+  return r;
+}
+
+void ExpertCache::landed(int32_t slot) {
+  Slot& x = slots_.at(size_t(slot));
+  if (x.state != State::Reading) return;  // cancelled meanwhile
+  if (x.orphan) return free_staging(slot);
+  x.state = State::Ready;
+}
+
+int32_t ExpertCache::ready_slot(int64_t layer, int32_t e) const {
+  const int32_t s = where_[key(layer, e)];
+  return s >= 0 && slots_[size_t(s)].state == State::Ready ? s : -1;
+}
+
+bool ExpertCache::awaited(int64_t layer, int32_t e) const {
+  if (layer < 0 || layer >= n_layers_ || e < 0 || e >= experts_) return false;
+  if (where_[key(layer, e)] >= 0) return true;
+  for (size_t i = pending_head_; i < pending_.size(); ++i)
+    if (pending_[i].layer == layer && pending_[i].expert == e) return true;
+  return false;
+}
+
+void ExpertCache::free_staging(int32_t slot) {
+  Slot& x = slots_[size_t(slot)];
+  if (x.layer >= 0 && where_[key(x.layer, x.expert)] == slot) where_[key(x.layer, x.expert)] = -1;
+  x = Slot{};
+  free_staging_.push_back(slot);
+}
+
+void ExpertCache::done(int64_t layer, int32_t e) {
+  const int32_t s = where_[key(layer, e)];
+  if (s < 0) return;
+  Slot& x = slots_[size_t(s)];
+  if (!x.held || x.state != State::Ready) return;  // not this pass's (a stray call)
+  x.held = false;
+  if (x.cache) return;
+  std::vector<int32_t>& mine = cached_[size_t(layer)];
+  if (int64_t(mine.size()) < cache_per_layer_ && !spare_.empty()) {
+    // An empty cache slot takes over the staging role; the expert stays where it is.
+    const int32_t t = spare_.back();
+    spare_.pop_back();
+    slots_[size_t(t)].cache = false;
+    free_staging_.push_back(t);
+    x.cache = true;
+    mine.push_back(s);
+    return;
+  }
+  // The least used expert cached in this layer (not held by the running pass).
+  int32_t victim = -1;
+  double least = 0;
+  for (int32_t c : mine) {
+    const Slot& y = slots_[size_t(c)];
+    if (y.held) continue;
+    const double sc = score(layer, y.expert);
+    if (victim < 0 || sc < least) victim = c, least = sc;
+  }
+  if (victim < 0 || !(score(layer, e) > least)) return free_staging(s);
+  for (int32_t& c : mine)
+    if (c == victim) c = s;
+  x.cache = true;
+  Slot& v = slots_[size_t(victim)];
+  v.cache = false;
+  free_staging(victim);
+}
+
+void ExpertCache::abandon() {
+  pending_.clear();
+  pending_head_ = 0;
+  for (int32_t s = 0; s < int32_t(slots_.size()); ++s) {
+    Slot& x = slots_[size_t(s)];
+    if (x.cache) {
+      x.held = false;
+    } else if (x.state == State::Reading) {
+      x.held = false;
+      x.orphan = true;
+      if (where_[key(x.layer, x.expert)] == s) where_[key(x.layer, x.expert)] = -1;
+    } else if (x.state == State::Ready) {
+      free_staging(s);
+    }
+  }
+}
+
+void ExpertCache::cancel_reads() {
+  for (int32_t s = 0; s < int32_t(slots_.size()); ++s)
+    if (!slots_[size_t(s)].cache && slots_[size_t(s)].state == State::Reading) free_staging(s);
+}
+
+}  // namespace flashspec

@@ -1,0 +1,96 @@
+#pragma once
+// Which expert lives in which slot of a stream's expert memory, and which stay there
+// between passes: the bookkeeping and the cache policy of expert-by-expert streaming,
+// without I/O or locking (offload/weight_stream.cpp drives it under its mutex).
+//
+// Slots have one of two roles. Staging slots (a fixed number) receive the experts a pass
+// routes to that are not held; cache slots (a fixed number per layer) keep a layer's hot
+// experts between passes. When a pass is done with an expert it read, the policy decides
+// whether it takes a cache slot of its layer: if the layer has one empty, or if it is
+// used more than the least used expert cached there, whose slot then becomes a staging
+// slot (roles swap; nothing is copied).
+//
+// "Used more" is frequency with recency: each expert's score is the number of passes of
+// its layer that routed to it, each pass's count decaying by `decay` per later pass of
+// the layer (an exponential moving count: an expert that was hot long ago loses to one
+// that is hot now, and one busy pass does not outweigh steady use).
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+namespace flashspec {
+
+class ExpertCache {
+ public:
+  static constexpr double kDecay = 1.0 - 1.0 / 64;  // per pass of a layer: half-life ~44 passes
+
+  ExpertCache(int64_t n_layers, int64_t experts, int64_t staging_slots, int64_t cache_slots_per_layer);
+
+  int64_t n_slots() const { return int64_t(slots_.size()); }
+
+  // A pass of `layer` routes to `experts` (ascending, unique). Each one held (cached, or
+  // already read or being read for this pass) is a hit and stays put until done(); the
+  // others are misses, queued for reading in this order.
+  void route(int64_t layer, std::span<const int32_t> experts);
+
+  struct Read {
+    int32_t slot;
+    int64_t layer;
+    int32_t expert;
+  };
+  // The next queued miss and the free staging slot to read it into (the slot is then
+  // being read); nullopt when nothing is queued or no staging slot is free.
+  std::optional<Read> next_read();
+  bool can_read() const { return !pending_.empty() && !free_staging_.empty(); }
+  // The slot's reads have landed.
+  void landed(int32_t slot);
+  // The slot holding (layer, e) once its bytes are there, else -1 (queued or being read).
+  int32_t ready_slot(int64_t layer, int32_t e) const;
+  // Whether (layer, e) is held, being read or queued: something a wait for it will see.
+  bool awaited(int64_t layer, int32_t e) const;
+  // The pass is done with (layer, e): it stays cached, or its slot becomes free.
+  void done(int64_t layer, int32_t e);
+
+  // A pass left midway (an error, a stream restart): drops its queued misses and holds.
+  // Slots being read stay busy until landed() or cancel_reads().
+  void abandon();
+  // The reads in flight were cancelled: their slots are empty and free again.
+  void cancel_reads();
+
+  // Counters since construction.
+  int64_t hits() const { return hits_; }
+  int64_t reads() const { return reads_; }
+  // Experts of `layer` held in its cache slots now.
+  int64_t cached(int64_t layer) const { return int64_t(cached_[size_t(layer)].size()); }
+  bool is_cached(int64_t layer, int32_t e) const;
+
+ private:
+  enum class State : uint8_t { Empty, Reading, Ready };
+  struct Slot {
+    State state = State::Empty;
+    bool cache = false;   // role: cache slot (of `layer` when filled) or staging slot
+    bool held = false;    // routed to by the running pass and not done with
+    bool orphan = false;  // being read for an abandoned pass: freed when it lands
+    int64_t layer = -1;
+    int32_t expert = -1;
+  };
+  size_t key(int64_t layer, int32_t e) const { return size_t(layer * experts_ + e); }
+  double score(int64_t layer, int32_t e) const;
+  void free_staging(int32_t slot);
+
+  int64_t n_layers_, experts_, cache_per_layer_;
+  std::vector<Slot> slots_;
+  std::vector<int32_t> where_;         // per (layer, expert): its slot or -1
+  std::vector<double> score_;          // per (layer, expert): decayed use count at stamp_
+  std::vector<int64_t> stamp_;         // per (layer, expert): the layer's pass count when score_ was set
+  std::vector<int64_t> passes_;        // per layer: passes that routed through it
+  std::vector<std::vector<int32_t>> cached_;  // per layer: its filled cache slots
+  std::vector<int32_t> free_staging_;  // staging slots neither held nor being read
+  std::vector<int32_t> spare_;         // cache slots not yet filled
+  std::vector<Read> pending_;          // misses waiting for a staging slot (slot unset), in order
+  size_t pending_head_ = 0;
+  int64_t hits_ = 0, reads_ = 0;
+};
+
+}  // namespace flashspec
