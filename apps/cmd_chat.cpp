@@ -28,6 +28,7 @@
 #include "engine/engine.h"
 #include "core/error.h"
 #include "core/gguf.h"
+#include "core/printable.h"
 #include "offload/weight_stream.h"
 #include "target/llama_model.h"
 
@@ -146,7 +147,7 @@ int run_chat(const ChatArgs& a) {
       continue;
     }
     if (cmd == "/help" || (cmd[0] == '/' && cmd.rfind("//", 0) != 0)) {
-      if (cmd != "/help") std::fprintf(stderr, "unknown command '%s'. ", cmd.c_str());
+      if (cmd != "/help") std::fprintf(stderr, "unknown command %s. ", in_quotes(cmd).c_str());
       std::fprintf(stderr, "commands: /reset /stats /quit (start a message with // to send a literal /)\n");
       continue;
     }

@@ -164,6 +164,12 @@ TEST_CASE("chat: EOF exits 0, text mode streams answers") {
     CHECK(r.out.empty());
     CHECK(r.err.find("unknown command") != std::string::npos);
   }
+  SUBCASE("an unknown command's control bytes are escaped, not sent to the terminal") {
+    const CliResult r = run_cli(chat_args(stories), "/x\x1b[2J\n");
+    CHECK(r.exit_code == 0);
+    CHECK(r.err.find("unknown command '/x\\x1b[2J'") != std::string::npos);
+    CHECK(r.err.find('\x1b') == std::string::npos);
+  }
 }
 
 TEST_CASE("chat: chat template detection") {

@@ -20,8 +20,7 @@
 
 #include "core/error.h"
 #include "core/tokenizer.h"
-#include "engine/generate.h"
-#include "engine/speculative.h"
+#include "engine/session.h"
 #include "engine/streamed_layers.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "offload/expert_cache.h"
@@ -49,14 +48,6 @@ using namespace flashspec::testing;
 namespace {
 
 constexpr const char* kMoeModels[] = {"tiny-qwen3moe", "tiny-llama3moe"};
-
-bool bit_identical(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (a[i].size() != b[i].size() || std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float)) != 0)
-      return false;
-  return true;
-}
 
 std::vector<int32_t> prompt_of(const LlamaModel& m, const std::string& name, size_t i) {
   const Tokenizer tok = Tokenizer::from_gguf(m.file());
