@@ -111,6 +111,9 @@ void PassTimes::add(const PassRecord& p) {
   target_ms += p.target_ms;
   io_wait_ms += p.io_wait_ms;
   rows += p.tree_tokens;
+  single_row_passes += p.tree_tokens == 1;
+  draft_nodes += p.draft_nodes;
+  lookup_nodes += p.lookup_nodes;
   experts += p.experts;
   expert_bytes_read += p.expert_bytes_read;
 }
@@ -173,7 +176,8 @@ std::string bench_json_line(const BenchRow& r, const BenchMeta& m) {
             // mean decode pass
             {"decode_passes", r.pass_times.passes}, {"pass_rows", pass_rows(r)}, {"pass_ms", pb.total()},
             {"pass_draft_ms", pb.draft}, {"pass_compute_ms", pb.compute}, {"pass_io_wait_ms", pb.io_wait},
-            {"pass_other_ms", pb.other}});
+            {"pass_other_ms", pb.other}, {"single_row_passes", r.pass_times.single_row_passes},
+            {"verified_draft_nodes", r.pass_times.draft_nodes}, {"verified_lookup_nodes", r.pass_times.lookup_nodes}});
   if (r.pass_times.experts > 0) {
     // Mixture of experts: the union of the experts a decode pass's rows routed to (summed
     // over layers), per pass and per token it produced, and the bytes read for them.
@@ -224,16 +228,25 @@ std::string bench_csv(const std::vector<BenchRow>& rows, const BenchMeta& m) {
 }
 
 std::string bench_table(const std::vector<BenchRow>& rows) {
-  const std::vector<std::string> head = {"config", "temp",    "placement", "tau",     "drafted", "accepted",
-                                         "tok/s",  "TTFT ms", "TPOT ms",   "read MB", "read GB/s", "speedup"};
+  // The pass columns: rows verified per pass and the share of passes that verified one
+  // row (what the policy chose), then the mean pass split as draft + compute + I/O wait.
+  const std::vector<std::string> head = {"config",    "temp",      "placement", "tau",     "drafted",
+                                         "accepted",  "rows/pass", "1-row %",   "pass ms (draft+compute+io)",
+                                         "tok/s",     "TTFT ms",   "TPOT ms",   "read MB", "read GB/s", "speedup"};
   std::vector<std::vector<std::string>> cells;
   for (const BenchRow& r : rows) {
+    const PassTimes& t = r.pass_times;
+    const PassBreakdown pb = r.per_pass();
+    const double single = t.passes ? 100.0 * double(t.single_row_passes) / double(t.passes) : 0.0;
     cells.push_back({r.config + (r.fastest ? " (fastest)" : ""), format_number("%g", r.temp), r.placement_label(),
                      format_number("%.2f", r.totals.tau()), std::to_string(r.totals.drafted),
-                     std::to_string(r.totals.accepted), format_mean_sd("%.1f", r.tokens_per_s),
-                     format_mean_sd("%.2f", r.ttft_ms), format_mean_sd("%.3f", r.tpot_ms),
-                     format_number("%.1f", double(r.totals.bytes_read) / 1e6), format_number("%.2f", r.totals.read_gbps()),
-                     format_mean_sd("%.2f", r.speedup, "x")});
+                     std::to_string(r.totals.accepted), format_number("%.1f", pass_rows(r)),
+                     format_number("%.0f", single),
+                     format_number("%.3g", pb.total()) + " (" + format_number("%.3g", pb.draft) + "+" +
+                         format_number("%.3g", pb.compute) + "+" + format_number("%.3g", pb.io_wait) + ")",
+                     format_mean_sd("%.1f", r.tokens_per_s), format_mean_sd("%.2f", r.ttft_ms),
+                     format_mean_sd("%.3f", r.tpot_ms), format_number("%.1f", double(r.totals.bytes_read) / 1e6),
+                     format_number("%.2f", r.totals.read_gbps()), format_mean_sd("%.2f", r.speedup, "x")});
   }
   // Widths in characters, not bytes: "±" is two bytes of UTF-8.
   auto width = [](const std::string& s) {

@@ -44,6 +44,9 @@ struct PassTimes {
   double target_ms = 0;       // the target's verification forward
   double io_wait_ms = 0;      // part of target_ms spent waiting for streamed weights
   int64_t rows = 0;           // tokens verified (tree root included): --tree auto's budgets
+  // What --tree auto chose: passes that verified the last token alone (no speculation),
+  // and the verified nodes each source proposed.
+  int64_t single_row_passes = 0, draft_nodes = 0, lookup_nodes = 0;
   // Mixture-of-experts targets: each pass's expert union (summed over layers) and the
   // bytes of it read from storage.
   int64_t experts = 0, expert_bytes_read = 0;

@@ -233,7 +233,13 @@ const uint8_t* WeightStream::acquire(int64_t layer) {
     cv_io_.notify_all();
   }
   Slot& s = slots_[size_t(consume_pos_ % k)];
-  auto ready = [&] { return error_ || stop_ || (resync_pos_ < 0 && s.pos == consume_pos_ && s.ready); };
+  wait_until(lk, [&] { return resync_pos_ < 0 && s.pos == consume_pos_ && s.ready; });
+  holding_ = true;
+  return s.buf.data();
+}
+
+void WeightStream::wait_until(std::unique_lock<std::mutex>& lk, const std::function<bool()>& landed) {
+  auto ready = [&] { return error_ || stop_ || landed(); };
   if (!ready()) {
     const auto t0 = Clock::now();
     cv_consumer_.wait(lk, ready);
@@ -241,8 +247,6 @@ const uint8_t* WeightStream::acquire(int64_t layer) {
   }
   if (error_) std::rethrow_exception(error_);
   if (stop_) throw Error(path_ + ": weight stream stopped");
-  holding_ = true;
-  return s.buf.data();
 }
 
 void WeightStream::release(int64_t layer) {
@@ -271,14 +275,7 @@ const uint8_t* WeightStream::expert(int64_t layer, int32_t e) {
   if (!experts_ || !experts_->awaited(layer, e))  // it would never come
     throw Error("internal: expert " + std::to_string(e) + " of layer " + std::to_string(layer) + " was not routed to");
   int32_t slot = -1;
-  auto ready = [&] { return error_ || stop_ || (slot = experts_->ready_slot(layer, e)) >= 0; };
-  if (!ready()) {
-    const auto t0 = Clock::now();
-    cv_consumer_.wait(lk, ready);
-    wait_ms_ += ms(Clock::now() - t0);
-  }
-  if (error_) std::rethrow_exception(error_);
-  if (stop_) throw Error(path_ + ": weight stream stopped");
+  wait_until(lk, [&] { return (slot = experts_->ready_slot(layer, e)) >= 0; });
   return expert_mem_.data() + uint64_t(slot) * plan_.experts->slot_bytes;
 }
 

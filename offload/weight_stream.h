@@ -102,6 +102,9 @@ class WeightStream {
   using Clock = std::chrono::steady_clock;
 
   void io_loop();
+  // The consumer's wait (counted as wait time) until `landed` holds; rethrows the I/O
+  // thread's error, or throws when the stream stops first.
+  void wait_until(std::unique_lock<std::mutex>& lk, const std::function<bool()>& landed);
   void fill_ring(std::unique_lock<std::mutex>& lk);
   // Queues the reads of routed experts that have a staging slot to go to.
   void issue_expert_reads();

@@ -124,6 +124,11 @@ TEST_CASE("bench: default prompt set, chain and tree sweep -> JSON lines, CSV, S
   CHECK(by.at("target").at("speedup").get<double>() == doctest::Approx(1.0));
   CHECK(by.at("target").at("tau").get<double>() == doctest::Approx(1.0));
   CHECK(by.at("target").at("drafted").get<int64_t>() == 0);
+  // The policy columns: the target alone verifies one row every pass; a fixed chain never does.
+  CHECK(by.at("target").at("single_row_passes") == by.at("target").at("decode_passes"));
+  CHECK(by.at("chain-4").at("single_row_passes").get<int64_t>() == 0);
+  CHECK(by.at("chain-4").at("verified_draft_nodes").get<int64_t>() > 0);
+  CHECK(by.at("chain-4").at("verified_lookup_nodes").get<int64_t>() == 0);
   CHECK(by["chain-4"].at("tau").get<double>() > by["chain-1"].at("tau").get<double>());
   CHECK(by["tree-16"].at("tau").get<double>() > 1.2);
   CHECK(by["chain-1"].at("accept_by_depth").size() == 1);
@@ -165,6 +170,7 @@ TEST_CASE("bench: default prompt set, chain and tree sweep -> JSON lines, CSV, S
   REQUIRE(table.size() == 7);
   CHECK(table[0].find("tau") != std::string::npos);
   CHECK(table[0].find("speedup") != std::string::npos);
+  CHECK(table[0].find("pass ms (draft+compute+io)") != std::string::npos);
   CHECK(table[2].rfind("target", 0) == 0);
 }
 

@@ -16,6 +16,7 @@
 #include "tests/gguf_writer.h"
 #include "tests/greedy_options.h"
 #include "tests/json_file.h"
+#include "tests/llamacpp_reference.h"
 #include "tests/cli_error.h"
 
 using namespace flashspec;
@@ -23,32 +24,12 @@ using namespace flashspec::testing;
 
 namespace {
 
-// Every reference prompt of a tiny model: prompt tokens and 32 greedy tokens identical to
-// llama.cpp's, logits at the 2 stored positions within `tolerance`.
+// Every reference prompt of a tiny model, with `kv` keys and values.
 void check_against_llamacpp(const std::string& name, KvType kv, double tolerance) {
   CpuBackend backend(2);
   LlamaModel model(model_path(name), backend);
   model.set_kv_types(kv, kv);
-  const Tokenizer tok = Tokenizer::from_gguf(model.file());
-  const nlohmann::json refs = read_json(reference_path(name));
-  REQUIRE(refs.size() == 8);
-  double worst = 0;
-  for (const auto& r : refs) {
-    const std::string prompt = r["prompt"];
-    CAPTURE(prompt);
-    const std::vector<int32_t> ids = tok.encode(prompt, true);
-    CHECK(ids == r["prompt_tokens"].get<std::vector<int32_t>>());
-    const GenerationResult g = generate_target_only(model, ids, greedy(32, 2));
-    CHECK(g.tokens == r["greedy_tokens"].get<std::vector<int32_t>>());
-    REQUIRE(g.logits.size() == 2);
-    for (size_t p = 0; p < 2; ++p) {
-      const std::vector<float> want = r["logits"][p].get<std::vector<float>>();
-      REQUIRE(want.size() == g.logits[p].size());
-      for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, double(std::fabs(want[i] - g.logits[p][i])));
-    }
-  }
-  MESSAGE(name << " (" << std::string(kv_type_name(kv)) << " KV): largest logit difference to llama.cpp " << worst);
-  CHECK(worst <= tolerance);
+  testing::check_against_llamacpp(model, name, name + " (" + std::string(kv_type_name(kv)) + " KV)", tolerance);
 }
 
 // Adds tensor `name` to each of stories260K's 5 layers: `n` values `v`, or in layer

@@ -39,6 +39,7 @@
 #include "tests/gguf_writer.h"
 #include "tests/greedy_options.h"
 #include "tests/json_file.h"
+#include "tests/llamacpp_reference.h"
 #include "tests/server_helpers.h"
 #include "tests/server_process.h"
 
@@ -52,32 +53,6 @@ constexpr const char* kMoeModels[] = {"tiny-qwen3moe", "tiny-llama3moe"};
 std::vector<int32_t> prompt_of(const LlamaModel& m, const std::string& name, size_t i) {
   const Tokenizer tok = Tokenizer::from_gguf(m.file());
   return tok.encode(read_json(reference_path(name))[i].at("prompt").get<std::string>(), true);
-}
-
-// Every reference prompt: prompt tokens and 32 greedy tokens identical to llama.cpp's,
-// logits at the 2 stored positions within `tolerance`; the model reads its layers from
-// whatever source is set.
-void check_against_llamacpp(LlamaModel& model, const std::string& name, double tolerance) {
-  const Tokenizer tok = Tokenizer::from_gguf(model.file());
-  const nlohmann::json refs = read_json(reference_path(name));
-  REQUIRE(refs.size() == 8);
-  double worst = 0;
-  for (const auto& r : refs) {
-    const std::string prompt = r["prompt"];
-    CAPTURE(prompt);
-    const std::vector<int32_t> ids = tok.encode(prompt, true);
-    CHECK(ids == r["prompt_tokens"].get<std::vector<int32_t>>());
-    const GenerationResult g = generate_target_only(model, ids, greedy(32, 2));
-    CHECK(g.tokens == r["greedy_tokens"].get<std::vector<int32_t>>());
-    REQUIRE(g.logits.size() == 2);
-    for (size_t p = 0; p < 2; ++p) {
-      const std::vector<float> want = r["logits"][p].get<std::vector<float>>();
-      REQUIRE(want.size() == g.logits[p].size());
-      for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, double(std::fabs(want[i] - g.logits[p][i])));
-    }
-  }
-  MESSAGE(name << ": largest logit difference to llama.cpp " << worst);
-  CHECK(worst <= tolerance);
 }
 
 // A stream over `m`'s layers under `budget` bytes of RAM, experts routed `used` per token.
@@ -103,9 +78,9 @@ TEST_CASE("moe: tiny-qwen3moe and tiny-llama3moe match llama.cpp, resident") {
     CHECK(model.config().n_experts_used == 2);
     CHECK(model.config().expert_ffn_dim == 48);
     model.set_kv_types(KvType::F32, KvType::F32);
-    check_against_llamacpp(model, name, 2e-2);
+    check_against_llamacpp(model, name, name, 2e-2);
     model.set_kv_types(KvType::F16, KvType::F16);
-    check_against_llamacpp(model, name, 0.25);
+    check_against_llamacpp(model, name, name, 0.25);
   }
 }
 
@@ -121,7 +96,7 @@ TEST_CASE("moe: the fixtures match llama.cpp streamed expert by expert with no R
     CHECK(ws.plan().experts->cache_slots_per_layer == 0);
     CHECK(ws.plan().experts->staging_slots == 4);  // two tokens' experts
     model.set_layer_source(std::move(src));
-    check_against_llamacpp(model, name, 2e-2);
+    check_against_llamacpp(model, name, name, 2e-2);
     CHECK(ws.counters().expert_reads > 0);
     CHECK(ws.counters().expert_hits == 0);  // nothing cached
   }
