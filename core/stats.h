@@ -26,6 +26,7 @@ struct ExpertCounters {
 struct PassRecord {
   // Growing the tree this pass verified, on the critical path (before the pass could start).
   double draft_start = 0, draft_ms = 0;
+  double catch_up_ms = 0;   // of draft_ms: the draft reading tokens emitted while it was not drafting
   double target_start = 0, target_ms = 0;  // the target forward (verification)
   double io_wait_ms = 0;    // part of target_ms spent waiting for streamed weights
   double pregrow_ms = 0;    // draft growing the next tree on its own thread during the pass

@@ -3,6 +3,8 @@
 #include <chrono>
 #include <utility>
 
+#include "core/thread_priority.h"
+
 namespace flashspec {
 
 DraftWorker::DraftWorker(Drafter& drafter) : drafter_(drafter), thread_([this] { loop(); }) {}
@@ -38,6 +40,8 @@ double DraftWorker::finish() {
 }
 
 void DraftWorker::loop() {
+  // Growth ahead is worth only the cycles verification leaves idle.
+  make_this_thread_background();
   std::unique_lock lk(m_);
   for (;;) {
     cv_.wait(lk, [this] { return requested_ || quit_; });

@@ -38,15 +38,29 @@ void Drafter::feed_root(std::vector<float>& logits) {
   row_of_node_.assign(1, int32_t(to_feed_.size()) - 1);
   fed_ = 1;
   heap_.clear();
+  model_.forward_causal(draft_ids(to_feed_), kv_, LogitRows::Last, logits);
+}
+
+std::vector<int32_t> Drafter::draft_ids(std::span<const int32_t> ids) const {
   // A target may have a few more ids than its draft (Qwen2.5-7B: 152064, 0.5B: 151936;
   // vocab_compat allows 128). Such a token, if the target ever emits one, reaches the
   // draft as id 0: its guesses after it get worse, the output stays the target's (the
   // tree keeps the real token at its root, which is what the target verifies).
-  std::vector<int32_t> ids = to_feed_;
+  std::vector<int32_t> out(ids.begin(), ids.end());
   const int32_t n_vocab = int32_t(model_.config().n_vocab);
-  for (int32_t& id : ids)
+  for (int32_t& id : out)
     if (id >= n_vocab) id = 0;
-  model_.forward_causal(ids, kv_, LogitRows::Last, logits);
+  return out;
+}
+
+void Drafter::catch_up(std::span<const int32_t> seq) {
+  sync(seq);
+  if (to_feed_.size() < 2) return;
+  const std::span<const int32_t> behind = std::span(to_feed_).first(to_feed_.size() - 1);
+  std::vector<float> logits;
+  model_.forward_causal(draft_ids(behind), kv_, LogitRows::Last, logits);
+  kv_.commit_first(int64_t(behind.size()));
+  to_feed_.erase(to_feed_.begin(), to_feed_.end() - 1);
 }
 
 void Drafter::feed(std::span<const int32_t> nodes, std::vector<float>& logits) {

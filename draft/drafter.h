@@ -30,6 +30,10 @@ class Drafter {
   // Makes the cache a prefix of `seq` (cutting what is not in it) and queues the rest;
   // the last token of seq is the root of the next tree.
   void sync(std::span<const int32_t> seq);
+  // sync(seq), then computes and commits every queued token but the last (the next
+  // tree's root): the catching up on a prompt or on tokens emitted while the draft was
+  // not drafting, done apart so that it is neither priced as drafting nor part of a tree.
+  void catch_up(std::span<const int32_t> seq);
   // Drafts policy.budget tokens below the last token of the synced sequence: a chain
   // (sampled from the draft when `sampling` is not greedy) or a best-first tree.
   TokenTree propose(const SpeculationParams& policy, const SamplingParams& sampling, Rng& rng);
@@ -69,6 +73,8 @@ class Drafter {
   void feed(std::span<const int32_t> nodes, std::vector<float>& logits);
   // Feeds the tree's root: the sequence tail not yet in the cache.
   void feed_root(std::vector<float>& logits);
+  // `ids` as the draft reads them: a target id beyond the draft's vocabulary as 0.
+  std::vector<int32_t> draft_ids(std::span<const int32_t> ids) const;
   void grow_chain(int64_t length, const SamplingParams& sampling, Rng& rng, std::vector<float> logits);
   // Pending rows of the sequence tail and of the accepted path, up to its first node
   // without a row: what a round keeps.

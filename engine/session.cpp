@@ -1,5 +1,6 @@
 #include "engine/session.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "core/acceptance.h"
@@ -153,6 +154,11 @@ GenerationResult Session::generate(std::span<const int32_t> input, const Generat
     r.stats.ttft_ms = ms_since(t0);
     const auto t_first = Clock::now();
     if (!emit(first, opt, r)) {
+      if (drafter_) {  // the draft reads the prompt now, as the target just did
+        const auto t = Clock::now();
+        drafter_->catch_up(seq_);
+        r.stats.draft_ms += ms_since(t);
+      }
       if (policy_) generate_tree(opt, r, logits, rng);
       else generate_plain(opt, r, logits, rng);
     }
@@ -182,6 +188,7 @@ void Session::generate_plain(const GenerateOptions& opt, GenerationResult& r,
 TokenTree Session::candidates(const GenerateOptions& opt, Rng& rng, bool pregrown, PassRecord& rec) {
   const SpeculationParams& policy = *policy_;
   const int64_t horizon = !drafter_ ? 0 : auto_budget_ ? auto_budget_->draft_horizon() : policy.budget;
+  horizon_ = horizon;
   TokenTree tree(seq_.back());
   if (horizon > 0) {
     if (policy.chain() || (!policy.overlapped() && !auto_budget_)) {
@@ -189,7 +196,9 @@ TokenTree Session::candidates(const GenerateOptions& opt, Rng& rng, bool pregrow
       tree = drafter_->propose(policy, opt.sampling, rng);
     } else {
       if (!pregrown) {
-        drafter_->sync(seq_);
+        const double t = ms_since(call_start_);
+        drafter_->catch_up(seq_);  // tokens emitted while the draft was not drafting
+        rec.catch_up_ms = ms_since(call_start_) - t;
         drafter_->start_tree(policy, opt.sampling);
       }
       const int64_t already = drafter_->tree().size() - 1;
@@ -264,9 +273,14 @@ void Session::generate_tree(const GenerateOptions& opt, GenerationResult& r,
     // it is as large as the draft could have made it for that outcome's probability; it
     // becomes the start of the next pass's tree. Growth stops when the pass ends, so the
     // target never waits for it.
+    // --tree auto grows ahead for the horizon it drafts to now, not for its largest
+    // budget: a wide draft forward still running when the pass ends is waited for.
     const bool grow = worker_ && draft_nodes > 0;
+    const int64_t ahead = auto_budget_ ? std::min(policy_->max_tree_nodes(),
+                                                  std::max<int64_t>(horizon_, 2) * (1 + policy_->pregrow_factor()))
+                                       : policy_->max_tree_nodes();
     time_target_pass(target_, call_start_, rec, [&] {
-      if (grow) worker_->grow_async(policy_->max_tree_nodes(), policy_->width_for(policy_->max_tree_nodes()));
+      if (grow) worker_->grow_async(ahead, policy_->width_for(ahead));
       const std::vector<int32_t> pos = tree.positions(kv_.committed());
       const std::vector<uint8_t> mask = tree.ancestor_mask();
       target_.forward(ForwardBatch{tree.tokens, pos, mask}, kv_, LogitRows::All, logits);
@@ -304,8 +318,8 @@ void Session::generate_tree(const GenerateOptions& opt, GenerationResult& r,
     r.stats.draft_ms += rec.draft_ms + rec.draft_stall_ms;
     r.stats.pregrow_ms += rec.pregrow_ms;
     if (auto_budget_)
-      auto_budget_->observe(tree, acc.path, rec.target_ms, rec.io_wait_ms, rec.draft_ms + rec.draft_stall_ms,
-                            draft_nodes);
+      auto_budget_->observe(tree, acc.path, rec.target_ms, rec.io_wait_ms,
+                            rec.draft_ms - rec.catch_up_ms + rec.draft_stall_ms, draft_nodes);
 
     std::vector<int32_t> emitted;
     for (int32_t node : acc.path) emitted.push_back(tree.tokens[size_t(node)]);

@@ -91,6 +91,7 @@ class Session {
   std::optional<BudgetPolicy> auto_budget_;  // --tree auto: learns across the whole session
   std::vector<int32_t> seq_;
   std::chrono::steady_clock::time_point call_start_;  // of the running generate()
+  int64_t horizon_ = 0;  // draft nodes candidates() grew to for the pass in progress
 };
 
 }  // namespace flashspec

@@ -9,7 +9,8 @@ namespace flashspec {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int n_threads) : pool_(n_threads) {}
+  explicit CpuBackend(int n_threads, ThreadPool::Priority priority = ThreadPool::Priority::Normal)
+      : pool_(n_threads, priority) {}
   std::string name() const override;
   int threads() const override { return pool_.size(); }
   ThreadPool& pool() { return pool_; }

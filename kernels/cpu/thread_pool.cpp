@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/thread_priority.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -24,12 +25,12 @@ int thread_count(int requested) {
   return requested > 0 ? requested : int(std::max(1u, std::thread::hardware_concurrency()));
 }
 
-ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads) {
+ThreadPool::ThreadPool(int n_threads, Priority priority) : n_threads_(n_threads) {
   if (n_threads < 1 || n_threads > 1024)
     throw Error("threads: " + std::to_string(n_threads) + " is not a thread count in 1..1024");
   threads_.reserve(n_threads - 1);
   try {
-    for (int i = 1; i < n_threads; ++i) threads_.emplace_back([this, i] { worker_loop(i); });
+    for (int i = 1; i < n_threads; ++i) threads_.emplace_back([this, i, priority] { worker_loop(i, priority); });
   } catch (const std::system_error& e) {
     // The destructor does not run for a constructor that throws: stop the threads that did
     // start (a joinable std::thread destroyed would terminate the process).
@@ -49,7 +50,8 @@ void ThreadPool::stop_all() {
   for (auto& t : threads_) t.join();
 }
 
-void ThreadPool::worker_loop(int index) {
+void ThreadPool::worker_loop(int index, Priority priority) {
+  if (priority == Priority::Background) make_this_thread_background();
   uint64_t seen = 0;
   for (;;) {
     uint64_t g = generation_.load(std::memory_order_acquire);

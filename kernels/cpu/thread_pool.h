@@ -2,7 +2,8 @@
 // A fixed pool of worker threads for data-parallel kernels. The calling thread is
 // worker 0, so a pool of n threads starts n-1 OS threads. Between jobs workers spin
 // briefly (jobs arrive microseconds apart during a forward pass) and then sleep on an
-// atomic wait, so an idle pool costs no CPU.
+// atomic wait, so an idle pool costs no CPU. A background pool's OS threads run at the
+// lowest priority (core/thread_priority.h); the calling thread keeps its own.
 #include <atomic>
 #include <cstdint>
 #include <exception>
@@ -18,7 +19,8 @@ int thread_count(int requested);
 
 class ThreadPool {
  public:
-  explicit ThreadPool(int n_threads);
+  enum class Priority { Normal, Background };
+  explicit ThreadPool(int n_threads, Priority priority = Priority::Normal);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -34,7 +36,7 @@ class ThreadPool {
   void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
  private:
-  void worker_loop(int index);
+  void worker_loop(int index, Priority priority);
   void stop_all();  // wakes every thread to exit and joins it
 
   int n_threads_;
