@@ -141,6 +141,8 @@ std::vector<Config> plan_sweep(const BenchArgs& a) {
   if ((!chains.empty() || !trees.empty()) && a.run.engine.draft_path.empty())
     throw UsageError("bench: --chain/--tree sweeps need a draft model (-d DRAFT.gguf); pass --chain none --tree none "
                 "for target-only");
+  if (!chains.empty() && a.run.engine.draft_path == kLookupDraft)
+    throw UsageError("bench -d lookup: prompt lookup proposes trees; sweep --tree (pass --chain none)");
   std::vector<Config> configs;
   for (const std::string& bw : a.io_bws) {
     const double bytes = *parse_size(bw);  // checked at parse time

@@ -112,7 +112,7 @@ void add_run_options(CLI::App& sub, RunOptions& o, int64_t n_predict, const std:
   chain->excludes(tree);
   sub.add_option("--draft-max", o.draft_max, "largest draft (tokens) --tree auto may choose (default " + std::to_string(SpeculationParams::kDefaultAutoBudget) + ")")
           ->check(CLI::Range(int64_t(1), kMaxTreeBudget));
-  CLI::Option* width = sub.add_option("--tree-width", s.tree_width, "tree nodes the draft expands per pass (0: budget/16)")
+  CLI::Option* width = sub.add_option("--tree-width", s.tree_width, "tree nodes the draft expands per pass (0: min(budget/2, 4), or budget/16 for large trees)")
                            ->check(CLI::Range(0, 4096))
                            ->capture_default_str();
   CLI::Option* pregrow =
@@ -197,7 +197,9 @@ void finish_run_options(const CLI::App& sub, RunOptions& o) {
   }
   if (e.draft_path == kLookupDraft) {
     if (given("--lookup")) throw UsageError("--lookup adds lookup branches to a draft model's trees; -d lookup drafts by lookup alone");
-    if (given("--chain") || given("--tree-width") || given("--tree-children") || given("--pregrow"))
+    // (bench's --chain is its sweep list, checked by the sweep)
+    if ((o.speculation_flags && given("--chain")) || given("--tree-width") || given("--tree-children") ||
+        given("--pregrow"))
       throw UsageError("-d lookup proposes trees of earlier text: --chain, --tree-width, --tree-children and --pregrow "
                        "shape a draft model's proposals (a draft file named 'lookup' is ./lookup)");
   } else if ((given("--lookup-ngram") || given("--lookup-depth")) && !s.lookup) {

@@ -25,16 +25,22 @@ void check_vocab_rows(const Tokenizer& tok, const LlamaModel& m, const std::stri
                 std::to_string(m.config().n_vocab) + " rows");
 }
 
-SpeculationParams draft_policy(const EngineOptions& o) {
+// `draft_share`: the draft's weight bytes over the target's.
+SpeculationParams draft_policy(const EngineOptions& o, double draft_share) {
   SpeculationParams p = o.speculation;
-  // Pre-growing by default only when the target streams. A resident target on the CPU
-  // keeps every core busy, and a draft thread beside its pool slows it more than it saves
-  // (measured: 2x slower on 2 cores with a small resident target); a streamed pass waits
-  // for storage and leaves cores idle. Tree shapes then depend on timing, but the tokens
-  // do not: a tree's acceptance draws one target sample per emitted token, so a seed
-  // reproduces a sampled run either way. Only greedy by default because pre-growing has
-  // been benchmarked for greedy streamed runs only.
-  if (!p.pregrow) p.pregrow = o.placement.stream && o.greedy ? 4 : 0;
+  // Pre-growing by default only when the target streams and the draft is small. A
+  // resident target on the CPU keeps every core busy, and a draft thread beside its pool
+  // slows it more than it saves (measured: 2x slower on 2 cores with a small resident
+  // target); a streamed pass waits for storage and leaves cores idle. But a draft forward
+  // also reads its weights: a large draft growing beside a verification competes for
+  // memory bandwidth and caches even at idle priority (8B streamed, 1B-shape draft at 14%
+  // of the bytes: verification 763 -> 948 ms, 3.48 -> 3.06 tok/s with --tree 8), while
+  // salty279K beside the same target costs nothing. Tree shapes then depend on timing, but
+  // the tokens do not: a tree's acceptance draws one target sample per emitted token, so
+  // a seed reproduces a sampled run either way. Only greedy by default because
+  // pre-growing has been benchmarked for greedy streamed runs only.
+  constexpr double kSmallDraftShare = 1.0 / 32;
+  if (!p.pregrow) p.pregrow = o.placement.stream && o.greedy && draft_share <= kSmallDraftShare ? 4 : 0;
   return p;
 }
 
@@ -71,7 +77,7 @@ Engine::Engine(const EngineOptions& o) : opt_(o) {
   check_vocab_rows(tokenizer_, *target_, o.target_path);
   if (o.draft_path.empty()) return;
   if (o.draft_path == kLookupDraft) {  // no draft model: the text so far drafts
-    policy_ = draft_policy(o);
+    policy_ = draft_policy(o, 0.0);
     policy_->lookup = true;
     policy_->pregrow = 0;
     return;
@@ -100,7 +106,8 @@ Engine::Engine(const EngineOptions& o) : opt_(o) {
   const Tokenizer draft_tok = Tokenizer::from_gguf(draft_->file());
   check_vocab_rows(draft_tok, *draft_, o.draft_path);
   check_vocab_compatible(draft_tok, o.draft_path, tokenizer_, o.target_path);
-  policy_ = draft_policy(o);
+  policy_ = draft_policy(o, double(self_type ? self_bytes : draft_->file().file_size()) /
+                                double(target_->file().file_size()));
 }
 
 Engine::~Engine() = default;

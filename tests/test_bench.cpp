@@ -221,6 +221,26 @@ TEST_CASE("bench: prompts file, --out prefix and errors") {
   const CliResult badbw = with({"--io-bw", "fast", "--out", dir.path + "/w"});
   CHECK(badbw.exit_code == 2);  // a flag that cannot parse: usage
   CHECK(badbw.err.find("--io-bw") != std::string::npos);
+
+  // Prompt lookup as a configuration: trees only (a chain sweep is a usage error).
+  const std::vector<std::string> lookup = {"bench", "-m", model_path("stories260K"), "-d", "lookup", "-n", "16",
+                                           "--max-prompts", "2", "--ignore-eos"};
+  auto lookup_with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = lookup;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return run_cli(a);
+  };
+  const CliResult chains = lookup_with({"--chain", "4", "--out", dir.path + "/l1"});
+  CHECK(chains.exit_code == 2);
+  CHECK(chains.err.find("--chain none") != std::string::npos);
+  const CliResult trees = lookup_with({"--chain", "none", "--tree", "auto,8", "--out", dir.path + "/l2"});
+  REQUIRE(trees.exit_code == 0);
+  const std::vector<std::string> lookup_lines = lines_of(slurp(dir.path + "/l2.jsonl"));
+  REQUIRE(lookup_lines.size() == 3);  // the target alone, tree-auto, tree-8
+  const nlohmann::json tree8 = nlohmann::json::parse(lookup_lines[2]);
+  CHECK(tree8.at("config") == "tree-8");
+  CHECK(tree8.at("verified_draft_nodes").get<int64_t>() == 0);
+  CHECK(tree8.at("verified_lookup_nodes").get<int64_t>() > 0);
 }
 
 namespace {

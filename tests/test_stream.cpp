@@ -571,7 +571,7 @@ TEST_CASE("stream: CLI --stream matches the resident run (plain and speculative)
 
 TEST_CASE("stream: a streamed speculative run pre-grows trees and reports a per-pass timeline") {
   // Throttled so that each pass waits for its weights: the draft thread then has time to
-  // pre-grow (on by default for greedy streamed runs).
+  // pre-grow (asked for: by default only a draft under 1/32 of the target's bytes does).
   const std::string model = model_path("stories260K-wide-q8_0");
   const std::string trace = (std::filesystem::temp_directory_path() /
                              ("fs-trace-" + std::to_string(getpid()) + ".json")).string();
@@ -579,7 +579,8 @@ TEST_CASE("stream: a streamed speculative run pre-grows trees and reports a per-
                                          "--temp", "0", "--json", "--ignore-eos", "-t", "2"};
   const nlohmann::json want = cli_json(base);
   std::vector<std::string> a = base;
-  a.insert(a.end(), {"-d", model_path("salty279K"), "--tree", "16", "--stream", "--io-bw", "100M", "--trace", trace});
+  a.insert(a.end(), {"-d", model_path("salty279K"), "--tree", "16", "--pregrow", "4", "--stream", "--io-bw", "100M",
+                     "--trace", trace});
   const nlohmann::json got = cli_json(a);
   CHECK(got.at("tokens").get<std::vector<int32_t>>() == want.at("tokens").get<std::vector<int32_t>>());
 
@@ -605,6 +606,13 @@ TEST_CASE("stream: a streamed speculative run pre-grows trees and reports a per-
   CHECK(names.count("verify") == 1);
   CHECK(names.count("pre-grow") == 1);
   CHECK(names.count("weights") == 1);  // the storage track
+
+  // Not asked for, a draft at a quarter of the target's bytes does not pre-grow.
+  std::vector<std::string> by_default = base;
+  by_default.insert(by_default.end(), {"-d", model_path("salty279K"), "--tree", "16", "--stream", "--io-bw", "100M"});
+  const nlohmann::json plain = cli_json(by_default);
+  CHECK(plain.at("tokens") == want.at("tokens"));
+  CHECK(plain.at("stats").at("pregrow_ms").get<double>() == 0);
 }
 
 TEST_CASE("stream: CLI rejects bad streaming sizes with one line naming the flag") {
