@@ -116,15 +116,18 @@ int64_t BudgetPolicy::draft_horizon_probe() const {
 int64_t BudgetPolicy::draft_horizon() const {
   if (passes_ == 0) return first_horizon();
   if (best_ == 0) return passes_ < next_probe_ ? 0 : draft_horizon_probe();
-  // One candidate past best_ lets the choice move up a step when larger trees pay, but
+  // Candidates past best_ let the choice move up a step when larger trees pay, but
   // costs drafting this pass may not verify: free when the draft is cheap next to the
   // pass (a streamed or large target), only every kGrowEvery passes when it is not (a
   // draft nearly as costly as the target).
+  // Where drafting is that cheap, two steps: a short run reaches the best size sooner.
   const size_t i = index(best_);
   if (i + 1 == budgets_.size()) return best_;
+  const double pass_ms = verify_ms(best_) + draft_ms(best_);
+  auto cheap = [&](int64_t b) { return draft_ms(b) - draft_ms(best_) <= kCheapDraft * pass_ms; };
   const int64_t next = budgets_[i + 1];
-  const double extra_ms = draft_ms(next) - draft_ms(best_);
-  if (extra_ms <= kCheapDraft * (verify_ms(best_) + draft_ms(best_)) || passes_ % kGrowEvery == 0) return next;
+  if (i + 2 < budgets_.size() && cheap(budgets_[i + 2])) return budgets_[i + 2];
+  if (cheap(next) || passes_ % kGrowEvery == 0) return next;
   return best_;
 }
 

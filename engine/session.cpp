@@ -203,7 +203,10 @@ TokenTree Session::candidates(const GenerateOptions& opt, Rng& rng, bool pregrow
       }
       const int64_t already = drafter_->tree().size() - 1;
       drafter_->grow_to(horizon, policy.width_for(horizon));
-      tree = drafter_->tree().prefix(int32_t(std::min<int64_t>(drafter_->tree().size(), horizon + 1)));
+      // --tree auto weighs every node already drafted (pre-grown nodes cost nothing
+      // more), up to its largest budget; the fixed modes verify their budget.
+      const int64_t offered = auto_budget_ ? std::min(std::max(horizon, already), policy.budget) : horizon;
+      tree = drafter_->tree().prefix(int32_t(std::min<int64_t>(drafter_->tree().size(), offered + 1)));
       if (pregrown) rec.pregrown = std::min(already, horizon);
     }
   }
