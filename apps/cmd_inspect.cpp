@@ -2,6 +2,7 @@
 // under the given placement flags (the same plan `generate` runs), plus the KV cache's
 // bytes per token.
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <memory>
 
@@ -12,6 +13,7 @@
 #include "apps/run_options.h"
 #include "core/error.h"
 #include "core/gguf.h"
+#include "core/host_memory.h"
 #include "core/llama_config.h"
 #include "core/tokenizer.h"
 #include "engine/engine.h"
@@ -69,7 +71,9 @@ int run_inspect(const InspectArgs& a) {
                 std::to_string(c.n_vocab) + " rows");
   const std::optional<GgmlType> self = self_draft_type(a.draft);
   const uint64_t self_bytes = self ? quantized_model_bytes(f, QuantizeOptions::self_draft(*self)) : 0;
-  const PlacementPlan plan = plan_placement(f, w, a.placement, a.backend == "cuda", self_bytes);
+  const PlacementPlan plan = plan_placement(f, w, a.placement, a.backend == "cuda", self_bytes,
+                                            a.backend == "cuda" ? std::numeric_limits<uint64_t>::max()
+                                                                : probe_host_memory().available);
   const KvType k_type = a.kv_types.key_type(), v_type = a.kv_types.value_type();
   const uint64_t kv_per_token = uint64_t(c.n_layers) * (kv_bytes(k_type, c.kv_dim()) + kv_bytes(v_type, c.kv_dim()));
   const int64_t ctx = a.ctx > 0 ? a.ctx : c.context_length;
@@ -202,6 +206,7 @@ Action register_inspect(CLI::App& app) {
       ->check(CLI::Range(int64_t(0), int64_t(1) << 20))
       ->excludes(vram);
   add_kv_type_options(*sub, args->kv_types);
+  add_mmap_flag(*sub, args->placement);
   sub->add_option("-d,--draft", args->draft, "self:TYPE: show the self-draft (the model quantized at load) in the plan");
   sub->add_option("-c,--ctx", args->ctx, "context to size the KV cache for (default: the trained length)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 24));

@@ -166,6 +166,13 @@ void add_run_options(CLI::App& sub, RunOptions& o, int64_t n_predict, const std:
   sub.add_flag_function("--no-direct", [&p](int64_t) { p.io.direct = false; },
                         "with --stream: buffered reads instead of O_DIRECT")
       ->needs(stream);
+  add_mmap_flag(sub, p);
+}
+
+void add_mmap_flag(CLI::App& sub, PlacementOptions& p) {
+  sub.add_flag("--mmap,!--no-mmap", p.mmap,
+               "CPU: read resident weights through the file mapping instead of copying them into memory at load "
+               "(starts at once; the copy decodes faster and is the default where it fits in the memory available)");
 }
 
 void describe(CLI::App& sub, const std::string& name, const std::string& description) {

@@ -26,6 +26,8 @@ struct KvTypeFlags {
 // Registers --kv-type, --cache-type-k and --cache-type-v on `sub` (values checked by
 // CLI11 to be one of f16, f32, q8_0).
 void add_kv_type_options(CLI::App& sub, KvTypeFlags& f);
+// --mmap / --no-mmap (PlacementOptions::mmap).
+void add_mmap_flag(CLI::App& sub, PlacementOptions& p);
 
 constexpr int64_t kDefaultNPredict = 128;
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/host_memory.h"
 #include "core/printable.h"
 #include "core/vocab_compat.h"
 #include "engine/quantize.h"
@@ -71,7 +72,9 @@ Engine::Engine(const EngineOptions& o) : opt_(o) {
   // A self-draft is quantized from the target even when the target itself is quantized.
   const QuantizeOptions self_q = QuantizeOptions::self_draft(self_type.value_or(GgmlType::Q8_0));
   const uint64_t self_bytes = self_type ? quantized_model_bytes(target_->file(), self_q) : 0;
-  plan_ = plan_placement(target_->file(), target_->weights(), o.placement, !backend_->host_memory(), self_bytes);
+  const bool host = backend_->host_memory();
+  plan_ = plan_placement(target_->file(), target_->weights(), o.placement, !host, self_bytes,
+                         host ? probe_host_memory().available : std::numeric_limits<uint64_t>::max());
   place_target_layers();
   tokenizer_ = Tokenizer::from_gguf(target_->file());
   check_vocab_rows(tokenizer_, *target_, o.target_path);
@@ -100,6 +103,7 @@ Engine::Engine(const EngineOptions& o) : opt_(o) {
                                           *draft_backend_);
   } else {
     draft_ = std::make_unique<LlamaModel>(o.draft_path, *draft_backend_);
+    load_draft();
   }
   draft_->set_kv_types(o.k_type, o.v_type);
   draft_->set_max_batch(o.batch);
@@ -111,6 +115,21 @@ Engine::Engine(const EngineOptions& o) : opt_(o) {
 }
 
 Engine::~Engine() = default;
+
+void Engine::load_draft() {
+  if (!draft_->backend().host_memory()) return;
+  const uint64_t bytes = draft_->file().file_size();
+  if (opt_.placement.mmap) {
+    plan_.draft_home = "draft mapped (--mmap)";
+    return;
+  }
+  const uint64_t available = probe_host_memory().available;
+  if (!fits_in_memory(bytes, available)) {
+    plan_.draft_home = "draft mapped (a copy would not fit in the " + format_bytes(available) + " of memory available)";
+    return;
+  }
+  plan_.draft_home = "draft " + format_bytes(draft_->load_into_memory()) + " in ram";
+}
 
 void Engine::place_target_layers() {
   LlamaModel& t = *target_;
@@ -125,7 +144,14 @@ void Engine::place_target_layers() {
     host = std::move(streamed);
   }
   if (!plan_.gpu) {
-    if (host) t.set_layer_source(std::move(host));  // else the model reads its mapping
+    // Resident layers are copied out of the mapping at load, where the plan found room
+    // (the head too, also beside streamed layers: it is read every pass).
+    if (host) {
+      t.set_layer_source(std::move(host));
+      if (!opt_.placement.mmap) t.load_head_into_memory();
+    } else if (plan_.mapped_reason.empty()) {
+      t.load_into_memory();
+    }
     return;
   }
   // The mapping never reuses a layer's memory, so the host may run ahead of the copies;

@@ -75,6 +75,8 @@ class Engine {
 
  private:
   void place_target_layers();
+  // A draft model file on the CPU: copied out of its mapping into memory where it fits.
+  void load_draft();
 
   EngineOptions opt_;
   std::unique_ptr<Backend> backend_;

@@ -1,5 +1,7 @@
 #include "engine/placement.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "core/gguf.h"
@@ -21,8 +23,13 @@ const char* home_name(LayerHome h) {
   return "?";
 }
 
+bool fits_in_memory(uint64_t bytes, uint64_t available) {
+  const uint64_t reserve = std::max<uint64_t>(available / 10, uint64_t(256) << 20);
+  return available > reserve && bytes <= available - reserve;
+}
+
 PlacementPlan plan_placement(const GgufFile& f, const ModelWeights& w, const PlacementOptions& o, bool gpu,
-                             uint64_t self_draft_bytes) {
+                             uint64_t self_draft_bytes, uint64_t memory_available) {
   PlacementPlan p;
   p.gpu = gpu;
   p.self_draft_bytes = self_draft_bytes;
@@ -58,6 +65,16 @@ PlacementPlan plan_placement(const GgufFile& f, const ModelWeights& w, const Pla
     for (int64_t l = p.n_vram; l < n; ++l)
       p.homes[size_t(l)] = l - p.n_vram < p.stream->n_resident ? (gpu ? LayerHome::PinnedRam : LayerHome::Ram)
                                                                : LayerHome::Streamed;
+  } else if (!gpu) {
+    uint64_t all = p.fixed_bytes;
+    for (uint64_t b : p.layer_bytes) all += b;
+    if (o.mmap)
+      p.mapped_reason = "--mmap";
+    else if (!fits_in_memory(all, memory_available))
+      p.mapped_reason = "a copy (" + format_bytes(all) + ") would not fit in the " + format_bytes(memory_available) +
+                        " of memory available";
+    else
+      p.homes.assign(size_t(n), LayerHome::Ram);
   }
   return p;
 }
@@ -102,8 +119,10 @@ std::string PlacementPlan::describe() const {
          std::to_string(stream->ring_slots) + " x " + format_bytes(stream->slot_bytes);
     if (stream->ring_over_budget()) s += " (the minimum ring, over --ram-budget)";
   }
+  if (!mapped_reason.empty()) s += " (" + mapped_reason + ")";
   s += "; " + format_bytes(fixed_bytes) + " embedding, head and vectors resident";
   if (self_draft_bytes) s += "; self-draft " + format_bytes(self_draft_bytes) + " resident";
+  if (!draft_home.empty()) s += "; " + draft_home;
   return s;
 }
 
@@ -112,6 +131,8 @@ nlohmann::json PlacementPlan::to_json() const {
   for (int64_t l = 0; l < n_layers(); ++l)
     layers.push_back({{"home", home_name(homes[size_t(l)])}, {"bytes", layer_bytes[size_t(l)]}});
   nlohmann::json j = {{"gpu", gpu}, {"layers", layers}, {"fixed_bytes", fixed_bytes}, {"self_draft_bytes", self_draft_bytes}};
+  if (!mapped_reason.empty()) j["mapped_reason"] = mapped_reason;
+  if (!draft_home.empty()) j["draft_home"] = draft_home;
   if (gpu) j["vram"] = {{"n_layers", n_vram}, {"bytes", vram_layer_bytes}, {"slot_bytes", vram_slot_bytes}};
   if (stream) {
     nlohmann::json ranges = nlohmann::json::array();

@@ -2,12 +2,14 @@
 // Where every layer of the target lives, decided in one place from the options and the
 // model's shapes. `inspect` prints this plan; the Engine builds its layer sources from it.
 //
-//   CPU:  mapped (read through the file mapping), or with --stream the first layers that
+//   CPU:  copied into RAM at load where they fit in the memory available (else, or with
+//         --mmap, read through the file mapping), or with --stream the first layers that
 //         fit --ram-budget resident in RAM (read once) and the rest streamed each pass.
 //   GPU:  the first layers that fit --vram-budget (or -ngl of them) in VRAM; the rest pass
 //         through two VRAM slots, copied from the mapping, or with --stream from pinned
 //         RAM (resident under --ram-budget) or the weight stream's pinned ring.
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -38,6 +40,10 @@ struct PlacementPlan {
   std::optional<LayerPlan> stream;    // the weight stream of layers n_vram.. (with --stream)
   uint64_t fixed_bytes = 0;           // embedding, output head, 1-D tensors: always resident
   uint64_t self_draft_bytes = 0;      // a self-draft (-d self:TYPE), taken out of --ram-budget
+  // CPU without --stream: why the layers stay in the mapping (empty: they are copied into
+  // RAM at load, their homes Ram).
+  std::string mapped_reason;
+  std::string draft_home;             // where the engine put a draft model, once it has
 
   int64_t n_layers() const { return int64_t(homes.size()); }
   // Bytes read from storage per pass (0 unless streaming).
@@ -50,8 +56,14 @@ struct PlacementPlan {
 };
 
 // The plan for `w` under `o`; `gpu`: the backend computes in its own memory;
-// `self_draft_bytes`: RAM a self-draft takes, counted in the RAM budget.
+// `self_draft_bytes`: RAM a self-draft takes, counted in the RAM budget;
+// `memory_available`: what the process may still take (core/host_memory.h).
 PlacementPlan plan_placement(const GgufFile& f, const ModelWeights& w, const PlacementOptions& o, bool gpu,
-                             uint64_t self_draft_bytes = 0);
+                             uint64_t self_draft_bytes = 0,
+                             uint64_t memory_available = std::numeric_limits<uint64_t>::max());
+
+// Whether `bytes` of weights may be copied into memory when `available` is free: with a
+// tenth of it (at least 256 MB) left for the KV cache, activations and everything else.
+bool fits_in_memory(uint64_t bytes, uint64_t available);
 
 }  // namespace flashspec

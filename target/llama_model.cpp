@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/printable.h"
+#include "target/loaded_layers.h"
 #include "target/moe_routing.h"
 #include "target/staged_layers.h"
 
@@ -32,6 +33,23 @@ LlamaModel::LlamaModel(GgufFile file, Backend& backend)
       if (m.spec.experts > 1) bytes += int64_t(m.tensor->nbytes) / m.spec.experts;
     expert_bytes_.push_back(bytes);
   }
+}
+
+uint64_t LlamaModel::load_head_into_memory() {
+  if (!backend_.host_memory()) throw Error("internal: loading weights into memory for a backend with its own");
+  if (!output_copy_.empty()) return 0;
+  const auto* head = static_cast<const uint8_t*>(weights_.output.data);
+  output_copy_ = copy_out_of_mapping({head, size_t(matrix_bytes(weights_.output))});
+  placed_.output.data = output_copy_.data();
+  return output_copy_.size();
+}
+
+uint64_t LlamaModel::load_into_memory() {
+  const uint64_t head = load_head_into_memory();
+  auto loaded = std::make_unique<LoadedLayers>(weights_);
+  const uint64_t bytes = loaded->bytes();
+  layers_ = std::move(loaded);
+  return head + bytes;
 }
 
 LlamaModel::BatchInputs LlamaModel::place_inputs(const ForwardBatch& b) {

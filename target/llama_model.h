@@ -12,6 +12,7 @@
 #include "core/llama_config.h"
 #include "kernels/backend.h"
 #include "kernels/backend_buffer.h"
+#include "offload/aligned_buffer.h"
 #include "target/layer_source.h"
 #include "target/model_weights.h"
 #include "target/moe_routing.h"
@@ -53,6 +54,11 @@ class LlamaModel {
   // Replaces where layer weights come from (e.g. a streaming source). It must hand out
   // weights in the backend's memory (target/staged_layers.h does for a GPU).
   void set_layer_source(std::unique_ptr<LayerSource> s) { layers_ = std::move(s); }
+  // Host-memory backends: copies the layers and the output head (or the head alone) out
+  // of the file mapping into the process's own huge-page memory (target/loaded_layers.h),
+  // where decode reads them faster. Return the bytes copied.
+  uint64_t load_into_memory();
+  uint64_t load_head_into_memory();
 
   // The element types of the keys and values of the caches make_cache() makes (fp16
   // unless set).
@@ -109,6 +115,7 @@ class LlamaModel {
   Backend& backend_;
   PlacedWeights placed_;
   std::unique_ptr<LayerSource> layers_;
+  AlignedBuffer output_copy_;  // the output head, after load_into_memory()
   KvType key_type_ = KvType::F16, value_type_ = KvType::F16;
   int64_t max_batch_ = 512;
   std::vector<uint8_t> chunk_mask_;  // the part of a tree mask one pass reads

@@ -1,0 +1,135 @@
+// Weights copied out of the file mapping at load (target/loaded_layers.h): the same
+// tokens and logits to the last bit as through the mapping, the placement's choice
+// between the two, huge-page buffers, and the memory probe behind the choice.
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/gguf.h"
+#include "core/host_memory.h"
+#include "core/llama_config.h"
+#include "core/tokenizer.h"
+#include "engine/placement.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "offload/aligned_buffer.h"
+#include "target/llama_model.h"
+#include "target/loaded_layers.h"
+#include "tests/cli_runner.h"
+#include "tests/fixtures.h"
+#include "tests/greedy_options.h"
+
+using namespace flashspec;
+using namespace flashspec::testing;
+
+TEST_CASE("loaded weights: generation from the copy equals the mapping's to the last bit, dense and MoE") {
+  CpuBackend backend(2);
+  for (const char* name : {"stories260K-wide-q4_0", "stories260K-wide-q4_k_m", "tiny-qwen3", "tiny-qwen3moe"}) {
+    CAPTURE(name);
+    LlamaModel m(model_path(name), backend);
+    const Tokenizer tok = Tokenizer::from_gguf(m.file());
+    const std::vector<int32_t> prompt = tok.encode("Once upon a time, there was a little", tok.add_bos());
+    const GenerationResult mapped = generate_target_only(m, prompt, greedy(16, 4));
+    const void* head_before = m.placed().output.data;
+    const uint64_t copied = m.load_into_memory();
+    uint64_t matrices = uint64_t(matrix_bytes(m.weights().output));
+    for (int64_t l = 0; l < m.weights().n_layers(); ++l) matrices += m.weights().layer_bytes(l);
+    CHECK(copied >= matrices);
+    CHECK(m.placed().output.data != head_before);  // the head is read from the copy
+    const GenerationResult loaded = generate_target_only(m, prompt, greedy(16, 4));
+    CHECK(loaded.tokens == mapped.tokens);
+    CHECK(bit_identical(loaded.logits, mapped.logits));
+  }
+}
+
+TEST_CASE("loaded weights: a copied layer holds the file's bytes, each matrix on a cache line") {
+  CpuBackend backend(1);
+  LlamaModel m(model_path("tiny-llama3moe"), backend);
+  LoadedLayers loaded(m.weights());
+  for (int64_t l = 0; l < m.weights().n_layers(); ++l) {
+    const LayerWeights copy = loaded.acquire(l);
+    const LayerWeights mapped = m.weights().layer(l);
+    for (const LayerMatrixTensor& t : m.weights().layer_matrices(l)) {
+      const WeightMatrix& a = copy[t.spec.id];
+      const WeightMatrix& b = mapped[t.spec.id];
+      CHECK(a.data != b.data);
+      CHECK(reinterpret_cast<uintptr_t>(a.data) % 64 == 0);
+      CHECK(a.rows == b.rows);
+      CHECK(std::memcmp(a.data, b.data, t.tensor->nbytes) == 0);
+    }
+  }
+}
+
+TEST_CASE("loaded weights: buffers from 2 MiB on start on a huge-page boundary") {
+  const AlignedBuffer small(5000);
+  CHECK(small.size() == 8192);
+  CHECK(reinterpret_cast<uintptr_t>(small.data()) % 4096 == 0);
+  const AlignedBuffer big((size_t(5) << 20) + 1);
+  CHECK(big.size() == size_t(6) << 20);
+  CHECK(reinterpret_cast<uintptr_t>(big.data()) % AlignedBuffer::kHugePage == 0);
+  big.data()[big.size() - 1] = 1;  // every byte is ours
+}
+
+TEST_CASE("loaded weights: the placement copies what fits in the memory available, else keeps the mapping") {
+  const GgufFile f = GgufFile::open(model_path("stories260K-wide-q4_0"));
+  const LlamaConfig c = LlamaConfig::from_gguf(f);
+  const ModelWeights w(f, c);
+  PlacementOptions o;
+  const PlacementPlan ample = plan_placement(f, w, o, false, 0, uint64_t(8) << 30);
+  CHECK(ample.mapped_reason.empty());
+  for (LayerHome h : ample.homes) CHECK(h == LayerHome::Ram);
+  const PlacementPlan tight = plan_placement(f, w, o, false, 0, uint64_t(100) << 20);
+  CHECK(tight.mapped_reason.find("would not fit") != std::string::npos);
+  for (LayerHome h : tight.homes) CHECK(h == LayerHome::Mapped);
+  o.mmap = true;
+  const PlacementPlan asked = plan_placement(f, w, o, false, 0, uint64_t(8) << 30);
+  CHECK(asked.mapped_reason == "--mmap");
+  for (LayerHome h : asked.homes) CHECK(h == LayerHome::Mapped);
+  // A tenth of what is available (at least 256 MB) stays free.
+  CHECK(fits_in_memory(uint64_t(3600) << 20, uint64_t(4000) << 20));
+  CHECK(!fits_in_memory(uint64_t(3601) << 20, uint64_t(4000) << 20));
+  CHECK(fits_in_memory(uint64_t(744) << 20, uint64_t(1000) << 20));
+  CHECK(!fits_in_memory(uint64_t(745) << 20, uint64_t(1000) << 20));
+  CHECK(!fits_in_memory(1, uint64_t(200) << 20));
+}
+
+TEST_CASE("loaded weights: cgroup headroom from v1 and v2 files") {
+  // v1 without a limit (the kernel's "unlimited" is near 2^63), and v2's "max".
+  CHECK(!cgroup_headroom("9223372036854771712\n", "3555332096\n", "cache 3550289920\nrss 2072576\n"));
+  CHECK(!cgroup_headroom("max\n", "1000\n", "file 10\n"));
+  // v1 with a 1.5 GB limit: 1 GB used, 600 MB of it file cache -> 1.1 GB left.
+  CHECK(cgroup_headroom("1500000000\n", "1000000000\n", "cache 600000000\nrss 400000000\ntotal_cache 600000000\n") ==
+        uint64_t(1100000000));
+  // v2: the file cache is "file".
+  CHECK(cgroup_headroom("2000000000\n", "1500000000\n", "anon 900000000\nfile 600000000\n") == uint64_t(1100000000));
+  // Over the limit already: nothing left, not a wrap-around.
+  CHECK(cgroup_headroom("1000\n", "5000\n", "file 0\n") == uint64_t(0));
+  const HostMemory here = probe_host_memory();
+  REQUIRE(here.mem_available);
+  CHECK(*here.mem_available > 0);
+  CHECK(here.available <= *here.mem_available);
+}
+
+TEST_CASE("loaded weights: generate and inspect say where the layers are, --mmap keeps the mapping") {
+  const std::string model = model_path("stories260K-wide-q4_0");
+  const CliResult plan = run_cli({"inspect", model, "--json"});
+  REQUIRE(plan.exit_code == 0);
+  const nlohmann::json j = nlohmann::json::parse(plan.out);
+  for (const nlohmann::json& l : j.at("placement").at("layers")) CHECK(l.at("home").get<std::string>() == "ram");
+  const CliResult mapped = run_cli({"inspect", model, "--mmap"});
+  REQUIRE(mapped.exit_code == 0);
+  CHECK(mapped.out.find("mapped") != std::string::npos);
+  CHECK(mapped.out.find("(--mmap)") != std::string::npos);
+  // Both give the same tokens.
+  const std::vector<std::string> gen = {"generate", "-m", model, "-p", "Once upon a time", "-n", "12", "--temp", "0"};
+  std::vector<std::string> gen_mapped = gen;
+  gen_mapped.push_back("--mmap");
+  const CliResult a = run_cli(gen), b = run_cli(gen_mapped);
+  REQUIRE(a.exit_code == 0);
+  REQUIRE(b.exit_code == 0);
+  CHECK(a.out == b.out);
+  CHECK(!a.out.empty());
+}
