@@ -170,9 +170,12 @@ void add_run_options(CLI::App& sub, RunOptions& o, int64_t n_predict, const std:
 }
 
 void add_mmap_flag(CLI::App& sub, PlacementOptions& p) {
-  sub.add_flag("--mmap,!--no-mmap", p.mmap,
-               "CPU: read resident weights through the file mapping instead of copying them into memory at load "
-               "(starts at once; the copy decodes faster and is the default where it fits in the memory available)");
+  CLI::Option* on = sub.add_flag_function("--mmap", [&p](int64_t) { p.mmap = true; },
+                                          "CPU: read resident weights through the file mapping (starts at once)");
+  CLI::Option* off = sub.add_flag_function("--no-mmap", [&p](int64_t) { p.mmap = false; },
+                                           "CPU: copy resident weights into memory at load (decodes faster; the "
+                                           "default for models over 64 MB that fit in the memory available)");
+  on->excludes(off);
 }
 
 void describe(CLI::App& sub, const std::string& name, const std::string& description) {

@@ -118,14 +118,9 @@ Engine::~Engine() = default;
 
 void Engine::load_draft() {
   if (!draft_->backend().host_memory()) return;
-  const uint64_t bytes = draft_->file().file_size();
-  if (opt_.placement.mmap) {
-    plan_.draft_home = "draft mapped (--mmap)";
-    return;
-  }
-  const uint64_t available = probe_host_memory().available;
-  if (!fits_in_memory(bytes, available)) {
-    plan_.draft_home = "draft mapped (a copy would not fit in the " + format_bytes(available) + " of memory available)";
+  const std::string why = why_mapped(draft_->file().file_size(), opt_.placement.mmap, probe_host_memory().available);
+  if (!why.empty()) {
+    plan_.draft_home = "draft mapped (" + why + ")";
     return;
   }
   plan_.draft_home = "draft " + format_bytes(draft_->load_into_memory()) + " in ram";
@@ -148,7 +143,7 @@ void Engine::place_target_layers() {
     // (the head too, also beside streamed layers: it is read every pass).
     if (host) {
       t.set_layer_source(std::move(host));
-      if (!opt_.placement.mmap) t.load_head_into_memory();
+      if (!opt_.placement.mmap.value_or(false)) t.load_head_into_memory();
     } else if (plan_.mapped_reason.empty()) {
       t.load_into_memory();
     }

@@ -18,10 +18,11 @@ struct PlacementOptions {
   std::optional<uint64_t> vram_budget;  // GPU: VRAM for resident layers (default: all fit)
   std::optional<int64_t> gpu_layers;    // GPU: exactly this many leading layers in VRAM (-ngl)
   IoOptions io;                         // how streamed layers are read
-  // CPU: read weights through the file mapping instead of copying them into memory at
-  // load (llama.cpp's --mmap; the copy decodes faster, the mapping starts at once and
-  // leaves the kernel free to drop and re-read pages).
-  bool mmap = false;
+  // CPU: true (--mmap) reads weights through the file mapping; false (--no-mmap) copies
+  // them into memory at load; unset copies what fits in the memory available and is too
+  // large for the CPU's caches (engine/placement.h). The copy decodes faster; the mapping
+  // starts at once and leaves the kernel free to drop and re-read pages.
+  std::optional<bool> mmap;
 };
 
 struct EngineOptions {

@@ -28,6 +28,14 @@ bool fits_in_memory(uint64_t bytes, uint64_t available) {
   return available > reserve && bytes <= available - reserve;
 }
 
+std::string why_mapped(uint64_t bytes, std::optional<bool> mmap, uint64_t available) {
+  if (mmap.value_or(false)) return "--mmap";
+  if (!fits_in_memory(bytes, available))
+    return "a copy (" + format_bytes(bytes) + ") would not fit in the " + format_bytes(available) + " of memory available";
+  if (!mmap && bytes < kLoadMinBytes) return "under " + format_bytes(kLoadMinBytes) + ": the caches hold it";
+  return {};
+}
+
 PlacementPlan plan_placement(const GgufFile& f, const ModelWeights& w, const PlacementOptions& o, bool gpu,
                              uint64_t self_draft_bytes, uint64_t memory_available) {
   PlacementPlan p;
@@ -68,13 +76,8 @@ PlacementPlan plan_placement(const GgufFile& f, const ModelWeights& w, const Pla
   } else if (!gpu) {
     uint64_t all = p.fixed_bytes;
     for (uint64_t b : p.layer_bytes) all += b;
-    if (o.mmap)
-      p.mapped_reason = "--mmap";
-    else if (!fits_in_memory(all, memory_available))
-      p.mapped_reason = "a copy (" + format_bytes(all) + ") would not fit in the " + format_bytes(memory_available) +
-                        " of memory available";
-    else
-      p.homes.assign(size_t(n), LayerHome::Ram);
+    p.mapped_reason = why_mapped(all, o.mmap, memory_available);
+    if (p.mapped_reason.empty()) p.homes.assign(size_t(n), LayerHome::Ram);
   }
   return p;
 }

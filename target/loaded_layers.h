@@ -29,7 +29,7 @@ class LoadedLayers final : public LayerSource {
   uint64_t bytes() const { return bytes_; }
 
  private:
-  std::vector<AlignedBuffer> memory_;  // per layer: its matrices back to back
+  AlignedBuffer memory_;  // every layer's matrices back to back
   std::vector<LayerWeights> layers_;
   uint64_t bytes_ = 0;
 };

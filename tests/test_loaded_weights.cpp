@@ -78,6 +78,11 @@ TEST_CASE("loaded weights: the placement copies what fits in the memory availabl
   const LlamaConfig c = LlamaConfig::from_gguf(f);
   const ModelWeights w(f, c);
   PlacementOptions o;
+  // A model this small stays mapped unless --no-mmap asks for the copy.
+  const PlacementPlan small = plan_placement(f, w, o, false, 0, uint64_t(8) << 30);
+  CHECK(small.mapped_reason.find("the caches hold it") != std::string::npos);
+  for (LayerHome h : small.homes) CHECK(h == LayerHome::Mapped);
+  o.mmap = false;
   const PlacementPlan ample = plan_placement(f, w, o, false, 0, uint64_t(8) << 30);
   CHECK(ample.mapped_reason.empty());
   for (LayerHome h : ample.homes) CHECK(h == LayerHome::Ram);
@@ -88,6 +93,11 @@ TEST_CASE("loaded weights: the placement copies what fits in the memory availabl
   const PlacementPlan asked = plan_placement(f, w, o, false, 0, uint64_t(8) << 30);
   CHECK(asked.mapped_reason == "--mmap");
   for (LayerHome h : asked.homes) CHECK(h == LayerHome::Mapped);
+  // The rule by itself: large models are copied by default where they fit.
+  CHECK(why_mapped(kLoadMinBytes, std::nullopt, uint64_t(8) << 30).empty());
+  CHECK(!why_mapped(kLoadMinBytes - 1, std::nullopt, uint64_t(8) << 30).empty());
+  CHECK(why_mapped(1, false, uint64_t(8) << 30).empty());
+  CHECK(why_mapped(uint64_t(4) << 30, std::nullopt, uint64_t(4) << 30).find("would not fit") != std::string::npos);
   // A tenth of what is available (at least 256 MB) stays free.
   CHECK(fits_in_memory(uint64_t(3600) << 20, uint64_t(4000) << 20));
   CHECK(!fits_in_memory(uint64_t(3601) << 20, uint64_t(4000) << 20));
@@ -113,21 +123,31 @@ TEST_CASE("loaded weights: cgroup headroom from v1 and v2 files") {
   CHECK(here.available <= *here.mem_available);
 }
 
-TEST_CASE("loaded weights: generate and inspect say where the layers are, --mmap keeps the mapping") {
+TEST_CASE("loaded weights: generate and inspect say where the layers are, --no-mmap copies, --mmap maps") {
   const std::string model = model_path("stories260K-wide-q4_0");
-  const CliResult plan = run_cli({"inspect", model, "--json"});
-  REQUIRE(plan.exit_code == 0);
-  const nlohmann::json j = nlohmann::json::parse(plan.out);
-  for (const nlohmann::json& l : j.at("placement").at("layers")) CHECK(l.at("home").get<std::string>() == "ram");
-  const CliResult mapped = run_cli({"inspect", model, "--mmap"});
-  REQUIRE(mapped.exit_code == 0);
-  CHECK(mapped.out.find("mapped") != std::string::npos);
-  CHECK(mapped.out.find("(--mmap)") != std::string::npos);
-  // Both give the same tokens.
-  const std::vector<std::string> gen = {"generate", "-m", model, "-p", "Once upon a time", "-n", "12", "--temp", "0"};
-  std::vector<std::string> gen_mapped = gen;
-  gen_mapped.push_back("--mmap");
-  const CliResult a = run_cli(gen), b = run_cli(gen_mapped);
+  auto homes = [&](const std::vector<std::string>& extra) {
+    std::vector<std::string> args = {"inspect", model, "--json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const CliResult r = run_cli(args);
+    REQUIRE(r.exit_code == 0);
+    std::vector<std::string> h;
+    for (const nlohmann::json& l : nlohmann::json::parse(r.out).at("placement").at("layers"))
+      h.push_back(l.at("home").get<std::string>());
+    return h;
+  };
+  for (const std::string& h : homes({})) CHECK(h == "mapped");  // small: the caches hold it
+  for (const std::string& h : homes({"--no-mmap"})) CHECK(h == "ram");
+  for (const std::string& h : homes({"--mmap"})) CHECK(h == "mapped");
+  const CliResult text = run_cli({"inspect", model, "--mmap"});
+  CHECK(text.out.find("(--mmap)") != std::string::npos);
+  CHECK(run_cli({"inspect", model, "--mmap", "--no-mmap"}).exit_code == 2);
+  // The copy and the mapping give the same tokens, the draft copied too.
+  const std::vector<std::string> gen = {"generate", "-m", model, "-d", model_path("salty279K"), "-p", "Once upon a time",
+                                        "-n", "12", "--temp", "0"};
+  std::vector<std::string> copied = gen, mapped = gen;
+  copied.push_back("--no-mmap");
+  mapped.push_back("--mmap");
+  const CliResult a = run_cli(copied), b = run_cli(mapped);
   REQUIRE(a.exit_code == 0);
   REQUIRE(b.exit_code == 0);
   CHECK(a.out == b.out);
