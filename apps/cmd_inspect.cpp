@@ -73,7 +73,7 @@ int run_inspect(const InspectArgs& a) {
   const uint64_t self_bytes = self ? quantized_model_bytes(f, QuantizeOptions::self_draft(*self)) : 0;
   const PlacementPlan plan = plan_placement(f, w, a.placement, a.backend == "cuda", self_bytes,
                                             a.backend == "cuda" ? std::numeric_limits<uint64_t>::max()
-                                                                : probe_host_memory().available);
+                                                                : probe_host_memory().available());
   const KvType k_type = a.kv_types.key_type(), v_type = a.kv_types.value_type();
   const uint64_t kv_per_token = uint64_t(c.n_layers) * (kv_bytes(k_type, c.kv_dim()) + kv_bytes(v_type, c.kv_dim()));
   const int64_t ctx = a.ctx > 0 ? a.ctx : c.context_length;

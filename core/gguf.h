@@ -102,6 +102,8 @@ class GgufFile {
   // Error when the file on disk no longer matches its mapping (see MappedFile); a no-op
   // for images parsed from memory.
   void check_unchanged() const;
+  // Whether the image is a mapping of a file (false: memory the caller owns).
+  bool mapped() const { return map_ != nullptr; }
 
  private:
   GgufFile() = default;

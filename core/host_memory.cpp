@@ -1,5 +1,6 @@
 #include "core/host_memory.h"
 
+#include <algorithm>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -18,9 +19,7 @@ std::string slurp(const std::string& path) {
 
 std::optional<uint64_t> parse_u64(const std::string& s) {
   try {
-    size_t used = 0;
-    const unsigned long long v = std::stoull(s, &used);
-    return uint64_t(v);
+    return uint64_t(std::stoull(s));
   } catch (...) {
     return std::nullopt;
   }
@@ -80,10 +79,12 @@ HostMemory probe_host_memory() {
                                              slurp(dir + "/memory.stat"))
                            : cgroup_headroom(slurp(dir + "/memory.limit_in_bytes"),
                                              slurp(dir + "/memory.usage_in_bytes"), slurp(dir + "/memory.stat"));
-  m.available = std::numeric_limits<uint64_t>::max();
-  if (m.mem_available) m.available = *m.mem_available;
-  if (m.cgroup_headroom && *m.cgroup_headroom < m.available) m.available = *m.cgroup_headroom;
   return m;
+}
+
+uint64_t HostMemory::available() const {
+  return std::min(mem_available.value_or(std::numeric_limits<uint64_t>::max()),
+                  cgroup_headroom.value_or(std::numeric_limits<uint64_t>::max()));
 }
 
 }  // namespace flashspec

@@ -10,13 +10,14 @@
 namespace flashspec {
 
 struct HostMemory {
-  uint64_t available = 0;            // min of the two below where both are known
-  std::optional<uint64_t> mem_available;  // /proc/meminfo MemAvailable
+  std::optional<uint64_t> mem_available;    // /proc/meminfo MemAvailable
   std::optional<uint64_t> cgroup_headroom;  // limit - (usage - file cache); none without a limit
+  // The smaller of the two known figures; with neither known the largest uint64_t:
+  // nothing is refused for want of a number.
+  uint64_t available() const;
 };
 
-// Reads /proc and /sys; an unknown figure is left out (with neither known, available is
-// the largest uint64_t: nothing is refused for want of a number).
+// Reads /proc and /sys; an unknown figure is left out.
 HostMemory probe_host_memory();
 
 // The cgroup headroom from a group's files, given their text (tests feed it fixtures):

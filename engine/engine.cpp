@@ -74,7 +74,7 @@ Engine::Engine(const EngineOptions& o) : opt_(o) {
   const uint64_t self_bytes = self_type ? quantized_model_bytes(target_->file(), self_q) : 0;
   const bool host = backend_->host_memory();
   plan_ = plan_placement(target_->file(), target_->weights(), o.placement, !host, self_bytes,
-                         host ? probe_host_memory().available : std::numeric_limits<uint64_t>::max());
+                         host ? probe_host_memory().available() : std::numeric_limits<uint64_t>::max());
   place_target_layers();
   tokenizer_ = Tokenizer::from_gguf(target_->file());
   check_vocab_rows(tokenizer_, *target_, o.target_path);
@@ -118,7 +118,7 @@ Engine::~Engine() = default;
 
 void Engine::load_draft() {
   if (!draft_->backend().host_memory()) return;
-  const std::string why = why_mapped(draft_->file().file_size(), opt_.placement.mmap, probe_host_memory().available);
+  const std::string why = why_mapped(draft_->file().file_size(), opt_.placement.mmap, probe_host_memory().available());
   if (!why.empty()) {
     plan_.draft_home = "draft mapped (" + why + ")";
     return;

@@ -37,14 +37,18 @@ LlamaModel::LlamaModel(GgufFile file, Backend& backend)
 
 uint64_t LlamaModel::load_head_into_memory() {
   if (!backend_.host_memory()) throw Error("internal: loading weights into memory for a backend with its own");
-  if (!output_copy_.empty()) return 0;
+  // An image parsed from memory is the process's own memory already; and a head copied
+  // once is no longer in the mapping (copy_from_mapping would discard it).
+  if (!file_.mapped() || !output_copy_.empty()) return 0;
   const auto* head = static_cast<const uint8_t*>(weights_.output.data);
-  output_copy_ = copy_out_of_mapping({head, size_t(matrix_bytes(weights_.output))});
+  const uint64_t bytes = uint64_t(matrix_bytes(weights_.output));
+  output_copy_ = copy_out_of_mapping({head, size_t(bytes)});
   placed_.output.data = output_copy_.data();
-  return output_copy_.size();
+  return bytes;
 }
 
 uint64_t LlamaModel::load_into_memory() {
+  if (!file_.mapped()) return 0;
   const uint64_t head = load_head_into_memory();
   auto loaded = std::make_unique<LoadedLayers>(weights_);
   const uint64_t bytes = loaded->bytes();

@@ -16,13 +16,15 @@
 namespace flashspec {
 
 // `bytes` of a file mapping copied to `dst`; the mapping's pages of the source are let go
-// afterwards (their page-cache copy stays), so the process does not hold both.
+// afterwards (their page-cache copy stays), so the process does not hold both. Only for a
+// file mapping: on anonymous or heap memory, letting pages go discards their contents.
 void copy_from_mapping(uint8_t* dst, std::span<const uint8_t> bytes);
 // The same into a buffer of their own.
 AlignedBuffer copy_out_of_mapping(std::span<const uint8_t> bytes);
 
 class LoadedLayers final : public LayerSource {
  public:
+  // `w` must view a file mapping (GgufFile::mapped()): see copy_from_mapping.
   explicit LoadedLayers(const ModelWeights& w);
   LayerWeights acquire(int64_t layer) override { return layers_.at(size_t(layer)); }
   void release(int64_t) override {}
