@@ -131,6 +131,19 @@ PassBreakdown BenchRow::per_pass() const {
   return b;
 }
 
+std::optional<ExpertFigures> BenchRow::experts() const {
+  const PassTimes& t = pass_times;
+  if (t.experts == 0) return std::nullopt;
+  const double decode_tokens = double(totals.generated - prompts * reps);  // each run's first token is the prefill's
+  const int64_t routed = totals.expert_hits + totals.expert_reads;
+  ExpertFigures e;
+  e.per_pass = t.passes ? double(t.experts) / double(t.passes) : 0.0;
+  e.per_token = decode_tokens > 0 ? double(t.experts) / decode_tokens : 0.0;
+  e.bytes_read_per_token = decode_tokens > 0 ? double(t.expert_bytes_read) / decode_tokens : 0.0;
+  e.hit_rate = routed ? double(totals.expert_hits) / double(routed) : 0.0;
+  return e;
+}
+
 std::string BenchRow::placement_label() const {
   if (streamed) return io_bw_bytes > 0 ? "streamed at " + format_rate(io_bw_bytes) : "streamed, unthrottled";
   // A cap with nothing to cap: every layer fitted --ram-budget.
@@ -178,16 +191,11 @@ std::string bench_json_line(const BenchRow& r, const BenchMeta& m) {
             {"pass_draft_ms", pb.draft}, {"pass_compute_ms", pb.compute}, {"pass_io_wait_ms", pb.io_wait},
             {"pass_other_ms", pb.other}, {"single_row_passes", r.pass_times.single_row_passes},
             {"verified_draft_nodes", r.pass_times.draft_nodes}, {"verified_lookup_nodes", r.pass_times.lookup_nodes}});
-  if (r.pass_times.experts > 0) {
-    // Mixture of experts: the union of the experts a decode pass's rows routed to (summed
-    // over layers), per pass and per token it produced, and the bytes read for them.
-    const PassTimes& t = r.pass_times;
-    const int64_t decode_tokens = r.totals.generated - r.prompts * r.reps;  // each run's first token is the prefill's
-    j["experts_per_pass"] = t.passes ? double(t.experts) / double(t.passes) : 0.0;
-    j["experts_per_token"] = decode_tokens > 0 ? double(t.experts) / double(decode_tokens) : 0.0;
-    j["expert_bytes_read_per_token"] = decode_tokens > 0 ? double(t.expert_bytes_read) / double(decode_tokens) : 0.0;
-    const int64_t routed = r.totals.expert_hits + r.totals.expert_reads;
-    j["expert_cache_hit_rate"] = routed ? double(r.totals.expert_hits) / double(routed) : 0.0;
+  if (const auto e = r.experts()) {
+    j["experts_per_pass"] = e->per_pass;
+    j["experts_per_token"] = e->per_token;
+    j["expert_bytes_read_per_token"] = e->bytes_read_per_token;
+    j["expert_cache_hit_rate"] = e->hit_rate;
   }
   return j.dump();
 }
@@ -230,9 +238,14 @@ std::string bench_csv(const std::vector<BenchRow>& rows, const BenchMeta& m) {
 std::string bench_table(const std::vector<BenchRow>& rows) {
   // The pass columns: rows verified per pass and the share of passes that verified one
   // row (what the policy chose), then the mean pass split as draft + compute + I/O wait.
-  const std::vector<std::string> head = {"config",    "temp",      "placement", "tau",     "drafted",
+  const std::vector<std::string> head_common = {"config",    "temp",      "placement", "tau",     "drafted",
                                          "accepted",  "rows/pass", "1-row %",   "pass ms (draft+compute+io)",
                                          "tok/s",     "TTFT ms",   "TPOT ms",   "read MB", "read GB/s", "speedup"};
+  // Mixture of experts: the union of experts a pass routed to (summed over layers) against
+  // its rows, what a token cost in experts and expert bytes read, and the cache's hit rate.
+  const bool moe = std::any_of(rows.begin(), rows.end(), [](const BenchRow& r) { return r.experts().has_value(); });
+  std::vector<std::string> head = head_common;
+  if (moe) head.insert(head.end() - 1, {"experts/pass", "experts/token", "expert MB/token", "hit %"});
   std::vector<std::vector<std::string>> cells;
   for (const BenchRow& r : rows) {
     const PassTimes& t = r.pass_times;
@@ -247,6 +260,12 @@ std::string bench_table(const std::vector<BenchRow>& rows) {
                      format_mean_sd("%.1f", r.tokens_per_s), format_mean_sd("%.2f", r.ttft_ms),
                      format_mean_sd("%.3f", r.tpot_ms), format_number("%.1f", double(r.totals.bytes_read) / 1e6),
                      format_number("%.2f", r.totals.read_gbps()), format_mean_sd("%.2f", r.speedup, "x")});
+    if (moe) {
+      const ExpertFigures e = r.experts().value_or(ExpertFigures{});
+      cells.back().insert(cells.back().end() - 1,
+                          {format_number("%.0f", e.per_pass), format_number("%.0f", e.per_token),
+                           format_number("%.1f", e.bytes_read_per_token / 1e6), format_number("%.1f", 100 * e.hit_rate)});
+    }
   }
   // Widths in characters, not bytes: "±" is two bytes of UTF-8.
   auto width = [](const std::string& s) {

@@ -63,6 +63,13 @@ struct PassBreakdown {
   double total() const { return draft + compute + io_wait + other; }
 };
 
+// A mixture-of-experts target's decode passes: the union of the experts a pass's rows
+// routed to (summed over layers), per pass and per token it produced, the expert bytes
+// read per token and the expert cache's hit rate.
+struct ExpertFigures {
+  double per_pass = 0, per_token = 0, bytes_read_per_token = 0, hit_rate = 0;
+};
+
 // One configuration of the sweep, aggregated over the prompt set and its repetitions.
 struct BenchRow {
   std::string config;  // "target", "chain-4", "tree-16", "tree-auto"
@@ -71,7 +78,7 @@ struct BenchRow {
   double temp = 0;
   std::string io_bw = "0";  // --io-bw as given
   double io_bw_bytes = 0;   // bytes/s (0: no cap)
-  bool streamed = false;    // target layers were read from storage every pass
+  bool streamed = false;    // target layers (or, of a mixture of experts, its experts) were read from storage
   std::string placement;    // PlacementPlan::describe() of this configuration's engine
 
   int64_t prompts = 0, reps = 0, n_predict = 0;
@@ -87,6 +94,7 @@ struct BenchRow {
   bool fastest = false;  // highest mean tokens/s among rows of its temperature and --io-bw
 
   PassBreakdown per_pass() const;
+  std::optional<ExpertFigures> experts() const;  // none for a dense target
   // "resident", "streamed at 2.1 GB/s" or "streamed, unthrottled": where the target's
   // weights came from, which is what --io-bw means.
   std::string placement_label() const;

@@ -287,8 +287,9 @@ BenchRow row_for(const Config& c, const Engine& engine, int64_t n_predict, size_
   row.io_bw = c.io_bw;
   row.io_bw_bytes = c.io_bw_bytes;
   // The plan, not the flags: with --stream every layer may still fit --ram-budget.
-  row.streamed = engine.plan().streamed_bytes_per_pass() > 0;
-  row.placement = engine.plan().describe();
+  const PlacementPlan& plan = engine.plan();
+  row.streamed = plan.streamed_bytes_per_pass() > 0 || (plan.stream && plan.stream->experts);
+  row.placement = plan.describe();
   row.n_predict = n_predict;
   row.prompts = int64_t(n_prompts);
   return row;

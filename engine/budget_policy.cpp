@@ -33,8 +33,8 @@ double BudgetPolicy::LineFit::at(double x) const {
 
 void BudgetPolicy::Average::add(double v) { value = n++ ? (1 - kEma) * value + kEma * v : v; }
 
-BudgetPolicy::BudgetPolicy(int64_t max_budget, double draft_cost_ratio)
-    : draft_cost_ratio_(draft_cost_ratio), probe_gap_(kFirstProbeGap) {
+BudgetPolicy::BudgetPolicy(int64_t max_budget, double draft_cost_ratio, ExpertShape experts)
+    : draft_cost_ratio_(draft_cost_ratio), union_(experts), probe_gap_(kFirstProbeGap) {
   // No speculation, then powers of two and the midpoints 1.5 x 2^k: fine enough to land
   // near the point where compute starts to exceed the I/O floor.
   budgets_.push_back(0);
@@ -56,6 +56,8 @@ size_t BudgetPolicy::index(int64_t b) const {
 double BudgetPolicy::verify_ms(int64_t b) const {
   const size_t i = index(b);
   if (pass_ms_[i].n) return pass_ms_[i].value;
+  const Average& per_expert = ms_per_expert_.n ? ms_per_expert_ : prefill_ms_per_expert_;
+  if (per_expert.n) return per_expert.value * union_.expected(double(budgets_[i] + 1));
   return std::max(io_floor_.n ? io_floor_.value : 0.0, compute_fit_.at(double(budgets_[i] + 1)));
 }
 
@@ -212,7 +214,7 @@ BudgetPolicy::Choice BudgetPolicy::choose(const TokenTree& candidates, double dr
 }
 
 void BudgetPolicy::observe(const TokenTree& verified, const std::vector<int32_t>& path, double target_ms,
-                           double io_wait_ms, double draft_ms, int64_t drafted_nodes) {
+                           double io_wait_ms, double draft_ms, int64_t drafted_nodes, int64_t routed_experts) {
   ++passes_;
   draft_model_.observe(verified, path, NodeSource::Draft);
   lookup_model_.observe(verified, path, NodeSource::Lookup);
@@ -220,10 +222,15 @@ void BudgetPolicy::observe(const TokenTree& verified, const std::vector<int32_t>
   const size_t k = index(budget);
   if (budgets_[k] == budget) pass_ms_[k].add(target_ms);  // measured times belong to exactly this budget
   if (drafted_nodes > 0) draft_fit_.add(double(drafted_nodes), draft_ms);
-  observe_cost(budget + 1, target_ms, io_wait_ms);
+  if (routed_experts > 0) ms_per_expert_.add(target_ms / double(routed_experts));
+  observe_cost(budget + 1, target_ms, io_wait_ms, routed_experts);
 }
 
-void BudgetPolicy::observe_cost(int64_t rows, double target_ms, double io_wait_ms) {
+void BudgetPolicy::observe_cost(int64_t rows, double target_ms, double io_wait_ms, int64_t routed_experts) {
+  if (routed_experts > 0) {
+    union_.observe(rows, routed_experts);
+    prefill_ms_per_expert_.add(target_ms / double(routed_experts));  // used until a tree pass is timed
+  }
   compute_fit_.add(double(rows), std::max(0.0, target_ms - io_wait_ms));
   if (io_wait_ms > kIoBound * target_ms) io_floor_.add(target_ms);
 }

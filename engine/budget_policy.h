@@ -15,6 +15,11 @@
 //    time of passes that waited for weights (0 for a resident target). A budget already
 //    tried uses its own measured mean instead, which also holds pipeline effects the line
 //    misses;
+//    A mixture-of-experts target instead reads and multiplies the union of the experts its
+//    rows route to, which grows with the rows whether the weights stream or not: a budget
+//    not tried yet costs the measured time per routed expert times its expected union
+//    (engine/expert_union.h), so that one row is priced at its own few experts and not
+//    at the mean of the large trees tried so far;
 //  - drafting: the draft time a pass waited for, against the draft nodes it grew (a line
 //    through the passes that drafted); nothing for a pass that does not draft.
 // Budget b verifies the b likeliest candidates (an ancestor-closed set: no node is likelier
@@ -34,6 +39,7 @@
 
 #include "core/token_tree.h"
 #include "engine/acceptance_model.h"
+#include "engine/expert_union.h"
 
 namespace flashspec {
 
@@ -42,7 +48,8 @@ class BudgetPolicy {
   // `draft_cost_ratio`: a draft forward's expected time over a one-row target forward's
   // compute (from their weight bytes and threads), the price of drafting until drafting
   // has been measured; 0: unknown (drafting taken as free until measured).
-  explicit BudgetPolicy(int64_t max_budget, double draft_cost_ratio = 0.0);
+  // `experts`: the target's routing when it is a mixture of experts.
+  explicit BudgetPolicy(int64_t max_budget, double draft_cost_ratio = 0.0, ExpertShape experts = {});
 
   // Draft-model nodes to grow before the next pass (0: do not draft).
   int64_t draft_horizon() const;
@@ -59,11 +66,12 @@ class BudgetPolicy {
 
   // A verified tree, the node ids of its accepted path and the pass's times: the target
   // pass, the part of it spent waiting for streamed weights, and the drafting the pass
-  // waited for (with the draft nodes grown for it; 0 when it did not draft).
+  // waited for (with the draft nodes grown for it; 0 when it did not draft) and, for a
+  // mixture of experts, the experts the pass routed to summed over layers.
   void observe(const TokenTree& verified, const std::vector<int32_t>& path, double target_ms, double io_wait_ms,
-               double draft_ms, int64_t drafted_nodes);
+               double draft_ms, int64_t drafted_nodes, int64_t routed_experts = 0);
   // A target pass that is not a tree (prefill): a cost point for `rows` rows.
-  void observe_cost(int64_t rows, double target_ms, double io_wait_ms);
+  void observe_cost(int64_t rows, double target_ms, double io_wait_ms, int64_t routed_experts = 0);
 
   // Expected target milliseconds of a pass verifying b candidates (b + 1 rows).
   double verify_ms(int64_t b) const;
@@ -100,6 +108,9 @@ class BudgetPolicy {
   LineFit draft_fit_;                  // critical-path draft ms against draft nodes grown
   LineFit compute_fit_;
   Average io_floor_;
+  ExpertUnion union_;
+  Average ms_per_expert_;          // mixture of experts: tree passes' time per routed expert
+  Average prefill_ms_per_expert_;  // the same from every pass, for before a tree pass is timed
   int64_t passes_ = 0;
   int64_t best_ = 1;           // the budget with the best steady rate (draft nodes), last pass
   int64_t next_explore_ = 6;   // pass count of the next neighbour exploration

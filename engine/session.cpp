@@ -75,7 +75,9 @@ Session::Session(LlamaModel& target, LlamaModel* draft, std::optional<Speculatio
   const double ratio = draft ? double(draft->file().file_size()) / double(target.file().file_size()) *
                                    double(target.backend().threads()) / double(draft->backend().threads())
                              : 0.0;
-  if (policy_->auto_budget()) auto_budget_.emplace(policy_->budget, ratio);
+  const LlamaConfig& c = target.config();
+  if (policy_->auto_budget())
+    auto_budget_.emplace(policy_->budget, ratio, ExpertShape{c.n_layers, c.n_experts, c.n_experts_used});
   if (policy_->lookup) lookup_.emplace(policy_->lookup_params);
   if (!draft) return;
   // The draft also holds the unprocessed tail of the last round besides its own tree.
@@ -146,7 +148,7 @@ GenerationResult Session::generate(std::span<const int32_t> input, const Generat
   pre.tree_tokens = int64_t(seq_.size()) - before;
   pre.emitted = opt.n_predict > 0 ? 1 : 0;
   r.stats.passes.push_back(pre);
-  if (auto_budget_) auto_budget_->observe_cost(pre.tree_tokens, pre.target_ms, pre.io_wait_ms);
+  if (auto_budget_) auto_budget_->observe_cost(pre.tree_tokens, pre.target_ms, pre.io_wait_ms, pre.experts);
   r.stats.target_passes = 1;
   if (opt.n_predict > 0) {
     if (opt.logits_positions > 0) r.logits.emplace_back(logits.begin(), logits.begin() + n_vocab);
@@ -322,7 +324,7 @@ void Session::generate_tree(const GenerateOptions& opt, GenerationResult& r,
     r.stats.pregrow_ms += rec.pregrow_ms;
     if (auto_budget_)
       auto_budget_->observe(tree, acc.path, rec.target_ms, rec.io_wait_ms,
-                            rec.draft_ms - rec.catch_up_ms + rec.draft_stall_ms, draft_nodes);
+                            rec.draft_ms - rec.catch_up_ms + rec.draft_stall_ms, draft_nodes, rec.experts);
 
     std::vector<int32_t> emitted;
     for (int32_t node : acc.path) emitted.push_back(tree.tokens[size_t(node)]);

@@ -389,6 +389,29 @@ TEST_CASE("bench: placement labels say resident, streamed at a rate, or streamed
   CHECK(s[0].at("bytes_read").get<int64_t>() > 0);
 }
 
+TEST_CASE("bench: a mixture of experts streaming only its experts is 'streamed', with expert columns") {
+  // 500K holds both layers' dense parts, so no layer bytes stream; the experts still do,
+  // 2 of 8 per token and layer.
+  TempDir dir;
+  const CliResult r = run_cli({"bench", "-m", model_path("tiny-qwen3moe"), "--stream", "--ram-budget", "500K", "-n",
+                               "4", "--ignore-eos", "--max-prompts", "1", "--chain", "none", "--tree", "none",
+                               "--out", dir.path + "/m"});
+  CAPTURE(r.err);
+  REQUIRE(r.exit_code == 0);
+  const std::vector<nlohmann::json> rows = read_jsonl(dir.path + "/m.jsonl");
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0].at("placement_label").get<std::string>() == "streamed, unthrottled");
+  CHECK(rows[0].at("experts_per_pass").get<double>() == 4);  // one row: 2 layers x 2 experts
+  CHECK(rows[0].at("experts_per_token").get<double>() == 4);
+  CHECK(rows[0].at("expert_bytes_read_per_token").get<double>() > 0);
+  CHECK(r.out.find("experts/pass") != std::string::npos);
+  CHECK(r.out.find("hit %") != std::string::npos);
+  // A dense target's table has no expert columns.
+  const CliResult dense = run_cli(small_bench(dir.path + "/d", 4, 1, {"--chain", "none", "--tree", "none"}));
+  REQUIRE(dense.exit_code == 0);
+  CHECK(dense.out.find("experts/pass") == std::string::npos);
+}
+
 TEST_CASE("bench: the fastest configuration of each temperature is marked in the JSON, table and SVG") {
   TempDir dir;
   const CliResult r =
