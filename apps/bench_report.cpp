@@ -135,12 +135,12 @@ std::optional<ExpertFigures> BenchRow::experts() const {
   const PassTimes& t = pass_times;
   if (t.experts == 0) return std::nullopt;
   const double decode_tokens = double(totals.generated - prompts * reps);  // each run's first token is the prefill's
-  const int64_t routed = totals.expert_hits + totals.expert_reads;
   ExpertFigures e;
   e.per_pass = t.passes ? double(t.experts) / double(t.passes) : 0.0;
   e.per_token = decode_tokens > 0 ? double(t.experts) / decode_tokens : 0.0;
   e.bytes_read_per_token = decode_tokens > 0 ? double(t.expert_bytes_read) / decode_tokens : 0.0;
-  e.hit_rate = routed ? double(totals.expert_hits) / double(routed) : 0.0;
+  e.hit_rate = totals.expert_hit_rate();
+  e.guess_rate = totals.expert_guess_rate();
   return e;
 }
 
@@ -196,6 +196,7 @@ std::string bench_json_line(const BenchRow& r, const BenchMeta& m) {
     j["experts_per_token"] = e->per_token;
     j["expert_bytes_read_per_token"] = e->bytes_read_per_token;
     j["expert_cache_hit_rate"] = e->hit_rate;
+    j["expert_guess_hit_rate"] = e->guess_rate;
   }
   return j.dump();
 }
@@ -245,7 +246,7 @@ std::string bench_table(const std::vector<BenchRow>& rows) {
   // its rows, what a token cost in experts and expert bytes read, and the cache's hit rate.
   const bool moe = std::any_of(rows.begin(), rows.end(), [](const BenchRow& r) { return r.experts().has_value(); });
   std::vector<std::string> head = head_common;
-  if (moe) head.insert(head.end() - 1, {"experts/pass", "experts/token", "expert MB/token", "hit %"});
+  if (moe) head.insert(head.end() - 1, {"experts/pass", "experts/token", "expert MB/token", "hit %", "guess %"});
   std::vector<std::vector<std::string>> cells;
   for (const BenchRow& r : rows) {
     const PassTimes& t = r.pass_times;
@@ -264,7 +265,8 @@ std::string bench_table(const std::vector<BenchRow>& rows) {
       const ExpertFigures e = r.experts().value_or(ExpertFigures{});
       cells.back().insert(cells.back().end() - 1,
                           {format_number("%.0f", e.per_pass), format_number("%.0f", e.per_token),
-                           format_number("%.1f", e.bytes_read_per_token / 1e6), format_number("%.1f", 100 * e.hit_rate)});
+                           format_number("%.1f", e.bytes_read_per_token / 1e6), format_number("%.1f", 100 * e.hit_rate),
+                           format_number("%.0f", 100 * e.guess_rate)});
     }
   }
   // Widths in characters, not bytes: "±" is two bytes of UTF-8.

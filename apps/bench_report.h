@@ -65,9 +65,10 @@ struct PassBreakdown {
 
 // A mixture-of-experts target's decode passes: the union of the experts a pass's rows
 // routed to (summed over layers), per pass and per token it produced, the expert bytes
-// read per token and the expert cache's hit rate.
+// read per token, the expert cache's hit rate and the share of experts read ahead
+// (guessed for the next layer) that it routed to.
 struct ExpertFigures {
-  double per_pass = 0, per_token = 0, bytes_read_per_token = 0, hit_rate = 0;
+  double per_pass = 0, per_token = 0, bytes_read_per_token = 0, hit_rate = 0, guess_rate = 0;
 };
 
 // One configuration of the sweep, aggregated over the prompt set and its repetitions.

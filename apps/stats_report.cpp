@@ -63,6 +63,9 @@ nlohmann::json stats_json(const GenerationStats& s) {
     j["expert_cache_hits"] = s.expert_hits;
     j["expert_reads"] = s.expert_reads;
     j["expert_cache_hit_rate"] = s.expert_hit_rate();
+    j["expert_guesses"] = s.expert_guesses;
+    j["expert_guess_hits"] = s.expert_guess_hits;
+    j["expert_guess_hit_rate"] = s.expert_guess_rate();
   }
   return j;
 }
@@ -92,9 +95,14 @@ std::string stats_line(const GenerationStats& s, const std::string& config, uint
                   double(s.bytes_read) / 1e9, s.read_gbps(), 100.0 * s.io_busy(), s.io_wait_ms);
     line += buf;
   }
-  if (s.expert_hits + s.expert_reads > 0) {
+  if (s.expert_hits + s.expert_reads + s.expert_guesses > 0) {
     std::snprintf(buf, sizeof buf, " | experts: %lld read, %lld from the cache (%.0f%% hits)",
                   (long long)s.expert_reads, (long long)s.expert_hits, 100.0 * s.expert_hit_rate());
+    line += buf;
+  }
+  if (s.expert_guesses > 0) {
+    std::snprintf(buf, sizeof buf, ", %lld read ahead (%.0f%% routed to)", (long long)s.expert_guesses,
+                  100.0 * s.expert_guess_rate());
     line += buf;
   }
   return line;

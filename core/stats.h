@@ -15,9 +15,12 @@ struct ExpertCounters {
   int64_t read = 0;          // of those, experts read from storage (streamed, not in the expert cache)
   int64_t read_bytes = 0;    // bytes of those reads
   int64_t hits = 0;          // streamed experts found in the expert cache instead
+  int64_t guesses = 0;       // experts read ahead for a layer before it routed (their bytes in read_bytes)
+  int64_t guess_hits = 0;    // of those, routed to
 
   ExpertCounters since(const ExpertCounters& b) const {
-    return {routed - b.routed, routed_bytes - b.routed_bytes, read - b.read, read_bytes - b.read_bytes, hits - b.hits};
+    return {routed - b.routed, routed_bytes - b.routed_bytes, read - b.read, read_bytes - b.read_bytes,
+            hits - b.hits,     guesses - b.guesses,           guess_hits - b.guess_hits};
   }
 };
 
@@ -60,8 +63,9 @@ struct GenerationStats {
   double draft_ms = 0;      // time the target waited for the draft (trees, stalls)
   double pregrow_ms = 0;    // draft time hidden behind target passes (its own thread)
   // Mixture-of-experts targets with --stream: routed experts found in the expert cache
-  // and read from storage.
-  int64_t expert_hits = 0, expert_reads = 0;
+  // and read from storage for the layer routing to them; experts read ahead as guesses
+  // of the next layer's routing, and of those, routed to.
+  int64_t expert_hits = 0, expert_reads = 0, expert_guesses = 0, expert_guess_hits = 0;
   std::vector<PassRecord> passes;
 
   // Adds another run's counters, for totals over runs (chat's session, bench's rows):
@@ -93,6 +97,8 @@ struct GenerationStats {
     pregrow_ms += o.pregrow_ms;
     expert_hits += o.expert_hits;
     expert_reads += o.expert_reads;
+    expert_guesses += o.expert_guesses;
+    expert_guess_hits += o.expert_guess_hits;
   }
 
   // Tokens per target pass, the prefill pass included (it produces the first token).
@@ -113,8 +119,14 @@ struct GenerationStats {
     const double total = prefill_ms + decode_ms;
     return total > 0 ? read_busy_ms / total : 0.0;
   }
+  // Routed experts the cache held, of all routed experts that streamed (found in the
+  // cache, read when routed, or read ahead by a right guess).
   double expert_hit_rate() const {
-    return expert_hits + expert_reads ? double(expert_hits) / double(expert_hits + expert_reads) : 0.0;
+    const int64_t routed = expert_hits + expert_reads + expert_guess_hits;
+    return routed ? double(expert_hits) / double(routed) : 0.0;
+  }
+  double expert_guess_rate() const {
+    return expert_guesses ? double(expert_guess_hits) / double(expert_guesses) : 0.0;
   }
   std::vector<double> accept_rate_by_depth() const {
     std::vector<double> r;

@@ -201,6 +201,8 @@ void Engine::add_stream_stats(GenerationStats& s, const StreamCounters& before) 
   s.io_wait_ms = d.io_wait_ms;
   s.expert_hits = d.expert_hits;
   s.expert_reads = d.expert_reads;
+  s.expert_guesses = d.expert_guesses;
+  s.expert_guess_hits = d.expert_guess_hits;
 }
 
 }  // namespace flashspec

@@ -64,13 +64,7 @@ class StreamedLayers final : public LayerSource {
         first_(first_layer),
         stream_(f.path(), tail(layer_extents(w), first_layer), with_size(std::move(o), f.file_size())) {}
 
-  LayerWeights acquire(int64_t layer) override {
-    const uint8_t* buf = stream_.acquire(layer - first_);
-    const std::vector<uint64_t>& off = stream_.plan().layers[size_t(layer - first_)].tensor_offset;
-    std::vector<const uint8_t*> data;
-    for (uint64_t o : off) data.push_back(o == kNotInLayerBuffer ? nullptr : buf + o);  // null: read by expert
-    return w_.layer_from(layer, data);
-  }
+  LayerWeights acquire(int64_t layer) override { return in_buffer(layer, stream_.acquire(layer - first_)); }
   void release(int64_t layer) override { stream_.release(layer - first_); }
 
   // Experts: read one by one when the plan says so, else slices of the whole layer.
@@ -93,8 +87,20 @@ class StreamedLayers final : public LayerSource {
     }
     return x;
   }
+  size_t ready_among(int64_t layer, std::span<const int32_t> experts) override {
+    return stream_.plan().experts ? stream_.ready_among(layer - first_, experts) : 0;
+  }
   void done_with(int64_t layer, int32_t e) override {
     if (stream_.plan().experts) stream_.done_with(layer - first_, e);
+  }
+  std::optional<WeightMatrix> router_ahead(int64_t layer) override {
+    if (!stream_.plan().experts || layer < first_) return std::nullopt;
+    const uint8_t* buf = stream_.resident_layer(layer - first_);
+    if (!buf) return std::nullopt;
+    return in_buffer(layer, buf)[LayerMatrix::Router];
+  }
+  void guess(int64_t layer, std::span<const int32_t> experts) override {
+    if (stream_.plan().experts) stream_.guess(layer - first_, experts);
   }
   double wait_ms() const override { return stream_.counters().io_wait_ms; }
   ExpertCounters expert_reads() const override {
@@ -103,6 +109,8 @@ class StreamedLayers final : public LayerSource {
     x.read = c.expert_reads;
     x.read_bytes = int64_t(c.expert_bytes_read);
     x.hits = c.expert_hits;
+    x.guesses = c.expert_guesses;
+    x.guess_hits = c.expert_guess_hits;
     return x;
   }
   std::vector<std::span<uint8_t>> buffers() const override { return stream_.buffers(); }
@@ -110,6 +118,14 @@ class StreamedLayers final : public LayerSource {
   WeightStream& stream() { return stream_; }
 
  private:
+  // Layer `layer`'s weights in the stream's buffer `buf` of it (expert tensors: null,
+  // read expert by expert).
+  LayerWeights in_buffer(int64_t layer, const uint8_t* buf) const {
+    const std::vector<uint64_t>& off = stream_.plan().layers[size_t(layer - first_)].tensor_offset;
+    std::vector<const uint8_t*> data;
+    for (uint64_t o : off) data.push_back(o == kNotInLayerBuffer ? nullptr : buf + o);
+    return w_.layer_from(layer, data);
+  }
   static std::vector<std::vector<TensorExtent>> tail(std::vector<std::vector<TensorExtent>> v,
                                                      int64_t first) {
     if (first < 0 || first >= int64_t(v.size())) throw Error("internal: no layers left to stream");

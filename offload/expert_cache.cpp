@@ -47,30 +47,67 @@ void ExpertCache::route(int64_t layer, std::span<const int32_t> experts) {
     if (s >= 0) {
       Slot& x = slots_[size_t(s)];
       if (x.cache) ++hits_;
+      if (x.guess) ++guess_hits_;
+      x.guess = false;
       x.held = true;
       continue;
     }
     pending_.push_back(Read{-1, layer, e});
   }
+  // Guesses for this layer it did not route to are wrong: their slots go back.
+  guesses_.clear();
+  for (int32_t s = 0; s < int32_t(slots_.size()); ++s)
+    if (slots_[size_t(s)].guess) drop_guess(s);
+}
+
+void ExpertCache::guess(int64_t layer, std::span<const int32_t> experts) {
+  if (layer < 0 || layer >= n_layers_) throw Error("internal: expert cache has no layer " + std::to_string(layer));
+  guesses_.clear();
+  for (int32_t s = 0; s < int32_t(slots_.size()); ++s)
+    if (slots_[size_t(s)].guess && slots_[size_t(s)].layer != layer) drop_guess(s);
+  for (auto it = experts.rbegin(); it != experts.rend(); ++it) {  // read in the given order
+    if (*it < 0 || *it >= experts_) throw Error("internal: expert " + std::to_string(*it) + " out of range");
+    if (where_[key(layer, *it)] < 0) guesses_.push_back(Read{-1, layer, *it, true});
+  }
+}
+
+void ExpertCache::drop_guess(int32_t slot) {
+  Slot& x = slots_[size_t(slot)];
+  x.guess = false;
+  if (x.state == State::Reading) {
+    x.orphan = true;
+    if (where_[key(x.layer, x.expert)] == slot) where_[key(x.layer, x.expert)] = -1;
+  } else {
+    free_staging(slot);
+  }
 }
 
 std::optional<ExpertCache::Read> ExpertCache::next_read() {
   if (!can_read()) return std::nullopt;
-  Read r = pending_[pending_head_++];
-  if (pending_head_ == pending_.size()) {
-    pending_.clear();
-    pending_head_ = 0;
+  const bool guessed = pending_.empty();
+  Read r;
+  if (guessed) {
+    r = guesses_.back();
+    guesses_.pop_back();
+  } else {
+    r = pending_[pending_head_++];
+    if (pending_head_ == pending_.size()) {
+      pending_.clear();
+      pending_head_ = 0;
+    }
   }
   r.slot = free_staging_.back();
+  r.guess = guessed;
   free_staging_.pop_back();
   Slot& x = slots_[size_t(r.slot)];
   x.state = State::Reading;
-  x.held = true;
+  x.held = !guessed;
+  x.guess = guessed;
   x.orphan = false;
   x.layer = r.layer;
   x.expert = r.expert;
   where_[key(r.layer, r.expert)] = r.slot;
-  ++reads_;
+  ++(guessed ? guessed_ : reads_);
   return r;
 }
 
@@ -137,12 +174,15 @@ void ExpertCache::done(int64_t layer, int32_t e) {
   free_staging(victim);
 }
 
-void ExpertCache::abandon() {
+void ExpertCache::abandon(int64_t layer) {
   pending_.clear();
   pending_head_ = 0;
+  if (!guesses_.empty() && guesses_.back().layer != layer) guesses_.clear();
   for (int32_t s = 0; s < int32_t(slots_.size()); ++s) {
     Slot& x = slots_[size_t(s)];
-    if (x.cache) {
+    if (x.guess) {
+      if (x.layer != layer) drop_guess(s);
+    } else if (x.cache) {
       x.held = false;
     } else if (x.state == State::Reading) {
       x.held = false;

@@ -14,6 +14,12 @@
 // its layer that routed to it, each pass's count decaying by `decay` per later pass of
 // the layer (an exponential moving count: an expert that was hot long ago loses to one
 // that is hot now, and one busy pass does not outweigh steady use).
+//
+// Guesses: while a pass runs layer l, the experts layer l + 1 will likely route to can be
+// read ahead into free staging slots (behind every read the pass is waiting for). When
+// layer l + 1 routes, each guess it routes to is taken as if read for it; the others are
+// dropped (freed, or freed when they land). Only the layer a pass is about to reach has
+// guesses: guessing again, or moving on to another layer, drops older ones.
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -38,11 +44,17 @@ class ExpertCache {
     int32_t slot;
     int64_t layer;
     int32_t expert;
+    bool guess = false;  // read ahead, not yet routed to
   };
-  // The next queued miss and the free staging slot to read it into (the slot is then
-  // being read); nullopt when nothing is queued or no staging slot is free.
+  // Experts that a pass of `layer`, not yet routed, is likely to route to (unique): those
+  // not held are queued for reading ahead, replacing any earlier guesses not yet read.
+  void guess(int64_t layer, std::span<const int32_t> experts);
+
+  // The next queued miss, else the next queued guess, and the free staging slot to read
+  // it into (the slot is then being read); nullopt when nothing is queued or no staging
+  // slot is free.
   std::optional<Read> next_read();
-  bool can_read() const { return !pending_.empty() && !free_staging_.empty(); }
+  bool can_read() const { return (!pending_.empty() || !guesses_.empty()) && !free_staging_.empty(); }
   // The slot's reads have landed.
   void landed(int32_t slot);
   // The slot holding (layer, e) once its bytes are there, else -1 (queued or being read).
@@ -52,15 +64,19 @@ class ExpertCache {
   // The pass is done with (layer, e): it stays cached, or its slot becomes free.
   void done(int64_t layer, int32_t e);
 
-  // A pass left midway (an error, a stream restart): drops its queued misses and holds.
-  // Slots being read stay busy until landed() or cancel_reads().
-  void abandon();
+  // The pass moves on to `layer` (a new layer, a new pass, a pass left midway after an
+  // error or a stream restart): drops its queued misses and holds, and every guess but
+  // those for `layer`. Slots being read stay busy until landed() or cancel_reads().
+  void abandon(int64_t layer);
   // The reads in flight were cancelled: their slots are empty and free again.
   void cancel_reads();
 
-  // Counters since construction.
+  // Counters since construction: routed experts found in the cache, read for a pass that
+  // routed to them, guessed and read ahead, and of those, routed to.
   int64_t hits() const { return hits_; }
   int64_t reads() const { return reads_; }
+  int64_t guessed() const { return guessed_; }
+  int64_t guess_hits() const { return guess_hits_; }
   // Experts of `layer` held in its cache slots now.
   int64_t cached(int64_t layer) const { return int64_t(cached_[size_t(layer)].size()); }
   bool is_cached(int64_t layer, int32_t e) const;
@@ -72,12 +88,15 @@ class ExpertCache {
     bool cache = false;   // role: cache slot (of `layer` when filled) or staging slot
     bool held = false;    // routed to by the running pass and not done with
     bool orphan = false;  // being read for an abandoned pass: freed when it lands
+    bool guess = false;   // read ahead for a layer that has not routed yet
     int64_t layer = -1;
     int32_t expert = -1;
   };
   size_t key(int64_t layer, int32_t e) const { return size_t(layer * experts_ + e); }
   double score(int64_t layer, int32_t e) const;
   void free_staging(int32_t slot);
+  // Frees (or orphans, while being read) a slot holding an unclaimed guess.
+  void drop_guess(int32_t slot);
 
   int64_t n_layers_, experts_, cache_per_layer_;
   std::vector<Slot> slots_;
@@ -90,7 +109,8 @@ class ExpertCache {
   std::vector<int32_t> spare_;         // cache slots not yet filled
   std::vector<Read> pending_;          // misses waiting for a staging slot (slot unset), in order
   size_t pending_head_ = 0;
-  int64_t hits_ = 0, reads_ = 0;
+  std::vector<Read> guesses_;          // guesses waiting for a staging slot, read last first
+  int64_t hits_ = 0, reads_ = 0, guessed_ = 0, guess_hits_ = 0;
 };
 
 }  // namespace flashspec

@@ -13,10 +13,11 @@ struct StreamCounters {
   int64_t passes = 0;         // streamed passes the I/O thread has begun
   uint64_t resident_bytes = 0;  // read once at open into resident layers
   double resident_load_ms = 0;
-  // Mixture of experts: experts read into staging slots (their bytes are in bytes_read
-  // too) and routed experts found in the expert cache.
+  // Mixture of experts: experts read into staging slots for the layer routing to them
+  // (their bytes are in bytes_read too, as are guesses'), routed experts found in the
+  // expert cache, and experts read ahead as guesses, of which routed to.
   uint64_t expert_bytes_read = 0;
-  int64_t expert_reads = 0, expert_hits = 0;
+  int64_t expert_reads = 0, expert_hits = 0, expert_guesses = 0, expert_guess_hits = 0;
 
   double read_gbps() const { return read_busy_ms > 0 ? double(bytes_read) / (read_busy_ms * 1e6) : 0; }
   StreamCounters since(const StreamCounters& before) const {
@@ -28,6 +29,8 @@ struct StreamCounters {
     d.expert_bytes_read -= before.expert_bytes_read;
     d.expert_reads -= before.expert_reads;
     d.expert_hits -= before.expert_hits;
+    d.expert_guesses -= before.expert_guesses;
+    d.expert_guess_hits -= before.expert_guess_hits;
     return d;
   }
 };

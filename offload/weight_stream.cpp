@@ -125,9 +125,13 @@ void WeightStream::issue_expert_reads() {
     for (const ReadRange& g : sr.ranges)
       landing += std::min(g.length, identity_->size() > g.file_offset ? identity_->size() - g.file_offset : 0);
     expert_slot_read_[size_t(r->slot)] = landing;
-    // Ahead of the ring reads not yet started: the pass waits for these now.
-    for (const ReadRange& g : sr.ranges)
-      reader_->enqueue_urgent(ReadJob{g.file_offset, g.length, g.needed, dst + g.buf_offset, kExpertTag | uint64_t(r->slot)});
+    // A routed expert goes ahead of the ring reads not yet started: the pass waits for it
+    // now. A guess for the next layer queues behind them.
+    for (const ReadRange& g : sr.ranges) {
+      const ReadJob job{g.file_offset, g.length, g.needed, dst + g.buf_offset, kExpertTag | uint64_t(r->slot)};
+      if (r->guess) reader_->enqueue(job);
+      else reader_->enqueue_urgent(job);
+    }
     if (!busy_ && !reader_->idle()) {
       busy_ = true;
       busy_since_ = Clock::now();
@@ -211,10 +215,10 @@ const uint8_t* WeightStream::acquire(int64_t layer) {
     throw Error(path_ + ": weight stream has no layer " + std::to_string(layer));
   if (experts_) {
     // A new layer: the last one's experts are all done with, unless its pass stopped
-    // midway; whatever that pass held or queued is dropped.
+    // midway; whatever that pass held or queued is dropped, but for guesses of this layer.
     std::lock_guard lk(mu_);
     if (error_) std::rethrow_exception(error_);
-    experts_->abandon();
+    experts_->abandon(layer);
   }
   if (layer < plan_.n_resident) return resident_[size_t(layer)].data();
   const int64_t k = int64_t(slots_.size()), ns = n_streamed();
@@ -269,6 +273,54 @@ void WeightStream::route(int64_t layer, std::span<const int32_t> experts) {
   cv_io_.notify_all();
 }
 
+size_t WeightStream::ready_among(int64_t layer, std::span<const int32_t> experts) {
+  std::unique_lock lk(mu_);
+  if (error_) std::rethrow_exception(error_);
+  for (int32_t e : experts)
+    if (!experts_ || !experts_->awaited(layer, e))  // it would never come
+      throw Error("internal: expert " + std::to_string(e) + " of layer " + std::to_string(layer) + " was not routed to");
+  size_t found = 0;
+  wait_until(lk, [&] {
+    for (found = 0; found < experts.size(); ++found)
+      if (experts_->ready_slot(layer, experts[found]) >= 0) return true;
+    return false;
+  });
+  return found;
+}
+
+void WeightStream::guess(int64_t layer, std::span<const int32_t> experts) {
+  if (!experts_ || layer < 0 || layer >= int64_t(plan_.layers.size()))
+    throw Error("internal: guessing experts of layer " + std::to_string(layer) + " of a stream without them");
+  {
+    std::lock_guard lk(mu_);
+    if (error_) std::rethrow_exception(error_);
+    experts_->guess(layer, experts.first(std::min(experts.size(), guess_room())));
+  }
+  cv_io_.notify_all();
+}
+
+size_t WeightStream::guess_room() {
+  // A guess is read in time the storage would otherwise be idle, or it delays the reads
+  // a pass waits for: a wrong one by all its bytes. So guesses get the bytes the storage
+  // could have read in its idle time since the last guess (a moving average over layers,
+  // at the rate reads have been running): none when the storage is the bottleneck, as
+  // many as the layer needs when compute is.
+  const Clock::time_point now = Clock::now();
+  const double busy = busy_ms_ + (busy_ ? ms(now - busy_since_) : 0.0);
+  if (last_guess_ != Clock::time_point{}) {
+    const double idle = std::max(0.0, ms(now - last_guess_) - (busy - busy_at_last_guess_));
+    idle_ms_ = 0.7 * idle_ms_ + 0.3 * idle;
+  }
+  last_guess_ = now;
+  busy_at_last_guess_ = busy;
+  const double bytes_per_ms = busy_ms_ > 0 ? double(reader_->bytes_read()) / busy_ms_ : 0.0;
+  return size_t(idle_ms_ * bytes_per_ms / double(plan_.experts->slot_bytes));
+}
+
+const uint8_t* WeightStream::resident_layer(int64_t layer) const {
+  return layer >= 0 && layer < plan_.n_resident ? resident_[size_t(layer)].data() : nullptr;
+}
+
 const uint8_t* WeightStream::expert(int64_t layer, int32_t e) {
   std::unique_lock lk(mu_);
   if (error_) std::rethrow_exception(error_);
@@ -305,6 +357,8 @@ StreamCounters WeightStream::counters() const {
   if (experts_) {
     c.expert_reads = experts_->reads();
     c.expert_hits = experts_->hits();
+    c.expert_guesses = experts_->guessed();
+    c.expert_guess_hits = experts_->guess_hits();
   }
   return c;
 }

@@ -81,6 +81,14 @@ class WeightStream {
   // plan().experts->tensors order) at slot + expert_slices(layer, e).slice_offset[i].
   // Valid until done_with(layer, e).
   const uint8_t* expert(int64_t layer, int32_t e);
+  // Of routed `experts`, the index of one that has landed, waiting for the first to.
+  size_t ready_among(int64_t layer, std::span<const int32_t> experts);
+  // Experts `layer` will likely route to (unique, likeliest first), before it routes:
+  // read ahead into free staging slots behind every routed read (offload/expert_cache.h,
+  // guesses), as many as the storage's idle time has room for.
+  void guess(int64_t layer, std::span<const int32_t> experts);
+  // Layer `layer`'s dense part when it is resident (its bytes never move), else null.
+  const uint8_t* resident_layer(int64_t layer) const;
   void done_with(int64_t layer, int32_t e);
   const ExpertSliceReads& expert_slices(int64_t layer, int32_t e) const {
     return slice_reads_[size_t(layer * plan_.experts->experts + e)];
@@ -144,6 +152,10 @@ class WeightStream {
   bool busy_ = false;
   Clock::time_point busy_since_{};
   double busy_ms_ = 0, wait_ms_ = 0, resident_ms_ = 0;
+  // Guessed experts: how many the storage's idle time has room for (under mu_).
+  size_t guess_room();
+  Clock::time_point last_guess_{};
+  double busy_at_last_guess_ = 0, idle_ms_ = 0;
   uint64_t expert_read_bytes_ = 0;
   int64_t passes_ = 0;
 

@@ -14,6 +14,7 @@
 // the expert's memory at once. Sources holding whole layers (resident, or staged into a
 // GPU's slots) slice the expert tensors of `w` (what acquire returned).
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -29,7 +30,16 @@ class LayerSource {
   virtual void release(int64_t layer) = 0;
   virtual void route(int64_t /*layer*/, std::span<const int32_t> /*experts*/) {}
   virtual ExpertWeights expert(int64_t /*layer*/, const LayerWeights& w, int32_t e) { return w.expert(e); }
+  // Of `experts` (routed, not yet done with), the index of one whose weights are there
+  // now, waiting for the first to land: a pass takes its experts in the order they
+  // arrive, which also frees the slots of a pass reading in waves in any order.
+  virtual size_t ready_among(int64_t /*layer*/, std::span<const int32_t> /*experts*/) { return 0; }
   virtual void done_with(int64_t /*layer*/, int32_t /*expert*/) {}
+  // Experts streamed one by one: the router of `layer` when it can be had without
+  // waiting (its dense part resident), so that the pass before it can guess its experts
+  // and guess() can read them ahead; none where nothing is read ahead.
+  virtual std::optional<WeightMatrix> router_ahead(int64_t /*layer*/) { return std::nullopt; }
+  virtual void guess(int64_t /*layer*/, std::span<const int32_t> /*experts*/) {}
   // Milliseconds acquire() and expert() have blocked waiting for weights so far (0 when
   // resident).
   virtual double wait_ms() const { return 0.0; }

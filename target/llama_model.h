@@ -108,6 +108,9 @@ class LlamaModel {
   };
   // The FFN of MoE layer l over T rows of `in` (the normed residual) into `out` (may be `in`).
   void moe_ffn(int64_t l, const LayerWeights& w, const float* in, int64_t T, const MoeBuffers& b, float* out);
+  // Streaming experts: guesses the experts `layer` will route to from the rows `in` of the
+  // layer before it, for the source to read ahead (`logits`: T x experts of scratch).
+  void guess_experts(int64_t layer, const float* in, int64_t T, float* logits);
 
   GgufFile file_;
   LlamaConfig config_;

@@ -102,7 +102,7 @@ TEST_CASE("moe: the fixtures match llama.cpp streamed expert by expert with no R
   }
 }
 
-TEST_CASE("moe: streamed generation is bit-identical to resident at every budget, reading only routed experts") {
+TEST_CASE("moe: streamed generation is bit-identical to resident at every budget, reading routed and guessed experts") {
   for (const char* name : kMoeModels) {
     CAPTURE(name);
     CpuBackend backend(2);
@@ -135,17 +135,20 @@ TEST_CASE("moe: streamed generation is bit-identical to resident at every budget
       }
       const ExpertPlan& x = *ws.plan().experts;
       const StreamCounters c = ws.counters();
-      // Every pass reads its layers' dense parts and, of the experts, only routed ones
-      // the cache did not hold: never more than routed experts' slots.
+      // Every pass reads its layers' dense parts and, of the experts, the routed ones the
+      // cache did not hold, and guesses of the next layer's: every routed expert was
+      // found in the cache, read when routed or read ahead, and nothing else was read.
       int64_t routed = 0, read_bytes = 0;
       for (const PassRecord& p : got.stats.passes) {
         CHECK(p.experts >= 2 * m.config().n_layers);  // a pass routes each layer to >= top-k
         CHECK(p.expert_bytes == p.experts * int64_t(x.expert_bytes));
-        CHECK(p.expert_bytes_read <= p.experts * int64_t(x.slot_bytes));
         routed += p.experts;
         read_bytes += p.expert_bytes_read;
       }
-      CHECK(c.expert_reads + c.expert_hits == routed);
+      CHECK(c.expert_reads + c.expert_hits + c.expert_guess_hits == routed);
+      CHECK(c.expert_guess_hits <= c.expert_guesses);
+      CHECK((c.expert_guesses > 0) == (ws.plan().n_resident > 0));  // guessed from resident routers
+      CHECK(int64_t(c.expert_bytes_read) <= (c.expert_reads + c.expert_guesses) * int64_t(x.slot_bytes));
       CHECK(int64_t(c.expert_bytes_read) == read_bytes);
       CHECK(c.bytes_read >= c.expert_bytes_read);
       if (budget == some_cache) {
@@ -436,7 +439,7 @@ TEST_CASE("moe: more routed experts than staging slots are read in waves, and an
   REQUIRE(r1);
   REQUIRE(r2);
   c.landed(r1->slot);
-  c.abandon();
+  c.abandon(0);
   c.landed(r2->slot);  // an orphan: freed
   CHECK(c.ready_slot(0, 1) < 0);
   CHECK(c.ready_slot(0, 3) < 0);
@@ -448,6 +451,61 @@ TEST_CASE("moe: more routed experts than staging slots are read in waves, and an
 }
 
 // ---- the weight stream reading experts ----
+
+TEST_CASE("moe: guesses of the next layer read after routed misses, taken when routed to, dropped when not") {
+  ExpertCache c(2, 16, 4, 0);
+  c.route(0, std::vector<int32_t>{1, 2});
+  c.guess(1, std::vector<int32_t>{3, 4, 5, 6});
+  // The routed misses first, then guesses while staging slots are free.
+  const auto a = c.next_read(), b = c.next_read(), g1 = c.next_read(), g2 = c.next_read();
+  REQUIRE((a && b && g1 && g2));
+  CHECK((!a->guess && !b->guess && g1->guess && g2->guess));
+  CHECK((a->layer == 0 && g1->layer == 1));
+  CHECK(!c.can_read());  // two guesses left, no slot
+  for (const auto& r : {*a, *b, *g1}) c.landed(r.slot);
+  c.done(0, 1);
+  c.done(0, 2);
+  // Moving on to layer 1 keeps its guesses; the freed slots take the queued ones.
+  c.abandon(1);
+  CHECK(c.ready_slot(1, g1->expert) >= 0);
+  const auto g3 = c.next_read(), g4 = c.next_read();
+  REQUIRE((g3 && g4 && g3->guess && g4->guess));
+  c.landed(g3->slot);
+  // Layer 1 routes to one landed guess, one still being read and one never guessed.
+  const int32_t landed_guess = g1->expert, reading_guess = g2->expert;
+  std::vector<int32_t> routed = {landed_guess, reading_guess, 9};
+  std::sort(routed.begin(), routed.end());
+  c.route(1, routed);
+  CHECK(c.guess_hits() == 2);
+  CHECK(c.guessed() == 4);
+  // The wrong guesses: the landed one's slot is free at once, the one being read is freed
+  // when it lands; the routed miss gets a slot.
+  const auto miss = c.next_read();
+  REQUIRE(miss);
+  CHECK((!miss->guess && miss->layer == 1 && miss->expert == 9));
+  c.landed(g4->slot);  // an orphan now
+  for (const auto& r : {*g2, *miss}) c.landed(r.slot);
+  for (int32_t e : routed) {
+    CHECK(c.ready_slot(1, e) >= 0);
+    c.done(1, e);
+  }
+  CHECK(c.reads() == 3);
+  // Every staging slot is free again: a pass of 4 misses reads them all at once.
+  c.abandon(0);
+  c.route(0, std::vector<int32_t>{10, 11, 12, 13});
+  int reads = 0;
+  while (c.next_read()) ++reads;
+  CHECK(reads == 4);
+  // Guesses for a layer the pass does not reach next are dropped when it moves on.
+  ExpertCache d(2, 16, 4, 0);
+  d.guess(1, std::vector<int32_t>{0, 1});
+  const auto x = d.next_read();
+  REQUIRE(x);
+  d.landed(x->slot);
+  d.abandon(0);
+  CHECK(d.ready_slot(1, x->expert) < 0);
+  CHECK(!d.can_read());
+}
 
 TEST_CASE("moe: the weight stream reads routed experts' bytes into slots, caches hot ones, in waves") {
   std::vector<std::vector<TensorExtent>> layers;
