@@ -239,13 +239,12 @@ std::string bench_csv(const std::vector<BenchRow>& rows, const BenchMeta& m) {
 std::string bench_table(const std::vector<BenchRow>& rows) {
   // The pass columns: rows verified per pass and the share of passes that verified one
   // row (what the policy chose), then the mean pass split as draft + compute + I/O wait.
-  const std::vector<std::string> head_common = {"config",    "temp",      "placement", "tau",     "drafted",
-                                         "accepted",  "rows/pass", "1-row %",   "pass ms (draft+compute+io)",
-                                         "tok/s",     "TTFT ms",   "TPOT ms",   "read MB", "read GB/s", "speedup"};
+  std::vector<std::string> head = {"config",    "temp",      "placement", "tau",     "drafted",
+                                   "accepted",  "rows/pass", "1-row %",   "pass ms (draft+compute+io)",
+                                   "tok/s",     "TTFT ms",   "TPOT ms",   "read MB", "read GB/s", "speedup"};
   // Mixture of experts: the union of experts a pass routed to (summed over layers) against
   // its rows, what a token cost in experts and expert bytes read, and the cache's hit rate.
   const bool moe = std::any_of(rows.begin(), rows.end(), [](const BenchRow& r) { return r.experts().has_value(); });
-  std::vector<std::string> head = head_common;
   if (moe) head.insert(head.end() - 1, {"experts/pass", "experts/token", "expert MB/token", "hit %", "guess %"});
   std::vector<std::vector<std::string>> cells;
   for (const BenchRow& r : rows) {

@@ -135,13 +135,10 @@ void LlamaModel::moe_ffn(int64_t l, const LayerWeights& w, const float* in, int6
   // not change a bit of the result.
   be.gather_rows(in, T, batches_.row.data(), T * k, c.dim, b.rows);
   std::vector<int32_t> left = experts;
-  std::vector<size_t> index(experts.size());
-  for (size_t i = 0; i < index.size(); ++i) index[i] = i;
   while (!left.empty()) {
-    const size_t j = layers_->ready_among(l, left);
-    const size_t i = index[j];
-    left.erase(left.begin() + std::ptrdiff_t(j));
-    index.erase(index.begin() + std::ptrdiff_t(j));
+    const auto next = left.begin() + std::ptrdiff_t(layers_->ready_among(l, left));
+    const size_t i = size_t(std::lower_bound(experts.begin(), experts.end(), *next) - experts.begin());  // ascending
+    left.erase(next);
     const int64_t first = batches_.begin[i], n = batches_.begin[i + 1] - first;
     const ExpertWeights ew = layers_->expert(l, w, experts[i]);
     float* x = b.rows + first * c.dim;
