@@ -133,44 +133,30 @@ int64_t BudgetPolicy::draft_horizon() const {
   return best_;
 }
 
-BudgetPolicy::Choice BudgetPolicy::choose(const TokenTree& candidates, double drafted_ms) {
-  const std::vector<double> p = node_probabilities(candidates);
-  const std::vector<int32_t> order = ranked(candidates, p);
-  const int64_t available = int64_t(order.size());
-
-  // What the draft's nodes alone are worth at each budget, remembered across passes that
-  // do not draft, for the steady rates below.
+int64_t BudgetPolicy::record_draft_tokens(const TokenTree& t, const std::vector<double>& p,
+                                          const std::vector<int32_t>& order) {
   int64_t draft_nodes = 0;
-  {
-    double tokens = 1.0;
-    size_t i = 1;
-    for (int32_t k : order) {
-      if (candidates.source[size_t(k)] != NodeSource::Draft) continue;
-      tokens += p[size_t(k)];
-      ++draft_nodes;
-      for (; i < budgets_.size() && budgets_[i] <= draft_nodes; ++i)
-        if (budgets_[i] == draft_nodes) draft_tokens_[i].add(tokens);
-    }
+  double tokens = 1.0;
+  size_t i = 1;
+  for (int32_t k : order) {
+    if (t.source[size_t(k)] != NodeSource::Draft) continue;
+    tokens += p[size_t(k)];
+    ++draft_nodes;
+    for (; i < budgets_.size() && budgets_[i] <= draft_nodes; ++i)
+      if (budgets_[i] == draft_nodes) draft_tokens_[i].add(tokens);
   }
-  const bool probing = best_ == 0 && draft_nodes > 0;
+  return draft_nodes;
+}
 
-  // This pass: the budget with the best rate on this tree, its drafting spent.
-  size_t verify = 0;
-  double verify_rate = -1, tokens = 1.0;
-  std::vector<double> tokens_at(budgets_.size(), 1.0);
-  int64_t counted = 0;
-  for (size_t i = 0; i < budgets_.size() && budgets_[i] <= available; ++i) {
-    for (; counted < budgets_[i]; ++counted) tokens += p[size_t(order[size_t(counted)])];
-    tokens_at[i] = tokens;
-    const double rate = tokens / std::max(verify_ms(budgets_[i]) + drafted_ms, 1e-6);
-    if (rate > verify_rate) verify_rate = rate, verify = i;
-  }
-  // The steady choice, which sets the next horizon: drafting priced in.
+void BudgetPolicy::settle_steady(int64_t sequences, bool probing) {
+  // S sequences each drafting b nodes share one pass of S (b + 1) rows.
+  const double S = double(sequences);
   size_t steady = 0;
-  double steady_rate = 1.0 / std::max(verify_ms(0), 1e-6);
+  double steady_rate = S / std::max(verify_ms(sequences - 1), 1e-6);
   for (size_t i = 1; i < budgets_.size(); ++i) {
     if (!draft_tokens_[i].n) continue;
-    const double r = draft_tokens_[i].value / std::max(verify_ms(budgets_[i]) + draft_ms(budgets_[i]), 1e-6);
+    const double ms = verify_ms(sequences * (budgets_[i] + 1) - 1) + S * draft_ms(budgets_[i]);
+    const double r = S * draft_tokens_[i].value / std::max(ms, 1e-6);
     if (r > steady_rate) steady_rate = r, steady = i;
   }
   best_ = budgets_[steady];
@@ -190,6 +176,30 @@ BudgetPolicy::Choice BudgetPolicy::choose(const TokenTree& candidates, double dr
     probe_gap_ = kFirstProbeGap;
     probe_scheduled_ = false;
   }
+}
+
+BudgetPolicy::Choice BudgetPolicy::choose(const TokenTree& candidates, double drafted_ms) {
+  const std::vector<double> p = node_probabilities(candidates);
+  const std::vector<int32_t> order = ranked(candidates, p);
+  const int64_t available = int64_t(order.size());
+  // What the draft's nodes alone are worth at each budget, remembered across passes that
+  // do not draft, for the steady rates.
+  const int64_t draft_nodes = record_draft_tokens(candidates, p, order);
+  const bool probing = best_ == 0 && draft_nodes > 0;
+
+  // This pass: the budget with the best rate on this tree, its drafting spent.
+  size_t verify = 0;
+  double verify_rate = -1, tokens = 1.0;
+  std::vector<double> tokens_at(budgets_.size(), 1.0);
+  int64_t counted = 0;
+  for (size_t i = 0; i < budgets_.size() && budgets_[i] <= available; ++i) {
+    for (; counted < budgets_[i]; ++counted) tokens += p[size_t(order[size_t(counted)])];
+    tokens_at[i] = tokens;
+    const double rate = tokens / std::max(verify_ms(budgets_[i]) + drafted_ms, 1e-6);
+    if (rate > verify_rate) verify_rate = rate, verify = i;
+  }
+  // The steady choice, which sets the next horizon: drafting priced in.
+  settle_steady(1, probing);
 
   // A probe verifies what it drafted, or it would learn nothing about the draft.
   if (probing) verify = std::max(verify, index(draft_nodes));
@@ -213,17 +223,80 @@ BudgetPolicy::Choice BudgetPolicy::choose(const TokenTree& candidates, double dr
   return c;
 }
 
+std::vector<BudgetPolicy::Choice> BudgetPolicy::choose_many(const std::vector<TokenTree>& candidates,
+                                                            int64_t other_rows, double drafted_ms) {
+  // Every tree's candidates, likeliest first: each tree's own ranking keeps its parents
+  // first, and a stable merge by probability keeps that.
+  struct Node {
+    double p;
+    size_t tree;
+    int32_t id;
+  };
+  std::vector<Node> all;
+  int64_t draft_nodes = 0;
+  for (size_t t = 0; t < candidates.size(); ++t) {
+    const std::vector<double> p = node_probabilities(candidates[t]);
+    const std::vector<int32_t> order = ranked(candidates[t], p);
+    draft_nodes += record_draft_tokens(candidates[t], p, order);
+    for (int32_t k : order) all.push_back({p[size_t(k)], t, k});
+  }
+  std::stable_sort(all.begin(), all.end(), [](const Node& a, const Node& b) { return a.p > b.p; });
+  const bool probing = best_ == 0 && draft_nodes > 0;
+
+  // Rows of the pass: the other rows, each tree's root, and the candidates taken.
+  const int64_t roots = int64_t(candidates.size()), fixed = other_rows + roots;
+  size_t verify = 0;
+  double verify_rate = -1, tokens = double(roots);
+  std::vector<double> tokens_at(budgets_.size(), tokens);
+  int64_t counted = 0;
+  for (size_t i = 0; i < budgets_.size() && budgets_[i] <= int64_t(all.size()); ++i) {
+    for (; counted < budgets_[i]; ++counted) tokens += all[size_t(counted)].p;
+    tokens_at[i] = tokens;
+    const double rate = tokens / std::max(verify_ms(fixed - 1 + budgets_[i]) + drafted_ms, 1e-6);
+    if (rate > verify_rate) verify_rate = rate, verify = i;
+  }
+  settle_steady(std::max<int64_t>(roots, 1), probing);
+  if (probing) verify = std::max(verify, index(draft_nodes));
+
+  std::vector<Choice> out(candidates.size());
+  const int64_t b = std::min<int64_t>(budgets_[verify], int64_t(all.size()));
+  for (int64_t i = 0; i < b; ++i) {
+    const Node& n = all[size_t(i)];
+    Choice& c = out[n.tree];
+    c.nodes.push_back(n.id);
+    c.predicted_tokens += n.p;
+    c.draft_nodes += candidates[n.tree].source[size_t(n.id)] == NodeSource::Draft;
+  }
+  for (Choice& c : out) {
+    std::sort(c.nodes.begin(), c.nodes.end());
+    c.predicted_ms = verify_ms(fixed - 1 + b) + drafted_ms;  // the whole pass's
+  }
+  return out;
+}
+
 void BudgetPolicy::observe(const TokenTree& verified, const std::vector<int32_t>& path, double target_ms,
                            double io_wait_ms, double draft_ms, int64_t drafted_nodes, int64_t routed_experts) {
-  ++passes_;
+  observe_acceptance(verified, path);
+  observe_draft(drafted_nodes, draft_ms);
+  observe_pass(verified.size(), target_ms, io_wait_ms, routed_experts);
+}
+
+void BudgetPolicy::observe_acceptance(const TokenTree& verified, const std::vector<int32_t>& path) {
   draft_model_.observe(verified, path, NodeSource::Draft);
   lookup_model_.observe(verified, path, NodeSource::Lookup);
-  const int64_t budget = verified.size() - 1;
+}
+
+void BudgetPolicy::observe_draft(int64_t drafted_nodes, double draft_ms) {
+  if (drafted_nodes > 0) draft_fit_.add(double(drafted_nodes), draft_ms);
+}
+
+void BudgetPolicy::observe_pass(int64_t rows, double target_ms, double io_wait_ms, int64_t routed_experts) {
+  ++passes_;
+  const int64_t budget = rows - 1;
   const size_t k = index(budget);
   if (budgets_[k] == budget) pass_ms_[k].add(target_ms);  // measured times belong to exactly this budget
-  if (drafted_nodes > 0) draft_fit_.add(double(drafted_nodes), draft_ms);
   if (routed_experts > 0) ms_per_expert_.add(target_ms / double(routed_experts));
-  observe_cost(budget + 1, target_ms, io_wait_ms, routed_experts);
+  observe_cost(rows, target_ms, io_wait_ms, routed_experts);
 }
 
 void BudgetPolicy::observe_cost(int64_t rows, double target_ms, double io_wait_ms, int64_t routed_experts) {

@@ -64,12 +64,23 @@ class BudgetPolicy {
   // drafting it on the critical path.
   Choice choose(const TokenTree& candidates, double drafted_ms);
 
+  // Several sequences' candidate trees verified in one pass (engine/batch_session.h),
+  // beside `other_rows` rows that are not trees (prefill chunks): one budget for the
+  // whole pass, given to the likeliest candidates of all trees, the best rate of expected
+  // tokens over the pass's time. One choice per tree.
+  std::vector<Choice> choose_many(const std::vector<TokenTree>& candidates, int64_t other_rows, double drafted_ms);
+
   // A verified tree, the node ids of its accepted path and the pass's times: the target
   // pass, the part of it spent waiting for streamed weights, and the drafting the pass
   // waited for (with the draft nodes grown for it; 0 when it did not draft) and, for a
   // mixture of experts, the experts the pass routed to summed over layers.
   void observe(const TokenTree& verified, const std::vector<int32_t>& path, double target_ms, double io_wait_ms,
                double draft_ms, int64_t drafted_nodes, int64_t routed_experts = 0);
+  // The parts of observe(), for passes that verify several trees: each tree's accepted
+  // path, each tree's drafting, and the pass's rows and times.
+  void observe_acceptance(const TokenTree& verified, const std::vector<int32_t>& path);
+  void observe_draft(int64_t drafted_nodes, double draft_ms);
+  void observe_pass(int64_t rows, double target_ms, double io_wait_ms, int64_t routed_experts = 0);
   // A target pass that is not a tree (prefill): a cost point for `rows` rows.
   void observe_cost(int64_t rows, double target_ms, double io_wait_ms, int64_t routed_experts = 0);
 
@@ -99,6 +110,12 @@ class BudgetPolicy {
   int64_t draft_horizon_probe() const;  // how much a probe drafts
   // Candidate ids sorted likeliest first (parents before children on ties).
   std::vector<int32_t> ranked(const TokenTree& t, const std::vector<double>& p) const;
+  // Remembers what the draft's nodes of `t` (ranked as `order`) are worth at each budget,
+  // for the steady rates; returns how many draft nodes it has.
+  int64_t record_draft_tokens(const TokenTree& t, const std::vector<double>& p, const std::vector<int32_t>& order);
+  // Sets best_, the per-sequence draft budget with the best steady rate when `sequences`
+  // trees share each pass, and schedules probes while that is no drafting.
+  void settle_steady(int64_t sequences, bool probing);
 
   std::vector<int64_t> budgets_;
   double draft_cost_ratio_;

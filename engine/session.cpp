@@ -5,6 +5,7 @@
 
 #include "core/acceptance.h"
 #include "core/error.h"
+#include "engine/pass_steps.h"
 #include "target/llama_model.h"
 
 namespace flashspec {
@@ -29,21 +30,6 @@ void time_target_pass(const LlamaModel& target, Clock::time_point call_start, Pa
   rec.experts = e.routed;
   rec.expert_bytes = e.routed_bytes;
   rec.expert_bytes_read = e.read_bytes;
-}
-
-// Counts a verified tree: every drafted node, and the first `accepted` nodes of the
-// accepted path (fewer than the path when generation stopped inside it: a token not
-// emitted is not counted as accepted, so accepted <= generated always).
-void count_depths(GenerationStats& s, const TokenTree& tree, size_t accepted) {
-  const size_t max_depth = size_t(tree.max_depth());
-  if (s.drafted_by_depth.size() < max_depth) {
-    s.drafted_by_depth.resize(max_depth, 0);
-    s.accepted_by_depth.resize(max_depth, 0);
-  }
-  for (size_t d = 0; d < max_depth; ++d) ++s.drafted_by_depth[d];
-  for (size_t d = 0; d < accepted; ++d) ++s.accepted_by_depth[d];
-  s.drafted += tree.size() - 1;
-  s.accepted += int64_t(accepted);
 }
 
 // While the draft worker may be growing, only it touches the drafter; leaving a pass
@@ -213,15 +199,7 @@ TokenTree Session::candidates(const GenerateOptions& opt, Rng& rng, bool pregrow
     }
   }
   const int64_t draft_nodes = tree.size() - 1;
-  // A sampled chain is verified by rejection sampling, which knows no other branches.
-  if (lookup_ && tree.drawn[0] < 0) {
-    lookup_->sync(seq_);
-    const LookupParams& lp = policy.lookup_params;
-    // Alone, lookup fills the budget; beside a draft it adds up to one continuation's
-    // worth of rows (--tree auto then weighs every candidate).
-    const int64_t room = auto_budget_ ? policy.budget : drafter_ ? lp.max_depth : policy.budget;
-    lookup_->propose(tree, std::min<int64_t>(room, policy.budget + lp.max_depth - draft_nodes));
-  }
+  if (lookup_) add_lookup_branches(*lookup_, policy, drafter_.has_value(), seq_, draft_nodes, tree);
   return tree;
 }
 
@@ -247,8 +225,6 @@ bool Session::advance_drafter(int64_t draft_nodes, const Acceptance& acc) {
 void Session::generate_tree(const GenerateOptions& opt, GenerationResult& r,
                             std::vector<float>& logits, Rng& rng) {
   const int64_t n_vocab = target_.config().n_vocab;
-  std::vector<std::vector<float>> dist_cache;
-  std::vector<char> dist_ready;
   bool pregrown = false;  // the drafter holds a tree below seq_.back(), grown last pass
   WaitForWorker settle{worker_.get()};
   for (;;) {
@@ -293,18 +269,7 @@ void Session::generate_tree(const GenerateOptions& opt, GenerationResult& r,
     ++r.stats.target_passes;
     rec.tree_tokens = tree.size();
 
-    dist_cache.resize(size_t(tree.size()));
-    dist_ready.assign(size_t(tree.size()), 0);
-    const NodeDistribution p = [&](int32_t node) -> std::span<const float> {
-      if (!dist_ready[size_t(node)]) {
-        sampling_distribution(opt.sampling, std::span(logits).subspan(size_t(node * n_vocab), size_t(n_vocab)),
-                              dist_cache[size_t(node)]);
-        dist_ready[size_t(node)] = 1;
-      }
-      return dist_cache[size_t(node)];
-    };
-    const bool sampled_draft = tree.drawn[0] >= 0;
-    const Acceptance acc = sampled_draft ? accept_by_rejection(tree, p, rng) : accept_by_target_draw(tree, p, rng);
+    const Acceptance acc = accept_tree(tree, logits, n_vocab, opt.sampling, rng);
 
     // Row of the target's output each emitted token was drawn from: the root for the
     // first, then each accepted node for the token after it.

@@ -56,20 +56,37 @@ uint64_t LlamaModel::load_into_memory() {
   return head + bytes;
 }
 
-LlamaModel::BatchInputs LlamaModel::place_inputs(const ForwardBatch& b) {
-  const uint8_t* mask = b.mask.empty() ? nullptr : b.mask.data();
-  if (backend_.host_memory()) return {b.tokens.data(), b.positions.data(), mask};
-  // One upload for all three: ids and positions first (4-byte aligned), then the mask.
-  const size_t ids = b.tokens.size_bytes(), pos = b.positions.size_bytes();
-  inputs_host_.resize(ids + pos + b.mask.size_bytes());
-  std::memcpy(inputs_host_.data(), b.tokens.data(), ids);
-  std::memcpy(inputs_host_.data() + ids, b.positions.data(), pos);
-  std::memcpy(inputs_host_.data() + ids + pos, b.mask.data(), b.mask.size_bytes());
+LlamaModel::BatchInputs LlamaModel::place_inputs(std::span<const PassPart> parts) {
+  pass_tokens_.clear();
+  pass_positions_.clear();
+  for (const PassPart& p : parts) {
+    pass_tokens_.insert(pass_tokens_.end(), p.chunk.tokens.begin(), p.chunk.tokens.end());
+    pass_positions_.insert(pass_positions_.end(), p.chunk.positions.begin(), p.chunk.positions.end());
+  }
+  BatchInputs in{pass_tokens_.data(), pass_positions_.data(), {}};
+  if (backend_.host_memory()) {
+    for (const PassPart& p : parts) in.masks.push_back(p.chunk.mask.empty() ? nullptr : p.chunk.mask.data());
+    return in;
+  }
+  // One upload for all: ids and positions first (4-byte aligned), then the masks.
+  const size_t ids = pass_tokens_.size() * sizeof(int32_t), pos = pass_positions_.size() * sizeof(int32_t);
+  size_t masks = 0;
+  for (const PassPart& p : parts) masks += p.chunk.mask.size_bytes();
+  inputs_host_.resize(ids + pos + masks);
+  std::memcpy(inputs_host_.data(), pass_tokens_.data(), ids);
+  std::memcpy(inputs_host_.data() + ids, pass_positions_.data(), pos);
   inputs_.reserve(backend_, inputs_host_.size());
-  backend_.upload(inputs_.get(), inputs_host_.data(), inputs_host_.size());
   const uint8_t* base = inputs_.get<uint8_t>();
-  return {reinterpret_cast<const int32_t*>(base), reinterpret_cast<const int32_t*>(base + ids),
-          mask ? base + ids + pos : nullptr};
+  size_t at = ids + pos;
+  for (const PassPart& p : parts) {
+    std::memcpy(inputs_host_.data() + at, p.chunk.mask.data(), p.chunk.mask.size_bytes());
+    in.masks.push_back(p.chunk.mask.empty() ? nullptr : base + at);
+    at += p.chunk.mask.size_bytes();
+  }
+  backend_.upload(inputs_.get(), inputs_host_.data(), inputs_host_.size());
+  in.tokens = reinterpret_cast<const int32_t*>(base);
+  in.positions = reinterpret_cast<const int32_t*>(base + ids);
+  return in;
 }
 
 void LlamaModel::forward_causal(std::span<const int32_t> tokens, KvCache& kv, LogitRows rows,
@@ -79,33 +96,65 @@ void LlamaModel::forward_causal(std::span<const int32_t> tokens, KvCache& kv, Lo
 }
 
 void LlamaModel::forward(const ForwardBatch& b, KvCache& kv, LogitRows rows, std::vector<float>& logits) {
+  const SequenceBatch one{b, &kv, rows, &logits};
+  forward_many({&one, 1});
+}
+
+void LlamaModel::forward_many(std::span<const SequenceBatch> seqs) {
   const LlamaConfig& c = config_;
-  const int64_t T = int64_t(b.tokens.size());
-  if (T == 0) throw Error("forward: empty batch");
-  const int64_t P0 = kv.pending();
-  if (int64_t(b.positions.size()) != T || (!b.mask.empty() && int64_t(b.mask.size()) != T * (P0 + T)))
-    throw Error("forward: positions/mask do not match the batch size");
-  for (int32_t id : b.tokens)
-    if (id < 0 || id >= c.n_vocab)
-      throw Error("token id " + std::to_string(id) + " is outside the vocabulary of " + std::to_string(c.n_vocab) +
-                  " of " + file_.path());
-  kv.check_room(T);
+  struct Progress {
+    int64_t T, P0, first_logit, done = 0;
+  };
+  std::vector<Progress> prog;
+  for (const SequenceBatch& s : seqs) {
+    const ForwardBatch& b = s.batch;
+    const int64_t T = int64_t(b.tokens.size());
+    if (T == 0) throw Error("forward: empty batch");
+    const int64_t P0 = s.kv->pending();
+    if (int64_t(b.positions.size()) != T || (!b.mask.empty() && int64_t(b.mask.size()) != T * (P0 + T)))
+      throw Error("forward: positions/mask do not match the batch size");
+    for (int32_t id : b.tokens)
+      if (id < 0 || id >= c.n_vocab)
+        throw Error("token id " + std::to_string(id) + " is outside the vocabulary of " + std::to_string(c.n_vocab) +
+                    " of " + file_.path());
+    s.kv->check_room(T);
+    for (size_t j = 0; j < prog.size(); ++j)
+      if (seqs[j].kv == s.kv) throw Error("internal: two batches of one pass share a cache");
+    const int64_t first_logit = s.rows == LogitRows::All ? 0 : s.rows == LogitRows::Last ? T - 1 : T;
+    s.logits->resize(size_t((T - first_logit) * c.n_vocab));
+    prog.push_back({T, P0, first_logit});
+  }
   file_.check_unchanged();  // a shrunk file would fault on the mapping mid-pass
-  const int64_t first_logit = rows == LogitRows::All ? 0 : rows == LogitRows::Last ? T - 1 : T;
-  logits.resize(size_t((T - first_logit) * c.n_vocab));
-  for (int64_t a = 0; a < T; a += max_batch_) {
-    const int64_t n = std::min(max_batch_, T - a);
-    ForwardBatch chunk{b.tokens.subspan(size_t(a), size_t(n)), b.positions.subspan(size_t(a), size_t(n)), {}};
-    if (!b.mask.empty()) {
-      // Rows a..a+n of the tree mask, over the rows pending before them: P0 + a + n columns.
-      const int64_t cols = P0 + a + n;
-      chunk_mask_.resize(size_t(n * cols));
-      for (int64_t i = 0; i < n; ++i)
-        std::memcpy(chunk_mask_.data() + i * cols, b.mask.data() + (a + i) * (P0 + T), size_t(cols));
-      chunk.mask = chunk_mask_;
+
+  // Each pass takes the next rows of every sequence in turn, at most max_batch_ in all.
+  std::vector<PassPart> parts;
+  if (chunk_masks_.size() < seqs.size()) chunk_masks_.resize(seqs.size());
+  for (;;) {
+    parts.clear();
+    int64_t room = max_batch_;
+    for (size_t i = 0; i < seqs.size() && room > 0; ++i) {
+      Progress& g = prog[i];
+      const ForwardBatch& b = seqs[i].batch;
+      const int64_t a = g.done, n = std::min(room, g.T - a);
+      if (n == 0) continue;
+      ForwardBatch chunk{b.tokens.subspan(size_t(a), size_t(n)), b.positions.subspan(size_t(a), size_t(n)), {}};
+      if (!b.mask.empty()) {
+        // Rows a..a+n of the tree mask, over the rows pending before them: P0 + a + n columns.
+        const int64_t cols = g.P0 + a + n;
+        std::vector<uint8_t>& m = chunk_masks_[i];
+        m.resize(size_t(n * cols));
+        for (int64_t r = 0; r < n; ++r)
+          std::memcpy(m.data() + r * cols, b.mask.data() + (a + r) * (g.P0 + g.T), size_t(cols));
+        chunk.mask = m;
+      }
+      const int64_t from = std::max<int64_t>(g.first_logit - a, 0);
+      float* out = from < n ? seqs[i].logits->data() + (a + from - g.first_logit) * c.n_vocab : nullptr;
+      parts.push_back({chunk, seqs[i].kv, from, out});
+      g.done += n;
+      room -= n;
     }
-    const int64_t from = std::max<int64_t>(first_logit - a, 0);
-    forward_pass(chunk, kv, from, from < n ? logits.data() + (a + from - first_logit) * c.n_vocab : nullptr);
+    if (parts.empty()) return;
+    forward_pass(parts);
   }
 }
 
@@ -183,17 +232,15 @@ ExpertCounters LlamaModel::expert_counters() const {
   return e;
 }
 
-void LlamaModel::forward_pass(const ForwardBatch& b, KvCache& kv, int64_t logit_from, float* out) {
+void LlamaModel::forward_pass(std::span<const PassPart> parts) {
   const LlamaConfig& c = config_;
-  const int64_t T = int64_t(b.tokens.size());
-  const int64_t n_masked = kv.pending() + T;
-  const int64_t n_past = kv.committed();
-  const int64_t first_row = n_past + kv.pending();
+  int64_t T = 0;
+  for (const PassPart& p : parts) T += int64_t(p.chunk.tokens.size());
 
   Backend& be = backend_;
   if (!layers_)  // a GPU with no layer source set: every layer resident in its memory
     layers_ = std::make_unique<StagedLayers>(weights_, placed_.vectors, be, nullptr, c.n_layers);
-  const BatchInputs in = place_inputs(b);
+  const BatchInputs in = place_inputs(parts);
 
   // Activations, carved from one buffer, 256-byte aligned like it: x, xb (T x dim), q,
   // att (T x q_dim), k, v (T x kv_dim), hb, hb2 (the FFN's hidden rows: T x ffn_dim, or
@@ -232,10 +279,19 @@ void LlamaModel::forward_pass(const ForwardBatch& b, KvCache& kv, int64_t logit_
     if (w[KNorm]) be.rmsnorm(k, w[KNorm], T * c.n_kv_heads, c.head_dim, c.rms_eps, k);
     be.rope(q, in.positions, T, c.n_heads, c.head_dim, rope);
     be.rope(k, in.positions, T, c.n_kv_heads, c.head_dim, rope);
-    be.store_kv(k, kv.key_row(l, first_row), T * c.kv_dim(), kv.key_type());
-    be.store_kv(v, kv.value_row(l, first_row), T * c.kv_dim(), kv.value_type());
-    be.attention(AttentionArgs{q, kv.keys(l), kv.values(l), in.mask, att, T, n_past, n_masked, c.n_heads,
-                               c.n_kv_heads, c.head_dim, scale, kv.key_type(), kv.value_type()});
+    // Each sequence's rows go to its own cache and attend to it alone.
+    int64_t r0 = 0;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      KvCache& kv = *parts[i].kv;
+      const int64_t n = int64_t(parts[i].chunk.tokens.size());
+      const int64_t first_row = kv.committed() + kv.pending();
+      be.store_kv(k + r0 * c.kv_dim(), kv.key_row(l, first_row), n * c.kv_dim(), kv.key_type());
+      be.store_kv(v + r0 * c.kv_dim(), kv.value_row(l, first_row), n * c.kv_dim(), kv.value_type());
+      be.attention(AttentionArgs{q + r0 * c.q_dim(), kv.keys(l), kv.values(l), in.masks[i], att + r0 * c.q_dim(), n,
+                                 kv.committed(), kv.pending() + n, c.n_heads, c.n_kv_heads, c.head_dim, scale,
+                                 kv.key_type(), kv.value_type()});
+      r0 += n;
+    }
     be.matmul(w[Out], att, T, xb);
     if (w[BiasOut]) be.add_bias(xb, w[BiasOut], T, c.dim);
     be.add(x, xb, T * c.dim);
@@ -252,13 +308,32 @@ void LlamaModel::forward_pass(const ForwardBatch& b, KvCache& kv, int64_t logit_
     be.add(x, xb, T * c.dim);
     layers_->release(l);
   }
+  for (const PassPart& p : parts) p.kv->add_pending(int64_t(p.chunk.tokens.size()));
 
-  kv.add_pending(T);
-  if (!out) return;
-
-  const int64_t n_out = T - logit_from;
-  be.rmsnorm(x + logit_from * c.dim, placed_.output_norm, n_out, c.dim, c.rms_eps, xb);
-  const size_t bytes = size_t(n_out * c.n_vocab) * sizeof(float);
+  // The output head: the rows that want logits, gathered (normed) into xb, in one matmul.
+  int64_t n_out = 0, r0 = 0, outputs = 0;
+  for (const PassPart& p : parts) {
+    const int64_t n = int64_t(p.chunk.tokens.size());
+    if (p.out) {
+      be.rmsnorm(x + (r0 + p.logit_from) * c.dim, placed_.output_norm, n - p.logit_from, c.dim, c.rms_eps,
+                 xb + n_out * c.dim);
+      n_out += n - p.logit_from;
+      ++outputs;
+    }
+    r0 += n;
+  }
+  if (n_out == 0) return;
+  const size_t per_row = size_t(c.n_vocab), bytes = size_t(n_out) * per_row * sizeof(float);
+  float* out = nullptr;  // all logits rows, in part order
+  const PassPart* only = nullptr;
+  for (const PassPart& p : parts)
+    if (p.out) only = &p;
+  if (outputs == 1) {
+    out = only->out;  // straight to where they belong
+  } else {
+    pass_logits_.resize(size_t(n_out) * per_row);
+    out = pass_logits_.data();
+  }
   if (be.host_memory()) {
     be.matmul(placed_.output, xb, n_out, out);
   } else {
@@ -266,14 +341,23 @@ void LlamaModel::forward_pass(const ForwardBatch& b, KvCache& kv, int64_t logit_
     be.matmul(placed_.output, xb, n_out, logits_dev_.get<float>());
     be.download(out, logits_dev_.get(), bytes);
   }
-  // NaN or Inf logits (broken weights, an overflow) would be sampled as garbage, silently.
-  for (int64_t r = 0; r < n_out; ++r) {
-    const float* row = out + r * c.n_vocab;
-    float sum = 0.0f;  // NaN or Inf anywhere makes the sum so; one branch per row
-    for (int64_t i = 0; i < c.n_vocab; ++i) sum += row[i] * 0.0f;
-    if (sum != 0.0f)
-      throw Error(printable(file_.path()) + ": the logits at position " + std::to_string(b.positions[size_t(logit_from + r)]) +
-                  " are not finite (NaN or Inf): the model's weights or activations overflow");
+  int64_t row = 0;
+  for (const PassPart& p : parts) {
+    const int64_t n = int64_t(p.chunk.tokens.size());
+    if (!p.out) continue;
+    if (outputs > 1)
+      std::memcpy(p.out, out + row * c.n_vocab, size_t(n - p.logit_from) * per_row * sizeof(float));
+    // NaN or Inf logits (broken weights, an overflow) would be sampled as garbage, silently.
+    for (int64_t r = p.logit_from; r < n; ++r) {
+      const float* lr = p.out + (r - p.logit_from) * c.n_vocab;
+      float sum = 0.0f;  // NaN or Inf anywhere makes the sum so; one branch per row
+      for (int64_t i = 0; i < c.n_vocab; ++i) sum += lr[i] * 0.0f;
+      if (sum != 0.0f)
+        throw Error(printable(file_.path()) + ": the logits at position " +
+                    std::to_string(p.chunk.positions[size_t(r)]) +
+                    " are not finite (NaN or Inf): the model's weights or activations overflow");
+    }
+    row += n - p.logit_from;
   }
 }
 

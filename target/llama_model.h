@@ -36,6 +36,15 @@ std::vector<int32_t> consecutive_positions(int64_t start, int64_t n);
 
 enum class LogitRows { None, Last, All };
 
+// One sequence's part of a multi-sequence pass (forward_many): its batch, its own cache,
+// and whose logits it wants, written to `logits` (n_vocab per row).
+struct SequenceBatch {
+  ForwardBatch batch;
+  KvCache* kv;
+  LogitRows rows;
+  std::vector<float>* logits;
+};
+
 class LlamaModel {
  public:
   // Loads the file and places the weights where `backend` computes: views of the mapping
@@ -80,6 +89,12 @@ class LlamaModel {
   // Runs the batch: appends its K/V rows to the cache as pending rows, and returns
   // logits (n_vocab per row) of none, the last or every row.
   void forward(const ForwardBatch& batch, KvCache& kv, LogitRows rows, std::vector<float>& logits);
+  // Several sequences' batches at once: each weight is read once per pass for all their
+  // rows, while each row attends only to its own sequence's cache and its own batch rows
+  // exactly as forward() would. A row's logits are bit-identical alone or beside others
+  // (every kernel computes a row the same way whatever the rows around it). Sequences
+  // past max_batch rows continue in the next passes.
+  void forward_many(std::span<const SequenceBatch> seqs);
   // A causal run of `tokens` after the cache's committed and pending rows.
   void forward_causal(std::span<const int32_t> tokens, KvCache& kv, LogitRows rows, std::vector<float>& logits);
 
@@ -91,14 +106,23 @@ class LlamaModel {
  private:
   // The batch's ids, positions and mask where the kernels read them (staged through one
   // upload for a GPU backend).
-  struct BatchInputs {
-    const int32_t* tokens;
-    const int32_t* positions;
-    const uint8_t* mask;
+  // One sequence's rows of one pass: a chunk of its batch (the mask's columns are its
+  // pending rows and the chunk's), its cache, and its rows [logit_from, size) whose
+  // logits land at `out` (none when out is null).
+  struct PassPart {
+    ForwardBatch chunk;
+    KvCache* kv;
+    int64_t logit_from;
+    float* out;
   };
-  BatchInputs place_inputs(const ForwardBatch& b);
-  // One pass of at most max_batch_ rows; logits of rows [logit_from, T) land at `out`.
-  void forward_pass(const ForwardBatch& b, KvCache& kv, int64_t logit_from, float* out);
+  struct BatchInputs {
+    const int32_t* tokens;     // every part's, in order
+    const int32_t* positions;
+    std::vector<const uint8_t*> masks;  // each part's, or null: causal
+  };
+  BatchInputs place_inputs(std::span<const PassPart> parts);
+  // One pass of at most max_batch_ rows over the parts.
+  void forward_pass(std::span<const PassPart> parts);
   // Activations of the mixture-of-experts FFN (backend memory).
   struct MoeBuffers {
     float* logits;   // T x experts
@@ -121,7 +145,9 @@ class LlamaModel {
   AlignedBuffer output_copy_;  // the output head, after load_into_memory()
   KvType key_type_ = KvType::F16, value_type_ = KvType::F16;
   int64_t max_batch_ = 512;
-  std::vector<uint8_t> chunk_mask_;  // the part of a tree mask one pass reads
+  std::vector<std::vector<uint8_t>> chunk_masks_;  // per part: the rows of its tree mask one pass reads
+  std::vector<int32_t> pass_tokens_, pass_positions_;  // the parts' ids and positions, concatenated
+  std::vector<float> pass_logits_;  // several parts' logits before they are handed out
   // Scratch in backend memory, grown as needed and kept between calls: activations,
   // staged inputs (and their host staging), and for a GPU the logits before download.
   BackendBuffer act_, inputs_, logits_dev_;

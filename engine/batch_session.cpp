@@ -1,0 +1,311 @@
+#include "engine/batch_session.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "engine/pass_steps.h"
+#include "target/llama_model.h"
+
+namespace flashspec {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+}  // namespace
+
+struct BatchSession::Sequence {
+  int64_t id;
+  std::vector<int32_t> seq;     // prompt, then every emitted token
+  std::optional<KvCache> kv;    // freed when the sequence finishes
+  std::optional<Drafter> drafter;
+  std::optional<PromptLookup> lookup;
+  GenerateOptions opt;
+  Rng rng;
+  GenerationResult result;
+  bool done = false;
+  Clock::time_point added, first_token;
+
+  // The pass in progress: a prompt chunk of `prefill` rows, or (prefill == 0) a tree.
+  int64_t prefill = 0;
+  TokenTree cand{0}, tree{0};
+  std::vector<int32_t> picked;  // candidate id of each verified node (empty: all verified)
+  int64_t draft_nodes = 0;      // of cand, the draft model's (ids 1..draft_nodes)
+  double draft_ms = 0;
+  std::vector<int32_t> positions;
+  std::vector<uint8_t> mask;
+  std::vector<float> logits;
+
+  Sequence(int64_t id, std::vector<int32_t> prompt, KvCache cache, GenerateOptions o)
+      : id(id), seq(std::move(prompt)), kv(std::move(cache)), opt(std::move(o)), rng(opt.sampling.seed) {}
+  bool prefilling() const { return result.tokens.empty(); }
+};
+
+BatchSession::BatchSession(LlamaModel& target, LlamaModel* draft, std::optional<SpeculationParams> policy,
+                           int64_t capacity, int64_t max_sequences, int64_t prefill_rows)
+    : target_(target),
+      draft_(draft),
+      policy_(policy),
+      capacity_(capacity),
+      max_sequences_(max_sequences),
+      prefill_rows_(std::max<int64_t>(prefill_rows, 1)) {
+  if (max_sequences < 1) throw Error("internal: a batch of no sequences");
+  if (policy_ && !draft && !policy_->lookup) throw Error("internal: speculative batch without a draft");
+  if (!policy_) draft_ = nullptr;
+  if (policy_ && policy_->auto_budget()) {
+    const LlamaConfig& c = target.config();
+    const double ratio = draft ? double(draft->file().file_size()) / double(target.file().file_size()) : 0.0;
+    auto_budget_.emplace(policy_->budget, ratio, ExpertShape{c.n_layers, c.n_experts, c.n_experts_used});
+  }
+}
+
+BatchSession::~BatchSession() = default;
+
+int64_t BatchSession::add(std::vector<int32_t> prompt, GenerateOptions opt) {
+  if (prompt.empty()) throw Error("prompt: it tokenized to nothing (empty prompt without BOS)");
+  if (running() >= max_sequences_)
+    throw Error("internal: " + std::to_string(max_sequences_) + " sequences are running already");
+  // Each sequence's cache holds what it needs, not the largest context: memory follows
+  // the requests actually running.
+  const int64_t need = int64_t(prompt.size()) + opt.n_predict + Session::scratch_rows(policy_);
+  if (need > capacity_)
+    throw Error("context full: " + std::to_string(prompt.size()) + " tokens plus " + std::to_string(opt.n_predict) +
+                " to generate exceed the context size " + std::to_string(capacity_) + " (raise --ctx)");
+  auto s = std::make_unique<Sequence>(next_id_++, std::move(prompt), target_.make_cache(need), std::move(opt));
+  s->result.stats.prompt_tokens = int64_t(s->seq.size());
+  if (draft_)
+    s->drafter.emplace(*draft_, need + policy_->max_tree_nodes() + 2, int32_t(target_.config().n_vocab));
+  if (policy_ && policy_->lookup) s->lookup.emplace(policy_->lookup_params);
+  s->added = Clock::now();
+  seqs_.push_back(std::move(s));
+  return seqs_.back()->id;
+}
+
+BatchSession::Sequence& BatchSession::get(int64_t id) const {
+  for (const auto& s : seqs_)
+    if (s->id == id) return *s;
+  throw Error("internal: no sequence " + std::to_string(id) + " in the batch");
+}
+
+bool BatchSession::finished(int64_t id) const { return get(id).done; }
+
+int64_t BatchSession::running() const {
+  return int64_t(std::count_if(seqs_.begin(), seqs_.end(), [](const auto& s) { return !s->done; }));
+}
+
+GenerationResult BatchSession::take(int64_t id) {
+  const auto it = std::find_if(seqs_.begin(), seqs_.end(), [&](const auto& s) { return s->id == id; });
+  if (it == seqs_.end()) throw Error("internal: no sequence " + std::to_string(id) + " in the batch");
+  GenerationResult r = std::move((*it)->result);
+  r.stats.generated = int64_t(r.tokens.size());
+  seqs_.erase(it);
+  return r;
+}
+
+void BatchSession::run() {
+  while (step()) {
+  }
+}
+
+bool BatchSession::emit(Sequence& s, int32_t tok) {
+  s.seq.push_back(tok);
+  s.result.tokens.push_back(tok);
+  const GenerateOptions& opt = s.opt;
+  if (opt.on_token) opt.on_token(tok);
+  return (!opt.ignore_eos && opt.is_end && opt.is_end(tok)) || int64_t(s.result.tokens.size()) >= opt.n_predict ||
+         (opt.should_stop && opt.should_stop());
+}
+
+TokenTree BatchSession::candidates(Sequence& s, int64_t horizon) {
+  const SpeculationParams& policy = *policy_;
+  TokenTree tree(s.seq.back());
+  if (s.drafter && horizon > 0) {
+    if (!auto_budget_) {
+      s.drafter->sync(s.seq);
+      tree = s.drafter->propose(policy, s.opt.sampling, s.rng);
+    } else {
+      s.drafter->catch_up(s.seq);
+      s.drafter->start_tree(policy, s.opt.sampling);
+      s.drafter->grow_to(horizon, policy.width_for(horizon));
+      tree = s.drafter->tree().prefix(int32_t(std::min<int64_t>(s.drafter->tree().size(), horizon + 1)));
+    }
+  }
+  s.draft_nodes = tree.size() - 1;
+  if (s.lookup) add_lookup_branches(*s.lookup, policy, s.drafter.has_value(), s.seq, s.draft_nodes, tree);
+  return tree;
+}
+
+bool BatchSession::step() {
+  // Which rows each running sequence puts in this pass: prompt chunks first come, first
+  // served within prefill_rows_, and every decoding sequence's tree.
+  std::vector<Sequence*> prefill, decode;
+  int64_t room = prefill_rows_, prefill_rows = 0;
+  for (const auto& p : seqs_) {
+    Sequence& s = *p;
+    if (s.done) continue;
+    if (!s.prefilling()) {
+      decode.push_back(&s);
+      continue;
+    }
+    s.prefill = std::min(int64_t(s.seq.size()) - s.kv->committed(), room);
+    if (s.prefill == 0) continue;
+    room -= s.prefill;
+    prefill_rows += s.prefill;
+    prefill.push_back(&s);
+  }
+  if (prefill.empty() && decode.empty()) return false;
+
+  double drafted_ms = 0;
+  const int64_t horizon = !policy_ ? 0 : auto_budget_ ? auto_budget_->draft_horizon() : policy_->budget;
+  for (Sequence* s : decode) {
+    const auto t = Clock::now();
+    s->cand = policy_ ? candidates(*s, horizon) : TokenTree(s->seq.back());
+    s->draft_ms = ms_between(t, Clock::now());
+    drafted_ms += s->draft_ms;
+    s->tree = s->cand;
+    s->picked.clear();
+  }
+  if (auto_budget_ && !decode.empty()) {
+    std::vector<TokenTree> cands;
+    for (Sequence* s : decode) cands.push_back(s->cand);
+    const std::vector<BudgetPolicy::Choice> choices = auto_budget_->choose_many(cands, prefill_rows, drafted_ms);
+    for (size_t i = 0; i < decode.size(); ++i) {
+      Sequence& s = *decode[i];
+      s.tree = s.cand.select(choices[i].nodes);
+      s.picked = {0};
+      s.picked.insert(s.picked.end(), choices[i].nodes.begin(), choices[i].nodes.end());
+    }
+  }
+
+  std::vector<SequenceBatch> batches;
+  for (Sequence* s : prefill) {
+    const int64_t at = s->kv->committed();
+    s->positions = consecutive_positions(at, s->prefill);
+    const bool last = at + s->prefill == int64_t(s->seq.size());
+    batches.push_back({ForwardBatch{std::span(s->seq).subspan(size_t(at), size_t(s->prefill)), s->positions, {}},
+                       &*s->kv, last ? LogitRows::Last : LogitRows::None, &s->logits});
+  }
+  for (Sequence* s : decode) {
+    s->positions = s->tree.positions(s->kv->committed());
+    s->mask = s->tree.ancestor_mask();
+    batches.push_back({ForwardBatch{s->tree.tokens, s->positions, s->mask}, &*s->kv, LogitRows::All, &s->logits});
+  }
+  int64_t rows = prefill_rows;
+  for (Sequence* s : decode) rows += s->tree.size();
+
+  const double wait0 = target_.weight_wait_ms();
+  const ExpertCounters experts0 = target_.expert_counters();
+  const auto t0 = Clock::now();
+  target_.forward_many(batches);
+  const double target_ms = ms_between(t0, Clock::now());
+  const double io_wait_ms = target_.weight_wait_ms() - wait0;
+  const int64_t experts = target_.expert_counters().since(experts0).routed;
+
+  ++counters_.passes;
+  counters_.rows += rows;
+  counters_.prefill_rows += prefill_rows;
+  const int64_t carried = int64_t(prefill.size() + decode.size());
+  counters_.sequence_slots += carried;
+  counters_.most_sequences = std::max(counters_.most_sequences, carried);
+  counters_.target_ms += target_ms;
+  if (auto_budget_) {
+    if (decode.empty()) auto_budget_->observe_cost(rows, target_ms, io_wait_ms, experts);
+    else auto_budget_->observe_pass(rows, target_ms, io_wait_ms, experts);
+  }
+
+  for (Sequence* s : prefill) {
+    PassRecord rec;
+    rec.target_ms = target_ms;
+    rec.io_wait_ms = io_wait_ms;
+    rec.tree_tokens = s->prefill;
+    finish_prefill(*s, s->prefill);
+    rec.emitted = s->prefilling() ? 0 : 1;
+    s->result.stats.passes.push_back(rec);
+  }
+  for (Sequence* s : decode) {
+    PassRecord rec;
+    rec.draft_ms = s->draft_ms;
+    rec.target_ms = target_ms;
+    rec.io_wait_ms = io_wait_ms;
+    rec.tree_tokens = s->tree.size();
+    for (int32_t k = 1; k < s->tree.size(); ++k) rec.draft_nodes += s->tree.source[size_t(k)] == NodeSource::Draft;
+    rec.lookup_nodes = s->tree.size() - 1 - rec.draft_nodes;
+    const int64_t before = int64_t(s->result.tokens.size());
+    finish_tree(*s, s->tree, s->picked, s->draft_nodes);
+    rec.emitted = int64_t(s->result.tokens.size()) - before;
+    s->result.stats.draft_ms += s->draft_ms;
+    s->result.stats.passes.push_back(rec);
+  }
+  return true;
+}
+
+void BatchSession::finish_prefill(Sequence& s, int64_t rows) {
+  s.kv->commit_first(rows);
+  ++s.result.stats.target_passes;
+  if (s.kv->committed() < int64_t(s.seq.size())) return;  // more of the prompt to come
+  const auto now = Clock::now();
+  s.result.stats.prefill_ms = ms_between(s.added, now);
+  s.first_token = now;
+  bool stop = s.opt.n_predict <= 0;
+  if (!stop) {
+    const int64_t n_vocab = target_.config().n_vocab;
+    const std::span<const float> row = std::span(s.logits).first(size_t(n_vocab));
+    if (s.opt.logits_positions > 0) s.result.logits.emplace_back(row.begin(), row.end());
+    stop = emit(s, sample_token(s.opt.sampling, row, s.rng));
+    s.result.stats.ttft_ms = ms_between(s.added, Clock::now());
+  }
+  if (stop) {
+    s.done = true;
+    s.kv.reset();
+    s.drafter.reset();
+  }
+}
+
+void BatchSession::finish_tree(Sequence& s, const TokenTree& tree, const std::vector<int32_t>& picked,
+                               int64_t draft_nodes) {
+  GenerationStats& st = s.result.stats;
+  ++st.target_passes;
+  const int64_t n_vocab = target_.config().n_vocab;
+  const Acceptance acc = accept_tree(tree, s.logits, n_vocab, s.opt.sampling, s.rng);
+  if (auto_budget_) auto_budget_->observe_acceptance(tree, acc.path);
+  if (auto_budget_ && draft_nodes > 0) auto_budget_->observe_draft(draft_nodes, s.draft_ms);
+
+  // Row of the target's output each emitted token was drawn from: the root for the
+  // first, then each accepted node for the token after it.
+  std::vector<int64_t> rows{0};
+  rows.insert(rows.end(), acc.path.begin(), acc.path.end());
+  s.kv->commit(rows);
+  if (s.drafter && draft_nodes > 0) {
+    // The drafter keeps the rows of its own nodes on the accepted path (in candidate ids),
+    // up to the first lookup node; its next sync queues the rest.
+    Acceptance own;
+    for (int32_t node : acc.path) {
+      const int32_t k = picked.empty() ? node : picked[size_t(node)];
+      if (k > draft_nodes) break;
+      own.path.push_back(k);
+    }
+    s.drafter->advance(own);
+  }
+
+  std::vector<int32_t> emitted;
+  for (int32_t node : acc.path) emitted.push_back(tree.tokens[size_t(node)]);
+  emitted.push_back(acc.bonus);
+  bool stop = false;
+  size_t n_out = 0;
+  while (n_out < emitted.size() && !stop) {
+    if (int64_t(s.result.logits.size()) < s.opt.logits_positions) {
+      const auto row = s.logits.begin() + rows[n_out] * n_vocab;
+      s.result.logits.emplace_back(row, row + n_vocab);
+    }
+    stop = emit(s, emitted[n_out++]);
+  }
+  if (policy_) count_depths(st, tree, std::min(n_out, acc.path.size()));
+  if (!stop) return;
+  st.decode_ms = ms_between(s.first_token, Clock::now());
+  s.done = true;
+  s.kv.reset();  // its rows go back at once, not when the caller takes the result
+  s.drafter.reset();
+}
+
+}  // namespace flashspec

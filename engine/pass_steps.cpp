@@ -1,0 +1,42 @@
+#include "engine/pass_steps.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace flashspec {
+
+void add_lookup_branches(PromptLookup& lookup, const SpeculationParams& policy, bool with_draft,
+                         std::span<const int32_t> seq, int64_t draft_nodes, TokenTree& tree) {
+  if (tree.drawn[0] >= 0) return;
+  lookup.sync(seq);
+  const LookupParams& lp = policy.lookup_params;
+  const int64_t room = policy.auto_budget() ? policy.budget : with_draft ? lp.max_depth : policy.budget;
+  lookup.propose(tree, std::min<int64_t>(room, policy.budget + lp.max_depth - draft_nodes));
+}
+
+Acceptance accept_tree(const TokenTree& tree, std::span<const float> logits, int64_t n_vocab,
+                       const SamplingParams& sampling, Rng& rng) {
+  // A node's distribution is computed when the rule first asks for it: most nodes of a
+  // large tree are never visited.
+  std::vector<std::vector<float>> dist(size_t(tree.size()));
+  const NodeDistribution p = [&](int32_t node) -> std::span<const float> {
+    std::vector<float>& d = dist[size_t(node)];
+    if (d.empty()) sampling_distribution(sampling, logits.subspan(size_t(node * n_vocab), size_t(n_vocab)), d);
+    return d;
+  };
+  return tree.drawn[0] >= 0 ? accept_by_rejection(tree, p, rng) : accept_by_target_draw(tree, p, rng);
+}
+
+void count_depths(GenerationStats& s, const TokenTree& tree, size_t accepted) {
+  const size_t max_depth = size_t(tree.max_depth());
+  if (s.drafted_by_depth.size() < max_depth) {
+    s.drafted_by_depth.resize(max_depth, 0);
+    s.accepted_by_depth.resize(max_depth, 0);
+  }
+  for (size_t d = 0; d < max_depth; ++d) ++s.drafted_by_depth[d];
+  for (size_t d = 0; d < accepted; ++d) ++s.accepted_by_depth[d];
+  s.drafted += tree.size() - 1;
+  s.accepted += int64_t(accepted);
+}
+
+}  // namespace flashspec

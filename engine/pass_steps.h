@@ -1,0 +1,36 @@
+#pragma once
+// Steps of a speculative pass shared by the single-sequence Session and the
+// multi-sequence BatchSession: prompt-lookup branches added to the candidates, the
+// accepted path and bonus token drawn by the lossless rule that fits the tree, and their
+// counting in a run's statistics.
+#include <cstdint>
+#include <span>
+
+#include "core/acceptance.h"
+#include "core/sampler.h"
+#include "core/stats.h"
+#include "core/token_tree.h"
+#include "draft/prompt_lookup.h"
+#include "draft/speculation_params.h"
+
+namespace flashspec {
+
+// Adds prompt-lookup branches for `seq` (whose last token is the root) to `tree`, whose
+// first `draft_nodes` nodes the draft model proposed (none for a sampled chain: rejection
+// sampling knows no other branches). Alone, lookup fills the budget; beside a draft it
+// adds up to one continuation's worth of rows; under --tree auto it offers the whole
+// budget, which the policy weighs node by node.
+void add_lookup_branches(PromptLookup& lookup, const SpeculationParams& policy, bool with_draft,
+                         std::span<const int32_t> seq, int64_t draft_nodes, TokenTree& tree);
+
+// `logits`: n_vocab per tree node, in node order. A chain drawn from the draft is
+// accepted by rejection sampling, any other tree by the target's own draws.
+Acceptance accept_tree(const TokenTree& tree, std::span<const float> logits, int64_t n_vocab,
+                       const SamplingParams& sampling, Rng& rng);
+
+// Counts a verified tree: every drafted node, and the first `accepted` nodes of the
+// accepted path (fewer than the path when generation stopped inside it: a token not
+// emitted is not counted as accepted, so accepted <= generated always).
+void count_depths(GenerationStats& s, const TokenTree& tree, size_t accepted);
+
+}  // namespace flashspec

@@ -1,0 +1,233 @@
+// In-flight batching: several sequences share each target pass, and none of them can
+// tell. A row's logits are bit-identical alone or beside other sequences' rows; a
+// sequence's greedy answer is the target's alone; a seeded sampled answer is the same
+// alone or beside others; a prompt joining mid-way is prefilled in chunks while the
+// others keep emitting; a sequence taken away mid-answer changes no other answer.
+#include <doctest/doctest.h>
+
+#include <optional>
+
+#include "core/error.h"
+#include "core/tokenizer.h"
+#include "engine/batch_session.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "target/llama_model.h"
+#include "tests/fixtures.h"
+#include "tests/greedy_options.h"
+
+using namespace flashspec;
+using namespace flashspec::testing;
+
+namespace {
+
+struct Models {
+  CpuBackend backend{2};
+  CpuBackend draft_backend{1};
+  LlamaModel target, draft;
+  Tokenizer tok;
+  explicit Models(const std::string& target_name)
+      : target(model_path(target_name), backend),
+        draft(model_path("salty279K"), draft_backend),
+        tok(Tokenizer::from_gguf(target.file())) {}
+  std::vector<int32_t> ids(const std::string& text) const { return tok.encode(text, true); }
+};
+
+const std::vector<std::string> kPrompts = {
+    "Once upon a time, there was a little girl",
+    "The cat sat on the mat. The cat sat on the mat. The cat",
+    "Tom and Sue went to the park",
+    "One day, a big dog found a ball. The dog",
+};
+
+SpeculationParams tree(int64_t b) { return {.mode = SpeculationParams::Mode::Tree, .budget = b}; }
+SpeculationParams chain(int64_t k) { return {.mode = SpeculationParams::Mode::Chain, .budget = k}; }
+SpeculationParams tree_auto() { return {.mode = SpeculationParams::Mode::Auto, .budget = 1024}; }
+SpeculationParams lookup_alone() {
+  SpeculationParams p = tree(16);
+  p.lookup = true;
+  return p;
+}
+
+// Every prompt's answer, the prompts run together in one batch (or, `alone`, each in a
+// batch of its own).
+std::vector<GenerationResult> run_batch(Models& m, const std::optional<SpeculationParams>& policy,
+                                        const GenerateOptions& opt, bool alone, int64_t prefill_rows = 64) {
+  const bool draft = policy && !(policy->lookup && policy->mode == SpeculationParams::Mode::Tree && policy->budget == 16);
+  std::vector<GenerationResult> out;
+  if (alone) {
+    for (const std::string& p : kPrompts) {
+      BatchSession b(m.target, draft ? &m.draft : nullptr, policy, 2048, 1, prefill_rows);
+      const int64_t id = b.add(m.ids(p), opt);
+      b.run();
+      out.push_back(b.take(id));
+    }
+    return out;
+  }
+  BatchSession b(m.target, draft ? &m.draft : nullptr, policy, 2048, int64_t(kPrompts.size()), prefill_rows);
+  std::vector<int64_t> ids;
+  for (const std::string& p : kPrompts) ids.push_back(b.add(m.ids(p), opt));
+  b.run();
+  CHECK(b.counters().most_sequences == int64_t(kPrompts.size()));
+  for (int64_t id : ids) out.push_back(b.take(id));
+  CHECK(b.sequences() == 0);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("forward_many: each sequence's rows are bit-identical to its own forward, across chunked passes") {
+  for (const char* name : {"stories260K", "stories260K-wide-q4_0", "tiny-qwen3moe"}) {
+    CAPTURE(name);
+    Models m(name);
+    // Three sequences: a prompt, a prompt with a pending token tree after it, a single token.
+    const std::vector<int32_t> a = m.ids(kPrompts[0]), b = m.ids(kPrompts[1]);
+    TokenTree t(b.back());
+    const int32_t c1 = t.add(42, 0, -0.1);
+    t.add(7, 0, -0.5);
+    t.add(99, c1, -0.2);
+    const std::vector<int32_t> single = {m.ids(kPrompts[2])[1]};
+
+    auto run = [&](bool together, int64_t max_batch, std::vector<std::vector<float>>& logits) {
+      m.target.set_max_batch(max_batch);
+      std::vector<KvCache> kv;
+      for (int i = 0; i < 3; ++i) kv.push_back(m.target.make_cache(128));
+      std::vector<float> pre;
+      // b's prompt is committed first; its tree then runs after it.
+      m.target.forward_causal(std::span(b).first(b.size() - 1), kv[1], LogitRows::None, pre);
+      kv[1].commit_first(int64_t(b.size()) - 1);
+      const std::vector<int32_t> pos_a = consecutive_positions(0, int64_t(a.size()));
+      const std::vector<int32_t> pos_t = t.positions(kv[1].committed());
+      const std::vector<uint8_t> mask = t.ancestor_mask();
+      const std::vector<int32_t> pos_s = {0};
+      logits.assign(3, {});
+      const std::vector<SequenceBatch> batches = {
+          {ForwardBatch{a, pos_a, {}}, &kv[0], LogitRows::All, &logits[0]},
+          {ForwardBatch{t.tokens, pos_t, mask}, &kv[1], LogitRows::All, &logits[1]},
+          {ForwardBatch{single, pos_s, {}}, &kv[2], LogitRows::Last, &logits[2]}};
+      if (together) m.target.forward_many(batches);
+      else
+        for (const SequenceBatch& s : batches) m.target.forward_many({&s, 1});
+      for (int i = 0; i < 3; ++i) CHECK(kv[size_t(i)].pending() == int64_t(batches[size_t(i)].batch.tokens.size()));
+    };
+    std::vector<std::vector<float>> alone, together, chunked;
+    run(false, 512, alone);
+    run(true, 512, together);
+    run(true, 5, chunked);  // every sequence split over several passes
+    m.target.set_max_batch(512);
+    CHECK(bit_identical(alone, together));
+    CHECK(bit_identical(alone, chunked));
+    CHECK(alone[0].size() == a.size() * size_t(m.target.config().n_vocab));
+    CHECK(alone[2].size() == size_t(m.target.config().n_vocab));
+  }
+}
+
+TEST_CASE("forward_many refuses two batches on one cache") {
+  Models m("stories260K");
+  KvCache kv = m.target.make_cache(32);
+  const std::vector<int32_t> tok = {1}, pos = {0};
+  std::vector<float> l1, l2;
+  const std::vector<SequenceBatch> batches = {{ForwardBatch{tok, pos, {}}, &kv, LogitRows::Last, &l1},
+                                              {ForwardBatch{tok, pos, {}}, &kv, LogitRows::Last, &l2}};
+  CHECK_THROWS_AS(m.target.forward_many(batches), Error);
+}
+
+TEST_CASE("batch session: every sequence's greedy answer is the target's alone, beside three others") {
+  Models m("stories260K");
+  std::vector<GenerationResult> want;
+  for (const std::string& p : kPrompts) want.push_back(generate_target_only(m.target, m.ids(p), greedy(48)));
+  const std::vector<std::optional<SpeculationParams>> policies = {std::nullopt, tree(8),        chain(4),
+                                                                  tree_auto(),  lookup_alone()};
+  for (const auto& policy : policies) {
+    CAPTURE(policy ? int(policy->mode) : -1);
+    const std::vector<GenerationResult> got = run_batch(m, policy, greedy(48), false);
+    for (size_t i = 0; i < kPrompts.size(); ++i) {
+      CAPTURE(kPrompts[i]);
+      CHECK(got[i].tokens == want[i].tokens);
+      CHECK(got[i].stats.generated == 48);
+    }
+  }
+}
+
+TEST_CASE("batch session: a seeded sampled answer is the same alone as beside others") {
+  Models m("stories260K");
+  GenerateOptions opt = greedy(40);
+  opt.sampling.temperature = 1.0f;
+  opt.sampling.seed = 1234;
+  for (const auto& policy : std::vector<std::optional<SpeculationParams>>{std::nullopt, tree(8), chain(4), tree_auto()}) {
+    CAPTURE(policy ? int(policy->mode) : -1);
+    const std::vector<GenerationResult> alone = run_batch(m, policy, opt, true);
+    const std::vector<GenerationResult> together = run_batch(m, policy, opt, false);
+    for (size_t i = 0; i < kPrompts.size(); ++i) CHECK(alone[i].tokens == together[i].tokens);
+    // Sampling did happen: the answers are not all the greedy ones.
+    bool differs = false;
+    for (size_t i = 0; i < kPrompts.size(); ++i)
+      differs |= alone[i].tokens != generate_target_only(m.target, m.ids(kPrompts[i]), greedy(40)).tokens;
+    CHECK(differs);
+  }
+}
+
+TEST_CASE("batch session: a prompt joining mid-way is prefilled in chunks while the others keep emitting") {
+  Models m("stories260K");
+  BatchSession b(m.target, &m.draft, tree(8), 512, 4, 8);
+  const int64_t first = b.add(m.ids(kPrompts[0]), greedy(64));
+  for (int i = 0; i < 3; ++i) b.step();
+  std::string long_prompt;
+  for (int i = 0; i < 6; ++i) long_prompt += kPrompts[size_t(i % 4)] + ". ";
+  const std::vector<int32_t> late_ids = m.ids(long_prompt);
+  REQUIRE(late_ids.size() > 24);  // at least three chunks of 8
+  int64_t emitted = 0;
+  GenerateOptions late_opt = greedy(16);
+  late_opt.on_token = [&](int32_t) { ++emitted; };
+  const int64_t late = b.add(late_ids, late_opt);
+  const int64_t chunks = (int64_t(late_ids.size()) + 7) / 8;
+  // Until its last chunk, the newcomer emits nothing and the first sequence emits in
+  // every pass.
+  for (int64_t c = 0; c + 1 < chunks; ++c) {
+    const int64_t before = int64_t(b.counters().passes);
+    const size_t rows_before = size_t(b.counters().prefill_rows);
+    b.step();
+    CHECK(b.counters().passes == before + 1);
+    CHECK(b.counters().prefill_rows == int64_t(rows_before) + 8);
+    CHECK(emitted == 0);
+  }
+  b.step();  // the last chunk: its first token
+  CHECK(emitted == 1);
+  b.run();
+  const GenerationResult r1 = b.take(first), r2 = b.take(late);
+  CHECK(r1.tokens == generate_target_only(m.target, m.ids(kPrompts[0]), greedy(64)).tokens);
+  CHECK(r2.tokens == generate_target_only(m.target, late_ids, greedy(16)).tokens);
+  CHECK(r2.stats.prompt_tokens == int64_t(late_ids.size()));
+  // The first sequence emitted in every pass after its own prompt's two chunks.
+  REQUIRE(r1.stats.passes.size() > 2);
+  CHECK(r1.stats.passes[0].emitted == 0);
+  for (size_t i = 1; i < r1.stats.passes.size(); ++i) CHECK(r1.stats.passes[i].emitted >= 1);
+}
+
+TEST_CASE("batch session: a sequence taken away mid-answer changes no other answer, and frees its slot") {
+  Models m("stories260K");
+  BatchSession b(m.target, &m.draft, tree_auto(), 2048, 2, 64);
+  const int64_t a = b.add(m.ids(kPrompts[0]), greedy(40));
+  const int64_t gone = b.add(m.ids(kPrompts[1]), greedy(40));
+  for (int i = 0; i < 4; ++i) b.step();
+  CHECK_THROWS_AS(b.add(m.ids(kPrompts[2]), greedy(8)), Error);  // two are running
+  const GenerationResult cut = b.take(gone);
+  CHECK(cut.tokens.size() < 40);
+  const int64_t c = b.add(m.ids(kPrompts[2]), greedy(40));
+  b.run();
+  CHECK(b.take(a).tokens == generate_target_only(m.target, m.ids(kPrompts[0]), greedy(40)).tokens);
+  CHECK(b.take(c).tokens == generate_target_only(m.target, m.ids(kPrompts[2]), greedy(40)).tokens);
+  CHECK(b.running() == 0);
+  CHECK_FALSE(b.step());
+}
+
+TEST_CASE("batch session: a request larger than a sequence's context is refused with the numbers") {
+  Models m("stories260K");
+  BatchSession b(m.target, nullptr, std::nullopt, 64, 2, 64);
+  try {
+    b.add(m.ids(kPrompts[0]), greedy(100));
+    FAIL("accepted a request past the context");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("exceed the context size 64") != std::string::npos);
+  }
+  CHECK(b.sequences() == 0);
+}
