@@ -166,6 +166,10 @@ Session Engine::new_session(int64_t ctx) {
   return Session(*target_, draft_.get(), policy_, ctx);
 }
 
+std::unique_ptr<BatchSession> Engine::new_batch(int64_t max_sequences, int64_t ctx, int64_t prefill_rows) {
+  return std::make_unique<BatchSession>(*target_, draft_.get(), policy_, ctx, max_sequences, prefill_rows);
+}
+
 int64_t Engine::context_for(int64_t prompt, int64_t n_predict) const {
   const int64_t need = prompt + n_predict + scratch_rows();
   if (opt_.ctx > 0 && need > opt_.ctx)

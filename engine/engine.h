@@ -12,6 +12,7 @@
 #include "draft/drafter.h"
 #include "engine/options.h"
 #include "engine/placement.h"
+#include "engine/batch_session.h"
 #include "engine/session.h"
 #include "engine/turn.h"
 #include "offload/stream_counters.h"
@@ -54,6 +55,9 @@ class Engine {
 
   // A session (target-only or speculative as the options say) of `ctx` context rows.
   Session new_session(int64_t ctx);
+  // Up to `max_sequences` sequences generated together (in-flight batching), each of at
+  // most `ctx` context rows, prompts prefilled `prefill_rows` rows per pass at most.
+  std::unique_ptr<BatchSession> new_batch(int64_t max_sequences, int64_t ctx, int64_t prefill_rows);
   // Context rows a session needs beyond the sequence itself (the widest draft pass).
   int64_t scratch_rows() const { return Session::scratch_rows(policy_); }
   // Context rows, --ctx when given (checked to fit the need), for one run of `prompt` +
