@@ -1,58 +1,64 @@
 #include "engine/turn.h"
 
-#include "core/utf8.h"
 #include "engine/engine.h"
-#include "engine/session.h"
 
 namespace flashspec {
 
-TurnResult run_turn(Engine& engine, Session& session, std::span<const int32_t> input, const TurnRequest& r) {
-  const Tokenizer& tok = engine.tokenizer();
-  TurnResult out;
-  StopTextFilter stops(r.stop);
-  ReasoningFilter reasoning;
-  Utf8Stream utf8;
-  bool end_token = false, cancelled = false;
-  auto emit = [&](const std::string& s) {
-    if (s.empty()) return;
-    out.text += s;
-    if (r.on_text) r.on_text(s);
-  };
-  auto show = [&](const std::string& s) { emit(r.hide_reasoning ? reasoning.push(s) : s); };
+TurnText::TurnText(const Tokenizer& tok, const TurnRequest& r) : tok_(tok), r_(r), stops_(r.stop) {}
 
+void TurnText::emit(const std::string& s) {
+  if (s.empty()) return;
+  text_ += s;
+  if (r_.on_text) r_.on_text(s);
+}
+
+void TurnText::show(const std::string& s) { emit(r_.hide_reasoning ? reasoning_.push(s) : s); }
+
+GenerateOptions TurnText::options() {
   GenerateOptions g;
-  g.n_predict = r.max_tokens;
-  g.sampling = r.sampling;
-  g.ignore_eos = r.ignore_eos;
-  g.logits_positions = r.logits_positions;
+  g.n_predict = r_.max_tokens;
+  g.sampling = r_.sampling;
+  g.ignore_eos = r_.ignore_eos;
+  g.logits_positions = r_.logits_positions;
   // The session stops at end tokens itself (unless ignore_eos); the style's end of turn
   // is one more end token for a chat.
-  g.is_end = [&](int32_t id) { return tok.is_end_of_generation(id) || (r.turn_end >= 0 && id == r.turn_end); };
-  g.on_token = [&](int32_t id) {
-    if (g.is_end(id)) {  // end markers are not text
-      end_token = true;
+  const Tokenizer& tok = tok_;
+  const int32_t turn_end = r_.turn_end;
+  g.is_end = [&tok, turn_end](int32_t id) { return tok.is_end_of_generation(id) || (turn_end >= 0 && id == turn_end); };
+  g.on_token = [this, is_end = g.is_end](int32_t id) {
+    if (is_end(id)) {  // end markers are not text
+      end_token_ = true;
       return;
     }
-    show(stops.push(utf8.push(tok.token_to_piece(id))));
+    show(stops_.push(utf8_.push(tok_.token_to_piece(id))));
   };
-  g.should_stop = [&] {
-    if (!cancelled && r.cancelled && r.cancelled()) cancelled = true;
-    return cancelled || stops.stopped();
+  g.should_stop = [this] {
+    if (!cancelled_ && r_.cancelled && r_.cancelled()) cancelled_ = true;
+    return cancelled_ || stops_.stopped();
   };
+  return g;
+}
 
-  const StreamCounters before = engine.stream_counters();
-  GenerationResult res = session.generate(input, g);
-  engine.add_stream_stats(res.stats, before);
-  if (!stops.stopped()) show(stops.push(utf8.flush()) + stops.flush());
-  if (r.hide_reasoning) emit(reasoning.flush());
-
+TurnResult TurnText::finish(GenerationResult res) {
+  if (!stops_.stopped()) show(stops_.push(utf8_.flush()) + stops_.flush());
+  if (r_.hide_reasoning) emit(reasoning_.flush());
+  TurnResult out;
+  out.text = std::move(text_);
   out.tokens = std::move(res.tokens);
   out.logits = std::move(res.logits);
   out.stats = std::move(res.stats);
-  if (cancelled) out.finish = AnswerEnd::Cancelled;
-  else if (stops.stopped()) out.finish = AnswerEnd::StopText;
-  else if (end_token && !r.ignore_eos) out.finish = AnswerEnd::EndToken;
+  if (cancelled_) out.finish = AnswerEnd::Cancelled;
+  else if (stops_.stopped()) out.finish = AnswerEnd::StopText;
+  else if (end_token_ && !r_.ignore_eos) out.finish = AnswerEnd::EndToken;
   return out;
+}
+
+TurnResult run_turn(Engine& engine, Session& session, std::span<const int32_t> input, const TurnRequest& r) {
+  TurnText text(engine.tokenizer(), r);
+  const StreamCounters before = engine.stream_counters();
+  GenerationResult res = session.generate(input, text.options());
+  engine.add_stream_stats(res.stats, before);
+  return text.finish(std::move(res));
 }
 
 }  // namespace flashspec

@@ -20,6 +20,9 @@
 #include "core/chat_template.h"
 #include "core/sampler.h"
 #include "core/stats.h"
+#include "core/tokenizer.h"
+#include "core/utf8.h"
+#include "engine/session.h"
 
 namespace flashspec {
 
@@ -44,6 +47,32 @@ struct TurnResult {
   AnswerEnd finish = AnswerEnd::Length;
   std::vector<std::vector<float>> logits;
   GenerationStats stats;        // stats.prompt_tokens: rows this turn prefilled
+};
+
+// One turn's answer text as its tokens become final: the filters above, fed by the
+// callbacks of the GenerateOptions it makes (which refer to this object: it must outlive
+// the generation). run_turn uses it for a Session; a BatchSession's sequence uses it the
+// same way, one per sequence.
+class TurnText {
+ public:
+  TurnText(const Tokenizer& tok, const TurnRequest& r);
+  TurnText(const TurnText&) = delete;
+  TurnText& operator=(const TurnText&) = delete;
+  GenerateOptions options();
+  // The generation is over: flushes held-back text and says why it finished.
+  TurnResult finish(GenerationResult res);
+
+ private:
+  void emit(const std::string& s);
+  void show(const std::string& s);
+
+  const Tokenizer& tok_;
+  const TurnRequest& r_;
+  StopTextFilter stops_;
+  ReasoningFilter reasoning_;
+  Utf8Stream utf8_;
+  std::string text_;
+  bool end_token_ = false, cancelled_ = false;
 };
 
 // Feeds `input` after what `session` holds and generates the answer (Error "context
