@@ -127,7 +127,8 @@ PassBreakdown BenchRow::per_pass() const {
   b.io_wait = t.io_wait_ms / n;
   b.compute = std::max(0.0, (t.target_ms - t.io_wait_ms) / n);
   // Decode time not inside a recorded part of a pass (clamped: timer granularity).
-  b.other = std::max(0.0, totals.decode_ms / n - b.draft - b.compute - b.io_wait);
+  const double decode_ms = t.wall_ms > 0 ? t.wall_ms : totals.decode_ms;
+  b.other = std::max(0.0, decode_ms / n - b.draft - b.compute - b.io_wait);
   return b;
 }
 
@@ -153,6 +154,12 @@ std::string BenchRow::placement_label() const {
 void finish_rows(std::vector<BenchRow>& rows) {
   for (BenchRow& row : rows)
     if (const BenchRow* ref = reference_of(row, rows)) row.speedup = speedup_against(row, *ref);
+  for (BenchRow& row : rows) {
+    if (row.parallel <= 1) continue;
+    for (const BenchRow& one : rows)
+      if (one.parallel == 1 && one.config == row.config && one.temp == row.temp && one.io_bw == row.io_bw)
+        row.vs_one = speedup_against(row, one);
+  }
   for (size_t i = 0; i < rows.size(); ++i) {
     bool best = true;
     for (size_t j = 0; j < rows.size() && best; ++j) {
@@ -186,6 +193,9 @@ std::string bench_json_line(const BenchRow& r, const BenchMeta& m) {
             {"ttft_ms_stddev", json_or_null(r.ttft_ms.stddev())}, {"tpot_ms", r.tpot_ms.mean()},
             {"tpot_ms_stddev", json_or_null(r.tpot_ms.stddev())}, {"speedup", r.speedup.mean()},
             {"speedup_stddev", json_or_null(r.speedup.stddev())}, {"fastest", r.fastest},
+            {"parallel", r.parallel}, {"vs_parallel_1", r.vs_one.values.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.vs_one.mean())},
+            {"vs_parallel_1_stddev", json_or_null(r.vs_one.stddev())},
+            {"answers_equal_parallel_1", r.same_answers ? nlohmann::json(*r.same_answers) : nlohmann::json(nullptr)},
             // mean decode pass
             {"decode_passes", r.pass_times.passes}, {"pass_rows", pass_rows(r)}, {"pass_ms", pb.total()},
             {"pass_draft_ms", pb.draft}, {"pass_compute_ms", pb.compute}, {"pass_io_wait_ms", pb.io_wait},
@@ -207,7 +217,7 @@ std::string bench_csv(const std::vector<BenchRow>& rows, const BenchMeta& m) {
       "backend,cpu,commit,n_predict,prompts,reps,kv_type,seed,prompt_tokens,generated,target_passes,tau,drafted,"
       "accepted,acceptance,accept_by_depth,tokens_per_s,tokens_per_s_stddev,ttft_ms,ttft_ms_stddev,tpot_ms,"
       "tpot_ms_stddev,speedup,speedup_stddev,fastest,bytes_read,read_gbps,io_busy,decode_passes,pass_ms,"
-      "pass_draft_ms,pass_compute_ms,pass_io_wait_ms,pass_other_ms,pass_rows,target,draft\n";
+      "pass_draft_ms,pass_compute_ms,pass_io_wait_ms,pass_other_ms,pass_rows,target,draft,parallel,vs_parallel_1\n";
   for (const BenchRow& r : rows) {
     const GenerationStats& t = r.totals;
     const bool has_draft = r.shape != "target" && !m.draft_path.empty();
@@ -226,7 +236,8 @@ std::string bench_csv(const std::vector<BenchRow>& rows, const BenchMeta& m) {
         r.fastest ? "1" : "0", std::to_string(t.bytes_read), format_number("%.4f", t.read_gbps()),
         format_number("%.4f", t.io_busy()), std::to_string(r.pass_times.passes), format_number("%.4f", pb.total()),
         format_number("%.4f", pb.draft), format_number("%.4f", pb.compute), format_number("%.4f", pb.io_wait),
-        format_number("%.4f", pb.other), format_number("%.2f", pass_rows(r)), m.target_path, has_draft ? m.draft_path : ""};
+        format_number("%.4f", pb.other), format_number("%.2f", pass_rows(r)), m.target_path, has_draft ? m.draft_path : "",
+        std::to_string(r.parallel), r.vs_one.values.empty() ? "" : format_number("%.4f", r.vs_one.mean())};
     for (size_t i = 0; i < cells.size(); ++i) {
       if (i) o += ',';
       o += csv_cell(cells[i]);
@@ -246,6 +257,12 @@ std::string bench_table(const std::vector<BenchRow>& rows) {
   // its rows, what a token cost in experts and expert bytes read, and the cache's hit rate.
   const bool moe = std::any_of(rows.begin(), rows.end(), [](const BenchRow& r) { return r.experts().has_value(); });
   if (moe) head.insert(head.end() - 1, {"experts/pass", "experts/token", "expert MB/token", "hit %", "guess %"});
+  // --parallel: sequences in flight, and the aggregate's gain over one sequence at a time.
+  const bool parallel = std::any_of(rows.begin(), rows.end(), [](const BenchRow& r) { return r.parallel > 0; });
+  if (parallel) {
+    head.insert(head.begin() + 1, "seqs");
+    head.push_back("vs 1 seq");
+  }
   std::vector<std::vector<std::string>> cells;
   for (const BenchRow& r : rows) {
     const PassTimes& t = r.pass_times;
@@ -267,6 +284,10 @@ std::string bench_table(const std::vector<BenchRow>& rows) {
                            format_number("%.1f", e.bytes_read_per_token / 1e6), format_number("%.1f", 100 * e.hit_rate),
                            format_number("%.0f", 100 * e.guess_rate)});
     }
+    if (parallel) {
+      cells.back().insert(cells.back().begin() + 1, std::to_string(r.parallel));
+      cells.back().push_back(r.vs_one.values.empty() ? "" : format_mean_sd("%.2f", r.vs_one, "x"));
+    }
   }
   // Widths in characters, not bytes: "±" is two bytes of UTF-8.
   auto width = [](const std::string& s) {
@@ -282,7 +303,8 @@ std::string bench_table(const std::vector<BenchRow>& rows) {
     for (size_t c = 0; c < v.size(); ++c) {
       const std::string pad(w[c] - width(v[c]), ' ');
       if (c) o += "  ";
-      o += c < 3 ? v[c] + pad : pad + v[c];  // text columns left, numbers right
+      const size_t text_columns = parallel ? 4 : 3;
+      o += c < text_columns && !(parallel && c == 1) ? v[c] + pad : pad + v[c];  // text columns left, numbers right
     }
     while (!o.empty() && o.back() == ' ') o.pop_back();
     return o + "\n";

@@ -50,6 +50,9 @@ struct PassTimes {
   // Mixture-of-experts targets: each pass's expert union (summed over layers) and the
   // bytes of it read from storage.
   int64_t experts = 0, expert_bytes_read = 0;
+  // --parallel rows: the wall time of all passes (prefill chunks included), the decode
+  // time of the row's passes; the sequences' own decode times overlap.
+  double wall_ms = 0;
 
   void add(const PassRecord& p);
 };
@@ -83,6 +86,12 @@ struct BenchRow {
   std::string placement;    // PlacementPlan::describe() of this configuration's engine
 
   int64_t prompts = 0, reps = 0, n_predict = 0;
+  // Sequences generated together (--parallel): 0 runs one session per prompt in turn;
+  // N >= 1 keeps N prompts in flight in one batch (engine/batch_session.h), a prompt
+  // joining as another finishes, and tokens/s is then the aggregate over the wall time.
+  int64_t parallel = 0;
+  RepStat vs_one;                      // parallel > 1: tokens/s over the parallel-1 row's, per repetition
+  std::optional<bool> same_answers;    // greedy, parallel > 1: every answer equal to its parallel-1 answer
   // Counts, times and bytes summed over prompts and repetitions: tau, acceptance, read
   // GB/s and I/O busy are its own (tokens/s, TTFT and TPOT are per repetition, below).
   GenerationStats totals;
@@ -100,10 +109,11 @@ struct BenchRow {
   // weights came from, which is what --io-bw means.
   std::string placement_label() const;
   // Rows compared with each other (speedup reference, fastest mark) share this key.
-  bool same_group(const BenchRow& o) const { return temp == o.temp && io_bw == o.io_bw; }
+  bool same_group(const BenchRow& o) const { return temp == o.temp && io_bw == o.io_bw && parallel == o.parallel; }
 };
 
-// After the sweep: speedups against each group's target-only row, and the fastest mark.
+// After the sweep: speedups against each group's target-only row, the gain of each
+// parallel row over the same configuration with one sequence, and the fastest mark.
 void finish_rows(std::vector<BenchRow>& rows);
 
 std::string bench_json_line(const BenchRow& r, const BenchMeta& m);  // one JSON object, no newline

@@ -26,6 +26,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -60,6 +61,7 @@ struct BenchArgs {
   std::string out_dir, out_prefix;
   int64_t max_prompts = 0;
   int64_t reps = 1;  // runs of the prompt set per configuration
+  std::vector<int64_t> parallel;  // sequences in flight to sweep (empty: one session per prompt, in turn)
 };
 
 // ---- prompts file: JSON lines with a "prompt" string -------------------------------
@@ -125,6 +127,7 @@ struct Config {
   double temp = 0;
   std::string io_bw;
   double io_bw_bytes = 0;
+  int64_t parallel = 0;  // sequences in flight (0: one session per prompt, in turn)
   std::string label() const {
     if (shape == "target") return "target";
     if (shape == "tree-auto") return "tree-auto";
@@ -154,7 +157,15 @@ std::vector<Config> plan_sweep(const BenchArgs& a) {
                                       : Config{"tree", budget_number(b), t, bw, bytes});
     }
   }
-  return configs;
+  if (a.parallel.empty()) return configs;
+  // Each configuration at each number of sequences in flight, one after the other.
+  std::vector<Config> swept;
+  for (const Config& c : configs)
+    for (int64_t p : a.parallel) {
+      swept.push_back(c);
+      swept.back().parallel = p;
+    }
+  return swept;
 }
 
 // The engine of one configuration: its speculation, temperature and storage cap. A cap
@@ -292,13 +303,82 @@ BenchRow row_for(const Config& c, const Engine& engine, int64_t n_predict, size_
   row.placement = plan.describe();
   row.n_predict = n_predict;
   row.prompts = int64_t(n_prompts);
+  row.parallel = c.parallel;
   return row;
+}
+
+// One repetition of the prompt set with `parallel` prompts in flight in one batch: a
+// prompt joins the pass after another finishes. Tokens/s is every generated token over
+// the wall time from the first prompt's start to the last one's end; `answers` gets each
+// prompt's tokens.
+void run_batched(Engine& engine, int64_t parallel, const std::vector<std::vector<int32_t>>& prompts,
+                 const TurnRequest& opt, BenchRow& row, std::vector<std::vector<int32_t>>& answers) {
+  int64_t ctx = 0;
+  for (const std::vector<int32_t>& p : prompts)
+    ctx = std::max(ctx, engine.context_for(int64_t(p.size()), opt.max_tokens));
+  std::unique_ptr<BatchSession> batch = engine.new_batch(parallel, ctx, engine.options().batch);
+  // One TurnText per prompt in flight: each sequence's stop and end rules, as in generate.
+  std::vector<std::unique_ptr<TurnText>> texts(prompts.size());
+  std::vector<std::pair<int64_t, size_t>> running;  // sequence id, prompt index
+  answers.assign(prompts.size(), {});
+  RepTotals rep;
+  int64_t tokens = 0;
+  size_t next = 0;
+  const StreamCounters before = engine.stream_counters();
+  const auto t0 = std::chrono::steady_clock::now();
+  auto admit = [&] {
+    while (next < prompts.size() && batch->has_room(int64_t(prompts[next].size()), opt.max_tokens)) {
+      texts[next] = std::make_unique<TurnText>(engine.tokenizer(), opt);
+      running.push_back({batch->add(prompts[next], texts[next]->options()), next});
+      ++next;
+    }
+  };
+  admit();
+  while (batch->step()) {
+    for (auto it = running.begin(); it != running.end();) {
+      if (!batch->finished(it->first)) {
+        ++it;
+        continue;
+      }
+      const TurnResult r = texts[it->second]->finish(batch->take(it->first));
+      answers[it->second] = r.tokens;
+      tokens += int64_t(r.tokens.size());
+      row.totals.add(r.stats);
+      ++rep.prompts;
+      rep.ttft_sum += r.stats.ttft_ms;
+      if (r.stats.generated > 1) {
+        rep.tpot_sum += r.stats.decode_ms / double(r.stats.generated - 1);
+        ++rep.tpot_n;
+      }
+      it = running.erase(it);
+    }
+    admit();
+  }
+  const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  GenerationStats streamed;
+  engine.add_stream_stats(streamed, before);
+  row.totals.add(streamed);
+  // The passes, once each (every sequence's stats name the passes it was part of).
+  const BatchCounters& c = batch->counters();
+  row.pass_times.passes += c.passes;
+  row.pass_times.rows += c.rows;
+  row.pass_times.target_ms += c.target_ms;
+  row.pass_times.io_wait_ms += c.io_wait_ms;
+  row.pass_times.draft_ms += c.draft_ms;
+  row.pass_times.wall_ms += wall_ms;
+  row.tokens_per_s.values.push_back(wall_ms > 0 ? double(tokens) * 1000.0 / wall_ms : 0.0);
+  row.ttft_ms.values.push_back(rep.prompts ? rep.ttft_sum / double(rep.prompts) : 0.0);
+  row.tpot_ms.values.push_back(rep.tpot_n ? rep.tpot_sum / double(rep.tpot_n) : 0.0);
+  ++row.reps;
 }
 
 // One configuration: a fresh engine, a warm-up, then the prompt set `reps` times.
 // `tokens` is filled with the prompts' ids by the first engine (one target for the sweep).
+// `answers`: the first repetition's answers of each configuration with one sequence in
+// flight, by config label, which greedy parallel rows must reproduce.
 BenchRow run_config(const BenchArgs& a, const Config& c, const std::vector<std::string>& prompts,
-                    std::vector<std::vector<int32_t>>& tokens, BenchMeta& meta, Progress& progress) {
+                    std::vector<std::vector<int32_t>>& tokens, BenchMeta& meta, Progress& progress,
+                    std::map<std::string, std::vector<std::vector<int32_t>>>& answers) {
   Engine engine(engine_options(a, c));
   if (tokens.empty())
     for (const std::string& p : prompts) tokens.push_back(engine.tokenizer().encode(p, true));
@@ -317,6 +397,23 @@ BenchRow run_config(const BenchArgs& a, const Config& c, const std::vector<std::
     engine.generate(tokens.front(), w);
   }
   BenchRow row = row_for(c, engine, opt.max_tokens, tokens.size());
+  if (c.parallel > 0) {
+    for (int64_t rep = 0; rep < a.reps; ++rep) {
+      opt.sampling.seed = sampling.seed + uint64_t(rep);
+      progress.step(row.config + " x" + std::to_string(c.parallel) + " T=" + format_number("%g", c.temp) + " " +
+                    row.placement_label());
+      std::vector<std::vector<int32_t>> got;
+      run_batched(engine, c.parallel, tokens, opt, row, got);
+      if (rep > 0 || c.temp != 0) continue;
+      const std::string key = c.label() + " " + c.io_bw;
+      if (c.parallel == 1) answers[key] = got;
+      else if (answers.count(key)) row.same_answers = answers[key] == got;
+      if (row.same_answers == false)
+        std::fprintf(stderr, "bench: %s x%lld: an answer differs from the same prompt's with one sequence in flight\n",
+                     row.config.c_str(), (long long)c.parallel);
+    }
+    return row;
+  }
   for (int64_t rep = 0; rep < a.reps; ++rep) {
     opt.sampling.seed = sampling.seed + uint64_t(rep);  // new samples each repetition when T > 0
     RepTotals totals;
@@ -341,11 +438,12 @@ int run_bench(const BenchArgs& a) {
   OutputFile jsonl_out(prefix + ".jsonl"), csv_out(prefix + ".csv"), svg_out(prefix + ".svg");
 
   BenchMeta meta = sweep_meta(a, prompts_file, prompts.size());
-  Progress progress(int64_t(configs.size() * prompts.size()) * a.reps);
+  Progress progress(int64_t(configs.size()) * a.reps * (a.parallel.empty() ? int64_t(prompts.size()) : 1));
   std::vector<BenchRow> rows;
   std::vector<std::vector<int32_t>> tokens;  // prompts, tokenized once
+  std::map<std::string, std::vector<std::vector<int32_t>>> answers;
   for (size_t ci = 0; ci < configs.size(); ++ci) {
-    rows.push_back(run_config(a, configs[ci], prompts, tokens, meta, progress));
+    rows.push_back(run_config(a, configs[ci], prompts, tokens, meta, progress, answers));
     progress.config_done(ci + 1, configs.size(), rows.back());
   }
   finish_rows(rows);
@@ -398,6 +496,13 @@ Action register_bench(CLI::App& app) {
                   "sample stddev over them")
       ->check(CLI::Range(int64_t(1), int64_t(1000)))
       ->capture_default_str();
+  sub->add_option("--parallel", args->parallel,
+                  "sequences in flight to sweep, comma-separated, e.g. 1,4,8: each configuration runs the prompt set with "
+                  "that many prompts generated together in shared target passes, and reports the aggregate tokens/s and "
+                  "its gain over 1 (default: one session per prompt, in turn)")
+      ->delimiter(',')
+      ->take_all()
+      ->check(CLI::Range(int64_t(1), int64_t(64)));
   sub->add_option("--prompts", args->prompts_path, "prompts file: JSON lines with a \"prompt\" field (default: the shipped set)");
   sub->add_option("--max-prompts", args->max_prompts, "use only the first N prompts")->check(CLI::Range(int64_t(1), int64_t(1) << 30));
   CLI::Option* dir = sub->add_option("--out-dir", args->out_dir, "write DIR/bench.jsonl, .csv, .svg (default: .)");

@@ -43,7 +43,7 @@ struct BatchSession::Sequence {
 };
 
 BatchSession::BatchSession(LlamaModel& target, LlamaModel* draft, std::optional<SpeculationParams> policy,
-                           int64_t capacity, int64_t max_sequences, int64_t prefill_rows)
+                           int64_t capacity, int64_t max_sequences, int64_t prefill_rows, int64_t kv_rows)
     : target_(target),
       draft_(draft),
       policy_(policy),
@@ -58,28 +58,105 @@ BatchSession::BatchSession(LlamaModel& target, LlamaModel* draft, std::optional<
     const double ratio = draft ? double(draft->file().file_size()) / double(target.file().file_size()) : 0.0;
     auto_budget_.emplace(policy_->budget, ratio, ExpertShape{c.n_layers, c.n_experts, c.n_experts_used});
   }
+  if (target.backend().host_memory()) {
+    // Untouched blocks cost address space only: the pool's memory is what sequences use.
+    const int64_t rows = kv_rows > 0 ? kv_rows : capacity * max_sequences;
+    const LlamaConfig& c = target.config();
+    pool_.emplace(target.backend(), c.n_layers, c.kv_dim(), (rows + kKvBlockRows - 1) / kKvBlockRows, kKvBlockRows,
+                  target.key_type(), target.value_type());
+    prefixes_.emplace(*pool_);
+  }
 }
 
 BatchSession::~BatchSession() = default;
 
+int64_t BatchSession::rows_needed(int64_t prompt_tokens, int64_t n_predict) const {
+  const int64_t need = prompt_tokens + n_predict + Session::scratch_rows(policy_);
+  if (need > capacity_)
+    throw Error("context full: " + std::to_string(prompt_tokens) + " tokens plus " + std::to_string(n_predict) +
+                " to generate exceed the context size " + std::to_string(capacity_) + " (raise --ctx)");
+  if (pool_ && blocks_for(need) > pool_->blocks())
+    throw Error("KV cache: " + std::to_string(prompt_tokens) + " tokens plus " + std::to_string(n_predict) +
+                " to generate (and " + std::to_string(Session::scratch_rows(policy_)) + " rows of speculation) need " +
+                std::to_string(need) + " positions; the pool holds " +
+                std::to_string(pool_->blocks() * pool_->block_rows()) + " (raise --kv-budget)");
+  return need;
+}
+
+int64_t BatchSession::blocks_for(int64_t rows) const { return (rows + kKvBlockRows - 1) / kKvBlockRows; }
+
+bool BatchSession::has_room(int64_t prompt_tokens, int64_t n_predict) {
+  const int64_t need = rows_needed(prompt_tokens, n_predict);
+  if (running() >= max_sequences_) return false;
+  return !pool_ || pool_->available() >= blocks_for(need) || prefixes_->make_room(blocks_for(need));
+}
+
 int64_t BatchSession::add(std::vector<int32_t> prompt, GenerateOptions opt) {
   if (prompt.empty()) throw Error("prompt: it tokenized to nothing (empty prompt without BOS)");
+  const int64_t need = rows_needed(int64_t(prompt.size()), opt.n_predict);
   if (running() >= max_sequences_)
     throw Error("internal: " + std::to_string(max_sequences_) + " sequences are running already");
   // Each sequence's cache holds what it needs, not the largest context: memory follows
   // the requests actually running.
-  const int64_t need = int64_t(prompt.size()) + opt.n_predict + Session::scratch_rows(policy_);
-  if (need > capacity_)
-    throw Error("context full: " + std::to_string(prompt.size()) + " tokens plus " + std::to_string(opt.n_predict) +
-                " to generate exceed the context size " + std::to_string(capacity_) + " (raise --ctx)");
-  auto s = std::make_unique<Sequence>(next_id_++, std::move(prompt), target_.make_cache(need), std::move(opt));
-  s->result.stats.prompt_tokens = int64_t(s->seq.size());
+  std::optional<KvCache> kv;
+  int64_t shared_rows = 0;
+  if (pool_) {
+    // The last prompt token's row is computed whatever is known: its logits are needed.
+    const PrefixBlocks::Match m = prefixes_->match(prompt, {}, 0, int64_t(prompt.size()) - 1);
+    const int64_t own = blocks_for(need) - m.rows / kKvBlockRows;
+    if (!pool_->reserve(own) && !(prefixes_->make_room(own) && pool_->reserve(own))) {
+      for (int32_t b : m.blocks) pool_->release(b);
+      throw Error("internal: no room in the KV pool for a new sequence (has_room says when there is)");
+    }
+    kv.emplace(*pool_, need, m.blocks, m.rows, own);
+    shared_rows = m.rows;
+  } else {
+    kv.emplace(target_.make_cache(need));
+  }
+  auto s = std::make_unique<Sequence>(next_id_++, std::move(prompt), std::move(*kv), std::move(opt));
+  s->result.stats.prompt_tokens = int64_t(s->seq.size()) - shared_rows;  // rows it prefills
+  counters_.prefix_rows += shared_rows;
   if (draft_)
     s->drafter.emplace(*draft_, need + policy_->max_tree_nodes() + 2, int32_t(target_.config().n_vocab));
   if (policy_ && policy_->lookup) s->lookup.emplace(policy_->lookup_params);
   s->added = Clock::now();
   seqs_.push_back(std::move(s));
   return seqs_.back()->id;
+}
+
+KvFigures BatchSession::kv_figures() const {
+  if (!pool_) return {};
+  return {pool_->blocks(), pool_->block_rows(), pool_->used(), pool_->shared(), prefixes_->known()};
+}
+
+bool BatchSession::take_known_prefix(Sequence& s, const std::vector<Sequence*>& leaders) {
+  if (!pool_) return true;
+  KvCache& kv = *s.kv;
+  const int64_t last = int64_t(s.seq.size()) - 1;  // its row is computed whatever is known
+  const PrefixBlocks::Match m = prefixes_->match(s.seq, kv.blocks(), kv.committed(), last);
+  if (m.rows > 0) {
+    kv.adopt(m.blocks, m.rows);
+    s.result.stats.prompt_tokens -= m.rows;
+    counters_.prefix_rows += m.rows;
+  }
+  // A sequence prefilling the same tokens in this pass: a block or more of them is
+  // worth waiting a pass for.
+  for (const Sequence* l : leaders) {
+    const int64_t end = std::min<int64_t>(l->kv->committed() + l->prefill, last);
+    int64_t same = 0;
+    while (same < end && same < int64_t(s.seq.size()) && l->seq[size_t(same)] == s.seq[size_t(same)]) ++same;
+    if (same - kv.committed() >= kKvBlockRows && l->kv->committed() <= kv.committed()) return false;
+  }
+  return true;
+}
+
+void BatchSession::retire(Sequence& s) {
+  s.done = true;
+  // Rows past the emitted tokens (an accepted path cut by a stop) hold tokens not in seq.
+  if (pool_ && s.kv)
+    prefixes_->remember(s.seq, s.kv->blocks(), std::min<int64_t>(s.kv->committed(), int64_t(s.seq.size())));
+  s.kv.reset();  // its blocks go back at once, not when the caller takes the result
+  s.drafter.reset();
 }
 
 BatchSession::Sequence& BatchSession::get(int64_t id) const {
@@ -97,6 +174,7 @@ int64_t BatchSession::running() const {
 GenerationResult BatchSession::take(int64_t id) {
   const auto it = std::find_if(seqs_.begin(), seqs_.end(), [&](const auto& s) { return s->id == id; });
   if (it == seqs_.end()) throw Error("internal: no sequence " + std::to_string(id) + " in the batch");
+  if (!(*it)->done) retire(**it);  // a client gone: what it computed may serve the next one
   GenerationResult r = std::move((*it)->result);
   r.stats.generated = int64_t(r.tokens.size());
   seqs_.erase(it);
@@ -148,8 +226,9 @@ bool BatchSession::step() {
       decode.push_back(&s);
       continue;
     }
+    s.prefill = 0;
+    if (room == 0 || !take_known_prefix(s, prefill)) continue;
     s.prefill = std::min(int64_t(s.seq.size()) - s.kv->committed(), room);
-    if (s.prefill == 0) continue;
     room -= s.prefill;
     prefill_rows += s.prefill;
     prefill.push_back(&s);
@@ -209,6 +288,8 @@ bool BatchSession::step() {
   counters_.sequence_slots += carried;
   counters_.most_sequences = std::max(counters_.most_sequences, carried);
   counters_.target_ms += target_ms;
+  counters_.io_wait_ms += io_wait_ms;
+  counters_.draft_ms += drafted_ms;
   if (auto_budget_) {
     if (decode.empty()) auto_budget_->observe_cost(rows, target_ms, io_wait_ms, experts);
     else auto_budget_->observe_pass(rows, target_ms, io_wait_ms, experts);
@@ -243,6 +324,8 @@ bool BatchSession::step() {
 void BatchSession::finish_prefill(Sequence& s, int64_t rows) {
   s.kv->commit_first(rows);
   ++s.result.stats.target_passes;
+  // Its full blocks are known at once: a prompt starting the same way takes them.
+  if (pool_) prefixes_->remember(s.seq, s.kv->blocks(), s.kv->committed());
   if (s.kv->committed() < int64_t(s.seq.size())) return;  // more of the prompt to come
   const auto now = Clock::now();
   s.result.stats.prefill_ms = ms_between(s.added, now);
@@ -255,11 +338,7 @@ void BatchSession::finish_prefill(Sequence& s, int64_t rows) {
     stop = emit(s, sample_token(s.opt.sampling, row, s.rng));
     s.result.stats.ttft_ms = ms_between(s.added, Clock::now());
   }
-  if (stop) {
-    s.done = true;
-    s.kv.reset();
-    s.drafter.reset();
-  }
+  if (stop) retire(s);
 }
 
 void BatchSession::finish_tree(Sequence& s, const TokenTree& tree, const std::vector<int32_t>& picked,
@@ -303,9 +382,7 @@ void BatchSession::finish_tree(Sequence& s, const TokenTree& tree, const std::ve
   if (policy_) count_depths(st, tree, std::min(n_out, acc.path.size()));
   if (!stop) return;
   st.decode_ms = ms_between(s.first_token, Clock::now());
-  s.done = true;
-  s.kv.reset();  // its rows go back at once, not when the caller takes the result
-  s.drafter.reset();
+  retire(s);
 }
 
 }  // namespace flashspec

@@ -13,6 +13,16 @@
 // (the target-draw acceptance rule draws one token per emitted token, whatever the tree).
 // With --tree auto one budget is chosen for the whole pass and given to the likeliest
 // candidates of all the sequences' trees (BudgetPolicy::choose_many).
+//
+// On a host-memory backend the target's keys and values live in one paged pool
+// (target/kv_pool.h) of `kv_rows` positions in blocks of kKvBlockRows: a sequence
+// reserves the blocks its prompt, answer and scratch rows may need when it joins (so a
+// running sequence never runs out, and one that does not fit waits: has_room), takes the
+// blocks of any prefix already computed (target/prefix_blocks.h) instead of prefilling
+// it, and gives its blocks back the pass it ends; its full blocks stay known for later
+// prompts until the pool needs them. A prompt that starts like one being prefilled in
+// the same pass waits a pass and then takes its blocks, so a shared system prompt is
+// prefilled once. (A GPU backend gives each sequence a cache of its own.)
 #include <chrono>
 #include <cstdint>
 #include <list>
@@ -27,6 +37,8 @@
 #include "engine/budget_policy.h"
 #include "engine/session.h"
 #include "target/kv_cache.h"
+#include "target/kv_pool.h"
+#include "target/prefix_blocks.h"
 
 namespace flashspec {
 
@@ -40,6 +52,17 @@ struct BatchCounters {
   int64_t sequence_slots = 0;   // sequences per pass, summed over passes
   int64_t most_sequences = 0;   // the most sequences one pass carried
   double target_ms = 0;         // time in target passes
+  double io_wait_ms = 0;        // of which waiting for streamed weights
+  double draft_ms = 0;          // drafting before the passes (every sequence's, in turn)
+  int64_t prefix_rows = 0;      // prompt positions taken from blocks already computed, not prefilled
+};
+
+// The paged pool's state (all zero without one).
+struct KvFigures {
+  int64_t blocks = 0, block_rows = 0;
+  int64_t used = 0;    // held by sequences or the prefix index
+  int64_t shared = 0;  // held by more than one
+  int64_t known = 0;   // blocks the prefix index knows
 };
 
 class BatchSession {
@@ -48,14 +71,20 @@ class BatchSession {
   // speculation's scratch rows); `max_sequences`: most sequences at once; the draft (may
   // be null with a lookup-only or no policy) is shared by all sequences, each with its
   // own cache of it.
+  // `kv_rows`: positions of the paged pool (0: capacity for every sequence at once).
   BatchSession(LlamaModel& target, LlamaModel* draft, std::optional<SpeculationParams> policy, int64_t capacity,
-               int64_t max_sequences, int64_t prefill_rows);
+               int64_t max_sequences, int64_t prefill_rows, int64_t kv_rows = 0);
+  static constexpr int64_t kKvBlockRows = 16;
   ~BatchSession();
   BatchSession(const BatchSession&) = delete;
   BatchSession& operator=(const BatchSession&) = delete;
 
+  // Whether a sequence of this size can join now: fewer than max_sequences running and
+  // its blocks free in the pool. Error (with the numbers) when it could never fit, not
+  // even alone.
+  bool has_room(int64_t prompt_tokens, int64_t n_predict);
   // Starts a sequence (it joins the next pass) and returns its id. Error when it cannot
-  // fit its context rows or max_sequences are running.
+  // fit (has_room first).
   int64_t add(std::vector<int32_t> prompt, GenerateOptions opt);
   // One target pass over every running sequence. False when none is running.
   bool step();
@@ -71,6 +100,7 @@ class BatchSession {
   int64_t capacity() const { return capacity_; }
   int64_t max_sequences() const { return max_sequences_; }
   const BatchCounters& counters() const { return counters_; }
+  KvFigures kv_figures() const;
 
  private:
   struct Sequence;
@@ -81,6 +111,14 @@ class BatchSession {
   void finish_tree(Sequence& s, const TokenTree& tree, const std::vector<int32_t>& picked, int64_t draft_nodes);
   // Emits one token; true when the sequence must stop.
   bool emit(Sequence& s, int32_t tok);
+  // Context rows a request needs, and the pool blocks they take (Error beyond the pool).
+  int64_t rows_needed(int64_t prompt_tokens, int64_t n_predict) const;
+  int64_t blocks_for(int64_t rows) const;
+  // Prompt rows `s` may take from blocks already computed (paged); false when it should
+  // wait for a sequence prefilling the same prefix in this pass (`leaders`).
+  bool take_known_prefix(Sequence& s, const std::vector<Sequence*>& leaders);
+  // The sequence has ended: its full blocks become known, its caches go.
+  void retire(Sequence& s);
   Sequence& get(int64_t id) const;
 
   LlamaModel& target_;
@@ -88,6 +126,10 @@ class BatchSession {
   std::optional<SpeculationParams> policy_;
   const int64_t capacity_, max_sequences_, prefill_rows_;
   std::optional<BudgetPolicy> auto_budget_;  // shared: its prices are the pass's
+  // Destroyed in reverse: sequences, then the prefix index, give their blocks back
+  // before the pool goes.
+  std::optional<KvPool> pool_;
+  std::optional<PrefixBlocks> prefixes_;
   std::list<std::unique_ptr<Sequence>> seqs_;  // in arrival order (prefill goes first come, first served)
   int64_t next_id_ = 0;
   BatchCounters counters_;

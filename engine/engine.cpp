@@ -166,8 +166,9 @@ Session Engine::new_session(int64_t ctx) {
   return Session(*target_, draft_.get(), policy_, ctx);
 }
 
-std::unique_ptr<BatchSession> Engine::new_batch(int64_t max_sequences, int64_t ctx, int64_t prefill_rows) {
-  return std::make_unique<BatchSession>(*target_, draft_.get(), policy_, ctx, max_sequences, prefill_rows);
+std::unique_ptr<BatchSession> Engine::new_batch(int64_t max_sequences, int64_t ctx, int64_t prefill_rows,
+                                               int64_t kv_rows) {
+  return std::make_unique<BatchSession>(*target_, draft_.get(), policy_, ctx, max_sequences, prefill_rows, kv_rows);
 }
 
 int64_t Engine::context_for(int64_t prompt, int64_t n_predict) const {

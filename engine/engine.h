@@ -56,8 +56,10 @@ class Engine {
   // A session (target-only or speculative as the options say) of `ctx` context rows.
   Session new_session(int64_t ctx);
   // Up to `max_sequences` sequences generated together (in-flight batching), each of at
-  // most `ctx` context rows, prompts prefilled `prefill_rows` rows per pass at most.
-  std::unique_ptr<BatchSession> new_batch(int64_t max_sequences, int64_t ctx, int64_t prefill_rows);
+  // most `ctx` context rows, prompts prefilled `prefill_rows` rows per pass at most, keys
+  // and values in a pool of `kv_rows` positions (0: ctx for every sequence).
+  std::unique_ptr<BatchSession> new_batch(int64_t max_sequences, int64_t ctx, int64_t prefill_rows,
+                                          int64_t kv_rows = 0);
   // Context rows a session needs beyond the sequence itself (the widest draft pass).
   int64_t scratch_rows() const { return Session::scratch_rows(policy_); }
   // Context rows, --ctx when given (checked to fit the need), for one run of `prompt` +

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 #include "core/error.h"
 
@@ -32,7 +33,77 @@ KvCache::KvCache(Backend& be, int64_t n_layers, int64_t kv_dim, int64_t capacity
   v_ = BackendBuffer(be, rows * value_row_bytes());
 }
 
+KvCache::KvCache(KvPool& pool, int64_t capacity, std::vector<int32_t> prefix, int64_t prefix_rows, int64_t reserved)
+    : be_(&pool.backend()), n_layers_(pool.n_layers()), kv_dim_(pool.kv_dim()), capacity_(capacity),
+      key_type_(pool.key_type()), value_type_(pool.value_type()), committed_(prefix_rows), pool_(&pool),
+      blocks_(std::move(prefix)), reserved_(reserved) {
+  if (capacity < 1 || prefix_rows > int64_t(blocks_.size()) * pool.block_rows() || prefix_rows > capacity)
+    throw Error("internal: kv cache: invalid paged shape");
+}
+
+KvCache::KvCache(KvCache&& o) noexcept
+    : be_(o.be_), n_layers_(o.n_layers_), kv_dim_(o.kv_dim_), capacity_(o.capacity_), key_type_(o.key_type_),
+      value_type_(o.value_type_), committed_(o.committed_), pending_(o.pending_), k_(std::move(o.k_)),
+      v_(std::move(o.v_)), pool_(std::exchange(o.pool_, nullptr)), blocks_(std::move(o.blocks_)),
+      reserved_(std::exchange(o.reserved_, 0)) {}
+
+KvCache::~KvCache() {
+  if (!pool_) return;
+  for (int32_t b : blocks_) pool_->release(b);
+  pool_->unreserve(reserved_);
+}
+
+void KvCache::own_block(int64_t pos) {
+  const size_t i = size_t(pos / pool_->block_rows());
+  const int32_t b = blocks_[i];
+  if (pool_->refs(b) == 1) return;
+  if (reserved_ < 1) throw Error("internal: kv cache: no reserved block to copy a shared one into");
+  const int32_t copy = pool_->allocate();
+  --reserved_;
+  pool_->copy_block(copy, b, pool_->block_rows());
+  pool_->release(b);
+  blocks_[i] = copy;
+}
+
+void KvCache::prepare_rows(int64_t T) {
+  check_room(T);
+  if (!pool_ || T == 0) return;
+  const int64_t first = committed_ + pending_, end = first + T, br = pool_->block_rows();
+  // Rows go into blocks already held: commit() moves kept rows down from `committed_` on.
+  if (committed_ % br != 0) own_block(committed_);
+  if (first % br != 0) own_block(first);
+  while (int64_t(blocks_.size()) * br < end) {
+    if (reserved_ < 1) throw Error("internal: kv cache: more blocks needed than reserved");
+    blocks_.push_back(pool_->allocate());
+    --reserved_;
+  }
+}
+
+void KvCache::adopt(const std::vector<int32_t>& blocks, int64_t rows) {
+  const int64_t br = block_rows();
+  if (!pool_ || pending_ != 0 || committed_ != int64_t(blocks_.size()) * br || rows > int64_t(blocks.size()) * br ||
+      committed_ + rows > capacity_)
+    throw Error("internal: kv cache: adopting blocks out of place");
+  blocks_.insert(blocks_.end(), blocks.begin(), blocks.end());
+  committed_ += rows;
+  // Whole blocks taken are blocks this cache no longer needs of its own; a part-taken
+  // one keeps its reservation for the copy.
+  const int64_t whole = rows / br;
+  if (whole > reserved_) throw Error("internal: kv cache: adopted more blocks than it reserved");
+  reserved_ -= whole;
+  pool_->unreserve(whole);
+}
+
 void KvCache::move_rows(int64_t dst, int64_t src, int64_t n) {
+  if (pool_) {
+    // Row by row, lowest first: a row is only overwritten once it has been moved.
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t l = 0; l < n_layers_; ++l) {
+        be_->copy(key_row(l, dst + i), key_row(l, src + i), key_row_bytes());
+        be_->copy(value_row(l, dst + i), value_row(l, src + i), value_row_bytes());
+      }
+    return;
+  }
   // Moving down by g = src - dst rows in chunks of at most g rows, lowest first: no chunk
   // overlaps its destination, and a chunk only overwrites rows already moved.
   const int64_t g = src - dst;

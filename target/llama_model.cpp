@@ -117,7 +117,7 @@ void LlamaModel::forward_many(std::span<const SequenceBatch> seqs) {
       if (id < 0 || id >= c.n_vocab)
         throw Error("token id " + std::to_string(id) + " is outside the vocabulary of " + std::to_string(c.n_vocab) +
                     " of " + file_.path());
-    s.kv->check_room(T);
+    s.kv->prepare_rows(T);
     for (size_t j = 0; j < prog.size(); ++j)
       if (seqs[j].kv == s.kv) throw Error("internal: two batches of one pass share a cache");
     const int64_t first_logit = s.rows == LogitRows::All ? 0 : s.rows == LogitRows::Last ? T - 1 : T;
@@ -285,11 +285,17 @@ void LlamaModel::forward_pass(std::span<const PassPart> parts) {
       KvCache& kv = *parts[i].kv;
       const int64_t n = int64_t(parts[i].chunk.tokens.size());
       const int64_t first_row = kv.committed() + kv.pending();
-      be.store_kv(k + r0 * c.kv_dim(), kv.key_row(l, first_row), n * c.kv_dim(), kv.key_type());
-      be.store_kv(v + r0 * c.kv_dim(), kv.value_row(l, first_row), n * c.kv_dim(), kv.value_type());
+      for (int64_t done = 0; done < n;) {  // in runs of consecutive rows (a paged cache's blocks)
+        const int64_t run = std::min(n - done, kv.contiguous_rows(first_row + done));
+        be.store_kv(k + (r0 + done) * c.kv_dim(), kv.key_row(l, first_row + done), run * c.kv_dim(), kv.key_type());
+        be.store_kv(v + (r0 + done) * c.kv_dim(), kv.value_row(l, first_row + done), run * c.kv_dim(),
+                    kv.value_type());
+        done += run;
+      }
       be.attention(AttentionArgs{q + r0 * c.q_dim(), kv.keys(l), kv.values(l), in.masks[i], att + r0 * c.q_dim(), n,
                                  kv.committed(), kv.pending() + n, c.n_heads, c.n_kv_heads, c.head_dim, scale,
-                                 kv.key_type(), kv.value_type()});
+                                 kv.key_type(), kv.value_type(), kv.paged() ? kv.blocks().data() : nullptr,
+                                 kv.block_rows()});
       r0 += n;
     }
     be.matmul(w[Out], att, T, xb);

@@ -231,3 +231,124 @@ TEST_CASE("batch session: a request larger than a sequence's context is refused 
   }
   CHECK(b.sequences() == 0);
 }
+
+TEST_CASE("paged attention: a cache in scattered blocks of a pool gives the contiguous cache's logits bit for bit") {
+  for (const char* name : {"stories260K", "tiny-qwen3"}) {
+    CAPTURE(name);
+    Models m(name);
+    const LlamaConfig& c = m.target.config();
+    const std::vector<int32_t> prompt = m.ids(kPrompts[1]);
+    TokenTree t(prompt.back());
+    const int32_t a = t.add(42, 0, -0.1);
+    t.add(7, 0, -0.5);
+    t.add(99, a, -0.2);
+    auto run = [&](KvCache& kv, std::vector<std::vector<float>>& out) {
+      out.assign(2, {});
+      m.target.forward_causal(std::span(prompt).first(prompt.size() - 1), kv, LogitRows::All, out[0]);
+      kv.commit_first(int64_t(prompt.size()) - 1);
+      const std::vector<int32_t> pos = t.positions(kv.committed());
+      m.target.forward(ForwardBatch{t.tokens, pos, t.ancestor_mask()}, kv, LogitRows::All, out[1]);
+    };
+    KvCache flat = m.target.make_cache(64);
+    std::vector<std::vector<float>> want, got;
+    run(flat, want);
+    KvPool pool(m.backend, c.n_layers, c.kv_dim(), 16, 4, m.target.key_type(), m.target.value_type());
+    // Blocks handed out in a scattered order: two other caches take some first.
+    REQUIRE(pool.reserve(16));
+    KvCache other1(pool, 8, {}, 0, 2), other2(pool, 8, {}, 0, 2);
+    other1.prepare_rows(5);
+    KvCache paged(pool, 64, {}, 0, 12);
+    other2.prepare_rows(8);
+    run(paged, got);
+    CHECK(bit_identical(want, got));
+    CHECK(paged.blocks().size() == (prompt.size() - 1 + 4 + 3) / 4);
+    CHECK(paged.blocks()[0] != 0);  // not simply the first rows of the pool
+  }
+}
+
+namespace {
+// A system prompt of about 200 tokens and four questions after it.
+std::vector<std::vector<int32_t>> system_prompted(const Models& m) {
+  std::string system;
+  for (int i = 0; system.size() < 700; ++i) system += kPrompts[size_t(i % 4)] + ". ";
+  std::vector<std::vector<int32_t>> out;
+  for (const std::string& q : kPrompts) out.push_back(m.ids(system + "Question: " + q));
+  return out;
+}
+}  // namespace
+
+TEST_CASE("shared prefix: four requests with one system prompt prefill it once and share its blocks") {
+  Models m("stories260K");
+  const std::vector<std::vector<int32_t>> prompts = system_prompted(m);
+  size_t common = 0;
+  while (prompts[0][common] == prompts[1][common]) ++common;
+  REQUIRE(common > 150);
+  BatchSession b(m.target, &m.draft, tree(8), 2048, 4, 512);
+  std::vector<int64_t> ids;
+  for (const auto& p : prompts) ids.push_back(b.add(p, greedy(24)));
+  int64_t most_shared = 0;
+  while (b.step()) most_shared = std::max(most_shared, b.kv_figures().shared);
+  const int64_t whole = int64_t(common) / BatchSession::kKvBlockRows;
+  // Three of the four took the common prefix's whole blocks instead of prefilling them.
+  CHECK(b.counters().prefix_rows >= 3 * whole * BatchSession::kKvBlockRows);
+  int64_t prompt_rows = 0;
+  for (const auto& p : prompts) prompt_rows += int64_t(p.size());
+  CHECK(b.counters().prefill_rows == prompt_rows - b.counters().prefix_rows);
+  CHECK(most_shared >= whole);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const GenerationResult r = b.take(ids[i]);
+    CHECK(r.tokens == generate_target_only(m.target, prompts[i], greedy(24)).tokens);
+  }
+  // Every block is back: the index alone holds what it knows, nothing is reserved.
+  const KvFigures kv = b.kv_figures();
+  CHECK(kv.used == kv.known);
+  CHECK(kv.shared == 0);
+}
+
+TEST_CASE("shared prefix: a prompt diverging inside a block copies it before writing, and the block's owner is unchanged") {
+  Models m("stories260K");
+  const std::vector<int32_t> first = m.ids(kPrompts[0] + ". " + kPrompts[2] + ". " + kPrompts[3]);
+  REQUIRE(first.size() > 40);
+  // The same first 20 tokens (block 0 whole, 4 tokens into block 1), then others.
+  std::vector<int32_t> second(first.begin(), first.begin() + 20);
+  const std::vector<int32_t> tail = m.ids(kPrompts[1]);
+  second.insert(second.end(), tail.begin() + 1, tail.end());
+  BatchSession b(m.target, nullptr, std::nullopt, 1024, 2, 512);
+  const int64_t a = b.add(first, greedy(16));
+  b.run();
+  const GenerationResult ra = b.take(a);
+  const int64_t used_before = b.kv_figures().used;
+  const int64_t s = b.add(second, greedy(16));
+  CHECK(b.counters().prefix_rows == 20);  // the partial block taken too
+  b.run();
+  CHECK(b.take(s).tokens == generate_target_only(m.target, second, greedy(16)).tokens);
+  CHECK(b.kv_figures().used > used_before);  // the copy, and the new blocks it filled
+  // The first prompt again: it takes its own blocks back, unchanged by the copy.
+  const int64_t again = b.add(first, greedy(16));
+  CHECK(b.counters().prefix_rows >= 20 + int64_t(first.size()) / BatchSession::kKvBlockRows * BatchSession::kKvBlockRows);
+  b.run();
+  CHECK(b.take(again).tokens == ra.tokens);
+  CHECK(ra.tokens == generate_target_only(m.target, first, greedy(16)).tokens);
+}
+
+TEST_CASE("kv pool: blocks are accounted for under cancellation, and a full pool makes a request wait") {
+  Models m("stories260K");
+  // Room for two sequences of 96 positions.
+  BatchSession b(m.target, &m.draft, chain(4), 96, 4, 64, 192);
+  const std::vector<int32_t> p0 = m.ids(kPrompts[0]), p1 = m.ids(kPrompts[2]);
+  CHECK(b.has_room(int64_t(p0.size()), 60));
+  const int64_t x = b.add(p0, greedy(60));
+  const int64_t y = b.add(p1, greedy(60));
+  CHECK_FALSE(b.has_room(int64_t(p0.size()), 60));  // the pool is promised to the two running
+  CHECK_THROWS_AS(b.has_room(10, 200), Error);      // never fits: refused, not queued
+  for (int i = 0; i < 3; ++i) b.step();
+  b.take(y);  // a client gone mid-answer
+  CHECK(b.has_room(int64_t(p0.size()), 60));
+  const int64_t z = b.add(p1, greedy(60));
+  b.run();
+  CHECK(b.take(x).tokens == generate_target_only(m.target, p0, greedy(60)).tokens);
+  CHECK(b.take(z).tokens == generate_target_only(m.target, p1, greedy(60)).tokens);
+  const KvFigures kv = b.kv_figures();
+  CHECK(kv.used == kv.known);
+  CHECK(kv.blocks == 12);
+}

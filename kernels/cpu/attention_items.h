@@ -107,8 +107,9 @@ void attend_items(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int6
   const Side keys{static_cast<const uint8_t*>(a.k), a.k_type, kv_bytes(a.k_type, a.n_kv_heads * hd)};
   const Side values{static_cast<const uint8_t*>(a.v), a.v_type, kv_bytes(a.v_type, a.n_kv_heads * hd)};
   // Cache row j of KV head g of one side as hd floats.
-  auto load_row = [hd](const Side& side, int64_t g, int64_t j, float* dst) {
-    const uint8_t* row = side.base + size_t(j) * side.row_bytes;
+  auto load_row = [hd, &a](const Side& side, int64_t g, int64_t j, float* dst) {
+    const int64_t at = a.blocks ? int64_t(a.blocks[j / a.block_rows]) * a.block_rows + j % a.block_rows : j;
+    const uint8_t* row = side.base + size_t(at) * side.row_bytes;
     switch (side.type) {
       case KvType::F16: {
         const uint16_t* half = reinterpret_cast<const uint16_t*>(row) + g * hd;

@@ -206,6 +206,9 @@ void CudaBackend::rope(float* x, const int32_t* positions, int64_t T, int64_t n_
 
 void CudaBackend::attention(const AttentionArgs& a) {
   use_device();
+  // Paged caches are made for host-memory backends only (BatchSession): their block table
+  // lives in host memory.
+  if (a.blocks) throw Error("internal: a paged KV cache on the CUDA backend");
   launch_attention(a, stream());
 }
 
