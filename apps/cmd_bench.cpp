@@ -503,6 +503,10 @@ Action register_bench(CLI::App& app) {
       ->delimiter(',')
       ->take_all()
       ->check(CLI::Range(int64_t(1), int64_t(64)));
+  sub->add_option("--kv-budget", args->run.engine.kv_budget,
+                  "with --parallel: bytes of the paged KV pool the sequences share, e.g. 256M (default: each "
+                  "sequence's full context)")
+      ->transform(size_value());
   sub->add_option("--prompts", args->prompts_path, "prompts file: JSON lines with a \"prompt\" field (default: the shipped set)");
   sub->add_option("--max-prompts", args->max_prompts, "use only the first N prompts")->check(CLI::Range(int64_t(1), int64_t(1) << 30));
   CLI::Option* dir = sub->add_option("--out-dir", args->out_dir, "write DIR/bench.jsonl, .csv, .svg (default: .)");

@@ -33,6 +33,7 @@ struct EngineOptions {
   KvType v_type = KvType::F16;          // KV cache values (-ctv)
   int64_t ctx = 0;                      // context rows of a session (0: what each run needs)
   int64_t batch = 512;                  // most tokens per forward pass when prefilling
+  uint64_t kv_budget = 0;               // batches (--parallel): bytes of the paged KV pool (0: ctx per sequence)
   PlacementOptions placement;
   SpeculationParams speculation;         // ignored without a draft
   bool greedy = false;                  // runs will be greedy (chooses the pre-growing default)
