@@ -41,7 +41,7 @@ int run_serve(ServeArgs& a) {
   const int port = http.bind();
   server::SignalWatcher watcher([&http](int signo, int count) {
     if (count == 1) {
-      std::fprintf(stderr, "[flashspec serve] %s: no new requests; finishing the one running (again: stop it)\n",
+      std::fprintf(stderr, "[flashspec serve] %s: no new requests; finishing those running (again: stop them)\n",
                    signo == SIGINT ? "SIGINT" : "SIGTERM");
       http.shutdown();
     } else {
@@ -50,9 +50,10 @@ int run_serve(ServeArgs& a) {
     }
   });
   std::fprintf(stderr,
-               "flashspec serve: listening on http://%s:%d (model '%s', %s chat format, %s, context %lld, queue %lld)\n",
+               "flashspec serve: listening on http://%s:%d (model '%s', %s chat format, %s, context %lld, queue %lld%s)\n",
                o.host.c_str(), port, http.model_id().c_str(), chat_style_name(http.chat_format().style()),
-               speculation_label(a.run.engine).c_str(), (long long)http.context(), (long long)o.queue);
+               speculation_label(a.run.engine).c_str(), (long long)http.context(), (long long)o.queue,
+               o.parallel > 1 ? (", parallel " + std::to_string(o.parallel)).c_str() : "");
   std::fflush(stderr);
   http.run();
   std::fprintf(stderr, "[flashspec serve] stopped\n");
@@ -81,8 +82,13 @@ Action register_serve(CLI::App& app) {
                          ->envname(kKeyVariable);
   sub->add_option("--api-key-file", args->api_key_file,
                   "file of API keys, one per line (any of them is accepted), as llama-server's --api-key-file");
+  sub->add_option("--parallel", s.parallel,
+                  "requests generated at once, in one batch sharing each target pass (llama.cpp's -np); 1 keeps one "
+                  "session that reuses a conversation's prompt rows, more prefill each request's whole prompt")
+      ->check(CLI::Range(int64_t(1), int64_t(64)))
+      ->capture_default_str();
   sub->add_option("--queue", s.queue,
-                  "requests that may wait while one generates; more are refused with 429 at once")
+                  "requests that may wait while --parallel generate; more are refused with 429 at once")
       ->check(CLI::Range(int64_t(0), int64_t(1024)))
       ->capture_default_str();
   sub->add_option("--max-body", s.max_body,

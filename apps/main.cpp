@@ -28,6 +28,7 @@ std::vector<std::string> with_llamacpp_aliases(int argc, char** argv) {
     else if (a == "-md") args.push_back("--model-draft");
     else if (a == "-ctk") args.push_back("--cache-type-k");
     else if (a == "-ctv") args.push_back("--cache-type-v");
+    else if (a == "-np") args.push_back("--parallel");
     else args.push_back(a);
   }
   return args;

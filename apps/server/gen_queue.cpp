@@ -11,17 +11,19 @@ GenerationQueue::Ticket::~Ticket() {
 GenerationQueue::Entry GenerationQueue::enter() {
   std::lock_guard lk(m_);
   Entry e;
-  e.at_entry = {waiting_.size(), turn_.has_value()};
+  e.at_entry = {waiting_.size(), running_.size()};
   if (shutting_down_) {
     e.shutting_down = true;
     return e;
   }
-  if (waiting_.size() + (turn_ ? 1 : 0) > max_waiting_) return e;
+  // Turns pass straight to waiting tickets, so a free turn means nobody waits.
+  const bool free_turn = running_.size() < max_running_;
+  if (!free_turn && waiting_.size() >= max_waiting_) return e;
   const uint64_t id = next_id_++;
-  if (turn_)
-    waiting_.push_back(id);
+  if (free_turn)
+    running_.push_back(id);  // a turn is free: it is this request's at once
   else
-    turn_ = id;  // an idle server: the turn is this request's at once
+    waiting_.push_back(id);
   e.ticket.emplace(Ticket(this, id));
   return e;
 }
@@ -30,7 +32,7 @@ GenerationQueue::Wait GenerationQueue::wait_turn(Ticket& t, const std::function<
   std::unique_lock lk(m_);
   for (;;) {
     if (shutting_down_) return Wait::ShuttingDown;  // the ticket leaves the queue when destroyed
-    if (turn_ == t.id_) {
+    if (holds_turn(t.id_)) {
       t.state_ = Ticket::State::Running;
       return Wait::Turn;
     }
@@ -45,14 +47,14 @@ GenerationQueue::Wait GenerationQueue::wait_turn(Ticket& t, const std::function<
 void GenerationQueue::leave(const Ticket& t) {
   {
     std::lock_guard lk(m_);
-    if (turn_ == t.id_) {
+    if (holds_turn(t.id_)) {
       // The turn passes straight to the next waiting ticket: were it released first, a
-      // request arriving before that ticket woke up would find nothing running and be
+      // request arriving before that ticket woke up would find a free turn and be
       // admitted beyond the bound of max_waiting waiting.
-      cut_.store(false);  // a cut asked for the generation that just ended
-      turn_.reset();
+      running_.erase(std::find(running_.begin(), running_.end(), t.id_));
+      if (running_.empty()) cut_.store(false);  // a cut asked for the generations that just ended
       if (!waiting_.empty()) {
-        turn_ = waiting_.front();
+        running_.push_back(waiting_.front());
         waiting_.pop_front();
       }
     } else {
@@ -73,7 +75,7 @@ void GenerationQueue::shutdown() {
 
 GenerationQueue::Counts GenerationQueue::counts() const {
   std::lock_guard lk(m_);
-  return {waiting_.size(), turn_.has_value()};
+  return {waiting_.size(), running_.size()};
 }
 
 }  // namespace flashspec::server

@@ -1,9 +1,12 @@
 #pragma once
-// One generation at a time: the target streams its weights once per pass, and two
-// generations would each pay for every pass. Requests take a ticket and wait for their
-// turn in arrival order; when 1 + max_waiting requests are already running or waiting,
-// enter() refuses at once (the server answers 429). The ticket that holds the turn is the
-// proof a caller shows to use the server's session (GenerationRunner::run).
+// At most max_running generations at a time (1 by default: the target streams its
+// weights once per pass, and two generations on their own sessions would each pay for
+// every pass; --parallel N runs up to N together in one batch, sharing each pass).
+// Requests take a ticket and wait for their turn in arrival order; when max_running
+// requests run and max_waiting wait already, enter() refuses at once (the server answers
+// 429). A ticket that holds a turn is the proof a caller shows to use the server's
+// session or batch (Runner::run).
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -14,12 +17,14 @@
 #include <mutex>
 #include <optional>
 #include <utility>
+#include <vector>
 
 namespace flashspec::server {
 
 class GenerationQueue {
  public:
-  explicit GenerationQueue(size_t max_waiting) : max_waiting_(max_waiting) {}
+  explicit GenerationQueue(size_t max_waiting, size_t max_running = 1)
+      : max_waiting_(max_waiting), max_running_(max_running < 1 ? 1 : max_running) {}
   GenerationQueue(const GenerationQueue&) = delete;
   GenerationQueue& operator=(const GenerationQueue&) = delete;
 
@@ -42,8 +47,8 @@ class GenerationQueue {
   };
 
   struct Counts {
-    size_t waiting = 0;  // tickets that do not hold the turn yet
-    bool running = false;
+    size_t waiting = 0;  // tickets that do not hold a turn yet
+    size_t running = 0;  // tickets holding a turn (at most max_running)
   };
   struct Entry {
     std::optional<Ticket> ticket;  // empty: refused
@@ -57,24 +62,27 @@ class GenerationQueue {
   // up while waiting leaves the queue without running.
   Wait wait_turn(Ticket& t, const std::function<bool()>& gone);
 
-  // Stops admitting; waiting tickets get ShuttingDown; the running one goes on.
+  // Stops admitting; waiting tickets get ShuttingDown; the running ones go on.
   void shutdown();
-  // Asks the running generation to stop at its next token (a second SIGINT/SIGTERM).
+  // Asks the running generations to stop at their next token (a second SIGINT/SIGTERM).
   void cut_running() { cut_.store(true); }
   bool cut() const { return cut_.load(); }
 
   Counts counts() const;
   size_t max_waiting() const { return max_waiting_; }
+  size_t max_running() const { return max_running_; }
 
  private:
   void leave(const Ticket& t);
 
-  const size_t max_waiting_;
+  bool holds_turn(uint64_t id) const { return std::find(running_.begin(), running_.end(), id) != running_.end(); }
+
+  const size_t max_waiting_, max_running_;
   mutable std::mutex m_;
   std::condition_variable cv_;
-  std::deque<uint64_t> waiting_;  // ticket ids in arrival order, not holding the turn
-  std::optional<uint64_t> turn_;  // the ticket holding the turn (its holder may not have
-                                  // woken up to it yet): the running generation
+  std::deque<uint64_t> waiting_;  // ticket ids in arrival order, not holding a turn
+  std::vector<uint64_t> running_;  // the tickets holding a turn (their holders may not
+                                   // have woken up to it yet): the running generations
   bool shutting_down_ = false;
   uint64_t next_id_ = 0;
   std::atomic<bool> cut_{false};

@@ -105,8 +105,8 @@ HttpServer::HttpServer(Engine& engine, ServeOptions o)
       opt_(std::move(o)),
       model_id_(opt_.model_id.empty() ? default_model_id(engine.options().target_path) : opt_.model_id),
       format_(chat_format_for(engine, opt_.chat_format, "flashspec serve")),
-      queue_(size_t(opt_.queue)),
-      runner_(std::make_unique<GenerationRunner>(engine, format_, opt_.ignore_eos)),
+      queue_(size_t(opt_.queue), size_t(opt_.parallel)),
+      runner_(make_runner(engine, format_, opt_.ignore_eos, opt_.parallel)),
       created_(int64_t(std::time(nullptr))),
       http_(std::make_unique<ConnectionServer>(connection_policy(opt_))) {
   // A Content-Length over the limit is refused by body_reader before a byte is read;
@@ -237,7 +237,7 @@ void HttpServer::add_routes() {
   http_->Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
     guarded(req, res, [&] {
       res.set_content(metrics_.prometheus(queue_.counts(), queue_.max_waiting(),
-                                          {http_->open_connections(), http_->refused_connections()}),
+                                          {http_->open_connections(), http_->refused_connections()}, runner_->batch()),
                       "text/plain; version=0.0.4");
     });
   });
@@ -309,10 +309,15 @@ void HttpServer::complete(const httplib::Request& req, httplib::Response& res, c
   GenerationQueue::Entry entry = queue_.enter();
   if (entry.shutting_down) throw ApiError(503, "server_error", "shutting_down", "the server is shutting down");
   if (!entry.ticket) {
+    const std::string running =
+        queue_.max_running() == 1 ? "the one running" : "the " + std::to_string(entry.at_entry.running) + " running";
     ApiError busy(429, "rate_limit_error", "queue_full",
-                  "server busy: " + std::to_string(entry.at_entry.waiting) + " requests are waiting for the one " +
-                      "running (--queue " + std::to_string(queue_.max_waiting()) + "); retry later");
-    busy.detail = {{"waiting", entry.at_entry.waiting}, {"running", entry.at_entry.running}, {"queue", queue_.max_waiting()}};
+                  "server busy: " + std::to_string(entry.at_entry.waiting) + " requests are waiting for " + running +
+                      " (--queue " + std::to_string(queue_.max_waiting()) + "); retry later");
+    busy.detail = {{"waiting", entry.at_entry.waiting},
+                   {"running", entry.at_entry.running > 0},
+                   {"running_requests", entry.at_entry.running},
+                   {"queue", queue_.max_waiting()}};
     throw busy;
   }
   job->ticket.emplace(std::move(*entry.ticket));

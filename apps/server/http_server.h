@@ -6,6 +6,7 @@
 //   POST /v1/chat/completions    messages rendered with the model's chat template
 //   POST /v1/completions         a raw prompt
 //   GET  /metrics                Prometheus text
+// With --parallel N up to N requests generate at once (apps/server/batch_runner.h).
 // Every error is OpenAI-shaped JSON with its status (400, 401, 404, 408, 413, 415, 429,
 // 431, 500, 501, 503). Connections, their limits and the shutdown's steps are
 // ConnectionServer's (connection_server.h).
@@ -47,10 +48,10 @@ class HttpServer {
   // Serves until shutdown(); returns once every connection has ended.
   void run();
   // Stops accepting connections (the port is released at once); idle and half-sent
-  // requests end, waiting requests get 503; the running generation has a grace period
-  // to finish and be answered, then it is cut. Any thread may call it.
+  // requests end, waiting requests get 503; the running generations have a grace period
+  // to finish and be answered, then they are cut. Any thread may call it.
   void shutdown();
-  // The running generation stops at its next token now (a second SIGINT/SIGTERM).
+  // The running generations stop at their next token now (a second SIGINT/SIGTERM).
   void cut_running();
 
   const std::string& model_id() const { return model_id_; }
@@ -78,7 +79,7 @@ class HttpServer {
   std::string model_id_;
   ChatFormat format_;
   GenerationQueue queue_;
-  std::unique_ptr<GenerationRunner> runner_;
+  std::unique_ptr<Runner> runner_;
   Metrics metrics_;
   const int64_t created_;  // Unix time the model was loaded (/v1/models)
   std::atomic<uint64_t> next_id_{0};

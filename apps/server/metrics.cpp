@@ -111,7 +111,8 @@ void Metrics::count_generation(const RunResult& r, const RequestTiming& t) {
   queue_wait_.observe(t.queue_ms / 1000.0);
 }
 
-std::string Metrics::prometheus(const GenerationQueue::Counts& q, size_t max_waiting, const ConnectionGauges& c) const {
+std::string Metrics::prometheus(const GenerationQueue::Counts& q, size_t max_waiting, const ConnectionGauges& c,
+                                const std::optional<BatchGauges>& batch) const {
   std::lock_guard lk(m_);
   std::string out;
   header(out, "flashspec_requests_total", "counter", "HTTP requests answered, by path and status");
@@ -130,7 +131,9 @@ std::string Metrics::prometheus(const GenerationQueue::Counts& q, size_t max_wai
           "prompt tokens whose cache rows were reused from the session (not prefilled)");
   counter(out, "flashspec_prefilled_tokens_total", double(prefilled_), "prompt rows computed (prefilled)");
   counter(out, "flashspec_completion_tokens_total", double(completion_tokens_), "tokens generated");
-  counter(out, "flashspec_target_passes_total", double(passes_), "target forward passes (prefill included)");
+  counter(out, "flashspec_target_passes_total", double(passes_),
+          "target forward passes (prefill included), summed over generations (a shared --parallel pass counts once "
+          "for each of its sequences)");
   counter(out, "flashspec_draft_tokens_total", double(drafted_), "draft tokens offered to the target");
   counter(out, "flashspec_draft_tokens_accepted_total", double(accepted_), "draft tokens the target accepted");
   gauge(out, "flashspec_tau", passes_ ? double(completion_tokens_) / double(passes_) : 0.0,
@@ -152,7 +155,19 @@ std::string Metrics::prometheus(const GenerationQueue::Counts& q, size_t max_wai
   queue_wait_.write(out, "flashspec_queue_wait_seconds", "time requests waited for their turn");
   gauge(out, "flashspec_queue_waiting", double(q.waiting), "requests waiting for their turn");
   gauge(out, "flashspec_queue_capacity", double(max_waiting), "requests that may wait (--queue); more get 429");
-  gauge(out, "flashspec_generation_running", q.running ? 1.0 : 0.0, "1 while a generation runs");
+  gauge(out, "flashspec_generation_running", double(q.running), "generations running (at most --parallel)");
+  if (batch) {
+    const BatchCounters& b = batch->counters;
+    gauge(out, "flashspec_batch_max_sequences", double(batch->max_sequences), "sequences a batch pass may carry (--parallel)");
+    gauge(out, "flashspec_batch_running_sequences", double(batch->running), "sequences in the batch now");
+    counter(out, "flashspec_batch_passes_total", double(b.passes), "batch target passes (each counted once)");
+    counter(out, "flashspec_batch_rows_total", double(b.rows), "rows of all batch passes (tree nodes and prompt rows)");
+    counter(out, "flashspec_batch_prefill_rows_total", double(b.prefill_rows), "prompt rows of all batch passes");
+    gauge(out, "flashspec_batch_sequences_per_pass", b.passes ? double(b.sequence_slots) / double(b.passes) : 0.0,
+          "mean sequences one batch pass carried");
+    gauge(out, "flashspec_batch_most_sequences", double(b.most_sequences), "the most sequences one batch pass carried");
+    counter(out, "flashspec_batch_target_seconds_total", b.target_ms / 1000.0, "time in batch target passes");
+  }
   gauge(out, "flashspec_connections_open", double(c.open), "client connections open");
   counter(out, "flashspec_connections_refused_total", double(c.refused),
           "connections refused at once for the connection limits (503 too_many_connections)");

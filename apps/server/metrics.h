@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,7 +41,9 @@ class Metrics {
   // One HTTP answer. Paths outside the API are counted as "other" (bounded label set).
   void count_response(const std::string& path, int status);
   void count_generation(const RunResult& r, const RequestTiming& t);
-  std::string prometheus(const GenerationQueue::Counts& q, size_t max_waiting, const ConnectionGauges& c) const;
+  // `batch`: a --parallel server's batch (its passes, each shared by the sequences it carried).
+  std::string prometheus(const GenerationQueue::Counts& q, size_t max_waiting, const ConnectionGauges& c,
+                         const std::optional<BatchGauges>& batch = std::nullopt) const;
 
  private:
   mutable std::mutex m_;

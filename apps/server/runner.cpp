@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "apps/server/batch_runner.h"
 #include "engine/engine.h"
 
 namespace flashspec::server {
@@ -76,24 +77,32 @@ RunResult GenerationRunner::execute(const RunRequest& r) {
       size_t(std::mismatch(have.begin(), have.end(), r.prompt.begin(), r.prompt.end()).first - have.begin());
   session_.rewind(int64_t(common));
 
-  TurnRequest t;
-  t.sampling = r.sampling;
-  t.max_tokens = r.max_tokens;
-  t.ignore_eos = ignore_eos_;
-  t.turn_end = r.chat ? format_.turn_end_token() : -1;
-  t.stop = r.stop;
-  t.hide_reasoning = r.hide_reasoning;
-  t.on_text = r.on_text;
-  t.cancelled = r.cancelled;
   TurnResult g;
   try {
-    g = run_turn(engine_, session_, std::span(r.prompt).subspan(common), t);
+    g = run_turn(engine_, session_, std::span(r.prompt).subspan(common), turn_request(r, format_, ignore_eos_));
   } catch (...) {
     session_.reset();
     throw;
   }
+  return run_result(std::move(g), int64_t(r.prompt.size()));
+}
+
+TurnRequest turn_request(const RunRequest& r, const ChatFormat& format, bool ignore_eos) {
+  TurnRequest t;
+  t.sampling = r.sampling;
+  t.max_tokens = r.max_tokens;
+  t.ignore_eos = ignore_eos;
+  t.turn_end = r.chat ? format.turn_end_token() : -1;
+  t.stop = r.stop;
+  t.hide_reasoning = r.hide_reasoning;
+  t.on_text = r.on_text;
+  t.cancelled = r.cancelled;
+  return t;
+}
+
+RunResult run_result(TurnResult g, int64_t prompt_tokens) {
   RunResult out;
-  out.prompt_tokens = int64_t(r.prompt.size());
+  out.prompt_tokens = prompt_tokens;
   out.text = std::move(g.text);
   out.tokens = std::move(g.tokens);
   out.stats = std::move(g.stats);
@@ -102,6 +111,11 @@ RunResult GenerationRunner::execute(const RunRequest& r) {
                : g.finish == AnswerEnd::Length  ? Finish::Length
                                                 : Finish::Stop;
   return out;
+}
+
+std::unique_ptr<Runner> make_runner(Engine& engine, const ChatFormat& format, bool ignore_eos, int64_t parallel) {
+  if (parallel <= 1) return std::make_unique<GenerationRunner>(engine, format, ignore_eos);
+  return std::make_unique<BatchRunner>(engine, format, ignore_eos, parallel);
 }
 
 }  // namespace flashspec::server

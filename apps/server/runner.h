@@ -1,18 +1,25 @@
 #pragma once
-// Runs one request's generation on the server's one Session (engine/session.h), reusing
-// the rows of the prompt the session already holds: when the rendered prompt extends the
-// session's tokens (the next turn of a conversation) only the new tokens are prefilled;
-// a prompt that diverges rewinds the session to the common prefix first. The answer is
-// one turn (engine/turn.h), as in `flashspec chat`.
-// Every generation runs on the runner's own engine thread, whichever HTTP thread asked
-// for it: the session, the engine's buffers and the allocator's per-thread heaps then
-// belong to one thread, so memory does not grow with the number of HTTP threads that
-// have ever generated (measured: it did, by about a generation's buffers per thread).
+// Runs the server's generations, each on the runner's own engine thread, whichever HTTP
+// thread asked for it: the session or batch, the engine's buffers and the allocator's
+// per-thread heaps then belong to one thread, so memory does not grow with the number of
+// HTTP threads that have ever generated (measured: it did, by about a generation's
+// buffers per thread). Two runners:
+//   - GenerationRunner (--parallel 1): one request at a time on the server's one Session
+//     (engine/session.h), reusing the rows of the prompt the session already holds: when
+//     the rendered prompt extends the session's tokens (the next turn of a conversation)
+//     only the new tokens are prefilled; a prompt that diverges rewinds the session to
+//     the common prefix first.
+//   - BatchRunner (--parallel N > 1, apps/server/batch_runner.h): up to N requests
+//     generated together in one BatchSession (in-flight batching), each prefilling its
+//     whole prompt (no prefix reuse).
+// The answer is one turn (engine/turn.h), as in `flashspec chat`.
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -21,7 +28,9 @@
 #include "core/chat_template.h"
 #include "core/sampler.h"
 #include "core/stats.h"
+#include "engine/batch_session.h"
 #include "engine/session.h"
+#include "engine/turn.h"
 
 namespace flashspec {
 class Engine;
@@ -52,24 +61,52 @@ struct RunResult {
   GenerationStats stats;         // stats.prompt_tokens: rows this request prefilled
 };
 
-class GenerationRunner {
+// The passes of a BatchRunner so far, and the sequences it runs now (metrics).
+struct BatchGauges {
+  BatchCounters counters;
+  int64_t running = 0;        // sequences in the batch now
+  int64_t max_sequences = 0;  // --parallel
+};
+
+// The turn a request asks for (its callbacks are the request's own).
+TurnRequest turn_request(const RunRequest& r, const ChatFormat& format, bool ignore_eos);
+// A finished turn as the server answers it; `prompt_tokens`: the whole prompt.
+RunResult run_result(TurnResult g, int64_t prompt_tokens);
+
+class Runner {
+ public:
+  virtual ~Runner() = default;
+  // Context rows of a sequence (prompt + answer + the speculation's scratch rows).
+  virtual int64_t context() const = 0;
+  // Prompt plus answer tokens one request may use.
+  virtual int64_t max_sequence() const = 0;
+  // Only the holder of one of the queue's turns may run. Blocks while the engine thread
+  // generates; r's callbacks are called on that thread. Rethrows what failed the
+  // generation (the runner goes on serving).
+  virtual RunResult run(const GenerationQueue::Ticket& turn, const RunRequest& r) = 0;
+  // What the batch did (a BatchRunner), else nullopt.
+  virtual std::optional<BatchGauges> batch() const { return std::nullopt; }
+};
+
+// `parallel` 1: a GenerationRunner; more: a BatchRunner of that many sequences.
+std::unique_ptr<Runner> make_runner(Engine& engine, const ChatFormat& format, bool ignore_eos, int64_t parallel);
+
+class GenerationRunner : public Runner {
  public:
   // The session has Engine::session_context() rows (prompt + answer + the speculation's
   // scratch rows).
   GenerationRunner(Engine& engine, const ChatFormat& format, bool ignore_eos);
 
-  int64_t context() const { return capacity_; }
-  // Prompt plus answer tokens one request may use.
-  int64_t max_sequence() const;
+  int64_t context() const override { return capacity_; }
+  int64_t max_sequence() const override;
 
-  ~GenerationRunner();
+  ~GenerationRunner() override;
   GenerationRunner(const GenerationRunner&) = delete;
   GenerationRunner& operator=(const GenerationRunner&) = delete;
 
-  // Only the holder of the queue's turn may run. Blocks while the engine thread generates;
-  // r's callbacks are called on that thread. A failed generation leaves an empty session
-  // (its caches may be partly written) and rethrows.
-  RunResult run(const GenerationQueue::Ticket& turn, const RunRequest& r);
+  // A failed generation leaves an empty session (its caches may be partly written) and
+  // rethrows.
+  RunResult run(const GenerationQueue::Ticket& turn, const RunRequest& r) override;
 
  private:
   RunResult execute(const RunRequest& r);  // on the engine thread

@@ -12,7 +12,8 @@ struct ServeOptions {
   std::string host = "127.0.0.1";
   int port = 8080;                          // 0: any free port (printed at startup)
   std::vector<std::string> api_keys;        // any of them is accepted; none: no key asked
-  int64_t queue = 16;                       // requests that may wait for the running one
+  int64_t queue = 16;                       // requests that may wait for the running ones
+  int64_t parallel = 1;                     // requests generated at once (1: one session, prefix reuse)
   uint64_t max_body = uint64_t(8) << 20;    // bytes of a request body (decoded)
   double header_timeout_s = 10;             // to send a request's line and headers
   double body_timeout_s = 30;               // to send a request's body

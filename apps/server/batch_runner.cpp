@@ -1,0 +1,217 @@
+#include "apps/server/batch_runner.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <stdexcept>
+#include <utility>
+
+#include "core/error.h"
+#include "core/printable.h"
+#include "engine/engine.h"
+#include "offload/stream_counters.h"
+
+namespace flashspec::server {
+
+namespace {
+
+BatchCounters sum(const BatchCounters& a, const BatchCounters& b) {
+  BatchCounters c;
+  c.passes = a.passes + b.passes;
+  c.rows = a.rows + b.rows;
+  c.prefill_rows = a.prefill_rows + b.prefill_rows;
+  c.sequence_slots = a.sequence_slots + b.sequence_slots;
+  c.most_sequences = std::max(a.most_sequences, b.most_sequences);
+  c.target_ms = a.target_ms + b.target_ms;
+  return c;
+}
+
+// Share `i` of `n` of what the weight stream did during a pass (integer counts: the
+// remainder goes to share 0, so that the shares add up).
+void add_share(StreamCounters& acc, const StreamCounters& d, size_t i, size_t n) {
+  const auto part = [&](auto v) { return v / decltype(v)(n) + (i == 0 ? v % decltype(v)(n) : 0); };
+  acc.bytes_read += part(d.bytes_read);
+  acc.read_busy_ms += d.read_busy_ms / double(n);
+  acc.io_wait_ms += d.io_wait_ms / double(n);
+  acc.expert_reads += part(d.expert_reads);
+  acc.expert_hits += part(d.expert_hits);
+  acc.expert_guesses += part(d.expert_guesses);
+  acc.expert_guess_hits += part(d.expert_guess_hits);
+}
+
+}  // namespace
+
+struct BatchRunner::Job {
+  explicit Job(const RunRequest& r) : request(r) {}
+  const RunRequest& request;
+  RunResult result;
+  std::exception_ptr error;
+  bool done = false;
+};
+
+struct BatchRunner::Running {
+  Running(Job& j, TurnRequest r, const Tokenizer& tok) : job(j), request(std::move(r)), text(tok, request) {}
+  Job& job;
+  TurnRequest request;  // referred to by `text`
+  TurnText text;        // referred to by the sequence's GenerateOptions
+  std::function<bool()> should_stop;  // the sequence's own: cancelled, or a stop text seen
+  int64_t id = -1;
+  StreamCounters stream;  // its shares of the weight stream's work
+};
+
+BatchRunner::BatchRunner(Engine& engine, const ChatFormat& format, bool ignore_eos, int64_t max_sequences)
+    : engine_(engine),
+      format_(format),
+      ignore_eos_(ignore_eos),
+      capacity_(engine.session_context()),
+      max_sequences_(max_sequences),
+      batch_(engine.new_batch(max_sequences, capacity_, engine.options().batch)),
+      thread_([this] { engine_loop(); }) {
+  gauges_.max_sequences = max_sequences_;
+}
+
+BatchRunner::~BatchRunner() {
+  {
+    std::lock_guard lk(m_);
+    quit_ = true;
+  }
+  work_cv_.notify_all();
+  thread_.join();
+}
+
+int64_t BatchRunner::max_sequence() const { return capacity_ - engine_.scratch_rows(); }
+
+std::optional<BatchGauges> BatchRunner::batch() const {
+  std::lock_guard lk(m_);
+  return gauges_;
+}
+
+RunResult BatchRunner::run(const GenerationQueue::Ticket& turn, const RunRequest& r) {
+  if (!turn.has_turn()) throw std::logic_error("internal: a generation ran without a turn of the queue");
+  Job job(r);
+  std::unique_lock lk(m_);
+  if (quit_) throw Error("the server is shutting down");
+  pending_.push_back(&job);
+  work_cv_.notify_all();
+  done_cv_.wait(lk, [&] { return job.done; });
+  if (job.error) std::rethrow_exception(job.error);
+  return std::move(job.result);
+}
+
+void BatchRunner::complete(Job& job, RunResult r, std::exception_ptr e) {
+  {
+    std::lock_guard lk(m_);
+    job.result = std::move(r);
+    job.error = std::move(e);
+    job.done = true;
+  }
+  done_cv_.notify_all();
+}
+
+void BatchRunner::engine_loop() {
+  RunningList running;
+  for (;;) {
+    std::deque<Job*> fresh;
+    {
+      std::unique_lock lk(m_);
+      work_cv_.wait(lk, [&] { return quit_ || !pending_.empty() || !running.empty(); });
+      fresh.swap(pending_);
+      if (quit_) {
+        lk.unlock();
+        const auto e = std::make_exception_ptr(Error("the server is shutting down"));
+        fail_all(running, e);
+        for (Job* j : fresh) complete(*j, {}, e);
+        return;
+      }
+    }
+    for (Job* j : fresh) admit(*j, running);
+    retire(running);  // a client gone before its first pass, or while its prompt is prefilled
+    if (!running.empty()) {
+      step(running);
+      retire(running);
+    }
+    publish(int64_t(running.size()));
+  }
+}
+
+void BatchRunner::admit(Job& job, RunningList& running) {
+  try {
+    if (!batch_) batch_ = engine_.new_batch(max_sequences_, capacity_, engine_.options().batch);
+    auto s = std::make_unique<Running>(job, turn_request(job.request, format_, ignore_eos_), engine_.tokenizer());
+    GenerateOptions g = s->text.options();
+    s->should_stop = g.should_stop;
+    s->id = batch_->add(job.request.prompt, std::move(g));  // Error "context full: ..." when it does not fit
+    running.push_back(std::move(s));
+  } catch (...) {
+    complete(job, {}, std::current_exception());  // this request alone fails
+  }
+}
+
+void BatchRunner::step(RunningList& running) {
+  const StreamCounters before = engine_.stream_counters();
+  try {
+    batch_->step();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "[flashspec serve] a batch pass of %zu sequences failed: %s\n", running.size(),
+                 printable(e.what(), 600).c_str());
+    fail_all(running, std::current_exception());
+    return;
+  } catch (...) {
+    fail_all(running, std::current_exception());
+    return;
+  }
+  if (engine_.stream()) {
+    const StreamCounters d = engine_.stream_counters().since(before);
+    for (size_t i = 0; i < running.size(); ++i) add_share(running[i]->stream, d, i, running.size());
+  }
+}
+
+void BatchRunner::retire(RunningList& running) {
+  for (auto it = running.begin(); it != running.end();) {
+    Running& s = **it;
+    if (!batch_->finished(s.id) && !s.should_stop()) {
+      ++it;
+      continue;
+    }
+    RunResult r;
+    std::exception_ptr error;
+    try {
+      GenerationResult g = batch_->take(s.id);  // frees its caches now
+      GenerationStats& st = g.stats;
+      st.bytes_read = int64_t(s.stream.bytes_read);
+      st.read_busy_ms = s.stream.read_busy_ms;
+      st.io_wait_ms = s.stream.io_wait_ms;
+      st.expert_hits = s.stream.expert_hits;
+      st.expert_reads = s.stream.expert_reads;
+      st.expert_guesses = s.stream.expert_guesses;
+      st.expert_guess_hits = s.stream.expert_guess_hits;
+      r = run_result(s.text.finish(std::move(g)), int64_t(s.job.request.prompt.size()));
+    } catch (...) {
+      error = std::current_exception();
+    }
+    Job& job = s.job;
+    it = running.erase(it);  // the request's callbacks are not called after this
+    complete(job, std::move(r), error);
+  }
+}
+
+void BatchRunner::fail_all(RunningList& running, std::exception_ptr e) {
+  if (batch_) retired_ = sum(retired_, batch_->counters());
+  batch_.reset();  // every sequence's caches go; the next admission makes a new batch
+  for (auto& s : running) {
+    Job& job = s->job;
+    s.reset();
+    complete(job, {}, e);
+  }
+  running.clear();
+}
+
+void BatchRunner::publish(int64_t running) {
+  BatchGauges g;
+  g.counters = batch_ ? sum(retired_, batch_->counters()) : retired_;
+  g.running = running;
+  g.max_sequences = max_sequences_;
+  std::lock_guard lk(m_);
+  gauges_ = g;
+}
+
+}  // namespace flashspec::server
