@@ -84,9 +84,14 @@ Action register_serve(CLI::App& app) {
                   "file of API keys, one per line (any of them is accepted), as llama-server's --api-key-file");
   sub->add_option("--parallel", s.parallel,
                   "requests generated at once, in one batch sharing each target pass (llama.cpp's -np); 1 keeps one "
-                  "session that reuses a conversation's prompt rows, more prefill each request's whole prompt")
+                  "session that reuses a conversation's prompt rows, more share a paged KV pool in which a prompt takes "
+                  "the blocks of any prefix computed before")
       ->check(CLI::Range(int64_t(1), int64_t(64)))
       ->capture_default_str();
+  sub->add_option("--kv-budget", args->run.engine.kv_budget,
+                  "with --parallel above 1: bytes of the paged KV pool the requests share, e.g. 512M (default: a full "
+                  "context for each); a request waits while the pool has no room for it")
+      ->transform(size_value());
   sub->add_option("--queue", s.queue,
                   "requests that may wait while --parallel generate; more are refused with 429 at once")
       ->check(CLI::Range(int64_t(0), int64_t(1024)))

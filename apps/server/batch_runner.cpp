@@ -109,21 +109,36 @@ void BatchRunner::complete(Job& job, RunResult r, std::exception_ptr e) {
 
 void BatchRunner::engine_loop() {
   RunningList running;
+  std::deque<Job*> waiting;  // handed over, waiting for room in the KV pool, in arrival order
   for (;;) {
-    std::deque<Job*> fresh;
     {
       std::unique_lock lk(m_);
       work_cv_.wait(lk, [&] { return quit_ || !pending_.empty() || !running.empty(); });
-      fresh.swap(pending_);
+      waiting.insert(waiting.end(), pending_.begin(), pending_.end());
+      pending_.clear();
       if (quit_) {
         lk.unlock();
         const auto e = std::make_exception_ptr(Error("the server is shutting down"));
         fail_all(running, e);
-        for (Job* j : fresh) complete(*j, {}, e);
+        for (Job* j : waiting) complete(*j, {}, e);
         return;
       }
     }
-    for (Job* j : fresh) admit(*j, running);
+    // A client gone while its request waited for room: it never started.
+    for (auto it = waiting.begin(); it != waiting.end();) {
+      if (!(*it)->request.cancelled || !(*it)->request.cancelled()) {
+        ++it;
+        continue;
+      }
+      RunResult r;
+      r.finish = Finish::Cancelled;
+      r.prompt_tokens = int64_t((*it)->request.prompt.size());
+      complete(**it, std::move(r), nullptr);
+      it = waiting.erase(it);
+    }
+    // First come, first served: a request that must wait for blocks holds back the later
+    // ones, so a large request is not starved by small ones.
+    while (!waiting.empty() && admit(*waiting.front(), running)) waiting.pop_front();
     retire(running);  // a client gone before its first pass, or while its prompt is prefilled
     if (!running.empty()) {
       step(running);
@@ -133,9 +148,14 @@ void BatchRunner::engine_loop() {
   }
 }
 
-void BatchRunner::admit(Job& job, RunningList& running) {
+bool BatchRunner::admit(Job& job, RunningList& running) {
   try {
     if (!batch_) batch_ = engine_.new_batch(max_sequences_, capacity_, engine_.options().batch);
+    // Error (this request alone fails) when it could never fit the pool.
+    if (!batch_->has_room(int64_t(job.request.prompt.size()), job.request.max_tokens)) {
+      if (running.empty()) throw Error("internal: no room for a request in an empty batch");
+      return false;  // the running sequences' blocks come back as they end
+    }
     auto s = std::make_unique<Running>(job, turn_request(job.request, format_, ignore_eos_), engine_.tokenizer());
     GenerateOptions g = s->text.options();
     s->should_stop = g.should_stop;
@@ -144,6 +164,7 @@ void BatchRunner::admit(Job& job, RunningList& running) {
   } catch (...) {
     complete(job, {}, std::current_exception());  // this request alone fails
   }
+  return true;
 }
 
 void BatchRunner::step(RunningList& running) {

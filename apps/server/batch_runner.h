@@ -52,7 +52,9 @@ class BatchRunner : public Runner {
 
   // On the engine thread:
   void engine_loop();
-  void admit(Job& job, RunningList& running);
+  // Starts the job's sequence, or fails the job; false (nothing done) while the KV pool
+  // has no room for it yet.
+  bool admit(Job& job, RunningList& running);
   // One pass; a failed pass fails every running job and starts a new batch.
   void step(RunningList& running);
   // Takes out the sequences that finished or must stop and answers their jobs.
