@@ -327,7 +327,7 @@ void run_batched(Engine& engine, int64_t parallel, const std::vector<std::vector
   const StreamCounters before = engine.stream_counters();
   const auto t0 = std::chrono::steady_clock::now();
   auto admit = [&] {
-    while (next < prompts.size() && batch->has_room(int64_t(prompts[next].size()), opt.max_tokens)) {
+    while (next < prompts.size() && batch->has_room(prompts[next], opt.max_tokens)) {
       texts[next] = std::make_unique<TurnText>(engine.tokenizer(), opt);
       running.push_back({batch->add(prompts[next], texts[next]->options()), next});
       ++next;

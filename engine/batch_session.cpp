@@ -85,10 +85,17 @@ int64_t BatchSession::rows_needed(int64_t prompt_tokens, int64_t n_predict) cons
 
 int64_t BatchSession::blocks_for(int64_t rows) const { return (rows + kKvBlockRows - 1) / kKvBlockRows; }
 
-bool BatchSession::has_room(int64_t prompt_tokens, int64_t n_predict) {
-  const int64_t need = rows_needed(prompt_tokens, n_predict);
+bool BatchSession::has_room(std::span<const int32_t> prompt, int64_t n_predict) {
+  const int64_t need = rows_needed(int64_t(prompt.size()), n_predict);
   if (running() >= max_sequences_) return false;
-  return !pool_ || pool_->available() >= blocks_for(need) || prefixes_->make_room(blocks_for(need));
+  if (!pool_ || prompt.empty()) return true;
+  // The blocks of a known prefix need no room of their own; held while room is made, so
+  // that making room does not let them go.
+  const PrefixBlocks::Match m = prefixes_->match(prompt, {}, 0, int64_t(prompt.size()) - 1);
+  const int64_t own = blocks_for(need) - m.rows / kKvBlockRows;
+  const bool room = pool_->available() >= own || prefixes_->make_room(own);
+  for (int32_t b : m.blocks) pool_->release(b);
+  return room;
 }
 
 int64_t BatchSession::add(std::vector<int32_t> prompt, GenerateOptions opt) {

@@ -23,6 +23,7 @@
 // prompts until the pool needs them. A prompt that starts like one being prefilled in
 // the same pass waits a pass and then takes its blocks, so a shared system prompt is
 // prefilled once. (A GPU backend gives each sequence a cache of its own.)
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <list>
@@ -82,7 +83,7 @@ class BatchSession {
   // Whether a sequence of this size can join now: fewer than max_sequences running and
   // its blocks free in the pool. Error (with the numbers) when it could never fit, not
   // even alone.
-  bool has_room(int64_t prompt_tokens, int64_t n_predict);
+  bool has_room(std::span<const int32_t> prompt, int64_t n_predict);
   // Starts a sequence (it joins the next pass) and returns its id. Error when it cannot
   // fit (has_room first).
   int64_t add(std::vector<int32_t> prompt, GenerateOptions opt);
@@ -98,6 +99,8 @@ class BatchSession {
   int64_t running() const;   // sequences not finished yet
   int64_t sequences() const { return int64_t(seqs_.size()); }  // running or waiting to be taken
   int64_t capacity() const { return capacity_; }
+  // Most context rows one sequence may use: its capacity, or less when the pool is smaller.
+  int64_t max_rows() const { return pool_ ? std::min(capacity_, pool_->blocks() * pool_->block_rows()) : capacity_; }
   int64_t max_sequences() const { return max_sequences_; }
   const BatchCounters& counters() const { return counters_; }
   KvFigures kv_figures() const;

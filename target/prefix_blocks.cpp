@@ -58,7 +58,6 @@ PrefixBlocks::Match PrefixBlocks::match(std::span<const int32_t> tokens, const s
     h = best_hash;
   }
   m.rows = at - from;
-  matched_rows_ += m.rows;
   return m;
 }
 

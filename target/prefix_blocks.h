@@ -40,7 +40,6 @@ class PrefixBlocks {
   bool make_room(int64_t n);
 
   int64_t known() const { return int64_t(entries_.size()); }
-  int64_t matched_rows() const { return matched_rows_; }  // positions handed out by match, in total
 
  private:
   struct Entry {
@@ -57,7 +56,6 @@ class PrefixBlocks {
   std::unordered_map<uint64_t, Entry> entries_;               // by the hash of the prefix through the block
   std::unordered_multimap<uint64_t, uint64_t> children_;      // parent hash -> its known children's hashes
   uint64_t clock_ = 0;
-  int64_t matched_rows_ = 0;
 };
 
 }  // namespace flashspec

@@ -336,14 +336,14 @@ TEST_CASE("kv pool: blocks are accounted for under cancellation, and a full pool
   // Room for two sequences of 96 positions.
   BatchSession b(m.target, &m.draft, chain(4), 96, 4, 64, 192);
   const std::vector<int32_t> p0 = m.ids(kPrompts[0]), p1 = m.ids(kPrompts[2]);
-  CHECK(b.has_room(int64_t(p0.size()), 60));
+  CHECK(b.has_room(p0, 60));
   const int64_t x = b.add(p0, greedy(60));
   const int64_t y = b.add(p1, greedy(60));
-  CHECK_FALSE(b.has_room(int64_t(p0.size()), 60));  // the pool is promised to the two running
-  CHECK_THROWS_AS(b.has_room(10, 200), Error);      // never fits: refused, not queued
+  CHECK_FALSE(b.has_room(p0, 60));  // the pool is promised to the two running
+  CHECK_THROWS_AS(b.has_room(std::vector<int32_t>(10, 1), 200), Error);  // never fits: refused, not queued
   for (int i = 0; i < 3; ++i) b.step();
   b.take(y);  // a client gone mid-answer
-  CHECK(b.has_room(int64_t(p0.size()), 60));
+  CHECK(b.has_room(p0, 60));
   const int64_t z = b.add(p1, greedy(60));
   b.run();
   CHECK(b.take(x).tokens == generate_target_only(m.target, p0, greedy(60)).tokens);

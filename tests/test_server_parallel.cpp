@@ -265,3 +265,24 @@ TEST_CASE("generation queue with 3 turns: 3 run at once, others wait in order, a
   CHECK_FALSE(q.cut());
   CHECK(q.counts().running == 0);
 }
+
+TEST_CASE("serve --parallel: a shared prompt prefix is cached_tokens, and a request past the KV pool is a 400 with the numbers") {
+  // A pool of 96 positions (stories260K: 5 layers, keys and values of 32 f16 values each
+  // per position), less than the context (146).
+  const int64_t pool_bytes = 96 * 5 * 2 * 32 * 2;
+  ServerProcess srv(server_args({"--parallel", "2", "--kv-budget", std::to_string(pool_bytes)}));
+  CAPTURE(srv.log());
+  std::string system;
+  while (system.size() < 100) system += "Once upon a time, there was a little girl who liked to play. ";
+  const Answer first = answer_of(http_post(srv.port(), "/v1/completions", completion_body(system + "Lily", 8)));
+  const HttpResponse again = http_post(srv.port(), "/v1/completions", completion_body(system + "Tom", 8));
+  REQUIRE(again.status == 200);
+  // The second prompt took the first one's blocks of the shared text.
+  CHECK(again.json().at("usage").at("prompt_tokens_details").at("cached_tokens").get<int64_t>() >= 32);
+  CHECK(!first.tokens.empty());
+  const HttpResponse big = http_post(srv.port(), "/v1/completions", completion_body("Once upon a time", 100));
+  CAPTURE(big.body);
+  CHECK(big.status == 400);
+  CHECK(big.body.find("max_tokens") != std::string::npos);
+  CHECK(srv.stop(SIGTERM) == 0);
+}

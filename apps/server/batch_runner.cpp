@@ -65,6 +65,7 @@ BatchRunner::BatchRunner(Engine& engine, const ChatFormat& format, bool ignore_e
       capacity_(engine.session_context()),
       max_sequences_(max_sequences),
       batch_(engine.new_batch(max_sequences, capacity_, engine.options().batch)),
+      max_rows_(batch_->max_rows()),
       thread_([this] { engine_loop(); }) {
   gauges_.max_sequences = max_sequences_;
 }
@@ -78,7 +79,8 @@ BatchRunner::~BatchRunner() {
   thread_.join();
 }
 
-int64_t BatchRunner::max_sequence() const { return capacity_ - engine_.scratch_rows(); }
+// A request beyond it is a 400 with the numbers (HttpServer::prepare), before it queues.
+int64_t BatchRunner::max_sequence() const { return max_rows_ - engine_.scratch_rows(); }
 
 std::optional<BatchGauges> BatchRunner::batch() const {
   std::lock_guard lk(m_);
@@ -152,7 +154,7 @@ bool BatchRunner::admit(Job& job, RunningList& running) {
   try {
     if (!batch_) batch_ = engine_.new_batch(max_sequences_, capacity_, engine_.options().batch);
     // Error (this request alone fails) when it could never fit the pool.
-    if (!batch_->has_room(int64_t(job.request.prompt.size()), job.request.max_tokens)) {
+    if (!batch_->has_room(job.request.prompt, job.request.max_tokens)) {
       if (running.empty()) throw Error("internal: no room for a request in an empty batch");
       return false;  // the running sequences' blocks come back as they end
     }

@@ -70,6 +70,7 @@ class BatchRunner : public Runner {
   const bool ignore_eos_;
   const int64_t capacity_, max_sequences_;
   std::unique_ptr<BatchSession> batch_;  // the engine thread's alone once it runs
+  const int64_t max_rows_;               // a request's prompt, answer and scratch rows, at most
   BatchCounters retired_;                // of batches dropped after a failed pass
 
   mutable std::mutex m_;
