@@ -374,20 +374,10 @@ void BatchSession::finish_tree(Sequence& s, const TokenTree& tree, const std::ve
     s.drafter->advance(own);
   }
 
-  std::vector<int32_t> emitted;
-  for (int32_t node : acc.path) emitted.push_back(tree.tokens[size_t(node)]);
-  emitted.push_back(acc.bonus);
-  bool stop = false;
-  size_t n_out = 0;
-  while (n_out < emitted.size() && !stop) {
-    if (int64_t(s.result.logits.size()) < s.opt.logits_positions) {
-      const auto row = s.logits.begin() + rows[n_out] * n_vocab;
-      s.result.logits.emplace_back(row, row + n_vocab);
-    }
-    stop = emit(s, emitted[n_out++]);
-  }
-  if (policy_) count_depths(st, tree, std::min(n_out, acc.path.size()));
-  if (!stop) return;
+  const Emitted e = emit_accepted(tree, acc, s.logits, n_vocab, rows, s.opt.logits_positions, s.result.logits,
+                                  [&](int32_t tok) { return emit(s, tok); });
+  if (policy_) count_depths(st, tree, std::min(e.tokens, acc.path.size()));
+  if (!e.stop) return;
   st.decode_ms = ms_between(s.first_token, Clock::now());
   retire(s);
 }

@@ -27,6 +27,23 @@ Acceptance accept_tree(const TokenTree& tree, std::span<const float> logits, int
   return tree.drawn[0] >= 0 ? accept_by_rejection(tree, p, rng) : accept_by_target_draw(tree, p, rng);
 }
 
+Emitted emit_accepted(const TokenTree& tree, const Acceptance& acc, std::span<const float> logits, int64_t n_vocab,
+                      std::span<const int64_t> rows, int64_t logits_positions,
+                      std::vector<std::vector<float>>& kept_logits, const std::function<bool(int32_t)>& emit) {
+  std::vector<int32_t> tokens;
+  for (int32_t node : acc.path) tokens.push_back(tree.tokens[size_t(node)]);
+  tokens.push_back(acc.bonus);
+  Emitted e;
+  while (e.tokens < tokens.size() && !e.stop) {
+    if (int64_t(kept_logits.size()) < logits_positions) {
+      const auto row = logits.begin() + rows[e.tokens] * n_vocab;
+      kept_logits.emplace_back(row, row + n_vocab);
+    }
+    e.stop = emit(tokens[e.tokens++]);
+  }
+  return e;
+}
+
 void count_depths(GenerationStats& s, const TokenTree& tree, size_t accepted) {
   const size_t max_depth = size_t(tree.max_depth());
   if (s.drafted_by_depth.size() < max_depth) {

@@ -4,7 +4,9 @@
 // accepted path and bonus token drawn by the lossless rule that fits the tree, and their
 // counting in a run's statistics.
 #include <cstdint>
+#include <functional>
 #include <span>
+#include <vector>
 
 #include "core/acceptance.h"
 #include "core/sampler.h"
@@ -27,6 +29,17 @@ void add_lookup_branches(PromptLookup& lookup, const SpeculationParams& policy, 
 // accepted by rejection sampling, any other tree by the target's own draws.
 Acceptance accept_tree(const TokenTree& tree, std::span<const float> logits, int64_t n_vocab,
                        const SamplingParams& sampling, Rng& rng);
+
+// Emits what a verified tree yields, the accepted path's tokens then the bonus token, one
+// by one through `emit` until it says stop; the first `logits_positions` generated
+// positions keep their logits row (rows[i]: the tree node token i was drawn from).
+struct Emitted {
+  size_t tokens = 0;
+  bool stop = false;
+};
+Emitted emit_accepted(const TokenTree& tree, const Acceptance& acc, std::span<const float> logits, int64_t n_vocab,
+                      std::span<const int64_t> rows, int64_t logits_positions,
+                      std::vector<std::vector<float>>& kept_logits, const std::function<bool(int32_t)>& emit);
 
 // Counts a verified tree: every drafted node, and the first `accepted` nodes of the
 // accepted path (fewer than the path when generation stopped inside it: a token not

@@ -291,22 +291,12 @@ void Session::generate_tree(const GenerateOptions& opt, GenerationResult& r,
       auto_budget_->observe(tree, acc.path, rec.target_ms, rec.io_wait_ms,
                             rec.draft_ms - rec.catch_up_ms + rec.draft_stall_ms, draft_nodes, rec.experts);
 
-    std::vector<int32_t> emitted;
-    for (int32_t node : acc.path) emitted.push_back(tree.tokens[size_t(node)]);
-    emitted.push_back(acc.bonus);
-    bool stop = false;
-    size_t n_out = 0;
-    while (n_out < emitted.size() && !stop) {
-      if (int64_t(r.logits.size()) < opt.logits_positions) {
-        const auto row = logits.begin() + rows[n_out] * n_vocab;
-        r.logits.emplace_back(row, row + n_vocab);
-      }
-      stop = emit(emitted[n_out++], opt, r);
-    }
-    rec.emitted = int64_t(n_out);
-    count_depths(r.stats, tree, std::min(n_out, acc.path.size()));
+    const Emitted e = emit_accepted(tree, acc, logits, n_vocab, rows, opt.logits_positions, r.logits,
+                                    [&](int32_t tok) { return emit(tok, opt, r); });
+    rec.emitted = int64_t(e.tokens);
+    count_depths(r.stats, tree, std::min(e.tokens, acc.path.size()));
     r.stats.passes.push_back(rec);
-    if (stop) return;
+    if (e.stop) return;
   }
 }
 
