@@ -277,9 +277,16 @@ TEST_CASE("serve --parallel: a shared prompt prefix is cached_tokens, and a requ
   const Answer first = answer_of(http_post(srv.port(), "/v1/completions", completion_body(system + "Lily", 8)));
   const HttpResponse again = http_post(srv.port(), "/v1/completions", completion_body(system + "Tom", 8));
   REQUIRE(again.status == 200);
-  // The second prompt took the first one's blocks of the shared text.
+  // The second prompt took the first one's blocks of the shared text (the partial block too).
   CHECK(again.json().at("usage").at("prompt_tokens_details").at("cached_tokens").get<int64_t>() >= 32);
   CHECK(!first.tokens.empty());
+  const std::string m = http_get(srv.port(), "/metrics").body;
+  CAPTURE(m);
+  CHECK(metric(m, "flashspec_batch_prefix_rows_total") >= 32);
+  CHECK(metric(m, "flashspec_kv_blocks") == 6);
+  CHECK(metric(m, "flashspec_kv_blocks_cached") >= 2);  // the index keeps finished requests' blocks
+  CHECK(metric(m, "flashspec_kv_blocks_used") == metric(m, "flashspec_kv_blocks_cached"));  // nothing running
+  CHECK(metric(m, "flashspec_kv_blocks_free") == 6 - metric(m, "flashspec_kv_blocks_used"));
   const HttpResponse big = http_post(srv.port(), "/v1/completions", completion_body("Once upon a time", 100));
   CAPTURE(big.body);
   CHECK(big.status == 400);

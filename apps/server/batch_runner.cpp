@@ -22,6 +22,9 @@ BatchCounters sum(const BatchCounters& a, const BatchCounters& b) {
   c.sequence_slots = a.sequence_slots + b.sequence_slots;
   c.most_sequences = std::max(a.most_sequences, b.most_sequences);
   c.target_ms = a.target_ms + b.target_ms;
+  c.io_wait_ms = a.io_wait_ms + b.io_wait_ms;
+  c.draft_ms = a.draft_ms + b.draft_ms;
+  c.prefix_rows = a.prefix_rows + b.prefix_rows;
   return c;
 }
 
@@ -233,6 +236,7 @@ void BatchRunner::publish(int64_t running) {
   g.counters = batch_ ? sum(retired_, batch_->counters()) : retired_;
   g.running = running;
   g.max_sequences = max_sequences_;
+  if (batch_) g.kv = batch_->kv_figures();
   std::lock_guard lk(m_);
   gauges_ = g;
 }

@@ -167,6 +167,14 @@ std::string Metrics::prometheus(const GenerationQueue::Counts& q, size_t max_wai
           "mean sequences one batch pass carried");
     gauge(out, "flashspec_batch_most_sequences", double(b.most_sequences), "the most sequences one batch pass carried");
     counter(out, "flashspec_batch_target_seconds_total", b.target_ms / 1000.0, "time in batch target passes");
+    counter(out, "flashspec_batch_prefix_rows_total", double(b.prefix_rows),
+            "prompt rows taken from KV blocks computed before (shared prefixes), not prefilled");
+    gauge(out, "flashspec_kv_blocks", double(batch->kv.blocks), "blocks of the paged KV pool");
+    gauge(out, "flashspec_kv_block_positions", double(batch->kv.block_rows), "positions per KV block");
+    gauge(out, "flashspec_kv_blocks_used", double(batch->kv.used), "KV blocks held by requests or the prefix index");
+    gauge(out, "flashspec_kv_blocks_free", double(batch->kv.blocks - batch->kv.used), "KV blocks held by none");
+    gauge(out, "flashspec_kv_blocks_shared", double(batch->kv.shared), "KV blocks held by more than one");
+    gauge(out, "flashspec_kv_blocks_cached", double(batch->kv.known), "KV blocks the prefix index knows");
   }
   gauge(out, "flashspec_connections_open", double(c.open), "client connections open");
   counter(out, "flashspec_connections_refused_total", double(c.refused),

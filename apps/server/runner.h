@@ -66,6 +66,7 @@ struct BatchGauges {
   BatchCounters counters;
   int64_t running = 0;        // sequences in the batch now
   int64_t max_sequences = 0;  // --parallel
+  KvFigures kv;               // the paged KV pool now
 };
 
 // The turn a request asks for (its callbacks are the request's own).
