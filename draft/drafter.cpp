@@ -32,13 +32,15 @@ void Drafter::sync(std::span<const int32_t> seq) {
   to_feed_.assign(seq.begin() + keep, seq.end());
 }
 
-void Drafter::feed_root(std::vector<float>& logits) {
+SequenceBatch Drafter::root_feed() {
   if (to_feed_.empty()) throw Error("internal: drafter not synced");
   tree_ = TokenTree(to_feed_.back());
   row_of_node_.assign(1, int32_t(to_feed_.size()) - 1);
   fed_ = 1;
   heap_.clear();
-  model_.forward_causal(draft_ids(to_feed_), kv_, LogitRows::Last, logits);
+  feed_tokens_ = draft_ids(to_feed_);
+  feed_positions_ = consecutive_positions(kv_.committed() + kv_.pending(), int64_t(feed_tokens_.size()));
+  return {ForwardBatch{feed_tokens_, feed_positions_, {}}, &kv_, LogitRows::Last, &feed_logits_};
 }
 
 std::vector<int32_t> Drafter::draft_ids(std::span<const int32_t> ids) const {
@@ -63,28 +65,69 @@ void Drafter::catch_up(std::span<const int32_t> seq) {
   to_feed_.erase(to_feed_.begin(), to_feed_.end() - 1);
 }
 
-void Drafter::feed(std::span<const int32_t> nodes, std::vector<float>& logits) {
+SequenceBatch Drafter::feed_batch(std::span<const int32_t> nodes) {
   // Pending rows so far: to_feed (all ancestors of the root, which is their last; empty
   // when the root is already committed) and the tree nodes fed earlier.
   const int64_t P = kv_.pending();
   const int64_t T = int64_t(nodes.size());
   const int64_t f = int64_t(to_feed_.size());
-  std::vector<int32_t> toks, pos;
-  std::vector<uint8_t> mask(size_t(T * (P + T)), 0);
+  feed_nodes_.assign(nodes.begin(), nodes.end());
+  feed_tokens_.clear();
+  feed_positions_.clear();
+  feed_mask_.assign(size_t(T * (P + T)), 0);
   const int64_t root_pos = kv_.committed() + f - 1;
   for (int64_t i = 0; i < T; ++i) {
     const int32_t node = nodes[size_t(i)];
-    toks.push_back(tree_.tokens[size_t(node)]);
-    pos.push_back(int32_t(root_pos + tree_.depth[size_t(node)]));
-    uint8_t* row = mask.data() + i * (P + T);
+    feed_tokens_.push_back(tree_.tokens[size_t(node)]);
+    feed_positions_.push_back(int32_t(root_pos + tree_.depth[size_t(node)]));
+    uint8_t* row = feed_mask_.data() + i * (P + T);
     std::fill(row, row + f, 1);
     for (int32_t a = tree_.parent[size_t(node)]; a > 0; a = tree_.parent[size_t(a)])
       row[row_of_node_[size_t(a)]] = 1;
     row[P + i] = 1;
   }
-  model_.forward(ForwardBatch{toks, pos, mask}, kv_, LogitRows::All, logits);
-  for (int64_t i = 0; i < T; ++i) row_of_node_[size_t(nodes[size_t(i)])] = int32_t(P + i);
+  return {ForwardBatch{feed_tokens_, feed_positions_, feed_mask_}, &kv_, LogitRows::All, &feed_logits_};
 }
+
+void Drafter::absorb_feed() {
+  const int64_t P = kv_.pending() - int64_t(feed_nodes_.size());  // the forward added them
+  for (size_t i = 0; i < feed_nodes_.size(); ++i) {
+    row_of_node_[size_t(feed_nodes_[i])] = int32_t(P + int64_t(i));
+    push_children(feed_nodes_[i], usable(feed_logits_, i));
+  }
+}
+
+SequenceBatch Drafter::root_batch(const SpeculationParams& policy, const SamplingParams& sampling) {
+  max_children_ = policy.tree_children;
+  inv_temp_ = sampling.greedy() ? 1.0 : 1.0 / double(sampling.temperature);
+  return root_feed();
+}
+
+void Drafter::absorb_root() { push_children(0, usable(feed_logits_, 0)); }
+
+std::optional<SequenceBatch> Drafter::level_batch(int64_t nodes, int32_t width) {
+  // grow_to's loop, one draft forward at a time: feed what was added last, then add the
+  // best candidates (the last ones added stay unfed when the tree is done).
+  for (;;) {
+    if (tree_.size() - 1 >= nodes) return std::nullopt;
+    if (fed_ < tree_.size()) {
+      std::vector<int32_t> batch;
+      for (int32_t n = fed_; n < tree_.size(); ++n) batch.push_back(n);
+      fed_ = tree_.size();
+      return feed_batch(batch);
+    }
+    if (heap_.empty()) return std::nullopt;
+    for (int32_t i = 0; i < width && tree_.size() - 1 < nodes && !heap_.empty(); ++i) {
+      std::pop_heap(heap_.begin(), heap_.end());
+      const Candidate c = heap_.back();
+      heap_.pop_back();
+      tree_.add(c.token, c.parent, c.logp);
+      row_of_node_.push_back(-1);
+    }
+  }
+}
+
+void Drafter::absorb_level() { absorb_feed(); }
 
 TokenTree Drafter::propose(const SpeculationParams& policy, const SamplingParams& sampling, Rng& rng) {
   if (!policy.chain()) {
@@ -92,9 +135,9 @@ TokenTree Drafter::propose(const SpeculationParams& policy, const SamplingParams
     grow_to(policy.budget, policy.width_for(policy.budget));
     return tree_;
   }
-  std::vector<float> logits;
-  feed_root(logits);
-  grow_chain(policy.budget, sampling, rng, std::move(logits));
+  const SequenceBatch root = root_feed();
+  model_.forward_many({&root, 1});
+  grow_chain(policy.budget, sampling, rng, std::move(feed_logits_));
   return tree_;
 }
 
@@ -121,17 +164,18 @@ void Drafter::grow_chain(int64_t length, const SamplingParams& sampling, Rng& rn
     node = child;
     if (i + 1 < length) {
       const int32_t one[1] = {node};
-      feed(one, logits);
+      const SequenceBatch b = feed_batch(one);
+      model_.forward_many({&b, 1});
+      row_of_node_[size_t(node)] = int32_t(kv_.pending() - 1);
+      logits.swap(feed_logits_);
     }
   }
 }
 
 void Drafter::start_tree(const SpeculationParams& policy, const SamplingParams& sampling) {
-  max_children_ = policy.tree_children;
-  inv_temp_ = sampling.greedy() ? 1.0 : 1.0 / double(sampling.temperature);
-  std::vector<float> logits;
-  feed_root(logits);
-  push_children(0, usable(logits, 0));
+  const SequenceBatch root = root_batch(policy, sampling);
+  model_.forward_many({&root, 1});
+  absorb_root();
 }
 
 void Drafter::push_children(int32_t node, std::span<const float> l) {
@@ -158,25 +202,11 @@ void Drafter::grow_to(int64_t nodes, int32_t width, const std::atomic<bool>* sto
   // pass feeds the best few new nodes at once, so a tree of B tokens costs about
   // B / width passes instead of B. The nodes added last stay unfed until the tree has
   // to grow below them.
-  std::vector<int32_t> batch;
-  std::vector<float> logits;
-  while (tree_.size() - 1 < nodes) {
-    if (stop && stop->load(std::memory_order_relaxed)) return;
-    if (fed_ < tree_.size()) {
-      batch.clear();
-      for (int32_t n = fed_; n < tree_.size(); ++n) batch.push_back(n);
-      feed(batch, logits);
-      for (size_t i = 0; i < batch.size(); ++i) push_children(batch[i], usable(logits, i));
-      fed_ = tree_.size();
-    }
-    if (heap_.empty()) return;
-    for (int32_t i = 0; i < width && tree_.size() - 1 < nodes && !heap_.empty(); ++i) {
-      std::pop_heap(heap_.begin(), heap_.end());
-      const Candidate c = heap_.back();
-      heap_.pop_back();
-      tree_.add(c.token, c.parent, c.logp);
-      row_of_node_.push_back(-1);
-    }
+  while (!(stop && stop->load(std::memory_order_relaxed))) {
+    const std::optional<SequenceBatch> level = level_batch(nodes, width);
+    if (!level) return;
+    model_.forward_many({&*level, 1});
+    absorb_level();
   }
 }
 

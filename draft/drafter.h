@@ -8,6 +8,7 @@
 // bonus token as the start of the next round's tree, so the next pass need not wait for
 // the draft.
 #include <atomic>
+#include <optional>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "core/sampler.h"
 #include "core/token_tree.h"
 #include "draft/speculation_params.h"
+#include "target/llama_model.h"
 
 namespace flashspec {
 
@@ -56,6 +58,18 @@ class Drafter {
   // a new tree.
   bool reroot(const Acceptance& acc);
 
+  // ---- trees of several drafters grown in lockstep (engine/batch_session.h) ----
+  // The drafters share one draft model: each step hands out the batch its next draft
+  // forward runs (in the drafter's own buffers, on its own cache), the caller runs all
+  // drafters' batches as one LlamaModel::forward_many and then has each absorb its
+  // logits. The trees grow exactly as start_tree + grow_to grow them.
+  // The root of a new tree below the last token of the synced sequence.
+  SequenceBatch root_batch(const SpeculationParams& policy, const SamplingParams& sampling);
+  void absorb_root();
+  // The next level of growth towards `nodes` nodes below the root, `width` per level;
+  // nullopt when the tree is done (grown to `nodes`, or out of candidates).
+  std::optional<SequenceBatch> level_batch(int64_t nodes, int32_t width);
+  void absorb_level();
 
  private:
   struct Candidate {
@@ -69,10 +83,12 @@ class Drafter {
     }
   };
 
-  // Runs the tree nodes `nodes` as one pending-row batch; logits for all of them.
-  void feed(std::span<const int32_t> nodes, std::vector<float>& logits);
-  // Feeds the tree's root: the sequence tail not yet in the cache.
-  void feed_root(std::vector<float>& logits);
+  // The tree nodes `nodes` as one pending-row batch (in feed_*), logits for all of them.
+  SequenceBatch feed_batch(std::span<const int32_t> nodes);
+  // After feed_batch's forward: the nodes' rows, and their children as candidates.
+  void absorb_feed();
+  // The root's batch: the sequence tail not yet in the cache (resets the tree).
+  SequenceBatch root_feed();
   // `ids` as the draft reads them: a target id beyond the draft's vocabulary as 0.
   std::vector<int32_t> draft_ids(std::span<const int32_t> ids) const;
   void grow_chain(int64_t length, const SamplingParams& sampling, Rng& rng, std::vector<float> logits);
@@ -97,6 +113,10 @@ class Drafter {
   int32_t max_children_ = 8;
   double inv_temp_ = 1.0;
   std::vector<int32_t> order_;  // scratch of push_children
+  // The batch of the draft forward in progress and its logits.
+  std::vector<int32_t> feed_nodes_, feed_tokens_, feed_positions_;
+  std::vector<uint8_t> feed_mask_;
+  std::vector<float> feed_logits_;
 };
 
 }  // namespace flashspec

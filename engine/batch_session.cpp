@@ -32,7 +32,6 @@ struct BatchSession::Sequence {
   TokenTree cand{0}, tree{0};
   std::vector<int32_t> picked;  // candidate id of each verified node (empty: all verified)
   int64_t draft_nodes = 0;      // of cand, the draft model's (ids 1..draft_nodes)
-  double draft_ms = 0;
   std::vector<int32_t> positions;
   std::vector<uint8_t> mask;
   std::vector<float> logits;
@@ -202,23 +201,42 @@ bool BatchSession::emit(Sequence& s, int32_t tok) {
          (opt.should_stop && opt.should_stop());
 }
 
-TokenTree BatchSession::candidates(Sequence& s, int64_t horizon) {
-  const SpeculationParams& policy = *policy_;
-  TokenTree tree(s.seq.back());
-  if (s.drafter && horizon > 0) {
-    if (!auto_budget_) {
-      s.drafter->sync(s.seq);
-      tree = s.drafter->propose(policy, s.opt.sampling, s.rng);
-    } else {
-      s.drafter->catch_up(s.seq);
-      s.drafter->start_tree(policy, s.opt.sampling);
-      s.drafter->grow_to(horizon, policy.width_for(horizon));
-      tree = s.drafter->tree().prefix(int32_t(std::min<int64_t>(s.drafter->tree().size(), horizon + 1)));
-    }
+void BatchSession::draft(const std::vector<Sequence*>& decode) {
+  const int64_t horizon = !policy_ ? 0 : auto_budget_ ? auto_budget_->draft_horizon() : policy_->budget;
+  std::vector<Sequence*> growing;  // best-first trees, grown in lockstep
+  for (Sequence* s : decode) {
+    s->cand = TokenTree(s->seq.back());
+    s->picked.clear();
+    if (!s->drafter || horizon == 0) continue;
+    s->drafter->sync(s->seq);
+    if (policy_->chain()) s->cand = s->drafter->propose(*policy_, s->opt.sampling, s->rng);  // one at a time
+    else growing.push_back(s);
   }
-  s.draft_nodes = tree.size() - 1;
-  if (s.lookup) add_lookup_branches(*s.lookup, policy, s.drafter.has_value(), s.seq, s.draft_nodes, tree);
-  return tree;
+  // Every tree's next level in one draft forward: the draft model's weights are read
+  // once per level for all the sequences, as the target's are once per pass.
+  std::vector<SequenceBatch> batches;
+  for (Sequence* s : growing) batches.push_back(s->drafter->root_batch(*policy_, s->opt.sampling));
+  if (!batches.empty()) draft_->forward_many(batches);
+  for (Sequence* s : growing) s->drafter->absorb_root();
+  const int32_t width = policy_ ? policy_->width_for(horizon) : 1;
+  for (;;) {
+    batches.clear();
+    std::vector<Sequence*> fed;
+    for (Sequence* s : growing)
+      if (std::optional<SequenceBatch> level = s->drafter->level_batch(horizon, width)) {
+        batches.push_back(*level);
+        fed.push_back(s);
+      }
+    if (batches.empty()) break;
+    draft_->forward_many(batches);
+    for (Sequence* s : fed) s->drafter->absorb_level();
+  }
+  for (Sequence* s : growing) s->cand = s->drafter->tree();
+  for (Sequence* s : decode) {
+    s->draft_nodes = s->cand.size() - 1;
+    if (s->lookup) add_lookup_branches(*s->lookup, *policy_, s->drafter.has_value(), s->seq, s->draft_nodes, s->cand);
+    s->tree = s->cand;
+  }
 }
 
 bool BatchSession::step() {
@@ -242,16 +260,13 @@ bool BatchSession::step() {
   }
   if (prefill.empty() && decode.empty()) return false;
 
-  double drafted_ms = 0;
-  const int64_t horizon = !policy_ ? 0 : auto_budget_ ? auto_budget_->draft_horizon() : policy_->budget;
-  for (Sequence* s : decode) {
-    const auto t = Clock::now();
-    s->cand = policy_ ? candidates(*s, horizon) : TokenTree(s->seq.back());
-    s->draft_ms = ms_between(t, Clock::now());
-    drafted_ms += s->draft_ms;
-    s->tree = s->cand;
-    s->picked.clear();
-  }
+  const auto t_draft = Clock::now();
+  draft(decode);
+  const double drafted_ms = ms_between(t_draft, Clock::now());
+  int64_t drafted_nodes = 0;
+  for (Sequence* s : decode) drafted_nodes += s->draft_nodes;
+  if (auto_budget_ && drafted_nodes > 0)  // the trees' mean size against the time of all
+    auto_budget_->observe_draft((drafted_nodes + int64_t(decode.size()) - 1) / int64_t(decode.size()), drafted_ms);
   if (auto_budget_ && !decode.empty()) {
     std::vector<TokenTree> cands;
     for (Sequence* s : decode) cands.push_back(s->cand);
@@ -313,7 +328,7 @@ bool BatchSession::step() {
   }
   for (Sequence* s : decode) {
     PassRecord rec;
-    rec.draft_ms = s->draft_ms;
+    rec.draft_ms = drafted_ms;  // the sequences drafted together
     rec.target_ms = target_ms;
     rec.io_wait_ms = io_wait_ms;
     rec.tree_tokens = s->tree.size();
@@ -322,7 +337,7 @@ bool BatchSession::step() {
     const int64_t before = int64_t(s->result.tokens.size());
     finish_tree(*s, s->tree, s->picked, s->draft_nodes);
     rec.emitted = int64_t(s->result.tokens.size()) - before;
-    s->result.stats.draft_ms += s->draft_ms;
+    s->result.stats.draft_ms += drafted_ms;
     s->result.stats.passes.push_back(rec);
   }
   return true;
@@ -355,7 +370,6 @@ void BatchSession::finish_tree(Sequence& s, const TokenTree& tree, const std::ve
   const int64_t n_vocab = target_.config().n_vocab;
   const Acceptance acc = accept_tree(tree, s.logits, n_vocab, s.opt.sampling, s.rng);
   if (auto_budget_) auto_budget_->observe_acceptance(tree, acc.path);
-  if (auto_budget_ && draft_nodes > 0) auto_budget_->observe_draft(draft_nodes, s.draft_ms);
 
   // Row of the target's output each emitted token was drawn from: the root for the
   // first, then each accepted node for the token after it.

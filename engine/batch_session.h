@@ -11,6 +11,8 @@
 // forward_many), so a sequence's answer does not depend on its neighbours: greedy, it is
 // the target's greedy answer; sampled with a seed, it is the same alone or beside others
 // (the target-draw acceptance rule draws one token per emitted token, whatever the tree).
+// The draft batches its sequences the same way: the trees of all sequences grow in
+// lockstep, one draft forward per tree level for all of them (Drafter::level_batch).
 // With --tree auto one budget is chosen for the whole pass and given to the likeliest
 // candidates of all the sequences' trees (BudgetPolicy::choose_many).
 //
@@ -107,8 +109,10 @@ class BatchSession {
 
  private:
   struct Sequence;
-  // The candidates this pass verifies for a decoding sequence, and the draft time spent.
-  TokenTree candidates(Sequence& s, int64_t horizon);
+  // The candidates this pass verifies for each decoding sequence (Sequence::cand): the
+  // draft's trees grown in lockstep, one draft forward per level for all of them, and
+  // prompt-lookup branches.
+  void draft(const std::vector<Sequence*>& decode);
   // After a pass: a prefill chunk's first token, or a verified tree's tokens.
   void finish_prefill(Sequence& s, int64_t rows);
   void finish_tree(Sequence& s, const TokenTree& tree, const std::vector<int32_t>& picked, int64_t draft_nodes);

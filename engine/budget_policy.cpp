@@ -149,13 +149,14 @@ int64_t BudgetPolicy::record_draft_tokens(const TokenTree& t, const std::vector<
 }
 
 void BudgetPolicy::settle_steady(int64_t sequences, bool probing) {
-  // S sequences each drafting b nodes share one pass of S (b + 1) rows.
+  // S sequences each drafting b nodes share one pass of S (b + 1) rows; their trees grow
+  // in lockstep, at about the price of one (draft_ms is measured that way).
   const double S = double(sequences);
   size_t steady = 0;
   double steady_rate = S / std::max(verify_ms(sequences - 1), 1e-6);
   for (size_t i = 1; i < budgets_.size(); ++i) {
     if (!draft_tokens_[i].n) continue;
-    const double ms = verify_ms(sequences * (budgets_[i] + 1) - 1) + S * draft_ms(budgets_[i]);
+    const double ms = verify_ms(sequences * (budgets_[i] + 1) - 1) + draft_ms(budgets_[i]);
     const double r = S * draft_tokens_[i].value / std::max(ms, 1e-6);
     if (r > steady_rate) steady_rate = r, steady = i;
   }
