@@ -354,6 +354,8 @@ void run_batched(Engine& engine, int64_t parallel, const std::vector<std::vector
     }
     admit();
   }
+  if (next < prompts.size())  // has_room refused a prompt with nothing running
+    throw Error("internal: bench --parallel: prompt " + std::to_string(next + 1) + " found no room in the KV pool");
   const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   GenerationStats streamed;
   engine.add_stream_stats(streamed, before);

@@ -84,13 +84,27 @@ int64_t BatchSession::rows_needed(int64_t prompt_tokens, int64_t n_predict) cons
 
 int64_t BatchSession::blocks_for(int64_t rows) const { return (rows + kKvBlockRows - 1) / kKvBlockRows; }
 
+PrefixBlocks::Match BatchSession::known_prefix(std::span<const int32_t> prompt, int64_t need) {
+  // The last prompt token's row is computed whatever is known: its logits are needed.
+  PrefixBlocks::Match m = prefixes_->match(prompt, {}, 0, int64_t(prompt.size()) - 1);
+  // A block shared in part is held beside the copy made of it: taken only when the pool
+  // has room for both next to the sequence's own blocks.
+  const int64_t whole = m.rows / kKvBlockRows;
+  if (int64_t(m.blocks.size()) > whole && blocks_for(need) + 1 > pool_->blocks()) {
+    pool_->release(m.blocks.back());
+    m.blocks.pop_back();
+    m.rows = whole * kKvBlockRows;
+  }
+  return m;
+}
+
 bool BatchSession::has_room(std::span<const int32_t> prompt, int64_t n_predict) {
   const int64_t need = rows_needed(int64_t(prompt.size()), n_predict);
   if (running() >= max_sequences_) return false;
   if (!pool_ || prompt.empty()) return true;
   // The blocks of a known prefix need no room of their own; held while room is made, so
   // that making room does not let them go.
-  const PrefixBlocks::Match m = prefixes_->match(prompt, {}, 0, int64_t(prompt.size()) - 1);
+  const PrefixBlocks::Match m = known_prefix(prompt, need);
   const int64_t own = blocks_for(need) - m.rows / kKvBlockRows;
   const bool room = pool_->available() >= own || prefixes_->make_room(own);
   for (int32_t b : m.blocks) pool_->release(b);
@@ -107,8 +121,7 @@ int64_t BatchSession::add(std::vector<int32_t> prompt, GenerateOptions opt) {
   std::optional<KvCache> kv;
   int64_t shared_rows = 0;
   if (pool_) {
-    // The last prompt token's row is computed whatever is known: its logits are needed.
-    const PrefixBlocks::Match m = prefixes_->match(prompt, {}, 0, int64_t(prompt.size()) - 1);
+    const PrefixBlocks::Match m = known_prefix(prompt, need);
     const int64_t own = blocks_for(need) - m.rows / kKvBlockRows;
     if (!pool_->reserve(own) && !(prefixes_->make_room(own) && pool_->reserve(own))) {
       for (int32_t b : m.blocks) pool_->release(b);

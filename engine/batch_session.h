@@ -121,6 +121,9 @@ class BatchSession {
   // Context rows a request needs, and the pool blocks they take (Error beyond the pool).
   int64_t rows_needed(int64_t prompt_tokens, int64_t n_predict) const;
   int64_t blocks_for(int64_t rows) const;
+  // The blocks of a known prefix of `prompt` a new sequence of `need` rows takes
+  // (retained for it).
+  PrefixBlocks::Match known_prefix(std::span<const int32_t> prompt, int64_t need);
   // Prompt rows `s` may take from blocks already computed (paged); false when it should
   // wait for a sequence prefilling the same prefix in this pass (`leaders`).
   bool take_known_prefix(Sequence& s, const std::vector<Sequence*>& leaders);

@@ -360,3 +360,23 @@ TEST_CASE("kv pool: blocks are accounted for under cancellation, and a full pool
   CHECK(kv.used == kv.known);
   CHECK(kv.blocks == 12);
 }
+
+TEST_CASE("kv pool: a pool of exactly one request's blocks serves prompts one after another, sharing what it can") {
+  Models m("stories260K");
+  // 64 rows: each prompt, its answer and 6 scratch rows (chain 4) take 57 rows, 4 blocks:
+  // the whole pool.
+  BatchSession b(m.target, &m.draft, chain(4), 64, 1, 64, 64);
+  for (int round = 0; round < 2; ++round)
+    for (const std::string& p : kPrompts) {
+      const std::vector<int32_t> ids = m.ids(p);
+      CAPTURE(p);
+      // Every prompt starts with BOS: a block known in part, which the pool has no room
+      // to copy beside a whole request's blocks: it is not taken, and the request fits.
+      const int64_t n = 57 - 6 - int64_t(ids.size());
+      REQUIRE(b.has_room(ids, n));
+      const int64_t id = b.add(ids, greedy(n));
+      b.run();
+      CHECK(b.take(id).tokens == generate_target_only(m.target, ids, greedy(n)).tokens);
+    }
+  CHECK(b.kv_figures().used == b.kv_figures().known);
+}
