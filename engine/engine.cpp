@@ -73,7 +73,10 @@ Engine::Engine(const EngineOptions& o) : opt_(o) {
   const QuantizeOptions self_q = QuantizeOptions::self_draft(self_type.value_or(GgmlType::Q8_0));
   const uint64_t self_bytes = self_type ? quantized_model_bytes(target_->file(), self_q) : 0;
   const bool host = backend_->host_memory();
-  plan_ = plan_placement(target_->file(), target_->weights(), o.placement, !host, self_bytes,
+  PlacementOptions po = o.placement;
+  if (po.stream && !o.draft_path.empty() && o.speculation.auto_budget())
+    po.pass_reserve = LlamaModel::activation_bytes(target_->config(), kReservedAutoRows);
+  plan_ = plan_placement(target_->file(), target_->weights(), po, !host, self_bytes,
                          host ? probe_host_memory().available() : std::numeric_limits<uint64_t>::max());
   place_target_layers();
   tokenizer_ = Tokenizer::from_gguf(target_->file());
@@ -83,6 +86,7 @@ Engine::Engine(const EngineOptions& o) : opt_(o) {
     policy_ = draft_policy(o, 0.0);
     policy_->lookup = true;
     policy_->pregrow = 0;
+    cap_auto_rows();
     return;
   }
   // On the CPU every core, at the lowest priority: drafting before a pass is on the
@@ -112,6 +116,19 @@ Engine::Engine(const EngineOptions& o) : opt_(o) {
   check_vocab_compatible(draft_tok, o.draft_path, tokenizer_, o.target_path);
   policy_ = draft_policy(o, double(self_type ? self_bytes : draft_->file().file_size()) /
                                 double(target_->file().file_size()));
+  cap_auto_rows();
+}
+
+void Engine::cap_auto_rows() {
+  if (!policy_ || !policy_->auto_budget() || !plan_.stream || plan_.stream->ring_over_budget()) return;
+  const LlamaConfig& c = target_->config();
+  if (LlamaModel::activation_bytes(c, policy_->budget) <= plan_.spare_bytes) return;
+  int64_t lo = 1, hi = policy_->budget;  // the most rows whose activations fit: in [lo, hi)
+  while (hi - lo > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    (LlamaModel::activation_bytes(c, mid) <= plan_.spare_bytes ? lo : hi) = mid;
+  }
+  policy_->budget = plan_.auto_rows_cap = lo;
 }
 
 Engine::~Engine() = default;
@@ -131,10 +148,12 @@ void Engine::place_target_layers() {
   const int64_t n = plan_.n_layers();
   std::unique_ptr<LayerSource> host;  // layers outside VRAM, in host memory
   if (plan_.stream) {
-    auto streamed = std::make_unique<StreamedLayers>(t.file(), t.weights(),
-                                                     stream_options(opt_.placement, t.file().file_size(),
-                                                                    t.config().n_experts_used, plan_.gpu),
-                                                     plan_.n_vram);
+    // The plan's budget: --ram-budget less a self-draft and the activations' reserve.
+    PlacementOptions po = opt_.placement;
+    po.ram_budget = plan_.stream->ram_budget;
+    auto streamed = std::make_unique<StreamedLayers>(
+        t.file(), t.weights(), stream_options(po, t.file().file_size(), t.config().n_experts_used, plan_.gpu),
+        plan_.n_vram);
     stream_ = &streamed->stream();
     host = std::move(streamed);
   }

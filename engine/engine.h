@@ -83,6 +83,11 @@ class Engine {
   void place_target_layers();
   // A draft model file on the CPU: copied out of its mapping into memory where it fits.
   void load_draft();
+  // --tree auto beside a streamed target: its largest pass is the rows whose activations
+  // fit what --ram-budget leaves after the layers (the plan keeps kReservedAutoRows' worth),
+  // so that no probe of a larger tree goes over the budget.
+  void cap_auto_rows();
+  static constexpr int64_t kReservedAutoRows = 64;
 
   EngineOptions opt_;
   std::unique_ptr<Backend> backend_;

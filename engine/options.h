@@ -18,6 +18,9 @@ struct PlacementOptions {
   std::optional<uint64_t> vram_budget;  // GPU: VRAM for resident layers (default: all fit)
   std::optional<int64_t> gpu_layers;    // GPU: exactly this many leading layers in VRAM (-ngl)
   IoOptions io;                         // how streamed layers are read
+  // With stream: bytes of --ram-budget kept out of the layers' reach: the activations of
+  // the passes --tree auto may verify (Engine), so that its larger trees fit the budget.
+  uint64_t pass_reserve = 0;
   // CPU: true (--mmap) reads weights through the file mapping; false (--no-mmap) copies
   // them into memory at load; unset copies what fits in the memory available and is too
   // large for the CPU's caches (engine/placement.h). The copy decodes faster; the mapping

@@ -68,11 +68,14 @@ PlacementPlan plan_placement(const GgufFile& f, const ModelWeights& w, const Pla
   for (int64_t l = 0; l < p.n_vram; ++l) p.homes[size_t(l)] = LayerHome::Vram;
   if (o.stream && p.n_vram < n) {
     PlacementOptions so = o;
-    so.ram_budget -= std::min(so.ram_budget, self_draft_bytes);
+    so.ram_budget -= std::min(so.ram_budget, self_draft_bytes + o.pass_reserve);
     p.stream = WeightStream::plan_for({extents.begin() + p.n_vram, extents.end()}, stream_options(so, 0, w.experts_used(), gpu));
+    const uint64_t taken = self_draft_bytes + p.stream->memory_bytes();
+    p.spare_bytes = o.ram_budget > taken ? o.ram_budget - taken : 0;
     for (int64_t l = p.n_vram; l < n; ++l)
-      p.homes[size_t(l)] = l - p.n_vram < p.stream->n_resident ? (gpu ? LayerHome::PinnedRam : LayerHome::Ram)
-                                                               : LayerHome::Streamed;
+      p.homes[size_t(l)] = p.stream->layers[size_t(l - p.n_vram)].resident
+                               ? (gpu ? LayerHome::PinnedRam : LayerHome::Ram)
+                               : LayerHome::Streamed;
   } else if (!gpu) {
     uint64_t all = p.fixed_bytes;
     for (uint64_t b : p.layer_bytes) all += b;
@@ -125,6 +128,9 @@ std::string PlacementPlan::describe() const {
   if (!mapped_reason.empty()) s += " (" + mapped_reason + ")";
   s += "; " + format_bytes(fixed_bytes) + " embedding, head and vectors resident";
   if (self_draft_bytes) s += "; self-draft " + format_bytes(self_draft_bytes) + " resident";
+  if (auto_rows_cap)
+    s += "; --tree auto verifies at most " + std::to_string(auto_rows_cap) + " rows (their activations, " +
+         format_bytes(spare_bytes) + ", within --ram-budget)";
   if (!draft_home.empty()) s += "; " + draft_home;
   return s;
 }
@@ -151,6 +157,8 @@ nlohmann::json PlacementPlan::to_json() const {
                    {"slot_bytes", stream->slot_bytes},
                    {"ring_bytes", stream->ring_bytes},
                    {"ring_over_budget", stream->ring_over_budget()},
+                   {"spare_bytes", spare_bytes},
+                   {"auto_rows_cap", auto_rows_cap},
                    {"layers", ranges}};
     if (stream->experts) {
       const ExpertPlan& x = *stream->experts;

@@ -3,8 +3,9 @@
 // model's shapes. `inspect` prints this plan; the Engine builds its layer sources from it.
 //
 //   CPU:  copied into RAM at load where they fit in the memory available (else, or with
-//         --mmap, read through the file mapping), or with --stream the first layers that
-//         fit --ram-budget resident in RAM (read once) and the rest streamed each pass.
+//         --mmap, read through the file mapping), or with --stream as many layers as
+//         fit --ram-budget resident in RAM (read once, spread over the pass) and the
+//         rest streamed each pass.
 //   GPU:  the first layers that fit --vram-budget (or -ngl of them) in VRAM; the rest pass
 //         through two VRAM slots, copied from the mapping, or with --stream from pinned
 //         RAM (resident under --ram-budget) or the weight stream's pinned ring.
@@ -40,6 +41,11 @@ struct PlacementPlan {
   std::optional<LayerPlan> stream;    // the weight stream of layers n_vram.. (with --stream)
   uint64_t fixed_bytes = 0;           // embedding, output head, 1-D tensors: always resident
   uint64_t self_draft_bytes = 0;      // a self-draft (-d self:TYPE), taken out of --ram-budget
+  // With --stream: --ram-budget less the self-draft and the stream's memory, what the
+  // activations of a pass may take (at least PlacementOptions::pass_reserve, unless the
+  // minimum ring is over the budget).
+  uint64_t spare_bytes = 0;
+  int64_t auto_rows_cap = 0;          // --tree auto's largest pass when spare_bytes limited it (Engine)
   // CPU without --stream: why the layers stay in the mapping (empty: they are copied into
   // RAM at load, their homes Ram).
   std::string mapped_reason;

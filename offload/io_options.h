@@ -7,8 +7,14 @@
 namespace flashspec {
 
 struct IoOptions {
-  int depth = 8;                               // io_uring requests in flight
-  uint64_t request_bytes = uint64_t(1) << 20;  // bytes per request (rounded up to 4 KiB)
+  // io_uring requests in flight, and their size: 32 MB queued, ~7 ms of a 4.5 GB/s device,
+  // in few requests. On 2 cores the reader thread waits for a core while both compute, and
+  // every completion it handles interrupts a compute thread that the other then waits for
+  // at the next barrier. 8 x 1 MB let the queue run dry (a 4.5 GB/s cap delivered 3.8);
+  // 32 x 1 MB kept it full but slowed a 17-row 8B verification from 450 to ~600 ms of
+  // compute; 4 x 8 MB: ~500 ms, and the pass took the storage's time (710 ms of 709).
+  int depth = 4;
+  uint64_t request_bytes = uint64_t(8) << 20;  // bytes per request (rounded up to 4 KiB)
   double bandwidth = 0;                        // bytes/s cap of the reads (token bucket), 0: none
   bool direct = true;                          // O_DIRECT; false: buffered reads (--no-direct)
 };

@@ -78,6 +78,22 @@ ExpertPlan expert_layout(const std::vector<std::vector<TensorExtent>>& layers, c
   return x;
 }
 
+// Marks the most layers that fit in `budget` resident, spread evenly over the pass with a
+// streamed layer first (layer_plan.h says why); returns their bytes.
+uint64_t mark_resident(std::vector<LayerExtent>& layers, uint64_t budget) {
+  const int n = int(layers.size());
+  for (int r = n - 1; r > 0; --r) {
+    // Resident k of r sits at (k + 1) n / (r + 1): never layer 0, distinct since r < n.
+    auto at = [&](int k) { return size_t(int64_t(k + 1) * n / (r + 1)); };
+    uint64_t bytes = 0;
+    for (int k = 0; k < r; ++k) bytes += layers[at(k)].read_bytes;
+    if (bytes > budget) continue;
+    for (int k = 0; k < r; ++k) layers[at(k)].resident = true;
+    return bytes;
+  }
+  return 0;
+}
+
 }  // namespace
 
 LayerPlan plan_layers(const std::vector<std::vector<TensorExtent>>& layers, const PlanOptions& o) {
@@ -111,28 +127,32 @@ LayerPlan plan_layers(const std::vector<std::vector<TensorExtent>>& layers, cons
     }
   }
   const uint64_t staging = p.experts ? p.experts->staging_bytes() : 0;
+  const int n = int(p.layers.size());
   uint64_t left = 0;  // budget left after the layers: the expert cache's
   if (total + staging <= o.ram_budget) {
     // Every layer (every dense part) fits: no ring, nothing but experts streamed after
     // the first read.
-    p.n_resident = int(p.layers.size());
+    for (LayerExtent& e : p.layers) e.resident = true;
     left = o.ram_budget - total - staging;
   } else {
     p.ring_slots = o.ring_slots;
     p.ring_bytes = uint64_t(o.ring_slots) * p.slot_bytes;
     left = o.ram_budget > p.ring_bytes + staging ? o.ram_budget - p.ring_bytes - staging : 0;
-    while (p.n_resident < int(p.layers.size()) && p.layers[size_t(p.n_resident)].read_bytes <= left) {
-      left -= p.layers[size_t(p.n_resident)].read_bytes;
-      ++p.n_resident;
-    }
+    left -= mark_resident(p.layers, left);
   }
   if (p.experts && p.experts->n_layers > 0 && p.experts->slot_bytes > 0)
     p.experts->cache_slots_per_layer =
         std::min<int64_t>(p.experts->experts, int64_t(left / (uint64_t(p.experts->n_layers) * p.experts->slot_bytes)));
-  for (size_t l = 0; l < p.layers.size(); ++l) {
-    LayerExtent& e = p.layers[l];
-    e.resident = int(l) < p.n_resident;
-    (e.resident ? p.resident_bytes : p.streamed_bytes) += e.read_bytes;
+  for (int l = 0; l < n; ++l) {
+    LayerExtent& e = p.layers[size_t(l)];
+    if (e.resident) {
+      ++p.n_resident;
+      p.resident_bytes += e.read_bytes;
+    } else {
+      p.streamed_bytes += e.read_bytes;
+      e.stream_index = int(p.streamed.size());
+      p.streamed.push_back(l);
+    }
   }
   return p;
 }

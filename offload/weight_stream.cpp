@@ -34,9 +34,10 @@ WeightStream::WeightStream(const std::string& path,
 
   // Resident layers: read once, now, into owned memory (not through the mapping).
   const auto t0 = Clock::now();
-  resident_.resize(size_t(plan_.n_resident));
-  for (int l = 0; l < plan_.n_resident; ++l) {
-    const LayerExtent& e = plan_.layers[size_t(l)];
+  resident_.resize(plan_.layers.size());
+  for (size_t l = 0; l < plan_.layers.size(); ++l) {
+    const LayerExtent& e = plan_.layers[l];
+    if (!e.resident) continue;
     resident_[size_t(l)] = AlignedBuffer(e.read_bytes);
     for (const ReadRange& r : e.ranges)
       reader_->enqueue(ReadJob{r.file_offset, r.length, r.needed, resident_[size_t(l)].data() + r.buf_offset,
@@ -94,7 +95,7 @@ void WeightStream::fill_ring(std::unique_lock<std::mutex>&) {
       identity_->check(plan_.required_file_size);  // throws: replaced / truncated / rewritten
       ++passes_;
     }
-    const LayerExtent& e = plan_.layers[size_t(plan_.n_resident + p % ns)];
+    const LayerExtent& e = plan_.layers[size_t(plan_.streamed[size_t(p % ns)])];
     Slot& s = slots_[size_t(p % k)];
     s.pos = p;
     s.ready = false;
@@ -220,9 +221,10 @@ const uint8_t* WeightStream::acquire(int64_t layer) {
     if (error_) std::rethrow_exception(error_);
     experts_->abandon(layer);
   }
-  if (layer < plan_.n_resident) return resident_[size_t(layer)].data();
+  const LayerExtent& e = plan_.layers[size_t(layer)];
+  if (e.resident) return resident_[size_t(layer)].data();
   const int64_t k = int64_t(slots_.size()), ns = n_streamed();
-  const int64_t idx = layer - plan_.n_resident;
+  const int64_t idx = e.stream_index;
   std::unique_lock lk(mu_);
   if (error_) std::rethrow_exception(error_);
   if (holding_) {  // acquired again without a release: the held slot is done with
@@ -254,9 +256,9 @@ void WeightStream::wait_until(std::unique_lock<std::mutex>& lk, const std::funct
 }
 
 void WeightStream::release(int64_t layer) {
-  if (layer < plan_.n_resident || layer >= int64_t(plan_.layers.size())) return;
+  if (layer < 0 || layer >= int64_t(plan_.layers.size()) || plan_.layers[size_t(layer)].resident) return;
   std::lock_guard lk(mu_);
-  if (!holding_ || plan_.n_resident + consume_pos_ % n_streamed() != layer) return;  // stray release
+  if (!holding_ || plan_.streamed[size_t(consume_pos_ % n_streamed())] != layer) return;  // stray release
   holding_ = false;
   freed_pos_ = ++consume_pos_;
   cv_io_.notify_all();
@@ -318,7 +320,9 @@ size_t WeightStream::guess_room() {
 }
 
 const uint8_t* WeightStream::resident_layer(int64_t layer) const {
-  return layer >= 0 && layer < plan_.n_resident ? resident_[size_t(layer)].data() : nullptr;
+  return layer >= 0 && layer < int64_t(plan_.layers.size()) && plan_.layers[size_t(layer)].resident
+             ? resident_[size_t(layer)].data()
+             : nullptr;
 }
 
 const uint8_t* WeightStream::expert(int64_t layer, int32_t e) {
@@ -366,7 +370,8 @@ StreamCounters WeightStream::counters() const {
 std::vector<std::span<uint8_t>> WeightStream::buffers() const {
   std::vector<std::span<uint8_t>> out;
   for (const Slot& s : slots_) out.emplace_back(s.buf.data(), s.buf.size());
-  for (const AlignedBuffer& b : resident_) out.emplace_back(b.data(), b.size());
+  for (const AlignedBuffer& b : resident_)
+    if (b.size()) out.emplace_back(b.data(), b.size());
   if (expert_mem_.size()) out.emplace_back(expert_mem_.data(), expert_mem_.size());
   return out;
 }

@@ -1,11 +1,12 @@
 #pragma once
 // Streams the layers of a model file, pass after pass, through a ring of layer slots.
 //
-// The first layers that fit the RAM budget (after the ring) are read once at open into
-// owned aligned memory and stay resident. The rest stream: an I/O thread owned by this
-// object keeps the ring full in layer order, and at the last layer wraps to the first
-// streamed layer of the next pass, so the storage never idles between passes. While
-// layer l is computed, layers l+1 .. l+k-1 are in flight (k = ring slots).
+// As many layers as fit the RAM budget (after the ring), spread over the pass
+// (offload/layer_plan.h), are read once at open into owned aligned memory and stay
+// resident. The rest stream: an I/O thread owned by this object keeps the ring full in
+// layer order, and at the last streamed layer wraps to the first streamed layer of the
+// next pass, so the storage never idles between passes. While streamed layer l is
+// computed, the next k-1 streamed layers are in flight (k = ring slots).
 // acquire(l) blocks on a condition variable until l's bytes have landed; release(l)
 // hands its slot back for the next read. An I/O error ends the I/O thread and is
 // rethrown by every later acquire(). A layer acquired out of order (a pass abandoned
@@ -127,7 +128,7 @@ class WeightStream {
   StreamOptions opt_;
   std::unique_ptr<UringReader> reader_;
   std::unique_ptr<FileIdentity> identity_;
-  std::vector<AlignedBuffer> resident_;  // per resident layer
+  std::vector<AlignedBuffer> resident_;  // per layer (empty for a streamed one)
   std::vector<Slot> slots_;
   // Mixture of experts: the slots' memory and bookkeeping, per (layer, expert) where its
   // slices are read from and land, per slot the reads still in flight.

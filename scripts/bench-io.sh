@@ -3,7 +3,7 @@
 # with O_DIRECT, io_uring, the same request size and queue depth, in the same run;
 # then the bandwidth cap (--io-bw 1G) measured. Creates no files.
 #
-#   scripts/bench-io.sh MODEL.gguf [--bs 1M] [--depth 8] [--passes 3] [--rounds 5]
+#   scripts/bench-io.sh MODEL.gguf [--bs 8M] [--depth 4] [--passes 3] [--rounds 5]
 #
 # --bs takes bytes or a binary k/m suffix (1M = 1 MiB, as fio reads it). Each round runs
 # fio then the stream over the same bytes (fio --loops = passes); cloud and virtual disks
@@ -11,10 +11,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-usage() { echo "usage: $0 MODEL.gguf [--bs 1M] [--depth 8] [--passes 3] [--rounds 5]" >&2; exit 2; }
+usage() { echo "usage: $0 MODEL.gguf [--bs 8M] [--depth 4] [--passes 3] [--rounds 5]" >&2; exit 2; }
 [[ $# -ge 1 ]] || usage
 MODEL=$1; shift
-BS=1M DEPTH=8 PASSES=3 ROUNDS=5
+BS=8M DEPTH=4 PASSES=3 ROUNDS=5
 while [[ $# -gt 0 ]]; do
   case $1 in
     --bs) BS=$2; shift 2 ;;

@@ -232,6 +232,30 @@ ExpertCounters LlamaModel::expert_counters() const {
   return e;
 }
 
+namespace {
+
+// Activations, carved from one buffer, 256-byte aligned like it: x, xb (T x dim), q,
+// att (T x q_dim), k, v (T x kv_dim), hb, hb2 (the FFN's hidden rows: T x ffn_dim, or
+// for experts one row per (row, routed expert): T*k x expert_ffn_dim); for MoE layers
+// also the router logits (T x experts) and the experts' input/output rows (T*k x dim).
+constexpr size_t kActivationBufs = 10;
+void activation_offsets(const LlamaConfig& c, int64_t T, int64_t (&offset)[kActivationBufs + 1]) {
+  const int64_t routed = T * c.n_experts_used;
+  const int64_t hidden = c.moe() ? routed * c.expert_ffn_dim : T * c.ffn_dim;
+  const int64_t sizes[kActivationBufs] = {T * c.dim,      T * c.dim, T * c.q_dim(),       T * c.q_dim(),  T * c.kv_dim(),
+                                          T * c.kv_dim(), hidden,    hidden, T * c.n_experts, routed * c.dim};
+  offset[0] = 0;
+  for (size_t i = 0; i < kActivationBufs; ++i) offset[i + 1] = offset[i] + (sizes[i] + 63) / 64 * 64;
+}
+
+}  // namespace
+
+uint64_t LlamaModel::activation_bytes(const LlamaConfig& c, int64_t rows) {
+  int64_t offset[kActivationBufs + 1];
+  activation_offsets(c, rows, offset);
+  return uint64_t(offset[kActivationBufs]) * sizeof(float);
+}
+
 void LlamaModel::forward_pass(std::span<const PassPart> parts) {
   const LlamaConfig& c = config_;
   int64_t T = 0;
@@ -242,20 +266,11 @@ void LlamaModel::forward_pass(std::span<const PassPart> parts) {
     layers_ = std::make_unique<StagedLayers>(weights_, placed_.vectors, be, nullptr, c.n_layers);
   const BatchInputs in = place_inputs(parts);
 
-  // Activations, carved from one buffer, 256-byte aligned like it: x, xb (T x dim), q,
-  // att (T x q_dim), k, v (T x kv_dim), hb, hb2 (the FFN's hidden rows: T x ffn_dim, or
-  // for experts one row per (row, routed expert): T*k x expert_ffn_dim); for MoE layers
-  // also the router logits (T x experts) and the experts' input/output rows (T*k x dim).
-  const int64_t routed = T * c.n_experts_used;
-  const int64_t hidden = c.moe() ? routed * c.expert_ffn_dim : T * c.ffn_dim;
-  const int64_t sizes[] = {T * c.dim,    T * c.dim, T * c.q_dim(),       T * c.q_dim(),  T * c.kv_dim(),
-                           T * c.kv_dim(), hidden,  hidden, T * c.n_experts, routed * c.dim};
-  constexpr size_t kBufs = std::size(sizes);
-  int64_t offset[kBufs + 1] = {0};
-  for (size_t i = 0; i < kBufs; ++i) offset[i + 1] = offset[i] + (sizes[i] + 63) / 64 * 64;
-  act_.reserve(be, size_t(offset[kBufs]) * sizeof(float));
-  float* buf[kBufs];
-  for (size_t i = 0; i < kBufs; ++i) buf[i] = act_.get<float>() + offset[i];
+  int64_t offset[kActivationBufs + 1];
+  activation_offsets(c, T, offset);
+  act_.reserve(be, size_t(offset[kActivationBufs]) * sizeof(float));
+  float* buf[kActivationBufs];
+  for (size_t i = 0; i < kActivationBufs; ++i) buf[i] = act_.get<float>() + offset[i];
   float *x = buf[0], *xb = buf[1], *q = buf[2], *att = buf[3], *k = buf[4], *v = buf[5], *hb = buf[6], *hb2 = buf[7];
   const MoeBuffers moe{buf[8], buf[9], hb, hb2};
 

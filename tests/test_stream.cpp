@@ -155,7 +155,7 @@ TEST_CASE("stream: layer plan reads each layer as 4 KiB aligned covering ranges"
   }
 }
 
-TEST_CASE("stream: plan keeps the first layers resident under the budget, the ring counted") {
+TEST_CASE("stream: plan keeps layers resident under the budget, spread over the pass, the ring counted") {
   // 8 layers of exactly 10 pages.
   std::vector<std::vector<TensorExtent>> layers;
   for (uint64_t l = 0; l < 8; ++l) layers.push_back({{l * 40960, 40960}});
@@ -178,8 +178,13 @@ TEST_CASE("stream: plan keeps the first layers resident under the budget, the ri
   CHECK(p.n_resident == 2);
   CHECK(!p.ring_over_budget());
   CHECK(p.memory_bytes() <= 4 * layer);
-  CHECK(p.layers[1].resident);
-  CHECK(!p.layers[2].resident);
+  // Spread over the pass, a streamed layer first: 2 of 8 at 8/3 and 16/3.
+  CHECK(!p.layers[0].resident);
+  CHECK(p.layers[2].resident);
+  CHECK(p.layers[5].resident);
+  CHECK(p.streamed == std::vector<int>{0, 1, 3, 4, 6, 7});
+  CHECK(p.layers[3].stream_index == 2);
+  CHECK(p.layers[2].stream_index == -1);
   p = plan(7 * layer);
   CHECK(p.n_resident == 5);
   p = plan(8 * layer);  // everything fits: no ring at all
@@ -658,6 +663,42 @@ TEST_CASE("stream: inspect shows the streaming plan for a budget") {
   CHECK(text.out.find("placement (cpu, --stream)") != std::string::npos);
   CHECK(text.out.find("resident") != std::string::npos);
   CHECK(text.out.find("streamed") != std::string::npos);
+}
+
+TEST_CASE("stream: --tree auto verifies no pass whose activations go over --ram-budget") {
+  // stories260K-wide-q8_0: 8 layers of at most 634880 bytes (read size). Alone, the budget holds
+  // the ring and 4 layers; with --tree auto, 64 rows of activations are kept out of the
+  // layers' reach first (3 layers), and auto verifies at most the 95 rows that fit.
+  const std::string model = model_path("stories260K-wide-q8_0");
+  CpuBackend be(1);
+  const LlamaModel m(model, be);
+  const uint64_t slot = 634880, per_row = LlamaModel::activation_bytes(m.config(), 1);
+  const uint64_t budget = 5 * slot + 95 * per_row + per_row / 2;  // 95 rows > 1 layer
+  const std::vector<std::string> base = {"generate", "-m", model, "-p", "Once upon a time", "-n", "40", "--json",
+                                         "--ignore-eos", "--temp", "0", "-t", "1", "--stream", "--ram-budget",
+                                         std::to_string(budget)};
+  const nlohmann::json alone = cli_json(base);
+  CHECK(alone.at("placement").at("stream").at("n_resident").get<int64_t>() == 4);
+  CHECK(alone.at("placement").at("stream").at("auto_rows_cap").get<int64_t>() == 0);
+
+  std::vector<std::string> a = base;
+  a.insert(a.end(), {"-d", model_path("salty279K"), "--tree", "auto"});
+  const nlohmann::json got = cli_json(a);
+  const nlohmann::json& st = got.at("placement").at("stream");
+  CHECK(st.at("n_resident").get<int64_t>() == 3);
+  const uint64_t spare = st.at("spare_bytes").get<uint64_t>();
+  CHECK(spare == budget - st.at("ring_bytes").get<uint64_t>() - st.at("resident_bytes").get<uint64_t>());
+  const int64_t cap = st.at("auto_rows_cap").get<int64_t>();
+  CHECK(cap > 64);
+  CHECK(LlamaModel::activation_bytes(m.config(), cap) <= spare);
+  CHECK(LlamaModel::activation_bytes(m.config(), cap + 1) > spare);
+  CHECK(got.at("tokens") == alone.at("tokens"));  // lossless whatever the cap
+  const nlohmann::json& tl = got.at("stats").at("timeline");
+  for (size_t i = 1; i < tl.size(); ++i) CHECK(tl[i].at("tree_tokens").get<int64_t>() <= cap);
+
+  // A --draft-max the spare room holds is not capped.
+  a.insert(a.end(), {"--draft-max", "16"});
+  CHECK(cli_json(a).at("placement").at("stream").at("auto_rows_cap").get<int64_t>() == 0);
 }
 
 TEST_CASE("stream: inspect shows the VRAM tier in front of the stream") {

@@ -2,7 +2,7 @@
 // (offload/), pass after pass, with no compute in between, and reports the read rate.
 // scripts/bench-io.sh runs it next to fio on the same file, request size and depth.
 //
-//   flashspec-iobench MODEL.gguf [--passes N] [--io-depth N] [--request-size 1M]
+//   flashspec-iobench MODEL.gguf [--passes N] [--io-depth N] [--request-size 8M]
 //                     [--io-bw 2.1G] [--ram-budget SIZE] [--no-direct] [--json]
 #include <CLI/CLI.hpp>
 #include <chrono>
@@ -31,8 +31,8 @@ uint64_t size_arg(const std::string& flag, const std::string& v) {
 struct Args {
   std::string model;
   int passes = 3;
-  int io_depth = 8;
-  std::string request = "1MiB", io_bw = "0", ram_budget = "0";
+  int io_depth = IoOptions{}.depth;
+  std::string request = std::to_string(IoOptions{}.request_bytes), io_bw = "0", ram_budget = "0";
   bool no_direct = false, json = false;
 };
 
