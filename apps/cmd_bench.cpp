@@ -391,8 +391,8 @@ BenchRow run_config(const BenchArgs& a, const Config& c, const std::vector<std::
   opt.sampling = sampling;
   opt.max_tokens = a.run.n_predict;
   opt.ignore_eos = a.run.ignore_eos;
-  // One fresh session per prompt, as `generate` does (so --tree auto starts from scratch
-  // each time).
+  // One fresh session per prompt, as `generate` does; --tree auto starts each from what the
+  // engine learnt on the prompts before it, as a server's session does across turns.
   {  // warm-up: thread pool, page cache, first-touch allocations
     TurnRequest w = opt;
     w.max_tokens = std::min<int64_t>(opt.max_tokens, 4);

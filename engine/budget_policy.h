@@ -51,6 +51,8 @@ class BudgetPolicy {
   // `experts`: the target's routing when it is a mixture of experts.
   explicit BudgetPolicy(int64_t max_budget, double draft_cost_ratio = 0.0, ExpertShape experts = {});
 
+  int64_t passes() const { return passes_; }  // observed so far
+
   // Draft-model nodes to grow before the next pass (0: do not draft).
   int64_t draft_horizon() const;
 

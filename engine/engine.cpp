@@ -182,7 +182,7 @@ void Engine::place_target_layers() {
 }
 
 Session Engine::new_session(int64_t ctx) {
-  return Session(*target_, draft_.get(), policy_, ctx);
+  return Session(*target_, draft_.get(), policy_, ctx, learned_policy());
 }
 
 std::unique_ptr<BatchSession> Engine::new_batch(int64_t max_sequences, int64_t ctx, int64_t prefill_rows,
@@ -222,7 +222,9 @@ int64_t Engine::session_context() const {
 
 TurnResult Engine::generate(std::span<const int32_t> prompt, const TurnRequest& r) {
   Session s = new_session(context_for(int64_t(prompt.size()), r.max_tokens));
-  return run_turn(*this, s, prompt, r);
+  TurnResult out = run_turn(*this, s, prompt, r);
+  if (const BudgetPolicy* p = s.budget_policy()) learned_ = *p;
+  return out;
 }
 
 StreamCounters Engine::stream_counters() const { return stream_ ? stream_->counters() : StreamCounters{}; }

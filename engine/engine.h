@@ -54,7 +54,10 @@ class Engine {
   const std::optional<SpeculationParams>& policy() const { return policy_; }
 
   // A session (target-only or speculative as the options say) of `ctx` context rows.
+  // --tree auto starts from what generate() calls before it learnt.
   Session new_session(int64_t ctx);
+  // What --tree auto has learnt over this engine's generate() calls (null before any).
+  const BudgetPolicy* learned_policy() const { return learned_ ? &*learned_ : nullptr; }
   // Up to `max_sequences` sequences generated together (in-flight batching), each of at
   // most `ctx` context rows, prompts prefilled `prefill_rows` rows per pass at most, keys
   // and values in a pool of `kv_rows` positions (0: ctx for every sequence).
@@ -97,6 +100,10 @@ class Engine {
   std::unique_ptr<LlamaModel> draft_;
   PlacementPlan plan_;
   std::optional<SpeculationParams> policy_;  // set when speculating
+  // --tree auto's prices and acceptance as the last generate() left them: the next one
+  // starts from them (a server's or chat's session keeps learning across its turns; a
+  // fresh session per prompt relearnt them every time, a tenth of a short answer's passes).
+  std::optional<BudgetPolicy> learned_;
   Tokenizer tokenizer_;
   WeightStream* stream_ = nullptr;  // owned by the target's layer source
 };

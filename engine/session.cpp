@@ -51,7 +51,7 @@ int64_t Session::scratch_rows(const std::optional<SpeculationParams>& policy) {
 }
 
 Session::Session(LlamaModel& target, LlamaModel* draft, std::optional<SpeculationParams> policy,
-                 int64_t capacity)
+                 int64_t capacity, const BudgetPolicy* learned)
     : target_(target), policy_(policy), kv_(target.make_cache(capacity)) {
   if (!policy_) return;
   if (!draft && !policy_->lookup) throw Error("internal: speculative session without a draft");
@@ -62,7 +62,8 @@ Session::Session(LlamaModel& target, LlamaModel* draft, std::optional<Speculatio
                                    double(target.backend().threads()) / double(draft->backend().threads())
                              : 0.0;
   const LlamaConfig& c = target.config();
-  if (policy_->auto_budget())
+  if (policy_->auto_budget() && learned) auto_budget_.emplace(*learned);
+  else if (policy_->auto_budget())
     auto_budget_.emplace(policy_->budget, ratio, ExpertShape{c.n_layers, c.n_experts, c.n_experts_used});
   if (policy_->lookup) lookup_.emplace(policy_->lookup_params);
   if (!draft) return;

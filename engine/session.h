@@ -50,7 +50,10 @@ class Session {
   // policy drafts by prompt lookup alone) proposes trees. `capacity`: context rows. A
   // policy that pre-grows trees runs the draft on its own thread, so the draft model
   // needs a backend of its own.
-  Session(LlamaModel& target, LlamaModel* draft, std::optional<SpeculationParams> policy, int64_t capacity);
+  // `learned`: --tree auto starts from what an earlier session's policy learnt (costs and
+  // acceptance of this target and draft on this machine) instead of from scratch.
+  Session(LlamaModel& target, LlamaModel* draft, std::optional<SpeculationParams> policy, int64_t capacity,
+          const BudgetPolicy* learned = nullptr);
 
   GenerationResult generate(std::span<const int32_t> input, const GenerateOptions& opt);
   void reset();
@@ -60,6 +63,8 @@ class Session {
   void rewind(int64_t n);
 
   const std::vector<int32_t>& tokens() const { return seq_; }
+  // --tree auto's policy (null otherwise), with what it has learnt so far.
+  const BudgetPolicy* budget_policy() const { return auto_budget_ ? &*auto_budget_ : nullptr; }
   int64_t capacity() const { return kv_.capacity(); }
   // Extra context rows a speculative pass needs beyond the sequence itself.
   static int64_t scratch_rows(const std::optional<SpeculationParams>& policy);

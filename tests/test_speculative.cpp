@@ -364,3 +364,26 @@ TEST_CASE("a session rewound to a prefix continues as a fresh run of that prefix
     CHECK(s.generate({}, greedy(4)).tokens == generate_target_only(m.target, all, greedy(4)).tokens);
   }
 }
+
+TEST_CASE("--tree auto starts a session from what an earlier session's policy learnt") {
+  Pair m("stories260K");
+  const int64_t kCtx = 64 + Session::scratch_rows(tree_auto());  // auto's scratch: its largest pass
+  const std::vector<int32_t> a = m.tok.encode("Tom and his dog went to the park.", true);
+  const std::vector<int32_t> b = m.tok.encode("Lily had a red ball.", true);
+  Session first(m.target, &m.draft, tree_auto(), kCtx);
+  first.generate(a, greedy(32));
+  REQUIRE(first.budget_policy() != nullptr);
+  const int64_t learnt = first.budget_policy()->passes();
+  REQUIRE(learnt > 1);
+
+  Session warm(m.target, &m.draft, tree_auto(), kCtx, first.budget_policy());
+  Session cold(m.target, &m.draft, tree_auto(), kCtx);
+  const GenerationResult w = warm.generate(b, greedy(32));
+  const GenerationResult c = cold.generate(b, greedy(32));
+  // Lossless either way; the warm policy goes on counting from where the first left off.
+  CHECK(w.tokens == generate_target_only(m.target, b, greedy(32)).tokens);
+  CHECK(c.tokens == w.tokens);
+  CHECK(warm.budget_policy()->passes() == learnt + cold.budget_policy()->passes() +
+                                              (w.stats.target_passes - c.stats.target_passes));
+  CHECK(Session(m.target, nullptr, std::nullopt, 64).budget_policy() == nullptr);
+}
