@@ -73,14 +73,15 @@ UringReader::UringReader(const std::string& path, ReaderOptions o)
   ring_ok_ = true;
   reqs_.resize(size_t(depth_));
   for (int i = depth_ - 1; i >= 0; --i) free_.push_back(i);
-  // Burst: what the emulated device holds queued (every request in flight, at least two
-  // requests or 2 ms of transfer). A bucket smaller than the queue made the cap stricter
-  // than a real disk of that rate: when the reader thread waited a few ms for a busy core,
-  // the tokens it missed were lost, and a 4.5 GB/s cap delivered 3.8 GB/s at the 8B shape.
-  // An idle device banks at most this queue, which a real one would hold as well.
+  // Burst: what the emulated device holds queued (every request in flight), kept within
+  // 2-8 ms of transfer. A bucket smaller than the queue made the cap stricter than a real
+  // disk of that rate: when the reader thread waited a few ms for a busy core, the tokens
+  // it missed were lost (a 4.5 GB/s cap delivered 3.8 GB/s at the 8B shape). The 8 ms
+  // bound keeps a slow cap slow: at 6 MB/s a 32 MB queue would bank 5 s of reads. An idle
+  // device banks at most this, which a real one with that queue would hold as well.
   if (opt_.bandwidth > 0)
-    bucket_ = TokenBucket(opt_.bandwidth, std::max({2.0 * double(req_bytes_), double(depth_) * double(req_bytes_),
-                                                    opt_.bandwidth * 0.002}));
+    bucket_ = TokenBucket(opt_.bandwidth, std::clamp(double(depth_) * double(req_bytes_), opt_.bandwidth * 0.002,
+                                                     opt_.bandwidth * 0.008));
 }
 
 UringReader::~UringReader() {
