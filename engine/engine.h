@@ -102,7 +102,7 @@ class Engine {
   std::optional<SpeculationParams> policy_;  // set when speculating
   // --tree auto's prices and acceptance as the last generate() left them: the next one
   // starts from them (a server's or chat's session keeps learning across its turns; a
-  // fresh session per prompt relearnt them every time, a tenth of a short answer's passes).
+  // fresh session per prompt relearnt them on every prompt of a bench).
   std::optional<BudgetPolicy> learned_;
   Tokenizer tokenizer_;
   WeightStream* stream_ = nullptr;  // owned by the target's layer source
