@@ -89,7 +89,7 @@ SequenceBatch Drafter::feed_batch(std::span<const int32_t> nodes) {
   return {ForwardBatch{feed_tokens_, feed_positions_, feed_mask_}, &kv_, LogitRows::All, &feed_logits_};
 }
 
-void Drafter::absorb_feed() {
+void Drafter::absorb_level() {
   const int64_t P = kv_.pending() - int64_t(feed_nodes_.size());  // the forward added them
   for (size_t i = 0; i < feed_nodes_.size(); ++i) {
     row_of_node_[size_t(feed_nodes_[i])] = int32_t(P + int64_t(i));
@@ -126,8 +126,6 @@ std::optional<SequenceBatch> Drafter::level_batch(int64_t nodes, int32_t width) 
     }
   }
 }
-
-void Drafter::absorb_level() { absorb_feed(); }
 
 TokenTree Drafter::propose(const SpeculationParams& policy, const SamplingParams& sampling, Rng& rng) {
   if (!policy.chain()) {

@@ -69,6 +69,7 @@ class Drafter {
   // The next level of growth towards `nodes` nodes below the root, `width` per level;
   // nullopt when the tree is done (grown to `nodes`, or out of candidates).
   std::optional<SequenceBatch> level_batch(int64_t nodes, int32_t width);
+  // After the level's forward: the fed nodes' rows, and their children as candidates.
   void absorb_level();
 
  private:
@@ -85,8 +86,6 @@ class Drafter {
 
   // The tree nodes `nodes` as one pending-row batch (in feed_*), logits for all of them.
   SequenceBatch feed_batch(std::span<const int32_t> nodes);
-  // After feed_batch's forward: the nodes' rows, and their children as candidates.
-  void absorb_feed();
   // The root's batch: the sequence tail not yet in the cache (resets the tree).
   SequenceBatch root_feed();
   // `ids` as the draft reads them: a target id beyond the draft's vocabulary as 0.
