@@ -43,7 +43,8 @@ struct PassRecord {
   // and milliseconds of drafting plus verification.
   double predicted_tokens = 0, predicted_ms = 0;
   // Mixture-of-experts targets: the union of the experts the pass's rows routed to,
-  // summed over layers, their bytes, and the bytes of those read from storage.
+  // summed over layers, their bytes, and the bytes of expert reads it issued to storage
+  // (guesses included, however late they land).
   int64_t experts = 0, expert_bytes = 0, expert_bytes_read = 0;
 
   double compute_ms() const { return target_ms - io_wait_ms; }

@@ -13,9 +13,10 @@ struct StreamCounters {
   int64_t passes = 0;         // streamed passes the I/O thread has begun
   uint64_t resident_bytes = 0;  // read once at open into resident layers
   double resident_load_ms = 0;
-  // Mixture of experts: experts read into staging slots for the layer routing to them
-  // (their bytes are in bytes_read too, as are guesses'), routed experts found in the
-  // expert cache, and experts read ahead as guesses, of which routed to.
+  // Mixture of experts: bytes of expert reads issued (routed and guessed; in bytes_read
+  // too once landed, less reads cancelled by a stream restart), experts read into staging
+  // slots for the layer routing to them, routed experts found in the expert cache, and
+  // experts read ahead as guesses, of which routed to.
   uint64_t expert_bytes_read = 0;
   int64_t expert_reads = 0, expert_hits = 0, expert_guesses = 0, expert_guess_hits = 0;
 

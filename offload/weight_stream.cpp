@@ -126,6 +126,10 @@ void WeightStream::issue_expert_reads() {
     for (const ReadRange& g : sr.ranges)
       landing += std::min(g.length, identity_->size() > g.file_offset ? identity_->size() - g.file_offset : 0);
     expert_slot_read_[size_t(r->slot)] = landing;
+    // Counted when issued, not when landed: a pass issues its reads before it ends (a
+    // layer's guesses are issued or dropped by the time it routes), while a wrong guess
+    // may land after it, between passes, where no pass record would see it.
+    expert_read_bytes_ += landing;
     // A routed expert goes ahead of the ring reads not yet started: the pass waits for it
     // now. A guess for the next layer queues behind them.
     for (const ReadRange& g : sr.ranges) {
@@ -158,6 +162,8 @@ void WeightStream::io_loop() {
           s.ranges_left = 0;
         }
         if (experts_) {  // the cancelled expert reads will not land
+          for (size_t slot = 0; slot < expert_ranges_left_.size(); ++slot)
+            if (expert_ranges_left_[slot] > 0) expert_read_bytes_ -= expert_slot_read_[slot];
           experts_->cancel_reads();
           std::fill(expert_ranges_left_.begin(), expert_ranges_left_.end(), 0);
         }
@@ -182,7 +188,6 @@ void WeightStream::io_loop() {
         if (tag & kExpertTag) {
           const int32_t slot = int32_t(tag & ~kExpertTag);
           if (expert_ranges_left_[size_t(slot)] > 0 && --expert_ranges_left_[size_t(slot)] == 0) {
-            expert_read_bytes_ += expert_slot_read_[size_t(slot)];
             experts_->landed(slot);
             landed = true;
           }
@@ -341,6 +346,16 @@ void WeightStream::done_with(int64_t layer, int32_t e) {
     experts_->done(layer, e);
   }
   cv_io_.notify_all();  // a staging slot may be free for the next read
+}
+
+void WeightStream::wait_expert_reads() {
+  std::unique_lock lk(mu_);
+  cv_consumer_.wait(lk, [&] {  // not wait_until: this is no pass waiting for weights
+    return error_ || stop_ ||
+           (!expert_reads_waiting() &&
+            std::all_of(expert_ranges_left_.begin(), expert_ranges_left_.end(), [](int n) { return n == 0; }));
+  });
+  if (error_) std::rethrow_exception(error_);
 }
 
 int64_t WeightStream::cached_experts(int64_t layer) const {

@@ -98,6 +98,9 @@ class WeightStream {
   int64_t cached_experts(int64_t layer) const;
 
   StreamCounters counters() const;
+  // Blocks until every expert read issued has landed, wrong guesses' included: the
+  // counters' expert bytes (counted when issued) are then in bytes_read too.
+  void wait_expert_reads();
   // Every buffer weights are read into (ring slots, resident layers, expert slots).
   std::vector<std::span<uint8_t>> buffers() const;
 

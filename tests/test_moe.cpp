@@ -134,6 +134,7 @@ TEST_CASE("moe: streamed generation is bit-identical to resident at every budget
         continue;
       }
       const ExpertPlan& x = *ws.plan().experts;
+      ws.wait_expert_reads();  // a wrong guess of the last layer may still be landing
       const StreamCounters c = ws.counters();
       // Every pass reads its layers' dense parts and, of the experts, the routed ones the
       // cache did not hold, and guesses of the next layer's: every routed expert was
