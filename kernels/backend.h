@@ -174,6 +174,11 @@ class Backend {
   // at y + t * w.rows). Quantized weights multiply activations rounded as llama.cpp does
   // (8-bit blocks, fp16 / bf16): kernels/cpu/matmul.h.
   virtual void matmul(const WeightMatrix& w, const float* x, int64_t T, float* y) = 0;
+  // A host-memory backend may multiply a resident matrix faster in a layout of its own:
+  // then it writes w's bytes so rearranged to dst (host memory, as many bytes as w has)
+  // and returns the matrix viewing them, which only its matmul reads (not get_rows).
+  // nullopt: the layout as stored is the fastest, nothing was written.
+  virtual std::optional<WeightMatrix> pack(const WeightMatrix& /*w*/, uint8_t* /*dst*/) const { return std::nullopt; }
   // y[t] = x[t] / rms(x[t]) * weight, over rows of `dim`.
   virtual void rmsnorm(const float* x, const float* weight, int64_t T, int64_t dim, float eps,
                        float* y) = 0;

@@ -15,11 +15,20 @@ namespace flashspec {
 // rows = ffn, cols = dim; the loader sets rows = dims[1], cols = dims[0]. An embedding table
 // (token_embd, ne = [dim, n_vocab]) has a row per token: rows = n_vocab, cols = dim, and
 // get_rows reads rows of it. `data` is in the memory of the backend that multiplies it.
+//
+// A backend may keep a resident matrix in a layout of its own (Backend::pack): the same
+// bytes rearranged, which only that backend's matmul reads.
+enum class WeightLayout : uint8_t {
+  Rows,     // as stored in GGUF
+  Lanes16,  // Q4_0, 16 rows interleaved per tile for 16-lane int32 kernels (kernels/cpu/pack_weights.h)
+};
+
 struct WeightMatrix {
   GgmlType type;
   const void* data;
   int64_t rows;  // outputs (GGUF ne1)
   int64_t cols;  // inputs, the length of a row (GGUF ne0)
+  WeightLayout layout = WeightLayout::Rows;
 };
 
 }  // namespace flashspec

@@ -50,7 +50,7 @@ uint64_t LlamaModel::load_head_into_memory() {
 uint64_t LlamaModel::load_into_memory() {
   if (!file_.mapped()) return 0;
   const uint64_t head = load_head_into_memory();
-  auto loaded = std::make_unique<LoadedLayers>(weights_);
+  auto loaded = std::make_unique<LoadedLayers>(weights_, &backend_);
   const uint64_t bytes = loaded->bytes();
   layers_ = std::move(loaded);
   return head + bytes;

@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "kernels/backend.h"
 #include "offload/aligned_buffer.h"
 #include "target/layer_source.h"
 
@@ -19,13 +20,17 @@ namespace flashspec {
 // afterwards (their page-cache copy stays), so the process does not hold both. Only for a
 // file mapping: on anonymous or heap memory, letting pages go discards their contents.
 void copy_from_mapping(uint8_t* dst, std::span<const uint8_t> bytes);
+// Lets go of the whole pages of a file mapping within `bytes`, as copy_from_mapping does.
+void let_go_of_mapping(std::span<const uint8_t> bytes);
 // The same into a buffer of their own.
 AlignedBuffer copy_out_of_mapping(std::span<const uint8_t> bytes);
 
 class LoadedLayers final : public LayerSource {
  public:
-  // `w` must view a file mapping (GgufFile::mapped()): see copy_from_mapping.
-  explicit LoadedLayers(const ModelWeights& w);
+  // `w` must view a file mapping (GgufFile::mapped()): see copy_from_mapping. With a
+  // backend, each dense matrix is stored in the layout it multiplies fastest
+  // (Backend::pack); without, as the file has it.
+  explicit LoadedLayers(const ModelWeights& w, const Backend* backend = nullptr);
   LayerWeights acquire(int64_t layer) override { return layers_.at(size_t(layer)); }
   void release(int64_t) override {}
   uint64_t bytes() const { return bytes_; }

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -17,6 +18,8 @@
 #include "core/tokenizer.h"
 #include "engine/placement.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/pack_weights.h"
 #include "offload/aligned_buffer.h"
 #include "target/llama_model.h"
 #include "target/loaded_layers.h"
@@ -75,6 +78,37 @@ TEST_CASE("loaded weights: a copied layer holds the file's bytes, each matrix on
       CHECK(std::memcmp(a.data, b.data, t.tensor->nbytes) == 0);
     }
   }
+}
+
+TEST_CASE("loaded weights: with a backend, Q4_0 matrices are packed where its kernel runs, the rest keep the file's bytes") {
+  CpuBackend backend(1);
+  for (const char* name : {"stories260K-wide-q4_0", "tiny-llama3moe"}) {
+    CAPTURE(name);
+    LlamaModel m(model_path(name), backend);
+    LoadedLayers loaded(m.weights(), &backend);
+    int64_t packed = 0;
+    for (int64_t l = 0; l < m.weights().n_layers(); ++l) {
+      const LayerWeights copy = loaded.acquire(l);
+      const LayerWeights mapped = m.weights().layer(l);
+      for (const LayerMatrixTensor& t : m.weights().layer_matrices(l)) {
+        const WeightMatrix& a = copy[t.spec.id];
+        const WeightMatrix& b = mapped[t.spec.id];
+        const bool pack = t.spec.experts <= 1 && fastest_layout(b) == WeightLayout::Lanes16;
+        CHECK(a.layout == (pack ? WeightLayout::Lanes16 : WeightLayout::Rows));
+        if (!pack) {
+          CHECK(std::memcmp(a.data, b.data, t.tensor->nbytes) == 0);
+          continue;
+        }
+        ++packed;
+        std::vector<uint8_t> want(t.tensor->nbytes);
+        cpu::pack_lanes16(b, want.data());
+        CHECK(std::memcmp(a.data, want.data(), want.size()) == 0);
+      }
+    }
+    if (std::string(name) == "stories260K-wide-q4_0" && std::string(matmul_isa()) == "avx512vnni") CHECK(packed > 0);
+  }
+  if (std::string(matmul_isa()) != "avx512vnni")
+    MESSAGE("nothing packed: matmul runs " << matmul_isa() << ", which multiplies rows as stored");
 }
 
 TEST_CASE("loaded weights: buffers from 2 MiB on start on a huge-page boundary") {

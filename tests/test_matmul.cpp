@@ -22,6 +22,7 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/memory_bandwidth.h"
+#include "kernels/cpu/pack_weights.h"
 #include "kernels/cpu/quantize_activations.h"
 #include "kernels/cpu/quantize_weights.h"
 #include "kernels/cpu/thread_pool.h"
@@ -576,4 +577,57 @@ TEST_CASE("measure_read_bandwidth streams its buffer and reports a rate") {
   CHECK(r.buffer_bytes % 64 == 0);
   CHECK(r.passes >= 3);
   CHECK(r.bytes_per_s > 1e8);  // any machine reads faster than 100 MB/s
+}
+
+TEST_CASE("Q4_0 packed into 16-row lanes: each byte where the layout says, only whole tiles") {
+  std::mt19937 rng(5);
+  const int64_t rows = 32, cols = 96, nb = cols / QK4_0;
+  const auto w = random_weights(rng, GgmlType::Q4_0, rows, cols);
+  const WeightMatrix wm{GgmlType::Q4_0, w.data(), rows, cols};
+  REQUIRE(cpu::packable_lanes16(wm));
+  std::vector<uint8_t> packed(w.size());
+  cpu::pack_lanes16(wm, packed.data());
+  const auto* blocks = reinterpret_cast<const BlockQ4_0*>(w.data());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t b = 0; b < nb; ++b) {
+      const BlockQ4_0& x = blocks[r * nb + b];
+      const uint8_t* tile = packed.data() + (r / 16) * 16 * nb * int64_t(sizeof(BlockQ4_0));
+      const int64_t i = r % 16;
+      CHECK(std::memcmp(tile + nb * 256 + b * 32 + 2 * i, &x.d, 2) == 0);
+      for (int k = 0; k < 16; ++k) CHECK(tile[b * 256 + 64 * (k / 4) + 4 * i + k % 4] == x.qs[k]);
+    }
+  CHECK(!cpu::packable_lanes16({GgmlType::Q4_0, w.data(), 13, cols}));  // a partial tile
+  CHECK(!cpu::packable_lanes16({GgmlType::Q8_0, w.data(), 16, 32}));
+  CHECK(!cpu::packable_lanes16({GgmlType::Q4_0, packed.data(), rows, cols, WeightLayout::Lanes16}));
+  CHECK_THROWS_AS(cpu::pack_lanes16({GgmlType::Q4_0, w.data(), 13, cols}, packed.data()), Error);
+}
+
+TEST_CASE("Q4_0 packed into 16-row lanes multiplies bit-identically to its rows") {
+  if (!cpu::isa_supported(Isa::Avx512Vnni)) {
+    MESSAGE("skipping the Lanes16 kernel: AVX-512 VNNI not supported by this CPU");
+    return;
+  }
+  ThreadPool pool1(1), pool2(2);
+  std::mt19937 rng(8);
+  for (const Shape s : {Shape{16, 32}, Shape{48, 160}, Shape{320, 1024}}) {
+    const auto w = random_weights(rng, GgmlType::Q4_0, s.rows, s.cols);
+    const WeightMatrix rows{GgmlType::Q4_0, w.data(), s.rows, s.cols};
+    std::vector<uint8_t> p(w.size());
+    cpu::pack_lanes16(rows, p.data());
+    const WeightMatrix packed{GgmlType::Q4_0, p.data(), s.rows, s.cols, WeightLayout::Lanes16};
+    for (int64_t T : {1, 2, 8, 9, 64}) {
+      CAPTURE(s.rows);
+      CAPTURE(s.cols);
+      CAPTURE(T);
+      const std::vector<float> x = random_floats(rng, T * s.cols);
+      std::vector<float> want(size_t(T * s.rows)), got(size_t(T * s.rows), std::nanf(""));
+      cpu::matmul_with_isa(Isa::Avx512Vnni, rows, x.data(), T, want.data(), pool2);
+      cpu::matmul_with_isa(Isa::Avx512Vnni, packed, x.data(), T, got.data(), T % 2 ? pool1 : pool2);
+      CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+    }
+    // Only the kernel it was packed for reads it.
+    std::vector<float> y(size_t(s.rows));
+    const std::vector<float> x = random_floats(rng, s.cols);
+    CHECK_THROWS_AS(cpu::matmul_with_isa(Isa::Avx2, packed, x.data(), 1, y.data(), pool1), Error);
+  }
 }

@@ -11,6 +11,7 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/memory_bandwidth.h"
+#include "kernels/cpu/pack_weights.h"
 #include "kernels/cpu/quantize_fast.h"
 #include "kernels/immediate_copy_queue.h"
 
@@ -47,11 +48,21 @@ std::unique_ptr<CopyQueue> CpuBackend::make_copy_queue() { return std::make_uniq
 std::optional<ReadBandwidth> CpuBackend::read_bandwidth() { return measure_read_bandwidth(pool_); }
 
 void CpuBackend::get_rows(const WeightMatrix& table, const int32_t* ids, int64_t n, float* out) {
+  if (table.layout != WeightLayout::Rows) throw Error("internal: rows of a packed matrix");
   const int64_t stride = row_bytes(table.type, table.cols);
   for (int64_t i = 0; i < n; ++i) {
     const auto* row = static_cast<const uint8_t*>(table.data) + ids[i] * stride;
     dequantize_row(table.type, row, out + i * table.cols, table.cols);
   }
+}
+
+std::optional<WeightMatrix> CpuBackend::pack(const WeightMatrix& w, uint8_t* dst) const {
+  if (fastest_layout(w) != WeightLayout::Lanes16) return std::nullopt;
+  cpu::pack_lanes16(w, dst);
+  WeightMatrix packed = w;
+  packed.data = dst;
+  packed.layout = WeightLayout::Lanes16;
+  return packed;
 }
 
 void CpuBackend::matmul(const WeightMatrix& w, const float* x, int64_t T, float* y) {

@@ -28,6 +28,7 @@ class CpuBackend final : public Backend {
 
   void get_rows(const WeightMatrix& table, const int32_t* ids, int64_t n, float* out) override;
   void matmul(const WeightMatrix& w, const float* x, int64_t T, float* y) override;
+  std::optional<WeightMatrix> pack(const WeightMatrix& w, uint8_t* dst) const override;
   void rmsnorm(const float* x, const float* weight, int64_t T, int64_t dim, float eps,
                float* y) override;
   void rope(float* x, const int32_t* positions, int64_t T, int64_t n_heads, int64_t head_dim,

@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "kernels/cpu/matmul_internal.h"
+#include "kernels/cpu/pack_weights.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -384,6 +385,11 @@ void matmul_with_kernels(const IsaKernels& k, const WeightMatrix& w, const float
                                   [gemm](const WeightMatrix& m, const RoundedAct& a, int64_t r0,
                                          int64_t r1, float* out) { gemm(m, a.x, a.T, r0, r1, out); });
   };
+  if (w.layout != WeightLayout::Rows) {
+    if (w.layout != WeightLayout::Lanes16 || w.type != GgmlType::Q4_0 || !k.q4_0_lanes16)
+      throw Error(std::string("internal: a packed matrix on ") + k.name + ", which has no kernel for its layout");
+    return q8_0(k.q4_0_lanes16);
+  }
   switch (w.type) {
     case GgmlType::F32: return run_f32(k, w, x, T, y, pool);
     case GgmlType::F16: return rounded(k.f16);
@@ -410,5 +416,10 @@ void matmul(const WeightMatrix& w, const float* x, int64_t T, float* y, ThreadPo
 }
 
 const char* matmul_isa() { return cpu::isa_name(cpu::dispatch_isa()); }
+
+WeightLayout fastest_layout(const WeightMatrix& w) {
+  return cpu::kernels_for(cpu::dispatch_isa()).q4_0_lanes16 && cpu::packable_lanes16(w) ? WeightLayout::Lanes16
+                                                                                         : WeightLayout::Rows;
+}
 
 }  // namespace flashspec

@@ -23,4 +23,8 @@ void dequantize_row(GgmlType type, const void* src, float* dst, int64_t n);
 // "scalar").
 const char* matmul_isa();
 
+// The layout matmul() multiplies `w` (row layout) fastest in on this CPU: Lanes16 for Q4_0
+// where the AVX-512 VNNI kernels run (kernels/cpu/pack_weights.h), else Rows.
+WeightLayout fastest_layout(const WeightMatrix& w);
+
 }  // namespace flashspec

@@ -271,6 +271,38 @@ struct Blocks32 : Kind {
   }
 };
 
+// Q4_0 packed at load (WeightLayout::Lanes16, kernels/cpu/pack_weights.h): the registers
+// Q4_0Kind::prep builds by transposing 16 rows are loaded as they are, so the same
+// operations follow on the same values and a token's result is the row layout's, bit for
+// bit. The tile's rows are one stretch: its quants, then its scales.
+struct PackedTile {
+  const uint8_t* quants;
+  const uint8_t* scales;
+};
+
+struct PackedLanes16 : Lanes16 {
+  static PackedTile tile_rows(const uint8_t* base, int64_t rs, int64_t r, int /*nvalid: whole tiles*/) {
+    const uint8_t* tile = base + r * rs;
+    return {tile, tile + rs / int64_t(sizeof(BlockQ4_0)) * 256};
+  }
+};
+
+struct Q4_0Lanes16 : Blocks32<Q4_0Kind> {
+  template <class Prefetch>
+  static FS_ALWAYS_INLINE void prep(const PackedTile& t, int64_t b, __m512i* out, Prefetch&& pf) {
+    const uint8_t* q = t.quants + b * 256;
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    for (int j = 0; j < 4; ++j) {
+      const __m512i z = _mm512_loadu_si512(q + 64 * j);
+      out[j] = _mm512_and_si512(z, m4);
+      out[4 + j] = _mm512_and_si512(_mm512_srli_epi16(z, 4), m4);
+    }
+    out[8] = _mm512_castps_si512(
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.scales + b * 32))));
+    pf();
+  }
+};
+
 // ---- Q8_K-activation types (super-blocks of 256 weights).
 //
 // Sub-block sums are exact int32 vpdpbusd sums of unsigned weight codes and signed
@@ -504,6 +536,7 @@ const IsaKernels& avx512vnni_kernels() {
     t.q5_1 = gemm_row_lanes<Lanes16, Blocks32<Q5_1Kind>>;
     t.q8_0 = gemm_row_lanes<Lanes16, Blocks32<Q8_0Kind>>;
     t.iq4_nl = gemm_row_lanes<Lanes16, Blocks32<IQ4_NLKind>>;
+    t.q4_0_lanes16 = gemm_row_lanes<PackedLanes16, Q4_0Lanes16>;
     t.q4_k = gemm_row_lanes<Lanes16, Q4_KKind>;
     t.q6_k = gemm_row_lanes<Lanes16, Q6_KKind>;
     return t;

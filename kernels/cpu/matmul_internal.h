@@ -106,6 +106,7 @@ struct IsaKernels {
   GemmQ8_0Fn q5_1;
   GemmQ8_0Fn q8_0;
   GemmQ8_0Fn iq4_nl;
+  GemmQ8_0Fn q4_0_lanes16;  // Q4_0 in WeightLayout::Lanes16; null: this ISA keeps rows
   // Q8_K activations.
   GemmQ8_KFn q2_k;
   GemmQ8_KFn q3_k;

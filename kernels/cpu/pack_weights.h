@@ -1,0 +1,26 @@
+#pragma once
+// Resident Q4_0 weights rearranged once at load into the layout the AVX-512 VNNI kernel
+// multiplies (WeightLayout::Lanes16), so that decode does not transpose 16 rows per block
+// on every pass. Decode at the 8B shape is bound by that repack on this project's 2-core
+// machines, not by memory: one core multiplied row-major Q4_0 at 12.7 GB/s where it reads
+// memory at 27.6.
+//
+// A tile of 16 rows occupies the same bytes as in the file (rows r..r+15, r a multiple of
+// 16), so prefetching and row splits are unchanged. Within a tile of nb blocks:
+//   quants: nb x 256 bytes; block b's 4 registers z[0..3] of 64 bytes, byte 4i + k of
+//           z[j] = byte 4j + k of row i's 16 nibble bytes (low nibbles: columns 4j..4j+3,
+//           high: 16 + 4j..)
+//   scales: nb x 32 bytes; block b's 16 fp16 d, row i at 2i.
+// The kernel then computes exactly what it computes from the row layout.
+#include <cstdint>
+
+#include "kernels/weight_matrix.h"
+
+namespace flashspec::cpu {
+
+// Whether `w` (row layout) can be packed to Lanes16: Q4_0 with whole tiles of 16 rows.
+bool packable_lanes16(const WeightMatrix& w);
+// w's bytes in the Lanes16 layout at dst (matrix_bytes(w) of them); `w` must be packable.
+void pack_lanes16(const WeightMatrix& w, uint8_t* dst);
+
+}  // namespace flashspec::cpu
