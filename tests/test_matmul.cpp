@@ -602,7 +602,7 @@ TEST_CASE("Q4_0 packed into 16-row lanes: each byte where the layout says, only 
   CHECK_THROWS_AS(cpu::pack_lanes16({GgmlType::Q4_0, w.data(), 13, cols}, packed.data()), Error);
 }
 
-TEST_CASE("Q4_0 packed into 16-row lanes multiplies bit-identically to its rows") {
+TEST_CASE("Q4_0 packed into 16-row lanes multiplies bit-identically to its rows, packed by either packer") {
   if (!cpu::isa_supported(Isa::Avx512Vnni)) {
     MESSAGE("skipping the Lanes16 kernel: AVX-512 VNNI not supported by this CPU");
     return;
@@ -614,6 +614,9 @@ TEST_CASE("Q4_0 packed into 16-row lanes multiplies bit-identically to its rows"
     const WeightMatrix rows{GgmlType::Q4_0, w.data(), s.rows, s.cols};
     std::vector<uint8_t> p(w.size());
     cpu::pack_lanes16(rows, p.data());
+    std::vector<uint8_t> fast(w.size());
+    cpu::avx512vnni_kernels().pack_q4_0_lanes16(rows, fast.data());
+    CHECK(fast == p);  // the AVX-512 packer writes the layout the portable one defines
     const WeightMatrix packed{GgmlType::Q4_0, p.data(), s.rows, s.cols, WeightLayout::Lanes16};
     for (int64_t T : {1, 2, 8, 9, 64}) {
       CAPTURE(s.rows);

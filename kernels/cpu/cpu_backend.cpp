@@ -11,7 +11,7 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/memory_bandwidth.h"
-#include "kernels/cpu/pack_weights.h"
+#include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/quantize_fast.h"
 #include "kernels/immediate_copy_queue.h"
 
@@ -58,7 +58,7 @@ void CpuBackend::get_rows(const WeightMatrix& table, const int32_t* ids, int64_t
 
 std::optional<WeightMatrix> CpuBackend::pack(const WeightMatrix& w, uint8_t* dst) const {
   if (fastest_layout(w) != WeightLayout::Lanes16) return std::nullopt;
-  cpu::pack_lanes16(w, dst);
+  cpu::dispatch_kernels().pack_q4_0_lanes16(w, dst);
   WeightMatrix packed = w;
   packed.data = dst;
   packed.layout = WeightLayout::Lanes16;

@@ -363,6 +363,11 @@ Isa dispatch_isa() {
   return chosen;
 }
 
+const IsaKernels& dispatch_kernels() {
+  static const IsaKernels& kernels = kernels_for(dispatch_isa());
+  return kernels;
+}
+
 void matmul_with_isa(Isa isa, const WeightMatrix& w, const float* x, int64_t T, float* y,
                      ThreadPool& pool) {
   if (!isa_supported(isa))
@@ -411,15 +416,13 @@ void matmul_with_kernels(const IsaKernels& k, const WeightMatrix& w, const float
 }  // namespace cpu
 
 void matmul(const WeightMatrix& w, const float* x, int64_t T, float* y, ThreadPool& pool) {
-  static const cpu::IsaKernels& kernels = cpu::kernels_for(cpu::dispatch_isa());
-  cpu::matmul_with_kernels(kernels, w, x, T, y, pool);
+  cpu::matmul_with_kernels(cpu::dispatch_kernels(), w, x, T, y, pool);
 }
 
 const char* matmul_isa() { return cpu::isa_name(cpu::dispatch_isa()); }
 
 WeightLayout fastest_layout(const WeightMatrix& w) {
-  return cpu::kernels_for(cpu::dispatch_isa()).q4_0_lanes16 && cpu::packable_lanes16(w) ? WeightLayout::Lanes16
-                                                                                         : WeightLayout::Rows;
+  return cpu::dispatch_kernels().q4_0_lanes16 && cpu::packable_lanes16(w) ? WeightLayout::Lanes16 : WeightLayout::Rows;
 }
 
 }  // namespace flashspec

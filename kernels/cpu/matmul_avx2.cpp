@@ -86,6 +86,7 @@ const IsaKernels& avx2_kernels() {
                                 .q8_0 = gemm_q8_0,
                                 .iq4_nl = avx2::gemm_iq4_nl,
                                 .q4_0_lanes16 = nullptr,
+                                .pack_q4_0_lanes16 = nullptr,
                                 .q2_k = avx2::gemm_q2_k,
                                 .q3_k = avx2::gemm_q3_k,
                                 .q4_k = avx2::gemm_q4_k,

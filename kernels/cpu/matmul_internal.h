@@ -107,6 +107,7 @@ struct IsaKernels {
   GemmQ8_0Fn q8_0;
   GemmQ8_0Fn iq4_nl;
   GemmQ8_0Fn q4_0_lanes16;  // Q4_0 in WeightLayout::Lanes16; null: this ISA keeps rows
+  void (*pack_q4_0_lanes16)(const WeightMatrix& w, uint8_t* dst);  // pack_lanes16, faster; null with the above
   // Q8_K activations.
   GemmQ8_KFn q2_k;
   GemmQ8_KFn q3_k;
@@ -125,6 +126,8 @@ const IsaKernels& avx512_kernels();
 const IsaKernels& avx512vnni_kernels();
 
 const char* isa_name(Isa isa);
+// The kernel table matmul() dispatches to.
+const IsaKernels& dispatch_kernels();
 bool isa_supported(Isa isa);
 // The ISA matmul() uses: the best supported one, or FLASHSPEC_ISA
 // (scalar|avx2|avx512|avx512vnni) when set and supported. Decided once per process.

@@ -313,6 +313,7 @@ const IsaKernels& scalar_kernels() {
                                 .q8_0 = gemm_q8_0,
                                 .iq4_nl = gemm_iq4_nl,
                                 .q4_0_lanes16 = nullptr,
+                                .pack_q4_0_lanes16 = nullptr,
                                 .q2_k = gemm_q2_k,
                                 .q3_k = gemm_q3_k,
                                 .q4_k = gemm_q4_k,
