@@ -19,7 +19,7 @@
 #include "engine/placement.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/matmul.h"
-#include "kernels/cpu/pack_weights.h"
+#include "kernels/cpu/matmul_internal.h"
 #include "offload/aligned_buffer.h"
 #include "target/llama_model.h"
 #include "target/loaded_layers.h"
@@ -86,7 +86,7 @@ TEST_CASE("loaded weights: a copied layer holds the file's bytes, or with a back
           std::vector<uint8_t> want(static_cast<const uint8_t*>(b.data), static_cast<const uint8_t*>(b.data) + t.tensor->nbytes);
           if (pack) {
             ++packed;
-            cpu::pack_lanes16(b, want.data());
+            cpu::dispatch_kernels().pack_q4_0_lanes16(b, want.data());  // byte by byte: test_matmul.cpp
           }
           CHECK(std::memcmp(a.data, want.data(), want.size()) == 0);
         }

@@ -306,8 +306,8 @@ struct Q4_0Lanes16 : Blocks32<Q4_0Kind> {
   }
 };
 
-// pack_lanes16 with the transposition Q4_0Kind::prep does: ~10x the scalar packer's speed,
-// which took a quarter of the 8B file's load.
+// Writes Q4_0 rows in the Lanes16 layout (kernels/cpu/pack_weights.h) with the
+// transposition Q4_0Kind::prep does. (A scalar packer took a quarter of the 8B file's load.)
 void pack_q4_0(const WeightMatrix& w, uint8_t* dst) {
   const int64_t nb = w.cols / QK4_0, rs = nb * int64_t(sizeof(BlockQ4_0));
   const auto* src = static_cast<const uint8_t*>(w.data);

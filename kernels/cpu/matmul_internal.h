@@ -107,7 +107,8 @@ struct IsaKernels {
   GemmQ8_0Fn q8_0;
   GemmQ8_0Fn iq4_nl;
   GemmQ8_0Fn q4_0_lanes16;  // Q4_0 in WeightLayout::Lanes16; null: this ISA keeps rows
-  void (*pack_q4_0_lanes16)(const WeightMatrix& w, uint8_t* dst);  // pack_lanes16, faster; null with the above
+  // Writes a packable_lanes16 matrix's bytes in that layout to dst; null with the above.
+  void (*pack_q4_0_lanes16)(const WeightMatrix& w, uint8_t* dst);
   // Q8_K activations.
   GemmQ8_KFn q2_k;
   GemmQ8_KFn q3_k;

@@ -11,7 +11,9 @@
 //           z[j] = byte 4j + k of row i's 16 nibble bytes (low nibbles: columns 4j..4j+3,
 //           high: 16 + 4j..)
 //   scales: nb x 32 bytes; block b's 16 fp16 d, row i at 2i.
-// The kernel then computes exactly what it computes from the row layout.
+// The kernel then computes exactly what it computes from the row layout. The VNNI kernel
+// table's pack_q4_0_lanes16 writes it (kernels/cpu/matmul_avx512vnni.cpp), with the
+// transposition its row-layout kernel does per pass.
 #include <cstdint>
 
 #include "kernels/weight_matrix.h"
@@ -20,7 +22,5 @@ namespace flashspec::cpu {
 
 // Whether `w` (row layout) can be packed to Lanes16: Q4_0 with whole tiles of 16 rows.
 bool packable_lanes16(const WeightMatrix& w);
-// w's bytes in the Lanes16 layout at dst (matrix_bytes(w) of them); `w` must be packable.
-void pack_lanes16(const WeightMatrix& w, uint8_t* dst);
 
 }  // namespace flashspec::cpu
