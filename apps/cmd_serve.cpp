@@ -53,7 +53,10 @@ int run_serve(ServeArgs& a) {
                "flashspec serve: listening on http://%s:%d (model '%s', %s chat format, %s, context %lld, queue %lld%s)\n",
                o.host.c_str(), port, http.model_id().c_str(), chat_style_name(http.chat_format().style()),
                speculation_label(a.run.engine).c_str(), (long long)http.context(), (long long)o.queue,
-               o.parallel > 1 ? (", parallel " + std::to_string(o.parallel)).c_str() : "");
+               o.parallel > 1 ? (", parallel " + std::to_string(o.parallel) + ", KV pool " +
+                                 std::to_string(http.kv_pool_rows()) + " positions")
+                                    .c_str()
+                              : "");
   std::fflush(stderr);
   http.run();
   std::fprintf(stderr, "[flashspec serve] stopped\n");

@@ -31,6 +31,7 @@ struct BatchSession::Sequence {
   int64_t prefill = 0;
   TokenTree cand{0}, tree{0};
   std::vector<int32_t> picked;  // candidate id of each verified node (empty: all verified)
+  BudgetPolicy::Choice choice;  // --tree auto: what the policy expected of the pass
   int64_t draft_nodes = 0;      // of cand, the draft model's (ids 1..draft_nodes)
   std::vector<int32_t> positions;
   std::vector<uint8_t> mask;
@@ -48,7 +49,8 @@ BatchSession::BatchSession(LlamaModel& target, LlamaModel* draft, std::optional<
       policy_(policy),
       capacity_(capacity),
       max_sequences_(max_sequences),
-      prefill_rows_(std::max<int64_t>(prefill_rows, 1)) {
+      prefill_rows_(std::max<int64_t>(prefill_rows, 1)),
+      scratch_rows_(Session::scratch_rows(policy)) {
   if (max_sequences < 1) throw Error("internal: a batch of no sequences");
   if (policy_ && !draft && !policy_->lookup) throw Error("internal: speculative batch without a draft");
   if (!policy_) draft_ = nullptr;
@@ -56,6 +58,7 @@ BatchSession::BatchSession(LlamaModel& target, LlamaModel* draft, std::optional<
     const LlamaConfig& c = target.config();
     const double ratio = draft ? double(draft->file().file_size()) / double(target.file().file_size()) : 0.0;
     auto_budget_.emplace(policy_->budget, ratio, ExpertShape{c.n_layers, c.n_experts, c.n_experts_used});
+    scratch_rows_ = std::min(scratch_rows_, kAutoScratchRows);
   }
   if (target.backend().host_memory()) {
     // Untouched blocks cost address space only: the pool's memory is what sequences use.
@@ -70,13 +73,13 @@ BatchSession::BatchSession(LlamaModel& target, LlamaModel* draft, std::optional<
 BatchSession::~BatchSession() = default;
 
 int64_t BatchSession::rows_needed(int64_t prompt_tokens, int64_t n_predict) const {
-  const int64_t need = prompt_tokens + n_predict + Session::scratch_rows(policy_);
+  const int64_t need = prompt_tokens + n_predict + scratch_rows_;
   if (need > capacity_)
     throw Error("context full: " + std::to_string(prompt_tokens) + " tokens plus " + std::to_string(n_predict) +
                 " to generate exceed the context size " + std::to_string(capacity_) + " (raise --ctx)");
   if (pool_ && blocks_for(need) > pool_->blocks())
     throw Error("KV cache: " + std::to_string(prompt_tokens) + " tokens plus " + std::to_string(n_predict) +
-                " to generate (and " + std::to_string(Session::scratch_rows(policy_)) + " rows of speculation) need " +
+                " to generate (and " + std::to_string(scratch_rows_) + " rows of speculation) need " +
                 std::to_string(need) + " positions; the pool holds " +
                 std::to_string(pool_->blocks() * pool_->block_rows()) + " (raise --kv-budget)");
   return need;
@@ -282,13 +285,18 @@ bool BatchSession::step() {
     auto_budget_->observe_draft((drafted_nodes + int64_t(decode.size()) - 1) / int64_t(decode.size()), drafted_ms);
   if (auto_budget_ && !decode.empty()) {
     std::vector<TokenTree> cands;
-    for (Sequence* s : decode) cands.push_back(s->cand);
-    const std::vector<BudgetPolicy::Choice> choices = auto_budget_->choose_many(cands, prefill_rows, drafted_ms);
+    std::vector<int64_t> room;  // candidates each cache has rows for, besides the root's
+    for (Sequence* s : decode) {
+      cands.push_back(s->cand);
+      room.push_back(s->kv->capacity() - s->kv->committed() - 1);
+    }
+    const std::vector<BudgetPolicy::Choice> choices = auto_budget_->choose_many(cands, prefill_rows, drafted_ms, room);
     for (size_t i = 0; i < decode.size(); ++i) {
       Sequence& s = *decode[i];
       s.tree = s.cand.select(choices[i].nodes);
       s.picked = {0};
       s.picked.insert(s.picked.end(), choices[i].nodes.begin(), choices[i].nodes.end());
+      s.choice = choices[i];
     }
   }
 
@@ -347,6 +355,10 @@ bool BatchSession::step() {
     rec.tree_tokens = s->tree.size();
     for (int32_t k = 1; k < s->tree.size(); ++k) rec.draft_nodes += s->tree.source[size_t(k)] == NodeSource::Draft;
     rec.lookup_nodes = s->tree.size() - 1 - rec.draft_nodes;
+    if (auto_budget_) {
+      rec.predicted_tokens = s->choice.predicted_tokens;
+      rec.predicted_ms = s->choice.predicted_ms;
+    }
     const int64_t before = int64_t(s->result.tokens.size());
     finish_tree(*s, s->tree, s->picked, s->draft_nodes);
     rec.emitted = int64_t(s->result.tokens.size()) - before;

@@ -104,6 +104,15 @@ class BatchSession {
   // Most context rows one sequence may use: its capacity, or less when the pool is smaller.
   int64_t max_rows() const { return pool_ ? std::min(capacity_, pool_->blocks() * pool_->block_rows()) : capacity_; }
   int64_t max_sequences() const { return max_sequences_; }
+  // Rows a sequence reserves beyond its prompt and answer: its widest pass.
+  int64_t scratch_rows() const { return scratch_rows_; }
+  // With --tree auto, the rows a sequence reserves for its trees beyond its prompt and
+  // answer: its trees also use the rows of the answer not generated yet, each capped at
+  // what is left of its cache (the answer's remaining rows plus these). A sequence
+  // reserves every row it may use when it joins (a running one never runs out), and a
+  // reservation of the widest tree --draft-max allows (1026 rows by default) would let a
+  // pool sized to the memory available hold a fraction of the sequences it can.
+  static constexpr int64_t kAutoScratchRows = 32;
   const BatchCounters& counters() const { return counters_; }
   KvFigures kv_figures() const;
 
@@ -135,6 +144,7 @@ class BatchSession {
   LlamaModel* draft_;
   std::optional<SpeculationParams> policy_;
   const int64_t capacity_, max_sequences_, prefill_rows_;
+  int64_t scratch_rows_;
   std::optional<BudgetPolicy> auto_budget_;  // shared: its prices are the pass's
   // Destroyed in reverse: sequences, then the prefix index, give their blocks back
   // before the pool goes.

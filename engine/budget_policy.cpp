@@ -225,7 +225,8 @@ BudgetPolicy::Choice BudgetPolicy::choose(const TokenTree& candidates, double dr
 }
 
 std::vector<BudgetPolicy::Choice> BudgetPolicy::choose_many(const std::vector<TokenTree>& candidates,
-                                                            int64_t other_rows, double drafted_ms) {
+                                                            int64_t other_rows, double drafted_ms,
+                                                            const std::vector<int64_t>& max_nodes) {
   // Every tree's candidates, likeliest first: each tree's own ranking keeps its parents
   // first, and a stable merge by probability keeps that.
   struct Node {
@@ -239,7 +240,10 @@ std::vector<BudgetPolicy::Choice> BudgetPolicy::choose_many(const std::vector<To
     const std::vector<double> p = node_probabilities(candidates[t]);
     const std::vector<int32_t> order = ranked(candidates[t], p);
     draft_nodes += record_draft_tokens(candidates[t], p, order);
-    for (int32_t k : order) all.push_back({p[size_t(k)], t, k});
+    // A prefix of the tree's ranking, so what is kept stays closed under parents.
+    const size_t kept =
+        max_nodes.empty() ? order.size() : size_t(std::clamp<int64_t>(max_nodes[t], 0, int64_t(order.size())));
+    for (size_t i = 0; i < kept; ++i) all.push_back({p[size_t(order[i])], t, order[i]});
   }
   std::stable_sort(all.begin(), all.end(), [](const Node& a, const Node& b) { return a.p > b.p; });
   const bool probing = best_ == 0 && draft_nodes > 0;

@@ -69,8 +69,10 @@ class BudgetPolicy {
   // Several sequences' candidate trees verified in one pass (engine/batch_session.h),
   // beside `other_rows` rows that are not trees (prefill chunks): one budget for the
   // whole pass, given to the likeliest candidates of all trees, the best rate of expected
-  // tokens over the pass's time. One choice per tree.
-  std::vector<Choice> choose_many(const std::vector<TokenTree>& candidates, int64_t other_rows, double drafted_ms);
+  // tokens over the pass's time. One choice per tree, of at most max_nodes[t] nodes for
+  // tree t (empty: no limit).
+  std::vector<Choice> choose_many(const std::vector<TokenTree>& candidates, int64_t other_rows, double drafted_ms,
+                                  const std::vector<int64_t>& max_nodes = {});
 
   // A verified tree, the node ids of its accepted path and the pass's times: the target
   // pass, the part of it spent waiting for streamed weights, and the drafting the pass

@@ -187,15 +187,18 @@ Session Engine::new_session(int64_t ctx) {
 
 std::unique_ptr<BatchSession> Engine::new_batch(int64_t max_sequences, int64_t ctx, int64_t prefill_rows,
                                                int64_t kv_rows) {
+  const LlamaConfig& c = target_->config();
+  const uint64_t per_position =
+      uint64_t(c.n_layers) * (kv_bytes(target_->key_type(), c.kv_dim()) + kv_bytes(target_->value_type(), c.kv_dim()));
   if (kv_rows == 0 && opt_.kv_budget > 0) {
-    const LlamaConfig& c = target_->config();
-    const uint64_t per_position =
-        uint64_t(c.n_layers) * (kv_bytes(target_->key_type(), c.kv_dim()) + kv_bytes(target_->value_type(), c.kv_dim()));
     kv_rows = int64_t(opt_.kv_budget / per_position);
     if (kv_rows < BatchSession::kKvBlockRows)
       throw Error("--kv-budget " + std::to_string(opt_.kv_budget) + " bytes holds less than one block of " +
                   std::to_string(BatchSession::kKvBlockRows) + " positions (" + std::to_string(per_position) +
                   " bytes each)");
+  } else if (kv_rows == 0 && target_->backend().host_memory()) {
+    kv_rows = default_kv_pool_rows(ctx * max_sequences, per_position, probe_host_memory().available(),
+                                   BatchSession::kKvBlockRows);
   }
   return std::make_unique<BatchSession>(*target_, draft_.get(), policy_, ctx, max_sequences, prefill_rows, kv_rows);
 }

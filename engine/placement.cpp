@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
 #include "core/gguf.h"
 #include "engine/streamed_layers.h"
 #include "offload/weight_stream.h"
@@ -26,6 +27,17 @@ const char* home_name(LayerHome h) {
 bool fits_in_memory(uint64_t bytes, uint64_t available) {
   const uint64_t reserve = std::max<uint64_t>(available / 10, uint64_t(256) << 20);
   return available > reserve && bytes <= available - reserve;
+}
+
+int64_t default_kv_pool_rows(int64_t wanted, uint64_t per_position, uint64_t available, int64_t block_rows) {
+  const uint64_t share = available / 2;
+  if (uint64_t(wanted) * per_position <= share) return wanted;
+  const int64_t rows = int64_t(share / per_position) / block_rows * block_rows;
+  if (rows < block_rows)
+    throw Error("KV cache: " + format_bytes(available) + " of memory available holds no block of " +
+                std::to_string(block_rows) + " positions (" + format_bytes(uint64_t(block_rows) * per_position) +
+                "); lower --ram-budget or give the process more memory");
+  return rows;
 }
 
 std::string why_mapped(uint64_t bytes, std::optional<bool> mmap, uint64_t available) {

@@ -72,6 +72,14 @@ PlacementPlan plan_placement(const GgufFile& f, const ModelWeights& w, const Pla
 // tenth of it (at least 256 MB) left for the KV cache, activations and everything else.
 bool fits_in_memory(uint64_t bytes, uint64_t available);
 
+// Positions of a batch's paged KV pool when no --kv-budget sets it: `wanted` (every
+// sequence's full context), or, when that would take more than half the memory
+// `available`, what half of it holds, in whole blocks of `block_rows` (the other half is
+// left for activations, logits, the draft's caches and the server). The pool's pages are
+// touched as its blocks are first used, so an oversized pool is not refused at start:
+// under a memory cap it is killed later, under load. Error when not one block fits.
+int64_t default_kv_pool_rows(int64_t wanted, uint64_t per_position, uint64_t available, int64_t block_rows);
+
 // Why `bytes` of a model's weights stay in the file mapping under `mmap` (the option),
 // or empty when they are copied into memory. Unless --no-mmap asks for it, weights under
 // kLoadMinBytes stay mapped: after the first pass the CPU's caches hold them, and a copy

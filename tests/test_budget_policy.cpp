@@ -306,3 +306,26 @@ TEST_CASE("acceptance model: recovers a known calibration, and never prices a no
   const std::vector<double> p = m.node_probabilities(t);
   CHECK(p[2] == p[1]);
 }
+
+TEST_CASE("tree auto, several trees in one pass: each tree gives at most its cap of nodes, a prefix closed under parents") {
+  const SimPair pair;
+  BudgetPolicy policy(1024);
+  // Rows are cheap: the pass's budget goes past what the caps allow.
+  for (int i = 0; i < 4; ++i) policy.observe_cost(64 * (i + 1), 1.0 + 0.001 * i, 0.0);
+  const std::vector<TokenTree> trees{pair.grow(1, 40), pair.grow(2, 40), pair.grow(3, 40)};
+  for (int64_t cap : {int64_t(1), int64_t(5), int64_t(40)}) {
+    const std::vector<BudgetPolicy::Choice> c = policy.choose_many(trees, 0, 0.0, {cap, cap, cap});
+    REQUIRE(c.size() == trees.size());
+    int64_t taken = 0;
+    for (size_t t = 0; t < c.size(); ++t) {
+      CHECK(int64_t(c[t].nodes.size()) <= cap);
+      taken += int64_t(c[t].nodes.size());
+      for (int32_t k : c[t].nodes) {
+        const int32_t parent = trees[t].parent[size_t(k)];
+        CHECK((parent == 0 || std::binary_search(c[t].nodes.begin(), c[t].nodes.end(), parent)));
+      }
+    }
+    CHECK(taken > 0);
+    if (cap == 1) CHECK(taken == 3);
+  }
+}

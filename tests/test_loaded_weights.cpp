@@ -141,6 +141,18 @@ TEST_CASE("loaded weights: the placement copies what fits in the memory availabl
   CHECK(!fits_in_memory(1, uint64_t(200) << 20));
 }
 
+TEST_CASE("kv pool by default: every sequence's context where half the memory available holds it, else what half holds") {
+  const uint64_t per_position = 22528;  // 22 layers x (256 keys + 256 values) x f16
+  CHECK(default_kv_pool_rows(4 * 4414, per_position, uint64_t(8) << 30, 16) == 4 * 4414);
+  // 170 MB left under a memory cap: 4 x 4414 positions (398 MB) would be killed by it.
+  const int64_t rows = default_kv_pool_rows(4 * 4414, per_position, uint64_t(170) << 20, 16);
+  CHECK(rows % 16 == 0);
+  CHECK(uint64_t(rows) * per_position <= uint64_t(85) << 20);
+  CHECK(uint64_t(rows + 16) * per_position > uint64_t(85) << 20);
+  CHECK_THROWS_WITH_AS(default_kv_pool_rows(4 * 4414, per_position, 600000, 16),
+                       doctest::Contains("holds no block of 16 positions"), Error);
+}
+
 TEST_CASE("loaded weights: cgroup headroom from v1 and v2 files") {
   // v1 without a limit (the kernel's "unlimited" is near 2^63), and v2's "max".
   CHECK(!cgroup_headroom("9223372036854771712\n", "3555332096\n", "cache 3550289920\nrss 2072576\n"));

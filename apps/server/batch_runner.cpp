@@ -69,9 +69,9 @@ BatchRunner::BatchRunner(Engine& engine, const ChatFormat& format, bool ignore_e
       max_sequences_(max_sequences),
       batch_(engine.new_batch(max_sequences, capacity_, engine.options().batch)),
       max_rows_(batch_->max_rows()),
-      thread_([this] { engine_loop(); }) {
-  gauges_.max_sequences = max_sequences_;
-}
+      scratch_rows_(batch_->scratch_rows()),
+      gauges_{.max_sequences = max_sequences_, .kv = batch_->kv_figures()},
+      thread_([this] { engine_loop(); }) {}
 
 BatchRunner::~BatchRunner() {
   {
@@ -83,7 +83,7 @@ BatchRunner::~BatchRunner() {
 }
 
 // A request beyond it is a 400 with the numbers (HttpServer::prepare), before it queues.
-int64_t BatchRunner::max_sequence() const { return max_rows_ - engine_.scratch_rows(); }
+int64_t BatchRunner::max_sequence() const { return max_rows_ - scratch_rows_; }
 
 std::optional<BatchGauges> BatchRunner::batch() const {
   std::lock_guard lk(m_);

@@ -13,8 +13,8 @@
 // A request the batch refuses (its context does not fit) fails alone, with the error a
 // single session would give. A pass that fails fails every request in it (each rethrows
 // the error on its HTTP thread), and the engine thread goes on with a new batch.
-// There is no prefix reuse here: each request prefills its whole prompt
-// (RunResult::cached_tokens is 0). With --stream, what the weight stream did during a
+// Prompts reuse the pool's blocks of any prefix already computed (RunResult::
+// cached_tokens counts them). With --stream, what the weight stream did during a
 // pass is shared evenly among the sequences it carried, so that the per-request I/O
 // counters add up to the stream's.
 #include <condition_variable>
@@ -71,6 +71,7 @@ class BatchRunner : public Runner {
   const int64_t capacity_, max_sequences_;
   std::unique_ptr<BatchSession> batch_;  // the engine thread's alone once it runs
   const int64_t max_rows_;               // a request's prompt, answer and scratch rows, at most
+  const int64_t scratch_rows_;           // of those, the speculation's
   BatchCounters retired_;                // of batches dropped after a failed pass
 
   mutable std::mutex m_;
