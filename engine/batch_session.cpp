@@ -31,7 +31,7 @@ struct BatchSession::Sequence {
   int64_t prefill = 0;
   TokenTree cand{0}, tree{0};
   std::vector<int32_t> picked;  // candidate id of each verified node (empty: all verified)
-  BudgetPolicy::Choice choice;  // --tree auto: what the policy expected of the pass
+  double predicted_tokens = 0, predicted_ms = 0;  // --tree auto: what it expected of the pass
   int64_t draft_nodes = 0;      // of cand, the draft model's (ids 1..draft_nodes)
   std::vector<int32_t> positions;
   std::vector<uint8_t> mask;
@@ -296,7 +296,8 @@ bool BatchSession::step() {
       s.tree = s.cand.select(choices[i].nodes);
       s.picked = {0};
       s.picked.insert(s.picked.end(), choices[i].nodes.begin(), choices[i].nodes.end());
-      s.choice = choices[i];
+      s.predicted_tokens = choices[i].predicted_tokens;
+      s.predicted_ms = choices[i].predicted_ms;
     }
   }
 
@@ -355,10 +356,8 @@ bool BatchSession::step() {
     rec.tree_tokens = s->tree.size();
     for (int32_t k = 1; k < s->tree.size(); ++k) rec.draft_nodes += s->tree.source[size_t(k)] == NodeSource::Draft;
     rec.lookup_nodes = s->tree.size() - 1 - rec.draft_nodes;
-    if (auto_budget_) {
-      rec.predicted_tokens = s->choice.predicted_tokens;
-      rec.predicted_ms = s->choice.predicted_ms;
-    }
+    rec.predicted_tokens = s->predicted_tokens;
+    rec.predicted_ms = s->predicted_ms;
     const int64_t before = int64_t(s->result.tokens.size());
     finish_tree(*s, s->tree, s->picked, s->draft_nodes);
     rec.emitted = int64_t(s->result.tokens.size()) - before;
