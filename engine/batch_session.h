@@ -4,7 +4,8 @@
 // next chunk of its prompt -- so that a streamed target reads its weights once per pass
 // for all of them instead of once per sequence. Sequences join (add) and leave (take)
 // between passes; a new prompt is prefilled in chunks of at most `prefill_rows` rows per
-// pass, mixed into the passes of the sequences already decoding, which keep emitting.
+// pass, mixed into the passes of the sequences already decoding, which keep emitting
+// (beside them, in halves when the pass is bound by compute: see step()).
 //
 // Each sequence has its own caches (target and draft), sampler state and prompt-lookup
 // index, and every row of a pass attends only to its own sequence (LlamaModel::

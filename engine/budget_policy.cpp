@@ -61,6 +61,19 @@ double BudgetPolicy::verify_ms(int64_t b) const {
   return std::max(io_floor_.n ? io_floor_.value : 0.0, compute_fit_.at(double(budgets_[i] + 1)));
 }
 
+int64_t BudgetPolicy::free_rows(int64_t limit) const {
+  if (!io_floor_.n || compute_fit_.n < 2 || ms_per_expert_.n || prefill_ms_per_expert_.n) return 0;
+  int64_t lo = 0, hi = limit;  // the compute line does not fall: the last row count under the floor
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo + 1) / 2;
+    if (compute_fit_.at(double(mid)) <= io_floor_.value)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
 double BudgetPolicy::draft_ms(int64_t n) const {
   if (n <= 0) return 0.0;
   if (draft_fit_.n) return draft_fit_.at(double(n));

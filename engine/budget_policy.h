@@ -90,6 +90,11 @@ class BudgetPolicy {
 
   // Expected target milliseconds of a pass verifying b candidates (b + 1 rows).
   double verify_ms(int64_t b) const;
+  // The most rows (up to `limit`) a pass holds before its compute outgrows the I/O floor:
+  // rows that cost the pass no time while its weights stream. 0 before an I/O-bound pass
+  // has been measured, for a resident target, and for a mixture of experts (whose rows
+  // each read experts of their own).
+  int64_t free_rows(int64_t limit) const;
   // Expected drafting milliseconds to grow n draft nodes (0 for none).
   double draft_ms(int64_t n) const;
   // The budgets choices are made among: 0, 1, 2, 3, 4, 6, 8, 12, ... up to the maximum.

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -186,7 +187,9 @@ class Backend {
   // positions[t], as `r` says.
   virtual void rope(float* x, const int32_t* positions, int64_t T, int64_t n_heads, int64_t head_dim,
                     const RopeParams& r) = 0;
-  virtual void attention(const AttentionArgs& a) = 0;
+  // Each call's rows attend to its own cache: one op for the rows of several sequences
+  // (a batch pass has one call per sequence), which a CPU pool runs as one job.
+  virtual void attention(std::span<const AttentionArgs> calls) = 0;
   // Stores n floats as KV cache values of type t (fp16: round to nearest even).
   virtual void store_kv(const float* src, void* dst, int64_t n, KvType t) = 0;
   // y[t][i] += bias[i] for T rows of n.

@@ -294,7 +294,9 @@ void LlamaModel::forward_pass(std::span<const PassPart> parts) {
     if (w[KNorm]) be.rmsnorm(k, w[KNorm], T * c.n_kv_heads, c.head_dim, c.rms_eps, k);
     be.rope(q, in.positions, T, c.n_heads, c.head_dim, rope);
     be.rope(k, in.positions, T, c.n_kv_heads, c.head_dim, rope);
-    // Each sequence's rows go to its own cache and attend to it alone.
+    // Each sequence's rows go to its own cache and attend to it alone, all sequences in one
+    // attention op.
+    attention_calls_.clear();
     int64_t r0 = 0;
     for (size_t i = 0; i < parts.size(); ++i) {
       KvCache& kv = *parts[i].kv;
@@ -307,12 +309,13 @@ void LlamaModel::forward_pass(std::span<const PassPart> parts) {
                     kv.value_type());
         done += run;
       }
-      be.attention(AttentionArgs{q + r0 * c.q_dim(), kv.keys(l), kv.values(l), in.masks[i], att + r0 * c.q_dim(), n,
-                                 kv.committed(), kv.pending() + n, c.n_heads, c.n_kv_heads, c.head_dim, scale,
-                                 kv.key_type(), kv.value_type(), kv.paged() ? kv.blocks().data() : nullptr,
-                                 kv.block_rows()});
+      attention_calls_.push_back(AttentionArgs{q + r0 * c.q_dim(), kv.keys(l), kv.values(l), in.masks[i],
+                                               att + r0 * c.q_dim(), n, kv.committed(), kv.pending() + n, c.n_heads,
+                                               c.n_kv_heads, c.head_dim, scale, kv.key_type(), kv.value_type(),
+                                               kv.paged() ? kv.blocks().data() : nullptr, kv.block_rows()});
       r0 += n;
     }
+    be.attention(attention_calls_);
     be.matmul(w[Out], att, T, xb);
     if (w[BiasOut]) be.add_bias(xb, w[BiasOut], T, c.dim);
     be.add(x, xb, T * c.dim);

@@ -151,6 +151,7 @@ class LlamaModel {
   std::vector<std::vector<uint8_t>> chunk_masks_;  // per part: the rows of its tree mask one pass reads
   std::vector<int32_t> pass_tokens_, pass_positions_;  // the parts' ids and positions, concatenated
   std::vector<float> pass_logits_;  // several parts' logits before they are handed out
+  std::vector<AttentionArgs> attention_calls_;  // a layer's, one per part
   // Scratch in backend memory, grown as needed and kept between calls: activations,
   // staged inputs (and their host staging), and for a GPU the logits before download.
   BackendBuffer act_, inputs_, logits_dev_;

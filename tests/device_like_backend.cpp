@@ -453,14 +453,16 @@ void DeviceLikeBackend::rope(float* x, const int32_t* positions, int64_t T, int6
   submit([=, this] { cpu_.rope(x, positions, T, n_heads, head_dim, r); });
 }
 
-void DeviceLikeBackend::attention(const AttentionArgs& a) {
-  const int64_t n = (a.n_past + a.n_masked) * a.n_kv_heads * a.head_dim;
-  check(a.q, floats(a.T * a.n_heads * a.head_dim), "queries");
-  check(a.k, kv_bytes(a.k_type, n), "key rows");
-  check(a.v, kv_bytes(a.v_type, n), "value rows");
-  if (a.mask) check(a.mask, size_t(a.T * a.n_masked), "mask");
-  check(a.out, floats(a.T * a.n_heads * a.head_dim), "attention output");
-  submit([=, this] { cpu_.attention(a); });
+void DeviceLikeBackend::attention(std::span<const AttentionArgs> calls) {
+  for (const AttentionArgs& a : calls) {
+    const int64_t n = (a.n_past + a.n_masked) * a.n_kv_heads * a.head_dim;
+    check(a.q, floats(a.T * a.n_heads * a.head_dim), "queries");
+    check(a.k, kv_bytes(a.k_type, n), "key rows");
+    check(a.v, kv_bytes(a.v_type, n), "value rows");
+    if (a.mask) check(a.mask, size_t(a.T * a.n_masked), "mask");
+    check(a.out, floats(a.T * a.n_heads * a.head_dim), "attention output");
+  }
+  submit([copy = std::vector<AttentionArgs>(calls.begin(), calls.end()), this] { cpu_.attention(copy); });
 }
 
 void DeviceLikeBackend::store_kv(const float* src, void* dst, int64_t n, KvType t) {

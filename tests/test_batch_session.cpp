@@ -211,6 +211,29 @@ TEST_CASE("batch session: a prompt joining mid-way is prefilled in chunks while 
   for (size_t i = 1; i < r1.stats.passes.size(); ++i) CHECK(r1.stats.passes[i].emitted >= 1);
 }
 
+TEST_CASE("batch session: beside a decoding sequence a prompt on a resident target is prefilled in two halves, alone in one pass") {
+  Models m("stories260K");
+  BatchSession b(m.target, nullptr, std::nullopt, 512, 2, 64);
+  const std::vector<int32_t> first_ids = m.ids(kPrompts[0]);
+  const int64_t first = b.add(first_ids, greedy(32));
+  b.step();  // alone: the whole prompt in one pass
+  CHECK(b.counters().prefill_rows == int64_t(first_ids.size()));
+  std::string long_prompt;
+  for (int i = 0; i < 3; ++i) long_prompt += kPrompts[size_t(i)] + ". ";
+  const std::vector<int32_t> late_ids = m.ids(long_prompt);
+  REQUIRE(late_ids.size() > 30);
+  REQUIRE(late_ids.size() < 64);  // fits one pass's prefill rows
+  const int64_t late = b.add(late_ids, greedy(8));
+  const int64_t half = (int64_t(late_ids.size()) + 1) / 2;
+  b.step();
+  CHECK(b.counters().prefill_rows == int64_t(first_ids.size()) + half);
+  b.step();
+  CHECK(b.counters().prefill_rows == int64_t(first_ids.size() + late_ids.size()));
+  b.run();
+  CHECK(b.take(first).tokens == generate_target_only(m.target, first_ids, greedy(32)).tokens);
+  CHECK(b.take(late).tokens == generate_target_only(m.target, late_ids, greedy(8)).tokens);
+}
+
 TEST_CASE("batch session: a sequence taken away mid-answer changes no other answer, and frees its slot") {
   Models m("stories260K");
   BatchSession b(m.target, &m.draft, tree_auto(), 2048, 2, 64);

@@ -329,3 +329,19 @@ TEST_CASE("tree auto, several trees in one pass: each tree gives at most its cap
     if (cap == 1) CHECK(taken == 3);
   }
 }
+
+TEST_CASE("free rows: the rows whose compute stays under the I/O floor, none without a floor") {
+  BudgetPolicy resident(64);
+  resident.observe_cost(1, 20.0, 0.0);
+  resident.observe_cost(11, 50.0, 0.0);
+  CHECK(resident.free_rows(1000) == 0);  // never waited for weights: no floor
+
+  BudgetPolicy streamed(64);
+  // Both passes took 100 ms, waiting 80 and 50 of them: compute 20 ms at 1 row, 50 at 11,
+  // the line 17 + 3 rows, under the floor of 100 ms up to 27 rows.
+  streamed.observe_cost(1, 100.0, 80.0);
+  CHECK(streamed.free_rows(1000) == 0);  // one point: no line yet
+  streamed.observe_cost(11, 100.0, 50.0);
+  CHECK(streamed.free_rows(1000) == 27);
+  CHECK(streamed.free_rows(10) == 10);
+}

@@ -2,7 +2,8 @@
 // runs: against a double-precision reference for every pair of key and value types
 // (-ctk/-ctv), head shape and mask kind, and batch invariance -- a row of a causal batch equals the same row computed
 // alone, and a token-tree row equals its query computed with its ancestors committed
-// (what verification relies on for greedy speculation to equal the target alone).
+// (what verification relies on for greedy speculation to equal the target alone), and
+// several calls run as one job (a batch pass's sequences) each equal to the call alone.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -116,9 +117,12 @@ double worst_error(const AttentionArgs& a, const Cache& c) {
 
 bool same_bits(const float* a, const float* b, int64_t n) { return std::memcmp(a, b, size_t(n) * sizeof(float)) == 0; }
 
+// One call as a job of its own.
+void attend(const AttentionArgs& a, ThreadPool& pool, Isa isa) { cpu_attention({&a, 1}, pool, isa); }
+
 }  // namespace
 
-TEST_CASE("cpu attention: every ISA build against a double reference, a row alone equals it in a batch or a tree") {
+TEST_CASE("cpu attention: every ISA build against a double reference, a row alone equals it in a batch or a tree, calls alone equal them in one job") {
   std::vector<Isa> isas;
   for (Isa i : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
     if (cpu::isa_supported(i))
@@ -159,24 +163,38 @@ TEST_CASE("cpu attention: every ISA build against a double reference, a row alon
           // A causal batch of T rows, then each row alone.
           std::vector<float> out(q.size()), alone(static_cast<size_t>(q_dim));
           AttentionArgs a = args(s, cache, q.data(), out.data(), T, n_past, T, nullptr);
-          cpu_attention(a, pool, isa);
+          attend(a, pool, isa);
           CHECK(worst_error(a, cache) < tolerance);
           for (int64_t t = 0; t < T; ++t) {
-            cpu_attention(args(s, cache, q.data() + t * q_dim, alone.data(), 1, n_past + t, 1, nullptr), pool, isa);
+            attend(args(s, cache, q.data() + t * q_dim, alone.data(), 1, n_past + t, 1, nullptr), pool, isa);
             CHECK(same_bits(alone.data(), out.data() + t * q_dim, q_dim));
           }
           // A tree over the same rows, then each node with its ancestors committed in order.
           AttentionArgs tree = args(s, cache, q.data(), out.data(), T, n_past, T, mask.data());
-          cpu_attention(tree, pool, isa);
+          attend(tree, pool, isa);
           CHECK(worst_error(tree, cache) < tolerance);
           for (int64_t i = 0; i < T; ++i) {
             Cache path = cache;
             int64_t n = n_past;
             for (int64_t m = 0; m < T; ++m)
               if (mask[size_t(i * T + m)]) path.copy_row(cache, n_past + m, n++);
-            cpu_attention(args(s, path, q.data() + i * q_dim, alone.data(), 1, n - 1, 1, nullptr), pool, isa);
+            attend(args(s, path, q.data() + i * q_dim, alone.data(), 1, n - 1, 1, nullptr), pool, isa);
             CHECK(same_bits(alone.data(), out.data() + i * q_dim, q_dim));
           }
+          // The causal batch, the tree and one row as the calls of one job (as a batch pass
+          // runs its sequences): each call's output is bit for bit what it was alone.
+          std::vector<float> causal(q.size()), in_tree(q.size()), row(static_cast<size_t>(q_dim));
+          attend(args(s, cache, q.data(), causal.data(), T, n_past, T, nullptr), pool, isa);
+          attend(args(s, cache, q.data(), in_tree.data(), T, n_past, T, mask.data()), pool, isa);
+          attend(args(s, cache, q.data() + 2 * q_dim, row.data(), 1, n_past + 2, 1, nullptr), pool, isa);
+          std::vector<float> job_causal(q.size()), job_tree(q.size()), job_row(static_cast<size_t>(q_dim));
+          const AttentionArgs job[] = {args(s, cache, q.data(), job_causal.data(), T, n_past, T, nullptr),
+                                       args(s, cache, q.data(), job_tree.data(), T, n_past, T, mask.data()),
+                                       args(s, cache, q.data() + 2 * q_dim, job_row.data(), 1, n_past + 2, 1, nullptr)};
+          cpu_attention(job, pool, isa);
+          CHECK(same_bits(job_causal.data(), causal.data(), T * q_dim));
+          CHECK(same_bits(job_tree.data(), in_tree.data(), T * q_dim));
+          CHECK(same_bits(job_row.data(), row.data(), q_dim));
         }
       }
 }

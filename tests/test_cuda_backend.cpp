@@ -220,11 +220,13 @@ TEST_CASE("cuda backend: tree-masked attention with grouped KV heads, every key 
             CAPTURE(masked);
             const uint8_t* gm = masked ? mg.get<uint8_t>() : nullptr;
             const uint8_t* cm = masked ? mask.data() : nullptr;
-            gpu->attention(AttentionArgs{qg.get<float>(), kg.get(), vg.get(), gm, og.get<float>(), T, n_past, n_masked,
-                                         heads, kv_heads, hd, scale, k_type, v_type});
+            const AttentionArgs on_gpu{qg.get<float>(), kg.get(), vg.get(), gm, og.get<float>(), T, n_past, n_masked,
+                                       heads, kv_heads, hd, scale, k_type, v_type};
+            gpu->attention({&on_gpu, 1});
             std::vector<float> want(q.size());
-            cpu.attention(AttentionArgs{q.data(), k.data(), v.data(), cm, want.data(), T, n_past, n_masked, heads,
-                                        kv_heads, hd, scale, k_type, v_type});
+            const AttentionArgs on_cpu{q.data(), k.data(), v.data(), cm, want.data(), T, n_past, n_masked, heads,
+                                       kv_heads, hd, scale, k_type, v_type};
+            cpu.attention({&on_cpu, 1});
             const std::vector<float> got = from_gpu<float>(*gpu, og, q.size());
             double worst = 0;
             for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, double(std::fabs(got[i] - want[i])));

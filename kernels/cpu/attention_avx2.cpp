@@ -3,8 +3,6 @@
 
 namespace flashspec::cpu {
 
-void attend_items_avx2(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int64_t>& next, int64_t items) {
-  attend_items(a, tree, next, items);
-}
+void attend_items_avx2(const AttentionJob& job, std::atomic<int64_t>& next) { attend_items(job, next); }
 
 }  // namespace flashspec::cpu

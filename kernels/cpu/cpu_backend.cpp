@@ -101,7 +101,7 @@ void CpuBackend::rope(float* x, const int32_t* positions, int64_t T, int64_t n_h
   }
 }
 
-void CpuBackend::attention(const AttentionArgs& a) { cpu_attention(a, pool_); }
+void CpuBackend::attention(std::span<const AttentionArgs> calls) { cpu_attention(calls, pool_); }
 
 void CpuBackend::split(int64_t n, int64_t unit, const std::function<void(int64_t, int64_t)>& fn) {
   // Below this many elements waking the pool costs more than it saves (a decode step's

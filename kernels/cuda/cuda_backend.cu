@@ -204,12 +204,14 @@ void CudaBackend::rope(float* x, const int32_t* positions, int64_t T, int64_t n_
   launch_rope(x, positions, T, n_heads, head_dim, r, theta_scale, stream());
 }
 
-void CudaBackend::attention(const AttentionArgs& a) {
+void CudaBackend::attention(std::span<const AttentionArgs> calls) {
   use_device();
-  // Paged caches are made for host-memory backends only (BatchSession): their block table
-  // lives in host memory.
-  if (a.blocks) throw Error("internal: a paged KV cache on the CUDA backend");
-  launch_attention(a, stream());
+  for (const AttentionArgs& a : calls) {
+    // Paged caches are made for host-memory backends only (BatchSession): their block
+    // table lives in host memory.
+    if (a.blocks) throw Error("internal: a paged KV cache on the CUDA backend");
+    launch_attention(a, stream());
+  }
 }
 
 void CudaBackend::store_kv(const float* src, void* dst, int64_t n, KvType t) {

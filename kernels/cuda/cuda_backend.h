@@ -58,7 +58,7 @@ class CudaBackend final : public Backend {
   void rmsnorm(const float* x, const float* weight, int64_t T, int64_t dim, float eps, float* y) override;
   void rope(float* x, const int32_t* positions, int64_t T, int64_t n_heads, int64_t head_dim,
             const RopeParams& r) override;
-  void attention(const AttentionArgs& a) override;
+  void attention(std::span<const AttentionArgs> calls) override;
   void store_kv(const float* src, void* dst, int64_t n, KvType t) override;
   void add_bias(float* y, const float* bias, int64_t T, int64_t n) override;
   void silu_mul(float* gate, const float* up, int64_t n) override;
