@@ -1,5 +1,7 @@
 #include "kernels/cpu/attention.h"
 
+#include <memory>
+
 namespace flashspec {
 
 cpu::TreeKeys::TreeKeys(const AttentionArgs& a) {
@@ -14,28 +16,26 @@ cpu::TreeKeys::TreeKeys(const AttentionArgs& a) {
 }
 
 void cpu_attention(std::span<const AttentionArgs> calls, ThreadPool& pool, cpu::Isa isa) {
-  using Items = void (*)(const cpu::AttentionJob&, std::atomic<int64_t>&);
+  using Items = void (*)(const AttentionArgs&, const cpu::TreeKeys&, std::atomic<int64_t>&, int64_t);
   Items items_fn = cpu::attend_items_scalar;
   if (isa == cpu::Isa::Avx512 || isa == cpu::Isa::Avx512Vnni)
     items_fn = cpu::attend_items_avx512;
   else if (isa == cpu::Isa::Avx2)
     items_fn = cpu::attend_items_avx2;
   std::vector<cpu::TreeKeys> trees;
-  std::vector<int64_t> first{0};
+  std::vector<int64_t> items;
   trees.reserve(calls.size());
   for (const AttentionArgs& a : calls) {
     trees.emplace_back(a);
     const int64_t tile_rows = cpu::attention_tile_rows(a);
-    first.push_back(first.back() + a.n_kv_heads * ((a.T + tile_rows - 1) / tile_rows));
+    items.push_back(a.n_kv_heads * ((a.T + tile_rows - 1) / tile_rows));
   }
-  // Items in groups of about an eighth of a thread's share: a decode step's items take a
-  // microsecond or two each, and one shared counter taken per item bounced its cache line
-  // between the cores for a tenth of the attention's time. Eight groups per thread still
-  // even out a causal batch's tiles, which differ in cost.
-  const int64_t grain = std::max<int64_t>(1, first.back() / (8 * int64_t(pool.size())));
-  const cpu::AttentionJob job{calls, trees, first, grain};
-  std::atomic<int64_t> next{0};
-  pool.run([&](int, int) { items_fn(job, next); });
+  // One job for every call: each thread takes items of a call until none is left, then
+  // goes on to the next call, so the calls of a batch pass wait for the pool once.
+  const std::unique_ptr<std::atomic<int64_t>[]> next(new std::atomic<int64_t>[calls.size()]());
+  pool.run([&](int, int) {
+    for (size_t c = 0; c < calls.size(); ++c) items_fn(calls[c], trees[c], next[c], items[c]);
+  });
 }
 
 void cpu_attention(std::span<const AttentionArgs> calls, ThreadPool& pool) {

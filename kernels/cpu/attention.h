@@ -41,19 +41,11 @@ class TreeKeys {
   std::vector<int32_t> keys_;
 };
 
-// The work items of one job: call c's are [first[c], first[c + 1]) of the job's.
-struct AttentionJob {
-  std::span<const AttentionArgs> calls;
-  std::span<const TreeKeys> trees;   // per call
-  std::span<const int64_t> first;    // calls.size() + 1 offsets
-  int64_t grain;                     // items a thread takes at a time
-};
-
-// A thread's share of a job's work items, taken from `next` until every item is taken;
+// A thread's share of a call's work items, taken from `next` until it reaches `items`;
 // built for one ISA each.
-void attend_items_scalar(const AttentionJob& job, std::atomic<int64_t>& next);
-void attend_items_avx2(const AttentionJob& job, std::atomic<int64_t>& next);
-void attend_items_avx512(const AttentionJob& job, std::atomic<int64_t>& next);
+void attend_items_scalar(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int64_t>& next, int64_t items);
+void attend_items_avx2(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int64_t>& next, int64_t items);
+void attend_items_avx512(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int64_t>& next, int64_t items);
 
 }  // namespace cpu
 }  // namespace flashspec

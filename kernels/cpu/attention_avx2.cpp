@@ -3,6 +3,8 @@
 
 namespace flashspec::cpu {
 
-void attend_items_avx2(const AttentionJob& job, std::atomic<int64_t>& next) { attend_items(job, next); }
+void attend_items_avx2(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int64_t>& next, int64_t items) {
+  attend_items(a, tree, next, items);
+}
 
 }  // namespace flashspec::cpu

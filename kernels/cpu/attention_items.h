@@ -73,14 +73,7 @@ inline F8 round8_to_fp16(F8 x) {
 #endif
 }
 
-// One thread's scratch, kept over every item it takes.
-struct AttentionScratch {
-  std::vector<float> block, block_t, qr, score, acc, tree_k, tree_v;
-  std::vector<int64_t> dense_end, score_at;  // per vector: keys [0, dense_end) seen densely
-  std::vector<char> loaded;
-};
-
-void attend_item(const AttentionArgs& a, const TreeKeys& tree, int64_t item, AttentionScratch& scratch) {
+void attend_items(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int64_t>& next, int64_t items) {
   // Work items: one KV head and a tile of query rows (every query head of the group).
   // Keys a whole tile sees -- the committed prefix, and for a causal batch the rows up to
   // each query -- are converted to f32 block by block, once for every query of the tile.
@@ -155,157 +148,151 @@ void attend_item(const AttentionArgs& a, const TreeKeys& tree, int64_t item, Att
     for (int64_t d = 0; d < hd; ++d) acc[d] += p * v[d];
   };
 
-  auto& [block, block_t, qr, score, acc, tree_k, tree_v, dense_end, score_at, loaded] = scratch;
-  block.resize(size_t(kBlock * hd));
-  block_t.resize(block.size());
-  const int64_t g = item / tiles, t0 = (item % tiles) * tile_rows;
-  const int64_t rows = std::min(tile_rows, a.T - t0), nv = rows * group;
-  // Query vector v = (row t0 + v / group, head g * group + v % group).
-  auto row_of = [&](int64_t v) { return t0 + v / group; };
-  qr.resize(size_t(nv * hd));
-  acc.assign(size_t(nv * hd), 0.0f);
-  for (int64_t v = 0; v < nv; ++v) {
-    const float* q = a.q + row_of(v) * q_stride + (g * group + v % group) * hd;
-    int64_t d = 0;
-    if (round_q)
-      for (; d + 8 <= hd; d += 8) store8(qr.data() + v * hd + d, round8_to_fp16(load8(q + d)));
-    for (; d < hd; ++d) qr[size_t(v * hd + d)] = round_if(round_q, q[d]);
-  }
-  // Which keys each vector sees: a dense run [0, dense_end) (the committed prefix; for a
-  // causal batch also the masked rows up to the query), then for a tree its listed
-  // ancestors among the masked rows.
-  dense_end.resize(size_t(nv));
-  score_at.assign(size_t(nv) + 1, 0);
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t t = t0 + r;
-    int64_t end = a.n_past;
-    if (!a.mask) end += a.n_masked - a.T + t + 1;
-    for (int64_t h = 0; h < group; ++h) dense_end[size_t(r * group + h)] = end;
-  }
-  for (int64_t v = 0; v < nv; ++v)
-    score_at[size_t(v + 1)] = score_at[size_t(v)] + dense_end[size_t(v)] + tree.count(row_of(v));
-  score.resize(size_t(score_at[size_t(nv)]));
-  const int64_t dense_max = *std::max_element(dense_end.begin(), dense_end.end());
-
-  // Scores: the dense run block by block, then the tree ancestors. A block's keys are
-  // transposed (hd x kBlock) so that one query's scores against them are independent
-  // sums side by side, which the compiler vectorizes across keys: each key still gets
-  // its products added in head-dim order, the arithmetic of dot().
-  for (int64_t j0 = 0; j0 < dense_max; j0 += kBlock) {
-    const int64_t n = std::min(kBlock, dense_max - j0);
-    for (int64_t j = 0; j < n; ++j) load_row(keys, g, j0 + j, block.data() + j * hd);
-    for (int64_t j = 0; j < n; ++j)
-      for (int64_t d = 0; d < hd; ++d) block_t[size_t(d * kBlock + j)] = block[size_t(j * hd + d)];
+  std::vector<float> block(static_cast<size_t>(kBlock * hd)), block_t(block.size()), qr, score, acc, tree_k, tree_v;
+  std::vector<int64_t> dense_end, score_at;  // per vector: keys [0, dense_end) seen densely
+  std::vector<char> loaded;
+  // Items are taken one at a time (the tiles of a causal batch differ in cost); the
+  // scratch above is this thread's for all of them.
+  for (int64_t item; (item = next.fetch_add(1, std::memory_order_relaxed)) < items;) {
+    const int64_t g = item / tiles, t0 = (item % tiles) * tile_rows;
+    const int64_t rows = std::min(tile_rows, a.T - t0), nv = rows * group;
+    // Query vector v = (row t0 + v / group, head g * group + v % group).
+    auto row_of = [&](int64_t v) { return t0 + v / group; };
+    qr.resize(size_t(nv * hd));
+    acc.assign(size_t(nv * hd), 0.0f);
     for (int64_t v = 0; v < nv; ++v) {
-      const int64_t stop = std::min(n, dense_end[size_t(v)] - j0);
-      float* sv = score.data() + score_at[size_t(v)] + j0;
-      const float* q = qr.data() + v * hd;
-      // Sixteen keys at a time, their sums held in registers over the head dims (keys
-      // past `stop` are computed from stale block entries and not stored).
-      for (int64_t j1 = 0; j1 < stop; j1 += 16) {
-        float s16[16] = {};
-        for (int64_t d = 0; d < hd; ++d) {
-          const float qd = q[d];
-          const float* kd = block_t.data() + d * kBlock + j1;
-          for (int l = 0; l < 16; ++l) s16[l] += qd * kd[l];
+      const float* q = a.q + row_of(v) * q_stride + (g * group + v % group) * hd;
+      int64_t d = 0;
+      if (round_q)
+        for (; d + 8 <= hd; d += 8) store8(qr.data() + v * hd + d, round8_to_fp16(load8(q + d)));
+      for (; d < hd; ++d) qr[size_t(v * hd + d)] = round_if(round_q, q[d]);
+    }
+    // Which keys each vector sees: a dense run [0, dense_end) (the committed prefix; for a
+    // causal batch also the masked rows up to the query), then for a tree its listed
+    // ancestors among the masked rows.
+    dense_end.resize(size_t(nv));
+    score_at.assign(size_t(nv) + 1, 0);
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t t = t0 + r;
+      int64_t end = a.n_past;
+      if (!a.mask) end += a.n_masked - a.T + t + 1;
+      for (int64_t h = 0; h < group; ++h) dense_end[size_t(r * group + h)] = end;
+    }
+    for (int64_t v = 0; v < nv; ++v)
+      score_at[size_t(v + 1)] = score_at[size_t(v)] + dense_end[size_t(v)] + tree.count(row_of(v));
+    score.resize(size_t(score_at[size_t(nv)]));
+    const int64_t dense_max = *std::max_element(dense_end.begin(), dense_end.end());
+
+    // Scores: the dense run block by block, then the tree ancestors. A block's keys are
+    // transposed (hd x kBlock) so that one query's scores against them are independent
+    // sums side by side, which the compiler vectorizes across keys: each key still gets
+    // its products added in head-dim order, the arithmetic of dot().
+    for (int64_t j0 = 0; j0 < dense_max; j0 += kBlock) {
+      const int64_t n = std::min(kBlock, dense_max - j0);
+      for (int64_t j = 0; j < n; ++j) load_row(keys, g, j0 + j, block.data() + j * hd);
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t d = 0; d < hd; ++d) block_t[size_t(d * kBlock + j)] = block[size_t(j * hd + d)];
+      for (int64_t v = 0; v < nv; ++v) {
+        const int64_t stop = std::min(n, dense_end[size_t(v)] - j0);
+        float* sv = score.data() + score_at[size_t(v)] + j0;
+        const float* q = qr.data() + v * hd;
+        // Sixteen keys at a time, their sums held in registers over the head dims (keys
+        // past `stop` are computed from stale block entries and not stored).
+        for (int64_t j1 = 0; j1 < stop; j1 += 16) {
+          float s16[16] = {};
+          for (int64_t d = 0; d < hd; ++d) {
+            const float qd = q[d];
+            const float* kd = block_t.data() + d * kBlock + j1;
+            for (int l = 0; l < 16; ++l) s16[l] += qd * kd[l];
+          }
+          for (int64_t l = 0; l < std::min<int64_t>(16, stop - j1); ++l) sv[j1 + l] = s16[l] * a.scale;
         }
-        for (int64_t l = 0; l < std::min<int64_t>(16, stop - j1); ++l) sv[j1 + l] = s16[l] * a.scale;
       }
     }
-  }
-  if (a.mask) {  // each masked row the tile needs, converted once
-    tree_k.resize(size_t(a.n_masked * hd));
-    tree_v.resize(size_t(a.n_masked * hd));
-    loaded.assign(size_t(a.n_masked), 0);
-    for (int64_t r = 0; r < rows; ++r)
-      for (int32_t m : tree.of(t0 + r))
-        if (!loaded[size_t(m)]) {
-          load_row(keys, g, a.n_past + m, tree_k.data() + m * hd);
-          load_row(values, g, a.n_past + m, tree_v.data() + m * hd);
-          loaded[size_t(m)] = 1;
-        }
-    for (int64_t v = 0; v < nv; ++v) {
-      float* sv = score.data() + score_at[size_t(v)] + dense_end[size_t(v)];
-      for (int32_t m : tree.of(row_of(v)))
-        *sv++ = dot(qr.data() + v * hd, tree_k.data() + m * hd) * a.scale;
-    }
-  }
-  for (int64_t v = 0; v < nv; ++v) {
-    float* sv = score.data() + score_at[size_t(v)];
-    const int64_t n = score_at[size_t(v + 1)] - score_at[size_t(v)];
-    // The largest score, over eight running maxima (max is exact in any order).
-    F8 top = F8{} - INFINITY;
-    int64_t j = 0;
-    for (; j + 8 <= n; j += 8) {
-      const F8 x = load8(sv + j);
-      top = x > top ? x : top;
-    }
-    float mx = -INFINITY;
-    for (; j < n; ++j) mx = sv[j] > mx ? sv[j] : mx;
-    for (int l = 0; l < 8; ++l) mx = top[l] > mx ? top[l] : mx;
-    // (A score below -87 from the top, or a fully masked row's -inf, weighs 0.) The last
-    // few scores one at a time, through the same vector code.
-    for (j = 0; j + 8 <= n; j += 8) {
-      const F8 z = load8(sv + j) - mx;
-      store8(sv + j, z >= -87.0f ? exp_nonpositive8(z) : F8{});
-    }
-    for (; j < n; ++j) {
-      const float z = sv[j] - mx;
-      sv[j] = z >= -87.0f ? exp_nonpositive8(F8{} + z)[0] : 0.0f;
-    }
-    // Sixteen partial sums (key j into sum j % 16), added in a fixed order: the same for a
-    // row whatever its batch, and independent adds a compiler vectorizes.
-    double part[16] = {};
-    j = 0;
-    for (; j + 16 <= n; j += 16)
-      for (int l = 0; l < 16; ++l) part[l] += sv[j + l];
-    for (int l = 0; j < n; ++j, ++l) part[l] += sv[j];
-    double sum = 0.0;
-    for (double x : part) sum += x;
-    const float inv = sum > 0.0 ? float(1.0 / sum) : 0.0f;  // a fully masked row attends to nothing
-    j = 0;
-    if (round_p)
-      for (; j + 8 <= n; j += 8) store8(sv + j, round8_to_fp16(load8(sv + j) * inv));
-    for (; j < n; ++j) sv[j] = round_if(round_p, sv[j] * inv);
-  }
-  // Values, in the same key order.
-  for (int64_t j0 = 0; j0 < dense_max; j0 += kBlock) {
-    const int64_t n = std::min(kBlock, dense_max - j0);
-    for (int64_t j = 0; j < n; ++j) load_row(values, g, j0 + j, block.data() + j * hd);
-    for (int64_t v = 0; v < nv; ++v) {
-      const int64_t stop = std::min(n, dense_end[size_t(v)] - j0);
-      const float* pv = score.data() + score_at[size_t(v)] + j0;
-      float* o = acc.data() + v * hd;
-      if (hd % 8 == 0) {
-        // Eight outputs at a time held in registers over the block's keys: axpy's
-        // operations in its order, without a loop's overhead per key.
-        for (int64_t d0 = 0; d0 < hd; d0 += 8) {
-          F8 o8 = load8(o + d0);
-          for (int64_t j = 0; j < stop; ++j) o8 += pv[j] * load8(block.data() + j * hd + d0);
-          store8(o + d0, o8);
-        }
-      } else {
-        for (int64_t j = 0; j < stop; ++j) axpy(pv[j], block.data() + j * hd, o);
+    if (a.mask) {  // each masked row the tile needs, converted once
+      tree_k.resize(size_t(a.n_masked * hd));
+      tree_v.resize(size_t(a.n_masked * hd));
+      loaded.assign(size_t(a.n_masked), 0);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int32_t m : tree.of(t0 + r))
+          if (!loaded[size_t(m)]) {
+            load_row(keys, g, a.n_past + m, tree_k.data() + m * hd);
+            load_row(values, g, a.n_past + m, tree_v.data() + m * hd);
+            loaded[size_t(m)] = 1;
+          }
+      for (int64_t v = 0; v < nv; ++v) {
+        float* sv = score.data() + score_at[size_t(v)] + dense_end[size_t(v)];
+        for (int32_t m : tree.of(row_of(v)))
+          *sv++ = dot(qr.data() + v * hd, tree_k.data() + m * hd) * a.scale;
       }
     }
-  }
-  if (a.mask)
     for (int64_t v = 0; v < nv; ++v) {
-      const float* pv = score.data() + score_at[size_t(v)] + dense_end[size_t(v)];
-      for (int32_t m : tree.of(row_of(v))) axpy(*pv++, tree_v.data() + m * hd, acc.data() + v * hd);
+      float* sv = score.data() + score_at[size_t(v)];
+      const int64_t n = score_at[size_t(v + 1)] - score_at[size_t(v)];
+      // The largest score, over eight running maxima (max is exact in any order).
+      F8 top = F8{} - INFINITY;
+      int64_t j = 0;
+      for (; j + 8 <= n; j += 8) {
+        const F8 x = load8(sv + j);
+        top = x > top ? x : top;
+      }
+      float mx = -INFINITY;
+      for (; j < n; ++j) mx = sv[j] > mx ? sv[j] : mx;
+      for (int l = 0; l < 8; ++l) mx = top[l] > mx ? top[l] : mx;
+      // (A score below -87 from the top, or a fully masked row's -inf, weighs 0.) The last
+      // few scores one at a time, through the same vector code.
+      for (j = 0; j + 8 <= n; j += 8) {
+        const F8 z = load8(sv + j) - mx;
+        store8(sv + j, z >= -87.0f ? exp_nonpositive8(z) : F8{});
+      }
+      for (; j < n; ++j) {
+        const float z = sv[j] - mx;
+        sv[j] = z >= -87.0f ? exp_nonpositive8(F8{} + z)[0] : 0.0f;
+      }
+      // Sixteen partial sums (key j into sum j % 16), added in a fixed order: the same for a
+      // row whatever its batch, and independent adds a compiler vectorizes.
+      double part[16] = {};
+      j = 0;
+      for (; j + 16 <= n; j += 16)
+        for (int l = 0; l < 16; ++l) part[l] += sv[j + l];
+      for (int l = 0; j < n; ++j, ++l) part[l] += sv[j];
+      double sum = 0.0;
+      for (double x : part) sum += x;
+      const float inv = sum > 0.0 ? float(1.0 / sum) : 0.0f;  // a fully masked row attends to nothing
+      j = 0;
+      if (round_p)
+        for (; j + 8 <= n; j += 8) store8(sv + j, round8_to_fp16(load8(sv + j) * inv));
+      for (; j < n; ++j) sv[j] = round_if(round_p, sv[j] * inv);
     }
-  for (int64_t v = 0; v < nv; ++v)
-    std::copy_n(acc.data() + v * hd, hd, a.out + row_of(v) * q_stride + (g * group + v % group) * hd);
-}
-
-void attend_items(const AttentionJob& job, std::atomic<int64_t>& next) {
-  AttentionScratch scratch;
-  const int64_t items = job.first.back();
-  for (int64_t i0; (i0 = next.fetch_add(job.grain, std::memory_order_relaxed)) < items;)
-    for (int64_t item = i0; item < std::min(items, i0 + job.grain); ++item) {
-      const size_t c = size_t(std::upper_bound(job.first.begin(), job.first.end(), item) - job.first.begin()) - 1;
-      attend_item(job.calls[c], job.trees[c], item - job.first[c], scratch);
+    // Values, in the same key order.
+    for (int64_t j0 = 0; j0 < dense_max; j0 += kBlock) {
+      const int64_t n = std::min(kBlock, dense_max - j0);
+      for (int64_t j = 0; j < n; ++j) load_row(values, g, j0 + j, block.data() + j * hd);
+      for (int64_t v = 0; v < nv; ++v) {
+        const int64_t stop = std::min(n, dense_end[size_t(v)] - j0);
+        const float* pv = score.data() + score_at[size_t(v)] + j0;
+        float* o = acc.data() + v * hd;
+        if (hd % 8 == 0) {
+          // Eight outputs at a time held in registers over the block's keys: axpy's
+          // operations in its order, without a loop's overhead per key.
+          for (int64_t d0 = 0; d0 < hd; d0 += 8) {
+            F8 o8 = load8(o + d0);
+            for (int64_t j = 0; j < stop; ++j) o8 += pv[j] * load8(block.data() + j * hd + d0);
+            store8(o + d0, o8);
+          }
+        } else {
+          for (int64_t j = 0; j < stop; ++j) axpy(pv[j], block.data() + j * hd, o);
+        }
+      }
     }
+    if (a.mask)
+      for (int64_t v = 0; v < nv; ++v) {
+        const float* pv = score.data() + score_at[size_t(v)] + dense_end[size_t(v)];
+        for (int32_t m : tree.of(row_of(v))) axpy(*pv++, tree_v.data() + m * hd, acc.data() + v * hd);
+      }
+    for (int64_t v = 0; v < nv; ++v)
+      std::copy_n(acc.data() + v * hd, hd, a.out + row_of(v) * q_stride + (g * group + v % group) * hd);
+  }
 }
 
 }  // namespace
