@@ -118,11 +118,14 @@ std::unique_ptr<T[]> scratch(int64_t n) {
 // times one token, say).
 constexpr int64_t kMinParallelMacs = 1 << 17;
 
-// Runs fn(tid, nth) on the pool, or as (0, 1) on the caller for small products.
+// Runs fn(tid, nth) on the pool, or as (0, 1) on the caller for small products. `shared`:
+// fn hands its work out dynamically and needs no other thread (ThreadPool::run_shared).
 template <class Fn>
-void run_on(ThreadPool& pool, int64_t macs, Fn&& fn) {
+void run_on(ThreadPool& pool, int64_t macs, bool shared, Fn&& fn) {
   if (pool.size() == 1 || macs < kMinParallelMacs)
     fn(0, 1);
+  else if (shared)
+    pool.run_shared(fn);
   else
     pool.run(fn);
 }
@@ -130,7 +133,7 @@ void run_on(ThreadPool& pool, int64_t macs, Fn&& fn) {
 void run_f32(const IsaKernels& k, const WeightMatrix& w, const float* x, int64_t T, float* y,
              ThreadPool& pool) {
   RowChunks chunks(w.rows, T, pool.size());
-  run_on(pool, w.rows * w.cols * T, [&](int, int) {
+  run_on(pool, w.rows * w.cols * T, true, [&](int, int) {
     chunks.run([&](int64_t r0, int64_t r1) { k.f32(w, x, T, r0, r1, y); });
   });
 }
@@ -266,7 +269,10 @@ void run_quantized(const IsaKernels& k, const WeightMatrix& w, const float* x, i
   const int64_t items = T * s.nb;
   RowChunks chunks(w.rows, T, nth);
   SpinBarrier barrier(nth);
-  run_on(pool, macs, [&](int tid, int n) {
+  // Private activations: each thread that joins quantizes its own copy and then takes row
+  // chunks, so any of them can do it all. Shared ones are quantized in static shares
+  // that meet at a barrier: every thread must take part.
+  run_on(pool, macs, private_acts, [&](int tid, int n) {
     if (private_acts) {
       s.quantize(k, x, 0, items, tid);
     } else {
