@@ -161,13 +161,16 @@ bool BatchSession::take_known_prefix(Sequence& s, const std::vector<Sequence*>& 
     s.result.stats.prompt_tokens -= m.rows;
     counters_.prefix_rows += m.rows;
   }
-  // A sequence prefilling the same tokens in this pass: a block or more of them is
-  // worth waiting a pass for.
+  // A sequence prefilling the same tokens in this pass: when the blocks it will have
+  // completed by the end of the pass hold a block or more beyond what this one has, that
+  // is worth waiting a pass for. (Whatever the leader has committed already: a prompt
+  // prefilled in chunks is ahead of its follower by a partial block, and waiting takes the
+  // rest of its prefix rather than computing it twice.)
   for (const Sequence* l : leaders) {
     const int64_t end = std::min<int64_t>(l->kv->committed() + l->prefill, last);
     int64_t same = 0;
     while (same < end && same < int64_t(s.seq.size()) && l->seq[size_t(same)] == s.seq[size_t(same)]) ++same;
-    if (same - kv.committed() >= kKvBlockRows && l->kv->committed() <= kv.committed()) return false;
+    if (same / kKvBlockRows * kKvBlockRows - kv.committed() >= kKvBlockRows) return false;
   }
   return true;
 }

@@ -234,6 +234,32 @@ TEST_CASE("batch session: beside a decoding sequence a prompt on a resident targ
   CHECK(b.take(late).tokens == generate_target_only(m.target, late_ids, greedy(8)).tokens);
 }
 
+TEST_CASE("batch session: two prompts with one prefix joining beside a decoding sequence prefill its full blocks once, in halves") {
+  Models m("stories260K");
+  BatchSession b(m.target, nullptr, std::nullopt, 512, 3, 64);
+  const std::vector<int32_t> first_ids = m.ids(kPrompts[0]);
+  const int64_t first = b.add(first_ids, greedy(32));
+  b.step();
+  b.step();  // decoding now
+  std::string shared_prompt;
+  for (int i = 0; i < 3; ++i) shared_prompt += kPrompts[size_t(i)] + ". ";
+  const std::vector<int32_t> ids = m.ids(shared_prompt);
+  REQUIRE(ids.size() > size_t(2 * BatchSession::kKvBlockRows));
+  const int64_t a = b.add(ids, greedy(8)), c = b.add(ids, greedy(8));
+  b.run();
+  // The second waits for the first's chunks and takes every full block of the prompt: it
+  // computes at most the last, partial one (the first keeps writing into it).
+  const GenerationResult ra = b.take(a), rc = b.take(c);
+  CHECK(ra.stats.prompt_tokens == int64_t(ids.size()));
+  CHECK(rc.stats.prompt_tokens >= 1);
+  CHECK(rc.stats.prompt_tokens <= BatchSession::kKvBlockRows);
+  CHECK(b.counters().prefill_rows == int64_t(first_ids.size() + ids.size()) + rc.stats.prompt_tokens);
+  const std::vector<int32_t> want = generate_target_only(m.target, ids, greedy(8)).tokens;
+  CHECK(ra.tokens == want);
+  CHECK(rc.tokens == want);
+  CHECK(b.take(first).tokens == generate_target_only(m.target, first_ids, greedy(32)).tokens);
+}
+
 TEST_CASE("batch session: a sequence taken away mid-answer changes no other answer, and frees its slot") {
   Models m("stories260K");
   BatchSession b(m.target, &m.draft, tree_auto(), 2048, 2, 64);
