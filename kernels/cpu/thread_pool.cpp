@@ -19,7 +19,26 @@ namespace flashspec {
 namespace {
 constexpr int kSpinIterations = 2000;  // ~50 us: covers the gap between ops of a pass, and a
                                        // pool sharing cores with another process soon sleeps
+constexpr uint64_t kClosed = uint64_t(1) << 31;  // entry_: the shared job takes no one more
+constexpr uint64_t kInside = kClosed - 1;        // entry_: workers inside the shared job
+uint64_t entry_tag(uint64_t generation) { return (generation & 0xffffffffu) << 32; }
+
+// The value of `a` once done(value) holds: spinning a while (the other threads are
+// microseconds away during a pass), then sleeping on it.
+template <class T, class Done>
+T await(const std::atomic<T>& a, Done done) {
+  T v = a.load(std::memory_order_acquire);
+  for (int spin = 0; !done(v) && spin < kSpinIterations; ++spin) {
+    FS_CPU_RELAX();
+    v = a.load(std::memory_order_acquire);
+  }
+  while (!done(v)) {
+    a.wait(v, std::memory_order_acquire);
+    v = a.load(std::memory_order_acquire);
+  }
+  return v;
 }
+}  // namespace
 
 int thread_count(int requested) {
   return requested > 0 ? requested : int(std::max(1u, std::thread::hardware_concurrency()));
@@ -50,25 +69,11 @@ void ThreadPool::stop_all() {
   for (auto& t : threads_) t.join();
 }
 
-namespace {
-constexpr uint64_t kClosed = uint64_t(1) << 31;  // entry_: the shared job takes no one more
-constexpr uint64_t kInside = kClosed - 1;        // entry_: workers inside the shared job
-uint64_t entry_tag(uint64_t generation) { return (generation & 0xffffffffu) << 32; }
-}  // namespace
-
 void ThreadPool::worker_loop(int index, Priority priority) {
   if (priority == Priority::Background) make_this_thread_background();
   uint64_t seen = 0;
   for (;;) {
-    uint64_t g = generation_.load(std::memory_order_acquire);
-    for (int spin = 0; g == seen && spin < kSpinIterations; ++spin) {
-      FS_CPU_RELAX();
-      g = generation_.load(std::memory_order_acquire);
-    }
-    while (g == seen) {
-      generation_.wait(seen, std::memory_order_acquire);
-      g = generation_.load(std::memory_order_acquire);
-    }
+    const uint64_t g = await(generation_, [seen](uint64_t v) { return v != seen; });
     if (stop_.load(std::memory_order_acquire)) return;
     const uint64_t info = job_info_.load(std::memory_order_acquire);
     if ((info >> 1) != g) continue;  // the next job is being published: wait for its generation
@@ -77,13 +82,17 @@ void ThreadPool::worker_loop(int index, Priority priority) {
       join_shared(g, index);
       continue;
     }
-    try {
-      (*job_)(index, n_threads_);
-    } catch (...) {
-      std::lock_guard lk(error_mu_);
-      if (!error_) error_ = std::current_exception();
-    }
+    call_job(index);
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
+  }
+}
+
+void ThreadPool::call_job(int index) {
+  try {
+    (*job_)(index, n_threads_);
+  } catch (...) {
+    std::lock_guard lk(error_mu_);
+    if (!error_) error_ = std::current_exception();
   }
 }
 
@@ -92,28 +101,44 @@ void ThreadPool::join_shared(uint64_t g, int index) {
   do {
     if ((e & ~(kClosed | kInside)) != entry_tag(g) || (e & kClosed)) return;  // closed, or a later job's
   } while (!entry_.compare_exchange_weak(e, e + 1, std::memory_order_acq_rel, std::memory_order_acquire));
-  try {
-    (*job_)(index, n_threads_);
-  } catch (...) {
-    std::lock_guard lk(error_mu_);
-    if (!error_) error_ = std::current_exception();
-  }
+  call_job(index);
   const uint64_t left = entry_.fetch_sub(1, std::memory_order_acq_rel) - 1;
   if ((left & kClosed) && (left & kInside) == 0) entry_.notify_one();
 }
 
-uint64_t ThreadPool::publish(const std::function<void(int, int)>& fn, bool shared) {
-  // Only the calling thread publishes, so the next generation is known before it is out.
+void ThreadPool::run(const std::function<void(int, int)>& fn) { run_job(fn, false); }
+
+void ThreadPool::run_shared(const std::function<void(int, int)>& fn) { run_job(fn, true); }
+
+void ThreadPool::run_job(const std::function<void(int, int)>& fn, bool shared) {
+  if (n_threads_ == 1) {
+    fn(0, 1);
+    return;
+  }
+  // Publish: only this thread publishes, so it knows the next generation before it is out.
   const uint64_t g = generation_.load(std::memory_order_relaxed) + 1;
   job_ = &fn;
-  if (shared) entry_.store(entry_tag(g), std::memory_order_release);
+  if (shared)
+    entry_.store(entry_tag(g), std::memory_order_release);
+  else
+    pending_.store(n_threads_ - 1, std::memory_order_release);
   job_info_.store(g << 1 | uint64_t(shared), std::memory_order_release);
   generation_.store(g, std::memory_order_release);
   generation_.notify_all();
-  return g;
-}
 
-void ThreadPool::rethrow_errors(std::exception_ptr own) {
+  std::exception_ptr own;
+  try {
+    fn(0, n_threads_);
+  } catch (...) {
+    own = std::current_exception();
+  }
+  if (shared) {  // the work is done (or failed): closed to latecomers, wait for those inside
+    entry_.fetch_or(kClosed, std::memory_order_acq_rel);
+    await(entry_, [](uint64_t e) { return (e & kInside) == 0; });
+  } else {
+    await(pending_, [](int p) { return p == 0; });
+  }
+  // No other thread is inside fn: only now may an error leave this frame.
   std::exception_ptr err;
   {
     std::lock_guard lk(error_mu_);
@@ -121,57 +146,6 @@ void ThreadPool::rethrow_errors(std::exception_ptr own) {
   }
   if (own) std::rethrow_exception(own);
   if (err) std::rethrow_exception(err);
-}
-
-void ThreadPool::run(const std::function<void(int, int)>& fn) {
-  if (n_threads_ == 1) {
-    fn(0, 1);
-    return;
-  }
-  pending_.store(n_threads_ - 1, std::memory_order_release);
-  publish(fn, false);
-  std::exception_ptr own;
-  try {
-    fn(0, n_threads_);
-  } catch (...) {
-    own = std::current_exception();
-  }
-  int p = pending_.load(std::memory_order_acquire);
-  for (int spin = 0; p != 0 && spin < kSpinIterations; ++spin) {
-    FS_CPU_RELAX();
-    p = pending_.load(std::memory_order_acquire);
-  }
-  while (p != 0) {
-    pending_.wait(p, std::memory_order_acquire);
-    p = pending_.load(std::memory_order_acquire);
-  }
-  // Every worker is done with fn: only now may an error leave this frame.
-  rethrow_errors(own);
-}
-
-void ThreadPool::run_shared(const std::function<void(int, int)>& fn) {
-  if (n_threads_ == 1) {
-    fn(0, 1);
-    return;
-  }
-  publish(fn, true);
-  std::exception_ptr own;
-  try {
-    fn(0, n_threads_);
-  } catch (...) {
-    own = std::current_exception();
-  }
-  // The work is done (or failed): close the job to latecomers and wait for those inside.
-  uint64_t e = entry_.fetch_or(kClosed, std::memory_order_acq_rel) | kClosed;
-  for (int spin = 0; (e & kInside) && spin < kSpinIterations; ++spin) {
-    FS_CPU_RELAX();
-    e = entry_.load(std::memory_order_acquire);
-  }
-  while (e & kInside) {
-    entry_.wait(e, std::memory_order_acquire);
-    e = entry_.load(std::memory_order_acquire);
-  }
-  rethrow_errors(own);
 }
 
 void ThreadPool::parallel_for(int64_t n, int64_t grain,

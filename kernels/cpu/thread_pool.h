@@ -46,11 +46,10 @@ class ThreadPool {
  private:
   void worker_loop(int index, Priority priority);
   void stop_all();  // wakes every thread to exit and joins it
-  // Publishes job `fn` (shared or not) as the next generation; returns it.
-  uint64_t publish(const std::function<void(int, int)>& fn, bool shared);
+  void run_job(const std::function<void(int, int)>& fn, bool shared);
+  void call_job(int index);  // on a worker: the job, its exception kept for the caller
   // Worker `index` takes part in shared job `g` unless it has been closed already.
   void join_shared(uint64_t g, int index);
-  void rethrow_errors(std::exception_ptr own);
 
   int n_threads_;
   std::vector<std::thread> threads_;
