@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -83,6 +84,15 @@ TEST_CASE("reliability: a worker thread's failed allocation reaches the caller a
   CHECK_THROWS_AS(pool.parallel_for(1000, 1, [](int64_t b, int64_t) {
     if (b == 500) throw Error("boom");
   }), Error);
+  // A job shared out dynamically (ThreadPool::run_shared): the error reaches the caller
+  // once every thread inside has left, round after round.
+  for (int round = 0; round < 100; ++round) {
+    std::atomic<int64_t> next{0};
+    CHECK_THROWS_AS(pool.run_shared([&](int, int) {
+      for (int64_t i; (i = next.fetch_add(1)) < 64;)
+        if (i == 40) throw Error("boom");
+    }), Error);
+  }
   int ran = 0;
   pool.run([&](int tid, int) {  // the pool still works afterwards
     if (tid == 0) ++ran;          // (only the calling thread touches ran)

@@ -1,7 +1,5 @@
 #include "kernels/cpu/attention.h"
 
-#include <memory>
-
 namespace flashspec {
 
 cpu::TreeKeys::TreeKeys(const AttentionArgs& a) {
@@ -32,7 +30,7 @@ void cpu_attention(std::span<const AttentionArgs> calls, ThreadPool& pool, cpu::
   }
   // One job for every call: each thread takes items of a call until none is left, then
   // goes on to the next call, so the calls of a batch pass wait for the pool once.
-  const std::unique_ptr<std::atomic<int64_t>[]> next(new std::atomic<int64_t>[calls.size()]());
+  std::vector<std::atomic<int64_t>> next(calls.size());
   pool.run_shared([&](int, int) {
     for (size_t c = 0; c < calls.size(); ++c) items_fn(calls[c], trees[c], next[c], items[c]);
   });
