@@ -784,6 +784,10 @@ TEST_CASE("stream: peak RSS stays within the RAM budget plus the fixed overhead"
   MESSAGE("model " << size / MiB << " MiB, --ram-budget 64M: peak RSS " << peak_kb / 1024 << " MiB (limit "
                    << limit_kb / 1024 << " MiB = budget + " << kFixedOverheadKb / 1024 << " MiB fixed overhead)");
   CHECK(peak_kb > 0);
-  CHECK(peak_kb <= r.max_rss_kb);  // the kernel's accounting of the whole child bounds it
+  // The kernel's accounting of the whole child bounds it, up to the slack of its per-CPU
+  // RSS counters: VmHWM and wait4's ru_maxrss each read them approximately (CI once saw
+  // VmHWM 40 KiB above ru_maxrss), each off by at most a batch of pages per CPU per counter.
+  constexpr long kRssCounterSlackKb = 1024;
+  CHECK(peak_kb <= r.max_rss_kb + kRssCounterSlackKb);
   CHECK(peak_kb <= limit_kb);
 }
