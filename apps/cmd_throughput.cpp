@@ -1,7 +1,9 @@
 // `flashspec throughput`: llama-bench-style throughput of the engine's forward pass:
 // prefill of P-token prompts (pp) and T single-token decode steps (tg), each measured
 // -r times after a warm-up, reported as mean +- stddev tokens/s in a table (md), CSV or
-// JSON lines. Runs through the Engine, so --stream / --ram-budget / --io-bw measure a
+// JSON lines. -d D (llama-bench's --n-depth) first fills D tokens of context, untimed, so
+// each test is measured as it runs deep into a conversation ("tg32 @ d1024"): attention
+// then reads D cached keys and values per layer. Runs through the Engine, so --stream / --ram-budget / --io-bw measure a
 // streamed target exactly as generate would run it. On the CPU with the weights in memory
 // a decode step reads every layer matrix and the output head once, so each tg test also
 // states the rate at which it read weights and what fraction of this machine's measured
@@ -30,7 +32,7 @@ namespace {
 
 struct ThroughputArgs {
   RunOptions run;
-  std::vector<int64_t> pp{64}, tg{32};
+  std::vector<int64_t> pp{64}, tg{32}, depth{0};
   int reps = 3;
   std::string output = "md";
 };
@@ -40,8 +42,9 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 struct Measure {
-  std::string test;  // "pp64", "tg32"
-  int64_t n = 0;
+  std::string test;  // "pp64", "tg32", "tg32 @ d1024"
+  bool prefill = false;
+  int64_t n = 0, depth = 0;
   std::vector<double> rates;  // tokens/s per repetition
   double mean() const { return rates.empty() ? 0 : std::accumulate(rates.begin(), rates.end(), 0.0) / double(rates.size()); }
   double stddev() const {
@@ -52,20 +55,28 @@ struct Measure {
   }
 };
 
-// Prefill of n tokens (pp) or n decode steps after a 1-token prompt (tg), once.
-double run_once(LlamaModel& model, bool prefill, int64_t n) {
+// Prefill of n tokens (pp) or n decode steps after a 1-token prompt (tg), once, after
+// `depth` tokens of context (untimed).
+double run_once(LlamaModel& model, bool prefill, int64_t n, int64_t depth) {
   const int64_t n_vocab = model.config().n_vocab;
   // Token ids spread over the vocabulary; content does not change the cost.
-  std::vector<int32_t> ids(size_t(prefill ? n : 1));
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t((int64_t(i) * 7919 + 1) % n_vocab);
-  KvCache kv = model.make_cache((prefill ? n : n + 1) + 1);
+  auto tokens = [n_vocab](int64_t count, int64_t salt) {
+    std::vector<int32_t> ids(static_cast<size_t>(count));
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t((int64_t(i) * 7919 + salt) % n_vocab);
+    return ids;
+  };
+  KvCache kv = model.make_cache(depth + (prefill ? n : n + 1) + 1);
   std::vector<float> logits;
+  if (depth > 0) {
+    model.forward_causal(tokens(depth, 3), kv, LogitRows::Last, logits);
+    kv.commit_first(depth);
+  }
   if (prefill) {
     const auto t0 = std::chrono::steady_clock::now();
-    model.forward_causal(ids, kv, LogitRows::Last, logits);
+    model.forward_causal(tokens(n, 1), kv, LogitRows::Last, logits);
     return double(n) / seconds_since(t0);
   }
-  model.forward_causal(ids, kv, LogitRows::Last, logits);
+  model.forward_causal(tokens(1, 1), kv, LogitRows::Last, logits);
   kv.commit_first(1);
   const auto t0 = std::chrono::steady_clock::now();
   for (int64_t i = 0; i < n; ++i) {
@@ -107,12 +118,14 @@ int run_throughput(const ThroughputArgs& a) {
   Engine engine(a.run.engine);
   LlamaModel& model = engine.target();
   std::vector<Measure> ms;
-  for (int64_t n : a.pp) ms.push_back({"pp" + std::to_string(n), n, {}});
-  for (int64_t n : a.tg) ms.push_back({"tg" + std::to_string(n), n, {}});
+  for (int64_t d : a.depth) {
+    const std::string at = d > 0 ? " @ d" + std::to_string(d) : "";
+    for (int64_t n : a.pp) ms.push_back({"pp" + std::to_string(n) + at, true, n, d, {}});
+    for (int64_t n : a.tg) ms.push_back({"tg" + std::to_string(n) + at, false, n, d, {}});
+  }
   for (Measure& m : ms) {
-    const bool prefill = m.test[0] == 'p';
-    run_once(model, prefill, std::min<int64_t>(m.n, 16));  // warm-up: pool, page cache, first touch
-    for (int r = 0; r < a.reps; ++r) m.rates.push_back(run_once(model, prefill, m.n));
+    run_once(model, m.prefill, std::min<int64_t>(m.n, 16), 0);  // warm-up: pool, page cache, first touch
+    for (int r = 0; r < a.reps; ++r) m.rates.push_back(run_once(model, m.prefill, m.n, m.depth));
   }
   const std::optional<SpeedOfLight> sol = speed_of_light(a, engine);
   const std::string backend = engine.backend().name();
@@ -122,10 +135,10 @@ int run_throughput(const ThroughputArgs& a) {
   if (a.output == "json") {
     for (const Measure& m : ms) {
       nlohmann::json j = {{"model", model_name}, {"backend", backend},         {"placement", placement},
-                          {"plan", engine.plan().describe()}, {"test", m.test}, {"n", m.n},
+                          {"plan", engine.plan().describe()}, {"test", m.test}, {"n", m.n}, {"depth", m.depth},
                           {"reps", a.reps},                   {"tokens_per_s", m.mean()},
                           {"stddev", m.stddev()},             {"samples", m.rates}};
-      if (sol && m.test[0] == 't') {
+      if (sol && !m.prefill) {
         j["weight_bytes_per_token"] = sol->weight_bytes;
         j["read_bytes_per_s"] = sol->weight_bytes * m.mean();
         j["machine_read_bytes_per_s"] = sol->machine_bps;
@@ -133,7 +146,7 @@ int run_throughput(const ThroughputArgs& a) {
       out += j.dump() + "\n";
     }
   } else if (a.output == "csv") {
-    out = "model,backend,placement,test,tokens_per_s,stddev,reps\n";
+    out = "model,backend,placement,test,tokens_per_s,stddev,reps\n";  // test may read "tg32 @ d1024"
     char buf[256];
     for (const Measure& m : ms) {
       std::snprintf(buf, sizeof buf, ",%.3f,%.3f,%d\n", m.mean(), m.stddev(), a.reps);
@@ -141,20 +154,20 @@ int run_throughput(const ThroughputArgs& a) {
     }
   } else {
     char buf[512];
-    std::snprintf(buf, sizeof buf, "| %-40s | %-28s | %-9s | %8s | %20s |\n", "model", "backend", "placement", "test",
+    std::snprintf(buf, sizeof buf, "| %-40s | %-28s | %-9s | %14s | %20s |\n", "model", "backend", "placement", "test",
                   "t/s");
     out = buf;
     out += "| " + std::string(40, '-') + " | " + std::string(28, '-') + " | " + std::string(9, '-') + " | " +
-           std::string(8, '-') + " | " + std::string(20, '-') + " |\n";
+           std::string(14, '-') + " | " + std::string(20, '-') + " |\n";
     for (const Measure& m : ms) {
       std::string name = model_name.size() > 40 ? "..." + model_name.substr(model_name.size() - 37) : model_name;
-      std::snprintf(buf, sizeof buf, "| %-40s | %-28s | %-9s | %8s | %11.2f +- %6.2f |\n", name.c_str(),
+      std::snprintf(buf, sizeof buf, "| %-40s | %-28s | %-9s | %14s | %11.2f +- %6.2f |\n", name.c_str(),
                     backend.c_str(), placement.c_str(), m.test.c_str(), m.mean(), m.stddev());
       out += buf;
     }
     if (sol)
       for (const Measure& m : ms) {
-        if (m.test[0] != 't') continue;
+        if (m.prefill) continue;
         const double rate = sol->weight_bytes * m.mean();
         std::snprintf(buf, sizeof buf,
                       "%s: %.1f MB of weights per token, read at %.2f GB/s = %.0f%% of this machine's %.2f GB/s "
@@ -187,6 +200,11 @@ Action register_throughput(CLI::App& app) {
       ->delimiter(',')
       ->take_all()
       ->check(CLI::Range(int64_t(1), int64_t(1) << 16))
+      ->capture_default_str();
+  sub->add_option("-d,--depth", args->depth, "tokens of context filled (untimed) before each test, comma-separated (llama-bench: -d)")
+      ->delimiter(',')
+      ->take_all()
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 20))
       ->capture_default_str();
   sub->add_option("-r,--reps", args->reps, "repetitions of each test")->check(CLI::Range(1, 1000))->capture_default_str();
   sub->add_option("-o,--output", args->output, "output format")->check(CLI::IsMember({"md", "csv", "json"}))->capture_default_str();

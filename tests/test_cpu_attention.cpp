@@ -133,8 +133,10 @@ TEST_CASE("cpu attention: every ISA build against a double reference, a row alon
   ThreadPool pool(2);
   std::mt19937 rng(7);
   std::normal_distribution<float> nd(0.0f, 1.0f);
-  // Head dims 8 (fp16 rows converted 8 at a time), 64, and 12 (the general loops).
-  const Shape shapes[] = {{8, 4, 8}, {8, 2, 64}, {4, 4, 12}};
+  // Head dims 8 and 16 (value lanes of several query vectors side by side), 64 and 128
+  // (lanes of 64 dims of one vector), 96 (64 dims, then lanes of the other 32), and 12
+  // (not a multiple of 8: the general loops).
+  const Shape shapes[] = {{8, 4, 8}, {4, 2, 16}, {8, 2, 64}, {2, 1, 128}, {4, 1, 96}, {4, 4, 12}};
   // A tree of 6 nodes: parents of nodes 1..5.
   const int parent[6] = {-1, 0, 0, 1, 3, 2};
   const int64_t n_past = 70;  // crosses a 64-key block

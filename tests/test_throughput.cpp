@@ -68,3 +68,29 @@ TEST_CASE("throughput: decode states its share of the machine's read bandwidth, 
   CHECK(st.out.find(" tg8 |") != std::string::npos);
   CHECK(st.out.find("of this machine's") == std::string::npos);
 }
+
+TEST_CASE("throughput: -d fills context before each test and names it as llama-bench does") {
+  const std::string model = model_path("stories260K");
+  const CliResult md = run_cli({"throughput", "-m", model, "-p", "8", "-n", "8", "-d", "0,40", "-r", "1", "-t", "1"});
+  CAPTURE(md.err);
+  REQUIRE(md.exit_code == 0);
+  for (const char* test : {" pp8 |", " tg8 |", " pp8 @ d40 |", " tg8 @ d40 |"}) {
+    CAPTURE(test);
+    CHECK(md.out.find(test) != std::string::npos);
+  }
+  const CliResult js = run_cli({"throughput", "-m", model, "-p", "8", "-n", "8", "-d", "40", "-r", "1", "-t", "1", "-o", "json"});
+  REQUIRE(js.exit_code == 0);
+  std::istringstream lines(js.out);
+  std::string line;
+  int n = 0;
+  while (std::getline(lines, line)) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    CHECK(j["depth"] == 40);
+    CHECK(std::string(j["test"]).find(" @ d40") != std::string::npos);
+    CHECK(j["tokens_per_s"].get<double>() > 0);
+    ++n;
+  }
+  CHECK(n == 2);
+  const CliResult bad = run_cli({"throughput", "-m", model, "-d", "-1"});
+  CHECK(bad.exit_code == 2);
+}

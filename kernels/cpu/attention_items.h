@@ -73,6 +73,89 @@ inline F8 round8_to_fp16(F8 x) {
 #endif
 }
 
+// Eight vectors of eight floats transposed in registers: r[i][k] becomes r[k][i].
+inline void transpose8x8(F8 r[8]) {
+  F8 t[8], u[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = __builtin_shufflevector(r[i], r[i + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+    t[i + 1] = __builtin_shufflevector(r[i], r[i + 1], 2, 10, 3, 11, 6, 14, 7, 15);
+  }
+  for (int i = 0; i < 8; i += 4)
+    for (int h = 0; h < 2; ++h) {
+      u[i + 2 * h] = __builtin_shufflevector(t[i + h], t[i + h + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+      u[i + 2 * h + 1] = __builtin_shufflevector(t[i + h], t[i + h + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+    }
+  for (int c = 0; c < 4; ++c) {
+    r[c] = __builtin_shufflevector(u[c], u[c + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+    r[c + 4] = __builtin_shufflevector(u[c], u[c + 4], 4, 5, 6, 7, 12, 13, 14, 15);
+  }
+}
+
+// Rows [0, n) of a block of keys (n x hd floats) into block_t (hd x kBlock), eight by
+// eight in registers where hd allows: one element at a time it took as long as the
+// products it feeds. Rows n up to the next multiple of 8 read stale block entries; their
+// columns are never used.
+template <int64_t kBlock>
+void transpose_block(const float* block, int64_t n, int64_t hd, float* block_t) {
+  if (hd % 8 != 0) {
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t d = 0; d < hd; ++d) block_t[d * kBlock + j] = block[j * hd + d];
+    return;
+  }
+  for (int64_t j = 0; j < n; j += 8)
+    for (int64_t d = 0; d < hd; d += 8) {
+      F8 r[8];
+      for (int i = 0; i < 8; ++i) r[i] = load8(block + (j + i) * hd + d);
+      transpose8x8(r);
+      for (int i = 0; i < 8; ++i) store8(block_t + (d + i) * kBlock + j, r[i]);
+    }
+}
+
+// Eight outputs of one query vector (a "lane") and what adds into them: the probabilities
+// of a block's keys, those keys' values at the lane's dims (rows hd apart), and how many of
+// the keys the vector sees.
+struct Lanes {
+  float* out;
+  const float* p;
+  const float* values;
+  int64_t stop;
+};
+
+// out += p[j] * values[j] for each lane's keys in order: axpy's operations, NL lanes side
+// by side in registers. One lane alone is a chain of dependent adds, a key per add's
+// latency (at 128-wide heads that was a third of the attention's time).
+template <int NL>
+void add_values(const Lanes* lane, int64_t hd) {
+  F8 o[NL];
+  int64_t common = lane[0].stop;
+  for (int i = 0; i < NL; ++i) {
+    o[i] = load8(lane[i].out);
+    common = std::min(common, lane[i].stop);
+  }
+  int64_t j = 0;
+  for (; j < common; ++j)
+#pragma GCC unroll 8
+    for (int i = 0; i < NL; ++i) o[i] += lane[i].p[j] * load8(lane[i].values + j * hd);
+  for (int i = 0; i < NL; ++i) {
+    for (int64_t k = j; k < lane[i].stop; ++k) o[i] += lane[i].p[k] * load8(lane[i].values + k * hd);
+    store8(lane[i].out, o[i]);
+  }
+}
+
+// add_values for 64 consecutive outputs of one vector (eight lanes sharing the
+// probabilities and the value rows): fewer pointers, so all stay in registers.
+inline void add_values_wide(float* out, const float* p, const float* values, int64_t stop, int64_t hd) {
+  F8 o[8];
+  for (int i = 0; i < 8; ++i) o[i] = load8(out + 8 * i);
+  for (int64_t j = 0; j < stop; ++j) {
+    const float pj = p[j];
+    const float* row = values + j * hd;
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) o[i] += pj * load8(row + 8 * i);
+  }
+  for (int i = 0; i < 8; ++i) store8(out + 8 * i, o[i]);
+}
+
 void attend_items(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int64_t>& next, int64_t items) {
   // Work items: one KV head and a tile of query rows (every query head of the group).
   // Keys a whole tile sees -- the committed prefix, and for a causal batch the rows up to
@@ -106,37 +189,52 @@ void attend_items(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int6
   };
   const Side keys{static_cast<const uint8_t*>(a.k), a.k_type, kv_bytes(a.k_type, a.n_kv_heads * hd)};
   const Side values{static_cast<const uint8_t*>(a.v), a.v_type, kv_bytes(a.v_type, a.n_kv_heads * hd)};
-  // Cache row j of KV head g of one side as hd floats.
-  auto load_row = [hd, &a](const Side& side, int64_t g, int64_t j, float* dst) {
-    const int64_t at = a.blocks ? int64_t(a.blocks[j / a.block_rows]) * a.block_rows + j % a.block_rows : j;
-    const uint8_t* row = side.base + size_t(at) * side.row_bytes;
-    switch (side.type) {
-      case KvType::F16: {
-        const uint16_t* half = reinterpret_cast<const uint16_t*>(row) + g * hd;
+  // Cache rows [j0, j0 + n) of KV head g of one side as n x hd floats. Row addresses are
+  // walked, not computed per row (a paged cache's block lookup divides), and the type is
+  // switched on once per run.
+  auto load_rows = [hd, &a](const Side& side, int64_t g, int64_t j0, int64_t n, float* dst) {
+    int64_t j = j0;
+    while (j < j0 + n) {
+      // The run of rows that lie one after another: the rest of j's block, or all of them.
+      int64_t at = j, run = j0 + n - j;
+      if (a.blocks) {
+        at = int64_t(a.blocks[j / a.block_rows]) * a.block_rows + j % a.block_rows;
+        run = std::min(run, a.block_rows - j % a.block_rows);
+      }
+      const uint8_t* row = side.base + size_t(at) * side.row_bytes;
+      float* out = dst + (j - j0) * hd;
+      switch (side.type) {
+        case KvType::F16:
+          for (int64_t r = 0; r < run; ++r, row += side.row_bytes, out += hd) {
+            const uint16_t* half = reinterpret_cast<const uint16_t*>(row) + g * hd;
 #if defined(__F16C__)
-        if (hd % 8 == 0) {  // inline: a call per head row costs more than its 8 conversions
-          for (int64_t d = 0; d < hd; d += 8)
-            _mm256_storeu_ps(dst + d, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(half + d))));
-          return;
-        }
+            if (hd % 8 == 0) {  // inline: a call per head row costs more than its 8 conversions
+              for (int64_t d = 0; d < hd; d += 8)
+                _mm256_storeu_ps(out + d, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(half + d))));
+              continue;
+            }
 #endif
-        dequantize_row(GgmlType::F16, half, dst, hd);
-        return;
+            dequantize_row(GgmlType::F16, half, out, hd);
+          }
+          break;
+        case KvType::F32:
+          for (int64_t r = 0; r < run; ++r, row += side.row_bytes, out += hd)
+            std::memcpy(out, reinterpret_cast<const float*>(row) + g * hd, size_t(hd) * sizeof(float));
+          break;
+        case KvType::Q8_0:  // the 32-value blocks that cover the head (a block may span heads)
+          for (int64_t r = 0; r < run; ++r, row += side.row_bytes, out += hd) {
+            const int64_t b0 = g * hd / 32, b1 = (g * hd + hd + 31) / 32;
+            float tmp[512];
+            for (int64_t b = b0; b < b1; b += 16) {
+              const int64_t nb = std::min<int64_t>(16, b1 - b);
+              dequantize_row(GgmlType::Q8_0, row + b * 34, tmp, nb * 32);
+              const int64_t lo = std::max(g * hd, b * 32), hi = std::min(g * hd + hd, (b + nb) * 32);
+              std::memcpy(out + (lo - g * hd), tmp + (lo - b * 32), size_t(hi - lo) * sizeof(float));
+            }
+          }
+          break;
       }
-      case KvType::F32:
-        std::memcpy(dst, reinterpret_cast<const float*>(row) + g * hd, size_t(hd) * sizeof(float));
-        return;
-      case KvType::Q8_0: {  // the 32-value blocks that cover the head (a block may span heads)
-        const int64_t b0 = g * hd / 32, b1 = (g * hd + hd + 31) / 32;
-        float tmp[512];
-        for (int64_t b = b0; b < b1; b += 16) {
-          const int64_t nb = std::min<int64_t>(16, b1 - b);
-          dequantize_row(GgmlType::Q8_0, row + b * 34, tmp, nb * 32);
-          const int64_t lo = std::max(g * hd, b * 32), hi = std::min(g * hd + hd, (b + nb) * 32);
-          std::memcpy(dst + (lo - g * hd), tmp + (lo - b * 32), size_t(hi - lo) * sizeof(float));
-        }
-        return;
-      }
+      j += run;
     }
   };
   auto dot = [hd](const float* q, const float* k) {
@@ -189,23 +287,26 @@ void attend_items(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int6
     // its products added in head-dim order, the arithmetic of dot().
     for (int64_t j0 = 0; j0 < dense_max; j0 += kBlock) {
       const int64_t n = std::min(kBlock, dense_max - j0);
-      for (int64_t j = 0; j < n; ++j) load_row(keys, g, j0 + j, block.data() + j * hd);
-      for (int64_t j = 0; j < n; ++j)
-        for (int64_t d = 0; d < hd; ++d) block_t[size_t(d * kBlock + j)] = block[size_t(j * hd + d)];
+      load_rows(keys, g, j0, n, block.data());
+      transpose_block<kBlock>(block.data(), n, hd, block_t.data());
       for (int64_t v = 0; v < nv; ++v) {
         const int64_t stop = std::min(n, dense_end[size_t(v)] - j0);
         float* sv = score.data() + score_at[size_t(v)] + j0;
         const float* q = qr.data() + v * hd;
-        // Sixteen keys at a time, their sums held in registers over the head dims (keys
-        // past `stop` are computed from stale block entries and not stored).
-        for (int64_t j1 = 0; j1 < stop; j1 += 16) {
-          float s16[16] = {};
+        // Sixteen keys at a time, their sums held in two vectors over the head dims (keys
+        // past `stop` are computed from stale block entries and not stored). Written as
+        // vectors, not left to the compiler: GCC 12 made this loop 3.5x slower at -O3 than
+        // at -O2 for 128-wide heads, and 2x faster for 8-wide ones.
+        for (int64_t j1 = 0; j1 < stop; j1 += 32) {
+          F8 s[4] = {};
           for (int64_t d = 0; d < hd; ++d) {
-            const float qd = q[d];
+            const F8 qd = F8{} + q[d];
             const float* kd = block_t.data() + d * kBlock + j1;
-            for (int l = 0; l < 16; ++l) s16[l] += qd * kd[l];
+            for (int i = 0; i < 4; ++i) s[i] += qd * load8(kd + 8 * i);
           }
-          for (int64_t l = 0; l < std::min<int64_t>(16, stop - j1); ++l) sv[j1 + l] = s16[l] * a.scale;
+          float s32[32];
+          for (int i = 0; i < 4; ++i) store8(s32 + 8 * i, s[i] * a.scale);
+          std::copy_n(s32, std::min<int64_t>(32, stop - j1), sv + j1);
         }
       }
     }
@@ -216,8 +317,8 @@ void attend_items(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int6
       for (int64_t r = 0; r < rows; ++r)
         for (int32_t m : tree.of(t0 + r))
           if (!loaded[size_t(m)]) {
-            load_row(keys, g, a.n_past + m, tree_k.data() + m * hd);
-            load_row(values, g, a.n_past + m, tree_v.data() + m * hd);
+            load_rows(keys, g, a.n_past + m, 1, tree_k.data() + m * hd);
+            load_rows(values, g, a.n_past + m, 1, tree_v.data() + m * hd);
             loaded[size_t(m)] = 1;
           }
       for (int64_t v = 0; v < nv; ++v) {
@@ -267,21 +368,43 @@ void attend_items(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int6
     // Values, in the same key order.
     for (int64_t j0 = 0; j0 < dense_max; j0 += kBlock) {
       const int64_t n = std::min(kBlock, dense_max - j0);
-      for (int64_t j = 0; j < n; ++j) load_row(values, g, j0 + j, block.data() + j * hd);
-      for (int64_t v = 0; v < nv; ++v) {
-        const int64_t stop = std::min(n, dense_end[size_t(v)] - j0);
-        const float* pv = score.data() + score_at[size_t(v)] + j0;
-        float* o = acc.data() + v * hd;
-        if (hd % 8 == 0) {
-          // Eight outputs at a time held in registers over the block's keys: axpy's
-          // operations in its order, without a loop's overhead per key.
-          for (int64_t d0 = 0; d0 < hd; d0 += 8) {
-            F8 o8 = load8(o + d0);
-            for (int64_t j = 0; j < stop; ++j) o8 += pv[j] * load8(block.data() + j * hd + d0);
-            store8(o + d0, o8);
+      load_rows(values, g, j0, n, block.data());
+      if (hd % 8 == 0) {
+        // Eight outputs of one vector at a time ("lanes": (vector, 8 dims)) held in
+        // registers over the block's keys: axpy's operations in its order, without a
+        // loop's overhead per key. Eight lanes side by side: one lane alone is a chain of
+        // dependent adds, a key per add's latency (at 128-wide heads that was a third of
+        // the attention's time).
+        const int64_t per_v = hd / 8, lanes = nv * per_v;
+        for (int64_t l0 = 0; l0 < lanes;) {
+          if (per_v - l0 % per_v >= 8) {  // 64 dims of one vector: one probability per key
+            const int64_t v = l0 / per_v, d0 = l0 % per_v * 8;
+            add_values_wide(acc.data() + v * hd + d0, score.data() + score_at[size_t(v)] + j0,
+                            block.data() + d0, std::min(n, dense_end[size_t(v)] - j0), hd);
+            l0 += 8;
+            continue;
           }
-        } else {
-          for (int64_t j = 0; j < stop; ++j) axpy(pv[j], block.data() + j * hd, o);
+          const int64_t left = std::min(lanes - l0, per_v < 8 ? lanes - l0 : per_v - l0 % per_v);
+          const int nl = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+          Lanes lane[8];
+          for (int i = 0; i < nl; ++i) {
+            const int64_t v = (l0 + i) / per_v, d0 = (l0 + i) % per_v * 8;
+            lane[i] = {acc.data() + v * hd + d0, score.data() + score_at[size_t(v)] + j0, block.data() + d0,
+                       std::min(n, dense_end[size_t(v)] - j0)};
+          }
+          switch (nl) {
+            case 8: add_values<8>(lane, hd); break;
+            case 4: add_values<4>(lane, hd); break;
+            case 2: add_values<2>(lane, hd); break;
+            default: add_values<1>(lane, hd); break;
+          }
+          l0 += nl;
+        }
+      } else {
+        for (int64_t v = 0; v < nv; ++v) {
+          const int64_t stop = std::min(n, dense_end[size_t(v)] - j0);
+          const float* pv = score.data() + score_at[size_t(v)] + j0;
+          for (int64_t j = 0; j < stop; ++j) axpy(pv[j], block.data() + j * hd, acc.data() + v * hd);
         }
       }
     }
