@@ -14,7 +14,7 @@ cpu::TreeKeys::TreeKeys(const AttentionArgs& a) {
 }
 
 void cpu_attention(std::span<const AttentionArgs> calls, ThreadPool& pool, cpu::Isa isa) {
-  using Items = void (*)(const AttentionArgs&, const cpu::TreeKeys&, std::atomic<int64_t>&, int64_t);
+  using Items = void (*)(const AttentionArgs&, const cpu::TreeKeys&, std::atomic<int64_t>&, int64_t, cpu::AttendScratch&);
   Items items_fn = cpu::attend_items_scalar;
   if (isa == cpu::Isa::Avx512 || isa == cpu::Isa::Avx512Vnni)
     items_fn = cpu::attend_items_avx512;
@@ -32,7 +32,8 @@ void cpu_attention(std::span<const AttentionArgs> calls, ThreadPool& pool, cpu::
   // goes on to the next call, so the calls of a batch pass wait for the pool once.
   std::vector<std::atomic<int64_t>> next(calls.size());
   pool.run_shared([&](int, int) {
-    for (size_t c = 0; c < calls.size(); ++c) items_fn(calls[c], trees[c], next[c], items[c]);
+    cpu::AttendScratch scratch;
+    for (size_t c = 0; c < calls.size(); ++c) items_fn(calls[c], trees[c], next[c], items[c], scratch);
   });
 }
 

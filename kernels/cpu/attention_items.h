@@ -156,7 +156,8 @@ inline void add_values_wide(float* out, const float* p, const float* values, int
   for (int i = 0; i < 8; ++i) store8(out + 8 * i, o[i]);
 }
 
-void attend_items(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int64_t>& next, int64_t items) {
+void attend_items(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int64_t>& next, int64_t items,
+                  AttendScratch& scratch) {
   // Work items: one KV head and a tile of query rows (every query head of the group).
   // Keys a whole tile sees -- the committed prefix, and for a causal batch the rows up to
   // each query -- are converted to f32 block by block, once for every query of the tile.
@@ -246,9 +247,13 @@ void attend_items(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int6
     for (int64_t d = 0; d < hd; ++d) acc[d] += p * v[d];
   };
 
-  std::vector<float> block(static_cast<size_t>(kBlock * hd)), block_t(block.size()), qr, score, acc, tree_k, tree_v;
-  std::vector<int64_t> dense_end, score_at;  // per vector: keys [0, dense_end) seen densely
-  std::vector<char> loaded;
+  // This thread's scratch, kept from one call of the job to the next.
+  std::vector<float> &block = scratch.block, &block_t = scratch.block_t, &qr = scratch.qr, &score = scratch.score,
+                     &acc = scratch.acc, &tree_k = scratch.tree_k, &tree_v = scratch.tree_v;
+  std::vector<int64_t> &dense_end = scratch.dense_end, &score_at = scratch.score_at;
+  std::vector<char>& loaded = scratch.loaded;
+  block.resize(size_t(kBlock * hd));
+  block_t.resize(block.size());
   // Items are taken one at a time (the tiles of a causal batch differ in cost); the
   // scratch above is this thread's for all of them.
   for (int64_t item; (item = next.fetch_add(1, std::memory_order_relaxed)) < items;) {

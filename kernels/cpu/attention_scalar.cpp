@@ -3,8 +3,9 @@
 
 namespace flashspec::cpu {
 
-void attend_items_scalar(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int64_t>& next, int64_t items) {
-  attend_items(a, tree, next, items);
+void attend_items_scalar(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int64_t>& next, int64_t items,
+                         AttendScratch& scratch) {
+  attend_items(a, tree, next, items, scratch);
 }
 
 }  // namespace flashspec::cpu
