@@ -3,8 +3,8 @@
 // -r times after a warm-up, reported as mean +- stddev tokens/s in a table (md), CSV or
 // JSON lines. -d D (llama-bench's --n-depth) first fills D tokens of context, untimed, so
 // each test is measured as it runs deep into a conversation ("tg32 @ d1024"): attention
-// then reads D cached keys and values per layer. Runs through the Engine, so --stream / --ram-budget / --io-bw measure a
-// streamed target exactly as generate would run it. On the CPU with the weights in memory
+// then reads D cached keys and values per layer. Runs through the Engine, so --stream /
+// --ram-budget / --io-bw measure a streamed target exactly as generate would run it. On the CPU with the weights in memory
 // a decode step reads every layer matrix and the output head once, so each tg test also
 // states the rate at which it read weights and what fraction of this machine's measured
 // read bandwidth that is (the speed of light of decode).
@@ -72,8 +72,9 @@ double run_once(LlamaModel& model, bool prefill, int64_t n, int64_t depth) {
     kv.commit_first(depth);
   }
   if (prefill) {
+    const std::vector<int32_t> prompt = tokens(n, 1);
     const auto t0 = std::chrono::steady_clock::now();
-    model.forward_causal(tokens(n, 1), kv, LogitRows::Last, logits);
+    model.forward_causal(prompt, kv, LogitRows::Last, logits);
     return double(n) / seconds_since(t0);
   }
   model.forward_causal(tokens(1, 1), kv, LogitRows::Last, logits);

@@ -114,7 +114,7 @@ void transpose_block(const float* block, int64_t n, int64_t hd, float* block_t) 
 // Eight outputs of one query vector (a "lane") and what adds into them: the probabilities
 // of a block's keys, those keys' values at the lane's dims (rows hd apart), and how many of
 // the keys the vector sees.
-struct Lanes {
+struct ValueLane {
   float* out;
   const float* p;
   const float* values;
@@ -125,7 +125,7 @@ struct Lanes {
 // by side in registers. One lane alone is a chain of dependent adds, a key per add's
 // latency (at 128-wide heads that was a third of the attention's time).
 template <int NL>
-void add_values(const Lanes* lane, int64_t hd) {
+void add_values(const ValueLane* lane, int64_t hd) {
   F8 o[NL];
   int64_t common = lane[0].stop;
   for (int i = 0; i < NL; ++i) {
@@ -298,10 +298,10 @@ void attend_items(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int6
         const int64_t stop = std::min(n, dense_end[size_t(v)] - j0);
         float* sv = score.data() + score_at[size_t(v)] + j0;
         const float* q = qr.data() + v * hd;
-        // Sixteen keys at a time, their sums held in two vectors over the head dims (keys
-        // past `stop` are computed from stale block entries and not stored). Written as
-        // vectors, not left to the compiler: GCC 12 made this loop 3.5x slower at -O3 than
-        // at -O2 for 128-wide heads, and 2x faster for 8-wide ones.
+        // Thirty-two keys at a time, their sums held in four vectors over the head dims
+        // (keys past `stop` are computed from stale block entries and not stored). Written
+        // as vectors, not left to the compiler: GCC 12 made this loop 3.5x slower at -O3
+        // than at -O2 for 128-wide heads, and 2x faster for 8-wide ones.
         for (int64_t j1 = 0; j1 < stop; j1 += 32) {
           F8 s[4] = {};
           for (int64_t d = 0; d < hd; ++d) {
@@ -375,11 +375,8 @@ void attend_items(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int6
       const int64_t n = std::min(kBlock, dense_max - j0);
       load_rows(values, g, j0, n, block.data());
       if (hd % 8 == 0) {
-        // Eight outputs of one vector at a time ("lanes": (vector, 8 dims)) held in
-        // registers over the block's keys: axpy's operations in its order, without a
-        // loop's overhead per key. Eight lanes side by side: one lane alone is a chain of
-        // dependent adds, a key per add's latency (at 128-wide heads that was a third of
-        // the attention's time).
+        // Lanes of 8 outputs (a vector's dims d0..d0+7), up to eight side by side: 64 dims
+        // of one vector where a vector has them, else the lanes of several vectors.
         const int64_t per_v = hd / 8, lanes = nv * per_v;
         for (int64_t l0 = 0; l0 < lanes;) {
           if (per_v - l0 % per_v >= 8) {  // 64 dims of one vector: one probability per key
@@ -391,7 +388,7 @@ void attend_items(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int6
           }
           const int64_t left = std::min(lanes - l0, per_v < 8 ? lanes - l0 : per_v - l0 % per_v);
           const int nl = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
-          Lanes lane[8];
+          ValueLane lane[8];
           for (int i = 0; i < nl; ++i) {
             const int64_t v = (l0 + i) / per_v, d0 = (l0 + i) % per_v * 8;
             lane[i] = {acc.data() + v * hd + d0, score.data() + score_at[size_t(v)] + j0, block.data() + d0,
