@@ -222,9 +222,9 @@ void attend_items(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int6
           for (int64_t r = 0; r < run; ++r, row += side.row_bytes, out += hd)
             std::memcpy(out, reinterpret_cast<const float*>(row) + g * hd, size_t(hd) * sizeof(float));
           break;
-        case KvType::Q8_0:  // the 32-value blocks that cover the head (a block may span heads)
+        case KvType::Q8_0: {  // the 32-value blocks that cover the head (a block may span heads)
+          const int64_t b0 = g * hd / 32, b1 = (g * hd + hd + 31) / 32;
           for (int64_t r = 0; r < run; ++r, row += side.row_bytes, out += hd) {
-            const int64_t b0 = g * hd / 32, b1 = (g * hd + hd + 31) / 32;
             float tmp[512];
             for (int64_t b = b0; b < b1; b += 16) {
               const int64_t nb = std::min<int64_t>(16, b1 - b);
@@ -234,6 +234,7 @@ void attend_items(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int6
             }
           }
           break;
+        }
       }
       j += run;
     }
@@ -247,15 +248,11 @@ void attend_items(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int6
     for (int64_t d = 0; d < hd; ++d) acc[d] += p * v[d];
   };
 
-  // This thread's scratch, kept from one call of the job to the next.
-  std::vector<float> &block = scratch.block, &block_t = scratch.block_t, &qr = scratch.qr, &score = scratch.score,
-                     &acc = scratch.acc, &tree_k = scratch.tree_k, &tree_v = scratch.tree_v;
-  std::vector<int64_t> &dense_end = scratch.dense_end, &score_at = scratch.score_at;
-  std::vector<char>& loaded = scratch.loaded;
+  // Items are taken one at a time (the tiles of a causal batch differ in cost); the
+  // scratch is this thread's for all of them, and for the job's other calls.
+  auto& [block, block_t, qr, score, acc, tree_k, tree_v, dense_end, score_at, loaded] = scratch;
   block.resize(size_t(kBlock * hd));
   block_t.resize(block.size());
-  // Items are taken one at a time (the tiles of a causal batch differ in cost); the
-  // scratch above is this thread's for all of them.
   for (int64_t item; (item = next.fetch_add(1, std::memory_order_relaxed)) < items;) {
     const int64_t g = item / tiles, t0 = (item % tiles) * tile_rows;
     const int64_t rows = std::min(tile_rows, a.T - t0), nv = rows * group;
@@ -386,7 +383,8 @@ void attend_items(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int6
             l0 += 8;
             continue;
           }
-          const int64_t left = std::min(lanes - l0, per_v < 8 ? lanes - l0 : per_v - l0 % per_v);
+          // Lanes to group: all that are left, or (at 64 dims and more) the rest of this vector.
+          const int64_t left = per_v < 8 ? lanes - l0 : per_v - l0 % per_v;
           const int nl = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
           ValueLane lane[8];
           for (int i = 0; i < nl; ++i) {
