@@ -31,6 +31,11 @@ namespace {
 #pragma GCC diagnostic ignored "-Wpsabi"
 using F8 = float __attribute__((vector_size(32)));
 using I8 = int32_t __attribute__((vector_size(32)));
+// Sixteen floats: one AVX-512 register, two elsewhere. The loops over scores (a score per
+// key and query vector) use them: half the instructions where the ISA has the width.
+using F8x2 = float __attribute__((vector_size(64)));
+using I8x2 = int32_t __attribute__((vector_size(64)));
+using D8 = double __attribute__((vector_size(64)));
 
 inline F8 load8(const float* p) {
   F8 v;
@@ -38,26 +43,44 @@ inline F8 load8(const float* p) {
   return v;
 }
 inline void store8(float* p, F8 v) { std::memcpy(p, &v, sizeof v); }
+inline F8x2 load16(const float* p) {
+  F8x2 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store16(float* p, F8x2 v) { std::memcpy(p, &v, sizeof v); }
+// The first n (< 16) lanes of v to p, and from p with the others `fill`.
+inline void store_first(float* p, F8x2 v, int64_t n) {
+  for (int64_t l = 0; l < n; ++l) p[l] = v[l];
+}
+inline F8x2 load_first(const float* p, int64_t n, float fill) {
+  F8x2 v = F8x2{} + fill;
+  for (int64_t l = 0; l < n; ++l) v[l] = p[l];
+  return v;
+}
+inline F8 low8(F8x2 v) { return __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7); }
+inline F8 high8(F8x2 v) { return __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15); }
 
-// e^z for z <= 0 in each of eight lanes, within 3 ulp of the exact value (checked at
+// e^z for z <= 0 in each lane, within 3 ulp of the exact value (checked at
 // every float in [-87, 0]; libm's expf was a call per value): z = k ln2 + r with
 // |r| <= ln2 / 2, e^r by its Taylor polynomial to r^6, times 2^k built in the exponent
 // bits. Below -87 it returns e^-87 (the clamp keeps 2^k a normal float; callers zero
 // those scores, which are below 1e-37 of the largest).
-inline F8 exp_nonpositive8(F8 z) {
-  z = z < -87.0f ? F8{} - 87.0f : z;
+template <class V, class I>
+inline V exp_nonpositive(V z) {
+  z = z < -87.0f ? V{} - 87.0f : z;
   constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-  const F8 k = (z * 1.44269504f + kRound) - kRound;
-  const F8 r = (z - k * 0.693145752f) - k * 1.42860677e-6f;  // ln 2 in two parts
-  F8 p = F8{} + 1.0f / 720.0f;
+  const V k = (z * 1.44269504f + kRound) - kRound;
+  const V r = (z - k * 0.693145752f) - k * 1.42860677e-6f;  // ln 2 in two parts
+  V p = V{} + 1.0f / 720.0f;
   p = p * r + 1.0f / 120.0f;
   p = p * r + 1.0f / 24.0f;
   p = p * r + 1.0f / 6.0f;
   p = p * r + 0.5f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
-  const I8 bits = (__builtin_convertvector(k, I8) + 127) << 23;
-  F8 scale;
+  const I bits = (__builtin_convertvector(k, I) + 127) << 23;
+  V scale;
   std::memcpy(&scale, &bits, sizeof scale);
   return p * scale;
 }
@@ -71,6 +94,10 @@ inline F8 round8_to_fp16(F8 x) {
   for (int i = 0; i < 8; ++i) x[i] = round_to_fp16(x[i]);
   return x;
 #endif
+}
+inline F8x2 round16_to_fp16(F8x2 x) {
+  const F8 lo = round8_to_fp16(low8(x)), hi = round8_to_fp16(high8(x));
+  return __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
 }
 
 // Eight vectors of eight floats transposed in registers: r[i][k] becomes r[k][i].
@@ -91,41 +118,53 @@ inline void transpose8x8(F8 r[8]) {
   }
 }
 
-// Rows [0, n) of a block of keys (n x hd floats) into block_t (hd x kBlock), eight by
-// eight in registers where hd allows: one element at a time it took as long as the
-// products it feeds. Rows n up to the next multiple of 8 read stale block entries; their
-// columns are never used.
-template <int64_t kBlock>
-void transpose_block(const float* block, int64_t n, int64_t hd, float* block_t) {
-  if (hd % 8 != 0) {
-    for (int64_t j = 0; j < n; ++j)
-      for (int64_t d = 0; d < hd; ++d) block_t[d * kBlock + j] = block[j * hd + d];
-    return;
+// A block's keys or values of one KV head, eight dims of key j at a time as floats: rows
+// converted to f32 into scratch (n x hd), or, for an f16 cache, the cache's own rows,
+// converted as they are used (where the build has F16C). Copying them to scratch first
+// cost as much as the products at 8-wide heads.
+struct BlockRows {
+  const float* block;
+  int64_t hd;
+  F8 load(int64_t j, int64_t d) const { return load8(block + j * hd + d); }
+};
+#if defined(__F16C__)
+struct HalfRows {
+  const uint16_t* const* row;  // key j's head, kBlock of them
+  F8 load(int64_t j, int64_t d) const {
+    return F8(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row[j] + d))));
   }
+};
+#endif
+
+// Rows [0, n) of a block of keys into block_t (hd x kBlock), eight by eight in registers
+// (hd a multiple of 8): one element at a time it took as long as the products it feeds.
+// Rows n up to the next multiple of 8 repeat row n - 1; their columns are never used.
+template <int64_t kBlock, class Rows>
+void transpose_block(const Rows& rows, int64_t n, int64_t hd, float* block_t) {
   for (int64_t j = 0; j < n; j += 8)
     for (int64_t d = 0; d < hd; d += 8) {
       F8 r[8];
-      for (int i = 0; i < 8; ++i) r[i] = load8(block + (j + i) * hd + d);
+      for (int i = 0; i < 8; ++i) r[i] = rows.load(std::min(j + i, n - 1), d);
       transpose8x8(r);
       for (int i = 0; i < 8; ++i) store8(block_t + (d + i) * kBlock + j, r[i]);
     }
 }
 
 // Eight outputs of one query vector (a "lane") and what adds into them: the probabilities
-// of a block's keys, those keys' values at the lane's dims (rows hd apart), and how many of
-// the keys the vector sees.
+// of a block's keys, the first of the lane's dims in the value rows, and how many of the
+// keys the vector sees.
 struct ValueLane {
   float* out;
   const float* p;
-  const float* values;
+  int64_t d0;
   int64_t stop;
 };
 
 // out += p[j] * values[j] for each lane's keys in order: axpy's operations, NL lanes side
 // by side in registers. One lane alone is a chain of dependent adds, a key per add's
 // latency (at 128-wide heads that was a third of the attention's time).
-template <int NL>
-void add_values(const ValueLane* lane, int64_t hd) {
+template <int NL, class Rows>
+void add_values(const ValueLane* lane, const Rows& values) {
   F8 o[NL];
   int64_t common = lane[0].stop;
   for (int i = 0; i < NL; ++i) {
@@ -135,23 +174,23 @@ void add_values(const ValueLane* lane, int64_t hd) {
   int64_t j = 0;
   for (; j < common; ++j)
 #pragma GCC unroll 8
-    for (int i = 0; i < NL; ++i) o[i] += lane[i].p[j] * load8(lane[i].values + j * hd);
+    for (int i = 0; i < NL; ++i) o[i] += lane[i].p[j] * values.load(j, lane[i].d0);
   for (int i = 0; i < NL; ++i) {
-    for (int64_t k = j; k < lane[i].stop; ++k) o[i] += lane[i].p[k] * load8(lane[i].values + k * hd);
+    for (int64_t k = j; k < lane[i].stop; ++k) o[i] += lane[i].p[k] * values.load(k, lane[i].d0);
     store8(lane[i].out, o[i]);
   }
 }
 
 // add_values for 64 consecutive outputs of one vector (eight lanes sharing the
 // probabilities and the value rows): fewer pointers, so all stay in registers.
-inline void add_values_wide(float* out, const float* p, const float* values, int64_t stop, int64_t hd) {
+template <class Rows>
+void add_values_wide(float* out, const float* p, const Rows& values, int64_t d0, int64_t stop) {
   F8 o[8];
   for (int i = 0; i < 8; ++i) o[i] = load8(out + 8 * i);
   for (int64_t j = 0; j < stop; ++j) {
     const float pj = p[j];
-    const float* row = values + j * hd;
 #pragma GCC unroll 8
-    for (int i = 0; i < 8; ++i) o[i] += pj * load8(row + 8 * i);
+    for (int i = 0; i < 8; ++i) o[i] += pj * values.load(j, d0 + 8 * i);
   }
   for (int i = 0; i < 8; ++i) store8(out + 8 * i, o[i]);
 }
@@ -190,20 +229,25 @@ void attend_items(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int6
   };
   const Side keys{static_cast<const uint8_t*>(a.k), a.k_type, kv_bytes(a.k_type, a.n_kv_heads * hd)};
   const Side values{static_cast<const uint8_t*>(a.v), a.v_type, kv_bytes(a.v_type, a.n_kv_heads * hd)};
-  // Cache rows [j0, j0 + n) of KV head g of one side as n x hd floats. Row addresses are
-  // walked, not computed per row (a paged cache's block lookup divides), and the type is
-  // switched on once per run.
-  auto load_rows = [hd, &a](const Side& side, int64_t g, int64_t j0, int64_t n, float* dst) {
-    int64_t j = j0;
-    while (j < j0 + n) {
-      // The run of rows that lie one after another: the rest of j's block, or all of them.
+  // fn(row, i, run) for the runs of cache rows [j0, j0 + n) of one side that lie one after
+  // another (the rest of a paged cache's block, or all of them): `row` holds position
+  // j0 + i. Row addresses are walked, not computed per row (a block lookup divides).
+  auto for_each_run = [&a](const Side& side, int64_t j0, int64_t n, auto fn) {
+    for (int64_t j = j0; j < j0 + n;) {
       int64_t at = j, run = j0 + n - j;
       if (a.blocks) {
         at = int64_t(a.blocks[j / a.block_rows]) * a.block_rows + j % a.block_rows;
         run = std::min(run, a.block_rows - j % a.block_rows);
       }
-      const uint8_t* row = side.base + size_t(at) * side.row_bytes;
-      float* out = dst + (j - j0) * hd;
+      fn(side.base + size_t(at) * side.row_bytes, j - j0, run);
+      j += run;
+    }
+  };
+  // Cache rows [j0, j0 + n) of KV head g of one side as n x hd floats, the type switched
+  // on once per run.
+  auto load_rows = [hd, &for_each_run](const Side& side, int64_t g, int64_t j0, int64_t n, float* dst) {
+    for_each_run(side, j0, n, [&](const uint8_t* row, int64_t i, int64_t run) {
+      float* out = dst + i * hd;
       switch (side.type) {
         case KvType::F16:
           for (int64_t r = 0; r < run; ++r, row += side.row_bytes, out += hd) {
@@ -236,8 +280,7 @@ void attend_items(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int6
           break;
         }
       }
-      j += run;
-    }
+    });
   };
   auto dot = [hd](const float* q, const float* k) {
     float s = 0.0f;
@@ -246,6 +289,23 @@ void attend_items(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int6
   };
   auto axpy = [hd](float p, const float* v, float* acc) {
     for (int64_t d = 0; d < hd; ++d) acc[d] += p * v[d];
+  };
+  // fn(rows) with the rows [j0, j0 + n) of KV head g of one side (n <= kBlock, hd a
+  // multiple of 8): the cache's own where it is f16, else converted into `dst`.
+  auto with_rows = [&](const Side& side, int64_t g, int64_t j0, int64_t n, float* dst, auto fn) {
+#if defined(__F16C__)
+    if (side.type == KvType::F16) {
+      const uint16_t* half_rows[kBlock];
+      for_each_run(side, j0, n, [&](const uint8_t* row, int64_t i, int64_t run) {
+        for (int64_t r = 0; r < run; ++r, row += side.row_bytes)
+          half_rows[i + r] = reinterpret_cast<const uint16_t*>(row) + g * hd;
+      });
+      fn(HalfRows{half_rows});
+      return;
+    }
+#endif
+    load_rows(side, g, j0, n, dst);
+    fn(BlockRows{dst, hd});
   };
 
   // Items are taken one at a time (the tiles of a causal batch differ in cost); the
@@ -289,26 +349,35 @@ void attend_items(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int6
     // its products added in head-dim order, the arithmetic of dot().
     for (int64_t j0 = 0; j0 < dense_max; j0 += kBlock) {
       const int64_t n = std::min(kBlock, dense_max - j0);
-      load_rows(keys, g, j0, n, block.data());
-      transpose_block<kBlock>(block.data(), n, hd, block_t.data());
+      if (hd % 8 == 0) {
+        with_rows(keys, g, j0, n, block.data(),
+                  [&](const auto& rows) { transpose_block<kBlock>(rows, n, hd, block_t.data()); });
+      } else {
+        load_rows(keys, g, j0, n, block.data());
+        for (int64_t j = 0; j < n; ++j)
+          for (int64_t d = 0; d < hd; ++d) block_t[size_t(d * kBlock + j)] = block[size_t(j * hd + d)];
+      }
       for (int64_t v = 0; v < nv; ++v) {
         const int64_t stop = std::min(n, dense_end[size_t(v)] - j0);
         float* sv = score.data() + score_at[size_t(v)] + j0;
         const float* q = qr.data() + v * hd;
-        // Thirty-two keys at a time, their sums held in four vectors over the head dims
+        // Thirty-two keys at a time, their sums held in two vectors over the head dims
         // (keys past `stop` are computed from stale block entries and not stored). Written
         // as vectors, not left to the compiler: GCC 12 made this loop 3.5x slower at -O3
-        // than at -O2 for 128-wide heads, and 2x faster for 8-wide ones.
+        // than at -O2 for 128-wide heads, and 2x faster for 8-wide ones. (Copying the sums
+        // out through a buffer of 32 was a `rep movs`, a tenth of the time at 8-wide heads.)
         for (int64_t j1 = 0; j1 < stop; j1 += 32) {
-          F8 s[4] = {};
+          F8x2 s[2] = {};
           for (int64_t d = 0; d < hd; ++d) {
-            const F8 qd = F8{} + q[d];
+            const F8x2 qd = F8x2{} + q[d];
             const float* kd = block_t.data() + d * kBlock + j1;
-            for (int i = 0; i < 4; ++i) s[i] += qd * load8(kd + 8 * i);
+            for (int i = 0; i < 2; ++i) s[i] += qd * load16(kd + 16 * i);
           }
-          float s32[32];
-          for (int i = 0; i < 4; ++i) store8(s32 + 8 * i, s[i] * a.scale);
-          std::copy_n(s32, std::min<int64_t>(32, stop - j1), sv + j1);
+          const int64_t m = std::min<int64_t>(32, stop - j1);
+          for (int i = 0; i < 2 && 16 * i < m; ++i) {
+            if (16 * i + 16 <= m) store16(sv + j1 + 16 * i, s[i] * a.scale);
+            else store_first(sv + j1 + 16 * i, s[i] * a.scale, m - 16 * i);
+          }
         }
       }
     }
@@ -332,75 +401,79 @@ void attend_items(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int6
     for (int64_t v = 0; v < nv; ++v) {
       float* sv = score.data() + score_at[size_t(v)];
       const int64_t n = score_at[size_t(v + 1)] - score_at[size_t(v)];
-      // The largest score, over eight running maxima (max is exact in any order).
-      F8 top = F8{} - INFINITY;
+      // The largest score, over sixteen running maxima (max is exact in any order).
+      F8x2 top = F8x2{} - INFINITY;
       int64_t j = 0;
-      for (; j + 8 <= n; j += 8) {
-        const F8 x = load8(sv + j);
+      for (; j + 16 <= n; j += 16) {
+        const F8x2 x = load16(sv + j);
         top = x > top ? x : top;
       }
       float mx = -INFINITY;
       for (; j < n; ++j) mx = sv[j] > mx ? sv[j] : mx;
-      for (int l = 0; l < 8; ++l) mx = top[l] > mx ? top[l] : mx;
-      // (A score below -87 from the top, or a fully masked row's -inf, weighs 0.) The last
-      // few scores one at a time, through the same vector code.
-      for (j = 0; j + 8 <= n; j += 8) {
-        const F8 z = load8(sv + j) - mx;
-        store8(sv + j, z >= -87.0f ? exp_nonpositive8(z) : F8{});
+      for (int l = 0; l < 16; ++l) mx = top[l] > mx ? top[l] : mx;
+      // The weights e^(s - max) (a score below -87 from the top, or a fully masked row's
+      // -inf, weighs 0), and their sum over sixteen partial sums (key j into sum j % 16)
+      // added in a fixed order: the same for a row whatever its batch. The last few keys
+      // go through the same vector code, the lanes past them -inf (weight 0, which adds
+      // nothing to a sum).
+      D8 part_lo = {}, part_hi = {};  // the sums of keys j % 16 < 8, and of the others
+      for (j = 0; j < n; j += 16) {
+        const int64_t m = std::min<int64_t>(16, n - j);
+        const F8x2 z = (m == 16 ? load16(sv + j) : load_first(sv + j, m, -INFINITY)) - mx;
+        const F8x2 e = z >= -87.0f ? exp_nonpositive<F8x2, I8x2>(z) : F8x2{};
+        if (m == 16) store16(sv + j, e);
+        else store_first(sv + j, e, m);
+        part_lo += __builtin_convertvector(low8(e), D8);
+        part_hi += __builtin_convertvector(high8(e), D8);
       }
-      for (; j < n; ++j) {
-        const float z = sv[j] - mx;
-        sv[j] = z >= -87.0f ? exp_nonpositive8(F8{} + z)[0] : 0.0f;
-      }
-      // Sixteen partial sums (key j into sum j % 16), added in a fixed order: the same for a
-      // row whatever its batch, and independent adds a compiler vectorizes.
-      double part[16] = {};
-      j = 0;
-      for (; j + 16 <= n; j += 16)
-        for (int l = 0; l < 16; ++l) part[l] += sv[j + l];
-      for (int l = 0; j < n; ++j, ++l) part[l] += sv[j];
       double sum = 0.0;
-      for (double x : part) sum += x;
+      for (int l = 0; l < 8; ++l) sum += part_lo[l];
+      for (int l = 0; l < 8; ++l) sum += part_hi[l];
       const float inv = sum > 0.0 ? float(1.0 / sum) : 0.0f;  // a fully masked row attends to nothing
-      j = 0;
-      if (round_p)
-        for (; j + 8 <= n; j += 8) store8(sv + j, round8_to_fp16(load8(sv + j) * inv));
-      for (; j < n; ++j) sv[j] = round_if(round_p, sv[j] * inv);
+      for (j = 0; j < n; j += 16) {
+        const int64_t m = std::min<int64_t>(16, n - j);
+        const F8x2 x = (m == 16 ? load16(sv + j) : load_first(sv + j, m, 0.0f)) * inv;
+        const F8x2 p = round_p ? round16_to_fp16(x) : x;
+        if (m == 16) store16(sv + j, p);
+        else store_first(sv + j, p, m);
+      }
     }
     // Values, in the same key order.
     for (int64_t j0 = 0; j0 < dense_max; j0 += kBlock) {
       const int64_t n = std::min(kBlock, dense_max - j0);
-      load_rows(values, g, j0, n, block.data());
       if (hd % 8 == 0) {
-        // Lanes of 8 outputs (a vector's dims d0..d0+7), up to eight side by side: 64 dims
-        // of one vector where a vector has them, else the lanes of several vectors.
-        const int64_t per_v = hd / 8, lanes = nv * per_v;
-        for (int64_t l0 = 0; l0 < lanes;) {
-          if (per_v - l0 % per_v >= 8) {  // 64 dims of one vector: one probability per key
-            const int64_t v = l0 / per_v, d0 = l0 % per_v * 8;
-            add_values_wide(acc.data() + v * hd + d0, score.data() + score_at[size_t(v)] + j0,
-                            block.data() + d0, std::min(n, dense_end[size_t(v)] - j0), hd);
-            l0 += 8;
-            continue;
+        with_rows(values, g, j0, n, block.data(), [&](const auto& rows) {
+          // Lanes of 8 outputs (a vector's dims d0..d0+7), up to eight side by side: 64 dims
+          // of one vector where a vector has them, else the lanes of several vectors.
+          const int64_t per_v = hd / 8, lanes = nv * per_v;
+          for (int64_t l0 = 0; l0 < lanes;) {
+            if (per_v - l0 % per_v >= 8) {  // 64 dims of one vector: one probability per key
+              const int64_t v = l0 / per_v, d0 = l0 % per_v * 8;
+              add_values_wide(acc.data() + v * hd + d0, score.data() + score_at[size_t(v)] + j0, rows, d0,
+                              std::min(n, dense_end[size_t(v)] - j0));
+              l0 += 8;
+              continue;
+            }
+            // Lanes to group: all that are left, or (at 64 dims and more) the rest of this vector.
+            const int64_t left = per_v < 8 ? lanes - l0 : per_v - l0 % per_v;
+            const int nl = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+            ValueLane lane[8];
+            for (int i = 0; i < nl; ++i) {
+              const int64_t v = (l0 + i) / per_v, d0 = (l0 + i) % per_v * 8;
+              lane[i] = {acc.data() + v * hd + d0, score.data() + score_at[size_t(v)] + j0, d0,
+                         std::min(n, dense_end[size_t(v)] - j0)};
+            }
+            switch (nl) {
+              case 8: add_values<8>(lane, rows); break;
+              case 4: add_values<4>(lane, rows); break;
+              case 2: add_values<2>(lane, rows); break;
+              default: add_values<1>(lane, rows); break;
+            }
+            l0 += nl;
           }
-          // Lanes to group: all that are left, or (at 64 dims and more) the rest of this vector.
-          const int64_t left = per_v < 8 ? lanes - l0 : per_v - l0 % per_v;
-          const int nl = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
-          ValueLane lane[8];
-          for (int i = 0; i < nl; ++i) {
-            const int64_t v = (l0 + i) / per_v, d0 = (l0 + i) % per_v * 8;
-            lane[i] = {acc.data() + v * hd + d0, score.data() + score_at[size_t(v)] + j0, block.data() + d0,
-                       std::min(n, dense_end[size_t(v)] - j0)};
-          }
-          switch (nl) {
-            case 8: add_values<8>(lane, hd); break;
-            case 4: add_values<4>(lane, hd); break;
-            case 2: add_values<2>(lane, hd); break;
-            default: add_values<1>(lane, hd); break;
-          }
-          l0 += nl;
-        }
+        });
       } else {
+        load_rows(values, g, j0, n, block.data());
         for (int64_t v = 0; v < nv; ++v) {
           const int64_t stop = std::min(n, dense_end[size_t(v)] - j0);
           const float* pv = score.data() + score_at[size_t(v)] + j0;
