@@ -44,13 +44,14 @@ const cpu::IsaKernels& kernels_of(Isa isa) {
     case Isa::Avx2: return cpu::avx2_kernels();
     case Isa::Avx512: return cpu::avx512_kernels();
     case Isa::Avx512Vnni: return cpu::avx512vnni_kernels();
+    case Isa::Amx: return cpu::amx_kernels();
   }
   return cpu::scalar_kernels();
 }
 
 std::vector<Isa> supported_isas() {
   std::vector<Isa> out;
-  for (Isa i : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Vnni}) {
+  for (Isa i : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Vnni, Isa::Amx}) {
     if (cpu::isa_supported(i))
       out.push_back(i);
     else
@@ -470,7 +471,7 @@ TEST_CASE("8-bit activation quantization stays close to exact f32 activations") 
 TEST_CASE("matmul edge cases and ISA selection") {
   ThreadPool pool(2);
   const std::string isa = matmul_isa();
-  CHECK((isa == "scalar" || isa == "avx2" || isa == "avx512" || isa == "avx512vnni"));
+  CHECK((isa == "scalar" || isa == "avx2" || isa == "avx512" || isa == "avx512vnni" || isa == "amx"));
   CHECK(cpu::isa_supported(cpu::dispatch_isa()));
   MESSAGE("matmul dispatches to " << isa);
   MESSAGE(std::string(cpu::amx_notice()));
@@ -623,16 +624,29 @@ TEST_CASE("Q4_0 packed into 16-row lanes multiplies bit-identically to its rows"
     std::vector<uint8_t> p(w.size());
     cpu::avx512vnni_kernels().pack_q4_0_lanes16(rows, p.data());
     const WeightMatrix packed{GgmlType::Q4_0, p.data(), s.rows, s.cols, WeightLayout::Lanes16};
-    for (int64_t T : {1, 2, 8, 9, 64}) {
+    for (int64_t T : {1, 2, 8, 9, 16, 17, 40, 64}) {
       CAPTURE(s.rows);
       CAPTURE(s.cols);
       CAPTURE(T);
       const std::vector<float> x = random_floats(rng, T * s.cols);
-      std::vector<float> want(size_t(T * s.rows)), got(size_t(T * s.rows), std::nanf(""));
+      std::vector<float> want(size_t(T * s.rows));
       cpu::matmul_with_isa(Isa::Avx512Vnni, rows, x.data(), T, want.data(), pool2);
-      cpu::matmul_with_isa(Isa::Avx512Vnni, packed, x.data(), T, got.data(), T % 2 ? pool1 : pool2);
-      CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+      // AMX multiplies passes of 16 tokens and more on tiles, where the kernel grants them.
+      for (Isa isa : {Isa::Avx512Vnni, Isa::Amx}) {
+        if (!cpu::isa_supported(isa)) continue;
+        CAPTURE(cpu::isa_name(isa));
+        std::vector<float> got(size_t(T * s.rows), std::nanf(""));
+        cpu::matmul_with_isa(isa, packed, x.data(), T, got.data(), T % 2 ? pool1 : pool2);
+        CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+        // Each token's outputs are what it gets alone (a pass of 1 never uses tiles).
+        for (int64_t t = 0; t < T; t += 13) {
+          std::vector<float> alone(size_t(s.rows));
+          cpu::matmul_with_isa(isa, packed, x.data() + t * s.cols, 1, alone.data(), pool1);
+          CHECK(std::memcmp(alone.data(), got.data() + t * s.rows, alone.size() * sizeof(float)) == 0);
+        }
+      }
     }
+    if (!cpu::isa_supported(Isa::Amx)) MESSAGE("skipping the AMX tiles kernel: " << cpu::amx_notice());
     // Only the kernel it was packed for reads it.
     std::vector<float> y(size_t(s.rows));
     const std::vector<float> x = random_floats(rng, s.cols);

@@ -16,7 +16,7 @@ cpu::TreeKeys::TreeKeys(const AttentionArgs& a) {
 void cpu_attention(std::span<const AttentionArgs> calls, ThreadPool& pool, cpu::Isa isa) {
   using Items = void (*)(const AttentionArgs&, const cpu::TreeKeys&, std::atomic<int64_t>&, int64_t, cpu::AttendScratch&);
   Items items_fn = cpu::attend_items_scalar;
-  if (isa == cpu::Isa::Avx512 || isa == cpu::Isa::Avx512Vnni)
+  if (isa == cpu::Isa::Avx512 || isa == cpu::Isa::Avx512Vnni || isa == cpu::Isa::Amx)
     items_fn = cpu::attend_items_avx512;
   else if (isa == cpu::Isa::Avx2)
     items_fn = cpu::attend_items_avx2;

@@ -37,6 +37,7 @@ namespace {
 const IsaKernels& kernels_for(Isa isa) {
   switch (isa) {
     case Isa::Avx512Vnni: return avx512vnni_kernels();
+    case Isa::Amx: return amx_kernels();
     case Isa::Avx512: return avx512_kernels();
     case Isa::Avx2: return avx2_kernels();
     case Isa::Scalar: break;
@@ -291,6 +292,7 @@ void run_quantized(const IsaKernels& k, const WeightMatrix& w, const float* x, i
 const char* isa_name(Isa isa) {
   switch (isa) {
     case Isa::Avx512Vnni: return "avx512vnni";
+    case Isa::Amx: return "amx";
     case Isa::Avx512: return "avx512";
     case Isa::Avx2: return "avx2";
     case Isa::Scalar: break;
@@ -304,6 +306,7 @@ struct CpuFeatures {
   bool avx2 = false;
   bool avx512 = false;
   bool avx512vnni = false;
+  bool amx_tiles = false;  // AMX-TILE and AMX-INT8, and the kernel grants tile data
   const char* amx = "AMX: not on this CPU";
 };
 
@@ -325,9 +328,9 @@ const CpuFeatures& cpu_features() {
     if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && (edx & (3u << 24)) == (3u << 24)) {
 #if defined(__linux__) && defined(__x86_64__)
       constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
-      r.amx = syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0
-                  ? "AMX: tiles granted by the kernel, but there are no AMX kernels yet"
-                  : "AMX: on this CPU, but the kernel refuses tile data (arch_prctl); skipped";
+      r.amx_tiles = syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+      r.amx = r.amx_tiles ? "AMX: tiles granted by the kernel; Q4_0 passes of 16 tokens or more use them"
+                          : "AMX: on this CPU, but the kernel refuses tile data (arch_prctl); skipped";
 #else
       r.amx = "AMX: on this CPU, but tile permission cannot be asked for here; skipped";
 #endif
@@ -346,6 +349,7 @@ bool isa_supported(Isa isa) {
     case Isa::Avx2: return cpu_features().avx2;
     case Isa::Avx512: return cpu_features().avx512;
     case Isa::Avx512Vnni: return cpu_features().avx512vnni;
+    case Isa::Amx: return cpu_features().avx512vnni && cpu_features().amx_tiles;
   }
   return false;
 }
@@ -355,13 +359,13 @@ const char* amx_notice() { return cpu_features().amx; }
 Isa dispatch_isa() {
   static const Isa chosen = [] {
     Isa best = Isa::Scalar;
-    for (Isa i : {Isa::Avx2, Isa::Avx512, Isa::Avx512Vnni})
+    for (Isa i : {Isa::Avx2, Isa::Avx512, Isa::Avx512Vnni, Isa::Amx})
       if (isa_supported(i)) best = i;
     // FLASHSPEC_ISA lets tests and benchmarks force a lower path; an ISA the CPU lacks
     // (or an unknown name) falls back to the best one rather than crashing.
     if (const char* env = std::getenv("FLASHSPEC_ISA")) {
       const std::string_view want(env);
-      for (Isa i : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Vnni})
+      for (Isa i : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Vnni, Isa::Amx})
         if (want == isa_name(i) && isa_supported(i)) return i;
     }
     return best;

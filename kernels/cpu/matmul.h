@@ -19,8 +19,8 @@ void matmul(const WeightMatrix& w, const float* x, int64_t T, float* y, ThreadPo
 // Dequantizes n elements (a whole number of blocks) of `type` at src into dst.
 void dequantize_row(GgmlType type, const void* src, float* dst, int64_t n);
 
-// Name of the SIMD level matmul dispatches to on this CPU ("avx512vnni", "avx512", "avx2",
-// "scalar").
+// Name of the SIMD level matmul dispatches to on this CPU ("amx", "avx512vnni", "avx512",
+// "avx2", "scalar").
 const char* matmul_isa();
 
 // The layout matmul() multiplies `w` (row layout) fastest in on this CPU: Lanes16 for Q4_0

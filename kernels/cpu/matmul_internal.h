@@ -11,7 +11,7 @@ namespace flashspec::cpu {
 // Avx512Vnni: AVX-512 F/BW/VL/DQ plus VNNI (vpdpbusd / vpdpwssd); its kernels for Q4_0,
 // Q5_0, Q5_1, Q8_0, IQ4_NL, Q4_K and Q6_K put 16 weight rows in the lanes of a register
 // (matmul_avx512vnni.cpp), the other types run the AVX2 kernels.
-enum class Isa { Scalar, Avx2, Avx512, Avx512Vnni };
+enum class Isa { Scalar, Avx2, Avx512, Avx512Vnni, Amx };
 
 // Activations quantized to Q8_0 (blocks of 32 per token row), in one of two layouts.
 //
@@ -125,6 +125,9 @@ const IsaKernels& scalar_kernels();
 const IsaKernels& avx2_kernels();
 const IsaKernels& avx512_kernels();
 const IsaKernels& avx512vnni_kernels();
+const IsaKernels& amx_kernels();  // AVX-512 VNNI, with tiles for Q4_0 Lanes16 passes of 16+ tokens
+// Q4_0 Lanes16 on AMX tiles (kernels/cpu/matmul_amx.cpp), bit-identical to the VNNI kernel.
+void gemm_q4_0_lanes16_amx(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y);
 
 const char* isa_name(Isa isa);
 // The kernel table matmul() dispatches to.
@@ -133,9 +136,9 @@ bool isa_supported(Isa isa);
 // The ISA matmul() uses: the best supported one, or FLASHSPEC_ISA
 // (scalar|avx2|avx512|avx512vnni) when set and supported. Decided once per process.
 Isa dispatch_isa();
-// Whether AMX tiles could be used here, in words, e.g. "AMX: not on this CPU". AMX needs
-// the kernel's permission (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)); the
-// matmul has no AMX kernels, so this is a notice for logs and tests, probed once.
+// Whether AMX tiles are used here, in words, e.g. "AMX: not on this CPU". AMX needs the
+// kernel's permission (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)); probed once,
+// and Isa::Amx is supported only where it was granted.
 const char* amx_notice();
 // fp16 -> f32 conversion with F16C (AVX2-level CPUs; kernels/cpu/convert_avx2.cpp).
 void f16_to_f32_avx2(const uint16_t* src, float* dst, int64_t n);

@@ -1,0 +1,214 @@
+// Q4_0 in the Lanes16 layout (kernels/cpu/pack_weights.h) times many tokens on AMX tiles
+// (Sapphire Rapids and later, where the kernel grants tile data): one TDPBSSD multiplies
+// 16 tokens by 16 rows over a block of 32 weights, 8192 int8 products, where the VNNI
+// kernel issues 128 vpdpbusd for the same. Decode keeps the VNNI kernel: a tile holds 16
+// tokens however few there are.
+//
+// Each block's int32 sums are exact, as the VNNI kernel's are (its unsigned nibbles and the
+// zero point's term give the same integer), and they go through its float operations in
+// the same order -- f = fma(float(sum), d_w * d_x, f), block after block -- so a token's
+// outputs are bit-identical whichever kernel computed them, alone or in a batch.
+#include "kernels/cpu/matmul_internal.h"
+
+#if defined(__x86_64__)
+
+#include <immintrin.h>
+
+#include <cstring>
+// GCC 12 reports the placeholder inside _mm512_undefined_ps (which _mm512_cvtph_ps and
+// _mm512_cvtepi32_ps pass as their unused source) as maybe uninitialized once inlined here.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <memory>
+#include <vector>
+
+namespace flashspec::cpu {
+
+namespace {
+
+constexpr int kRows = 16;          // weight rows per tile (the packed layout's)
+constexpr int kTokens = 16;        // tokens per tile of activations
+constexpr int64_t kPanel = 32;     // blocks whose weight tiles are unpacked at a time (16 KB)
+constexpr int64_t kBlockBytes = 18;  // sizeof(BlockQ4_0)
+
+// Tiles 0-1 hold activations (16 tokens x 32 bytes), 2-3 weights in the VNNI order AMX
+// wants (8 rows of 4 weights x 16 rows), 4-7 the int32 sums (16 tokens x 16 rows): two
+// pairs of blocks in flight, so that one pair's sums are read while the next multiplies.
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+// Tile configuration is per thread: set on entry, released on exit (a thread that holds
+// tile state saves 8 KB more on every context switch).
+class TilesInUse {
+ public:
+  TilesInUse() {
+    TileConfig c;
+    for (int t : {0, 1}) c.colsb[t] = 32, c.rows[t] = kTokens;
+    for (int t : {2, 3}) c.colsb[t] = 64, c.rows[t] = 8;
+    for (int t : {4, 5, 6, 7}) c.colsb[t] = 64, c.rows[t] = kTokens;
+    _tile_loadconfig(&c);
+  }
+  ~TilesInUse() { _tile_release(); }
+  TilesInUse(const TilesInUse&) = delete;
+  TilesInUse& operator=(const TilesInUse&) = delete;
+};
+
+// Block b of a packed tile as an AMX weight tile: row k of 64 bytes holds weights 4k..4k+3
+// of each of the 16 rows, signed (nibble - 8). The packed registers z[j] hold bytes
+// 4j..4j+3 of every row's nibbles: low nibbles are weights 4j.., high ones 16 + 4j...
+inline void unpack_block(const uint8_t* quants, int64_t b, int8_t* out) {
+  const __m512i m4 = _mm512_set1_epi8(0x0f), eight = _mm512_set1_epi8(8);
+  for (int j = 0; j < 4; ++j) {
+    const __m512i z = _mm512_loadu_si512(quants + b * 256 + 64 * j);
+    _mm512_store_si512(out + 64 * j, _mm512_sub_epi8(_mm512_and_si512(z, m4), eight));
+    _mm512_store_si512(out + 64 * (4 + j), _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(z, 4), m4), eight));
+  }
+}
+
+// f[i] += sums of token i (16 rows) times d_w * d_x, for the 16 tokens of a tile (those
+// past the activations have zero sums and scales).
+inline void add_block(const int32_t* sums, __m512 dw, const float* dx, __m512 (&f)[kTokens]) {
+  for (int i = 0; i < kTokens; ++i)
+    f[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(sums + kRows * i)),
+                           _mm512_mul_ps(dw, _mm512_set1_ps(dx[i])), f[i]);
+}
+
+// Blocks [0, n) of a panel times one tile of 16 tokens (x: their activations, row stride
+// cols; dx(b): their 16 scales of block b), added to f. Pairs of blocks alternate between
+// two pairs of sum tiles: a pair is multiplied, then the pair before it is read out and
+// scaled, so the float work waits for no multiply. Blocks still go into f in order.
+template <class Scales>
+inline void tile_tokens(const int8_t (*panel)[8 * 64], int64_t n, const int8_t* x, int64_t cols, int64_t c0,
+                        const uint8_t* scales, Scales dx, __m512 (&f)[kTokens]) {
+  alignas(64) int32_t sums[2][kTokens * kRows];
+  auto dw = [&](int64_t b) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + b * 32)));
+  };
+  // Multiplies blocks k, k + 1 into sum tiles S0, S1 / reads them out and scales them.
+  // Macros: GCC's tile intrinsics paste the tile number into the assembly text, so it must
+  // be a literal.
+#define FS_MULTIPLY_PAIR(S0, S1, k)                 \
+  do {                                             \
+    _tile_zero(S0);                                \
+    _tile_zero(S1);                                \
+    _tile_loadd(0, x + (c0 + (k)) * 32, cols);     \
+    _tile_loadd(2, panel[k], 64);                  \
+    _tile_dpbssd(S0, 0, 2);                        \
+    _tile_loadd(1, x + (c0 + (k) + 1) * 32, cols); \
+    _tile_loadd(3, panel[(k) + 1], 64);            \
+    _tile_dpbssd(S1, 1, 3);                        \
+  } while (0)
+#define FS_ADD_PAIR(S0, S1, k)                                 \
+  do {                                                        \
+    _tile_stored(S0, sums[0], 64);                            \
+    _tile_stored(S1, sums[1], 64);                            \
+    add_block(sums[0], dw(c0 + (k)), dx(c0 + (k)), f);         \
+    add_block(sums[1], dw(c0 + (k) + 1), dx(c0 + (k) + 1), f); \
+  } while (0)
+  const int64_t pairs = n / 2;
+  for (int64_t p = 0; p < pairs; ++p) {
+    if (p % 2 == 0) {
+      FS_MULTIPLY_PAIR(4, 5, 2 * p);
+      if (p > 0) FS_ADD_PAIR(6, 7, 2 * p - 2);
+    } else {
+      FS_MULTIPLY_PAIR(6, 7, 2 * p);
+      FS_ADD_PAIR(4, 5, 2 * p - 2);
+    }
+  }
+  if (pairs % 2 == 1) FS_ADD_PAIR(4, 5, 2 * pairs - 2);
+  else if (pairs > 0) FS_ADD_PAIR(6, 7, 2 * pairs - 2);
+#undef FS_MULTIPLY_PAIR
+#undef FS_ADD_PAIR
+  if (n % 2 == 1) {
+    const int64_t k = n - 1;
+    _tile_zero(4);
+    _tile_loadd(0, x + (c0 + k) * 32, cols);
+    _tile_loadd(2, panel[k], 64);
+    _tile_dpbssd(4, 0, 2);
+    _tile_stored(4, sums[0], 64);
+    add_block(sums[0], dw(c0 + k), dx(c0 + k), f);
+  }
+}
+
+}  // namespace
+
+void gemm_q4_0_lanes16_amx(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y) {
+  const int64_t nb = w.cols / 32, T = a.T, rs = nb * kBlockBytes, cols = a.cols;
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  TilesInUse tiles;
+  // A last partial tile of tokens, padded with zero activations and scales (a tile load
+  // reads all 16 rows); its scales block by block, 16 per block.
+  const int64_t full = T / kTokens * kTokens;
+  std::vector<int8_t> padded;
+  std::vector<float> padded_d;
+  if (full < T) {
+    padded.assign(size_t(kTokens * cols), 0);
+    std::memcpy(padded.data(), a.qs + full * cols, size_t((T - full) * cols));
+    padded_d.assign(size_t(nb * kTokens), 0.0f);
+    for (int64_t b = 0; b < nb; ++b)
+      std::memcpy(&padded_d[size_t(b * kTokens)], a.d + b * T + full, size_t(T - full) * sizeof(float));
+  }
+  // Outputs of every token for the current 16 rows, kept between panels.
+  struct alignas(64) Outputs {
+    float v[kRows];
+  };
+  std::vector<Outputs> acc = std::vector<Outputs>(size_t(T));
+  alignas(64) int8_t panel[kPanel][8 * 64];
+  for (int64_t r = r0; r < r1; r += kRows) {
+    const uint8_t* quants = base + r * rs;
+    const uint8_t* scales = quants + nb * 256;
+    for (int64_t c0 = 0; c0 < nb; c0 += kPanel) {
+      const int64_t n = nb - c0 < kPanel ? nb - c0 : kPanel;
+      for (int64_t k = 0; k < n; ++k) unpack_block(quants, c0 + k, panel[k]);
+      for (int64_t t0 = 0; t0 < T; t0 += kTokens) {
+        const int64_t m = T - t0 < kTokens ? T - t0 : kTokens;
+        __m512 f[kTokens];
+        for (int i = 0; i < kTokens; ++i)
+          f[i] = c0 > 0 && i < m ? _mm512_load_ps(acc[size_t(t0 + i)].v) : _mm512_setzero_ps();
+        if (t0 < full)
+          tile_tokens(panel, n, a.qs + t0 * cols, cols, c0, scales, [&](int64_t b) { return a.d + b * T + t0; }, f);
+        else
+          tile_tokens(panel, n, padded.data(), cols, c0, scales,
+                      [&](int64_t b) { return padded_d.data() + b * kTokens; }, f);
+        for (int i = 0; i < m; ++i) _mm512_store_ps(acc[size_t(t0 + i)].v, f[i]);
+      }
+    }
+    for (int64_t t = 0; t < T; ++t) std::memcpy(y + t * w.rows + r, acc[size_t(t)].v, sizeof(Outputs));
+  }
+}
+
+namespace {
+
+// Q4_0 Lanes16 matrices: on tiles from a tile of tokens on, else the VNNI kernel.
+void q4_0_lanes16(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y) {
+  if (a.T >= kTokens) return gemm_q4_0_lanes16_amx(w, a, r0, r1, y);
+  avx512vnni_kernels().q4_0_lanes16(w, a, r0, r1, y);
+}
+
+}  // namespace
+
+// The AVX-512 VNNI table, with Q4_0 Lanes16 passes of many tokens on tiles.
+const IsaKernels& amx_kernels() {
+  static const IsaKernels k = [] {
+    IsaKernels t = avx512vnni_kernels();
+    t.name = "amx";
+    t.q4_0_lanes16 = q4_0_lanes16;
+    return t;
+  }();
+  return k;
+}
+
+}  // namespace flashspec::cpu
+
+#else  // not x86-64: the dispatcher never selects AMX; keep the symbols for the linker.
+
+namespace flashspec::cpu {
+void gemm_q4_0_lanes16_amx(const WeightMatrix&, const ActQ8_0&, int64_t, int64_t, float*) {}
+const IsaKernels& amx_kernels() { return scalar_kernels(); }
+}  // namespace flashspec::cpu
+
+#endif
