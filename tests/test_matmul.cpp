@@ -611,7 +611,7 @@ TEST_CASE("Q4_0 packed into 16-row lanes: each byte where the layout says, only 
     }
 }
 
-TEST_CASE("Q4_0 packed into 16-row lanes multiplies bit-identically to its rows") {
+TEST_CASE("Q4_0 packed into 16-row lanes, or on AMX tiles, multiplies bit-identically to its rows") {
   if (!cpu::isa_supported(Isa::Avx512Vnni)) {
     MESSAGE("skipping the Lanes16 kernel: AVX-512 VNNI not supported by this CPU");
     return;
@@ -635,9 +635,11 @@ TEST_CASE("Q4_0 packed into 16-row lanes multiplies bit-identically to its rows"
       for (Isa isa : {Isa::Avx512Vnni, Isa::Amx}) {
         if (!cpu::isa_supported(isa)) continue;
         CAPTURE(cpu::isa_name(isa));
-        std::vector<float> got(size_t(T * s.rows), std::nanf(""));
+        std::vector<float> got(size_t(T * s.rows), std::nanf("")), got_rows(got);
         cpu::matmul_with_isa(isa, packed, x.data(), T, got.data(), T % 2 ? pool1 : pool2);
         CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+        cpu::matmul_with_isa(isa, rows, x.data(), T, got_rows.data(), T % 2 ? pool2 : pool1);
+        CHECK(std::memcmp(got_rows.data(), want.data(), got.size() * sizeof(float)) == 0);
         // Each token's outputs are what it gets alone (a pass of 1 never uses tiles).
         for (int64_t t = 0; t < T; t += 13) {
           std::vector<float> alone(size_t(s.rows));
@@ -652,4 +654,17 @@ TEST_CASE("Q4_0 packed into 16-row lanes multiplies bit-identically to its rows"
     const std::vector<float> x = random_floats(rng, s.cols);
     CHECK_THROWS_AS(cpu::matmul_with_isa(Isa::Avx2, packed, x.data(), 1, y.data(), pool1), Error);
   }
+  // Rows that end in a partial tile of 16 (the row layout only): the tiles past the last
+  // row compute it again and store nothing.
+  if (cpu::isa_supported(Isa::Amx))
+    for (int64_t T : {16, 33}) {
+      const Shape s{40, 96};
+      const auto w = random_weights(rng, GgmlType::Q4_0, s.rows, s.cols);
+      const WeightMatrix rows{GgmlType::Q4_0, w.data(), s.rows, s.cols};
+      const std::vector<float> x = random_floats(rng, T * s.cols);
+      std::vector<float> want(size_t(T * s.rows)), got(size_t(T * s.rows), std::nanf(""));
+      cpu::matmul_with_isa(Isa::Avx512Vnni, rows, x.data(), T, want.data(), pool2);
+      cpu::matmul_with_isa(Isa::Amx, rows, x.data(), T, got.data(), pool2);
+      CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+    }
 }

@@ -1,7 +1,8 @@
-// Q4_0 in the Lanes16 layout (kernels/cpu/pack_weights.h) times many tokens on AMX tiles
-// (Sapphire Rapids and later, where the kernel grants tile data): one TDPBSSD multiplies
-// 16 tokens by 16 rows over a block of 32 weights, 8192 int8 products, where the VNNI
-// kernel issues 128 vpdpbusd for the same. Decode keeps the VNNI kernel: a tile holds 16
+// Q4_0 times many tokens on AMX tiles (Sapphire Rapids and later, where the kernel grants
+// tile data): one TDPBSSD multiplies 16 tokens by 16 rows over a block of 32 weights, 8192
+// int8 products, where the VNNI kernel issues 128 vpdpbusd for the same. Weights come
+// packed (WeightLayout::Lanes16, resident) or as rows (streamed layers, transposed 16 rows
+// at a time as the VNNI row kernel does). Decode keeps the VNNI kernels: a tile holds 16
 // tokens however few there are.
 //
 // Each block's int32 sums are exact, as the VNNI kernel's are (its unsigned nibbles and the
@@ -15,11 +16,10 @@
 #include <immintrin.h>
 
 #include <cstring>
-// GCC 12 reports the placeholder inside _mm512_undefined_ps (which _mm512_cvtph_ps and
-// _mm512_cvtepi32_ps pass as their unused source) as maybe uninitialized once inlined here.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <memory>
 #include <vector>
+
+#include "core/ggml_type.h"
+#include "kernels/cpu/simd_avx512.h"
 
 namespace flashspec::cpu {
 
@@ -57,17 +57,42 @@ class TilesInUse {
   TilesInUse& operator=(const TilesInUse&) = delete;
 };
 
-// Block b of a packed tile as an AMX weight tile: row k of 64 bytes holds weights 4k..4k+3
-// of each of the 16 rows, signed (nibble - 8). The packed registers z[j] hold bytes
-// 4j..4j+3 of every row's nibbles: low nibbles are weights 4j.., high ones 16 + 4j...
-inline void unpack_block(const uint8_t* quants, int64_t b, int8_t* out) {
+// A block of 16 rows as an AMX weight tile: row k of 64 bytes holds weights 4k..4k+3 of
+// each of the 16 rows, signed (nibble - 8). z[j] holds bytes 4j..4j+3 of every row's
+// nibbles (the packed layout's registers): low nibbles are weights 4j.., high 16 + 4j...
+inline void unpack_block(const __m512i (&z)[4], int8_t* out) {
   const __m512i m4 = _mm512_set1_epi8(0x0f), eight = _mm512_set1_epi8(8);
   for (int j = 0; j < 4; ++j) {
-    const __m512i z = _mm512_loadu_si512(quants + b * 256 + 64 * j);
-    _mm512_store_si512(out + 64 * j, _mm512_sub_epi8(_mm512_and_si512(z, m4), eight));
-    _mm512_store_si512(out + 64 * (4 + j), _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(z, 4), m4), eight));
+    _mm512_store_si512(out + 64 * j, _mm512_sub_epi8(_mm512_and_si512(z[j], m4), eight));
+    _mm512_store_si512(out + 64 * (4 + j), _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(z[j], 4), m4), eight));
   }
 }
+
+// Where a tile of 16 rows comes from: fill(b, out, slot) writes block b's weight tile
+// (and what scale() needs into slot); scale(b, slot) gives its 16 row scales as floats.
+struct PackedSource {  // WeightLayout::Lanes16: the tile's quants, then its scales
+  const uint8_t* quants;
+  const uint8_t* scales;
+  void fill(int64_t b, int8_t* out, float*) const {
+    __m512i z[4];
+    for (int j = 0; j < 4; ++j) z[j] = _mm512_loadu_si512(quants + b * 256 + 64 * j);
+    unpack_block(z, out);
+  }
+  __m512 scale(int64_t b, const float*) const {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + b * 32)));
+  }
+};
+struct RowSource {  // WeightLayout::Rows: 16 rows (past the matrix, the last one again)
+  const uint8_t* row[kRows];
+  void fill(int64_t b, int8_t* out, float* slot) const {
+    const int64_t o = b * int64_t(sizeof(BlockQ4_0));
+    __m512i z[4];
+    simd::rows_16x16(row, o + 2, z);
+    unpack_block(z, out);
+    _mm512_store_ps(slot, simd::row_halves(row, o));  // gathered once per panel
+  }
+  __m512 scale(int64_t, const float* slot) const { return _mm512_load_ps(slot); }
+};
 
 // f[i] += sums of token i (16 rows) times d_w * d_x, for the 16 tokens of a tile (those
 // past the activations have zero sums and scales).
@@ -81,13 +106,11 @@ inline void add_block(const int32_t* sums, __m512 dw, const float* dx, __m512 (&
 // cols; dx(b): their 16 scales of block b), added to f. Pairs of blocks alternate between
 // two pairs of sum tiles: a pair is multiplied, then the pair before it is read out and
 // scaled, so the float work waits for no multiply. Blocks still go into f in order.
-template <class Scales>
-inline void tile_tokens(const int8_t (*panel)[8 * 64], int64_t n, const int8_t* x, int64_t cols, int64_t c0,
-                        const uint8_t* scales, Scales dx, __m512 (&f)[kTokens]) {
+template <class Source, class Scales>
+inline void tile_tokens(const Source& src, const int8_t (*panel)[8 * 64], const float (*slots)[kRows], int64_t n,
+                        const int8_t* x, int64_t cols, int64_t c0, Scales dx, __m512 (&f)[kTokens]) {
   alignas(64) int32_t sums[2][kTokens * kRows];
-  auto dw = [&](int64_t b) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + b * 32)));
-  };
+  auto dw = [&](int64_t b) { return src.scale(b, slots[b - c0]); };
   // Multiplies blocks k, k + 1 into sum tiles S0, S1 / reads them out and scales them.
   // Macros: GCC's tile intrinsics paste the tile number into the assembly text, so it must
   // be a literal.
@@ -134,11 +157,11 @@ inline void tile_tokens(const int8_t (*panel)[8 * 64], int64_t n, const int8_t* 
   }
 }
 
-}  // namespace
-
-void gemm_q4_0_lanes16_amx(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y) {
-  const int64_t nb = w.cols / 32, T = a.T, rs = nb * kBlockBytes, cols = a.cols;
-  const auto* base = static_cast<const uint8_t*>(w.data);
+// Rows [r0, r1) for every token: tiles of 16 rows; per tile, panels of kPanel blocks
+// unpacked once and multiplied by every tile of 16 tokens.
+template <class Source, class SourceAt>
+void gemm_tiles(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y, SourceAt source_at) {
+  const int64_t nb = w.cols / 32, T = a.T, cols = a.cols;
   TilesInUse tiles;
   // A last partial tile of tokens, padded with zero activations and scales (a tile load
   // reads all 16 rows); its scales block by block, 16 per block.
@@ -158,45 +181,72 @@ void gemm_q4_0_lanes16_amx(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, 
   };
   std::vector<Outputs> acc = std::vector<Outputs>(size_t(T));
   alignas(64) int8_t panel[kPanel][8 * 64];
+  alignas(64) float slots[kPanel][kRows];
   for (int64_t r = r0; r < r1; r += kRows) {
-    const uint8_t* quants = base + r * rs;
-    const uint8_t* scales = quants + nb * 256;
+    const Source src = source_at(r);
     for (int64_t c0 = 0; c0 < nb; c0 += kPanel) {
       const int64_t n = nb - c0 < kPanel ? nb - c0 : kPanel;
-      for (int64_t k = 0; k < n; ++k) unpack_block(quants, c0 + k, panel[k]);
+      for (int64_t k = 0; k < n; ++k) src.fill(c0 + k, panel[k], slots[k]);
       for (int64_t t0 = 0; t0 < T; t0 += kTokens) {
         const int64_t m = T - t0 < kTokens ? T - t0 : kTokens;
         __m512 f[kTokens];
         for (int i = 0; i < kTokens; ++i)
           f[i] = c0 > 0 && i < m ? _mm512_load_ps(acc[size_t(t0 + i)].v) : _mm512_setzero_ps();
         if (t0 < full)
-          tile_tokens(panel, n, a.qs + t0 * cols, cols, c0, scales, [&](int64_t b) { return a.d + b * T + t0; }, f);
+          tile_tokens(src, panel, slots, n, a.qs + t0 * cols, cols, c0, [&](int64_t b) { return a.d + b * T + t0; }, f);
         else
-          tile_tokens(panel, n, padded.data(), cols, c0, scales,
+          tile_tokens(src, panel, slots, n, padded.data(), cols, c0,
                       [&](int64_t b) { return padded_d.data() + b * kTokens; }, f);
         for (int i = 0; i < m; ++i) _mm512_store_ps(acc[size_t(t0 + i)].v, f[i]);
       }
     }
-    for (int64_t t = 0; t < T; ++t) std::memcpy(y + t * w.rows + r, acc[size_t(t)].v, sizeof(Outputs));
+    const __mmask16 keep = r1 - r < kRows ? __mmask16((1u << (r1 - r)) - 1) : __mmask16(0xffff);
+    for (int64_t t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * w.rows + r, keep, _mm512_load_ps(acc[size_t(t)].v));
   }
-}
-
-namespace {
-
-// Q4_0 Lanes16 matrices: on tiles from a tile of tokens on, else the VNNI kernel.
-void q4_0_lanes16(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y) {
-  if (a.T >= kTokens) return gemm_q4_0_lanes16_amx(w, a, r0, r1, y);
-  avx512vnni_kernels().q4_0_lanes16(w, a, r0, r1, y);
 }
 
 }  // namespace
 
-// The AVX-512 VNNI table, with Q4_0 Lanes16 passes of many tokens on tiles.
+void gemm_q4_0_lanes16_amx(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y) {
+  const int64_t nb = w.cols / 32, rs = nb * int64_t(sizeof(BlockQ4_0));
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  gemm_tiles<PackedSource>(w, a, r0, r1, y, [&](int64_t r) {
+    const uint8_t* quants = base + r * rs;
+    return PackedSource{quants, quants + nb * 256};
+  });
+}
+
+void gemm_q4_0_amx(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y) {
+  const int64_t rs = w.cols / 32 * int64_t(sizeof(BlockQ4_0));
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  gemm_tiles<RowSource>(w, a, r0, r1, y, [&](int64_t r) {
+    RowSource s;
+    for (int i = 0; i < kRows; ++i) s.row[i] = base + (r + i < r1 ? r + i : r1 - 1) * rs;
+    return s;
+  });
+}
+
+namespace {
+
+// Q4_0 matrices: on tiles from a tile of tokens on, else the VNNI kernels.
+void q4_0_lanes16(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y) {
+  if (a.T >= kTokens) return gemm_q4_0_lanes16_amx(w, a, r0, r1, y);
+  avx512vnni_kernels().q4_0_lanes16(w, a, r0, r1, y);
+}
+void q4_0_rows(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y) {
+  if (a.T >= kTokens) return gemm_q4_0_amx(w, a, r0, r1, y);
+  avx512vnni_kernels().q4_0(w, a, r0, r1, y);
+}
+
+}  // namespace
+
+// The AVX-512 VNNI table, with Q4_0 passes of many tokens on tiles.
 const IsaKernels& amx_kernels() {
   static const IsaKernels k = [] {
     IsaKernels t = avx512vnni_kernels();
     t.name = "amx";
     t.q4_0_lanes16 = q4_0_lanes16;
+    t.q4_0 = q4_0_rows;
     return t;
   }();
   return k;
@@ -208,6 +258,7 @@ const IsaKernels& amx_kernels() {
 
 namespace flashspec::cpu {
 void gemm_q4_0_lanes16_amx(const WeightMatrix&, const ActQ8_0&, int64_t, int64_t, float*) {}
+void gemm_q4_0_amx(const WeightMatrix&, const ActQ8_0&, int64_t, int64_t, float*) {}
 const IsaKernels& amx_kernels() { return scalar_kernels(); }
 }  // namespace flashspec::cpu
 

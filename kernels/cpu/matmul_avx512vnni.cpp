@@ -83,34 +83,15 @@ struct Lanes16 {
 };
 
 // Bytes [off, off+16) of all 16 rows, transposed: z[j] lane i = dword j of row i's 16.
-// Loaded as [rows 0,4,8,12], [1,5,9,13], ... so two rounds of unpacks leave the rows in
-// lane order.
-inline void rows_16x16(const TileRows& t, int64_t off, __m512i (&z)[4]) {
-  const __m512i a = load4x128(t.row[0] + off, t.row[4] + off, t.row[8] + off, t.row[12] + off);
-  const __m512i b = load4x128(t.row[1] + off, t.row[5] + off, t.row[9] + off, t.row[13] + off);
-  const __m512i c = load4x128(t.row[2] + off, t.row[6] + off, t.row[10] + off, t.row[14] + off);
-  const __m512i d = load4x128(t.row[3] + off, t.row[7] + off, t.row[11] + off, t.row[15] + off);
-  const __m512i ab0 = _mm512_unpacklo_epi32(a, b), ab1 = _mm512_unpackhi_epi32(a, b);
-  const __m512i cd0 = _mm512_unpacklo_epi32(c, d), cd1 = _mm512_unpackhi_epi32(c, d);
-  z[0] = _mm512_unpacklo_epi64(ab0, cd0);
-  z[1] = _mm512_unpackhi_epi64(ab0, cd0);
-  z[2] = _mm512_unpacklo_epi64(ab1, cd1);
-  z[3] = _mm512_unpackhi_epi64(ab1, cd1);
-}
+inline void rows_16x16(const TileRows& t, int64_t off, __m512i (&z)[4]) { simd::rows_16x16(t.row, off, z); }
 
 // The dword at byte `off` of every row.
 inline __m512i gather_rows(const TileRows& t, int64_t off) {
   return _mm512_i32gather_epi32(t.idx, t.row[0] + off, 1);
 }
 
-// The fp16 at byte `off` of every row, as floats. Sixteen scalar loads through a small
-// buffer: they use the load and store ports only, where a gather and the narrowing it
-// needs would take vector ALU slots from the repack.
-inline __m512 row_halves(const TileRows& t, int64_t off) {
-  alignas(32) uint16_t h[kRows];
-  for (int i = 0; i < kRows; ++i) std::memcpy(&h[i], t.row[i] + off, 2);
-  return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(h)));
-}
+// The fp16 at byte `off` of every row, as floats.
+inline __m512 row_halves(const TileRows& t, int64_t off) { return simd::row_halves(t.row, off); }
 
 // Low / high fp16 of each dword as floats.
 inline __m512 fp16_lo(__m512i v) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v)); }
