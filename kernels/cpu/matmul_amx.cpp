@@ -2,8 +2,9 @@
 // tile data): one TDPBSSD multiplies 16 tokens by 16 rows over a block of 32 weights, 8192
 // int8 products, where the VNNI kernel issues 128 vpdpbusd for the same. Weights come
 // packed (WeightLayout::Lanes16, resident) or as rows (streamed layers, transposed 16 rows
-// at a time as the VNNI row kernel does). Decode keeps the VNNI kernels: a tile holds 16
-// tokens however few there are.
+// at a time as the VNNI row kernel does). Whole tiles of 16 tokens only: decode and the
+// last tokens of a pass keep the VNNI kernels, since a tile holds 16 tokens however few
+// there are.
 //
 // Each block's int32 sums are exact, as the VNNI kernel's are (its unsigned nibbles and the
 // zero point's term give the same integer), and they go through its float operations in
@@ -94,8 +95,7 @@ struct RowSource {  // WeightLayout::Rows: 16 rows (past the matrix, the last on
   __m512 scale(int64_t, const float* slot) const { return _mm512_load_ps(slot); }
 };
 
-// f[i] += sums of token i (16 rows) times d_w * d_x, for the 16 tokens of a tile (those
-// past the activations have zero sums and scales).
+// f[i] += sums of token i (16 rows) times d_w * d_x, for the 16 tokens of a tile.
 inline void add_block(const int32_t* sums, __m512 dw, const float* dx, __m512 (&f)[kTokens]) {
   for (int i = 0; i < kTokens; ++i)
     f[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(sums + kRows * i)),
@@ -103,14 +103,15 @@ inline void add_block(const int32_t* sums, __m512 dw, const float* dx, __m512 (&
 }
 
 // Blocks [0, n) of a panel times one tile of 16 tokens (x: their activations, row stride
-// cols; dx(b): their 16 scales of block b), added to f. Pairs of blocks alternate between
+// cols; d + b * T: their 16 scales of block b), added to f. Pairs of blocks alternate between
 // two pairs of sum tiles: a pair is multiplied, then the pair before it is read out and
 // scaled, so the float work waits for no multiply. Blocks still go into f in order.
-template <class Source, class Scales>
+template <class Source>
 inline void tile_tokens(const Source& src, const int8_t (*panel)[8 * 64], const float (*slots)[kRows], int64_t n,
-                        const int8_t* x, int64_t cols, int64_t c0, Scales dx, __m512 (&f)[kTokens]) {
+                        const int8_t* x, int64_t cols, int64_t c0, const float* d, int64_t T, __m512 (&f)[kTokens]) {
   alignas(64) int32_t sums[2][kTokens * kRows];
   auto dw = [&](int64_t b) { return src.scale(b, slots[b - c0]); };
+  auto dx = [&](int64_t b) { return d + b * T; };
   // Multiplies blocks k, k + 1 into sum tiles S0, S1 / reads them out and scales them.
   // Macros: GCC's tile intrinsics paste the tile number into the assembly text, so it must
   // be a literal.
@@ -157,69 +158,65 @@ inline void tile_tokens(const Source& src, const int8_t (*panel)[8 * 64], const 
   }
 }
 
-// Rows [r0, r1) for every token: tiles of 16 rows; per tile, panels of kPanel blocks
-// unpacked once and multiplied by every tile of 16 tokens.
+// Rows [r0, r1) for the first `tokens` tokens (a multiple of 16): tiles of 16 rows; per
+// tile, panels of kPanel blocks unpacked once and multiplied by every tile of 16 tokens.
+// Either layout keeps a tile's rows in one stretch of rs bytes per row (Lanes16
+// rearranges within it).
 template <class Source, class SourceAt>
-void gemm_tiles(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y, SourceAt source_at) {
-  const int64_t nb = w.cols / 32, T = a.T, cols = a.cols;
+void gemm_tiles(const WeightMatrix& w, const ActQ8_0& a, int64_t tokens, int64_t r0, int64_t r1, float* y,
+                SourceAt source_at) {
+  const int64_t nb = w.cols / 32, T = a.T, cols = a.cols, rs = nb * int64_t(sizeof(BlockQ4_0));
+  const auto* base = static_cast<const uint8_t*>(w.data);
   TilesInUse tiles;
-  // A last partial tile of tokens, padded with zero activations and scales (a tile load
-  // reads all 16 rows); its scales block by block, 16 per block.
-  const int64_t full = T / kTokens * kTokens;
-  std::vector<int8_t> padded;
-  std::vector<float> padded_d;
-  if (full < T) {
-    padded.assign(size_t(kTokens * cols), 0);
-    std::memcpy(padded.data(), a.qs + full * cols, size_t((T - full) * cols));
-    padded_d.assign(size_t(nb * kTokens), 0.0f);
-    for (int64_t b = 0; b < nb; ++b)
-      std::memcpy(&padded_d[size_t(b * kTokens)], a.d + b * T + full, size_t(T - full) * sizeof(float));
-  }
   // Outputs of every token for the current 16 rows, kept between panels.
   struct alignas(64) Outputs {
     float v[kRows];
   };
-  std::vector<Outputs> acc = std::vector<Outputs>(size_t(T));
+  std::vector<Outputs> acc = std::vector<Outputs>(size_t(tokens));
   alignas(64) int8_t panel[kPanel][8 * 64];
   alignas(64) float slots[kPanel][kRows];
   for (int64_t r = r0; r < r1; r += kRows) {
     const Source src = source_at(r);
+    // The next tile's stretch is prefetched as this one's blocks are unpacked, a block's
+    // share at a time: streamed weights come from DRAM, not from any cache.
+    const uint8_t* pf = base + (r + kRows) * rs;
+    const uint8_t* const pf_end = base + (r1 < r + 2 * kRows ? r1 : r + 2 * kRows) * rs;
+    const int64_t pf_share = ((r1 < r + 2 * kRows ? r1 : r + 2 * kRows) - r - kRows) * rs / nb + 1;
     for (int64_t c0 = 0; c0 < nb; c0 += kPanel) {
       const int64_t n = nb - c0 < kPanel ? nb - c0 : kPanel;
-      for (int64_t k = 0; k < n; ++k) src.fill(c0 + k, panel[k], slots[k]);
-      for (int64_t t0 = 0; t0 < T; t0 += kTokens) {
-        const int64_t m = T - t0 < kTokens ? T - t0 : kTokens;
+      for (int64_t k = 0; k < n; ++k) {
+        src.fill(c0 + k, panel[k], slots[k]);
+        for (const uint8_t* stop = pf + pf_share; pf < stop && pf < pf_end; pf += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(pf), _MM_HINT_T0);
+      }
+      for (int64_t t0 = 0; t0 < tokens; t0 += kTokens) {
         __m512 f[kTokens];
-        for (int i = 0; i < kTokens; ++i)
-          f[i] = c0 > 0 && i < m ? _mm512_load_ps(acc[size_t(t0 + i)].v) : _mm512_setzero_ps();
-        if (t0 < full)
-          tile_tokens(src, panel, slots, n, a.qs + t0 * cols, cols, c0, [&](int64_t b) { return a.d + b * T + t0; }, f);
-        else
-          tile_tokens(src, panel, slots, n, padded.data(), cols, c0,
-                      [&](int64_t b) { return padded_d.data() + b * kTokens; }, f);
-        for (int i = 0; i < m; ++i) _mm512_store_ps(acc[size_t(t0 + i)].v, f[i]);
+        for (int i = 0; i < kTokens; ++i) f[i] = c0 > 0 ? _mm512_load_ps(acc[size_t(t0 + i)].v) : _mm512_setzero_ps();
+        tile_tokens(src, panel, slots, n, a.qs + t0 * cols, cols, c0, a.d + t0, T, f);
+        for (int i = 0; i < kTokens; ++i) _mm512_store_ps(acc[size_t(t0 + i)].v, f[i]);
       }
     }
     const __mmask16 keep = r1 - r < kRows ? __mmask16((1u << (r1 - r)) - 1) : __mmask16(0xffff);
-    for (int64_t t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * w.rows + r, keep, _mm512_load_ps(acc[size_t(t)].v));
+    for (int64_t t = 0; t < tokens; ++t) _mm512_mask_storeu_ps(y + t * w.rows + r, keep, _mm512_load_ps(acc[size_t(t)].v));
   }
 }
 
 }  // namespace
 
-void gemm_q4_0_lanes16_amx(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y) {
+void gemm_q4_0_lanes16_amx(const WeightMatrix& w, const ActQ8_0& a, int64_t tokens, int64_t r0, int64_t r1,
+                           float* y) {
   const int64_t nb = w.cols / 32, rs = nb * int64_t(sizeof(BlockQ4_0));
   const auto* base = static_cast<const uint8_t*>(w.data);
-  gemm_tiles<PackedSource>(w, a, r0, r1, y, [&](int64_t r) {
+  gemm_tiles<PackedSource>(w, a, tokens, r0, r1, y, [&](int64_t r) {
     const uint8_t* quants = base + r * rs;
     return PackedSource{quants, quants + nb * 256};
   });
 }
 
-void gemm_q4_0_amx(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y) {
+void gemm_q4_0_amx(const WeightMatrix& w, const ActQ8_0& a, int64_t tokens, int64_t r0, int64_t r1, float* y) {
   const int64_t rs = w.cols / 32 * int64_t(sizeof(BlockQ4_0));
   const auto* base = static_cast<const uint8_t*>(w.data);
-  gemm_tiles<RowSource>(w, a, r0, r1, y, [&](int64_t r) {
+  gemm_tiles<RowSource>(w, a, tokens, r0, r1, y, [&](int64_t r) {
     RowSource s;
     for (int i = 0; i < kRows; ++i) s.row[i] = base + (r + i < r1 ? r + i : r1 - 1) * rs;
     return s;
@@ -228,14 +225,37 @@ void gemm_q4_0_amx(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t 
 
 namespace {
 
-// Q4_0 matrices: on tiles from a tile of tokens on, else the VNNI kernels.
+// Whole tiles of 16 tokens on tiles, the rest (and passes of fewer) with the VNNI kernel
+// on the activations of those tokens alone: a padded tile costs as much as a full one,
+// and tiles beat VNNI by less than that (8B, 64 rows: 1.2x).
+void split_tokens(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y,
+                  void (*tiles)(const WeightMatrix&, const ActQ8_0&, int64_t, int64_t, int64_t, float*),
+                  GemmQ8_0Fn vnni) {
+  const int64_t full = a.T / kTokens * kTokens, rest = a.T - full;
+  if (full > 0) tiles(w, a, full, r0, r1, y);
+  if (rest == 0) return;
+  if (full == 0) return vnni(w, a, r0, r1, y);
+  // The last tokens' activations as a pass of their own: scales and zero-point terms are
+  // stored block-major ([block][token]), so theirs are gathered.
+  const int64_t nb = w.cols / 32;
+  std::vector<float> d(size_t(nb * rest));
+  std::vector<int32_t> zp(size_t(nb * rest));
+  for (int64_t b = 0; b < nb; ++b) {
+    std::memcpy(&d[size_t(b * rest)], a.d + b * a.T + full, size_t(rest) * sizeof(float));
+    std::memcpy(&zp[size_t(b * rest)], a.zp + b * a.T + full, size_t(rest) * sizeof(int32_t));
+  }
+  ActQ8_0 last = a;
+  last.qs = a.qs + full * a.cols;
+  last.d = d.data();
+  last.zp = zp.data();
+  last.T = rest;
+  vnni(w, last, r0, r1, y + full * w.rows);
+}
 void q4_0_lanes16(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y) {
-  if (a.T >= kTokens) return gemm_q4_0_lanes16_amx(w, a, r0, r1, y);
-  avx512vnni_kernels().q4_0_lanes16(w, a, r0, r1, y);
+  split_tokens(w, a, r0, r1, y, gemm_q4_0_lanes16_amx, avx512vnni_kernels().q4_0_lanes16);
 }
 void q4_0_rows(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y) {
-  if (a.T >= kTokens) return gemm_q4_0_amx(w, a, r0, r1, y);
-  avx512vnni_kernels().q4_0(w, a, r0, r1, y);
+  split_tokens(w, a, r0, r1, y, gemm_q4_0_amx, avx512vnni_kernels().q4_0);
 }
 
 }  // namespace
@@ -257,8 +277,8 @@ const IsaKernels& amx_kernels() {
 #else  // not x86-64: the dispatcher never selects AMX; keep the symbols for the linker.
 
 namespace flashspec::cpu {
-void gemm_q4_0_lanes16_amx(const WeightMatrix&, const ActQ8_0&, int64_t, int64_t, float*) {}
-void gemm_q4_0_amx(const WeightMatrix&, const ActQ8_0&, int64_t, int64_t, float*) {}
+void gemm_q4_0_lanes16_amx(const WeightMatrix&, const ActQ8_0&, int64_t, int64_t, int64_t, float*) {}
+void gemm_q4_0_amx(const WeightMatrix&, const ActQ8_0&, int64_t, int64_t, int64_t, float*) {}
 const IsaKernels& amx_kernels() { return scalar_kernels(); }
 }  // namespace flashspec::cpu
 
