@@ -27,8 +27,8 @@ namespace flashspec::cpu {
 namespace {
 
 constexpr int kRows = 16;       // weight rows per tile (the packed layout's)
-constexpr int kTokens = 16;        // tokens per tile of activations
-constexpr int64_t kPanel = 32;     // blocks whose weight tiles are unpacked at a time (16 KB)
+constexpr int kTokens = 16;     // tokens per tile of activations
+constexpr int64_t kPanel = 32;  // blocks whose weight tiles are unpacked at a time (16 KB)
 
 // Tiles 0-1 hold activations (16 tokens x 32 bytes), 2-3 weights in the VNNI order AMX
 // wants (8 rows of 4 weights x 16 rows), 4-7 the int32 sums (16 tokens x 16 rows): two
