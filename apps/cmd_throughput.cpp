@@ -174,7 +174,7 @@ int run_throughput(const ThroughputArgs& a) {
                       "%s: %.1f MB of weights per token, read at %.2f GB/s = %.0f%% of this machine's %.2f GB/s "
                       "(%d threads reading)%s\n",
                       m.test.c_str(), sol->weight_bytes / 1e6, rate / 1e9, 100.0 * rate / sol->machine_bps,
-                      sol->machine_bps / 1e9, sol->threads, rate > sol->machine_bps ? "; the weights fit in the caches" : "");
+                      sol->machine_bps / 1e9, sol->threads, rate > sol->machine_bps ? "; above it: reads prefetched ahead, or weights in cache" : "");
         out += buf;
       }
   }
