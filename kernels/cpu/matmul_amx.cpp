@@ -178,9 +178,10 @@ void gemm_tiles(const WeightMatrix& w, const ActQ8_0& a, int64_t tokens, int64_t
     const Source src = source_at(r);
     // The next tile's stretch is prefetched as this one's blocks are unpacked, a block's
     // share at a time: streamed weights come from DRAM, not from any cache.
+    const int64_t next_end = r1 < r + 2 * kRows ? r1 : r + 2 * kRows;
     const uint8_t* pf = base + (r + kRows) * rs;
-    const uint8_t* const pf_end = base + (r1 < r + 2 * kRows ? r1 : r + 2 * kRows) * rs;
-    const int64_t pf_share = ((r1 < r + 2 * kRows ? r1 : r + 2 * kRows) - r - kRows) * rs / nb + 1;
+    const uint8_t* const pf_end = base + next_end * rs;
+    const int64_t pf_share = (next_end - r - kRows) * rs / nb + 1;
     for (int64_t c0 = 0; c0 < nb; c0 += kPanel) {
       const int64_t n = nb - c0 < kPanel ? nb - c0 : kPanel;
       for (int64_t k = 0; k < n; ++k) {
@@ -196,12 +197,12 @@ void gemm_tiles(const WeightMatrix& w, const ActQ8_0& a, int64_t tokens, int64_t
       }
     }
     const __mmask16 keep = r1 - r < kRows ? __mmask16((1u << (r1 - r)) - 1) : __mmask16(0xffff);
-    for (int64_t t = 0; t < tokens; ++t) _mm512_mask_storeu_ps(y + t * w.rows + r, keep, _mm512_load_ps(acc[size_t(t)].v));
+    for (int64_t t = 0; t < tokens; ++t)
+      _mm512_mask_storeu_ps(y + t * w.rows + r, keep, _mm512_load_ps(acc[size_t(t)].v));
   }
 }
 
-}  // namespace
-
+// Q4_0 packed (Lanes16) / as rows times the first `tokens` tokens, a multiple of 16.
 void gemm_q4_0_lanes16_amx(const WeightMatrix& w, const ActQ8_0& a, int64_t tokens, int64_t r0, int64_t r1,
                            float* y) {
   const int64_t nb = w.cols / 32, rs = nb * int64_t(sizeof(BlockQ4_0));
@@ -221,8 +222,6 @@ void gemm_q4_0_amx(const WeightMatrix& w, const ActQ8_0& a, int64_t tokens, int6
     return s;
   });
 }
-
-namespace {
 
 // Whole tiles of 16 tokens on tiles, the rest (and passes of fewer) with the VNNI kernel
 // on the activations of those tokens alone: a padded tile costs as much as a full one,
@@ -273,11 +272,9 @@ const IsaKernels& amx_kernels() {
 
 }  // namespace flashspec::cpu
 
-#else  // not x86-64: the dispatcher never selects AMX; keep the symbols for the linker.
+#else  // not x86-64: the dispatcher never selects AMX; keep the symbol for the linker.
 
 namespace flashspec::cpu {
-void gemm_q4_0_lanes16_amx(const WeightMatrix&, const ActQ8_0&, int64_t, int64_t, int64_t, float*) {}
-void gemm_q4_0_amx(const WeightMatrix&, const ActQ8_0&, int64_t, int64_t, int64_t, float*) {}
 const IsaKernels& amx_kernels() { return scalar_kernels(); }
 }  // namespace flashspec::cpu
 

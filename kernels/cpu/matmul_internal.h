@@ -125,12 +125,9 @@ const IsaKernels& scalar_kernels();
 const IsaKernels& avx2_kernels();
 const IsaKernels& avx512_kernels();
 const IsaKernels& avx512vnni_kernels();
-const IsaKernels& amx_kernels();  // AVX-512 VNNI, with tiles for Q4_0 passes of 16+ tokens
-// Q4_0 (Lanes16 / rows) times the first `tokens` tokens (a multiple of 16) on AMX tiles
-// (kernels/cpu/matmul_amx.cpp), bit-identical to the VNNI kernels.
-void gemm_q4_0_lanes16_amx(const WeightMatrix& w, const ActQ8_0& a, int64_t tokens, int64_t r0, int64_t r1,
-                           float* y);
-void gemm_q4_0_amx(const WeightMatrix& w, const ActQ8_0& a, int64_t tokens, int64_t r0, int64_t r1, float* y);
+// AVX-512 VNNI, with Q4_0 passes of 16+ tokens on AMX tiles (kernels/cpu/matmul_amx.cpp),
+// bit-identical to the VNNI kernels.
+const IsaKernels& amx_kernels();
 
 const char* isa_name(Isa isa);
 // The kernel table matmul() dispatches to.
