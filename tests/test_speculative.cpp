@@ -23,12 +23,13 @@ using namespace flashspec::testing;
 namespace {
 
 struct Pair {
-  CpuBackend backend{2};
+  CpuBackend backend;
   CpuBackend draft_backend{1};  // its own, as in the CLI: pre-growing runs it on its own thread
   LlamaModel target, draft;
   Tokenizer tok;
-  explicit Pair(const std::string& target_name)
-      : target(model_path(target_name), backend),
+  explicit Pair(const std::string& target_name, int target_threads = 2)
+      : backend(target_threads),
+        target(model_path(target_name), backend),
         draft(model_path("salty279K"), draft_backend),
         tok(Tokenizer::from_gguf(target.file())) {}
 };
@@ -212,8 +213,9 @@ namespace {
 // over 2000 seeds; `inspect` sees every speculative result.
 std::pair<double, double> chi2_later_tokens(const SpeculationParams& policy,
                                             const std::function<void(const GenerationResult&)>& inspect,
-                                            bool with_draft = true, const std::string& target = "stories260K") {
-  Pair m(target);
+                                            bool with_draft = true, const std::string& target = "stories260K",
+                                            int target_threads = 2) {
+  Pair m(target, target_threads);
   const std::vector<int32_t> ids = m.tok.encode("Tom and his dog went to the park.", true);
   constexpr int kSeeds = 2000;
   const GenerateOptions o = sampled(9, SamplingParams{0.8f, 0, 1.0f, 0.0f, 0});
@@ -229,11 +231,17 @@ std::pair<double, double> chi2_later_tokens(const SpeculationParams& policy,
 
 TEST_CASE("sampling is lossless with trees pre-grown during the previous pass") {
   // Later passes start from a tree (in part) grown while the target verified the one
-  // before and re-rooted under its bonus token.
+  // before and re-rooted under its bonus token. The draft grows on a SCHED_IDLE thread,
+  // in cycles the target leaves idle: the target gets one thread here so that a core is
+  // left to it. With two, the tiny target's passes kept both cores busy, and whether any
+  // tree was pre-grown depended on what ran beside the test (0 in one CI run, 5-142 in
+  // others).
   int64_t pregrown_passes = 0;
-  const auto [stat, df] = chi2_later_tokens(tree(16, 4), [&](const GenerationResult& r) {
-    for (const PassRecord& p : r.stats.passes) pregrown_passes += p.pregrown > 0;
-  });
+  const auto [stat, df] = chi2_later_tokens(
+      tree(16, 4), [&](const GenerationResult& r) {
+        for (const PassRecord& p : r.stats.passes) pregrown_passes += p.pregrown > 0;
+      },
+      true, "stories260K", 1);
   MESSAGE("pre-grown trees: chi2 " << stat << " df " << df << " critical " << chi2_critical_999(df)
                                    << "; passes that started from a pre-grown tree: " << pregrown_passes);
   CHECK(pregrown_passes > 0);
