@@ -112,13 +112,13 @@ void add_run_options(CLI::App& sub, RunOptions& o, int64_t n_predict, const std:
   chain->excludes(tree);
   sub.add_option("--draft-max", o.draft_max, "largest draft (tokens) --tree auto may choose (default " + std::to_string(SpeculationParams::kDefaultAutoBudget) + ")")
           ->check(CLI::Range(int64_t(1), kMaxTreeBudget));
-  CLI::Option* width = sub.add_option("--tree-width", s.tree_width, "tree nodes the draft expands per pass (0: min(budget/2, 4), or budget/16 for large trees)")
+  CLI::Option* width = sub.add_option("--tree-width", s.tree_width, "tree nodes the draft expands per pass (0: min(budget/2, 4), up to 8 from 32 nodes with a draft over 1/32 of the target's size, budget/16 for large trees)")
                            ->check(CLI::Range(0, 4096))
                            ->capture_default_str();
   CLI::Option* pregrow =
       sub.add_option_function<int32_t>("--pregrow", [&s](const int32_t& v) { s.pregrow = v; },
                      "trees: while the target verifies B nodes, the draft grows up to B x N more on its own thread for "
-                     "the next pass (0: off; default 4 with --stream and greedy decoding, else 0)")
+                     "the next pass (0: off; default 4 with --stream, greedy decoding and a draft under 1/32 of the target's size, else 0)")
           ->check(CLI::Range(0, 64));
   CLI::Option* children = sub.add_option("--tree-children", s.tree_children, "candidate children kept per tree node")
                               ->check(CLI::Range(1, 4096))

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <thread>
+#include <utility>
 
 #include "core/error.h"
 #include "core/tokenizer.h"
@@ -145,4 +146,24 @@ TEST_CASE("the draft worker stops on request, rethrows errors and joins while gr
     }
     CHECK(dr.tree().size() - 1 < 8000);
   }
+}
+
+TEST_CASE("tree levels widen to the draft's cheap rows from 32 nodes, and never below the old widths") {
+  SpeculationParams small;  // a tiny draft: 4 rows per level up to 64 nodes, then b/16
+  SpeculationParams large;
+  large.cheap_rows = 8;  // what the engine sets for a draft over 1/32 of the target
+  const std::pair<int64_t, int32_t> small_widths[] = {{1, 1}, {2, 1}, {4, 2}, {8, 4}, {16, 4}, {32, 4},
+                                                      {64, 4}, {128, 8}, {256, 16}, {4096, 64}};
+  for (auto [b, w] : small_widths) {
+    CAPTURE(b);
+    CHECK(small.width_for(b) == w);
+  }
+  const std::pair<int64_t, int32_t> large_widths[] = {{1, 1}, {8, 4}, {16, 4}, {24, 6}, {32, 8},
+                                                      {64, 8}, {128, 8}, {256, 16}, {4096, 64}};
+  for (auto [b, w] : large_widths) {
+    CAPTURE(b);
+    CHECK(large.width_for(b) == w);
+  }
+  large.tree_width = 3;  // --tree-width wins
+  CHECK(large.width_for(64) == 3);
 }
