@@ -47,16 +47,16 @@ struct SpeculationParams {
   int64_t max_tree_nodes() const { return budget * (1 + pregrow_factor()); }
   // Most candidate nodes one pass verifies (the root not counted).
   int64_t max_verified() const { return budget + (lookup && !auto_budget() ? lookup_params.max_depth : 0); }
-  // Rows a draft forward feeds for little more than the time of one (Engine sets 8 for a
-  // large draft: a 1B-shape draft's CPU forward took 21-26 ms for 1 row, 27 for 4, 33
-  // for 8, 60 for 12; a tiny draft's forwards cost next to nothing at any width, and it
-  // keeps 4 so that its trees keep their depth).
+  // Rows a draft forward feeds for little more than the time of one. Engine sets 8 for a
+  // large draft: a 1B-shape draft's forward on 2 CPU cores took 21-26 ms for 1 row, 27
+  // for 4, 33 for 8, 60 for 12. A tiny draft keeps 4: its forwards cost next to nothing
+  // at any width, and narrow levels keep its trees deep.
   int32_t cheap_rows = 4;
   // Nodes fed per draft pass for a tree of `b` nodes: up to 4 for small trees (a draft
   // forward costs about one read of the draft's weights whether it feeds 1 row or 4: an
   // 8B streamed target with a 1B-shape draft, --tree 8: 293 -> 71 ms of drafting per
-  // pass, 1.64x -> 2.00x the target alone), up to cheap_rows from 32 nodes on (8 levels
-  // or more), b/16 for large trees.
+  // pass, 1.64x -> 2.00x the target alone), up to cheap_rows from 32 nodes on, b/16 for
+  // large trees.
   int32_t width_for(int64_t b) const {
     if (tree_width > 0) return tree_width;
     const int64_t w = std::max({std::min<int64_t>(b / 2, 4), std::min<int64_t>(b / 4, cheap_rows), b / 16});
