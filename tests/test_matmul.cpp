@@ -624,14 +624,15 @@ TEST_CASE("Q4_0 packed into 16-row lanes, or on AMX tiles, multiplies bit-identi
     std::vector<uint8_t> p(w.size());
     cpu::avx512vnni_kernels().pack_q4_0_lanes16(rows, p.data());
     const WeightMatrix packed{GgmlType::Q4_0, p.data(), s.rows, s.cols, WeightLayout::Lanes16};
-    for (int64_t T : {1, 2, 8, 9, 16, 17, 40, 64}) {
+    for (int64_t T : {1, 2, 8, 9, 16, 17, 31, 40, 64}) {
       CAPTURE(s.rows);
       CAPTURE(s.cols);
       CAPTURE(T);
       const std::vector<float> x = random_floats(rng, T * s.cols);
       std::vector<float> want(size_t(T * s.rows));
       cpu::matmul_with_isa(Isa::Avx512Vnni, rows, x.data(), T, want.data(), pool2);
-      // AMX multiplies passes of 16 tokens and more on tiles, where the kernel grants them.
+      // AMX multiplies passes of 16 tokens and more on tiles, where the kernel grants them;
+      // their last 8-15 tokens (31, 40) on a padded tile, fewer (17) with VNNI.
       for (Isa isa : {Isa::Avx512Vnni, Isa::Amx}) {
         if (!cpu::isa_supported(isa)) continue;
         CAPTURE(cpu::isa_name(isa));
@@ -657,7 +658,7 @@ TEST_CASE("Q4_0 packed into 16-row lanes, or on AMX tiles, multiplies bit-identi
   // Rows that end in a partial tile of 16 (the row layout only): the tiles past the last
   // row compute it again and store nothing.
   if (cpu::isa_supported(Isa::Amx))
-    for (int64_t T : {16, 33}) {
+    for (int64_t T : {16, 33, 41}) {
       const Shape s{40, 96};
       const auto w = random_weights(rng, GgmlType::Q4_0, s.rows, s.cols);
       const WeightMatrix rows{GgmlType::Q4_0, w.data(), s.rows, s.cols};

@@ -157,13 +157,33 @@ inline void tile_tokens(const Source& src, const int8_t (*panel)[8 * 64], const 
   }
 }
 
-// Rows [r0, r1) for the first `tokens` tokens (a multiple of 16): tiles of 16 rows; per
-// tile, panels of kPanel blocks unpacked once and multiplied by every tile of 16 tokens.
-// Either layout keeps a tile's rows in one stretch of rs bytes per row (Lanes16
-// rearranges within it).
+// The last tokens of a pass (fewer than 16) as a tile of their own: their activations
+// and scales copied into a pass of 16 tokens whose other tokens are zero.
+struct TailTile {
+  std::vector<int8_t> qs;
+  std::vector<float> d;
+  ActQ8_0 act;
+  int64_t count;  // tokens of the pass in it
+
+  TailTile(const ActQ8_0& a, int64_t first, int64_t nb) : qs(size_t(kTokens * a.cols), 0), d(size_t(nb * kTokens), 0.0f) {
+    count = a.T - first;
+    std::memcpy(qs.data(), a.qs + first * a.cols, size_t(count * a.cols));
+    for (int64_t b = 0; b < nb; ++b)
+      std::memcpy(&d[size_t(b * kTokens)], a.d + b * a.T + first, size_t(count) * sizeof(float));
+    act = a;
+    act.qs = qs.data();
+    act.d = d.data();
+    act.T = kTokens;
+  }
+};
+
+// Rows [r0, r1) for the first `tokens` tokens (a multiple of 16) and, when `tail` is given,
+// the tokens after them in it: tiles of 16 rows; per tile, panels of kPanel blocks
+// unpacked once and multiplied by every tile of 16 tokens. Either layout keeps a tile's
+// rows in one stretch of rs bytes per row (Lanes16 rearranges within it).
 template <class Source, class SourceAt>
-void gemm_tiles(const WeightMatrix& w, const ActQ8_0& a, int64_t tokens, int64_t r0, int64_t r1, float* y,
-                SourceAt source_at) {
+void gemm_tiles(const WeightMatrix& w, const ActQ8_0& a, int64_t tokens, const TailTile* tail, int64_t r0, int64_t r1,
+                float* y, SourceAt source_at) {
   const int64_t nb = w.cols / 32, T = a.T, cols = a.cols, rs = nb * int64_t(sizeof(BlockQ4_0));
   const auto* base = static_cast<const uint8_t*>(w.data);
   TilesInUse tiles;
@@ -171,7 +191,8 @@ void gemm_tiles(const WeightMatrix& w, const ActQ8_0& a, int64_t tokens, int64_t
   struct alignas(64) Outputs {
     float v[kRows];
   };
-  std::vector<Outputs> acc = std::vector<Outputs>(size_t(tokens));
+  std::vector<Outputs> acc = std::vector<Outputs>(size_t(tokens + (tail ? kTokens : 0)));
+  const int64_t stored = tokens + (tail ? tail->count : 0);
   alignas(64) int8_t panel[kPanel][8 * 64];
   alignas(64) float slots[kPanel][kRows];
   for (int64_t r = r0; r < r1; r += kRows) {
@@ -189,53 +210,64 @@ void gemm_tiles(const WeightMatrix& w, const ActQ8_0& a, int64_t tokens, int64_t
         for (const uint8_t* stop = pf + pf_share; pf < stop && pf < pf_end; pf += 64)
           _mm_prefetch(reinterpret_cast<const char*>(pf), _MM_HINT_T0);
       }
-      for (int64_t t0 = 0; t0 < tokens; t0 += kTokens) {
+      for (int64_t t0 = 0; t0 < tokens + (tail ? kTokens : 0); t0 += kTokens) {
+        const bool last = t0 == tokens;  // the tail's tile
         __m512 f[kTokens];
         for (int i = 0; i < kTokens; ++i) f[i] = c0 > 0 ? _mm512_load_ps(acc[size_t(t0 + i)].v) : _mm512_setzero_ps();
-        tile_tokens(src, panel, slots, n, a.qs + t0 * cols, cols, c0, a.d + t0, T, f);
+        if (last) tile_tokens(src, panel, slots, n, tail->act.qs, cols, c0, tail->act.d, kTokens, f);
+        else tile_tokens(src, panel, slots, n, a.qs + t0 * cols, cols, c0, a.d + t0, T, f);
         for (int i = 0; i < kTokens; ++i) _mm512_store_ps(acc[size_t(t0 + i)].v, f[i]);
       }
     }
     const __mmask16 keep = r1 - r < kRows ? __mmask16((1u << (r1 - r)) - 1) : __mmask16(0xffff);
-    for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t t = 0; t < stored; ++t)
       _mm512_mask_storeu_ps(y + t * w.rows + r, keep, _mm512_load_ps(acc[size_t(t)].v));
   }
 }
 
-// Q4_0 packed (Lanes16) / as rows times the first `tokens` tokens, a multiple of 16.
-void gemm_q4_0_lanes16_amx(const WeightMatrix& w, const ActQ8_0& a, int64_t tokens, int64_t r0, int64_t r1,
-                           float* y) {
+// Q4_0 packed (Lanes16) / as rows times the first `tokens` tokens, a multiple of 16, and
+// those of `tail`.
+void gemm_q4_0_lanes16_amx(const WeightMatrix& w, const ActQ8_0& a, int64_t tokens, const TailTile* tail, int64_t r0,
+                           int64_t r1, float* y) {
   const int64_t nb = w.cols / 32, rs = nb * int64_t(sizeof(BlockQ4_0));
   const auto* base = static_cast<const uint8_t*>(w.data);
-  gemm_tiles<PackedSource>(w, a, tokens, r0, r1, y, [&](int64_t r) {
+  gemm_tiles<PackedSource>(w, a, tokens, tail, r0, r1, y, [&](int64_t r) {
     const uint8_t* quants = base + r * rs;
     return PackedSource{quants, quants + nb * 256};
   });
 }
 
-void gemm_q4_0_amx(const WeightMatrix& w, const ActQ8_0& a, int64_t tokens, int64_t r0, int64_t r1, float* y) {
+void gemm_q4_0_amx(const WeightMatrix& w, const ActQ8_0& a, int64_t tokens, const TailTile* tail, int64_t r0,
+                   int64_t r1, float* y) {
   const int64_t rs = w.cols / 32 * int64_t(sizeof(BlockQ4_0));
   const auto* base = static_cast<const uint8_t*>(w.data);
-  gemm_tiles<RowSource>(w, a, tokens, r0, r1, y, [&](int64_t r) {
+  gemm_tiles<RowSource>(w, a, tokens, tail, r0, r1, y, [&](int64_t r) {
     RowSource s;
     for (int i = 0; i < kRows; ++i) s.row[i] = base + (r + i < r1 ? r + i : r1 - 1) * rs;
     return s;
   });
 }
 
-// Whole tiles of 16 tokens on tiles, the rest (and passes of fewer) with the VNNI kernel
-// on the activations of those tokens alone: a padded tile costs as much as a full one,
-// and tiles beat VNNI by less than that (8B, 64 rows: 1.2x).
-void split_tokens(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y,
-                  void (*tiles)(const WeightMatrix&, const ActQ8_0&, int64_t, int64_t, int64_t, float*),
+// Whole tiles of 16 tokens on tiles. The last T % 16 tokens (and passes of fewer than
+// 16): from 8 of them on, a tile of their own padded with zeros, while the weights are
+// unpacked anyway; fewer, or alone, the VNNI kernel on their activations. Its second read
+// of the weights costs about a tile (1B shape, 2 threads: 48 + 1 tokens 114 ms against
+// 109 for 48; 48 + 15 on VNNI 156 ms, against 139 for 64), and a padded tile alone costs
+// more than VNNI's 8-15 tokens (8 tokens: 55 ms against 33).
+constexpr int64_t kTailTileFrom = 8;
+using TilesFn = void (*)(const WeightMatrix&, const ActQ8_0&, int64_t, const TailTile*, int64_t, int64_t, float*);
+void split_tokens(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y, TilesFn tiles,
                   GemmQ8_0Fn vnni) {
-  const int64_t full = a.T / kTokens * kTokens, rest = a.T - full;
-  if (full > 0) tiles(w, a, full, r0, r1, y);
-  if (rest == 0) return;
+  const int64_t full = a.T / kTokens * kTokens, rest = a.T - full, nb = w.cols / 32;
   if (full == 0) return vnni(w, a, r0, r1, y);
+  if (rest >= kTailTileFrom) {
+    const TailTile tail(a, full, nb);
+    return tiles(w, a, full, &tail, r0, r1, y);
+  }
+  tiles(w, a, full, nullptr, r0, r1, y);
+  if (rest == 0) return;
   // The last tokens' activations as a pass of their own: scales and zero-point terms are
   // stored block-major ([block][token]), so theirs are gathered.
-  const int64_t nb = w.cols / 32;
   std::vector<float> d(size_t(nb * rest));
   std::vector<int32_t> zp(size_t(nb * rest));
   for (int64_t b = 0; b < nb; ++b) {
