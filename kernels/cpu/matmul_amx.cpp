@@ -2,9 +2,9 @@
 // tile data): one TDPBSSD multiplies 16 tokens by 16 rows over a block of 32 weights, 8192
 // int8 products, where the VNNI kernel issues 128 vpdpbusd for the same. Weights come
 // packed (WeightLayout::Lanes16, resident) or as rows (streamed layers, transposed 16 rows
-// at a time as the VNNI row kernel does). Whole tiles of 16 tokens only: decode and the
-// last tokens of a pass keep the VNNI kernels, since a tile holds 16 tokens however few
-// there are.
+// at a time as the VNNI row kernel does). Passes of 16 tokens and more only, their last
+// 8-15 tokens on a tile padded with zeros: decode, smaller passes and a last 1-7 tokens
+// keep the VNNI kernels, since a tile costs the same however few tokens it holds.
 //
 // Each block's int32 sums are exact, as the VNNI kernel's are (its unsigned nibbles and the
 // zero point's term give the same integer), and they go through its float operations in
@@ -252,7 +252,7 @@ void gemm_q4_0_amx(const WeightMatrix& w, const ActQ8_0& a, int64_t tokens, cons
 // 16): from 8 of them on, a tile of their own padded with zeros, while the weights are
 // unpacked anyway; fewer, or alone, the VNNI kernel on their activations. Its second read
 // of the weights costs about a tile (1B shape, 2 threads: 48 + 1 tokens 114 ms against
-// 109 for 48; 48 + 15 on VNNI 156 ms, against 139 for 64), and a padded tile alone costs
+// 109 for 48; 48 + 15 on VNNI 156 ms, against 132-146 for 64), and a padded tile alone costs
 // more than VNNI's 8-15 tokens (8 tokens: 55 ms against 33).
 constexpr int64_t kTailTileFrom = 8;
 using TilesFn = void (*)(const WeightMatrix&, const ActQ8_0&, int64_t, const TailTile*, int64_t, int64_t, float*);
