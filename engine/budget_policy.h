@@ -97,7 +97,7 @@ class BudgetPolicy {
   int64_t free_rows(int64_t limit) const;
   // Expected drafting milliseconds to grow n draft nodes (0 for none).
   double draft_ms(int64_t n) const;
-  // The budgets choices are made among: 0, 1, 2, 3, 4, 6, 8, 12, ... up to the maximum.
+  // The budgets choices are made among: 0, 1, 2, 3, 4, 6, 8, 12, 15, 23, 31, 47, ... up to the maximum.
   const std::vector<int64_t>& candidates() const { return budgets_; }
   // P(accepted) of every node of `tree` by its source's model, never above its parent's.
   std::vector<double> node_probabilities(const TokenTree& tree) const;
