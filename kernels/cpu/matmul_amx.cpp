@@ -157,23 +157,26 @@ inline void tile_tokens(const Source& src, const int8_t (*panel)[8 * 64], const 
   }
 }
 
-// The last tokens of a pass (fewer than 16) as a tile of their own: their activations
-// and scales copied into a pass of 16 tokens whose other tokens are zero.
-struct TailTile {
-  std::vector<int8_t> qs;
-  std::vector<float> d;
-  ActQ8_0 act;
-  int64_t count;  // tokens of the pass in it
+// Tokens [first, first + count) of a block-major array of T tokens per block (the
+// activations' scales and zero-point terms), `stride` apart per block, the rest zero.
+template <class V>
+std::vector<V> gather_tokens(const V* src, int64_t T, int64_t first, int64_t count, int64_t nb, int64_t stride) {
+  std::vector<V> out(size_t(nb * stride), V(0));
+  for (int64_t b = 0; b < nb; ++b)
+    std::memcpy(&out[size_t(b * stride)], src + b * T + first, size_t(count) * sizeof(V));
+  return out;
+}
 
-  TailTile(const ActQ8_0& a, int64_t first, int64_t nb) : qs(size_t(kTokens * a.cols), 0), d(size_t(nb * kTokens), 0.0f) {
-    count = a.T - first;
+// The last tokens of a pass (fewer than 16) as a tile of their own: their activations
+// and scales copied into a tile of 16 tokens whose other tokens are zero.
+struct TailTile {
+  int64_t count;          // tokens of the pass in it
+  std::vector<int8_t> qs;  // [16][cols]
+  std::vector<float> d;    // [block][16]
+
+  TailTile(const ActQ8_0& a, int64_t first, int64_t nb)
+      : count(a.T - first), qs(size_t(kTokens * a.cols), 0), d(gather_tokens(a.d, a.T, first, count, nb, kTokens)) {
     std::memcpy(qs.data(), a.qs + first * a.cols, size_t(count * a.cols));
-    for (int64_t b = 0; b < nb; ++b)
-      std::memcpy(&d[size_t(b * kTokens)], a.d + b * a.T + first, size_t(count) * sizeof(float));
-    act = a;
-    act.qs = qs.data();
-    act.d = d.data();
-    act.T = kTokens;
   }
 };
 
@@ -191,8 +194,8 @@ void gemm_tiles(const WeightMatrix& w, const ActQ8_0& a, int64_t tokens, const T
   struct alignas(64) Outputs {
     float v[kRows];
   };
-  std::vector<Outputs> acc = std::vector<Outputs>(size_t(tokens + (tail ? kTokens : 0)));
-  const int64_t stored = tokens + (tail ? tail->count : 0);
+  const int64_t tiled = tokens + (tail ? kTokens : 0), stored = tokens + (tail ? tail->count : 0);
+  std::vector<Outputs> acc = std::vector<Outputs>(size_t(tiled));
   alignas(64) int8_t panel[kPanel][8 * 64];
   alignas(64) float slots[kPanel][kRows];
   for (int64_t r = r0; r < r1; r += kRows) {
@@ -210,11 +213,11 @@ void gemm_tiles(const WeightMatrix& w, const ActQ8_0& a, int64_t tokens, const T
         for (const uint8_t* stop = pf + pf_share; pf < stop && pf < pf_end; pf += 64)
           _mm_prefetch(reinterpret_cast<const char*>(pf), _MM_HINT_T0);
       }
-      for (int64_t t0 = 0; t0 < tokens + (tail ? kTokens : 0); t0 += kTokens) {
+      for (int64_t t0 = 0; t0 < tiled; t0 += kTokens) {
         const bool last = t0 == tokens;  // the tail's tile
         __m512 f[kTokens];
         for (int i = 0; i < kTokens; ++i) f[i] = c0 > 0 ? _mm512_load_ps(acc[size_t(t0 + i)].v) : _mm512_setzero_ps();
-        if (last) tile_tokens(src, panel, slots, n, tail->act.qs, cols, c0, tail->act.d, kTokens, f);
+        if (last) tile_tokens(src, panel, slots, n, tail->qs.data(), cols, c0, tail->d.data(), kTokens, f);
         else tile_tokens(src, panel, slots, n, a.qs + t0 * cols, cols, c0, a.d + t0, T, f);
         for (int i = 0; i < kTokens; ++i) _mm512_store_ps(acc[size_t(t0 + i)].v, f[i]);
       }
@@ -268,12 +271,8 @@ void split_tokens(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r
   if (rest == 0) return;
   // The last tokens' activations as a pass of their own: scales and zero-point terms are
   // stored block-major ([block][token]), so theirs are gathered.
-  std::vector<float> d(size_t(nb * rest));
-  std::vector<int32_t> zp(size_t(nb * rest));
-  for (int64_t b = 0; b < nb; ++b) {
-    std::memcpy(&d[size_t(b * rest)], a.d + b * a.T + full, size_t(rest) * sizeof(float));
-    std::memcpy(&zp[size_t(b * rest)], a.zp + b * a.T + full, size_t(rest) * sizeof(int32_t));
-  }
+  const std::vector<float> d = gather_tokens(a.d, a.T, full, rest, nb, rest);
+  const std::vector<int32_t> zp = gather_tokens(a.zp, a.T, full, rest, nb, rest);
   ActQ8_0 last = a;
   last.qs = a.qs + full * a.cols;
   last.d = d.data();
