@@ -55,14 +55,15 @@ std::vector<int32_t> Drafter::draft_ids(std::span<const int32_t> ids) const {
   return out;
 }
 
-void Drafter::catch_up(std::span<const int32_t> seq) {
+int64_t Drafter::catch_up(std::span<const int32_t> seq) {
   sync(seq);
-  if (to_feed_.size() < 2) return;
+  if (to_feed_.size() < 2) return 0;
   const std::span<const int32_t> behind = std::span(to_feed_).first(to_feed_.size() - 1);
   std::vector<float> logits;
   model_.forward_causal(draft_ids(behind), kv_, LogitRows::Last, logits);
   kv_.commit_first(int64_t(behind.size()));
   to_feed_.erase(to_feed_.begin(), to_feed_.end() - 1);
+  return int64_t(behind.size());
 }
 
 SequenceBatch Drafter::feed_batch(std::span<const int32_t> nodes) {

@@ -35,7 +35,8 @@ class Drafter {
   // sync(seq), then computes and commits every queued token but the last (the next
   // tree's root): the catching up on a prompt or on tokens emitted while the draft was
   // not drafting, done apart so that it is neither priced as drafting nor part of a tree.
-  void catch_up(std::span<const int32_t> seq);
+  // Returns how many tokens it computed.
+  int64_t catch_up(std::span<const int32_t> seq);
   // Drafts policy.budget tokens below the last token of the synced sequence: a chain
   // (sampled from the draft when `sampling` is not greedy) or a best-first tree.
   TokenTree propose(const SpeculationParams& policy, const SamplingParams& sampling, Rng& rng);

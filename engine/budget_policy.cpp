@@ -15,6 +15,7 @@ constexpr double kCheapDraft = 0.05;  // drafting one more step that costs this 
 constexpr int64_t kGrowEvery = 2;     // otherwise grow past the choice every this many passes
 constexpr int64_t kFirstProbeGap = 8;  // passes without drafting before the first probe, at least
 constexpr double kProbeShare = 0.02;   // probes may cost this fraction of the time not drafting
+constexpr double kNever = 1e12;        // passes to the next probe when none may be afforded
 constexpr double kDearDraft = 0.5;     // drafting one node costs this share of a one-row pass: start without
 }  // namespace
 
@@ -185,12 +186,16 @@ void BudgetPolicy::settle_steady(int64_t sequences, bool probing) {
       probe_scheduled_ = true;
       off_since_ = passes_;
     }
-    // Probing every gap passes costs a probe's extra time over that many passes: kept to
-    // kProbeShare of the time, at today's prices (early ones are rough).
+    // Probing every gap passes costs a probe's extra time, and the draft reading the gap's
+    // tokens, over that many passes: kept to kProbeShare of the time, at today's prices
+    // (early ones are rough). The reading costs each pass the same share however rare
+    // the probes; where that share alone is over kProbeShare, no gap is long enough.
     const int64_t b = draft_horizon_probe();
+    const double one_row = std::max(verify_ms(0), 1e-6);
     const double extra = draft_ms(b) + verify_ms(b) - verify_ms(0);
-    const double gap = extra / (kProbeShare * std::max(verify_ms(0), 1e-6));
-    next_probe_ = off_since_ + std::max(probe_gap_, int64_t(std::min(gap, 1e6)));
+    const double left = kProbeShare - catch_up_ms_per_token_.value / one_row;
+    const double gap = left > 0 ? extra / (left * one_row) : kNever;
+    next_probe_ = off_since_ + std::max(probe_gap_, int64_t(std::min(gap, kNever)));
   } else {
     probe_gap_ = kFirstProbeGap;
     probe_scheduled_ = false;
@@ -320,6 +325,12 @@ void BudgetPolicy::observe_pass(int64_t rows, double target_ms, double io_wait_m
   if (budgets_[k] == budget) pass_ms_[k].add(target_ms);  // measured times belong to exactly this budget
   if (routed_experts > 0) ms_per_expert_.add(target_ms / double(routed_experts));
   observe_cost(rows, target_ms, io_wait_ms, routed_experts);
+}
+
+void BudgetPolicy::observe_catch_up(int64_t tokens, double ms) {
+  // Only a probe's: while drafting is on, what the draft reads apart is the odd token its
+  // trees did not hold, one forward each, dearer per token than a probe's batch.
+  if (tokens > 0 && best_ == 0) catch_up_ms_per_token_.add(ms / double(tokens));
 }
 
 void BudgetPolicy::observe_cost(int64_t rows, double target_ms, double io_wait_ms, int64_t routed_experts) {

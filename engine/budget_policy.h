@@ -32,7 +32,10 @@
 //    drafting done is spent whatever is verified).
 // Now and then a budget next to the choice is tried, and when drafting is off a small
 // draft probes whether it pays again, at growing intervals: a wrong early guess is
-// corrected within a few passes, and the prices stay measured rather than modelled.
+// corrected within a few passes, and the prices stay measured rather than modelled. A
+// probe also pays for the draft reading every token emitted since it last drafted; where
+// that alone costs more than probes may (a draft about as costly per token as its
+// target), drafting, once off, stays off.
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -87,6 +90,10 @@ class BudgetPolicy {
   void observe_pass(int64_t rows, double target_ms, double io_wait_ms, int64_t routed_experts = 0);
   // A target pass that is not a tree (prefill): a cost point for `rows` rows.
   void observe_cost(int64_t rows, double target_ms, double io_wait_ms, int64_t routed_experts = 0);
+  // The draft reading `tokens` tokens emitted while it was not drafting, before drafting
+  // again: what a probe costs besides its own drafting and rows (counted while drafting
+  // is off only).
+  void observe_catch_up(int64_t tokens, double ms);
 
   // Expected target milliseconds of a pass verifying b candidates (b + 1 rows).
   double verify_ms(int64_t b) const;
@@ -132,6 +139,7 @@ class BudgetPolicy {
   std::vector<Average> pass_ms_;       // measured target time, per candidate budget
   std::vector<Average> draft_tokens_;  // expected tokens of the top-b draft nodes on recent drafted trees
   LineFit draft_fit_;                  // critical-path draft ms against draft nodes grown
+  Average catch_up_ms_per_token_;      // the draft reading tokens it did not draft
   LineFit compute_fit_;
   Average io_floor_;
   ExpertUnion union_;

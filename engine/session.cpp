@@ -143,7 +143,9 @@ GenerationResult Session::generate(std::span<const int32_t> input, const Generat
     r.stats.ttft_ms = ms_since(t0);
     const auto t_first = Clock::now();
     if (!emit(first, opt, r)) {
-      if (drafter_) {  // the draft reads the prompt now, as the target just did
+      // The draft reads the prompt now, as the target just did; --tree auto starting
+      // without drafting leaves it to the first pass that drafts, if any does.
+      if (drafter_ && !(auto_budget_ && auto_budget_->draft_horizon() == 0)) {
         const auto t = Clock::now();
         drafter_->catch_up(seq_);
         r.stats.draft_ms += ms_since(t);
@@ -186,8 +188,9 @@ TokenTree Session::candidates(const GenerateOptions& opt, Rng& rng, bool pregrow
     } else {
       if (!pregrown) {
         const double t = ms_since(call_start_);
-        drafter_->catch_up(seq_);  // tokens emitted while the draft was not drafting
+        const int64_t behind = drafter_->catch_up(seq_);  // tokens emitted while the draft was not drafting
         rec.catch_up_ms = ms_since(call_start_) - t;
+        if (auto_budget_) auto_budget_->observe_catch_up(behind, rec.catch_up_ms);
         drafter_->start_tree(policy, opt.sampling);
       }
       const int64_t already = drafter_->tree().size() - 1;
@@ -263,6 +266,7 @@ void Session::generate_tree(const GenerateOptions& opt, GenerationResult& r,
                                        : policy_->max_tree_nodes();
     time_target_pass(target_, call_start_, rec, [&] {
       if (grow) worker_->grow_async(ahead, policy_->width_for(ahead));
+      if (tree.size() == 1) return target_.forward_causal(tree.tokens, kv_, LogitRows::All, logits);
       const std::vector<int32_t> pos = tree.positions(kv_.committed());
       const std::vector<uint8_t> mask = tree.ancestor_mask();
       target_.forward(ForwardBatch{tree.tokens, pos, mask}, kv_, LogitRows::All, logits);

@@ -87,6 +87,7 @@ struct PassCost {
   double compute_ms, io_ms;  // the pass takes max of the two; waits for weights the rest
   double draft_ms_per_node = 0.0;  // the draft's time per node grown, before the pass
   double draft_ms_fixed = 1.0;     // and per pass that drafts at all
+  double catch_up_ms_per_token = 0.0;  // the draft reading tokens emitted while it did not draft
 };
 using Cost = std::function<PassCost(int64_t)>;
 
@@ -106,6 +107,7 @@ struct Routing {
 struct Outcome {
   double tokens = 0, ms = 0;
   int64_t verified = 0, passes = 0;
+  int64_t drafted_after = 0;  // passes that drafted from `late` on (run's argument)
   double rate() const { return tokens / ms; }
   double mean_budget() const { return double(verified) / double(passes); }
 };
@@ -113,15 +115,24 @@ struct Outcome {
 // `fixed` >= 0: every pass drafts and verifies that budget (0: the target alone, no
 // drafting); -1: BudgetPolicy chooses.
 // `routing`: the experts each pass routes to, told to the policy (a dense target: none).
-Outcome run(int64_t fixed, const Cost& cost, const SimPair& pair, int passes, const Routing& routing = {}) {
+Outcome run(int64_t fixed, const Cost& cost, const SimPair& pair, int passes, const Routing& routing = {},
+            int late = 0) {
   const PassCost one = cost(0);
   BudgetPolicy policy(1024, (one.draft_ms_fixed + one.draft_ms_per_node) / one.compute_ms, routing.shape);
   const PassCost pre = cost(7);  // an 8-token prompt
   policy.observe_cost(8, std::max(pre.compute_ms, pre.io_ms), std::max(0.0, pre.io_ms - pre.compute_ms),
                       routing.routed(8));
   Outcome o;
+  int64_t behind = 0;  // tokens the draft has not read (emitted while it did not draft)
   for (int pass = 0; pass < passes; ++pass) {
     const int64_t horizon = fixed >= 0 ? fixed : policy.draft_horizon();
+    if (horizon > 0 && behind > 0) {
+      const double catch_up = double(behind) * one.catch_up_ms_per_token;
+      policy.observe_catch_up(behind, catch_up);
+      o.ms += catch_up;
+      behind = 0;
+    }
+    o.drafted_after += horizon > 0 && pass >= late;
     const TokenTree grown = pair.grow(pass, horizon);
     const PassCost grown_cost = cost(horizon);
     const double draft_ms =
@@ -135,6 +146,7 @@ Outcome run(int64_t fixed, const Cost& cost, const SimPair& pair, int passes, co
     policy.observe(verified, path, ms, std::max(0.0, c.io_ms - c.compute_ms), draft_ms, grown.size() - 1,
                    routing.routed(b + 1));
     o.tokens += double(path.size() + 1);
+    if (horizon == 0) behind += int64_t(path.size() + 1);
     o.ms += ms + draft_ms;
     o.verified += b;
     ++o.passes;
@@ -195,6 +207,27 @@ TEST_CASE("tree auto: no speculation wins when drafting costs more than it retur
   const auto [best_b, got] = check_auto_near_best(cost, SimPair{.sharpness = 1.6});
   CHECK(best_b == 0);
   CHECK(got.mean_budget() < 0.5);
+}
+
+TEST_CASE("tree auto: probes stop when the draft reading the tokens it missed costs more than probes may") {
+  // A draft that loses (as above), and that takes 10% of a one-row pass to read each token
+  // emitted while it did not draft (a draft about as costly per token as its target): the
+  // first probe measures that, and no later probe is afforded. Without the catch-up priced,
+  // probes at doubling gaps would keep paying for every token since the last one.
+  const auto cost = [](double catch_up) {
+    return Cost([catch_up](int64_t b) { return PassCost{100.0 + 30.0 * double(b + 1), 0.0, 80.0, 40.0, catch_up}; });
+  };
+  const SimPair pair{.sharpness = 1.6};
+  constexpr int kPasses = 2000, kLate = 200;
+  const Outcome alone = run(0, cost(13.0), pair, kPasses);
+  const Outcome priced = run(-1, cost(13.0), pair, kPasses, {}, kLate);
+  const Outcome free = run(-1, cost(0.0), pair, kPasses, {}, kLate);
+  MESSAGE("drafting passes from pass " << kLate << ": " << priced.drafted_after << " (catch-up free: "
+                                       << free.drafted_after << "); auto " << priced.rate() / alone.rate()
+                                       << " of the target alone");
+  CHECK(free.drafted_after > 0);  // probes go on where reading is free
+  CHECK(priced.drafted_after == 0);
+  CHECK(priced.rate() >= 0.97 * alone.rate());
 }
 
 TEST_CASE("tree auto: a chain wins with a confident draft and dear rows, a wide tree when rows are cheap") {
