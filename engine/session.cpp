@@ -266,7 +266,6 @@ void Session::generate_tree(const GenerateOptions& opt, GenerationResult& r,
                                        : policy_->max_tree_nodes();
     time_target_pass(target_, call_start_, rec, [&] {
       if (grow) worker_->grow_async(ahead, policy_->width_for(ahead));
-      if (tree.size() == 1) return target_.forward_causal(tree.tokens, kv_, LogitRows::All, logits);
       const std::vector<int32_t> pos = tree.positions(kv_.committed());
       const std::vector<uint8_t> mask = tree.ancestor_mask();
       target_.forward(ForwardBatch{tree.tokens, pos, mask}, kv_, LogitRows::All, logits);
