@@ -37,7 +37,8 @@ nlohmann::json stats_json(const GenerationStats& s) {
   }
   for (const PassRecord& p : s.passes) {
     timeline.push_back({{"start_ms", p.draft_start}, {"draft_ms", p.draft_ms}, {"target_ms", p.target_ms},
-                        {"io_wait_ms", p.io_wait_ms}, {"compute_ms", p.compute_ms()}, {"pregrow_ms", p.pregrow_ms},
+                        {"io_wait_ms", p.io_wait_ms}, {"storage_ms", p.storage_ms}, {"compute_ms", p.compute_ms()},
+                        {"pregrow_ms", p.pregrow_ms},
                         {"draft_stall_ms", p.draft_stall_ms}, {"catch_up_ms", p.catch_up_ms}, {"pregrown", p.pregrown},
                         {"tree_tokens", p.tree_tokens}, {"draft_nodes", p.draft_nodes},
                         {"lookup_nodes", p.lookup_nodes}, {"emitted", p.emitted},

@@ -32,6 +32,8 @@ struct PassRecord {
   double catch_up_ms = 0;   // of draft_ms: the draft reading tokens emitted while it was not drafting
   double target_start = 0, target_ms = 0;  // the target forward (verification)
   double io_wait_ms = 0;    // part of target_ms spent waiting for streamed weights
+  double storage_ms = 0;    // the storage's time for a pass's streamed weights at its rate
+                            // during this pass (0: nothing streamed)
   double pregrow_ms = 0;    // draft growing the next tree on its own thread during the pass
   double draft_stall_ms = 0;  // after the pass, waiting for that growth to finish
   int64_t pregrown = 0;     // nodes of this pass's tree that were grown during the previous pass

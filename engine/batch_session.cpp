@@ -333,11 +333,13 @@ bool BatchSession::step() {
   for (Sequence* s : decode) rows += s->tree.size();
 
   const double wait0 = target_.weight_wait_ms();
+  const ReadProgress read0 = target_.read_progress();
   const ExpertCounters experts0 = target_.expert_counters();
   const auto t0 = Clock::now();
   target_.forward_many(batches);
   const double target_ms = ms_between(t0, Clock::now());
   const double io_wait_ms = target_.weight_wait_ms() - wait0;
+  const double storage_ms = target_.read_progress().pass_storage_ms(read0);
   const int64_t experts = target_.expert_counters().since(experts0).routed;
 
   ++counters_.passes;
@@ -352,12 +354,14 @@ bool BatchSession::step() {
   if (auto_budget_) {
     if (decode.empty()) auto_budget_->observe_cost(rows, target_ms, io_wait_ms, experts);
     else auto_budget_->observe_pass(rows, target_ms, io_wait_ms, experts);
+    auto_budget_->observe_storage(storage_ms);
   }
 
   for (Sequence* s : prefill) {
     PassRecord rec;
     rec.target_ms = target_ms;
     rec.io_wait_ms = io_wait_ms;
+    rec.storage_ms = storage_ms;
     rec.tree_tokens = s->prefill;
     finish_prefill(*s, s->prefill);
     rec.emitted = s->prefilling() ? 0 : 1;
@@ -368,6 +372,7 @@ bool BatchSession::step() {
     rec.draft_ms = drafted_ms;  // the sequences drafted together
     rec.target_ms = target_ms;
     rec.io_wait_ms = io_wait_ms;
+    rec.storage_ms = storage_ms;
     rec.tree_tokens = s->tree.size();
     for (int32_t k = 1; k < s->tree.size(); ++k) rec.draft_nodes += s->tree.source[size_t(k)] == NodeSource::Draft;
     rec.lookup_nodes = s->tree.size() - 1 - rec.draft_nodes;

@@ -10,7 +10,6 @@ constexpr double kEma = 0.3;          // weight of the newest time measurement
 constexpr int64_t kExploreEvery = 6;  // passes between re-explorations of a neighbour, at first
 constexpr int64_t kMaxStart = 64;     // largest first horizon
 constexpr double kStartCost = 2.0;    // the first horizon's pass costs at most this times a one-row pass
-constexpr double kIoBound = 0.05;     // a pass that waited this fraction for weights is I/O-bound
 constexpr double kCheapDraft = 0.05;  // drafting one more step that costs this fraction of a pass is free
 constexpr int64_t kGrowEvery = 2;     // otherwise grow past the choice every this many passes
 constexpr int64_t kFirstProbeGap = 8;  // passes without drafting before the first probe, at least
@@ -320,9 +319,10 @@ void BudgetPolicy::observe_draft(int64_t drafted_nodes, double draft_ms) {
 
 void BudgetPolicy::observe_pass(int64_t rows, double target_ms, double io_wait_ms, int64_t routed_experts) {
   ++passes_;
-  const int64_t budget = rows - 1;
-  const size_t k = index(budget);
-  if (budgets_[k] == budget) pass_ms_[k].add(target_ms);  // measured times belong to exactly this budget
+  // The grid step the rows fall in: several trees' passes hold their roots beside the
+  // budget (choose_many prices them the same way), and a tree smaller than its budget is
+  // a pass of fewer rows.
+  pass_ms_[index(rows - 1)].add(target_ms);
   if (routed_experts > 0) ms_per_expert_.add(target_ms / double(routed_experts));
   observe_cost(rows, target_ms, io_wait_ms, routed_experts);
 }
@@ -339,7 +339,10 @@ void BudgetPolicy::observe_cost(int64_t rows, double target_ms, double io_wait_m
     prefill_ms_per_expert_.add(target_ms / double(routed_experts));  // used until a tree pass is timed
   }
   compute_fit_.add(double(rows), std::max(0.0, target_ms - io_wait_ms));
-  if (io_wait_ms > kIoBound * target_ms) io_floor_.add(target_ms);
+}
+
+void BudgetPolicy::observe_storage(double ms) {
+  if (ms > 0) io_floor_.add(ms);
 }
 
 }  // namespace flashspec

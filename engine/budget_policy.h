@@ -11,10 +11,14 @@
 //    calibrated on every verified node;
 //  - verification: a pass of r rows takes max(I/O floor, compute line(r)). The compute
 //    line is a least-squares fit of compute time (pass time minus the wait for streamed
-//    weights) against rows, over every pass including prefill; the I/O floor is the mean
-//    time of passes that waited for weights (0 for a resident target). A budget already
-//    tried uses its own measured mean instead, which also holds pipeline effects the line
-//    misses;
+//    weights) against rows, over every pass including prefill; the I/O floor is the
+//    storage's time for a pass's streamed weights at the rate it reads them (0 for a
+//    resident target). Not the time of passes that waited for weights: where compute and
+//    reads are about even, a pass waits for some layers and outruns others, and takes well
+//    over both (tl1b streamed at 1.4 GB/s, four sequences: 131-row passes of 437-458 ms
+//    against 342 ms of reads), which made every budget up to there look free. A budget
+//    already tried uses its own measured mean instead (the passes whose rows fall in its
+//    grid step, several trees' roots included), which holds those pipeline effects;
 //    A mixture-of-experts target instead reads and multiplies the union of the experts its
 //    rows route to, which grows with the rows whether the weights stream or not: a budget
 //    not tried yet costs the measured time per routed expert times its expected union
@@ -90,6 +94,9 @@ class BudgetPolicy {
   void observe_pass(int64_t rows, double target_ms, double io_wait_ms, int64_t routed_experts = 0);
   // A target pass that is not a tree (prefill): a cost point for `rows` rows.
   void observe_cost(int64_t rows, double target_ms, double io_wait_ms, int64_t routed_experts = 0);
+  // The storage's time for one pass's streamed weights, as measured by the stream during
+  // a pass (ReadProgress::pass_storage_ms): the I/O floor. Never called for a resident target.
+  void observe_storage(double ms);
   // The draft reading `tokens` tokens emitted while it was not drafting, before drafting
   // again: what a probe costs besides its own drafting and rows (counted while drafting
   // is off only).
@@ -141,7 +148,7 @@ class BudgetPolicy {
   LineFit draft_fit_;                  // critical-path draft ms against draft nodes grown
   Average catch_up_ms_per_token_;      // the draft reading tokens it did not draft
   LineFit compute_fit_;
-  Average io_floor_;
+  Average io_floor_;  // storage time per pass
   ExpertUnion union_;
   Average ms_per_expert_;          // mixture of experts: tree passes' time per routed expert
   Average prefill_ms_per_expert_;  // the same from every pass, for before a tree pass is timed

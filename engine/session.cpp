@@ -22,10 +22,12 @@ template <class Pass>
 void time_target_pass(const LlamaModel& target, Clock::time_point call_start, PassRecord& rec, Pass&& pass) {
   rec.target_start = ms_since(call_start);
   const double wait0 = target.weight_wait_ms();
+  const ReadProgress read0 = target.read_progress();
   const ExpertCounters experts0 = target.expert_counters();
   pass();
   rec.target_ms = ms_since(call_start) - rec.target_start;
   rec.io_wait_ms = target.weight_wait_ms() - wait0;
+  rec.storage_ms = target.read_progress().pass_storage_ms(read0);
   const ExpertCounters e = target.expert_counters().since(experts0);
   rec.experts = e.routed;
   rec.expert_bytes = e.routed_bytes;
@@ -135,7 +137,10 @@ GenerationResult Session::generate(std::span<const int32_t> input, const Generat
   pre.tree_tokens = int64_t(seq_.size()) - before;
   pre.emitted = opt.n_predict > 0 ? 1 : 0;
   r.stats.passes.push_back(pre);
-  if (auto_budget_) auto_budget_->observe_cost(pre.tree_tokens, pre.target_ms, pre.io_wait_ms, pre.experts);
+  if (auto_budget_) {
+    auto_budget_->observe_cost(pre.tree_tokens, pre.target_ms, pre.io_wait_ms, pre.experts);
+    auto_budget_->observe_storage(pre.storage_ms);
+  }
   r.stats.target_passes = 1;
   if (opt.n_predict > 0) {
     if (opt.logits_positions > 0) r.logits.emplace_back(logits.begin(), logits.begin() + n_vocab);
@@ -291,9 +296,11 @@ void Session::generate_tree(const GenerateOptions& opt, GenerationResult& r,
     pregrown = advance_drafter(draft_nodes, in_cand);
     r.stats.draft_ms += rec.draft_ms + rec.draft_stall_ms;
     r.stats.pregrow_ms += rec.pregrow_ms;
-    if (auto_budget_)
+    if (auto_budget_) {
       auto_budget_->observe(tree, acc.path, rec.target_ms, rec.io_wait_ms,
                             rec.draft_ms - rec.catch_up_ms + rec.draft_stall_ms, draft_nodes, rec.experts);
+      auto_budget_->observe_storage(rec.storage_ms);
+    }
 
     const Emitted e = emit_accepted(tree, acc, logits, n_vocab, rows, opt.logits_positions, r.logits,
                                     [&](int32_t tok) { return emit(tok, opt, r); });

@@ -103,6 +103,10 @@ class StreamedLayers final : public LayerSource {
     if (stream_.plan().experts) stream_.guess(layer - first_, experts);
   }
   double wait_ms() const override { return stream_.counters().io_wait_ms; }
+  ReadProgress read_progress() const override {
+    const StreamCounters c = stream_.counters();
+    return {c.bytes_read, c.read_busy_ms, stream_.plan().streamed_bytes};
+  }
   ExpertCounters expert_reads() const override {
     const StreamCounters c = stream_.counters();
     ExpertCounters x;

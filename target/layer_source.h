@@ -23,6 +23,21 @@
 
 namespace flashspec {
 
+// What a streaming source has read so far: bytes landed and the time reads were in
+// flight, and the bytes one pass streams (all 0 where nothing streams).
+struct ReadProgress {
+  uint64_t bytes = 0;
+  double busy_ms = 0;
+  uint64_t bytes_per_pass = 0;
+  // The storage's time for one pass's streamed bytes at the rate it read since `before`:
+  // the least time a pass can take, however few rows it computes. 0 where nothing was
+  // read in between.
+  double pass_storage_ms(const ReadProgress& before) const {
+    const double read = double(bytes - before.bytes), busy = busy_ms - before.busy_ms;
+    return read > 0 && busy > 0 ? double(bytes_per_pass) * busy / read : 0.0;
+  }
+};
+
 class LayerSource {
  public:
   virtual ~LayerSource() = default;
@@ -43,6 +58,7 @@ class LayerSource {
   // Milliseconds acquire() and expert() have blocked waiting for weights so far (0 when
   // resident).
   virtual double wait_ms() const { return 0.0; }
+  virtual ReadProgress read_progress() const { return {}; }
   // Experts read from storage and found in the expert cache so far (its read, read_bytes
   // and hits; zero when the source reads no experts one by one).
   virtual ExpertCounters expert_reads() const { return {}; }

@@ -103,6 +103,7 @@ class LlamaModel {
 
   // Milliseconds forward passes have waited for streamed weights so far.
   double weight_wait_ms() const { return layers_ ? layers_->wait_ms() : 0.0; }
+  ReadProgress read_progress() const { return layers_ ? layers_->read_progress() : ReadProgress{}; }
   // Mixture-of-experts models: the experts passes have routed to and read so far.
   ExpertCounters expert_counters() const;
 

@@ -122,6 +122,7 @@ Outcome run(int64_t fixed, const Cost& cost, const SimPair& pair, int passes, co
   const PassCost pre = cost(7);  // an 8-token prompt
   policy.observe_cost(8, std::max(pre.compute_ms, pre.io_ms), std::max(0.0, pre.io_ms - pre.compute_ms),
                       routing.routed(8));
+  policy.observe_storage(pre.io_ms);
   Outcome o;
   int64_t behind = 0;  // tokens the draft has not read (emitted while it did not draft)
   for (int pass = 0; pass < passes; ++pass) {
@@ -145,6 +146,7 @@ Outcome run(int64_t fixed, const Cost& cost, const SimPair& pair, int passes, co
     const std::vector<int32_t> path = pair.accept(pass, verified);
     policy.observe(verified, path, ms, std::max(0.0, c.io_ms - c.compute_ms), draft_ms, grown.size() - 1,
                    routing.routed(b + 1));
+    policy.observe_storage(c.io_ms);
     o.tokens += double(path.size() + 1);
     if (horizon == 0) behind += int64_t(path.size() + 1);
     o.ms += ms + draft_ms;
@@ -370,11 +372,13 @@ TEST_CASE("free rows: the rows whose compute stays under the I/O floor, none wit
   CHECK(resident.free_rows(1000) == 0);  // never waited for weights: no floor
 
   BudgetPolicy streamed(64);
-  // Both passes took 100 ms, waiting 80 and 50 of them: compute 20 ms at 1 row, 50 at 11,
-  // the line 17 + 3 rows, under the floor of 100 ms up to 27 rows.
+  // Both passes took 100 ms, the storage's time, waiting 80 and 50 of them: compute 20 ms
+  // at 1 row, 50 at 11, the line 17 + 3 rows, under the floor of 100 ms up to 27 rows.
   streamed.observe_cost(1, 100.0, 80.0);
+  streamed.observe_storage(100.0);
   CHECK(streamed.free_rows(1000) == 0);  // one point: no line yet
   streamed.observe_cost(11, 100.0, 50.0);
+  streamed.observe_storage(100.0);
   CHECK(streamed.free_rows(1000) == 27);
   CHECK(streamed.free_rows(10) == 10);
 }
