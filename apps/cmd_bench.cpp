@@ -180,6 +180,7 @@ EngineOptions engine_options(const BenchArgs& a, const Config& c) {
   if (c.shape == "target") r.draft_path.clear();
   if (c.io_bw_bytes > 0) r.placement.stream = true;
   r.placement.io.bandwidth = c.io_bw_bytes;
+  if (c.parallel > 1) r.placement.ring_slots = kBatchRingSlots;
   return r;
 }
 

@@ -49,6 +49,7 @@ inline StreamOptions stream_options(const PlacementOptions& p, uint64_t file_siz
   StreamOptions o;
   static_cast<IoOptions&>(o) = p.io;
   o.ram_budget = p.ram_budget;
+  o.ring_slots = p.ring_slots;
   o.expected_file_size = file_size;
   o.experts_used = experts_used;
   o.expert_granular = !gpu;

@@ -135,10 +135,21 @@ LayerPlan plan_layers(const std::vector<std::vector<TensorExtent>>& layers, cons
     for (LayerExtent& e : p.layers) e.resident = true;
     left = o.ram_budget - total - staging;
   } else {
-    p.ring_slots = o.ring_slots;
-    p.ring_bytes = uint64_t(o.ring_slots) * p.slot_bytes;
-    left = o.ram_budget > p.ring_bytes + staging ? o.ram_budget - p.ring_bytes - staging : 0;
-    left -= mark_resident(p.layers, left);
+    auto place = [&](int slots) {
+      for (LayerExtent& e : p.layers) e.resident = false;
+      p.ring_slots = slots;
+      p.ring_bytes = uint64_t(slots) * p.slot_bytes;
+      left = o.ram_budget > p.ring_bytes + staging ? o.ram_budget - p.ring_bytes - staging : 0;
+      left -= mark_resident(p.layers, left);
+    };
+    place(2);
+    // Slots beyond two each take a resident layer's memory, i.e. add a layer's read to
+    // every pass: only where the budget holds them and the stream is long enough that
+    // this adds at most 1/kLongStream to the reads.
+    constexpr int kLongStream = 12;
+    const auto streamed = std::count_if(p.layers.begin(), p.layers.end(), [](const LayerExtent& e) { return !e.resident; });
+    if (o.ring_slots > 2 && streamed >= kLongStream && o.ram_budget >= uint64_t(o.ring_slots) * p.slot_bytes + staging)
+      place(o.ring_slots);
   }
   if (p.experts && p.experts->n_layers > 0 && p.experts->slot_bytes > 0)
     p.experts->cache_slots_per_layer =

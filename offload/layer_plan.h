@@ -47,7 +47,10 @@ struct LayerExtent {
 
 struct PlanOptions {
   uint64_t ram_budget = 0;                 // bytes for resident layers plus the ring
-  int ring_slots = 2;                      // >= 2: one computed, one being read
+  // Layer slots of the read ring, >= 2 (one computed, one being read). More let the
+  // reader run further ahead; they are taken only where the budget holds them and at
+  // least 12 layers stream with two (layer_plan.cpp), else two.
+  int ring_slots = 2;
   uint64_t align = 4096;
   uint64_t gap_limit = uint64_t(1) << 20;  // split a layer's range at gaps larger than this
   // Expert tensors (TensorExtent::experts > 1): read expert by expert unless everything

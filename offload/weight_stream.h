@@ -49,7 +49,7 @@ namespace flashspec {
 // hooks) and what the stream adds.
 struct StreamOptions : ReaderOptions {
   uint64_t ram_budget = 0;          // resident layers + ring (+ expert slots), bytes
-  int ring_slots = 2;               // >= 2
+  int ring_slots = 2;               // wanted, >= 2 (PlanOptions::ring_slots)
   uint64_t expected_file_size = 0;  // size when the model was opened (0: unchecked)
   bool expert_granular = true;      // read expert tensors expert by expert (PlanOptions)
   int64_t experts_used = 0;         // experts a token routes to (PlanOptions)

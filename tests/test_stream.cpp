@@ -197,6 +197,36 @@ TEST_CASE("stream: plan keeps layers resident under the budget, spread over the 
   CHECK_THROWS_AS(plan_layers(layers, bad), Error);
 }
 
+TEST_CASE("stream: plan takes a third ring slot only where the budget holds it and at least 12 layers stream") {
+  std::vector<std::vector<TensorExtent>> layers;
+  for (uint64_t l = 0; l < 16; ++l) layers.push_back({{l * 40960, 40960}});
+  const uint64_t layer = 40960;
+  auto plan = [&](uint64_t budget, int slots) {
+    PlanOptions o;
+    o.ram_budget = budget;
+    o.ring_slots = slots;
+    return plan_layers(layers, o);
+  };
+  LayerPlan p = plan(4 * layer, 3);  // two slots would stream 14 layers: a third takes a resident layer's place
+  CHECK(p.ring_slots == 3);
+  CHECK(p.ring_bytes == 3 * layer);
+  CHECK(p.n_resident == 1);
+  CHECK(p.streamed.size() == 15);
+  CHECK(p.memory_bytes() <= 4 * layer);
+  p = plan(4 * layer, 2);  // the default
+  CHECK(p.ring_slots == 2);
+  CHECK(p.n_resident == 2);
+  p = plan(7 * layer, 3);  // two slots stream 11 layers: a twelfth read per pass would cost too much
+  CHECK(p.ring_slots == 2);
+  CHECK(p.n_resident == 5);
+  p = plan(2 * layer, 3);  // the budget holds only two slots
+  CHECK(p.ring_slots == 2);
+  CHECK(!p.ring_over_budget());
+  p = plan(0, 3);  // nothing fits: the minimum ring
+  CHECK(p.ring_slots == 2);
+  CHECK(p.ring_over_budget());
+}
+
 // ---------------------------------------------------------------- bandwidth cap
 
 TEST_CASE("stream: token bucket holds the long-run rate (injected clock)") {
