@@ -332,15 +332,9 @@ bool BatchSession::step() {
   int64_t rows = prefill_rows;
   for (Sequence* s : decode) rows += s->tree.size();
 
-  const double wait0 = target_.weight_wait_ms();
-  const ReadProgress read0 = target_.read_progress();
-  const ExpertCounters experts0 = target_.expert_counters();
-  const auto t0 = Clock::now();
-  target_.forward_many(batches);
-  const double target_ms = ms_between(t0, Clock::now());
-  const double io_wait_ms = target_.weight_wait_ms() - wait0;
-  const double storage_ms = target_.read_progress().pass_storage_ms(read0);
-  const int64_t experts = target_.expert_counters().since(experts0).routed;
+  const TargetPassTimes times = time_target_pass(target_, [&] { target_.forward_many(batches); });
+  const double target_ms = times.target_ms, io_wait_ms = times.io_wait_ms, storage_ms = times.storage_ms;
+  const int64_t experts = times.experts.routed;
 
   ++counters_.passes;
   counters_.rows += rows;

@@ -1,9 +1,26 @@
 #include "engine/pass_steps.h"
 
 #include <algorithm>
+#include <chrono>
 #include <vector>
 
+#include "target/llama_model.h"
+
 namespace flashspec {
+
+TargetPassTimes time_target_pass(const LlamaModel& target, const std::function<void()>& pass) {
+  const double wait0 = target.weight_wait_ms();
+  const ReadProgress read0 = target.read_progress();
+  const ExpertCounters experts0 = target.expert_counters();
+  const auto t0 = std::chrono::steady_clock::now();
+  pass();
+  TargetPassTimes t;
+  t.target_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  t.io_wait_ms = target.weight_wait_ms() - wait0;
+  t.storage_ms = target.read_progress().pass_storage_ms(read0);
+  t.experts = target.expert_counters().since(experts0);
+  return t;
+}
 
 void add_lookup_branches(PromptLookup& lookup, const SpeculationParams& policy, bool with_draft,
                          std::span<const int32_t> seq, int64_t draft_nodes, TokenTree& tree) {

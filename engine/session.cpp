@@ -16,22 +16,17 @@ double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-// Runs one target pass and records when it started, how long it took, how much of that
-// it waited for streamed weights, and (MoE) the experts it routed to and read.
-template <class Pass>
-void time_target_pass(const LlamaModel& target, Clock::time_point call_start, PassRecord& rec, Pass&& pass) {
+// Runs one target pass and records when it started and what it took (time_target_pass).
+void record_target_pass(const LlamaModel& target, Clock::time_point call_start, PassRecord& rec,
+                        const std::function<void()>& pass) {
   rec.target_start = ms_since(call_start);
-  const double wait0 = target.weight_wait_ms();
-  const ReadProgress read0 = target.read_progress();
-  const ExpertCounters experts0 = target.expert_counters();
-  pass();
-  rec.target_ms = ms_since(call_start) - rec.target_start;
-  rec.io_wait_ms = target.weight_wait_ms() - wait0;
-  rec.storage_ms = target.read_progress().pass_storage_ms(read0);
-  const ExpertCounters e = target.expert_counters().since(experts0);
-  rec.experts = e.routed;
-  rec.expert_bytes = e.routed_bytes;
-  rec.expert_bytes_read = e.read_bytes;
+  const TargetPassTimes t = time_target_pass(target, pass);
+  rec.target_ms = t.target_ms;
+  rec.io_wait_ms = t.io_wait_ms;
+  rec.storage_ms = t.storage_ms;
+  rec.experts = t.experts.routed;
+  rec.expert_bytes = t.experts.routed_bytes;
+  rec.expert_bytes_read = t.experts.read_bytes;
 }
 
 // While the draft worker may be growing, only it touches the drafter; leaving a pass
@@ -132,7 +127,7 @@ GenerationResult Session::generate(std::span<const int32_t> input, const Generat
   const auto t0 = Clock::now();
   call_start_ = t0;
   PassRecord pre;
-  time_target_pass(target_, call_start_, pre, [&] { prefill(logits); });
+  record_target_pass(target_, call_start_, pre, [&] { prefill(logits); });
   r.stats.prefill_ms = pre.target_ms;
   pre.tree_tokens = int64_t(seq_.size()) - before;
   pre.emitted = opt.n_predict > 0 ? 1 : 0;
@@ -170,7 +165,7 @@ void Session::generate_plain(const GenerateOptions& opt, GenerationResult& r,
   const int64_t n_vocab = target_.config().n_vocab;
   for (;;) {
     PassRecord rec;
-    time_target_pass(target_, call_start_, rec, [&] { prefill(logits); });  // the one token emitted last
+    record_target_pass(target_, call_start_, rec, [&] { prefill(logits); });  // the one token emitted last
     rec.draft_start = rec.target_start;
     ++r.stats.target_passes;
     rec.tree_tokens = rec.emitted = 1;
@@ -269,7 +264,7 @@ void Session::generate_tree(const GenerateOptions& opt, GenerationResult& r,
     const int64_t ahead = auto_budget_ ? std::min(policy_->max_tree_nodes(),
                                                   std::max<int64_t>(horizon_, 2) * (1 + policy_->pregrow_factor()))
                                        : policy_->max_tree_nodes();
-    time_target_pass(target_, call_start_, rec, [&] {
+    record_target_pass(target_, call_start_, rec, [&] {
       if (grow) worker_->grow_async(ahead, policy_->width_for(ahead));
       const std::vector<int32_t> pos = tree.positions(kv_.committed());
       const std::vector<uint8_t> mask = tree.ancestor_mask();
