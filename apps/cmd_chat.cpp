@@ -30,7 +30,7 @@
 #include "core/gguf.h"
 #include "core/printable.h"
 #include "offload/weight_stream.h"
-#include "target/llama_model.h"
+#include "model/llama_model.h"
 
 namespace flashspec {
 

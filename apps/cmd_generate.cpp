@@ -10,7 +10,7 @@
 #include "core/error.h"
 #include "core/printable.h"
 #include "engine/engine.h"
-#include "target/llama_model.h"
+#include "model/llama_model.h"
 
 namespace flashspec {
 

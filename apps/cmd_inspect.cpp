@@ -17,9 +17,9 @@
 #include "core/llama_config.h"
 #include "core/tokenizer.h"
 #include "engine/engine.h"
-#include "engine/placement.h"
+#include "target/placement.h"
 #include "engine/quantize.h"
-#include "target/model_weights.h"
+#include "model/model_weights.h"
 
 namespace flashspec {
 

@@ -24,7 +24,7 @@
 #include "core/error.h"
 #include "core/ggml_type.h"
 #include "engine/engine.h"
-#include "target/llama_model.h"
+#include "model/llama_model.h"
 
 namespace flashspec {
 
@@ -65,7 +65,7 @@ double run_once(LlamaModel& model, bool prefill, int64_t n, int64_t depth) {
     for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t((int64_t(i) * 7919 + salt) % n_vocab);
     return ids;
   };
-  KvCache kv = model.make_cache(depth + (prefill ? n : n + 1) + 1);
+  SequenceCache kv = model.make_cache(depth + (prefill ? n : n + 1) + 1);
   std::vector<float> logits;
   if (depth > 0) {
     model.forward_causal(tokens(depth, 3), kv, LogitRows::Last, logits);

@@ -9,7 +9,7 @@
 #include "core/printable.h"
 #include "core/units.h"
 #include "engine/engine.h"
-#include "target/llama_model.h"
+#include "model/llama_model.h"
 
 namespace flashspec {
 

@@ -4,13 +4,13 @@
 #include <cmath>
 
 #include "core/error.h"
-#include "target/llama_model.h"
+#include "model/llama_model.h"
 
 namespace flashspec {
 
 Drafter::Drafter(LlamaModel& model, int64_t capacity, int32_t vocab_limit)
     : model_(model),
-      kv_(model.make_cache(capacity)),
+      cache_(model.make_cache(capacity)),
       vocab_limit_(int32_t(std::min<int64_t>(vocab_limit, model.config().n_vocab))) {}
 
 std::span<const float> Drafter::usable(const std::vector<float>& logits, size_t row) const {
@@ -19,7 +19,7 @@ std::span<const float> Drafter::usable(const std::vector<float>& logits, size_t 
 }
 
 void Drafter::reset() {
-  kv_.truncate(0);
+  cache_.truncate(0);
   to_feed_.clear();
   tree_ = TokenTree(0);
   heap_.clear();
@@ -27,8 +27,8 @@ void Drafter::reset() {
 
 void Drafter::sync(std::span<const int32_t> seq) {
   if (seq.empty()) throw Error("internal: drafter synced to an empty sequence");
-  const int64_t keep = std::min<int64_t>(kv_.committed(), int64_t(seq.size()) - 1);
-  kv_.truncate(keep);
+  const int64_t keep = std::min<int64_t>(cache_.committed(), int64_t(seq.size()) - 1);
+  cache_.truncate(keep);
   to_feed_.assign(seq.begin() + keep, seq.end());
 }
 
@@ -39,8 +39,8 @@ SequenceBatch Drafter::root_feed() {
   fed_ = 1;
   heap_.clear();
   feed_tokens_ = draft_ids(to_feed_);
-  feed_positions_ = consecutive_positions(kv_.committed() + kv_.pending(), int64_t(feed_tokens_.size()));
-  return {ForwardBatch{feed_tokens_, feed_positions_, {}}, &kv_, LogitRows::Last, &feed_logits_};
+  feed_positions_ = consecutive_positions(cache_.committed() + cache_.pending(), int64_t(feed_tokens_.size()));
+  return {ForwardBatch{feed_tokens_, feed_positions_, {}}, &cache_, LogitRows::Last, &feed_logits_};
 }
 
 std::vector<int32_t> Drafter::draft_ids(std::span<const int32_t> ids) const {
@@ -60,8 +60,8 @@ int64_t Drafter::catch_up(std::span<const int32_t> seq) {
   if (to_feed_.size() < 2) return 0;
   const std::span<const int32_t> behind = std::span(to_feed_).first(to_feed_.size() - 1);
   std::vector<float> logits;
-  model_.forward_causal(draft_ids(behind), kv_, LogitRows::Last, logits);
-  kv_.commit_first(int64_t(behind.size()));
+  model_.forward_causal(draft_ids(behind), cache_, LogitRows::Last, logits);
+  cache_.commit_first(int64_t(behind.size()));
   to_feed_.erase(to_feed_.begin(), to_feed_.end() - 1);
   return int64_t(behind.size());
 }
@@ -69,14 +69,14 @@ int64_t Drafter::catch_up(std::span<const int32_t> seq) {
 SequenceBatch Drafter::feed_batch(std::span<const int32_t> nodes) {
   // Pending rows so far: to_feed (all ancestors of the root, which is their last; empty
   // when the root is already committed) and the tree nodes fed earlier.
-  const int64_t P = kv_.pending();
+  const int64_t P = cache_.pending();
   const int64_t T = int64_t(nodes.size());
   const int64_t f = int64_t(to_feed_.size());
   feed_nodes_.assign(nodes.begin(), nodes.end());
   feed_tokens_.clear();
   feed_positions_.clear();
   feed_mask_.assign(size_t(T * (P + T)), 0);
-  const int64_t root_pos = kv_.committed() + f - 1;
+  const int64_t root_pos = cache_.committed() + f - 1;
   for (int64_t i = 0; i < T; ++i) {
     const int32_t node = nodes[size_t(i)];
     feed_tokens_.push_back(tree_.tokens[size_t(node)]);
@@ -87,11 +87,11 @@ SequenceBatch Drafter::feed_batch(std::span<const int32_t> nodes) {
       row[row_of_node_[size_t(a)]] = 1;
     row[P + i] = 1;
   }
-  return {ForwardBatch{feed_tokens_, feed_positions_, feed_mask_}, &kv_, LogitRows::All, &feed_logits_};
+  return {ForwardBatch{feed_tokens_, feed_positions_, feed_mask_}, &cache_, LogitRows::All, &feed_logits_};
 }
 
 void Drafter::absorb_level() {
-  const int64_t P = kv_.pending() - int64_t(feed_nodes_.size());  // the forward added them
+  const int64_t P = cache_.pending() - int64_t(feed_nodes_.size());  // the forward added them
   for (size_t i = 0; i < feed_nodes_.size(); ++i) {
     row_of_node_[size_t(feed_nodes_[i])] = int32_t(P + int64_t(i));
     push_children(feed_nodes_[i], usable(feed_logits_, i));
@@ -165,7 +165,7 @@ void Drafter::grow_chain(int64_t length, const SamplingParams& sampling, Rng& rn
       const int32_t one[1] = {node};
       const SequenceBatch b = feed_batch(one);
       model_.forward_many({&b, 1});
-      row_of_node_[size_t(node)] = int32_t(kv_.pending() - 1);
+      row_of_node_[size_t(node)] = int32_t(cache_.pending() - 1);
       logits.swap(feed_logits_);
     }
   }
@@ -218,7 +218,7 @@ std::vector<int64_t> Drafter::accepted_rows(const Acceptance& acc) const {
 }
 
 void Drafter::advance(const Acceptance& acc) {
-  kv_.commit(accepted_rows(acc));
+  cache_.commit(accepted_rows(acc));
   to_feed_.clear();
 }
 
@@ -243,7 +243,7 @@ bool Drafter::reroot(const Acceptance& acc) {
     rows[size_t(new_id[size_t(old)])] = still_pending++;
     kept.push_back(row_of_node_[size_t(old)]);
   }
-  kv_.commit(kept, still_pending);
+  cache_.commit(kept, still_pending);
 
   std::vector<Candidate> frontier;
   for (const Candidate& c : heap_)

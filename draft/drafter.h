@@ -14,11 +14,11 @@
 #include <vector>
 
 #include "core/acceptance.h"
-#include "target/kv_cache.h"
+#include "model/sequence_cache.h"
 #include "core/sampler.h"
 #include "core/token_tree.h"
 #include "draft/speculation_params.h"
-#include "target/llama_model.h"
+#include "model/llama_model.h"
 
 namespace flashspec {
 
@@ -100,7 +100,7 @@ class Drafter {
   std::span<const float> usable(const std::vector<float>& logits, size_t row) const;
 
   LlamaModel& model_;
-  KvCache kv_;
+  SequenceCache cache_;
   int32_t vocab_limit_;
   std::vector<int32_t> to_feed_;      // sequence tokens the draft has not processed; last = root
   // The current tree. Nodes [0, fed_) have their rows in the cache (row_of_node_: the

@@ -4,7 +4,7 @@
 
 #include "core/error.h"
 #include "engine/pass_steps.h"
-#include "target/llama_model.h"
+#include "model/llama_model.h"
 
 namespace flashspec {
 
@@ -18,7 +18,7 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
 struct BatchSession::Sequence {
   int64_t id;
   std::vector<int32_t> seq;     // prompt, then every emitted token
-  std::optional<KvCache> kv;    // freed when the sequence finishes
+  std::optional<SequenceCache> cache;  // freed when the sequence finishes
   std::optional<Drafter> drafter;
   std::optional<PromptLookup> lookup;
   GenerateOptions opt;
@@ -37,8 +37,8 @@ struct BatchSession::Sequence {
   std::vector<uint8_t> mask;
   std::vector<float> logits;
 
-  Sequence(int64_t id, std::vector<int32_t> prompt, KvCache cache, GenerateOptions o)
-      : id(id), seq(std::move(prompt)), kv(std::move(cache)), opt(std::move(o)), rng(opt.sampling.seed) {}
+  Sequence(int64_t id, std::vector<int32_t> prompt, SequenceCache c, GenerateOptions o)
+      : id(id), seq(std::move(prompt)), cache(std::move(c)), opt(std::move(o)), rng(opt.sampling.seed) {}
   bool prefilling() const { return result.tokens.empty(); }
 };
 
@@ -121,7 +121,7 @@ int64_t BatchSession::add(std::vector<int32_t> prompt, GenerateOptions opt) {
     throw Error("internal: " + std::to_string(max_sequences_) + " sequences are running already");
   // Each sequence's cache holds what it needs, not the largest context: memory follows
   // the requests actually running.
-  std::optional<KvCache> kv;
+  std::optional<SequenceCache> cache;
   int64_t shared_rows = 0;
   if (pool_) {
     const PrefixBlocks::Match m = known_prefix(prompt, need);
@@ -130,12 +130,12 @@ int64_t BatchSession::add(std::vector<int32_t> prompt, GenerateOptions opt) {
       for (int32_t b : m.blocks) pool_->release(b);
       throw Error("internal: no room in the KV pool for a new sequence (has_room says when there is)");
     }
-    kv.emplace(*pool_, need, m.blocks, m.rows, own);
+    cache.emplace(KvCache(*pool_, need, m.blocks, m.rows, own));
     shared_rows = m.rows;
   } else {
-    kv.emplace(target_.make_cache(need));
+    cache.emplace(target_.make_cache(need));
   }
-  auto s = std::make_unique<Sequence>(next_id_++, std::move(prompt), std::move(*kv), std::move(opt));
+  auto s = std::make_unique<Sequence>(next_id_++, std::move(prompt), std::move(*cache), std::move(opt));
   s->result.stats.prompt_tokens = int64_t(s->seq.size()) - shared_rows;  // rows it prefills
   counters_.prefix_rows += shared_rows;
   if (draft_)
@@ -153,7 +153,7 @@ KvFigures BatchSession::kv_figures() const {
 
 bool BatchSession::take_known_prefix(Sequence& s, const std::vector<Sequence*>& leaders) {
   if (!pool_) return true;
-  KvCache& kv = *s.kv;
+  KvCache& kv = s.cache->kv();
   const int64_t last = int64_t(s.seq.size()) - 1;  // its row is computed whatever is known
   const PrefixBlocks::Match m = prefixes_->match(s.seq, kv.blocks(), kv.committed(), last);
   if (m.rows > 0) {
@@ -167,7 +167,7 @@ bool BatchSession::take_known_prefix(Sequence& s, const std::vector<Sequence*>& 
   // prefilled in chunks is ahead of its follower by a partial block, and waiting takes the
   // rest of its prefix rather than computing it twice.)
   for (const Sequence* l : leaders) {
-    const int64_t end = std::min<int64_t>(l->kv->committed() + l->prefill, last);
+    const int64_t end = std::min<int64_t>(l->cache->committed() + l->prefill, last);
     int64_t same = 0;
     while (same < end && same < int64_t(s.seq.size()) && l->seq[size_t(same)] == s.seq[size_t(same)]) ++same;
     if (same / kKvBlockRows * kKvBlockRows - kv.committed() >= kKvBlockRows) return false;
@@ -178,9 +178,9 @@ bool BatchSession::take_known_prefix(Sequence& s, const std::vector<Sequence*>& 
 void BatchSession::retire(Sequence& s) {
   s.done = true;
   // Rows past the emitted tokens (an accepted path cut by a stop) hold tokens not in seq.
-  if (pool_ && s.kv)
-    prefixes_->remember(s.seq, s.kv->blocks(), std::min<int64_t>(s.kv->committed(), int64_t(s.seq.size())));
-  s.kv.reset();  // its blocks go back at once, not when the caller takes the result
+  if (pool_ && s.cache)
+    prefixes_->remember(s.seq, s.cache->kv().blocks(), std::min<int64_t>(s.cache->committed(), int64_t(s.seq.size())));
+  s.cache.reset();  // its blocks go back at once, not when the caller takes the result
   s.drafter.reset();
 }
 
@@ -282,7 +282,7 @@ bool BatchSession::step() {
     }
     s.prefill = 0;
     if (room == 0 || !take_known_prefix(s, prefill)) continue;
-    s.prefill = std::min(int64_t(s.seq.size()) - s.kv->committed(), room);
+    s.prefill = std::min(int64_t(s.seq.size()) - s.cache->committed(), room);
     const int64_t half = (s.result.stats.prompt_tokens + 1) / 2;
     if (decoding && free_rows < half) s.prefill = std::min(s.prefill, half);
     room -= s.prefill;
@@ -303,7 +303,7 @@ bool BatchSession::step() {
     std::vector<int64_t> room;  // candidates each cache has rows for, besides the root's
     for (Sequence* s : decode) {
       cands.push_back(s->cand);
-      room.push_back(s->kv->capacity() - s->kv->committed() - 1);
+      room.push_back(s->cache->capacity() - s->cache->committed() - 1);
     }
     const std::vector<BudgetPolicy::Choice> choices = auto_budget_->choose_many(cands, prefill_rows, drafted_ms, room);
     for (size_t i = 0; i < decode.size(); ++i) {
@@ -318,16 +318,16 @@ bool BatchSession::step() {
 
   std::vector<SequenceBatch> batches;
   for (Sequence* s : prefill) {
-    const int64_t at = s->kv->committed();
+    const int64_t at = s->cache->committed();
     s->positions = consecutive_positions(at, s->prefill);
     const bool last = at + s->prefill == int64_t(s->seq.size());
     batches.push_back({ForwardBatch{std::span(s->seq).subspan(size_t(at), size_t(s->prefill)), s->positions, {}},
-                       &*s->kv, last ? LogitRows::Last : LogitRows::None, &s->logits});
+                       &*s->cache, last ? LogitRows::Last : LogitRows::None, &s->logits});
   }
   for (Sequence* s : decode) {
-    s->positions = s->tree.positions(s->kv->committed());
+    s->positions = s->tree.positions(s->cache->committed());
     s->mask = s->tree.ancestor_mask();
-    batches.push_back({ForwardBatch{s->tree.tokens, s->positions, s->mask}, &*s->kv, LogitRows::All, &s->logits});
+    batches.push_back({ForwardBatch{s->tree.tokens, s->positions, s->mask}, &*s->cache, LogitRows::All, &s->logits});
   }
   int64_t rows = prefill_rows;
   for (Sequence* s : decode) rows += s->tree.size();
@@ -368,8 +368,7 @@ bool BatchSession::step() {
     rec.io_wait_ms = io_wait_ms;
     rec.storage_ms = storage_ms;
     rec.tree_tokens = s->tree.size();
-    for (int32_t k = 1; k < s->tree.size(); ++k) rec.draft_nodes += s->tree.source[size_t(k)] == NodeSource::Draft;
-    rec.lookup_nodes = s->tree.size() - 1 - rec.draft_nodes;
+    count_sources(s->tree, rec);
     rec.predicted_tokens = s->predicted_tokens;
     rec.predicted_ms = s->predicted_ms;
     const int64_t before = int64_t(s->result.tokens.size());
@@ -382,11 +381,11 @@ bool BatchSession::step() {
 }
 
 void BatchSession::finish_prefill(Sequence& s, int64_t rows) {
-  s.kv->commit_first(rows);
+  s.cache->commit_first(rows);
   ++s.result.stats.target_passes;
   // Its full blocks are known at once: a prompt starting the same way takes them.
-  if (pool_) prefixes_->remember(s.seq, s.kv->blocks(), s.kv->committed());
-  if (s.kv->committed() < int64_t(s.seq.size())) return;  // more of the prompt to come
+  if (pool_) prefixes_->remember(s.seq, s.cache->kv().blocks(), s.cache->committed());
+  if (s.cache->committed() < int64_t(s.seq.size())) return;  // more of the prompt to come
   const auto now = Clock::now();
   s.result.stats.prefill_ms = ms_between(s.added, now);
   s.first_token = now;
@@ -405,31 +404,14 @@ void BatchSession::finish_tree(Sequence& s, const TokenTree& tree, const std::ve
                                int64_t draft_nodes) {
   GenerationStats& st = s.result.stats;
   ++st.target_passes;
-  const int64_t n_vocab = target_.config().n_vocab;
-  const Acceptance acc = accept_tree(tree, s.logits, n_vocab, s.opt.sampling, s.rng);
-  if (auto_budget_) auto_budget_->observe_acceptance(tree, acc.path);
-
-  // Row of the target's output each emitted token was drawn from: the root for the
-  // first, then each accepted node for the token after it.
-  std::vector<int64_t> rows{0};
-  rows.insert(rows.end(), acc.path.begin(), acc.path.end());
-  s.kv->commit(rows);
-  if (s.drafter && draft_nodes > 0) {
-    // The drafter keeps the rows of its own nodes on the accepted path (in candidate ids),
-    // up to the first lookup node; its next sync queues the rest.
-    Acceptance own;
-    for (int32_t node : acc.path) {
-      const int32_t k = picked.empty() ? node : picked[size_t(node)];
-      if (k > draft_nodes) break;
-      own.path.push_back(k);
-    }
-    s.drafter->advance(own);
-  }
-
-  const Emitted e = emit_accepted(tree, acc, s.logits, n_vocab, rows, s.opt.logits_positions, s.result.logits,
-                                  [&](int32_t tok) { return emit(s, tok); });
-  if (policy_) count_depths(st, tree, std::min(e.tokens, acc.path.size()));
-  if (!e.stop) return;
+  const TreeOutcome out =
+      settle_tree(tree, s.logits, target_.config().n_vocab, s.opt.sampling, s.rng, *s.cache, s.opt.logits_positions,
+                  s.result.logits, st, [&](int32_t tok) { return emit(s, tok); });
+  if (auto_budget_) auto_budget_->observe_acceptance(tree, out.acc.path);
+  // The drafter keeps the rows of its own nodes on the accepted path, up to the first
+  // lookup node; its next sync queues the rest.
+  if (s.drafter && draft_nodes > 0) s.drafter->advance(drafter_path(out.acc, picked, draft_nodes));
+  if (!out.emitted.stop) return;
   st.decode_ms = ms_between(s.first_token, Clock::now());
   retire(s);
 }

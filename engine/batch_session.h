@@ -18,10 +18,10 @@
 // candidates of all the sequences' trees (BudgetPolicy::choose_many).
 //
 // On a host-memory backend the target's keys and values live in one paged pool
-// (target/kv_pool.h) of `kv_rows` positions in blocks of kKvBlockRows: a sequence
+// (model/kv_pool.h) of `kv_rows` positions in blocks of kKvBlockRows: a sequence
 // reserves the blocks its prompt, answer and scratch rows may need when it joins (so a
 // running sequence never runs out, and one that does not fit waits: has_room), takes the
-// blocks of any prefix already computed (target/prefix_blocks.h) instead of prefilling
+// blocks of any prefix already computed (model/prefix_blocks.h) instead of prefilling
 // it, and gives its blocks back the pass it ends; its full blocks stay known for later
 // prompts until the pool needs them. A prompt that starts like one being prefilled in
 // the same pass waits a pass and then takes its blocks, so a shared system prompt is
@@ -40,9 +40,9 @@
 #include "draft/prompt_lookup.h"
 #include "engine/budget_policy.h"
 #include "engine/session.h"
-#include "target/kv_cache.h"
-#include "target/kv_pool.h"
-#include "target/prefix_blocks.h"
+#include "model/sequence_cache.h"
+#include "model/kv_pool.h"
+#include "model/prefix_blocks.h"
 
 namespace flashspec {
 

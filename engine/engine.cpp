@@ -7,13 +7,14 @@
 #include "core/printable.h"
 #include "core/vocab_compat.h"
 #include "engine/quantize.h"
-#include "engine/streamed_layers.h"
+#include "target/streamed_layers.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/quantize_fast.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/cuda_loader.h"
 #include "offload/weight_stream.h"
-#include "target/llama_model.h"
+#include "model/llama_model.h"
+#include "target/loaded_layers.h"
 #include "target/staged_layers.h"
 
 namespace flashspec {
@@ -112,8 +113,9 @@ Engine::Engine(const EngineOptions& o) : opt_(o) {
                                           *draft_backend_);
   } else {
     draft_ = std::make_unique<LlamaModel>(o.draft_path, *draft_backend_);
-    load_draft();
   }
+  if (!draft_backend_->host_memory()) keep_layers_in_backend(*draft_);
+  else if (!self_type) load_draft();
   draft_->set_kv_types(o.k_type, o.v_type);
   draft_->set_max_batch(o.batch);
   const Tokenizer draft_tok = Tokenizer::from_gguf(draft_->file());
@@ -139,13 +141,12 @@ void Engine::cap_auto_rows() {
 Engine::~Engine() = default;
 
 void Engine::load_draft() {
-  if (!draft_->backend().host_memory()) return;
   const std::string why = why_mapped(draft_->file().file_size(), opt_.placement.mmap, probe_host_memory().available());
   if (!why.empty()) {
     plan_.draft_home = "draft mapped (" + why + ")";
     return;
   }
-  plan_.draft_home = "draft " + format_bytes(draft_->load_into_memory()) + " in ram";
+  plan_.draft_home = "draft " + format_bytes(load_into_memory(*draft_)) + " in ram";
 }
 
 void Engine::place_target_layers() {
@@ -169,7 +170,7 @@ void Engine::place_target_layers() {
       t.set_layer_source(std::move(host));
       if (!opt_.placement.mmap.value_or(false)) t.load_head_into_memory();
     } else if (plan_.mapped_reason.empty()) {
-      t.load_into_memory();
+      load_into_memory(t);
     }
     return;
   }

@@ -11,7 +11,7 @@
 #include "core/tokenizer.h"
 #include "draft/drafter.h"
 #include "engine/options.h"
-#include "engine/placement.h"
+#include "target/placement.h"
 #include "engine/batch_session.h"
 #include "engine/session.h"
 #include "engine/turn.h"

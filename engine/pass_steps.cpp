@@ -4,7 +4,7 @@
 #include <chrono>
 #include <vector>
 
-#include "target/llama_model.h"
+#include "model/llama_model.h"
 
 namespace flashspec {
 
@@ -59,6 +59,39 @@ Emitted emit_accepted(const TokenTree& tree, const Acceptance& acc, std::span<co
     e.stop = emit(tokens[e.tokens++]);
   }
   return e;
+}
+
+TreeOutcome settle_tree(const TokenTree& tree, std::span<const float> logits, int64_t n_vocab,
+                        const SamplingParams& sampling, Rng& rng, SequenceState& state, int64_t logits_positions,
+                        std::vector<std::vector<float>>& kept_logits, GenerationStats& stats,
+                        const std::function<bool(int32_t)>& emit) {
+  TreeOutcome o;
+  o.acc = accept_tree(tree, logits, n_vocab, sampling, rng);
+  // Row of the target's output each emitted token was drawn from: the root for the
+  // first, then each accepted node for the token after it.
+  std::vector<int64_t> rows{0};
+  rows.insert(rows.end(), o.acc.path.begin(), o.acc.path.end());
+  state.commit(rows);
+  o.emitted = emit_accepted(tree, o.acc, logits, n_vocab, rows, logits_positions, kept_logits, emit);
+  count_depths(stats, tree, std::min(o.emitted.tokens, o.acc.path.size()));
+  return o;
+}
+
+Acceptance drafter_path(const Acceptance& acc, std::span<const int32_t> picked, int64_t draft_nodes) {
+  Acceptance own;
+  for (int32_t node : acc.path) {
+    const int32_t k = picked.empty() ? node : picked[size_t(node)];
+    if (k > draft_nodes) return own;
+    own.path.push_back(k);
+  }
+  own.bonus = acc.bonus;
+  return own;
+}
+
+void count_sources(const TokenTree& tree, PassRecord& rec) {
+  rec.draft_nodes = 0;
+  for (int32_t k = 1; k < tree.size(); ++k) rec.draft_nodes += tree.source[size_t(k)] == NodeSource::Draft;
+  rec.lookup_nodes = tree.size() - 1 - rec.draft_nodes;
 }
 
 void count_depths(GenerationStats& s, const TokenTree& tree, size_t accepted) {

@@ -14,6 +14,7 @@
 #include "core/token_tree.h"
 #include "draft/prompt_lookup.h"
 #include "draft/speculation_params.h"
+#include "model/sequence_state.h"
 
 namespace flashspec {
 
@@ -57,5 +58,33 @@ Emitted emit_accepted(const TokenTree& tree, const Acceptance& acc, std::span<co
 // accepted path (fewer than the path when generation stopped inside it: a token not
 // emitted is not counted as accepted, so accepted <= generated always).
 void count_depths(GenerationStats& s, const TokenTree& tree, size_t accepted);
+
+// What a verified tree settled for one sequence (settle_tree).
+struct TreeOutcome {
+  Acceptance acc;
+  Emitted emitted;
+};
+// The one place where a verified tree's outcome is applied to its sequence, for every
+// loop (Session, BatchSession): the accepted path and bonus token drawn by the lossless
+// rule from the target's `logits` (n_vocab per node), the rows of the root and the
+// accepted path committed in the sequence's `state` (every kind of state it has; the
+// rejected branches leave nothing), the tokens emitted through `emit` until it says
+// stop (the first `logits_positions` generated positions keep their logits in
+// `kept_logits`), and the tree counted in `stats`.
+TreeOutcome settle_tree(const TokenTree& tree, std::span<const float> logits, int64_t n_vocab,
+                        const SamplingParams& sampling, Rng& rng, SequenceState& state, int64_t logits_positions,
+                        std::vector<std::vector<float>>& kept_logits, GenerationStats& stats,
+                        const std::function<bool(int32_t)>& emit);
+
+// The drafter's own part of an accepted path: `acc` (in verified node ids) in candidate
+// ids (`picked`: the candidate id of each verified node; empty when every candidate was
+// verified), cut at the first node the drafter did not propose (ids above
+// `draft_nodes`: prompt-lookup branches). Its bonus is set only where the whole path is
+// the drafter's, so that a subtree it grew under the bonus token may continue.
+Acceptance drafter_path(const Acceptance& acc, std::span<const int32_t> picked, int64_t draft_nodes);
+
+// Nodes of `tree` the draft model proposed, and the others (prompt lookup's): the root
+// not counted.
+void count_sources(const TokenTree& tree, PassRecord& rec);
 
 }  // namespace flashspec

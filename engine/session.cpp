@@ -6,7 +6,7 @@
 #include "core/acceptance.h"
 #include "core/error.h"
 #include "engine/pass_steps.h"
-#include "target/llama_model.h"
+#include "model/llama_model.h"
 
 namespace flashspec {
 
@@ -49,7 +49,7 @@ int64_t Session::scratch_rows(const std::optional<SpeculationParams>& policy) {
 
 Session::Session(LlamaModel& target, LlamaModel* draft, std::optional<SpeculationParams> policy,
                  int64_t capacity, const BudgetPolicy* learned)
-    : target_(target), policy_(policy), kv_(target.make_cache(capacity)) {
+    : target_(target), policy_(policy), cache_(target.make_cache(capacity)) {
   if (!policy_) return;
   if (!draft && !policy_->lookup) throw Error("internal: speculative session without a draft");
   // Until drafting is measured, a draft forward is priced at the draft's share of the
@@ -73,7 +73,7 @@ Session::Session(LlamaModel& target, LlamaModel* draft, std::optional<Speculatio
 }
 
 void Session::reset() {
-  kv_.truncate(0);
+  cache_.truncate(0);
   seq_.clear();
   if (drafter_) drafter_->reset();
 }
@@ -82,20 +82,20 @@ void Session::rewind(int64_t n) {
   if (n < 0 || n > int64_t(seq_.size())) throw Error("internal: rewinding a session past its sequence");
   seq_.resize(size_t(n));
   if (seq_.empty()) return reset();
-  kv_.truncate(std::min(kv_.committed(), n));  // every kept token keeps its row
+  cache_.truncate(std::min(cache_.committed(), n));  // every kept token keeps its row
   if (drafter_) drafter_->sync(seq_);
 }
 
 void Session::resync() {
-  const int64_t keep = std::min<int64_t>(kv_.committed(), int64_t(seq_.size()) - 1);
-  kv_.truncate(std::max<int64_t>(keep, 0));
+  const int64_t keep = std::min<int64_t>(cache_.committed(), int64_t(seq_.size()) - 1);
+  cache_.truncate(std::max<int64_t>(keep, 0));
   if (drafter_ && !seq_.empty()) drafter_->sync(seq_);
 }
 
 void Session::prefill(std::vector<float>& logits) {
-  const std::span<const int32_t> unseen = std::span(seq_).subspan(size_t(kv_.committed()));
-  target_.forward_causal(unseen, kv_, LogitRows::Last, logits);
-  kv_.commit_first(int64_t(unseen.size()));
+  const std::span<const int32_t> unseen = std::span(seq_).subspan(size_t(cache_.committed()));
+  target_.forward_causal(unseen, cache_, LogitRows::Last, logits);
+  cache_.commit_first(int64_t(unseen.size()));
 }
 
 bool Session::emit(int32_t tok, const GenerateOptions& opt, GenerationResult& r) {
@@ -110,15 +110,15 @@ GenerationResult Session::generate(std::span<const int32_t> input, const Generat
   if (seq_.empty() && input.empty())
     throw Error("prompt: it tokenized to nothing (empty prompt without BOS)");
   const int64_t need = int64_t(seq_.size() + input.size()) + opt.n_predict + scratch_rows(policy_);
-  if (need > kv_.capacity())
+  if (need > cache_.capacity())
     throw Error("context full: " + std::to_string(seq_.size() + input.size()) + " tokens plus " +
                 std::to_string(opt.n_predict) + " to generate exceed the context size " +
-                std::to_string(kv_.capacity()) + " (raise --ctx)");
+                std::to_string(cache_.capacity()) + " (raise --ctx)");
   GenerationResult r;
   seq_.insert(seq_.end(), input.begin(), input.end());
   // The last token's row must be computed to have the logits that follow it.
-  if (kv_.committed() >= int64_t(seq_.size())) kv_.truncate(int64_t(seq_.size()) - 1);
-  const int64_t before = kv_.committed();
+  if (cache_.committed() >= int64_t(seq_.size())) cache_.truncate(int64_t(seq_.size()) - 1);
+  const int64_t before = cache_.committed();
   r.stats.prompt_tokens = int64_t(seq_.size()) - before;  // rows this call prefills
   Rng rng(opt.sampling.seed);
   std::vector<float> logits;
@@ -207,21 +207,10 @@ TokenTree Session::candidates(const GenerateOptions& opt, Rng& rng, bool pregrow
   return tree;
 }
 
-bool Session::advance_drafter(int64_t draft_nodes, const Acceptance& acc) {
+bool Session::advance_drafter(int64_t draft_nodes, const Acceptance& own) {
   if (draft_nodes == 0) return false;  // the draft did not take part: its next sync catches up
-  // The drafter knows its own nodes only (ids 1..draft_nodes): the accepted path is cut
-  // at the first lookup node, and then no grown subtree is under the bonus token.
-  Acceptance own;
-  for (int32_t node : acc.path) {
-    if (node > draft_nodes) break;
-    own.path.push_back(node);
-  }
-  if (own.path.size() < acc.path.size()) {
-    drafter_->advance(own);
-    return false;
-  }
-  own.bonus = acc.bonus;
-  if (worker_) return drafter_->reroot(own);
+  // A path cut at a lookup node has no bonus: no grown subtree is under it.
+  if (worker_ && own.bonus >= 0) return drafter_->reroot(own);
   drafter_->advance(own);
   return false;
 }
@@ -249,8 +238,7 @@ void Session::generate_tree(const GenerateOptions& opt, GenerationResult& r,
       picked.push_back(0);
       picked.insert(picked.end(), c.nodes.begin(), c.nodes.end());
     }
-    for (int32_t k = 1; k < tree.size(); ++k) rec.draft_nodes += tree.source[size_t(k)] == NodeSource::Draft;
-    rec.lookup_nodes = tree.size() - 1 - rec.draft_nodes;
+    count_sources(tree, rec);
     // Policy for the overlap: while the target verifies, the draft keeps growing the
     // same best-first tree, until the pass ends or the tree reaches its largest size.
     // Best-first order spends those nodes on the continuations the draft finds most
@@ -266,43 +254,31 @@ void Session::generate_tree(const GenerateOptions& opt, GenerationResult& r,
                                        : policy_->max_tree_nodes();
     record_target_pass(target_, call_start_, rec, [&] {
       if (grow) worker_->grow_async(ahead, policy_->width_for(ahead));
-      const std::vector<int32_t> pos = tree.positions(kv_.committed());
+      const std::vector<int32_t> pos = tree.positions(cache_.committed());
       const std::vector<uint8_t> mask = tree.ancestor_mask();
-      target_.forward(ForwardBatch{tree.tokens, pos, mask}, kv_, LogitRows::All, logits);
+      target_.forward(ForwardBatch{tree.tokens, pos, mask}, cache_, LogitRows::All, logits);
     });
     ++r.stats.target_passes;
     rec.tree_tokens = tree.size();
 
-    const Acceptance acc = accept_tree(tree, logits, n_vocab, opt.sampling, rng);
-
-    // Row of the target's output each emitted token was drawn from: the root for the
-    // first, then each accepted node for the token after it.
-    std::vector<int64_t> rows{0};
-    rows.insert(rows.end(), acc.path.begin(), acc.path.end());
-    kv_.commit(rows);
+    const TreeOutcome out = settle_tree(tree, logits, n_vocab, opt.sampling, rng, cache_, opt.logits_positions,
+                                        r.logits, r.stats, [&](int32_t tok) { return emit(tok, opt, r); });
+    rec.emitted = int64_t(out.emitted.tokens);
     if (grow) {
       const double t = ms_since(call_start_);
       rec.pregrow_ms = worker_->finish();
       rec.draft_stall_ms = ms_since(call_start_) - t;
     }
-    Acceptance in_cand = acc;  // the same path in candidate ids
-    if (!picked.empty())
-      for (int32_t& node : in_cand.path) node = picked[size_t(node)];
-    pregrown = advance_drafter(draft_nodes, in_cand);
+    pregrown = advance_drafter(draft_nodes, drafter_path(out.acc, picked, draft_nodes));
     r.stats.draft_ms += rec.draft_ms + rec.draft_stall_ms;
     r.stats.pregrow_ms += rec.pregrow_ms;
     if (auto_budget_) {
-      auto_budget_->observe(tree, acc.path, rec.target_ms, rec.io_wait_ms,
+      auto_budget_->observe(tree, out.acc.path, rec.target_ms, rec.io_wait_ms,
                             rec.draft_ms - rec.catch_up_ms + rec.draft_stall_ms, draft_nodes, rec.experts);
       auto_budget_->observe_storage(rec.storage_ms);
     }
-
-    const Emitted e = emit_accepted(tree, acc, logits, n_vocab, rows, opt.logits_positions, r.logits,
-                                    [&](int32_t tok) { return emit(tok, opt, r); });
-    rec.emitted = int64_t(e.tokens);
-    count_depths(r.stats, tree, std::min(e.tokens, acc.path.size()));
     r.stats.passes.push_back(rec);
-    if (e.stop) return;
+    if (out.emitted.stop) return;
   }
 }
 

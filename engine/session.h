@@ -14,7 +14,7 @@
 
 #include "core/sampler.h"
 #include "core/stats.h"
-#include "target/kv_cache.h"
+#include "model/sequence_cache.h"
 #include "engine/budget_policy.h"
 #include "draft/draft_worker.h"
 #include "draft/drafter.h"
@@ -65,7 +65,7 @@ class Session {
   const std::vector<int32_t>& tokens() const { return seq_; }
   // --tree auto's policy (null otherwise), with what it has learnt so far.
   const BudgetPolicy* budget_policy() const { return auto_budget_ ? &*auto_budget_ : nullptr; }
-  int64_t capacity() const { return kv_.capacity(); }
+  int64_t capacity() const { return cache_.capacity(); }
   // Extra context rows a speculative pass needs beyond the sequence itself.
   static int64_t scratch_rows(const std::optional<SpeculationParams>& policy);
 
@@ -78,10 +78,10 @@ class Session {
   // `pregrown`, grown on this thread to the horizon where it is smaller; nothing when
   // the policy does not draft this pass) plus prompt-lookup branches.
   TokenTree candidates(const GenerateOptions& opt, Rng& rng, bool pregrown, PassRecord& rec);
-  // Hands the drafter what the target accepted of `candidates` (whose first
-  // `draft_nodes` + 1 nodes are the drafter's own tree); true when the drafter now holds
-  // the subtree grown under the bonus token, ready for the next pass.
-  bool advance_drafter(int64_t draft_nodes, const Acceptance& acc);
+  // Hands the drafter what the target accepted of its own nodes (drafter_path: ids
+  // 1..draft_nodes of the candidates); true when the drafter now holds the subtree grown
+  // under the bonus token, ready for the next pass.
+  bool advance_drafter(int64_t draft_nodes, const Acceptance& own);
   // Emits one token; true when generation must stop.
   bool emit(int32_t tok, const GenerateOptions& opt, GenerationResult& r);
   // Cuts both caches back to a prefix of seq_ (tokens generated past a stop point).
@@ -89,7 +89,7 @@ class Session {
 
   LlamaModel& target_;
   std::optional<SpeculationParams> policy_;
-  KvCache kv_;
+  SequenceCache cache_;
   std::optional<Drafter> drafter_;        // a draft model's
   std::optional<PromptLookup> lookup_;   // -d lookup, --lookup
   std::unique_ptr<DraftWorker> worker_;  // pre-growing policies only; declared after drafter_

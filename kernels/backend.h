@@ -59,7 +59,7 @@ struct AttentionArgs {
   int64_t T, n_past, n_masked, n_heads, n_kv_heads, head_dim;
   float scale;           // usually 1/sqrt(head_dim)
   KvType k_type, v_type;
-  // A paged cache (target/kv_pool.h): position j is at row blocks[j / block_rows] *
+  // A paged cache (model/kv_pool.h): position j is at row blocks[j / block_rows] *
   // block_rows + j % block_rows of k and v. Null: position j is row j. Host memory only.
   const int32_t* blocks = nullptr;
   int64_t block_rows = 0;

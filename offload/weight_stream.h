@@ -22,7 +22,7 @@
 // to the cache policy (offload/expert_cache.h).
 //
 // Byte level only (no model types): the LayerSource for a llama model is
-// engine/streamed_layers.h.
+// target/streamed_layers.h.
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>

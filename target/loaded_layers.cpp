@@ -1,41 +1,15 @@
 #include "target/loaded_layers.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cstring>
 #include <optional>
 #include <utility>
 
 #include "core/gguf.h"
+#include "model/llama_model.h"
+#include "offload/mapping_copy.h"
 
 namespace flashspec {
-
-void copy_from_mapping(uint8_t* dst, std::span<const uint8_t> bytes) {
-  // In stretches, each let go of once copied: the process never maps much of the file's
-  // copy at once (a truncated file faults here and is reported as one error line by the
-  // CLI's mapping-fault handler, as for any read of the mapping).
-  constexpr size_t kStretch = size_t(8) << 20;
-  for (size_t off = 0; off < bytes.size(); off += kStretch) {
-    const size_t n = std::min(kStretch, bytes.size() - off);
-    std::memcpy(dst + off, bytes.data() + off, n);
-    let_go_of_mapping(bytes.subspan(off, n));
-  }
-}
-
-void let_go_of_mapping(std::span<const uint8_t> bytes) {
-  // Whole pages only: the first and last page may hold other tensors still in use.
-  const uintptr_t page = 4096;
-  const uintptr_t from = (reinterpret_cast<uintptr_t>(bytes.data()) + page - 1) & ~(page - 1);
-  const uintptr_t to = reinterpret_cast<uintptr_t>(bytes.data() + bytes.size()) & ~(page - 1);
-  if (to > from) (void)::madvise(reinterpret_cast<void*>(from), to - from, MADV_DONTNEED);
-}
-
-AlignedBuffer copy_out_of_mapping(std::span<const uint8_t> bytes) {
-  AlignedBuffer b(bytes.size());
-  copy_from_mapping(b.data(), bytes);
-  return b;
-}
 
 LoadedLayers::LoadedLayers(const ModelWeights& w, const Backend* backend) {
   // One buffer for every layer: a small model's layers are a few huge pages instead of
@@ -71,6 +45,15 @@ LoadedLayers::LoadedLayers(const ModelWeights& w, const Backend* backend) {
     layers_.push_back(w.layer_from(l, data));
     for (const auto& [id, matrix] : packed) layers_.back().matrix[size_t(id)] = matrix;
   }
+}
+
+uint64_t load_into_memory(LlamaModel& m) {
+  if (!m.file().mapped()) return 0;
+  const uint64_t head = m.load_head_into_memory();
+  auto loaded = std::make_unique<LoadedLayers>(m.weights(), &m.backend());
+  const uint64_t bytes = loaded->bytes();
+  m.set_layer_source(std::move(loaded));
+  return head + bytes;
 }
 
 }  // namespace flashspec

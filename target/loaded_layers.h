@@ -12,18 +12,12 @@
 
 #include "kernels/backend.h"
 #include "offload/aligned_buffer.h"
-#include "target/layer_source.h"
+#include "offload/mapping_copy.h"
+#include "model/layer_source.h"
 
 namespace flashspec {
 
-// `bytes` of a file mapping copied to `dst`; the mapping's pages of the source are let go
-// afterwards (their page-cache copy stays), so the process does not hold both. Only for a
-// file mapping: on anonymous or heap memory, letting pages go discards their contents.
-void copy_from_mapping(uint8_t* dst, std::span<const uint8_t> bytes);
-// Lets go of the whole pages of a file mapping within `bytes`, as copy_from_mapping does.
-void let_go_of_mapping(std::span<const uint8_t> bytes);
-// The same into a buffer of their own.
-AlignedBuffer copy_out_of_mapping(std::span<const uint8_t> bytes);
+class LlamaModel;
 
 class LoadedLayers final : public LayerSource {
  public:
@@ -40,5 +34,10 @@ class LoadedLayers final : public LayerSource {
   std::vector<LayerWeights> layers_;
   uint64_t bytes_ = 0;
 };
+
+// Copies the layers and the output head of `m` (a host-memory backend's model) out of
+// its file mapping into memory and makes them its layer source; returns the bytes
+// copied (0 for a model not read through a mapping).
+uint64_t load_into_memory(LlamaModel& m);
 
 }  // namespace flashspec

@@ -4,7 +4,8 @@
 
 #include "core/error.h"
 #include "core/gguf.h"
-#include "target/placed_weights.h"
+#include "model/llama_model.h"
+#include "model/placed_weights.h"
 
 namespace flashspec {
 
@@ -129,6 +130,11 @@ void StagedLayers::release(int64_t layer) {
     }
   }
   release_host(host_held_.size());  // whatever has landed, without waiting
+}
+
+void keep_layers_in_backend(LlamaModel& m) {
+  m.set_layer_source(std::make_unique<StagedLayers>(m.weights(), m.placed().vectors, m.backend(), nullptr,
+                                                    m.config().n_layers));
 }
 
 }  // namespace flashspec

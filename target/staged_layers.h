@@ -24,10 +24,12 @@
 
 #include "kernels/backend.h"
 #include "kernels/backend_buffer.h"
-#include "target/layer_source.h"
-#include "target/model_weights.h"
+#include "model/layer_source.h"
+#include "model/model_weights.h"
 
 namespace flashspec {
+
+class LlamaModel;
 
 class StagedLayers final : public LayerSource {
  public:
@@ -90,5 +92,9 @@ class StagedLayers final : public LayerSource {
   int next_slot_ = 0;
   std::deque<HostLayer> host_held_;
 };
+
+// Every layer of `m` (a model on a backend with memory of its own) resident in that
+// memory, copied there at its first forward: a GPU draft, or a target that fits.
+void keep_layers_in_backend(LlamaModel& m);
 
 }  // namespace flashspec

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/tokenizer.h"
-#include "target/llama_model.h"
+#include "model/llama_model.h"
 #include "tests/fixtures.h"
 #include "tests/greedy_options.h"
 #include "tests/json_file.h"

@@ -11,7 +11,7 @@
 #include "core/tokenizer.h"
 #include "engine/batch_session.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "target/llama_model.h"
+#include "model/llama_model.h"
 #include "tests/fixtures.h"
 #include "tests/greedy_options.h"
 
@@ -89,7 +89,7 @@ TEST_CASE("forward_many: each sequence's rows are bit-identical to its own forwa
 
     auto run = [&](bool together, int64_t max_batch, std::vector<std::vector<float>>& logits) {
       m.target.set_max_batch(max_batch);
-      std::vector<KvCache> kv;
+      std::vector<SequenceCache> kv;
       for (int i = 0; i < 3; ++i) kv.push_back(m.target.make_cache(128));
       std::vector<float> pre;
       // b's prompt is committed first; its tree then runs after it.
@@ -123,7 +123,7 @@ TEST_CASE("forward_many: each sequence's rows are bit-identical to its own forwa
 
 TEST_CASE("forward_many refuses two batches on one cache") {
   Models m("stories260K");
-  KvCache kv = m.target.make_cache(32);
+  SequenceCache kv = m.target.make_cache(32);
   const std::vector<int32_t> tok = {1}, pos = {0};
   std::vector<float> l1, l2;
   const std::vector<SequenceBatch> batches = {{ForwardBatch{tok, pos, {}}, &kv, LogitRows::Last, &l1},
@@ -299,14 +299,14 @@ TEST_CASE("paged attention: a cache in scattered blocks of a pool gives the cont
     const int32_t a = t.add(42, 0, -0.1);
     t.add(7, 0, -0.5);
     t.add(99, a, -0.2);
-    auto run = [&](KvCache& kv, std::vector<std::vector<float>>& out) {
+    auto run = [&](SequenceCache& kv, std::vector<std::vector<float>>& out) {
       out.assign(2, {});
       m.target.forward_causal(std::span(prompt).first(prompt.size() - 1), kv, LogitRows::All, out[0]);
       kv.commit_first(int64_t(prompt.size()) - 1);
       const std::vector<int32_t> pos = t.positions(kv.committed());
       m.target.forward(ForwardBatch{t.tokens, pos, t.ancestor_mask()}, kv, LogitRows::All, out[1]);
     };
-    KvCache flat = m.target.make_cache(64);
+    SequenceCache flat = m.target.make_cache(64);
     std::vector<std::vector<float>> want, got;
     run(flat, want);
     KvPool pool(m.backend, c.n_layers, c.kv_dim(), 16, 4, m.target.key_type(), m.target.value_type());
@@ -314,12 +314,12 @@ TEST_CASE("paged attention: a cache in scattered blocks of a pool gives the cont
     REQUIRE(pool.reserve(16));
     KvCache other1(pool, 8, {}, 0, 2), other2(pool, 8, {}, 0, 2);
     other1.prepare_rows(5);
-    KvCache paged(pool, 64, {}, 0, 12);
+    SequenceCache paged(KvCache(pool, 64, {}, 0, 12));
     other2.prepare_rows(8);
     run(paged, got);
     CHECK(bit_identical(want, got));
-    CHECK(paged.blocks().size() == (prompt.size() - 1 + 4 + 3) / 4);
-    CHECK(paged.blocks()[0] != 0);  // not simply the first rows of the pool
+    CHECK(paged.kv().blocks().size() == (prompt.size() - 1 + 4 + 3) / 4);
+    CHECK(paged.kv().blocks()[0] != 0);  // not simply the first rows of the pool
   }
 }
 

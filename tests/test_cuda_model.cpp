@@ -11,8 +11,8 @@
 
 #include "core/tokenizer.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "engine/streamed_layers.h"
-#include "target/llama_model.h"
+#include "target/streamed_layers.h"
+#include "model/llama_model.h"
 #include "target/staged_layers.h"
 #include "tests/gpu_or_skip.h"
 #include "tests/fixtures.h"
@@ -61,6 +61,7 @@ TEST_CASE("cuda model: greedy tokens and logits agree with the CPU on the refere
     CAPTURE(c.name);
     CpuBackend cpu(2);
     LlamaModel ref(model_path(c.name), cpu), m(model_path(c.name), *gpu);
+    keep_layers_in_backend(m);
     for (const std::vector<int32_t>& prompt : reference_prompts(ref, c.name)) {
       const GenerationResult want = generate_target_only(ref, prompt, greedy(c.n, 4));
       const GenerationResult got = generate_target_only(m, prompt, greedy(c.n, 4));
@@ -77,6 +78,8 @@ TEST_CASE("cuda model: speculative greedy output equals target-only on the GPU")
   if (!gpu) return;
   const std::unique_ptr<Backend> gpu_draft = gpu_or_skip();  // a second backend on the same GPU
   LlamaModel target(model_path("stories260K"), *gpu), draft(model_path("salty279K"), *gpu_draft);
+  keep_layers_in_backend(target);
+  keep_layers_in_backend(draft);
   for (const std::vector<int32_t>& prompt : reference_prompts(target, "stories260K")) {
     const GenerationResult want = generate_target_only(target, prompt, greedy(128));
     for (int64_t budget : {int64_t(1), int64_t(16), int64_t(64)}) {
@@ -101,6 +104,7 @@ TEST_CASE("cuda model: layers streamed from storage or the mapping through VRAM 
   if (!gpu) return;
   const char* name = "stories260K-wide-q4_0";
   LlamaModel m(model_path(name), *gpu);
+  keep_layers_in_backend(m);
   const std::vector<int32_t> prompt = reference_prompts(m, name)[0];
   const GenerationResult want = generate_target_only(m, prompt, greedy(32, 4));
   for (int64_t in_vram : {int64_t(0), int64_t(3)}) {
@@ -136,6 +140,7 @@ TEST_CASE("cuda model: f32 and q8_0 KV caches agree with the CPU's") {
       CAPTURE(kv_type_name(t));
       CpuBackend cpu(2);
       LlamaModel ref(model_path(name), cpu), m(model_path(name), *gpu);
+      keep_layers_in_backend(m);
       ref.set_kv_types(t, t);
       m.set_kv_types(t, t);
       const std::vector<std::vector<int32_t>> prompts = reference_prompts(ref, name);

@@ -14,8 +14,8 @@
 
 #include "core/tokenizer.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "engine/streamed_layers.h"
-#include "target/llama_model.h"
+#include "target/streamed_layers.h"
+#include "model/llama_model.h"
 #include "target/staged_layers.h"
 #include "tests/device_like_backend.h"
 #include "tests/fixtures.h"
@@ -73,6 +73,7 @@ TEST_CASE("device path: every weight type, resident in backend memory, matches t
     DeviceLikeBackend dev;
     {
       LlamaModel m(model_path(name), dev);
+      keep_layers_in_backend(m);
       check_same_as(m, want);
       CHECK(dev.streamed_copies() == 0);  // every layer resident: nothing staged per pass
     }
@@ -132,6 +133,8 @@ TEST_CASE("device path: speculative trees commit KV rows inside backend memory, 
   LlamaModel ref(model_path("stories260K"), cpu);
   DeviceLikeBackend dev, dev_draft;
   LlamaModel target(model_path("stories260K"), dev), draft(model_path("salty279K"), dev_draft);
+  keep_layers_in_backend(target);
+  keep_layers_in_backend(draft);
   const Tokenizer tok = Tokenizer::from_gguf(ref.file());
   const nlohmann::json refs = read_json(reference_path("stories260K"));
   for (size_t i = 0; i < 3; ++i) {
@@ -341,6 +344,7 @@ TEST_CASE("device path: speculative trees on asynchronous queues, staged and str
   target.set_layer_source(std::make_unique<StagedLayers>(
       target.weights(), target.placed().vectors, dev,
       std::make_unique<StreamedLayers>(target.file(), target.weights(), StreamOptions{}, 1), 1));
+  keep_layers_in_backend(draft);
   SpeculationParams p{.mode = SpeculationParams::Mode::Tree};
   p.budget = 12;
   const GenerationResult got = generate_speculative(target, draft, prompt, g, p);

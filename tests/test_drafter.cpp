@@ -13,7 +13,7 @@
 #include "draft/draft_worker.h"
 #include "draft/drafter.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "target/llama_model.h"
+#include "model/llama_model.h"
 #include "tests/fixtures.h"
 
 using namespace flashspec;

@@ -16,12 +16,12 @@
 #include "core/host_memory.h"
 #include "core/llama_config.h"
 #include "core/tokenizer.h"
-#include "engine/placement.h"
+#include "target/placement.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/matmul_internal.h"
 #include "offload/aligned_buffer.h"
-#include "target/llama_model.h"
+#include "model/llama_model.h"
 #include "target/loaded_layers.h"
 #include "tests/cli_runner.h"
 #include "tests/fixtures.h"
@@ -39,7 +39,7 @@ TEST_CASE("loaded weights: generation from the copy equals the mapping's to the 
     const std::vector<int32_t> prompt = tok.encode("Once upon a time, there was a little", tok.add_bos());
     const GenerationResult mapped = generate_target_only(m, prompt, greedy(16, 4));
     const void* head_before = m.placed().output.data;
-    const uint64_t copied = m.load_into_memory();
+    const uint64_t copied = load_into_memory(m);
     uint64_t matrices = uint64_t(matrix_bytes(m.weights().output));
     for (int64_t l = 0; l < m.weights().n_layers(); ++l) matrices += m.weights().layer_bytes(l);
     CHECK(copied >= matrices);
@@ -57,7 +57,7 @@ TEST_CASE("loaded weights: an image parsed from memory is left as it is") {
   CpuBackend backend(1);
   LlamaModel m(GgufFile::parse(image, "image"), backend);
   CHECK(!m.file().mapped());
-  CHECK(m.load_into_memory() == 0);
+  CHECK(load_into_memory(m) == 0);
   CHECK(m.load_head_into_memory() == 0);
   CHECK(image == original);  // letting its pages go would have zeroed them
 }

@@ -10,7 +10,7 @@
 
 #include "core/tokenizer.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "target/llama_model.h"
+#include "model/llama_model.h"
 #include "tests/cli_runner.h"
 #include "tests/fixtures.h"
 #include "tests/gguf_writer.h"

@@ -21,7 +21,7 @@
 #include "core/error.h"
 #include "core/tokenizer.h"
 #include "engine/session.h"
-#include "engine/streamed_layers.h"
+#include "target/streamed_layers.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "offload/expert_cache.h"
 #include "offload/expert_plan.h"
@@ -29,8 +29,8 @@
 #include "offload/layer_plan.h"
 #include "offload/uring_reader.h"
 #include "offload/weight_stream.h"
-#include "target/llama_model.h"
-#include "target/moe_routing.h"
+#include "model/llama_model.h"
+#include "model/moe_routing.h"
 #include "target/staged_layers.h"
 #include "tests/cli_error.h"
 #include "tests/cli_runner.h"
@@ -217,9 +217,9 @@ TEST_CASE("moe: a row's logits are bit-identical alone or in a batch") {
     const std::vector<int32_t> ids = prompt_of(m, name, 3);
     REQUIRE(ids.size() >= 4);
     std::vector<float> batch, one;
-    KvCache kv = m.make_cache(64);
+    SequenceCache kv = m.make_cache(64);
     m.forward_causal(ids, kv, LogitRows::All, batch);
-    KvCache kv1 = m.make_cache(64);
+    SequenceCache kv1 = m.make_cache(64);
     const int64_t V = m.config().n_vocab;
     for (size_t i = 0; i < ids.size(); ++i) {
       m.forward_causal(std::span(ids).subspan(i, 1), kv1, LogitRows::All, one);
@@ -571,6 +571,7 @@ TEST_CASE("moe: on a backend with memory of its own, resident and staged, MoE ma
     o.async = async;
     DeviceLikeBackend dev(o);
     LlamaModel m(model_path(name), dev);
+    keep_layers_in_backend(m);
     const GenerationResult got = generate_target_only(m, prompt, greedy(12, 3));
     CHECK(got.tokens == want.tokens);
     CHECK(bit_identical(got.logits, want.logits));

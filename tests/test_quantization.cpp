@@ -10,7 +10,7 @@
 #include "core/gguf.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/matmul.h"
-#include "target/llama_model.h"
+#include "model/llama_model.h"
 #include "core/tokenizer.h"
 #include "tests/cli_runner.h"
 #include "tests/fixtures.h"

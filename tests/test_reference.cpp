@@ -6,7 +6,7 @@
 
 #include "core/tokenizer.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "target/llama_model.h"
+#include "model/llama_model.h"
 #include "tests/fixtures.h"
 #include "tests/json_file.h"
 #include "tests/greedy_options.h"

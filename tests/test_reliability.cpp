@@ -21,7 +21,7 @@
 #include "core/gguf.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/thread_pool.h"
-#include "target/llama_model.h"
+#include "model/llama_model.h"
 #include "tests/cli_runner.h"
 #include "tests/fixtures.h"
 #include "tests/gguf_writer.h"

@@ -16,7 +16,7 @@
 #include "core/units.h"
 #include "engine/engine.h"
 #include "offload/weight_stream.h"
-#include "target/llama_model.h"
+#include "model/llama_model.h"
 
 namespace {
 

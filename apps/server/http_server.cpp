@@ -16,7 +16,7 @@
 #include "core/gguf.h"
 #include "core/printable.h"
 #include "engine/engine.h"
-#include "target/llama_model.h"
+#include "model/llama_model.h"
 
 namespace flashspec::server {
 

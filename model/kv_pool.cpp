@@ -1,4 +1,4 @@
-#include "target/kv_pool.h"
+#include "model/kv_pool.h"
 
 #include <algorithm>
 #include <string>

@@ -1,13 +1,13 @@
 #pragma once
 // Views of a llama-family model's weights inside a GGUF file, validated against its
-// config and the layer table (target/layer_tensors.h).
+// config and the layer table (model/layer_tensors.h).
 #include <cstdint>
 #include <span>
 #include <vector>
 
 #include "core/llama_config.h"
 #include "kernels/weight_matrix.h"
-#include "target/layer_tensors.h"
+#include "model/layer_tensors.h"
 
 namespace flashspec {
 

@@ -17,7 +17,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "engine/options.h"
+#include "target/placement_options.h"
 #include "offload/layer_plan.h"
 
 namespace flashspec {

@@ -1,4 +1,4 @@
-#include "target/placed_weights.h"
+#include "model/placed_weights.h"
 
 namespace flashspec {
 

@@ -4,7 +4,7 @@
 // of the mapping for a host-memory backend, copies in the backend's memory (VRAM) otherwise.
 #include "kernels/backend.h"
 #include "kernels/backend_buffer.h"
-#include "target/model_weights.h"
+#include "model/model_weights.h"
 
 namespace flashspec {
 

@@ -8,10 +8,10 @@
 
 #include "core/error.h"
 #include "core/gguf.h"
-#include "engine/options.h"
+#include "target/placement_options.h"
 #include "offload/weight_stream.h"
-#include "target/layer_source.h"
-#include "target/model_weights.h"
+#include "model/layer_source.h"
+#include "model/model_weights.h"
 
 namespace flashspec {
 

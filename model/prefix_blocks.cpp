@@ -1,4 +1,4 @@
-#include "target/prefix_blocks.h"
+#include "model/prefix_blocks.h"
 
 #include <algorithm>
 

@@ -13,11 +13,12 @@
 
 #include "kernels/backend.h"
 #include "kernels/backend_buffer.h"
-#include "target/kv_pool.h"
+#include "model/kv_pool.h"
+#include "model/sequence_state.h"
 
 namespace flashspec {
 
-class KvCache {
+class KvCache final : public SequenceState {
  public:
   // Keys and values may have different types (llama.cpp's -ctk/-ctv): quantized values
   // cost far less accuracy than quantized keys.
@@ -28,7 +29,7 @@ class KvCache {
   // retained for this cache by the caller); the rest comes from `reserved` blocks the
   // caller reserved in the pool. The blocks go back to the pool with the cache.
   KvCache(KvPool& pool, int64_t capacity, std::vector<int32_t> prefix, int64_t prefix_rows, int64_t reserved);
-  ~KvCache();
+  ~KvCache() override;
   KvCache(KvCache&& o) noexcept;
   KvCache& operator=(KvCache&&) = delete;
   KvCache(const KvCache&) = delete;
@@ -40,8 +41,8 @@ class KvCache {
   int64_t block_rows() const { return pool_ ? pool_->block_rows() : 0; }
 
   int64_t capacity() const { return capacity_; }
-  int64_t committed() const { return committed_; }
-  int64_t pending() const { return pending_; }
+  int64_t committed() const override { return committed_; }
+  int64_t pending() const override { return pending_; }
   int64_t kv_dim() const { return kv_dim_; }
   KvType key_type() const { return key_type_; }
   KvType value_type() const { return value_type_; }
@@ -75,23 +76,23 @@ class KvCache {
   void check_room(int64_t T) const;
   // check_room, then (paged) the blocks those rows go to: taken from the reservation, or
   // copied first where another sequence holds them too (copy-on-write).
-  void prepare_rows(int64_t T);
+  void prepare_rows(int64_t T) override;
   // A forward pass wrote T rows after the pending ones.
-  void add_pending(int64_t T);
+  void add_pending(int64_t T) override;
   // Keeps pending rows `kept` (indices into the pending rows, increasing) as the next
   // committed positions, in that order, and drops the other pending rows. The last
   // `still_pending` of them stay pending instead (a pre-grown draft tree kept for the
   // next round).
-  void commit(std::span<const int64_t> kept, int64_t still_pending = 0);
+  void commit(std::span<const int64_t> kept, int64_t still_pending = 0) override;
   // Keeps the first n pending rows, drops the rest.
-  void commit_first(int64_t n);
+  void commit_first(int64_t n) override;
   // Paged, with no pending rows and the committed ones filling whole blocks: takes
   // `blocks` (retained for this cache) as the next committed `rows` positions, rows
   // another sequence computed. A last block only partly taken is copied before this cache
   // writes into it.
   void adopt(const std::vector<int32_t>& blocks, int64_t rows);
   // Drops committed rows from position n on (e.g. to restart a chat turn).
-  void truncate(int64_t n);
+  void truncate(int64_t n) override;
 
  private:
   // Copies `n` consecutive rows from src to dst (row indices) in every layer.

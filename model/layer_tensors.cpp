@@ -1,4 +1,4 @@
-#include "target/layer_tensors.h"
+#include "model/layer_tensors.h"
 
 #include "core/llama_config.h"
 

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "core/stats.h"
-#include "target/model_weights.h"
+#include "model/model_weights.h"
 
 namespace flashspec {
 

@@ -1,4 +1,4 @@
-#include "target/model_weights.h"
+#include "model/model_weights.h"
 
 #include <cmath>
 

@@ -1,4 +1,4 @@
-#include "engine/placement.h"
+#include "target/placement.h"
 
 #include <algorithm>
 
@@ -6,9 +6,9 @@
 
 #include "core/error.h"
 #include "core/gguf.h"
-#include "engine/streamed_layers.h"
+#include "target/streamed_layers.h"
 #include "offload/weight_stream.h"
-#include "target/model_weights.h"
+#include "model/model_weights.h"
 #include "target/staged_layers.h"
 
 namespace flashspec {

@@ -15,7 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "target/kv_pool.h"
+#include "model/kv_pool.h"
 
 namespace flashspec {
 

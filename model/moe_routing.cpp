@@ -1,4 +1,4 @@
-#include "target/moe_routing.h"
+#include "model/moe_routing.h"
 
 #include <algorithm>
 #include <cmath>

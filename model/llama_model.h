@@ -8,15 +8,17 @@
 #include <vector>
 
 #include "core/gguf.h"
-#include "target/kv_cache.h"
+#include "model/sequence_cache.h"
 #include "core/llama_config.h"
 #include "kernels/backend.h"
 #include "kernels/backend_buffer.h"
 #include "offload/aligned_buffer.h"
-#include "target/layer_source.h"
-#include "target/model_weights.h"
-#include "target/moe_routing.h"
-#include "target/placed_weights.h"
+#include "model/activations.h"
+#include "model/layer_blocks.h"
+#include "model/layer_source.h"
+#include "model/model_weights.h"
+#include "model/moe_routing.h"
+#include "model/placed_weights.h"
 
 namespace flashspec {
 
@@ -36,11 +38,12 @@ std::vector<int32_t> consecutive_positions(int64_t start, int64_t n);
 
 enum class LogitRows { None, Last, All };
 
-// One sequence's part of a multi-sequence pass (forward_many): its batch, its own cache,
-// and whose logits it wants, written to `logits` (n_vocab per row).
+// One sequence's part of a multi-sequence pass (forward_many): its batch, its own state
+// (KV rows and whatever else its layers keep), and whose logits it wants, written to
+// `logits` (n_vocab per row).
 struct SequenceBatch {
   ForwardBatch batch;
-  KvCache* kv;
+  SequenceCache* cache;
   LogitRows rows;
   std::vector<float>* logits;
 };
@@ -48,8 +51,8 @@ struct SequenceBatch {
 class LlamaModel {
  public:
   // Loads the file and places the weights where `backend` computes: views of the mapping
-  // for the CPU; for a GPU, the embedding, head and norms at once and every layer at the
-  // first forward, unless a layer source set before it says otherwise.
+  // for the CPU; for a GPU, the embedding, head and norms, the layers coming from the
+  // layer source its placement sets (target/staged_layers.h) before the first forward.
   LlamaModel(const std::string& path, Backend& backend);
   // The same over a file already opened or parsed (an image built in memory must outlive
   // the model).
@@ -63,10 +66,9 @@ class LlamaModel {
   // Replaces where layer weights come from (e.g. a streaming source). It must hand out
   // weights in the backend's memory (target/staged_layers.h does for a GPU).
   void set_layer_source(std::unique_ptr<LayerSource> s) { layers_ = std::move(s); }
-  // Host-memory backends: copies the layers and the output head (or the head alone) out
-  // of the file mapping into the process's own huge-page memory (target/loaded_layers.h),
-  // where decode reads them faster. Return the bytes copied.
-  uint64_t load_into_memory();
+  // Host-memory backends: copies the output head out of the file mapping into the
+  // process's own huge-page memory, where decode reads it faster (the layers:
+  // target/loaded_layers.h). Returns the bytes copied.
   uint64_t load_head_into_memory();
 
   // The element types of the keys and values of the caches make_cache() makes (fp16
@@ -77,8 +79,9 @@ class LlamaModel {
   }
   KvType key_type() const { return key_type_; }
   KvType value_type() const { return value_type_; }
-  KvCache make_cache(int64_t capacity) const {
-    return KvCache(backend_, config_.n_layers, config_.kv_dim(), capacity, key_type_, value_type_);
+  // What one sequence of at most `capacity` positions keeps between passes.
+  SequenceCache make_cache(int64_t capacity) const {
+    return SequenceCache(KvCache(backend_, config_.n_layers, config_.kv_dim(), capacity, key_type_, value_type_));
   }
 
   // Most tokens one pass computes: a longer batch runs as consecutive passes (the later
@@ -91,7 +94,7 @@ class LlamaModel {
 
   // Runs the batch: appends its K/V rows to the cache as pending rows, and returns
   // logits (n_vocab per row) of none, the last or every row.
-  void forward(const ForwardBatch& batch, KvCache& kv, LogitRows rows, std::vector<float>& logits);
+  void forward(const ForwardBatch& batch, SequenceCache& cache, LogitRows rows, std::vector<float>& logits);
   // Several sequences' batches at once: each weight is read once per pass for all their
   // rows, while each row attends only to its own sequence's cache and its own batch rows
   // exactly as forward() would. A row's logits are bit-identical alone or beside others
@@ -99,7 +102,8 @@ class LlamaModel {
   // past max_batch rows continue in the next passes.
   void forward_many(std::span<const SequenceBatch> seqs);
   // A causal run of `tokens` after the cache's committed and pending rows.
-  void forward_causal(std::span<const int32_t> tokens, KvCache& kv, LogitRows rows, std::vector<float>& logits);
+  void forward_causal(std::span<const int32_t> tokens, SequenceCache& cache, LogitRows rows,
+                      std::vector<float>& logits);
 
   // Milliseconds forward passes have waited for streamed weights so far.
   double weight_wait_ms() const { return layers_ ? layers_->wait_ms() : 0.0; }
@@ -108,14 +112,12 @@ class LlamaModel {
   ExpertCounters expert_counters() const;
 
  private:
-  // The batch's ids, positions and mask where the kernels read them (staged through one
-  // upload for a GPU backend).
   // One sequence's rows of one pass: a chunk of its batch (the mask's columns are its
   // pending rows and the chunk's), its cache, and its rows [logit_from, size) whose
   // logits land at `out` (none when out is null).
   struct PassPart {
     ForwardBatch chunk;
-    KvCache* kv;
+    SequenceCache* cache;
     int64_t logit_from;
     float* out;
   };
@@ -124,29 +126,38 @@ class LlamaModel {
     const int32_t* positions;
     std::vector<const uint8_t*> masks;  // each part's, or null: causal
   };
+  // The parts' ids, positions and masks where the kernels read them (staged through one
+  // upload for a GPU backend).
   BatchInputs place_inputs(std::span<const PassPart> parts);
-  // One pass of at most max_batch_ rows over the parts.
+  // One pass of at most max_batch_ rows over the parts: the embedding, then each layer's
+  // blocks as architecture_of() describes them, then the output head.
   void forward_pass(std::span<const PassPart> parts);
-  // Activations of the mixture-of-experts FFN (backend memory).
-  struct MoeBuffers {
-    float* logits;   // T x experts
-    float* rows;     // T*k x dim: the experts' input rows, then their outputs
-    float* hidden;   // T*k x expert_ffn_dim
-    float* hidden2;
-  };
-  // The FFN of MoE layer l over T rows of `in` (the normed residual) into `out` (may be `in`).
-  void moe_ffn(int64_t l, const LayerWeights& w, const float* in, int64_t T, const MoeBuffers& b, float* out);
+
+  // ---- blocks (forward_blocks.cpp): each reads the residual a.x and adds to it ----
+  // Attention: the rows' keys and values go to their own sequence's cache, and each row
+  // attends to its own sequence only (all sequences in one attention op).
+  void attention_block(int64_t l, const LayerWeights& w, std::span<const PassPart> parts, const BatchInputs& in,
+                       const Activations& a);
+  void dense_ffn_block(int64_t l, const LayerWeights& w, int64_t T, const Activations& a);
+  // Routes each row to its experts (decided on the host), runs each routed expert over
+  // its rows in the order their weights arrive, and sums their outputs by the weights.
+  void experts_ffn_block(int64_t l, const LayerWeights& w, int64_t T, const Activations& a);
   // Streaming experts: guesses the experts `layer` will route to from the rows `in` of the
   // layer before it, for the source to read ahead (`logits`: T x experts of scratch).
   void guess_experts(int64_t layer, const float* in, int64_t T, float* logits);
+  // The final norm and the head over the rows that want logits, written where each part
+  // wants them; Error on a logit that is not finite.
+  void output_head(std::span<const PassPart> parts, const Activations& a);
+  void check_finite(const PassPart& p) const;
 
   GgufFile file_;
   LlamaConfig config_;
+  Architecture arch_;  // the blocks of each layer
   ModelWeights weights_;
   Backend& backend_;
   PlacedWeights placed_;
   std::unique_ptr<LayerSource> layers_;
-  AlignedBuffer output_copy_;  // the output head, after load_into_memory()
+  AlignedBuffer output_copy_;  // the output head, after load_head_into_memory()
   KvType key_type_ = KvType::F16, value_type_ = KvType::F16;
   int64_t max_batch_ = 512;
   std::vector<std::vector<uint8_t>> chunk_masks_;  // per part: the rows of its tree mask one pass reads

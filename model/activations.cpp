@@ -1,0 +1,41 @@
+#include "model/activations.h"
+
+#include <array>
+
+#include "core/llama_config.h"
+
+namespace flashspec {
+
+namespace {
+
+// Floats of each view, in the order of Activations' members.
+constexpr size_t kViews = 10;
+std::array<int64_t, kViews> view_sizes(const LlamaConfig& c, int64_t T) {
+  const int64_t routed = T * c.n_experts_used;
+  const int64_t hidden = c.moe() ? routed * c.expert_ffn_dim : T * c.ffn_dim;
+  return {T * c.dim,      T * c.dim, T * c.q_dim(), T * c.q_dim(),    T * c.kv_dim(),
+          T * c.kv_dim(), hidden,    hidden,        T * c.n_experts, routed * c.dim};
+}
+
+int64_t aligned(int64_t floats) { return (floats + 63) / 64 * 64; }
+
+}  // namespace
+
+uint64_t Activations::bytes(const LlamaConfig& c, int64_t T) {
+  int64_t floats = 0;
+  for (int64_t n : view_sizes(c, T)) floats += aligned(n);
+  return uint64_t(floats) * sizeof(float);
+}
+
+Activations Activations::carve(float* base, const LlamaConfig& c, int64_t T) {
+  std::array<float*, kViews> v{};
+  int64_t at = 0;
+  const std::array<int64_t, kViews> sizes = view_sizes(c, T);
+  for (size_t i = 0; i < kViews; ++i) {
+    v[i] = base + at;
+    at += aligned(sizes[i]);
+  }
+  return Activations{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9]};
+}
+
+}  // namespace flashspec

@@ -1,0 +1,31 @@
+#pragma once
+// The activations of one forward pass of T rows, in backend memory: named views into one
+// buffer the model keeps between passes, each with its shape beside it. Blocks read and
+// write them by name (model/llama_model.h, forward_blocks.cpp).
+#include <cstdint>
+
+namespace flashspec {
+
+struct LlamaConfig;
+
+struct Activations {
+  float* x;            // T x dim: the residual stream
+  float* xb;           // T x dim: the normed residual a block reads, then the block's output
+  float* q;            // T x q_dim: queries
+  float* att;          // T x q_dim: attention's output, heads side by side
+  float* k;            // T x kv_dim: the pass's keys, before they go to the cache
+  float* v;            // T x kv_dim: the pass's values
+  // The gated FFN's hidden rows, gate then up: T x ffn_dim for a dense FFN, one row per
+  // (row, routed expert) for experts: T*k x expert_ffn_dim.
+  float* gate;
+  float* up;
+  float* router;       // T x n_experts: router logits (experts FFN)
+  float* expert_rows;  // T*k x dim: the routed experts' input rows, then their outputs
+
+  // Bytes the activations of T rows take (each view 256-byte aligned, as the buffer is).
+  static uint64_t bytes(const LlamaConfig& c, int64_t T);
+  // The views of T rows laid out from `base` (which holds bytes(c, T)).
+  static Activations carve(float* base, const LlamaConfig& c, int64_t T);
+};
+
+}  // namespace flashspec

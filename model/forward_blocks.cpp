@@ -1,0 +1,214 @@
+// The blocks a forward pass composes (LlamaModel::forward_pass), one function each.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/printable.h"
+#include "model/llama_model.h"
+#include "model/moe_routing.h"
+
+namespace flashspec {
+
+namespace {
+
+// The gated FFN's activation: gate = act(gate) * up, n floats.
+void gated_activation(Backend& be, Activation act, float* gate, const float* up, int64_t n) {
+  switch (act) {
+    case Activation::Silu: be.silu_mul(gate, up, n); break;
+  }
+}
+
+}  // namespace
+
+void LlamaModel::attention_block(int64_t l, const LayerWeights& w, std::span<const PassPart> parts,
+                                 const BatchInputs& in, const Activations& a) {
+  using enum LayerMatrix;
+  using enum LayerVector;
+  const LlamaConfig& c = config_;
+  Backend& be = backend_;
+  int64_t T = 0;
+  for (const PassPart& p : parts) T += int64_t(p.chunk.tokens.size());
+
+  be.rmsnorm(a.x, w[AttnNorm], T, c.dim, c.rms_eps, a.xb);
+  be.matmul(w[Q], a.xb, T, a.q);
+  be.matmul(w[K], a.xb, T, a.k);
+  be.matmul(w[V], a.xb, T, a.v);
+  if (w[BiasQ]) be.add_bias(a.q, w[BiasQ], T, c.q_dim());
+  if (w[BiasK]) be.add_bias(a.k, w[BiasK], T, c.kv_dim());
+  if (w[BiasV]) be.add_bias(a.v, w[BiasV], T, c.kv_dim());
+  if (w[QNorm]) be.rmsnorm(a.q, w[QNorm], T * c.n_heads, c.head_dim, c.rms_eps, a.q);  // per head, in place
+  if (w[KNorm]) be.rmsnorm(a.k, w[KNorm], T * c.n_kv_heads, c.head_dim, c.rms_eps, a.k);
+  const RopeParams rope{c.n_rot, c.rope_freq_base, c.rope_freq_scale, c.rope_neox, placed_.rope_factors};
+  be.rope(a.q, in.positions, T, c.n_heads, c.head_dim, rope);
+  be.rope(a.k, in.positions, T, c.n_kv_heads, c.head_dim, rope);
+
+  attention_calls_.clear();
+  int64_t r0 = 0;  // the part's first row in the pass
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const KvCache& kv = parts[i].cache->kv();
+    const int64_t n = int64_t(parts[i].chunk.tokens.size());
+    const int64_t first_row = kv.committed() + kv.pending();
+    for (int64_t done = 0; done < n;) {  // in runs of consecutive rows (a paged cache's blocks)
+      const int64_t run = std::min(n - done, kv.contiguous_rows(first_row + done));
+      be.store_kv(a.k + (r0 + done) * c.kv_dim(), kv.key_row(l, first_row + done), run * c.kv_dim(), kv.key_type());
+      be.store_kv(a.v + (r0 + done) * c.kv_dim(), kv.value_row(l, first_row + done), run * c.kv_dim(),
+                  kv.value_type());
+      done += run;
+    }
+    attention_calls_.push_back(AttentionArgs{.q = a.q + r0 * c.q_dim(),
+                                             .k = kv.keys(l),
+                                             .v = kv.values(l),
+                                             .mask = in.masks[i],
+                                             .out = a.att + r0 * c.q_dim(),
+                                             .T = n,
+                                             .n_past = kv.committed(),
+                                             .n_masked = kv.pending() + n,
+                                             .n_heads = c.n_heads,
+                                             .n_kv_heads = c.n_kv_heads,
+                                             .head_dim = c.head_dim,
+                                             .scale = 1.0f / std::sqrt(float(c.head_dim)),
+                                             .k_type = kv.key_type(),
+                                             .v_type = kv.value_type(),
+                                             .blocks = kv.paged() ? kv.blocks().data() : nullptr,
+                                             .block_rows = kv.block_rows()});
+    r0 += n;
+  }
+  be.attention(attention_calls_);
+  be.matmul(w[Out], a.att, T, a.xb);
+  if (w[BiasOut]) be.add_bias(a.xb, w[BiasOut], T, c.dim);
+  be.add(a.x, a.xb, T * c.dim);
+}
+
+void LlamaModel::dense_ffn_block(int64_t l, const LayerWeights& w, int64_t T, const Activations& a) {
+  using enum LayerMatrix;
+  const LlamaConfig& c = config_;
+  Backend& be = backend_;
+  be.rmsnorm(a.x, w[LayerVector::FfnNorm], T, c.dim, c.rms_eps, a.xb);
+  be.matmul(w[Gate], a.xb, T, a.gate);
+  be.matmul(w[Up], a.xb, T, a.up);
+  gated_activation(be, arch_.layers[size_t(l)].activation, a.gate, a.up, T * c.ffn_dim);
+  be.matmul(w[Down], a.gate, T, a.xb);
+  be.add(a.x, a.xb, T * c.dim);
+}
+
+void LlamaModel::experts_ffn_block(int64_t l, const LayerWeights& w, int64_t T, const Activations& a) {
+  const LlamaConfig& c = config_;
+  Backend& be = backend_;
+  const int64_t E = c.n_experts, k = c.n_experts_used, F = c.expert_ffn_dim;
+  be.rmsnorm(a.x, w[LayerVector::FfnNorm], T, c.dim, c.rms_eps, a.xb);
+  be.matmul(w[LayerMatrix::Router], a.xb, T, a.router);
+  const float* logits = a.router;
+  if (!be.host_memory()) {  // routing is decided on the host: T x E floats come down
+    router_host_.resize(size_t(T * E));
+    be.download(router_host_.data(), a.router, router_host_.size() * sizeof(float));
+    logits = router_host_.data();
+  }
+  routing_ = route_rows({logits, size_t(T * E)}, T, E, k);
+  batches_ = group_by_expert(routing_, E);
+  const std::vector<int32_t>& experts = batches_.experts;
+  layers_->route(l, experts);  // a streaming source starts reading the routed experts now
+  expert_counters_.routed += int64_t(experts.size());
+  expert_counters_.routed_bytes += int64_t(experts.size()) * expert_bytes_[size_t(l)];
+  if (l + 1 < c.n_layers) guess_experts(l + 1, a.xb, T, a.router);
+
+  // Each expert multiplies the rows routed to it together; its input rows are no longer
+  // needed once its gate and up have run, so its output rows overwrite them. Experts run
+  // in the order their weights arrive: each writes rows of its own, so the order does
+  // not change a bit of the result.
+  be.gather_rows(a.xb, T, batches_.row.data(), T * k, c.dim, a.expert_rows);
+  std::vector<int32_t> left = experts;
+  while (!left.empty()) {
+    const auto next = left.begin() + std::ptrdiff_t(layers_->ready_among(l, left));
+    const size_t i = size_t(std::lower_bound(experts.begin(), experts.end(), *next) - experts.begin());  // ascending
+    left.erase(next);
+    const int64_t first = batches_.begin[i], n = batches_.begin[i + 1] - first;
+    const ExpertWeights ew = layers_->expert(l, w, experts[i]);
+    float* x = a.expert_rows + first * c.dim;
+    float* gate = a.gate + first * F;
+    float* up = a.up + first * F;
+    be.matmul(ew.gate, x, n, gate);
+    be.matmul(ew.up, x, n, up);
+    gated_activation(be, arch_.layers[size_t(l)].activation, gate, up, n * F);
+    be.matmul(ew.down, gate, n, x);
+    layers_->done_with(l, experts[i]);
+  }
+  be.weighted_sum_rows(a.expert_rows, T * k, batches_.slot.data(), routing_.weight.data(), T, k, c.dim, a.xb);
+  be.add(a.x, a.xb, T * c.dim);
+}
+
+void LlamaModel::guess_experts(int64_t layer, const float* in, int64_t T, float* logits) {
+  // The next layer's router applied to this layer's FFN input: the residual stream
+  // changes little from one layer to the next, so this picks most of the experts the
+  // next layer will route to (84% on the OLMoE-shape fixture), and their reads overlap
+  // this layer's experts and the next layer's attention instead of following its router.
+  const std::optional<WeightMatrix> router = layers_->router_ahead(layer);
+  if (!router) return;
+  const LlamaConfig& c = config_;
+  backend_.matmul(*router, in, T, logits);  // the routing of this layer has been taken from `logits`
+  const Routing guess = route_rows({logits, size_t(T * c.n_experts)}, T, c.n_experts, c.n_experts_used);
+  // Likeliest first: by the routing weight the rows give each expert, summed.
+  std::vector<float> weight(size_t(c.n_experts), 0.0f);
+  for (size_t i = 0; i < guess.expert.size(); ++i) weight[size_t(guess.expert[i])] += guess.weight[i];
+  std::vector<int32_t> experts = group_by_expert(guess, c.n_experts).experts;
+  std::stable_sort(experts.begin(), experts.end(),
+                   [&](int32_t a, int32_t b) { return weight[size_t(a)] > weight[size_t(b)]; });
+  layers_->guess(layer, experts);
+}
+
+void LlamaModel::output_head(std::span<const PassPart> parts, const Activations& a) {
+  const LlamaConfig& c = config_;
+  Backend& be = backend_;
+  // The rows that want logits, gathered (normed) into xb, go through the head in one matmul.
+  int64_t n_out = 0, r0 = 0, outputs = 0;
+  const PassPart* only = nullptr;
+  for (const PassPart& p : parts) {
+    const int64_t n = int64_t(p.chunk.tokens.size());
+    if (p.out) {
+      be.rmsnorm(a.x + (r0 + p.logit_from) * c.dim, placed_.output_norm, n - p.logit_from, c.dim, c.rms_eps,
+                 a.xb + n_out * c.dim);
+      n_out += n - p.logit_from;
+      ++outputs;
+      only = &p;
+    }
+    r0 += n;
+  }
+  if (n_out == 0) return;
+  const size_t per_row = size_t(c.n_vocab), bytes = size_t(n_out) * per_row * sizeof(float);
+  // All logits rows, in part order: straight to where they belong when one part wants them.
+  float* out = only->out;
+  if (outputs > 1) {
+    pass_logits_.resize(size_t(n_out) * per_row);
+    out = pass_logits_.data();
+  }
+  if (be.host_memory()) {
+    be.matmul(placed_.output, a.xb, n_out, out);
+  } else {
+    logits_dev_.reserve(be, bytes);
+    be.matmul(placed_.output, a.xb, n_out, logits_dev_.get<float>());
+    be.download(out, logits_dev_.get(), bytes);
+  }
+  int64_t row = 0;
+  for (const PassPart& p : parts) {
+    if (!p.out) continue;
+    const int64_t rows = int64_t(p.chunk.tokens.size()) - p.logit_from;
+    if (outputs > 1) std::memcpy(p.out, out + row * c.n_vocab, size_t(rows) * per_row * sizeof(float));
+    check_finite(p);
+    row += rows;
+  }
+}
+
+void LlamaModel::check_finite(const PassPart& p) const {
+  // NaN or Inf logits (broken weights, an overflow) would be sampled as garbage, silently.
+  const int64_t n_vocab = config_.n_vocab;
+  for (int64_t r = p.logit_from; r < int64_t(p.chunk.tokens.size()); ++r) {
+    const float* lr = p.out + (r - p.logit_from) * n_vocab;
+    float sum = 0.0f;  // NaN or Inf anywhere makes the sum so; one branch per row
+    for (int64_t i = 0; i < n_vocab; ++i) sum += lr[i] * 0.0f;
+    if (sum != 0.0f)
+      throw Error(printable(file_.path()) + ": the logits at position " + std::to_string(p.chunk.positions[size_t(r)]) +
+                  " are not finite (NaN or Inf): the model's weights or activations overflow");
+  }
+}
+
+}  // namespace flashspec

@@ -1,0 +1,46 @@
+#pragma once
+// What an architecture is, layer by layer: the blocks each layer's forward composes.
+// LlamaModel::forward_pass runs, per layer, its mixer block and then its FFN block; each
+// reads the residual stream, normalises it, computes, and adds its output back. An
+// architecture is a description here (architecture_of) plus the blocks it needs that
+// the others do not have; the loop over layers does not change.
+#include <cstdint>
+#include <vector>
+
+namespace flashspec {
+
+struct LlamaConfig;
+
+// How a layer's tokens see each other.
+enum class MixerBlock : uint8_t {
+  Attention,  // causal (or tree-masked) attention over the sequence's KV cache
+};
+
+// How a layer transforms each token on its own.
+enum class FfnBlock : uint8_t {
+  Dense,    // down(act(gate x) * up x)
+  Experts,  // the same per routed expert, top-k of a softmax router, weights renormalised
+};
+
+// The gate's activation in a gated FFN (dense or per expert).
+enum class Activation : uint8_t {
+  Silu,  // SwiGLU
+};
+
+// Attention biases and per-head Q/K norms are not listed: a layer has them where its
+// file has the tensors (model/layer_tensors.cpp says which families must).
+struct LayerBlocks {
+  MixerBlock mixer = MixerBlock::Attention;
+  FfnBlock ffn = FfnBlock::Dense;
+  Activation activation = Activation::Silu;
+};
+
+struct Architecture {
+  std::vector<LayerBlocks> layers;  // one per layer, in order
+};
+
+// The description of a model of config `c` (llama, qwen2, qwen3, qwen3moe and
+// Mixtral-style llamas: every layer attention, then a dense or an experts FFN).
+Architecture architecture_of(const LlamaConfig& c);
+
+}  // namespace flashspec
