@@ -4,7 +4,7 @@
 // project's VM it reads a huge-page copy at 28-40 GB/s against 14-29 GB/s through the
 // mapping's 4 KiB page-cache pages (see offload/aligned_buffer.h). The cost is a copy at
 // start-up and memory the kernel cannot drop and re-read under pressure, so the engine
-// copies only what fits in the memory available (engine/placement.cpp); --mmap keeps the
+// copies only what fits in the memory available (target/placement.cpp); --mmap keeps the
 // mapping.
 #include <cstdint>
 #include <span>
