@@ -5,7 +5,9 @@
 // for all of them instead of once per sequence. Sequences join (add) and leave (take)
 // between passes; a new prompt is prefilled in chunks of at most `prefill_rows` rows per
 // pass, mixed into the passes of the sequences already decoding, which keep emitting
-// (beside them, in halves when the pass is bound by compute: see step()).
+// (beside them, in halves when the pass is bound by compute: see schedule()). What a pass
+// does with the rows it carries is the pass pipeline's (engine/pass_pipeline.h); this
+// class decides which sequences and rows each pass carries, and owns their KV memory.
 //
 // Each sequence has its own caches (target and draft), sampler state and prompt-lookup
 // index, and every row of a pass attends only to its own sequence (LlamaModel::
@@ -35,10 +37,7 @@
 #include <span>
 #include <vector>
 
-#include "core/token_tree.h"
-#include "draft/drafter.h"
-#include "draft/prompt_lookup.h"
-#include "engine/budget_policy.h"
+#include "engine/pass_pipeline.h"
 #include "engine/session.h"
 #include "model/sequence_cache.h"
 #include "model/kv_pool.h"
@@ -47,19 +46,6 @@
 namespace flashspec {
 
 class LlamaModel;
-
-// What the passes so far carried (metrics).
-struct BatchCounters {
-  int64_t passes = 0;
-  int64_t rows = 0;             // rows of all passes
-  int64_t prefill_rows = 0;     // of which prompt rows
-  int64_t sequence_slots = 0;   // sequences per pass, summed over passes
-  int64_t most_sequences = 0;   // the most sequences one pass carried
-  double target_ms = 0;         // time in target passes
-  double io_wait_ms = 0;        // of which waiting for streamed weights
-  double draft_ms = 0;          // drafting before the passes (every sequence's, in turn)
-  int64_t prefix_rows = 0;      // prompt positions taken from blocks already computed, not prefilled
-};
 
 // The paged pool's state (all zero without one).
 struct KvFigures {
@@ -114,20 +100,13 @@ class BatchSession {
   // reservation of the widest tree --draft-max allows (1026 rows by default) would let a
   // pool sized to the memory available hold a fraction of the sequences it can.
   static constexpr int64_t kAutoScratchRows = 32;
-  const BatchCounters& counters() const { return counters_; }
+  const BatchCounters& counters() const { return pipeline_.counters(); }
   KvFigures kv_figures() const;
 
  private:
   struct Sequence;
-  // The candidates this pass verifies for each decoding sequence (Sequence::cand): the
-  // draft's trees grown in lockstep, one draft forward per level for all of them, and
-  // prompt-lookup branches.
-  void draft(const std::vector<Sequence*>& decode);
-  // After a pass: a prefill chunk's first token, or a verified tree's tokens.
-  void finish_prefill(Sequence& s, int64_t rows);
-  void finish_tree(Sequence& s, const TokenTree& tree, const std::vector<int32_t>& picked, int64_t draft_nodes);
-  // Emits one token; true when the sequence must stop.
-  bool emit(Sequence& s, int32_t tok);
+  // This pass's rows: every decoding sequence's tree, and prompt chunks (see step()).
+  void schedule(std::vector<SequenceRun*>& prefill, std::vector<SequenceRun*>& decode);
   // Context rows a request needs, and the pool blocks they take (Error beyond the pool).
   int64_t rows_needed(int64_t prompt_tokens, int64_t n_predict) const;
   int64_t blocks_for(int64_t rows) const;
@@ -136,25 +115,21 @@ class BatchSession {
   PrefixBlocks::Match known_prefix(std::span<const int32_t> prompt, int64_t need);
   // Prompt rows `s` may take from blocks already computed (paged); false when it should
   // wait for a sequence prefilling the same prefix in this pass (`leaders`).
-  bool take_known_prefix(Sequence& s, const std::vector<Sequence*>& leaders);
+  bool take_known_prefix(Sequence& s, const std::vector<SequenceRun*>& leaders);
   // The sequence has ended: its full blocks become known, its caches go.
   void retire(Sequence& s);
   Sequence& get(int64_t id) const;
 
   LlamaModel& target_;
-  LlamaModel* draft_;
-  std::optional<SpeculationParams> policy_;
+  PassPipeline pipeline_;
   const int64_t capacity_, max_sequences_, prefill_rows_;
   int64_t scratch_rows_;
-  std::optional<BudgetPolicy> auto_budget_;  // shared: its prices are the pass's
   // Destroyed in reverse: sequences, then the prefix index, give their blocks back
   // before the pool goes.
   std::optional<KvPool> pool_;
   std::optional<PrefixBlocks> prefixes_;
   std::list<std::unique_ptr<Sequence>> seqs_;  // in arrival order (prefill goes first come, first served)
   int64_t next_id_ = 0;
-  BatchCounters counters_;
-  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
 }  // namespace flashspec

@@ -202,48 +202,7 @@ void BudgetPolicy::settle_steady(int64_t sequences, bool probing) {
 }
 
 BudgetPolicy::Choice BudgetPolicy::choose(const TokenTree& candidates, double drafted_ms) {
-  const std::vector<double> p = node_probabilities(candidates);
-  const std::vector<int32_t> order = ranked(candidates, p);
-  const int64_t available = int64_t(order.size());
-  // What the draft's nodes alone are worth at each budget, remembered across passes that
-  // do not draft, for the steady rates.
-  const int64_t draft_nodes = record_draft_tokens(candidates, p, order);
-  const bool probing = best_ == 0 && draft_nodes > 0;
-
-  // This pass: the budget with the best rate on this tree, its drafting spent.
-  size_t verify = 0;
-  double verify_rate = -1, tokens = 1.0;
-  std::vector<double> tokens_at(budgets_.size(), 1.0);
-  int64_t counted = 0;
-  for (size_t i = 0; i < budgets_.size() && budgets_[i] <= available; ++i) {
-    for (; counted < budgets_[i]; ++counted) tokens += p[size_t(order[size_t(counted)])];
-    tokens_at[i] = tokens;
-    const double rate = tokens / std::max(verify_ms(budgets_[i]) + drafted_ms, 1e-6);
-    if (rate > verify_rate) verify_rate = rate, verify = i;
-  }
-  // The steady choice, which sets the next horizon: drafting priced in.
-  settle_steady(1, probing);
-
-  // A probe verifies what it drafted, or it would learn nothing about the draft.
-  if (probing) verify = std::max(verify, index(draft_nodes));
-  // Now and then try a neighbouring budget, alternately smaller and larger, so that the
-  // costs around the choice are measured rather than modelled and stay fresh. The gap
-  // grows with the run (a quarter of the passes so far), as the estimates firm up.
-  else if (passes_ >= next_explore_ && available > 0) {
-    next_explore_ = passes_ + std::max(kExploreEvery, passes_ / 4);
-    const bool down = (explorations_++ % 2) == 1;
-    if (down && verify > 0) --verify;
-    else if (!down && verify + 1 < budgets_.size() && budgets_[verify + 1] <= available) ++verify;
-  }
-
-  Choice c;
-  const int64_t b = budgets_[verify];
-  c.nodes.assign(order.begin(), order.begin() + b);
-  std::sort(c.nodes.begin(), c.nodes.end());
-  for (int32_t k : c.nodes) c.draft_nodes += candidates.source[size_t(k)] == NodeSource::Draft;
-  c.predicted_tokens = tokens_at[verify];
-  c.predicted_ms = verify_ms(b) + drafted_ms;
-  return c;
+  return choose_many({candidates}, 0, drafted_ms).front();
 }
 
 std::vector<BudgetPolicy::Choice> BudgetPolicy::choose_many(const std::vector<TokenTree>& candidates,
@@ -282,8 +241,19 @@ std::vector<BudgetPolicy::Choice> BudgetPolicy::choose_many(const std::vector<To
     const double rate = tokens / std::max(verify_ms(fixed - 1 + budgets_[i]) + drafted_ms, 1e-6);
     if (rate > verify_rate) verify_rate = rate, verify = i;
   }
+  // The steady choice, which sets the next horizon: drafting priced in.
   settle_steady(std::max<int64_t>(roots, 1), probing);
+  // A probe verifies what it drafted, or it would learn nothing about the draft.
   if (probing) verify = std::max(verify, index(draft_nodes));
+  // Now and then try a neighbouring budget, alternately smaller and larger, so that the
+  // costs around the choice are measured rather than modelled and stay fresh. The gap
+  // grows with the run (a quarter of the passes so far), as the estimates firm up.
+  else if (passes_ >= next_explore_ && !all.empty()) {
+    next_explore_ = passes_ + std::max(kExploreEvery, passes_ / 4);
+    const bool down = (explorations_++ % 2) == 1;
+    if (down && verify > 0) --verify;
+    else if (!down && verify + 1 < budgets_.size() && budgets_[verify + 1] <= int64_t(all.size())) ++verify;
+  }
 
   std::vector<Choice> out(candidates.size());
   const int64_t b = std::min<int64_t>(budgets_[verify], int64_t(all.size()));

@@ -1,7 +1,8 @@
 #pragma once
-// Steps of a speculative pass shared by the single-sequence Session and the
-// multi-sequence BatchSession: prompt-lookup branches added to the candidates, the
-// accepted path and bonus token drawn by the lossless rule that fits the tree, and their
+// The per-sequence steps of a pass that the pass pipeline (engine/pass_pipeline.h)
+// composes, kept apart so that each is tested on its own: the pass's timing, prompt-lookup
+// branches added to the candidates, the accepted path and bonus token drawn by the
+// lossless rule that fits the tree, its commit and emission (settle_tree), and their
 // counting in a run's statistics.
 #include <cstdint>
 #include <functional>
@@ -64,8 +65,7 @@ struct TreeOutcome {
   Acceptance acc;
   Emitted emitted;
 };
-// The one place where a verified tree's outcome is applied to its sequence, for every
-// loop (Session, BatchSession): the accepted path and bonus token drawn by the lossless
+// The one place where a verified tree's outcome is applied to its sequence: the accepted path and bonus token drawn by the lossless
 // rule from the target's `logits` (n_vocab per node), the rows of the root and the
 // accepted path committed in the sequence's `state` (every kind of state it has; the
 // rejected branches leave nothing), the tokens emitted through `emit` until it says

@@ -1,0 +1,32 @@
+#pragma once
+// What a caller asks of one generation (GenerateOptions) and what it gets back
+// (GenerationResult), the same for a Session's turn and a BatchSession's request. Apps go
+// through run_turn (engine/turn.h), which builds the options from a TurnRequest.
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "core/sampler.h"
+#include "core/stats.h"
+
+namespace flashspec {
+
+struct GenerateOptions {
+  int64_t n_predict = 128;
+  SamplingParams sampling;
+  int64_t logits_positions = 0;  // keep full logits of the first K generated positions
+  bool ignore_eos = false;
+  std::function<bool(int32_t)> is_end;  // end-of-generation test
+  std::function<void(int32_t)> on_token;  // called as each token is final
+  // Asked after each emitted token (after on_token): true ends the generation there
+  // (Ctrl-C in chat, a stop text). The token just emitted is kept.
+  std::function<bool()> should_stop;
+};
+
+struct GenerationResult {
+  std::vector<int32_t> tokens;
+  std::vector<std::vector<float>> logits;
+  GenerationStats stats;
+};
+
+}  // namespace flashspec

@@ -1,0 +1,340 @@
+#include "engine/pass_pipeline.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/error.h"
+#include "model/llama_model.h"
+
+namespace flashspec {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// What a pass measured, in the record of each sequence it carried.
+void stamp(PassRecord& rec, const TargetPassTimes& t, double target_start) {
+  rec.target_start = target_start;
+  rec.target_ms = t.target_ms;
+  rec.io_wait_ms = t.io_wait_ms;
+  rec.storage_ms = t.storage_ms;
+  rec.experts = t.experts.routed;
+  rec.expert_bytes = t.experts.routed_bytes;
+  rec.expert_bytes_read = t.experts.read_bytes;
+}
+}  // namespace
+
+// The growth of next trees started for a pass. While a worker grows, only it touches its
+// drafter; leaving a pass early (an exception) must not let anyone touch the drafter
+// before the growth ends.
+class PassPipeline::PreGrowth {
+ public:
+  PreGrowth() = default;
+  PreGrowth(const PreGrowth&) = delete;
+  PreGrowth& operator=(const PreGrowth&) = delete;
+  ~PreGrowth() {
+    for (DraftWorker* w : running_) {
+      try {
+        w->finish();
+      } catch (...) {  // already unwinding: the first error is the one reported
+      }
+    }
+  }
+  void start(DraftWorker& w, int64_t nodes, int32_t width) {
+    w.grow_async(nodes, width);
+    running_.push_back(&w);
+  }
+  bool running(const DraftWorker* w) const { return std::find(running_.begin(), running_.end(), w) != running_.end(); }
+  // Ends one worker's growth: the milliseconds it grew.
+  double finish(DraftWorker& w) {
+    running_.erase(std::find(running_.begin(), running_.end(), &w));
+    return w.finish();
+  }
+
+ private:
+  std::vector<DraftWorker*> running_;
+};
+
+PassPipeline::PassPipeline(LlamaModel& target, LlamaModel* draft, std::optional<SpeculationParams> policy,
+                           const BudgetPolicy* learned)
+    : target_(target), draft_(policy ? draft : nullptr), policy_(policy) {
+  if (!policy_) return;
+  if (!draft && !policy_->lookup) throw Error("internal: speculation without a draft");
+  if (!policy_->auto_budget()) return;
+  if (learned) {
+    auto_budget_.emplace(*learned);
+    return;
+  }
+  // Until drafting is measured, a draft forward is priced at the draft's share of the
+  // target's bytes (decoding reads every weight once) on the draft's own threads, where
+  // the target's pool has every core: a per-forward ratio to the target's one-row compute.
+  const double ratio = draft ? double(draft->file().file_size()) / double(target.file().file_size()) *
+                                   double(target.backend().threads()) / double(draft->backend().threads())
+                             : 0.0;
+  const LlamaConfig& c = target.config();
+  auto_budget_.emplace(policy_->budget, ratio, ExpertShape{c.n_layers, c.n_experts, c.n_experts_used});
+}
+
+void PassPipeline::equip(SequenceRun& s, int64_t rows, bool pre_grow) const {
+  if (policy_ && policy_->lookup) s.lookup.emplace(policy_->lookup_params);
+  if (!draft_) return;
+  // The draft also holds the unprocessed tail of the last round besides its own tree.
+  s.drafter.emplace(*draft_, rows + policy_->max_tree_nodes() + 2, int32_t(target_.config().n_vocab));
+  if (!pre_grow || !policy_->overlapped()) return;
+  if (&draft_->backend() == &target_.backend()) throw Error("internal: an overlapped draft needs its own backend");
+  s.worker = std::make_unique<DraftWorker>(*s.drafter);
+}
+
+double PassPipeline::catch_up(SequenceRun& s) {
+  const auto t = Clock::now();
+  const int64_t behind = s.drafter->catch_up(s.seq);
+  const double ms = ms_between(t, Clock::now());
+  if (auto_budget_) auto_budget_->observe_catch_up(behind, ms);
+  return ms;
+}
+
+double PassPipeline::draft(const std::vector<SequenceRun*>& decode) {
+  const auto t0 = Clock::now();
+  horizon_ = !policy_ ? 0 : auto_budget_ ? auto_budget_->draft_horizon() : policy_->budget;
+  std::vector<SequenceRun*> growing, fresh;  // best-first trees; those started this pass
+  for (SequenceRun* s : decode) {
+    s->rec = {};
+    s->rec.draft_start = ms_between(s->added, t0);
+    s->cand = TokenTree(s->seq.back());
+    s->picked.clear();
+    if (!s->drafter || horizon_ == 0) continue;
+    if (policy_->chain()) {  // drawn one token at a time, from the draft's own distribution
+      s->drafter->sync(s->seq);
+      s->cand = s->drafter->propose(*policy_, s->opt.sampling, s->rng);
+      continue;
+    }
+    if (!s->pregrown) {
+      s->rec.catch_up_ms = catch_up(*s);
+      fresh.push_back(s);
+    }
+    growing.push_back(s);
+  }
+  // Every tree's next level in one draft forward: the draft model's weights are read
+  // once per level for all the sequences, as the target's are once per pass.
+  std::vector<SequenceBatch> batches;
+  for (SequenceRun* s : fresh) batches.push_back(s->drafter->root_batch(*policy_, s->opt.sampling));
+  if (!batches.empty()) draft_->forward_many(batches);
+  for (SequenceRun* s : fresh) s->drafter->absorb_root();
+  std::vector<int64_t> already;  // nodes each tree had before this pass grew it (pre-grown ones)
+  for (SequenceRun* s : growing) already.push_back(s->drafter->tree().size() - 1);
+  const int32_t width = policy_ ? policy_->width_for(horizon_) : 1;
+  for (;;) {
+    batches.clear();
+    std::vector<SequenceRun*> fed;
+    for (SequenceRun* s : growing)
+      if (std::optional<SequenceBatch> level = s->drafter->level_batch(horizon_, width)) {
+        batches.push_back(*level);
+        fed.push_back(s);
+      }
+    if (batches.empty()) break;
+    draft_->forward_many(batches);
+    for (SequenceRun* s : fed) s->drafter->absorb_level();
+  }
+  for (size_t i = 0; i < growing.size(); ++i) {
+    SequenceRun& s = *growing[i];
+    // --tree auto weighs every node already drafted (pre-grown nodes cost nothing more),
+    // up to its largest budget; the fixed modes verify their budget.
+    const int64_t offered = auto_budget_ ? std::min(std::max(horizon_, already[i]), policy_->budget) : horizon_;
+    s.cand = s.drafter->tree().prefix(int32_t(std::min<int64_t>(s.drafter->tree().size(), offered + 1)));
+    if (s.pregrown) s.rec.pregrown = std::min(already[i], horizon_);
+  }
+  for (SequenceRun* s : decode) {
+    s->draft_nodes = s->cand.size() - 1;
+    if (s->lookup) add_lookup_branches(*s->lookup, *policy_, s->drafter.has_value(), s->seq, s->draft_nodes, s->cand);
+    s->tree = s->cand;
+  }
+  return ms_between(t0, Clock::now());
+}
+
+void PassPipeline::choose(const std::vector<SequenceRun*>& decode, int64_t other_rows, double drafted_ms) {
+  if (!auto_budget_ || decode.empty()) return;
+  std::vector<TokenTree> cands;
+  std::vector<int64_t> room;  // candidates each cache has rows for, besides the root's
+  for (SequenceRun* s : decode) {
+    cands.push_back(s->cand);
+    room.push_back(s->cache->capacity() - s->cache->committed() - 1);
+  }
+  const std::vector<BudgetPolicy::Choice> choices = auto_budget_->choose_many(cands, other_rows, drafted_ms, room);
+  for (size_t i = 0; i < decode.size(); ++i) {
+    SequenceRun& s = *decode[i];
+    s.tree = s.cand.select(choices[i].nodes);
+    s.picked = {0};
+    s.picked.insert(s.picked.end(), choices[i].nodes.begin(), choices[i].nodes.end());
+    s.rec.predicted_tokens = choices[i].predicted_tokens;
+    s.rec.predicted_ms = choices[i].predicted_ms;
+  }
+}
+
+void PassPipeline::run_pass(const std::vector<SequenceRun*>& prefill, const std::vector<SequenceRun*>& decode) {
+  const double drafted_ms = draft(decode);
+  int64_t rows = 0;
+  for (const SequenceRun* s : prefill) rows += s->prefill;
+  choose(decode, rows, drafted_ms);
+
+  std::vector<SequenceBatch> batches;
+  for (SequenceRun* s : prefill) {
+    const int64_t at = s->cache->committed();
+    s->positions = consecutive_positions(at, s->prefill);
+    const bool last = at + s->prefill == int64_t(s->seq.size());
+    batches.push_back({ForwardBatch{std::span(s->seq).subspan(size_t(at), size_t(s->prefill)), s->positions, {}},
+                       &*s->cache, last ? LogitRows::Last : LogitRows::None, &s->logits});
+  }
+  for (SequenceRun* s : decode) {
+    s->positions = s->tree.positions(s->cache->committed());
+    // The root alone is the next row of a causal sequence: no mask to read.
+    s->mask = s->tree.size() > 1 ? s->tree.ancestor_mask() : std::vector<uint8_t>{};
+    batches.push_back({ForwardBatch{s->tree.tokens, s->positions, s->mask}, &*s->cache, LogitRows::All, &s->logits});
+    rows += s->tree.size();
+  }
+
+  // Policy for the overlap (one sequence with a worker): while the target verifies, the
+  // draft keeps growing the same best-first tree, until the pass ends or the tree reaches
+  // its largest size. Best-first order spends those nodes on the continuations the draft
+  // finds most likely, so whichever bonus token the target picks, the subtree already
+  // grown under it is as large as the draft could have made it for that outcome's
+  // probability; it becomes the start of the next pass's tree. Growth stops when the pass
+  // ends, so the target never waits for it. --tree auto grows ahead for the horizon it
+  // drafts to now, not for its largest budget: a wide draft forward still running when
+  // the pass ends is waited for.
+  PreGrowth growth;
+  const int64_t ahead = !policy_ ? 0
+                        : auto_budget_
+                            ? std::min(policy_->max_tree_nodes(),
+                                       std::max<int64_t>(horizon_, 2) * (1 + policy_->pregrow_factor()))
+                            : policy_->max_tree_nodes();
+  const auto t0 = Clock::now();
+  const TargetPassTimes t = time_target_pass(target_, [&] {
+    for (SequenceRun* s : decode)
+      if (s->worker && s->draft_nodes > 0) growth.start(*s->worker, ahead, policy_->width_for(ahead));
+    target_.forward_many(batches);
+  });
+
+  ++counters_.passes;
+  counters_.rows += rows;
+  for (const SequenceRun* s : prefill) counters_.prefill_rows += s->prefill;
+  const int64_t carried = int64_t(prefill.size() + decode.size());
+  counters_.sequence_slots += carried;
+  counters_.most_sequences = std::max(counters_.most_sequences, carried);
+  counters_.target_ms += t.target_ms;
+  counters_.io_wait_ms += t.io_wait_ms;
+  counters_.draft_ms += drafted_ms;
+
+  for (SequenceRun* s : prefill) {
+    s->rec = {};
+    stamp(s->rec, t, ms_between(s->added, t0));
+    s->rec.draft_start = s->rec.target_start;
+    s->rec.tree_tokens = s->prefill;
+    finish_prefill(*s);
+  }
+  for (SequenceRun* s : decode) {
+    s->rec.draft_ms = drafted_ms;  // the sequences drafted together
+    stamp(s->rec, t, ms_between(s->added, t0));
+    s->rec.tree_tokens = s->tree.size();
+    count_sources(s->tree, s->rec);
+    finish_tree(*s, growth);
+  }
+  observe(decode, rows, t, drafted_ms);
+}
+
+void PassPipeline::finish_prefill(SequenceRun& s) {
+  s.cache->commit_first(s.prefill);
+  GenerationStats& st = s.result.stats;
+  ++st.target_passes;
+  const bool whole = s.cache->committed() >= int64_t(s.seq.size());  // else more of the prompt to come
+  bool stop = s.opt.n_predict <= 0;
+  if (whole) {
+    s.first_token = Clock::now();
+    st.prefill_ms = ms_between(s.added, s.first_token);
+  }
+  if (whole && !stop) {
+    const int64_t n_vocab = target_.config().n_vocab;
+    const std::span<const float> row = std::span(s.logits).first(size_t(n_vocab));
+    if (s.opt.logits_positions > 0) s.result.logits.emplace_back(row.begin(), row.end());
+    stop = emit(s, sample_token(s.opt.sampling, row, s.rng));
+    st.ttft_ms = s.ms_since_added();
+    s.rec.emitted = 1;
+    // The draft reads the prompt now, as the target just did; --tree auto starting
+    // without drafting leaves it to the first pass that drafts, if any does.
+    if (!stop && s.drafter && !(auto_budget_ && auto_budget_->draft_horizon() == 0)) {
+      const auto t = Clock::now();
+      s.drafter->catch_up(s.seq);
+      st.draft_ms += ms_between(t, Clock::now());
+    }
+  }
+  st.passes.push_back(s.rec);
+  if (whole && stop) end(s);
+}
+
+void PassPipeline::finish_tree(SequenceRun& s, PreGrowth& growth) {
+  GenerationStats& st = s.result.stats;
+  ++st.target_passes;
+  const TreeOutcome out = settle_tree(s.tree, s.logits, target_.config().n_vocab, s.opt.sampling, s.rng, *s.cache,
+                                      s.opt.logits_positions, s.result.logits, st,
+                                      [&](int32_t tok) { return emit(s, tok); });
+  s.rec.emitted = int64_t(out.emitted.tokens);
+  if (auto_budget_) auto_budget_->observe_acceptance(s.tree, out.acc.path);
+  if (s.worker && growth.running(s.worker.get())) {
+    const auto t = Clock::now();
+    s.rec.pregrow_ms = growth.finish(*s.worker);
+    s.rec.draft_stall_ms = ms_between(t, Clock::now());
+  }
+  // The drafter keeps the rows of its own nodes on the accepted path, up to the first
+  // lookup node; its next sync queues the rest. A path cut at a lookup node has no
+  // bonus: no grown subtree is under it.
+  s.pregrown = false;
+  if (s.drafter && s.draft_nodes > 0) {
+    const Acceptance own = drafter_path(out.acc, s.picked, s.draft_nodes);
+    if (s.worker && own.bonus >= 0) s.pregrown = s.drafter->reroot(own);
+    else s.drafter->advance(own);
+  }
+  st.draft_ms += s.rec.draft_ms + s.rec.draft_stall_ms;
+  st.pregrow_ms += s.rec.pregrow_ms;
+  st.passes.push_back(s.rec);
+  if (out.emitted.stop) end(s);
+}
+
+void PassPipeline::end(SequenceRun& s) {
+  s.done = true;
+  GenerationStats& st = s.result.stats;
+  st.generated = int64_t(s.result.tokens.size());
+  if (!s.result.tokens.empty()) st.decode_ms = ms_between(s.first_token, Clock::now());
+}
+
+bool PassPipeline::emit(SequenceRun& s, int32_t tok) {
+  s.seq.push_back(tok);
+  s.result.tokens.push_back(tok);
+  const GenerateOptions& opt = s.opt;
+  if (opt.on_token) opt.on_token(tok);
+  return (!opt.ignore_eos && opt.is_end && opt.is_end(tok)) || int64_t(s.result.tokens.size()) >= opt.n_predict ||
+         (opt.should_stop && opt.should_stop());
+}
+
+void PassPipeline::observe(const std::vector<SequenceRun*>& decode, int64_t rows, const TargetPassTimes& t,
+                           double drafted_ms) {
+  if (!auto_budget_) return;
+  if (decode.empty()) {
+    auto_budget_->observe_cost(rows, t.target_ms, t.io_wait_ms, t.experts.routed);
+  } else {
+    // Drafting the pass waited for: catching up is priced on its own (observe_catch_up),
+    // waiting for pre-growth after the pass is drafting all the same.
+    int64_t nodes = 0;
+    double waited = drafted_ms;
+    for (const SequenceRun* s : decode) {
+      nodes += s->draft_nodes;
+      waited += s->rec.draft_stall_ms - s->rec.catch_up_ms;
+    }
+    const int64_t n = int64_t(decode.size());
+    if (nodes > 0) auto_budget_->observe_draft((nodes + n - 1) / n, waited);  // the trees' mean size
+    auto_budget_->observe_pass(rows, t.target_ms, t.io_wait_ms, t.experts.routed);
+  }
+  auto_budget_->observe_storage(t.storage_ms);
+}
+
+}  // namespace flashspec
