@@ -173,14 +173,14 @@ std::vector<Config> plan_sweep(const BenchArgs& a) {
 EngineOptions engine_options(const BenchArgs& a, const Config& c) {
   EngineOptions r = a.run.engine;
   r.greedy = c.temp == 0;
-  SpeculationParams& sp = r.speculation;
-  if (c.shape == "chain") sp.mode = SpeculationParams::Mode::Chain, sp.budget = c.budget;
-  if (c.shape == "tree") sp.mode = SpeculationParams::Mode::Tree, sp.budget = c.budget;
-  if (c.shape == "tree-auto") sp.mode = SpeculationParams::Mode::Auto, sp.budget = SpeculationParams::kDefaultAutoBudget;
+  SpeculationRequest& sp = r.speculation;
+  if (c.shape == "chain") sp.mode = SpeculationMode::Chain, sp.chain_length = c.budget;
+  if (c.shape == "tree") sp.mode = SpeculationMode::Tree, sp.tree_size = c.budget;
+  if (c.shape == "tree-auto") sp.mode = SpeculationMode::Auto, sp.auto_max = kDefaultAutoMax;
   if (c.shape == "target") r.draft_path.clear();
   if (c.io_bw_bytes > 0) r.placement.stream = true;
   r.placement.io.bandwidth = c.io_bw_bytes;
-  if (c.parallel > 1) r.placement.ring_slots = kBatchRingSlots;
+  r.parallel = std::max<int64_t>(c.parallel, 1);
   return r;
 }
 

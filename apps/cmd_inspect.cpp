@@ -193,27 +193,13 @@ Action register_inspect(CLI::App& app) {
   sub->add_option("model,-m,--model", args->path, "GGUF file")->required();
   sub->add_flag("--json", args->json, "print JSON");
   sub->add_option("--backend", args->backend, "backend to plan for")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
-  sub->add_flag("--stream", args->placement.stream, "plan streaming from storage");
-  sub->add_option("--ram-budget", args->placement.ram_budget, "streaming: RAM for resident layers and the ring (implies --stream)")
-      ->transform(size_value());
-  CLI::Option* vram = sub->add_option_function<uint64_t>(
-                             "--vram-budget", [args](const uint64_t& v) { args->placement.vram_budget = v; },
-                             "--backend cuda: VRAM for resident layers")
-                          ->transform(size_value());
-  sub->add_option_function<int64_t>("--gpu-layers,--n-gpu-layers",
-                                    [args](const int64_t& v) { args->placement.gpu_layers = v; },
-                                    "--backend cuda: layers in VRAM (-ngl)")
-      ->check(CLI::Range(int64_t(0), int64_t(1) << 20))
-      ->excludes(vram);
+  add_placement_flags(*sub, args->placement);
   add_kv_type_options(*sub, args->kv_types);
-  add_mmap_flag(*sub, args->placement);
   sub->add_option("-d,--draft", args->draft, "self:TYPE: show the self-draft (the model quantized at load) in the plan");
   sub->add_option("-c,--ctx", args->ctx, "context to size the KV cache for (default: the trained length)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
-  return [args, sub] {
-    if (sub->get_option("--ram-budget")->count() > 0) args->placement.stream = true;
-    if (args->backend != "cuda" && (args->placement.vram_budget || args->placement.gpu_layers))
-      throw UsageError("--vram-budget / --gpu-layers plan VRAM: they need --backend cuda");
+  return [args] {
+    check_placement_flags(args->placement, args->backend);
     return run_inspect(*args);
   };
 }

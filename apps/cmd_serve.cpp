@@ -36,7 +36,7 @@ int run_serve(ServeArgs& a) {
   // Before any thread starts (the engine's pools, httplib's), so that every thread
   // inherits the mask and only the watcher takes SIGINT/SIGTERM.
   server::BlockedSignals blocked;
-  if (o.parallel > 1) a.run.engine.placement.ring_slots = kBatchRingSlots;
+  a.run.engine.parallel = o.parallel;
   Engine engine(a.run.engine);
   server::HttpServer http(engine, o);
   const int port = http.bind();

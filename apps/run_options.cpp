@@ -15,8 +15,6 @@ namespace flashspec {
 
 namespace {
 
-constexpr int64_t kMaxTreeBudget = SpeculationParams::kMaxTreeBudget;
-constexpr int64_t kMaxChain = SpeculationParams::kMaxChain;
 
 // The default seed: random, as llama.cpp's; printed so that a run can be repeated.
 uint64_t random_seed() {
@@ -25,17 +23,6 @@ uint64_t random_seed() {
 }
 
 }  // namespace
-
-CLI::Validator size_value() {
-  return CLI::Validator(
-      [](std::string& s) -> std::string {
-        const std::optional<double> b = parse_size(s);
-        if (!b || *b > 1e18) return "'" + s + "' is not a size (e.g. 512M, 2.1G, 1GiB, 0)";
-        s = std::to_string(uint64_t(*b));
-        return {};
-      },
-      "SIZE");
-}
 
 CLI::Validator finite_range(double lo, double hi) {
   return CLI::Validator(
@@ -67,15 +54,15 @@ CLI::Validator budget_check(const char* what, int64_t max, bool allow_auto, bool
 
 }  // namespace
 
-CLI::Validator chain_value(bool none) { return budget_check("a chain length", kMaxChain, false, none); }
-CLI::Validator tree_value(bool none) { return budget_check("a tree budget", kMaxTreeBudget, true, none); }
+CLI::Validator chain_value(bool none) { return budget_check("a chain length", kMaxChainLength, false, none); }
+CLI::Validator tree_value(bool none) { return budget_check("a tree budget", kMaxTreeSize, true, none); }
 
 int64_t budget_number(const std::string& v) { return std::stoll(v); }
 
 void add_run_options(CLI::App& sub, RunOptions& o, int64_t n_predict, const std::string& n_help) {
   EngineOptions& e = o.engine;
   PlacementOptions& p = e.placement;
-  SpeculationParams& s = e.speculation;
+  SpeculationRequest& s = e.speculation;
   sub.add_option("-m,--model", e.target_path, "target model (GGUF)")->required();
   sub.add_option("-d,--draft,--model-draft", e.draft_path,
                  "draft model (GGUF) for speculative decoding (llama.cpp: -md); 'lookup': draft by prompt lookup "
@@ -106,12 +93,12 @@ void add_run_options(CLI::App& sub, RunOptions& o, int64_t n_predict, const std:
   CLI::Option* chain =
       sub.add_option("--chain", o.chain, "speculate with a chain of K draft tokens")->check(chain_value());
   CLI::Option* tree = sub.add_option("--tree", o.tree,
-                                     "speculate with a draft tree of B tokens (1.." + std::to_string(kMaxTreeBudget) +
+                                     "speculate with a draft tree of B tokens (1.." + std::to_string(kMaxTreeSize) +
                                          "), or 'auto': sized each pass from measured costs (the default with -d)")
                            ->check(tree_value());
   chain->excludes(tree);
-  sub.add_option("--draft-max", o.draft_max, "largest draft (tokens) --tree auto may choose (default " + std::to_string(SpeculationParams::kDefaultAutoBudget) + ")")
-          ->check(CLI::Range(int64_t(1), kMaxTreeBudget));
+  sub.add_option("--draft-max", o.draft_max, "largest draft (tokens) --tree auto may choose (default " + std::to_string(kDefaultAutoMax) + ")")
+          ->check(CLI::Range(int64_t(1), kMaxTreeSize));
   CLI::Option* width = sub.add_option("--tree-width", s.tree_width, "tree nodes the draft expands per pass (0: min(budget/2, 4), up to 8 from 32 nodes with a draft over 1/32 of the target's size, budget/16 for large trees)")
                            ->check(CLI::Range(0, 4096))
                            ->capture_default_str();
@@ -142,40 +129,7 @@ void add_run_options(CLI::App& sub, RunOptions& o, int64_t n_predict, const std:
       ->capture_default_str();
   add_kv_type_options(sub, o.kv_types);
   sub.add_flag("--ignore-eos", o.ignore_eos, "keep generating past end-of-sequence");
-  CLI::Option* stream = sub.add_flag("--stream", o.stream, "stream target layers from storage");
-  sub.add_option("--ram-budget", p.ram_budget, "with --stream: RAM for resident target layers and the read ring, e.g. 2G")
-      ->transform(size_value())
-      ->needs(stream);
-  CLI::Option* vram = sub.add_option_function<uint64_t>(
-                             "--vram-budget", [&p](const uint64_t& v) { p.vram_budget = v; },
-                             "with --backend cuda: VRAM for resident target layers (default: all of them)")
-                          ->transform(size_value());
-  CLI::Option* ngl = sub.add_option_function<int64_t>(
-                            "--gpu-layers,--n-gpu-layers", [&p](const int64_t& v) { p.gpu_layers = v; },
-                            "with --backend cuda: this many leading target layers in VRAM, the rest staged through "
-                            "two VRAM slots (llama.cpp: -ngl)")
-                         ->check(CLI::Range(int64_t(0), int64_t(1) << 20));
-  vram->excludes(ngl);
-  sub.add_option("--io-depth", p.io.depth, "with --stream: io_uring requests in flight")
-      ->check(CLI::Range(1, 4096))
-      ->capture_default_str()
-      ->needs(stream);
-  sub.add_option("--io-bw", p.io.bandwidth, "with --stream: storage bandwidth cap in bytes/s, e.g. 2.1G")
-      ->transform(size_value())
-      ->needs(stream);
-  sub.add_flag_function("--no-direct", [&p](int64_t) { p.io.direct = false; },
-                        "with --stream: buffered reads instead of O_DIRECT")
-      ->needs(stream);
-  add_mmap_flag(sub, p);
-}
-
-void add_mmap_flag(CLI::App& sub, PlacementOptions& p) {
-  CLI::Option* on = sub.add_flag_function("--mmap", [&p](int64_t) { p.mmap = true; },
-                                          "CPU: read resident weights through the file mapping (starts at once)");
-  CLI::Option* off = sub.add_flag_function("--no-mmap", [&p](int64_t) { p.mmap = false; },
-                                           "CPU: copy resident weights into memory at load (decodes faster; the "
-                                           "default for models over 64 MB that fit in the memory available)");
-  on->excludes(off);
+  add_placement_flags(sub, p);
 }
 
 void describe(CLI::App& sub, const std::string& name, const std::string& description) {
@@ -184,15 +138,12 @@ void describe(CLI::App& sub, const std::string& name, const std::string& descrip
 
 void finish_run_options(const CLI::App& sub, RunOptions& o) {
   EngineOptions& e = o.engine;
-  SpeculationParams& s = e.speculation;
-  e.placement.stream = o.stream;
+  SpeculationRequest& s = e.speculation;
   e.k_type = o.kv_types.key_type();
   e.v_type = o.kv_types.value_type();
   e.greedy = o.sampling.greedy();
   if (!o.seed_given) o.sampling.seed = random_seed();
-  if (e.backend != "cuda" && (e.placement.vram_budget || e.placement.gpu_layers))
-    throw UsageError(std::string(e.placement.gpu_layers ? "--gpu-layers (-ngl)" : "--vram-budget") +
-                     " needs --backend cuda (it places target layers in VRAM)");
+  check_placement_flags(e.placement, e.backend);
 
   auto given = [&](const char* name) { return sub.get_option_no_throw(name) && sub.get_option_no_throw(name)->count() > 0; };
   const bool spec_flags = given("--draft-max") || given("--tree-width") || given("--pregrow") ||
@@ -217,18 +168,18 @@ void finish_run_options(const CLI::App& sub, RunOptions& o) {
   }
   if (o.chain > 0) {
     if (given("--draft-max")) throw UsageError("--draft-max and --chain K both set the draft length: give one");
-    s.mode = SpeculationParams::Mode::Chain;
-    s.budget = o.chain;
+    s.mode = SpeculationMode::Chain;
+    s.chain_length = o.chain;
     return;
   }
   if (o.tree.empty() || o.tree == "auto") {
-    s.mode = SpeculationParams::Mode::Auto;
-    if (o.draft_max > 0) s.budget = o.draft_max;
+    s.mode = SpeculationMode::Auto;
+    if (o.draft_max > 0) s.auto_max = o.draft_max;
     return;
   }
   if (given("--draft-max")) throw UsageError("--draft-max and --tree B both set the draft size: give one (--draft-max caps --tree auto)");
-  s.mode = SpeculationParams::Mode::Tree;
-  s.budget = budget_number(o.tree);
+  s.mode = SpeculationMode::Tree;
+  s.tree_size = budget_number(o.tree);
 }
 
 namespace {
@@ -256,12 +207,12 @@ void add_kv_type_options(CLI::App& sub, KvTypeFlags& f) {
 
 std::string speculation_label(const EngineOptions& o) {
   if (o.draft_path.empty()) return "target only";
-  const SpeculationParams& s = o.speculation;
+  const SpeculationRequest& s = o.speculation;
   const std::string lookup = o.draft_path == kLookupDraft ? "lookup " : s.lookup ? "+lookup " : "";
   switch (s.mode) {
-    case SpeculationParams::Mode::Chain: return lookup + "chain " + std::to_string(s.budget);
-    case SpeculationParams::Mode::Tree: return lookup + "tree " + std::to_string(s.budget);
-    case SpeculationParams::Mode::Auto: return lookup + "tree auto (<= " + std::to_string(s.budget) + ")";
+    case SpeculationMode::Chain: return lookup + "chain " + std::to_string(s.chain_length);
+    case SpeculationMode::Tree: return lookup + "tree " + std::to_string(s.tree_size);
+    case SpeculationMode::Auto: return lookup + "tree auto (<= " + std::to_string(s.auto_max) + ")";
   }
   return "?";
 }

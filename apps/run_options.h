@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "apps/placement_flags.h"
 #include "core/sampler.h"
 #include "engine/options.h"
 
@@ -26,8 +27,6 @@ struct KvTypeFlags {
 // Registers --kv-type, --cache-type-k and --cache-type-v on `sub` (values checked by
 // CLI11 to be one of f16, f32, q8_0).
 void add_kv_type_options(CLI::App& sub, KvTypeFlags& f);
-// --mmap / --no-mmap (PlacementOptions::mmap).
-void add_mmap_flag(CLI::App& sub, PlacementOptions& p);
 
 constexpr int64_t kDefaultNPredict = 128;
 
@@ -44,8 +43,6 @@ struct RunOptions {
   // False for bench, whose --chain / --tree are sweep axes it checks itself.
   bool speculation_flags = true;
   KvTypeFlags kv_types;
-  // Raw placement flags.
-  bool stream = false;
 };
 
 // Registers the shared flags on `sub`: -n, the tokens a run generates, defaults to
@@ -61,10 +58,9 @@ void describe(CLI::App& sub, const std::string& name, const std::string& descrip
 
 // A CLI11 transform that reads a size or rate ("512M", "2.1G", "1GiB", "0") and passes
 // on the number of bytes, so that the option can bind to an integer.
-CLI::Validator size_value();
 // A check that a floating-point value lies in [lo, hi] (NaN is outside every range).
 CLI::Validator finite_range(double lo, double hi);
-// The checks of --chain K (1..kMaxChain) and --tree B (1..kMaxTreeBudget or "auto"), for
+// The checks of --chain K (1..kMaxChainLength) and --tree B (1..kMaxTreeSize or "auto"), for
 // generate's single values and bench's sweep lists alike; `none` also allows "none" (a
 // sweep without chains or trees).
 CLI::Validator chain_value(bool none = false);

@@ -131,12 +131,12 @@ std::optional<SequenceBatch> Drafter::level_batch(int64_t nodes, int32_t width) 
 TokenTree Drafter::propose(const SpeculationParams& policy, const SamplingParams& sampling, Rng& rng) {
   if (!policy.chain()) {
     start_tree(policy, sampling);
-    grow_to(policy.budget, policy.width_for(policy.budget));
+    grow_to(policy.node_budget, policy.width_for(policy.node_budget));
     return tree_;
   }
   const SequenceBatch root = root_feed();
   model_.forward_many({&root, 1});
-  grow_chain(policy.budget, sampling, rng, std::move(feed_logits_));
+  grow_chain(policy.node_budget, sampling, rng, std::move(feed_logits_));
   return tree_;
 }
 

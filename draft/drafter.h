@@ -37,7 +37,7 @@ class Drafter {
   // not drafting, done apart so that it is neither priced as drafting nor part of a tree.
   // Returns how many tokens it computed.
   int64_t catch_up(std::span<const int32_t> seq);
-  // Drafts policy.budget tokens below the last token of the synced sequence: a chain
+  // Drafts policy.node_budget tokens below the last token of the synced sequence: a chain
   // (sampled from the draft when `sampling` is not greedy) or a best-first tree.
   TokenTree propose(const SpeculationParams& policy, const SamplingParams& sampling, Rng& rng);
   // Keeps the rows of the accepted path that the draft computed; sync() queues the rest.

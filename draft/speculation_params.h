@@ -1,7 +1,10 @@
 #pragma once
-// How speculation drafts: one struct from the command line (--chain, --tree, --draft-max,
-// --tree-width, --tree-children, --pregrow) to the drafter and the budget policy, with
-// every default and limit here and only here.
+// How speculation drafts, in two structs as placement has options and a plan:
+// SpeculationRequest is what was asked (--chain, --tree, --draft-max, --tree-width,
+// --tree-children, --pregrow, --lookup*), each size under its own name and each default
+// here; SpeculationParams is what the Engine resolved for this run (the sizes as one
+// node budget, pre-growing decided, auto's largest capped by the memory its passes may
+// take), and what the drafter, the pass pipeline and the budget policy run with.
 #include <algorithm>
 #include <cstdint>
 #include <optional>
@@ -10,44 +13,67 @@
 
 namespace flashspec {
 
-struct SpeculationParams {
-  // Largest budgets. A tree pass costs more than linearly in its size (every node attends
-  // to its ancestors), and trees beyond a few thousand nodes accept no more tokens
-  // (SpecExec's largest are 2048), so larger ones are refused rather than run for minutes.
-  static constexpr int64_t kMaxTreeBudget = 4096;
-  static constexpr int64_t kMaxChain = 256;
-  static constexpr int64_t kDefaultAutoBudget = 1024;  // --tree auto's largest (--draft-max)
+enum class SpeculationMode {
+  Chain,  // a chain of draft tokens: the draft's argmax, or with sampling its draws,
+          // verified by rejection sampling
+  Tree,   // a best-first tree
+  Auto,   // each pass's shape and size chosen from measured costs (engine/budget_policy.h)
+};
 
-  enum class Mode {
-    Chain,  // a chain of `budget` draft tokens: the draft's argmax, or with sampling
-            // its draws, verified by rejection sampling
-    Tree,   // a best-first tree of `budget` nodes
-    Auto,   // each pass's shape and size chosen from measured costs, up to `budget`
-  };
+// Largest sizes. A tree pass costs more than linearly in its size (every node attends to
+// its ancestors), and trees beyond a few thousand nodes accept no more tokens (SpecExec's
+// largest are 2048), so larger ones are refused rather than run for minutes.
+inline constexpr int64_t kMaxTreeSize = 4096;
+inline constexpr int64_t kMaxChainLength = 256;
+inline constexpr int64_t kDefaultAutoMax = 1024;  // --tree auto's largest tree (--draft-max)
+
+struct SpeculationRequest {
+  using Mode = SpeculationMode;
   Mode mode = Mode::Auto;
-  int64_t budget = kDefaultAutoBudget;  // chain length, tree nodes, or Auto's largest
-  int32_t tree_width = 0;     // tree nodes fed per draft pass (0: budget/16, 1..64)
+  int64_t chain_length = 0;             // Chain: draft tokens per pass (--chain K)
+  int64_t tree_size = 0;                // Tree: draft nodes per pass (--tree B)
+  int64_t auto_max = kDefaultAutoMax;   // Auto: the largest tree a pass may verify (--draft-max)
+  int32_t tree_width = 0;     // tree nodes fed per draft pass (0: chosen per tree size)
   int32_t tree_children = 8;  // candidate children kept per tree node
   // Trees: while the target verifies B nodes, the draft grows the tree on to
-  // B * (1 + pregrow) nodes on its own thread (0: no overlap, the draft waits). Unset:
-  // the engine decides from the run (Engine::Engine says how).
+  // B * (1 + pregrow) nodes on its own thread (0: no overlap). Unset: the Engine decides
+  // from the run (engine/engine.cpp, resolve_speculation).
   std::optional<int32_t> pregrow;
+  bool lookup = false;  // prompt-lookup branches (SpeculationParams::lookup)
+  LookupParams lookup_params;
+
+  // The size asked for in the mode asked for.
+  int64_t size() const { return mode == Mode::Chain ? chain_length : mode == Mode::Tree ? tree_size : auto_max; }
+};
+
+struct SpeculationParams {
+  using Mode = SpeculationMode;
+  Mode mode = Mode::Auto;
+  // The most draft nodes one pass verifies: the chain's length, the tree's size, or the
+  // largest tree --tree auto may choose (less than asked where its activations would
+  // not fit the memory budget).
+  int64_t node_budget = kDefaultAutoMax;
+  int32_t tree_width = 0;     // tree nodes fed per draft pass (0: width_for)
+  int32_t tree_children = 8;  // candidate children kept per tree node
+  // Trees: while the target verifies B nodes, the draft grows the tree on to
+  // B * (1 + pregrow) nodes on its own thread (0: no overlap, the draft waits).
+  int32_t pregrow = 0;
   // Prompt lookup: continuations of earlier text join the tree as extra branches (with a
   // draft model: --lookup), or are the whole draft (-d lookup). In the fixed modes they
-  // add up to lookup.max_depth rows to a draft's pass (a lookup-only tree has `budget`);
-  // --tree auto weighs them against the draft's nodes.
+  // add up to lookup.max_depth rows to a draft's pass (a lookup-only tree has
+  // node_budget); --tree auto weighs them against the draft's nodes.
   bool lookup = false;
   LookupParams lookup_params;
 
   bool chain() const { return mode == Mode::Chain; }
   bool auto_budget() const { return mode == Mode::Auto; }
-  int32_t pregrow_factor() const { return chain() ? 0 : pregrow.value_or(0); }
+  int32_t pregrow_factor() const { return chain() ? 0 : pregrow; }
   bool overlapped() const { return pregrow_factor() > 0; }
   // Largest tree the draft ever holds (verified budget plus pre-grown nodes).
-  int64_t max_tree_nodes() const { return budget * (1 + pregrow_factor()); }
+  int64_t max_tree_nodes() const { return node_budget * (1 + pregrow_factor()); }
   // Most candidate nodes one pass verifies (the root not counted).
-  int64_t max_verified() const { return budget + (lookup && !auto_budget() ? lookup_params.max_depth : 0); }
-  // Rows a draft forward feeds for little more than the time of one. Engine sets 8 for a
+  int64_t max_verified() const { return node_budget + (lookup && !auto_budget() ? lookup_params.max_depth : 0); }
+  // Rows a draft forward feeds for little more than the time of one. The Engine sets 8 for a
   // large draft: a 1B-shape draft's forward on 2 CPU cores took 21-26 ms for 1 row, 27
   // for 4, 33 for 8, 60 for 12. A tiny draft keeps 4: its forwards cost next to nothing
   // at any width, and narrow levels keep its trees deep.

@@ -27,9 +27,18 @@ void check_vocab_rows(const Tokenizer& tok, const LlamaModel& m, const std::stri
                 std::to_string(m.config().n_vocab) + " rows");
 }
 
-// `draft_share`: the draft's weight bytes over the target's.
-SpeculationParams draft_policy(const EngineOptions& o, double draft_share) {
-  SpeculationParams p = o.speculation;
+// What a run speculates with: the request's sizes as one node budget, and what the
+// request leaves open decided from the run. `draft_share`: the draft's weight bytes over
+// the target's (0: prompt lookup, no draft model).
+SpeculationParams resolve_speculation(const SpeculationRequest& r, const EngineOptions& o, double draft_share) {
+  const bool lookup_only = draft_share == 0.0;
+  SpeculationParams p;
+  p.mode = r.mode;
+  p.node_budget = r.size();
+  p.tree_width = r.tree_width;
+  p.tree_children = r.tree_children;
+  p.lookup = r.lookup || lookup_only;
+  p.lookup_params = r.lookup_params;
   // Pre-growing by default only when the target streams and the draft is small. A
   // resident target on the CPU keeps every core busy, and a draft thread beside its pool
   // slows it more than it saves (measured: 2x slower on 2 cores with a small resident
@@ -40,9 +49,10 @@ SpeculationParams draft_policy(const EngineOptions& o, double draft_share) {
   // salty279K beside the same target costs nothing. Tree shapes then depend on timing, but
   // the tokens do not: a tree's acceptance draws one target sample per emitted token, so
   // a seed reproduces a sampled run either way. Only greedy by default because
-  // pre-growing has been benchmarked for greedy streamed runs only.
+  // pre-growing has been benchmarked for greedy streamed runs only. Prompt lookup has no
+  // draft model to grow anything.
   constexpr double kSmallDraftShare = 1.0 / 32;
-  if (!p.pregrow) p.pregrow = o.placement.stream && o.greedy && draft_share <= kSmallDraftShare ? 4 : 0;
+  p.pregrow = lookup_only ? 0 : r.pregrow.value_or(o.placement.stream && o.greedy && draft_share <= kSmallDraftShare ? 4 : 0);
   // A large draft drafts on the critical path, a forward per tree level: wider levels,
   // fewer of them (8B streamed, 1B-shape draft, --tree auto's 64-node trees: 16 levels of
   // 4 took 409-441 ms per pass, 8 levels of 8 304-344 ms, with the same 31 passes for
@@ -79,19 +89,23 @@ Engine::Engine(const EngineOptions& o) : opt_(o) {
   const QuantizeOptions self_q = QuantizeOptions::self_draft(self_type.value_or(GgmlType::Q8_0));
   const uint64_t self_bytes = self_type ? quantized_model_bytes(target_->file(), self_q) : 0;
   const bool host = backend_->host_memory();
-  PlacementOptions po = o.placement;
-  if (po.stream && !o.draft_path.empty() && o.speculation.auto_budget())
-    po.pass_reserve = LlamaModel::activation_bytes(target_->config(), kReservedAutoRows);
-  plan_ = plan_placement(target_->file(), target_->weights(), po, !host, self_bytes,
+  placement_ = o.placement;
+  // Passes carrying several sequences' rows compute each layer for about as long as it
+  // reads, and a reader one layer ahead then idles behind every layer that computes
+  // longer than it reads and every resident layer (tl1b streamed at 1.4 GB/s, 160 MB
+  // budget, 4 sequences: passes of 394 ms with two ring slots, 368 with three, 7% more
+  // read per pass): a third slot lets it run two layers ahead.
+  if (o.parallel > 1) placement_.ring_slots = std::max(placement_.ring_slots, kBatchRingSlots);
+  if (placement_.stream && !o.draft_path.empty() && o.speculation.mode == SpeculationMode::Auto)
+    placement_.pass_reserve = LlamaModel::activation_bytes(target_->config(), kReservedAutoRows);
+  plan_ = plan_placement(target_->file(), target_->weights(), placement_, !host, self_bytes,
                          host ? probe_host_memory().available() : std::numeric_limits<uint64_t>::max());
   place_target_layers();
   tokenizer_ = Tokenizer::from_gguf(target_->file());
   check_vocab_rows(tokenizer_, *target_, o.target_path);
   if (o.draft_path.empty()) return;
   if (o.draft_path == kLookupDraft) {  // no draft model: the text so far drafts
-    policy_ = draft_policy(o, 0.0);
-    policy_->lookup = true;
-    policy_->pregrow = 0;
+    policy_ = resolve_speculation(o.speculation, o, 0.0);
     cap_auto_rows();
     return;
   }
@@ -121,21 +135,22 @@ Engine::Engine(const EngineOptions& o) : opt_(o) {
   const Tokenizer draft_tok = Tokenizer::from_gguf(draft_->file());
   check_vocab_rows(draft_tok, *draft_, o.draft_path);
   check_vocab_compatible(draft_tok, o.draft_path, tokenizer_, o.target_path);
-  policy_ = draft_policy(o, double(self_type ? self_bytes : draft_->file().file_size()) /
-                                double(target_->file().file_size()));
+  policy_ = resolve_speculation(o.speculation, o,
+                                double(self_type ? self_bytes : draft_->file().file_size()) /
+                                    double(target_->file().file_size()));
   cap_auto_rows();
 }
 
 void Engine::cap_auto_rows() {
   if (!policy_ || !policy_->auto_budget() || !plan_.stream || plan_.stream->ring_over_budget()) return;
   const LlamaConfig& c = target_->config();
-  if (LlamaModel::activation_bytes(c, policy_->budget) <= plan_.spare_bytes) return;
-  int64_t lo = 1, hi = policy_->budget;  // the most rows whose activations fit: in [lo, hi)
+  if (LlamaModel::activation_bytes(c, policy_->node_budget) <= plan_.spare_bytes) return;
+  int64_t lo = 1, hi = policy_->node_budget;  // the most rows whose activations fit: in [lo, hi)
   while (hi - lo > 1) {
     const int64_t mid = lo + (hi - lo) / 2;
     (LlamaModel::activation_bytes(c, mid) <= plan_.spare_bytes ? lo : hi) = mid;
   }
-  policy_->budget = plan_.auto_rows_cap = lo;
+  policy_->node_budget = plan_.auto_rows_cap = lo;
 }
 
 Engine::~Engine() = default;
@@ -154,12 +169,9 @@ void Engine::place_target_layers() {
   const int64_t n = plan_.n_layers();
   std::unique_ptr<LayerSource> host;  // layers outside VRAM, in host memory
   if (plan_.stream) {
-    // The plan's budget: --ram-budget less a self-draft and the activations' reserve.
-    PlacementOptions po = opt_.placement;
-    po.ram_budget = plan_.stream->ram_budget;
     auto streamed = std::make_unique<StreamedLayers>(
-        t.file(), t.weights(), stream_options(po, t.file().file_size(), t.config().n_experts_used, plan_.gpu),
-        plan_.n_vram);
+        t.file(), t.weights(), *plan_.stream,
+        stream_options(placement_, t.file().file_size(), t.config().n_experts_used, plan_.gpu), plan_.n_vram);
     stream_ = &streamed->stream();
     host = std::move(streamed);
   }

@@ -98,7 +98,8 @@ class Engine {
   std::unique_ptr<LlamaModel> target_;
   std::vector<uint8_t> self_draft_image_;  // -d self:TYPE: the quantized copy, read by draft_
   std::unique_ptr<LlamaModel> draft_;
-  PlacementPlan plan_;
+  PlacementOptions placement_;  // as asked, with what the engine adds (ring slots, the pass reserve)
+  PlacementPlan plan_;          // made once from placement_; every layer source follows it
   std::optional<SpeculationParams> policy_;  // set when speculating
   // --tree auto's prices and acceptance as the last generate() left them: the next one
   // starts from them (a server's or chat's session keeps learning across its turns; a

@@ -20,8 +20,9 @@ struct EngineOptions {
   int64_t ctx = 0;                      // context rows of a session (0: what each run needs)
   int64_t batch = 512;                  // most tokens per forward pass when prefilling
   uint64_t kv_budget = 0;               // batches (--parallel): bytes of the paged KV pool (0: ctx per sequence)
+  int64_t parallel = 1;                 // most sequences one pass carries (serve, bench --parallel)
   PlacementOptions placement;
-  SpeculationParams speculation;         // ignored without a draft
+  SpeculationRequest speculation;        // as asked; ignored without a draft (Engine::policy(): as resolved)
   bool greedy = false;                  // runs will be greedy (chooses the pre-growing default)
 };
 

@@ -74,7 +74,7 @@ PassPipeline::PassPipeline(LlamaModel& target, LlamaModel* draft, std::optional<
                                    double(target.backend().threads()) / double(draft->backend().threads())
                              : 0.0;
   const LlamaConfig& c = target.config();
-  auto_budget_.emplace(policy_->budget, ratio, ExpertShape{c.n_layers, c.n_experts, c.n_experts_used});
+  auto_budget_.emplace(policy_->node_budget, ratio, ExpertShape{c.n_layers, c.n_experts, c.n_experts_used});
 }
 
 void PassPipeline::equip(SequenceRun& s, int64_t rows, bool pre_grow) const {
@@ -97,7 +97,7 @@ double PassPipeline::catch_up(SequenceRun& s) {
 
 double PassPipeline::draft(const std::vector<SequenceRun*>& decode) {
   const auto t0 = Clock::now();
-  horizon_ = !policy_ ? 0 : auto_budget_ ? auto_budget_->draft_horizon() : policy_->budget;
+  horizon_ = !policy_ ? 0 : auto_budget_ ? auto_budget_->draft_horizon() : policy_->node_budget;
   std::vector<SequenceRun*> growing, fresh;  // best-first trees; those started this pass
   for (SequenceRun* s : decode) {
     s->rec = {};
@@ -141,7 +141,7 @@ double PassPipeline::draft(const std::vector<SequenceRun*>& decode) {
     SequenceRun& s = *growing[i];
     // --tree auto weighs every node already drafted (pre-grown nodes cost nothing more),
     // up to its largest budget; the fixed modes verify their budget.
-    const int64_t offered = auto_budget_ ? std::min(std::max(horizon_, already[i]), policy_->budget) : horizon_;
+    const int64_t offered = auto_budget_ ? std::min(std::max(horizon_, already[i]), policy_->node_budget) : horizon_;
     s.cand = s.drafter->tree().prefix(int32_t(std::min<int64_t>(s.drafter->tree().size(), offered + 1)));
     if (s.pregrown) s.rec.pregrown = std::min(already[i], horizon_);
   }

@@ -27,8 +27,8 @@ void add_lookup_branches(PromptLookup& lookup, const SpeculationParams& policy, 
   if (tree.drawn[0] >= 0) return;
   lookup.sync(seq);
   const LookupParams& lp = policy.lookup_params;
-  const int64_t room = policy.auto_budget() ? policy.budget : with_draft ? lp.max_depth : policy.budget;
-  lookup.propose(tree, std::min<int64_t>(room, policy.budget + lp.max_depth - draft_nodes));
+  const int64_t room = policy.auto_budget() ? policy.node_budget : with_draft ? lp.max_depth : policy.node_budget;
+  lookup.propose(tree, std::min<int64_t>(room, policy.node_budget + lp.max_depth - draft_nodes));
 }
 
 Acceptance accept_tree(const TokenTree& tree, std::span<const float> logits, int64_t n_vocab,

@@ -20,11 +20,12 @@ LayerPlan WeightStream::plan_for(const std::vector<std::vector<TensorExtent>>& l
   return plan_layers(layers, po);
 }
 
-WeightStream::WeightStream(const std::string& path,
-                           const std::vector<std::vector<TensorExtent>>& layers,
-                           const StreamOptions& o)
-    : path_(path), plan_(plan_for(layers, o)), opt_(o) {
-
+WeightStream::WeightStream(const std::string& path, const std::vector<std::vector<TensorExtent>>& layers,
+                           LayerPlan plan, const StreamOptions& o)
+    : path_(path), plan_(std::move(plan)), opt_(o) {
+  if (plan_.layers.size() != layers.size())
+    throw Error("internal: a stream plan of " + std::to_string(plan_.layers.size()) + " layers for " +
+                std::to_string(layers.size()));
   reader_ = std::make_unique<UringReader>(path, o);
   identity_ = std::make_unique<FileIdentity>(path, reader_->fd());
   if (o.expected_file_size && identity_->size() != o.expected_file_size)

@@ -60,8 +60,13 @@ class WeightStream {
   // `layers`: per layer, the tensors to stream (expert tensors marked by their expert
   // count). Reads the resident layers before returning; Error on any I/O problem.
   WeightStream(const std::string& path, const std::vector<std::vector<TensorExtent>>& layers,
+               const StreamOptions& o)
+      : WeightStream(path, layers, plan_for(layers, o), o) {}
+  // A stream of `layers` that follows a plan made for them already (plan_for: the
+  // target's placement plan).
+  WeightStream(const std::string& path, const std::vector<std::vector<TensorExtent>>& layers, LayerPlan plan,
                const StreamOptions& o);
-  // The plan the constructor makes for these layers and options (what `inspect` shows).
+  // The plan for these layers and options (what `inspect` shows).
   static LayerPlan plan_for(const std::vector<std::vector<TensorExtent>>& layers, const StreamOptions& o);
   ~WeightStream();  // stops the I/O thread (mid-pass too), waits for reads in flight
   WeightStream(const WeightStream&) = delete;

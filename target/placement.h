@@ -1,14 +1,32 @@
 #pragma once
-// Where every layer of the target lives, decided in one place from the options and the
-// model's shapes. `inspect` prints this plan; the Engine builds its layer sources from it.
+// Where every layer of the target lives, decided once, here, from the options and the
+// model's shapes. `inspect` prints this plan; the Engine builds its layer sources from it
+// (a weight stream follows PlacementPlan::stream as it is, not a plan of its own).
 //
-//   CPU:  copied into RAM at load where they fit in the memory available (else, or with
-//         --mmap, read through the file mapping), or with --stream as many layers as
-//         fit --ram-budget resident in RAM (read once, spread over the pass) and the
-//         rest streamed each pass.
-//   GPU:  the first layers that fit --vram-budget (or -ngl of them) in VRAM; the rest pass
-//         through two VRAM slots, copied from the mapping, or with --stream from pinned
-//         RAM (resident under --ram-budget) or the weight stream's pinned ring.
+// The words for it, each meaning one thing:
+//   home       where a layer's matrices are when a pass computes it (LayerHome):
+//     mapped     read through the file mapping (the kernel's page cache holds them);
+//     ram        copied into our memory at load, read once;
+//     pinned ram the same in page-locked memory, for a GPU's copies;
+//     vram       in the GPU's memory for the whole run;
+//     streamed   read from storage into a ring slot every pass.
+//   resident   a layer that is not streamed (with --stream: in ram or pinned ram).
+//   ring       the streamed layers' buffers, `ring_slots` of one slot each (the largest
+//              layer); the reader fills them ahead of the pass.
+//   vram slots two VRAM buffers that layers outside VRAM are copied through in turn.
+//   fixed      embedding, output head and 1-D tensors: always resident, outside budgets.
+//   spare      what --ram-budget leaves after the layers, the ring and a self-draft: the
+//              room a pass's activations have. The pass reserve is the least of it the
+//              plan keeps for --tree auto's passes.
+//   expert slots (mixture of experts, streamed) staging slots routed experts are read
+//              into, and cache slots that keep them across passes (offload/expert_plan.h).
+//
+// The choices: on the CPU, layers are copied into ram at load where they fit in the
+// memory available (else, or with --mmap, mapped), or with --stream as many as fit
+// --ram-budget are resident, spread over the pass, and the rest streamed. On a GPU the
+// first layers that fit --vram-budget (or -ngl of them) are in vram; the rest pass
+// through the vram slots, copied from the mapping or, with --stream, from pinned ram or
+// the ring.
 #include <cstdint>
 #include <limits>
 #include <optional>

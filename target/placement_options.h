@@ -17,12 +17,8 @@ struct PlacementOptions {
   std::optional<int64_t> gpu_layers;    // GPU: exactly this many leading layers in VRAM (-ngl)
   IoOptions io;                         // how streamed layers are read
   // With stream: layer slots of the read ring wanted (offload/layer_plan.h: more only
-  // where the budget holds them and the stream is long). Two suit passes of one sequence;
-  // passes carrying several sequences' rows take kBatchRingSlots (apps: serve and bench
-  // with --parallel above 1). Their compute per layer comes near the layer's read time,
-  // and a reader one layer ahead then idles behind every layer that computes longer than
-  // it reads and every resident layer (tl1b streamed at 1.4 GB/s, 160 MB budget, 4
-  // sequences: passes of 394 ms with two slots, 368 with three, 7% more read per pass).
+  // where the budget holds them and the stream is long). Two suit passes of one
+  // sequence; the Engine asks for kBatchRingSlots where passes carry several.
   int ring_slots = 2;
   // With stream: bytes of --ram-budget kept out of the layers' reach: the activations of
   // the passes --tree auto may verify (Engine), so that its larger trees fit the budget.
@@ -34,6 +30,6 @@ struct PlacementOptions {
   std::optional<bool> mmap;
 };
 
-constexpr int kBatchRingSlots = 3;
+inline constexpr int kBatchRingSlots = 3;
 
 }  // namespace flashspec

@@ -61,9 +61,13 @@ inline StreamOptions stream_options(const PlacementOptions& p, uint64_t file_siz
 class StreamedLayers final : public LayerSource {
  public:
   StreamedLayers(const GgufFile& f, const ModelWeights& w, StreamOptions o, int64_t first_layer = 0)
+      : StreamedLayers(f, w, WeightStream::plan_for(tail(layer_extents(w), first_layer), o), o, first_layer) {}
+  // Following the placement's plan for layers first_layer.. (PlacementPlan::stream):
+  // the stream reads what the plan says, computed once.
+  StreamedLayers(const GgufFile& f, const ModelWeights& w, LayerPlan plan, StreamOptions o, int64_t first_layer)
       : w_(w),
         first_(first_layer),
-        stream_(f.path(), tail(layer_extents(w), first_layer), with_size(std::move(o), f.file_size())) {}
+        stream_(f.path(), tail(layer_extents(w), first_layer), std::move(plan), with_size(std::move(o), f.file_size())) {}
 
   LayerWeights acquire(int64_t layer) override { return in_buffer(layer, stream_.acquire(layer - first_)); }
   void release(int64_t layer) override { stream_.release(layer - first_); }

@@ -39,9 +39,9 @@ const std::vector<std::string> kPrompts = {
     "One day, a big dog found a ball. The dog",
 };
 
-SpeculationParams tree(int64_t b) { return {.mode = SpeculationParams::Mode::Tree, .budget = b}; }
-SpeculationParams chain(int64_t k) { return {.mode = SpeculationParams::Mode::Chain, .budget = k}; }
-SpeculationParams tree_auto() { return {.mode = SpeculationParams::Mode::Auto, .budget = 1024}; }
+SpeculationParams tree(int64_t b) { return {.mode = SpeculationParams::Mode::Tree, .node_budget = b}; }
+SpeculationParams chain(int64_t k) { return {.mode = SpeculationParams::Mode::Chain, .node_budget = k}; }
+SpeculationParams tree_auto() { return {.mode = SpeculationParams::Mode::Auto, .node_budget = 1024}; }
 SpeculationParams lookup_alone() {
   SpeculationParams p = tree(16);
   p.lookup = true;
@@ -52,7 +52,7 @@ SpeculationParams lookup_alone() {
 // batch of its own).
 std::vector<GenerationResult> run_batch(Models& m, const std::optional<SpeculationParams>& policy,
                                         const GenerateOptions& opt, bool alone, int64_t prefill_rows = 64) {
-  const bool draft = policy && !(policy->lookup && policy->mode == SpeculationParams::Mode::Tree && policy->budget == 16);
+  const bool draft = policy && !(policy->lookup && policy->mode == SpeculationParams::Mode::Tree && policy->node_budget == 16);
   std::vector<GenerationResult> out;
   if (alone) {
     for (const std::string& p : kPrompts) {

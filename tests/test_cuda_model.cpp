@@ -87,7 +87,7 @@ TEST_CASE("cuda model: speculative greedy output equals target-only on the GPU")
         CAPTURE(budget);
         CAPTURE(pregrow);
         SpeculationParams p{.mode = SpeculationParams::Mode::Tree};
-        p.budget = budget;
+        p.node_budget = budget;
         p.pregrow = pregrow;
         const GenerationResult got = generate_speculative(target, draft, prompt, greedy(128), p);
         CHECK(got.tokens == want.tokens);

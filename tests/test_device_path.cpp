@@ -144,7 +144,7 @@ TEST_CASE("device path: speculative trees commit KV rows inside backend memory, 
     const GenerationResult want = generate_target_only(ref, prompt, o);
     for (int32_t pregrow : {0, 4}) {
       SpeculationParams p{.mode = SpeculationParams::Mode::Tree};
-      p.budget = 12;
+      p.node_budget = 12;
       p.pregrow = pregrow;
       CAPTURE(pregrow);
       const GenerationResult got = generate_speculative(target, draft, prompt, o, p);
@@ -346,7 +346,7 @@ TEST_CASE("device path: speculative trees on asynchronous queues, staged and str
       std::make_unique<StreamedLayers>(target.file(), target.weights(), StreamOptions{}, 1), 1));
   keep_layers_in_backend(draft);
   SpeculationParams p{.mode = SpeculationParams::Mode::Tree};
-  p.budget = 12;
+  p.node_budget = 12;
   const GenerationResult got = generate_speculative(target, draft, prompt, g, p);
   CHECK(got.tokens == want.tokens);
   CHECK(got.stats.target_passes < want.stats.target_passes);

@@ -87,7 +87,7 @@ TEST_CASE("speculation across families is lossless: tiny-qwen2 drafting tiny-qwe
     for (const bool tree : {false, true}) {
       SpeculationParams p{.mode = SpeculationParams::Mode::Tree};
       p.mode = tree ? SpeculationParams::Mode::Tree : SpeculationParams::Mode::Chain;
-      p.budget = tree ? 16 : 4;
+      p.node_budget = tree ? 16 : 4;
       CAPTURE(tree);
       const GenerationResult got = generate_speculative(target, draft, ids, greedy(32), p);
       CHECK(got.tokens == want.tokens);

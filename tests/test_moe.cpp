@@ -241,7 +241,7 @@ TEST_CASE("moe: speculation is lossless, the model drafting for itself and a sel
         CAPTURE(tree);
         SpeculationParams p;
         p.mode = tree ? SpeculationParams::Mode::Tree : SpeculationParams::Mode::Chain;
-        p.budget = tree ? 12 : 4;
+        p.node_budget = tree ? 12 : 4;
         const GenerationResult got = generate_speculative(target, draft, ids, greedy(24), p);
         CHECK(got.tokens == want.tokens);
         CHECK(got.stats.accepted > 0);

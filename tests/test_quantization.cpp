@@ -192,7 +192,7 @@ TEST_CASE("kv q8_0: half the bytes per token, perturbs as q8_0 weights do, lossl
     // Speculation with the same cache type is exactly the target alone.
     draft.set_kv_types(KvType::Q8_0, KvType::Q8_0);
     SpeculationParams p{.mode = SpeculationParams::Mode::Tree};
-    p.budget = 32;
+    p.node_budget = 32;
     CHECK(generate_speculative(m, draft, ids, greedy(64), p).tokens ==
           std::vector<int32_t>(b.tokens.begin(), b.tokens.begin() + 64));
   }
@@ -234,7 +234,7 @@ TEST_CASE("kv split f16 keys, q8_0 values: f16 K + q8_0 V bytes, greedy text of 
     same += a.tokens == b.tokens;
     // Speculation with the same split is exactly the target alone.
     SpeculationParams p{.mode = SpeculationParams::Mode::Tree};
-    p.budget = 32;
+    p.node_budget = 32;
     CHECK(generate_speculative(m, draft, ids, greedy(64), p).tokens ==
           std::vector<int32_t>(b.tokens.begin(), b.tokens.begin() + 64));
   }

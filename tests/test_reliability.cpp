@@ -308,7 +308,7 @@ TEST_CASE("reliability: a target with more ids than its draft: the draft gets a 
   const GenerationResult want = generate_target_only(target, prompt, greedy(24));
   CHECK(std::count(want.tokens.begin(), want.tokens.end(), 515) > 0);
   SpeculationParams p{.mode = SpeculationParams::Mode::Tree};
-  p.budget = 16;
+  p.node_budget = 16;
   const GenerationResult got = generate_speculative(target, draft, prompt, greedy(24), p);
   CHECK(got.tokens == want.tokens);
   // The CLI agrees (vocabulary check passes: 8 extra ids).

@@ -44,14 +44,14 @@ std::vector<std::string> reference_prompts() {
 
 // A chain of k draft tokens: the draft's argmax, or its draws when the run samples.
 SpeculationParams chain(int64_t k) {
-  return SpeculationParams{.mode = SpeculationParams::Mode::Chain, .budget = k};
+  return SpeculationParams{.mode = SpeculationParams::Mode::Chain, .node_budget = k};
 }
 SpeculationParams tree(int64_t b, int32_t pregrow = 0) {
-  return SpeculationParams{.mode = SpeculationParams::Mode::Tree, .budget = b, .pregrow = pregrow};
+  return SpeculationParams{.mode = SpeculationParams::Mode::Tree, .node_budget = b, .pregrow = pregrow};
 }
 // --tree auto: each pass's budget chosen by BudgetPolicy, up to 1024 (as in the CLI).
 SpeculationParams tree_auto(int32_t pregrow = 0) {
-  return SpeculationParams{.mode = SpeculationParams::Mode::Auto, .budget = 1024, .pregrow = pregrow};
+  return SpeculationParams{.mode = SpeculationParams::Mode::Auto, .node_budget = 1024, .pregrow = pregrow};
 }
 // The same with prompt-lookup branches (--lookup; with no draft model, -d lookup).
 SpeculationParams with_lookup(SpeculationParams p) {
@@ -80,7 +80,7 @@ void check_greedy_lossless(const std::string& target_name, const std::vector<Spe
     const GenerationResult want = generate_target_only(m.target, ids, greedy(128));
     for (const SpeculationParams& p : policies) {
       CAPTURE(prompt);
-      CAPTURE(p.budget);
+      CAPTURE(p.node_budget);
       CAPTURE(p.pregrow);
       CAPTURE(int(p.mode));
       const GenerationResult got =
@@ -196,11 +196,11 @@ TEST_CASE("sampling is lossless: first 3 tokens match target-only sampling") {
       return generate_target_only(m.target, ids, seeded(o, s + 1000000)); }, kSeeds);
     for (const SpeculationParams& p : {chain(2), chain(4), tree(16)}) {
       CAPTURE(st.top_p);
-      CAPTURE(p.budget);
+      CAPTURE(p.node_budget);
       const auto spec = sample_triples([&](uint64_t s) {
         return generate_speculative(m.target, m.draft, ids, seeded(o, s), p); }, kSeeds);
       const auto [stat, df] = chi2_two_sample(reference, spec);
-      MESSAGE("top_p " << st.top_p << " budget " << p.budget << ": chi2 " << stat << " df " << df
+      MESSAGE("top_p " << st.top_p << " budget " << p.node_budget << ": chi2 " << stat << " df " << df
                        << " critical " << chi2_critical_999(df));
       CHECK(stat < chi2_critical_999(df));
     }

@@ -658,14 +658,14 @@ TEST_CASE("stream: CLI rejects bad streaming sizes with one line naming the flag
     CHECK(r.exit_code != 0);
     CHECK(r.err.find(flag + ": '" + value + "' is not a size") != std::string::npos);
   }
-  const CliResult r = run_cli({"inspect", model, "--ram-budget", "nope"});
+  const CliResult r = run_cli({"inspect", model, "--stream", "--ram-budget", "nope"});
   CHECK(r.exit_code != 0);
   CHECK(r.err.find("--ram-budget: 'nope'") != std::string::npos);
 }
 
 TEST_CASE("stream: inspect shows the streaming plan for a budget") {
   const std::string model = model_path("stories260K-wide-q4_0");
-  const nlohmann::json all = cli_json({"inspect", model, "--json", "--ram-budget", "1G"});
+  const nlohmann::json all = cli_json({"inspect", model, "--json", "--stream", "--ram-budget", "1G"});
   CHECK(all.at("placement").at("stream").at("n_resident").get<int64_t>() == 8);
   CHECK(all.at("placement").at("stream").at("ring_slots").get<int64_t>() == 0);
   const nlohmann::json none = cli_json({"inspect", model, "--json", "--stream"});
@@ -689,7 +689,7 @@ TEST_CASE("stream: inspect shows the streaming plan for a budget") {
   const nlohmann::json resident = cli_json({"inspect", model, "--json"});
   CHECK(!resident.at("placement").contains("stream"));
   for (const nlohmann::json& l : resident.at("placement").at("layers")) CHECK(l.at("home").get<std::string>() == "mapped");
-  const CliResult text = run_cli({"inspect", model, "--ram-budget", "1M"});
+  const CliResult text = run_cli({"inspect", model, "--stream", "--ram-budget", "1M"});
   CHECK(text.out.find("placement (cpu, --stream)") != std::string::npos);
   CHECK(text.out.find("resident") != std::string::npos);
   CHECK(text.out.find("streamed") != std::string::npos);
@@ -764,7 +764,7 @@ TEST_CASE("stream: inspect shows the VRAM tier in front of the stream") {
   CHECK(bad.err.find("--vram-budget: 'much' is not a size") != std::string::npos);
   const CliResult cpu_vram = run_cli({"inspect", model, "--vram-budget", "1G"});
   CHECK(cpu_vram.exit_code == 2);
-  CHECK(cpu_vram.err.find("need --backend cuda") != std::string::npos);
+  CHECK(cpu_vram.err.find("needs --backend cuda") != std::string::npos);
 }
 
 // ---------------------------------------------------------------- peak RSS

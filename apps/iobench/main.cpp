@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "apps/placement_flags.h"
 #include "core/error.h"
 #include "core/gguf.h"
 #include "core/units.h"
@@ -22,30 +23,21 @@ namespace {
 
 using namespace flashspec;
 
-uint64_t size_arg(const std::string& flag, const std::string& v) {
-  const std::optional<double> b = parse_size(v);
-  if (!b || *b > 1e18) throw Error(flag + ": '" + v + "' is not a size (e.g. 512K, 1M, 2.1G)");
-  return uint64_t(*b);
-}
-
 struct Args {
   std::string model;
   int passes = 3;
-  int io_depth = IoOptions{}.depth;
-  std::string request = std::to_string(IoOptions{}.request_bytes), io_bw = "0", ram_budget = "0";
-  bool no_direct = false, json = false;
+  uint64_t request = IoOptions{}.request_bytes;
+  bool json = false;
+  PlacementOptions placement;  // the stream's flags, as every command reads them
 };
 
 int run(const Args& a) {
   EngineOptions eo;
   eo.target_path = a.model;
   eo.threads = 1;
+  eo.placement = a.placement;
   eo.placement.stream = true;
-  eo.placement.io.depth = a.io_depth;
-  eo.placement.io.bandwidth = size_arg("--io-bw", a.io_bw);
-  eo.placement.ram_budget = size_arg("--ram-budget", a.ram_budget);
-  eo.placement.io.direct = !a.no_direct;
-  const uint64_t request = size_arg("--request-size", a.request);
+  const uint64_t request = a.request;
 
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
@@ -69,7 +61,7 @@ int run(const Args& a) {
     const nlohmann::json j = {{"model", a.model},
                               {"file_bytes", file_bytes},
                               {"passes", a.passes},
-                              {"io_depth", a.io_depth},
+                              {"io_depth", eo.placement.io.depth},
                               {"request_bytes", request},
                               {"direct", ws.direct()},
                               {"io_bw", eo.placement.io.bandwidth},
@@ -89,7 +81,7 @@ int run(const Args& a) {
   }
   std::printf("%s: %d passes x %s streamed (%d of %lld layers resident), %s, depth %d x %s%s\n", a.model.c_str(),
               a.passes, format_bytes(ws.plan().streamed_bytes).c_str(), ws.plan().n_resident, (long long)n_layers,
-              ws.direct() ? "O_DIRECT" : "buffered", a.io_depth, format_bytes(request).c_str(),
+              ws.direct() ? "O_DIRECT" : "buffered", eo.placement.io.depth, format_bytes(request).c_str(),
               eo.placement.io.bandwidth > 0 ? (", capped at " + format_bytes(eo.placement.io.bandwidth) + "/s").c_str() : "");
   std::printf("  %.3f s: %.3f GB/s (consumed bytes / wall time); %.3f GB/s while reading, I/O busy %.1f%%\n", secs,
               gbps, s.read_gbps(), secs > 0 ? 100.0 * s.read_busy_ms / (secs * 1e3) : 0.0);
@@ -103,11 +95,8 @@ int main(int argc, char** argv) {
   CLI::App app("flashspec-iobench: read rate of the weight stream (offload/)");
   app.add_option("model", a.model, "GGUF model file")->required();
   app.add_option("--passes", a.passes, "passes over every layer")->check(CLI::Range(1, 100000));
-  app.add_option("--io-depth", a.io_depth, "io_uring queue depth")->check(CLI::Range(1, 4096));
-  app.add_option("--request-size", a.request, "bytes per read request, e.g. 1M");
-  app.add_option("--io-bw", a.io_bw, "bandwidth cap in bytes/s, e.g. 1G (0: none)");
-  app.add_option("--ram-budget", a.ram_budget, "RAM for resident layers and the ring");
-  app.add_flag("--no-direct", a.no_direct, "buffered reads instead of O_DIRECT");
+  app.add_option("--request-size", a.request, "bytes per read request, e.g. 1M")->transform(size_value());
+  add_stream_flags(app, a.placement, nullptr);
   app.add_flag("--json", a.json, "one JSON object");
   try {
     app.parse(argc, argv);
