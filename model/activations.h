@@ -22,7 +22,8 @@ struct Activations {
   float* router;       // T x n_experts: router logits (experts FFN)
   float* expert_rows;  // T*k x dim: the routed experts' input rows, then their outputs
 
-  // Bytes the activations of T rows take (each view 256-byte aligned, as the buffer is).
+  // Bytes the activations of T rows take (each view 256-byte aligned, as the buffer is):
+  // what a larger tree costs in memory besides its KV rows.
   static uint64_t bytes(const LlamaConfig& c, int64_t T);
   // The views of T rows laid out from `base` (which holds bytes(c, T)).
   static Activations carve(float* base, const LlamaConfig& c, int64_t T);

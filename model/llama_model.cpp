@@ -1,7 +1,6 @@
 #include "model/llama_model.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 
 #include "core/error.h"
@@ -160,7 +159,6 @@ ExpertCounters LlamaModel::expert_counters() const {
   return e;
 }
 
-uint64_t LlamaModel::activation_bytes(const LlamaConfig& c, int64_t rows) { return Activations::bytes(c, rows); }
 
 void LlamaModel::forward_pass(std::span<const PassPart> parts) {
   int64_t T = 0;

@@ -88,9 +88,6 @@ class LlamaModel {
   // ones seeing the earlier ones' rows as pending), so activation memory is bounded by it
   // whatever the prompt or tree size.
   void set_max_batch(int64_t n) { max_batch_ = n; }
-  // Bytes of the activation scratch a pass of `rows` rows takes (what a larger tree costs
-  // in memory besides its KV rows).
-  static uint64_t activation_bytes(const LlamaConfig& c, int64_t rows);
 
   // Runs the batch: appends its K/V rows to the cache as pending rows, and returns
   // logits (n_vocab per row) of none, the last or every row.

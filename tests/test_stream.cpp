@@ -26,6 +26,7 @@
 #include "offload/throttle.h"
 #include "offload/uring_reader.h"
 #include "offload/weight_stream.h"
+#include "model/activations.h"
 #include "model/llama_model.h"
 #include "target/staged_layers.h"
 #include "tests/cli_runner.h"
@@ -702,7 +703,7 @@ TEST_CASE("stream: --tree auto verifies no pass whose activations go over --ram-
   const std::string model = model_path("stories260K-wide-q8_0");
   CpuBackend be(1);
   const LlamaModel m(model, be);
-  const uint64_t slot = 634880, per_row = LlamaModel::activation_bytes(m.config(), 1);
+  const uint64_t slot = 634880, per_row = Activations::bytes(m.config(), 1);
   const uint64_t budget = 5 * slot + 95 * per_row + per_row / 2;  // 95 rows > 1 layer
   const std::vector<std::string> base = {"generate", "-m", model, "-p", "Once upon a time", "-n", "40", "--json",
                                          "--ignore-eos", "--temp", "0", "-t", "1", "--stream", "--ram-budget",
@@ -720,8 +721,8 @@ TEST_CASE("stream: --tree auto verifies no pass whose activations go over --ram-
   CHECK(spare == budget - st.at("ring_bytes").get<uint64_t>() - st.at("resident_bytes").get<uint64_t>());
   const int64_t cap = st.at("auto_rows_cap").get<int64_t>();
   CHECK(cap > 64);
-  CHECK(LlamaModel::activation_bytes(m.config(), cap) <= spare);
-  CHECK(LlamaModel::activation_bytes(m.config(), cap + 1) > spare);
+  CHECK(Activations::bytes(m.config(), cap) <= spare);
+  CHECK(Activations::bytes(m.config(), cap + 1) > spare);
   CHECK(got.at("tokens") == alone.at("tokens"));  // lossless whatever the cap
   const nlohmann::json& tl = got.at("stats").at("timeline");
   for (size_t i = 1; i < tl.size(); ++i) CHECK(tl[i].at("tree_tokens").get<int64_t>() <= cap);
