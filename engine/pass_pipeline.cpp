@@ -111,7 +111,11 @@ double PassPipeline::draft(const std::vector<SequenceRun*>& decode) {
       continue;
     }
     if (!s->pregrown) {
-      s->rec.catch_up_ms = catch_up(*s);
+      // Tokens emitted while the draft was not drafting are read apart; otherwise the
+      // tail (the bonus token, and an accepted node the draft never fed) goes in with the
+      // root, in the same forward.
+      if (!s->drafted) s->rec.catch_up_ms = catch_up(*s);
+      else s->drafter->sync(s->seq);
       fresh.push_back(s);
     }
     growing.push_back(s);
@@ -289,7 +293,8 @@ void PassPipeline::finish_tree(SequenceRun& s, PreGrowth& growth) {
   // lookup node; its next sync queues the rest. A path cut at a lookup node has no
   // bonus: no grown subtree is under it.
   s.pregrown = false;
-  if (s.drafter && s.draft_nodes > 0) {
+  s.drafted = s.drafter && s.draft_nodes > 0;
+  if (s.drafted) {
     const Acceptance own = drafter_path(out.acc, s.picked, s.draft_nodes);
     if (s.worker && own.bonus >= 0) s.pregrown = s.drafter->reroot(own);
     else s.drafter->advance(own);

@@ -44,6 +44,7 @@ struct SequenceRun {
   std::vector<int32_t> picked;  // candidate id of each verified node (empty: all verified)
   int64_t draft_nodes = 0;      // of cand, the draft model's (ids 1..draft_nodes)
   bool pregrown = false;        // the drafter holds a tree below seq.back() grown last pass
+  bool drafted = false;         // the drafter took part in the last pass (else it is behind)
   PassRecord rec;
   std::vector<int32_t> positions;
   std::vector<uint8_t> mask;
@@ -56,6 +57,7 @@ struct SequenceRun {
     result = {};
     done = false;
     pregrown = false;
+    drafted = false;
     added = Clock::now();
   }
   bool prefilling() const { return !done && result.tokens.empty(); }
