@@ -1,4 +1,8 @@
 #pragma once
+// engine/ holds what runs a generation: the Engine (this file), the one pass pipeline
+// (pass_pipeline.h) and its views for one sequence (session.h) and several
+// (batch_session.h), --tree auto's budget policy, chat/serve turns, and quantize.
+//
 // The engine: a target model (and optionally a draft) loaded once, placed as one plan
 // says, with the tokenizer and the speculation policy. Everything that generates --
 // generate, chat, bench, throughput, the server -- goes through it.

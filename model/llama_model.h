@@ -1,4 +1,9 @@
 #pragma once
+// model/ holds the model that draft and target both run: this class, its forward pass
+// built from layer blocks (layer_blocks.h, forward_blocks.cpp) over named activations
+// (activations.h), its weights and layer table, and what a sequence carries between
+// passes (sequence_state.h: the KV cache, its pool and shared prefix blocks).
+//
 // A llama-family model (llama, qwen2, qwen3): its file, config and weights, and the one
 // forward pass that serves prefill, plain decoding and token-tree verification alike.
 #include <cstdint>

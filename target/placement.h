@@ -1,4 +1,8 @@
 #pragma once
+// target/ holds what is the target's own: where its layers live (this plan, from
+// placement_options.h) and the layer sources that put them there: loaded, staged
+// (GPU) and streamed layers.
+//
 // Where every layer of the target lives, decided once, here, from the options and the
 // model's shapes. `inspect` prints this plan; the Engine builds its layer sources from it
 // (a weight stream follows PlacementPlan::stream as it is, not a plan of its own).
