@@ -190,13 +190,16 @@ int run_inspect(const InspectArgs& a) {
 
 Action register_inspect(CLI::App& app) {
   auto [sub, args] = add_command<InspectArgs>(app, "inspect", "show a GGUF model's metadata and where the engine would place it");
-  sub->add_option("model,-m,--model", args->path, "GGUF file")->required();
+  // One model: a second one (a positional path and -m) is refused, not silently preferred.
+  sub->add_option("model,-m,--model", args->path, "GGUF file")
+      ->required()
+      ->multi_option_policy(CLI::MultiOptionPolicy::Throw);
   sub->add_flag("--json", args->json, "print JSON");
   sub->add_option("--backend", args->backend, "backend to plan for")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   add_placement_flags(*sub, args->placement);
   add_kv_type_options(*sub, args->kv_types);
   sub->add_option("-d,--draft", args->draft, "self:TYPE: show the self-draft (the model quantized at load) in the plan");
-  sub->add_option("-c,--ctx", args->ctx, "context to size the KV cache for (default: the trained length)")
+  sub->add_option("-c,--ctx,--ctx-size", args->ctx, "context to size the KV cache for (default: the trained length)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
   return [args] {
     check_placement_flags(args->placement, args->backend);

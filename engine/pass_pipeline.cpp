@@ -250,10 +250,12 @@ void PassPipeline::run_pass(const std::vector<SequenceRun*>& prefill, const std:
 void PassPipeline::finish_prefill(SequenceRun& s) {
   s.cache->commit_first(s.prefill);
   GenerationStats& st = s.result.stats;
-  ++st.target_passes;
   const bool whole = s.cache->committed() >= int64_t(s.seq.size());  // else more of the prompt to come
   bool stop = s.opt.n_predict <= 0;
   if (whole) {
+    // The passes that produce tokens (GenerationStats::target_passes): a prompt's last
+    // chunk, not the ones before it, so that tokens per pass is at least 1.
+    ++st.target_passes;
     s.first_token = Clock::now();
     st.prefill_ms = ms_between(s.added, s.first_token);
   }

@@ -429,3 +429,18 @@ TEST_CASE("kv pool: a pool of exactly one request's blocks serves prompts one af
     }
   CHECK(b.kv_figures().used == b.kv_figures().known);
 }
+
+TEST_CASE("batch session: a prompt prefilled in chunks counts one pass that produced tokens, so tau is at least 1") {
+  Models m("stories260K");
+  GenerateOptions opt;
+  opt.n_predict = 2;
+  opt.ignore_eos = true;
+  // 4-row chunks: each prompt takes several passes before its first token.
+  const std::vector<GenerationResult> got = run_batch(m, std::nullopt, opt, /*alone=*/true, /*prefill_rows=*/4);
+  for (const GenerationResult& r : got) {
+    CHECK(r.tokens.size() == 2);
+    CHECK(r.stats.passes.size() > r.stats.target_passes);  // the chunks before the last emitted nothing
+    CHECK(r.stats.target_passes == 2);                      // the prompt's last chunk, then one decode pass
+    CHECK(r.stats.tau() >= 1.0);
+  }
+}

@@ -63,6 +63,15 @@ TEST_CASE("cli habits: llama.cpp's spellings are aliases") {
   CHECK(run_json({"generate", "-m", kTarget, "-p", "x", "-n", "9", "-n", "3", "--temp", "0", "--json"})
             .at("tokens")
             .size() == 3);
+  // --ctx-size as -c (a context too small for the run is refused naming the flag either way).
+  const CliResult small = run_cli({"generate", "-m", kTarget, "-p", "Once upon a time", "-n", "64", "--ctx-size", "8"});
+  CHECK(small.exit_code == 1);
+  CHECK(small.err.find("--ctx 8 is too small") != std::string::npos);
+  CHECK(run_json({"generate", "-m", kTarget, "-p", "x", "-n", "3", "--temp", "0", "--ctx-size", "64", "--json"})
+            .at("tokens")
+            .size() == 3);
+  // inspect reads one model: a second one (-m beside the path) is refused, not silently chosen.
+  check_usage_error(run_cli({"inspect", kTarget, "-m", kDraft}), {"model"});
 }
 
 TEST_CASE("cli habits: -ctk / -ctv set the cache's key and value types, each overriding --kv-type") {

@@ -211,6 +211,8 @@ TEST_CASE("serve: the next turn of a conversation prefills only its own tokens, 
   CHECK(metric(metrics, "flashspec_draft_acceptance_by_depth", "depth=\"1\"") > 0);
   CHECK(metric(metrics, "flashspec_tau") > 1);
   CHECK(metric(metrics, "flashspec_requests_total", "path=\"/v1/chat/completions\",status=\"200\"") == 3);
+  // Bucket bounds in plain decimal, as Prometheus clients write them.
+  CHECK(metrics.find("le=\"0.005\"") != std::string::npos);
 }
 
 TEST_CASE("serve: Llama 3 and Qwen3 prompts through the server, Qwen3 thinking on request") {

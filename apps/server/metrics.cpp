@@ -1,16 +1,21 @@
 #include "apps/server/metrics.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 
 namespace flashspec::server {
 
 namespace {
 
-// Prometheus sample values: integers as such, other numbers with full precision.
+// Prometheus sample values and bucket bounds: integers as such, other numbers in the
+// fewest digits that read back as the same double (0.005, not 0.0050000000000000001).
 std::string num(double v) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
   return buf;
 }
 
