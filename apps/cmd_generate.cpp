@@ -48,8 +48,8 @@ int run_generate(const GenerateArgs& a) {
   if (trace) trace->write_all(chrome_trace(r.stats));
   const std::string config = speculation_label(a.run.engine);
   if (!a.json) {
-    print_stdout("\n");
-    std::fprintf(stderr, "\n%s\n", stats_line(r.stats, config, a.run.sampling.seed, !a.run.sampling.greedy()).c_str());
+    print_stdout("\n");  // ends the text's line: the stats line needs no blank line before it
+    std::fprintf(stderr, "%s\n", stats_line(r.stats, config, a.run.sampling.seed, !a.run.sampling.greedy()).c_str());
     if (auto n = slower_than_target_notice(r.stats)) std::fprintf(stderr, "%s\n", n->c_str());
     return 0;
   }

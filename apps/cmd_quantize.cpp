@@ -3,6 +3,7 @@
 // so llama.cpp loads the result. Written atomically (a temporary file renamed over OUT).
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -19,6 +20,13 @@
 namespace flashspec {
 
 namespace {
+
+// A type as --type spells it (q5_0, not Q5_0).
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
 
 struct QuantizeArgs {
   std::string in, out, type;
@@ -48,10 +56,14 @@ int run_quantize(const QuantizeArgs& a) {
   out.commit();
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (tty) std::fputs("\n", stderr);
-  std::fprintf(stderr, "[flashspec] %s -> %s: %s, %lld tensors quantized to %s (%lld by fallback), %s -> %s in %.1f s (%.1f MB/s of input)\n",
+  // Which types rows that are not whole blocks fell back to, as llama.cpp's quantize does.
+  std::string fallbacks;
+  for (const auto& [type, n] : r.fell_back)
+    fallbacks += (fallbacks.empty() ? "" : ", ") + std::to_string(n) + " to " + lower(type_name(type));
+  std::fprintf(stderr, "[flashspec] %s -> %s: %s, %lld tensors quantized to %s (%lld by fallback%s%s), %s -> %s in %.1f s (%.1f MB/s of input)\n",
                printable(a.in).c_str(), printable(a.out).c_str(), a.type.c_str(), (long long)r.quantized,
-               a.type.c_str(), (long long)r.fell_back, format_bytes(in.file_size()).c_str(),
-               format_bytes(r.bytes).c_str(), s, double(in.file_size()) / 1e6 / s);
+               a.type.c_str(), (long long)r.fallbacks(), fallbacks.empty() ? "" : ": ", fallbacks.c_str(),
+               format_bytes(in.file_size()).c_str(), format_bytes(r.bytes).c_str(), s, double(in.file_size()) / 1e6 / s);
   return 0;
 }
 

@@ -36,7 +36,10 @@ int run_tokenize(const TokenizeArgs& a) {
     for (int32_t id : ids) {
       char num[16];
       std::snprintf(num, sizeof num, "%6d", id);
-      write_stdout(std::string(num) + " -> " + in_quotes(tok.token_to_piece(id)) + "\n");
+      // A control token spells nothing in text (Llama 3's BOS, Qwen's <|im_start|>): it
+      // is shown by its name instead of as ''.
+      const bool control = tok.token_type(id) == TokenType::Control;
+      write_stdout(std::string(num) + " -> " + (control ? tok.token_text(id) : in_quotes(tok.token_to_piece(id))) + "\n");
     }
   }
   flush_stdout();

@@ -40,7 +40,7 @@ nlohmann::json stats_json(const GenerationStats& s) {
                         {"io_wait_ms", p.io_wait_ms}, {"storage_ms", p.storage_ms}, {"compute_ms", p.compute_ms()},
                         {"pregrow_ms", p.pregrow_ms},
                         {"draft_stall_ms", p.draft_stall_ms}, {"catch_up_ms", p.catch_up_ms}, {"pregrown", p.pregrown},
-                        {"tree_tokens", p.tree_tokens}, {"draft_nodes", p.draft_nodes},
+                        {"tree_tokens", p.tree_tokens}, {"drafted", p.drafted}, {"draft_nodes", p.draft_nodes},
                         {"lookup_nodes", p.lookup_nodes}, {"emitted", p.emitted},
                         {"predicted_tokens", p.predicted_tokens}, {"predicted_ms", p.predicted_ms}});
     if (experts > 0) {  // a mixture-of-experts target: the pass's expert union and its bytes

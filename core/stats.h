@@ -38,7 +38,8 @@ struct PassRecord {
   double draft_stall_ms = 0;  // after the pass, waiting for that growth to finish
   int64_t pregrown = 0;     // nodes of this pass's tree that were grown during the previous pass
   int64_t tree_tokens = 0;  // rows verified (root included)
-  int64_t draft_nodes = 0;  // of those, nodes the draft model proposed
+  int64_t drafted = 0;      // draft-model nodes grown for the pass (--tree auto may verify fewer)
+  int64_t draft_nodes = 0;  // of the rows verified, nodes the draft model proposed
   int64_t lookup_nodes = 0;  // and nodes prompt lookup proposed
   int64_t emitted = 0;      // tokens this pass produced
   // --tree auto's expectation when it chose this pass (0: a fixed mode): tokens emitted

@@ -150,7 +150,7 @@ double PassPipeline::draft(const std::vector<SequenceRun*>& decode) {
     if (s.pregrown) s.rec.pregrown = std::min(already[i], horizon_);
   }
   for (SequenceRun* s : decode) {
-    s->draft_nodes = s->cand.size() - 1;
+    s->draft_nodes = s->rec.drafted = s->cand.size() - 1;
     if (s->lookup) add_lookup_branches(*s->lookup, *policy_, s->drafter.has_value(), s->seq, s->draft_nodes, s->cand);
     s->tree = s->cand;
   }

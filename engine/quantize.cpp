@@ -51,6 +51,12 @@ GgmlType fitting_type(GgmlType want, int64_t cols, bool& fell_back) {
 
 }  // namespace
 
+int64_t QuantizeResult::fallbacks() const {
+  int64_t n = 0;
+  for (const auto& [type, count] : fell_back) n += count;
+  return n;
+}
+
 std::string quantize_type_names() {
   std::string s;
   for (const Named& n : kTypes) s += (s.empty() ? "" : ", ") + std::string(n.name);
@@ -133,7 +139,8 @@ QuantizeResult quantize_model(const GgufFile& in, const QuantizeOptions& o, Thre
     bool fell_back = false;
     if (t.dims.size() >= 2 && types[i] != t.type) {
       ++r.quantized;
-      if (fitting_type(o.type, t.dims[0], fell_back) != o.type) ++r.fell_back;
+      const GgmlType got = fitting_type(o.type, t.dims[0], fell_back);
+      if (got != o.type) ++r.fell_back[got];
     }
   }
   const std::vector<uint8_t> header = gguf_header(kv, layout, in.alignment());

@@ -5,6 +5,7 @@
 // quantize` writes to disk, and what `-d self:TYPE` builds in memory.
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -50,7 +51,10 @@ std::vector<GgmlType> plan_quantization(const GgufFile& in, const QuantizeOption
 struct QuantizeResult {
   uint64_t bytes = 0;              // of the output file
   int64_t quantized = 0;           // tensors given a new type
-  int64_t fell_back = 0;           // of those, given a fallback type (rows not whole blocks)
+  // Of those, the ones given a fallback type (rows not whole blocks of the type asked
+  // for), counted per type given.
+  std::map<GgmlType, int64_t> fell_back;
+  int64_t fallbacks() const;
 };
 
 // Writes the quantized model as a GGUF image through sink(bytes), in order (header, then

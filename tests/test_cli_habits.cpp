@@ -179,3 +179,26 @@ TEST_CASE("cli habits: the counters add up") {
     }
   }
 }
+
+TEST_CASE("cli habits: tokenize shows control tokens by name") {
+  // Llama 3 adds its BOS, a control token that spells nothing in text; Qwen's chat markers
+  // are control tokens too (parsed as such with --parse-special).
+  const CliResult llama = run_cli({"tokenize", "-m", model_path("tiny-llama3"), "-p", "Hello"});
+  REQUIRE(llama.exit_code == 0);
+  CHECK(llama.out.find("128000 -> <|begin_of_text|>") != std::string::npos);
+  CHECK(llama.out.find("''") == std::string::npos);
+  const CliResult qwen =
+      run_cli({"tokenize", "-m", model_path("tiny-qwen3"), "-p", "<|im_start|>user", "--parse-special"});
+  REQUIRE(qwen.exit_code == 0);
+  CHECK(qwen.out.find("151644 -> <|im_start|>") != std::string::npos);
+  CHECK(qwen.out.find("'user'") != std::string::npos);  // a normal token stays in quotes
+}
+
+TEST_CASE("cli habits: the stats on stderr start at once, with no blank line before them") {
+  const CliResult r = run_cli({"generate", "-m", kTarget, "-p", "Once upon a time", "-n", "4", "--temp", "0"});
+  REQUIRE(r.exit_code == 0);
+  CAPTURE(r.err);
+  REQUIRE(!r.err.empty());
+  CHECK(r.err.front() != '\n');
+  CHECK(r.out.back() == '\n');
+}

@@ -91,7 +91,12 @@ TEST_CASE("quantize: every type writes a file the engine loads, with 2-D weights
 TEST_CASE("quantize: rows that are not whole blocks fall back as llama.cpp does, and --keep-output") {
   // stories260K: dim 64 (not whole 256-blocks), ffn 172 (not whole 32-blocks).
   TempFile out("fallback");
-  REQUIRE(run_cli({"quantize", model_path("stories260K"), out.path, "--type", "q4_k"}).exit_code == 0);
+  const CliResult r = run_cli({"quantize", model_path("stories260K"), out.path, "--type", "q4_k"});
+  REQUIRE(r.exit_code == 0);
+  // The report names the types rows fell back to: 64-column rows to q5_0, 172-column ones to f16.
+  CAPTURE(r.err);
+  CHECK(r.err.find(" to q5_0") != std::string::npos);
+  CHECK(r.err.find(" to f16") != std::string::npos);
   const GgufFile q = GgufFile::open(out.path);
   CHECK(q.require_tensor("blk.0.attn_q.weight").type == GgmlType::Q5_0);   // q4_k -> q5_0 (64 columns)
   CHECK(q.require_tensor("blk.0.ffn_down.weight").type == GgmlType::F16);  // 172 columns: no block type fits
