@@ -516,6 +516,9 @@ Action register_bench(CLI::App& app) {
   sub->add_option("--out", args->out_prefix, "write PREFIX.jsonl, PREFIX.csv, PREFIX.svg")->excludes(dir);
   return [args, sub] {
     finish_run_options(*sub, args->run);
+    if (args->run.n_predict < 0)
+      throw UsageError("bench: -n -1 (until end of text) gives each prompt an answer of its own length: give the "
+                       "tokens each prompt generates");
     return run_bench(*args);
   };
 }

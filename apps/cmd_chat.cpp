@@ -157,7 +157,9 @@ int run_chat(const ChatArgs& a) {
                                                                 : fmt.next_turn(message, last_end, last_token);
     TurnRequest req;
     req.sampling = a.run.sampling;
-    req.max_tokens = a.run.n_predict;
+    // -n -1: until end of text or the context is full.
+    req.max_tokens = a.run.n_predict >= 0 ? a.run.n_predict
+                                          : engine.tokens_left(int64_t(session.tokens().size() + input.size()));
     req.ignore_eos = a.run.ignore_eos;
     req.turn_end = fmt.turn_end_token();
     req.stop = {fmt.stop_text()};

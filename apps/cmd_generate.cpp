@@ -32,12 +32,15 @@ int run_generate(const GenerateArgs& a) {
   Engine engine(a.run.engine);
   const Tokenizer& tok = engine.tokenizer();
   const std::vector<int32_t> prompt_tokens = tok.encode(prompt, true);
-  engine.context_for(int64_t(prompt_tokens.size()), a.run.n_predict);  // refuses a --ctx too small, before any output
-  warn_past_training_context(engine, int64_t(prompt_tokens.size()) + a.run.n_predict);
+  // -n -1: until end of text or the context is full.
+  const int64_t n_predict =
+      a.run.n_predict < 0 ? engine.tokens_left(int64_t(prompt_tokens.size())) : a.run.n_predict;
+  engine.context_for(int64_t(prompt_tokens.size()), n_predict);  // refuses a --ctx too small, before any output
+  warn_past_training_context(engine, int64_t(prompt_tokens.size()) + n_predict);
 
   TurnRequest req;
   req.sampling = a.run.sampling;
-  req.max_tokens = a.run.n_predict;
+  req.max_tokens = n_predict;
   req.ignore_eos = a.run.ignore_eos;
   req.logits_positions = a.logits;
   if (!a.json) {

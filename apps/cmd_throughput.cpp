@@ -190,7 +190,8 @@ Action register_throughput(CLI::App& app) {
   add_run_options(*sub, args->run);
   // Only the target's placement and compute matter here.
   for (const char* name : {"--draft", "--n-predict", "--temp", "--seed", "--top-k", "--top-p", "--min-p", "--chain",
-                           "--tree", "--draft-max", "--tree-width", "--pregrow", "--tree-children", "--ignore-eos"})
+                           "--tree", "--draft-max", "--tree-width", "--pregrow", "--tree-children", "--ignore-eos",
+                           "--lookup", "--lookup-ngram", "--lookup-depth"})
     if (CLI::Option* o = sub->get_option_no_throw(name)) sub->remove_option(o);
   sub->add_option("-p,--pp", args->pp, "prompt lengths to prefill, comma-separated")
       ->delimiter(',')

@@ -68,8 +68,8 @@ void add_run_options(CLI::App& sub, RunOptions& o, int64_t n_predict, const std:
                  "draft model (GGUF) for speculative decoding (llama.cpp: -md); 'lookup': draft by prompt lookup "
                  "(continuations of earlier text), no model; self:TYPE: the target quantized to TYPE");
   o.n_predict = n_predict;  // before the option: it shows the default it holds
-  sub.add_option("-n,--n-predict", o.n_predict, n_help)
-      ->check(CLI::Range(int64_t(0), int64_t(1) << 24))
+  sub.add_option("-n,--n-predict", o.n_predict, n_help + " (-1: until end of text or the context is full)")
+      ->check(CLI::Range(int64_t(-1), int64_t(1) << 24))
       ->capture_default_str();
   sub.add_option("--temp", o.sampling.temperature, "temperature (0: greedy)")
       ->check(finite_range(0, 100))

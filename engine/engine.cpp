@@ -242,6 +242,14 @@ int64_t Engine::session_context() const {
   return std::min(target_->config().context_length, kDefaultSessionContext) + scratch;
 }
 
+int64_t Engine::tokens_left(int64_t used) const {
+  const int64_t left = session_context() - scratch_rows() - used;
+  if (left <= 0)
+    throw Error("context full: " + std::to_string(used) + " tokens leave no room for an answer in the context of " +
+                std::to_string(session_context() - scratch_rows()) + " (raise --ctx)");
+  return left;
+}
+
 TurnResult Engine::generate(std::span<const int32_t> prompt, const TurnRequest& r) {
   Session s = new_session(context_for(int64_t(prompt.size()), r.max_tokens));
   TurnResult out = run_turn(*this, s, prompt, r);

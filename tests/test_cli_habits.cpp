@@ -202,3 +202,20 @@ TEST_CASE("cli habits: the stats on stderr start at once, with no blank line bef
   CHECK(r.err.front() != '\n');
   CHECK(r.out.back() == '\n');
 }
+
+TEST_CASE("cli habits: -n -1 generates until end of text or the context is full") {
+  // stories260K's trained context is 128 tokens: with --ignore-eos the answer fills it.
+  const nlohmann::json all = run_json({"generate", "-m", kTarget, "-p", "Once upon a time", "-n", "-1", "--temp", "0",
+                                       "--ignore-eos", "--json"});
+  const int64_t prompt = int64_t(all.at("prompt_tokens").size());
+  CHECK(int64_t(all.at("tokens").size()) + prompt == 128);
+  // --ctx sets the context it fills.
+  const nlohmann::json ctx = run_json({"generate", "-m", kTarget, "-p", "Once upon a time", "-n", "-1", "--temp", "0",
+                                       "--ignore-eos", "-c", "64", "--json"});
+  CHECK(int64_t(ctx.at("tokens").size()) + prompt == 64 - 2);  // less the scratch rows of a pass
+  check_usage_error(run_cli({"generate", "-m", kTarget, "-p", "x", "-n", "-2"}), {"-n"});
+  check_usage_error(run_cli({"bench", "-m", kTarget, "-n", "-1"}), {"-n -1"});
+  // throughput's help lists only what it uses.
+  const CliResult help = run_cli({"throughput", "--help"});
+  CHECK(help.out.find("--lookup") == std::string::npos);
+}

@@ -283,7 +283,10 @@ RunRequest HttpServer::prepare(const GenRequest& g) const {
                           std::to_string(room) + ": the prompt is " + std::to_string(n_prompt) + " of " +
                           std::to_string(limit) + " tokens)",
                       "max_tokens", "context_length_exceeded");
-  r.max_tokens = g.max_tokens ? *g.max_tokens : std::min(opt_.default_max_tokens, room);
+  // -n -1 on the command line: a request without max_tokens may fill the context.
+  r.max_tokens = g.max_tokens           ? *g.max_tokens
+                 : opt_.default_max_tokens < 0 ? room
+                                               : std::min(opt_.default_max_tokens, room);
   return r;
 }
 
