@@ -87,6 +87,7 @@ void print_stats(const std::optional<GenerationStats>& last, const Totals& t, co
 
 int run_chat(const ChatArgs& a) {
   Engine engine(a.run.engine);
+  if (auto n = over_budget_notice(engine.plan())) std::fprintf(stderr, "%s\n", n->c_str());
   ChatFormat fmt = chat_format_for(engine, a.format, "flashspec");
   fmt.set_thinking(a.think);
   const bool hide_reasoning = fmt.reasons() && !a.think;

@@ -30,6 +30,7 @@ int run_generate(const GenerateArgs& a) {
   // Output files are opened before any work, so a bad path fails at once.
   std::unique_ptr<OutputFile> trace = a.trace_path.empty() ? nullptr : std::make_unique<OutputFile>(a.trace_path);
   Engine engine(a.run.engine);
+  if (auto n = over_budget_notice(engine.plan())) std::fprintf(stderr, "%s\n", n->c_str());
   const Tokenizer& tok = engine.tokenizer();
   const std::vector<int32_t> prompt_tokens = tok.encode(prompt, true);
   // -n -1: until end of text or the context is full.

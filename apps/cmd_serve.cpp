@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "apps/commands.h"
+#include "apps/stats_report.h"
 #include "apps/run_options.h"
 #include "apps/server/api_keys.h"
 #include "apps/server/http_server.h"
@@ -38,6 +39,7 @@ int run_serve(ServeArgs& a) {
   server::BlockedSignals blocked;
   a.run.engine.parallel = o.parallel;
   Engine engine(a.run.engine);
+  if (auto n = over_budget_notice(engine.plan())) std::fprintf(stderr, "%s\n", n->c_str());
   server::HttpServer http(engine, o);
   const int port = http.bind();
   server::SignalWatcher watcher([&http](int signo, int count) {

@@ -166,4 +166,13 @@ std::optional<std::string> slower_than_target_notice(const GenerationStats& s) {
   return std::string(buf);
 }
 
+std::optional<std::string> over_budget_notice(const PlacementPlan& plan) {
+  if (!plan.stream || !plan.stream->ring_over_budget()) return std::nullopt;
+  const LayerPlan& st = *plan.stream;
+  return "[flashspec] notice: the stream needs at least " + format_bytes(st.fixed_bytes()) +
+         " (its smallest read ring" + (st.experts ? std::string(" and expert staging") : std::string()) +
+         ") and the budget leaves it " + format_bytes(st.ram_budget) + ": this run holds " +
+         format_bytes(st.memory_bytes() - st.ram_budget) + " over --ram-budget (raise it by at least that)";
+}
+
 }  // namespace flashspec

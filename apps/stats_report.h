@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/stats.h"
+#include "target/placement.h"
 
 namespace flashspec {
 
@@ -35,5 +36,8 @@ std::string chrome_trace(const GenerationStats& s);
 std::optional<double> target_only_ms_per_token(const GenerationStats& s);
 // A one-line suggestion when the speculative run was slower than that estimate.
 std::optional<std::string> slower_than_target_notice(const GenerationStats& s);
+// A one-line notice when the plan holds more than --ram-budget (the smallest ring the
+// stream can read through is over it): a run must not go over its budget silently.
+std::optional<std::string> over_budget_notice(const PlacementPlan& plan);
 
 }  // namespace flashspec

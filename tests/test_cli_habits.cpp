@@ -219,3 +219,15 @@ TEST_CASE("cli habits: -n -1 generates until end of text or the context is full"
   const CliResult help = run_cli({"throughput", "--help"});
   CHECK(help.out.find("--lookup") == std::string::npos);
 }
+
+TEST_CASE("cli habits: a streamed run over its --ram-budget says so") {
+  const std::string wide = model_path("stories260K-wide-q4_0");
+  const CliResult over = run_cli({"generate", "-m", wide, "-p", "x", "-n", "2", "--stream", "--ram-budget", "1"});
+  REQUIRE(over.exit_code == 0);
+  CAPTURE(over.err);
+  CHECK(over.err.find("notice: the stream needs at least") != std::string::npos);
+  CHECK(over.err.find("over --ram-budget") != std::string::npos);
+  const CliResult within = run_cli({"generate", "-m", wide, "-p", "x", "-n", "2", "--stream", "--ram-budget", "1G"});
+  REQUIRE(within.exit_code == 0);
+  CHECK(within.err.find("notice") == std::string::npos);
+}
