@@ -3,7 +3,6 @@
 // so llama.cpp loads the result. Written atomically (a temporary file renamed over OUT).
 #include <unistd.h>
 
-#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -20,13 +19,6 @@
 namespace flashspec {
 
 namespace {
-
-// A type as --type spells it (q5_0, not Q5_0).
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = char(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 struct QuantizeArgs {
   std::string in, out, type;
@@ -59,7 +51,7 @@ int run_quantize(const QuantizeArgs& a) {
   // Which types rows that are not whole blocks fell back to, as llama.cpp's quantize does.
   std::string fallbacks;
   for (const auto& [type, n] : r.fell_back)
-    fallbacks += (fallbacks.empty() ? "" : ", ") + std::to_string(n) + " to " + lower(type_name(type));
+    fallbacks += (fallbacks.empty() ? "" : ", ") + std::to_string(n) + " to " + std::string(quantize_type_name(type));
   std::fprintf(stderr, "[flashspec] %s -> %s: %s, %lld tensors quantized to %s (%lld by fallback%s%s), %s -> %s in %.1f s (%.1f MB/s of input)\n",
                printable(a.in).c_str(), printable(a.out).c_str(), a.type.c_str(), (long long)r.quantized,
                a.type.c_str(), (long long)r.fallbacks(), fallbacks.empty() ? "" : ": ", fallbacks.c_str(),

@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "engine/pass_steps.h"
 #include "model/llama_model.h"
 
 namespace flashspec {

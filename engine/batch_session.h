@@ -29,7 +29,6 @@
 // the same pass waits a pass and then takes its blocks, so a shared system prompt is
 // prefilled once. (A GPU backend gives each sequence a cache of its own.)
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <list>
 #include <memory>
@@ -105,7 +104,7 @@ class BatchSession {
 
  private:
   struct Sequence;
-  // This pass's rows: every decoding sequence's tree, and prompt chunks (see step()).
+  // This pass's rows: every decoding sequence's tree, and prompt chunks, first come, first served.
   void schedule(std::vector<SequenceRun*>& prefill, std::vector<SequenceRun*>& decode);
   // Context rows a request needs, and the pool blocks they take (Error beyond the pool).
   int64_t rows_needed(int64_t prompt_tokens, int64_t n_predict) const;

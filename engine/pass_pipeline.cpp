@@ -178,9 +178,10 @@ void PassPipeline::choose(const std::vector<SequenceRun*>& decode, int64_t other
 
 void PassPipeline::run_pass(const std::vector<SequenceRun*>& prefill, const std::vector<SequenceRun*>& decode) {
   const double drafted_ms = draft(decode);
-  int64_t rows = 0;
-  for (const SequenceRun* s : prefill) rows += s->prefill;
-  choose(decode, rows, drafted_ms);
+  int64_t prompt_rows = 0;
+  for (const SequenceRun* s : prefill) prompt_rows += s->prefill;
+  choose(decode, prompt_rows, drafted_ms);
+  int64_t rows = prompt_rows;
 
   std::vector<SequenceBatch> batches;
   for (SequenceRun* s : prefill) {
@@ -222,7 +223,7 @@ void PassPipeline::run_pass(const std::vector<SequenceRun*>& prefill, const std:
 
   ++counters_.passes;
   counters_.rows += rows;
-  for (const SequenceRun* s : prefill) counters_.prefill_rows += s->prefill;
+  counters_.prefill_rows += prompt_rows;
   const int64_t carried = int64_t(prefill.size() + decode.size());
   counters_.sequence_slots += carried;
   counters_.most_sequences = std::max(counters_.most_sequences, carried);

@@ -63,6 +63,12 @@ std::string quantize_type_names() {
   return s;
 }
 
+std::string_view quantize_type_name(GgmlType t) {
+  for (const Named& n : kTypes)
+    if (n.type == t) return n.name;
+  return type_name(t);
+}
+
 std::optional<GgmlType> quantize_type_from_name(std::string_view name) {
   for (const Named& n : kTypes)
     if (n.name == name) return n.type;

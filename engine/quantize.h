@@ -43,6 +43,8 @@ struct QuantizeOptions {
 std::string quantize_type_names();
 // The type a --type / self:TYPE name names; nullopt when none.
 std::optional<GgmlType> quantize_type_from_name(std::string_view name);
+// The name --type spells `t` with (q5_0, f16); ggml's own name for a type it does not write.
+std::string_view quantize_type_name(GgmlType t);
 
 // Per tensor of `in`, the type it gets. Error (naming the tensor) when a quantized input
 // would be quantized again without allow_requantize.

@@ -2,7 +2,7 @@
 // A generation session: the token sequence so far and the models' caches of it. Each
 // generate() call appends input tokens (a prompt, a chat turn) and generates after them,
 // reusing every cached row, so a conversation never re-prefills its history.
-// Invariant between calls: each model's cache holds a prefix of seq_; the tokens after
+// Invariant between calls: each model's cache holds a prefix of the sequence; the tokens after
 // that prefix are fed at the start of the next call.
 #include <cstdint>
 #include <memory>

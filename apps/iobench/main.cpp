@@ -26,7 +26,6 @@ using namespace flashspec;
 struct Args {
   std::string model;
   int passes = 3;
-  uint64_t request = IoOptions{}.request_bytes;
   bool json = false;
   PlacementOptions placement;  // the stream's flags, as every command reads them
 };
@@ -37,11 +36,9 @@ int run(const Args& a) {
   eo.threads = 1;
   eo.placement = a.placement;
   eo.placement.stream = true;
-  const uint64_t request = a.request;
 
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
-  eo.placement.io.request_bytes = request;
   Engine engine(eo);  // opens the stream: resident layers read, ring filling
   WeightStream& ws = *engine.stream();
   const auto t1 = Clock::now();
@@ -62,7 +59,7 @@ int run(const Args& a) {
                               {"file_bytes", file_bytes},
                               {"passes", a.passes},
                               {"io_depth", eo.placement.io.depth},
-                              {"request_bytes", request},
+                              {"request_bytes", eo.placement.io.request_bytes},
                               {"direct", ws.direct()},
                               {"io_bw", eo.placement.io.bandwidth},
                               {"resident_layers", ws.plan().n_resident},
@@ -81,7 +78,7 @@ int run(const Args& a) {
   }
   std::printf("%s: %d passes x %s streamed (%d of %lld layers resident), %s, depth %d x %s%s\n", a.model.c_str(),
               a.passes, format_bytes(ws.plan().streamed_bytes).c_str(), ws.plan().n_resident, (long long)n_layers,
-              ws.direct() ? "O_DIRECT" : "buffered", eo.placement.io.depth, format_bytes(request).c_str(),
+              ws.direct() ? "O_DIRECT" : "buffered", eo.placement.io.depth, format_bytes(eo.placement.io.request_bytes).c_str(),
               eo.placement.io.bandwidth > 0 ? (", capped at " + format_bytes(eo.placement.io.bandwidth) + "/s").c_str() : "");
   std::printf("  %.3f s: %.3f GB/s (consumed bytes / wall time); %.3f GB/s while reading, I/O busy %.1f%%\n", secs,
               gbps, s.read_gbps(), secs > 0 ? 100.0 * s.read_busy_ms / (secs * 1e3) : 0.0);
@@ -95,7 +92,8 @@ int main(int argc, char** argv) {
   CLI::App app("flashspec-iobench: read rate of the weight stream (offload/)");
   app.add_option("model", a.model, "GGUF model file")->required();
   app.add_option("--passes", a.passes, "passes over every layer")->check(CLI::Range(1, 100000));
-  app.add_option("--request-size", a.request, "bytes per read request, e.g. 1M")->transform(size_value());
+  app.add_option("--request-size", a.placement.io.request_bytes, "bytes per read request, e.g. 1M")
+      ->transform(size_value());
   add_stream_flags(app, a.placement, nullptr);
   app.add_flag("--json", a.json, "one JSON object");
   try {
