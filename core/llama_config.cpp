@@ -33,15 +33,15 @@ int64_t bounded(const std::string& path, const std::string& key, uint64_t v, int
 void read_experts(const GgufFile& f, const std::string& path, LlamaConfig& c) {
   const std::string p = c.arch + ".";
   const std::optional<uint64_t> count = f.get_uint(p + "expert_count");
-  const bool moe_arch = c.arch == "qwen3moe";
+  const bool moe_arch = c.arch == "qwen3moe" || c.arch == "qwen35moe";
   if (!moe_arch && c.arch != "llama") {
     if (count && *count > 0)
       throw Error(path + ": key '" + p + "expert_count' = " + std::to_string(*count) + ": arch " + in_quotes(c.arch) +
-                  " has no mixture-of-experts layers here (supported: llama, qwen3moe)");
+                  " has no mixture-of-experts layers here (supported: llama, qwen3moe, qwen35moe)");
     return;
   }
   if (!count || *count == 0) {
-    if (moe_arch) throw Error(path + ": arch 'qwen3moe' needs the key '" + p + "expert_count' (> 0)");
+    if (moe_arch) throw Error(path + ": arch " + in_quotes(c.arch) + " needs the key '" + p + "expert_count' (> 0)");
     return;  // a dense llama
   }
   c.n_experts = bounded(path, p + "expert_count", *count, 1, kMaxExperts);
@@ -55,9 +55,51 @@ void read_experts(const GgufFile& f, const std::string& path, LlamaConfig& c) {
     const std::optional<uint64_t> ff = f.get_uint(p + "expert_feed_forward_length");
     if (!ff) throw Error(path + ": key '" + p + "expert_feed_forward_length' is missing (the width of an expert)");
     c.expert_ffn_dim = bounded(path, p + "expert_feed_forward_length", *ff, 1, kMaxDim * 8);
+    if (c.arch == "qwen35moe") {  // its shared expert: as wide as the dense FFN unless said
+      const std::optional<uint64_t> sh = f.get_uint(p + "expert_shared_feed_forward_length");
+      c.shared_expert_ffn_dim = sh ? bounded(path, p + "expert_shared_feed_forward_length", *sh, 1, kMaxDim * 8) : c.ffn_dim;
+      if (c.shared_expert_ffn_dim == 0)
+        throw Error(path + ": key '" + p + "expert_shared_feed_forward_length' is missing (the shared expert's width)");
+    }
   } else {
     c.expert_ffn_dim = c.ffn_dim;
   }
+}
+
+// The hybrid layers' keys (qwen35*): which layers are attention, the DeltaNet mixers'
+// shape, and the RoPE sections.
+void read_hybrid(const GgufFile& f, const std::string& path, LlamaConfig& c) {
+  const std::string p = c.arch + ".";
+  auto require = [&](const std::string& key, int64_t lo, int64_t hi) {
+    return bounded(path, p + key, f.require_uint(p + key), lo, hi);
+  };
+  c.full_attention_interval = 4;  // llama.cpp's default when the key is absent
+  if (auto v = f.get_uint(p + "full_attention_interval"))
+    c.full_attention_interval = bounded(path, p + "full_attention_interval", *v, 1, kMaxLayers);
+  DeltaNetShape& d = c.delta;
+  d.conv_kernel = require("ssm.conv_kernel", 1, 64);
+  d.state = require("ssm.state_size", 1, 1024);
+  d.k_heads = require("ssm.group_count", 1, kMaxHeads);
+  d.v_heads = require("ssm.time_step_rank", 1, kMaxHeads);
+  if (d.v_heads % d.k_heads != 0)
+    throw Error(path + ": ssm.time_step_rank " + std::to_string(d.v_heads) + " (value heads) is not a multiple of " +
+                "ssm.group_count " + std::to_string(d.k_heads) + " (key heads)");
+  const int64_t inner = require("ssm.inner_size", 1, kMaxDim);
+  if (inner != d.value_dim())
+    throw Error(path + ": ssm.inner_size " + std::to_string(inner) + " is not time_step_rank x state_size = " +
+                std::to_string(d.value_dim()));
+  c.attn_output_gate = true;
+  const GgufArray& sec = f.require_array(p + "rope.dimension_sections");
+  if (sec.items.size() != 4) throw Error(path + ": key '" + p + "rope.dimension_sections' must hold 4 values");
+  int64_t sum = 0;
+  for (size_t i = 0; i < 4; ++i) {
+    const std::optional<int64_t> v = sec.items[i].as_int();
+    if (!v || *v < 0 || *v > kMaxDim) throw Error(path + ": key '" + p + "rope.dimension_sections' holds a bad value");
+    c.rope_sections[i] = int32_t(*v);
+    sum += *v;
+  }
+  if (sum == 0) throw Error(path + ": key '" + p + "rope.dimension_sections' is all zero");
+  c.rope_imrope = true;
 }
 
 }  // namespace
@@ -72,6 +114,8 @@ LlamaConfig LlamaConfig::from_gguf(const GgufFile& f) {
     c.family = Arch::Qwen2;
   } else if (c.arch == "qwen3" || c.arch == "qwen3moe") {
     c.family = Arch::Qwen3;  // qwen3moe: Qwen3's attention, an MoE FFN in every layer
+  } else if (c.arch == "qwen35" || c.arch == "qwen35moe") {
+    c.family = Arch::Qwen35;  // qwen35moe: its FFN is routed experts plus a shared one
   } else {
     throw Error(path + ": unsupported architecture " + in_quotes(c.arch) + " (key 'general.architecture'; supported: " +
                 supported_archs() + ")");
@@ -90,8 +134,13 @@ LlamaConfig LlamaConfig::from_gguf(const GgufFile& f) {
   if (c.n_heads % c.n_kv_heads != 0)
     throw Error(path + ": head_count " + std::to_string(c.n_heads) + " is not a multiple of head_count_kv " +
                 std::to_string(c.n_kv_heads));
-  c.ffn_dim = require("feed_forward_length", 1, kMaxDim * 8);
+  // Models whose every FFN is experts of their own width may leave it out.
+  if (c.arch == "qwen35moe" && !f.get_uint(p + "feed_forward_length"))
+    c.ffn_dim = 0;
+  else
+    c.ffn_dim = require("feed_forward_length", 1, kMaxDim * 8);
   read_experts(f, path, c);
+  if (c.family == Arch::Qwen35) read_hybrid(f, path, c);
   if (auto v = f.get_uint(p + "attention.key_length")) {
     c.head_dim = bounded(path, p + "attention.key_length", *v, 1, kMaxDim);
   } else {

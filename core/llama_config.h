@@ -1,7 +1,8 @@
 #pragma once
-// Hyper-parameters of a llama-family model (archs llama, qwen2, qwen3, qwen3moe: one
-// decoder graph with per-family options; llama and qwen3moe may have mixture-of-experts
-// FFNs), read and validated from GGUF metadata.
+// Hyper-parameters of a llama-family model (archs llama, qwen2, qwen3, qwen3moe, and the
+// hybrid qwen35 / qwen35moe: one decoder graph with per-family options; llama, qwen3moe
+// and qwen35moe may have mixture-of-experts FFNs), read and validated from GGUF metadata.
+#include <array>
 #include <cstdint>
 #include <string>
 
@@ -9,11 +10,29 @@ namespace flashspec {
 
 class GgufFile;
 
-enum class Arch { Llama, Qwen2, Qwen3 };
+enum class Arch { Llama, Qwen2, Qwen3, Qwen35 };
+
+// A Gated DeltaNet mixer (Qwen3.5's linear attention): a short causal convolution over
+// the projected q, k, v channels, then per value head a state of state x state that each
+// token decays and corrects by the delta rule. Value heads share key heads in groups
+// (v_heads a multiple of k_heads; value head h reads key head h % k_heads).
+struct DeltaNetShape {
+  int64_t conv_kernel = 0;  // ssm.conv_kernel: taps, the current token's included
+  int64_t state = 0;        // ssm.state_size: a head's key (and value) width
+  int64_t k_heads = 0;      // ssm.group_count
+  int64_t v_heads = 0;      // ssm.time_step_rank
+  int64_t key_dim() const { return k_heads * state; }
+  int64_t value_dim() const { return v_heads * state; }
+  int64_t conv_dim() const { return 2 * key_dim() + value_dim(); }  // q, k, v channels
+  // Floats one sequence keeps per layer: the convolution's last conv_kernel - 1 inputs and
+  // the heads' states.
+  int64_t window_floats() const { return (conv_kernel - 1) * conv_dim(); }
+  int64_t state_floats() const { return v_heads * state * state; }
+};
 
 struct LlamaConfig {
-  std::string arch;        // general.architecture ("llama", "qwen2", "qwen3", "qwen3moe")
-  Arch family = Arch::Llama;  // qwen3moe: Qwen3 (its attention), with n_experts > 0
+  std::string arch;        // general.architecture ("llama", "qwen2", "qwen3", "qwen3moe", "qwen35", "qwen35moe")
+  Arch family = Arch::Llama;  // qwen3moe: Qwen3 (its attention), with n_experts > 0; qwen35moe: Qwen35
   int64_t n_vocab = 0;     // rows of token_embd.weight
   int64_t dim = 0;         // residual width
   int64_t n_layers = 0;
@@ -30,14 +49,40 @@ struct LlamaConfig {
   // RoPE pairs: llama's adjacent dims (2i, 2i+1), or NeoX's halves (i, i + n_rot/2) as the
   // Qwen families use.
   bool rope_neox = false;
+  // Qwen3.5's multi-section RoPE (interleaved): pair i of a head takes its angle from the
+  // position component its section names; for text every component is the position but
+  // the fourth, which is 0 (rope.dimension_sections).
+  bool rope_imrope = false;
+  std::array<int32_t, 4> rope_sections{};
   bool tied_output = false;  // no output.weight: the embedding is the output head
+  // Hybrid models (qwen35*): every full_attention_interval-th layer is gated attention
+  // (its Q projection also yields a sigmoid gate per head on attention's output), the
+  // others Gated DeltaNet mixers of shape `delta`. 0: attention everywhere.
+  int64_t full_attention_interval = 0;
+  DeltaNetShape delta;
+  bool attn_output_gate = false;
   // Mixture-of-experts FFN (0 experts: a dense FFN of ffn_dim): each token's router
   // picks n_experts_used of n_experts SwiGLU experts of width expert_ffn_dim.
   int64_t n_experts = 0;
   int64_t n_experts_used = 0;
   int64_t expert_ffn_dim = 0;
+  // A shared expert beside the routed ones (qwen35moe), scaled per token by the sigmoid
+  // of its own gate; 0: none.
+  int64_t shared_expert_ffn_dim = 0;
 
   bool moe() const { return n_experts > 0; }
+  // Whether layer l is a recurrent (Gated DeltaNet) layer rather than attention.
+  bool recurrent(int64_t l) const {
+    return full_attention_interval > 0 && (l + 1) % full_attention_interval != 0;
+  }
+  bool hybrid() const { return full_attention_interval > 0; }
+  // The layers that keep KV rows (attention), and layer l's place among them.
+  int64_t attention_layers() const { return kv_slot(n_layers); }
+  int64_t kv_slot(int64_t l) const {
+    int64_t n = 0;
+    for (int64_t i = 0; i < l; ++i) n += recurrent(i) ? 0 : 1;
+    return n;
+  }
   int64_t q_dim() const { return n_heads * head_dim; }
   int64_t kv_dim() const { return n_kv_heads * head_dim; }
 
@@ -47,7 +92,7 @@ struct LlamaConfig {
   static LlamaConfig from_gguf(const GgufFile& f);
 
   // The architectures from_gguf() accepts, comma separated.
-  static const char* supported_archs() { return "llama, qwen2, qwen3, qwen3moe"; }
+  static const char* supported_archs() { return "llama, qwen2, qwen3, qwen3moe, qwen35, qwen35moe"; }
 };
 
 }  // namespace flashspec

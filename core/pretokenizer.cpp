@@ -24,6 +24,11 @@ constexpr const char* kLlama3 =
 constexpr const char* kQwen2 =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^" FS_WS
     "\\p{L}\\p{N}]+[\\r\\n]*|[" FS_WS "]*[\\r\\n]+|[" FS_WS "]+(?![^" FS_WS "])|[" FS_WS "]+";
+// Qwen3.5: as Qwen2 but letters run on through combining marks (\p{M}), which the
+// punctuation run leaves out.
+constexpr const char* kQwen35 =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^" FS_WS
+    "\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|[" FS_WS "]*[\\r\\n]+|[" FS_WS "]+(?![^" FS_WS "])|[" FS_WS "]+";
 // GPT-2's ByteLevel pre-tokenizer regex.
 constexpr const char* kGpt2 =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" FS_WS "\\p{L}\\p{N}]+|[" FS_WS "]+(?![^" FS_WS
@@ -45,6 +50,7 @@ constexpr std::array kFamilies{
     Family{"llama-v3", kLlama3, false, true},
     Family{"qwen2", kQwen2, true, false},
     Family{"deepseek-r1-qwen", kQwen2, true, false},
+    Family{"qwen35", kQwen35, true, false},
     Family{"default", kGpt2, false, false},
     Family{"gpt-2", kGpt2, false, false},
     Family{"gpt2", kGpt2, false, false},

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/delta_net.h"
 #include "kernels/expert_rows.h"
 #include "kernels/weight_matrix.h"
 
@@ -210,6 +211,32 @@ class Backend {
     gather_rows_host(in.data(), rows, 0, n, width, out.data());
     upload(y, out.data(), out.size() * sizeof(float));
   }
+  // Hybrid models' ops. Their defaults, too, go through the host: a backend without
+  // kernels of its own for them computes them right, not fast.
+  // first[b] = x[b][0, width) and second[b] = x[b][width, 2 width) for `blocks` blocks.
+  virtual void deinterleave(const float* x, int64_t blocks, int64_t width, float* first, float* second) {
+    std::vector<float> in(size_t(blocks * 2 * width)), a(size_t(blocks * width)), b(size_t(blocks * width));
+    download(in.data(), x, in.size() * sizeof(float));
+    for (int64_t i = 0; i < blocks; ++i)
+      for (int64_t j = 0; j < width; ++j) {
+        a[size_t(i * width + j)] = in[size_t(i * 2 * width + j)];
+        b[size_t(i * width + j)] = in[size_t(i * 2 * width + width + j)];
+      }
+    upload(first, a.data(), a.size() * sizeof(float));
+    upload(second, b.data(), b.size() * sizeof(float));
+  }
+  // y[t][i] *= sigmoid(g[t][i]) (per_row false) or sigmoid(g[t]) (true), T rows of n.
+  virtual void sigmoid_mul(float* y, const float* g, int64_t T, int64_t n, bool per_row) {
+    std::vector<float> yh(size_t(T * n)), gh(size_t(per_row ? T : T * n));
+    download(yh.data(), y, yh.size() * sizeof(float));
+    download(gh.data(), g, gh.size() * sizeof(float));
+    sigmoid_mul_host(yh.data(), gh.data(), 0, T, n, per_row);
+    upload(y, yh.data(), yh.size() * sizeof(float));
+  }
+  // Gated DeltaNet's recurrent core (kernels/delta_net.h). Its start and end states,
+  // parents and records are host memory; x, alpha, beta, conv, dt_bias, a and out are
+  // the backend's.
+  virtual void delta_net(std::span<const DeltaNetCall> calls);
   // y[t] = sum_s weights[t*k+s] * x[slots[t*k+s]] for T rows of `width`, in rank order s
   // (x has x_rows rows).
   virtual void weighted_sum_rows(const float* x, int64_t x_rows, const int32_t* slots, const float* weights,

@@ -21,6 +21,20 @@ struct Activations {
   float* up;
   float* router;       // T x n_experts: router logits (experts FFN)
   float* expert_rows;  // T*k x dim: the routed experts' input rows, then their outputs
+  // Hybrid models. proj: a gated attention's Q projection (T x 2 q_dim, each head's
+  // queries then its gate) or a DeltaNet layer's q-k-v channels (T x conv_dim); gate2:
+  // attention's output gate (T x q_dim) or DeltaNet's z (T x value_dim); alpha_beta: T x
+  // 2 v_heads (alpha rows, then beta rows); mixed: DeltaNet's output (T x value_dim).
+  float* proj;
+  float* gate2;
+  float* alpha_beta;
+  float* mixed;
+  // The shared expert (qwen35moe): its hidden rows (T x width, gate then up), its output
+  // (T x dim) and its gate (T).
+  float* sh_gate;
+  float* sh_up;
+  float* shared;
+  float* sh_w;
 
   // Bytes the activations of T rows take (each view 256-byte aligned, as the buffer is):
   // what a larger tree costs in memory besides its KV rows.

@@ -31,7 +31,12 @@ void LlamaModel::attention_block(int64_t l, const LayerWeights& w, std::span<con
   for (const PassPart& p : parts) T += int64_t(p.chunk.tokens.size());
 
   be.rmsnorm(a.x, w[AttnNorm], T, c.dim, c.rms_eps, a.xb);
-  be.matmul(w[Q], a.xb, T, a.q);
+  if (c.attn_output_gate) {  // each head's queries, then its gate
+    be.matmul(w[Q], a.xb, T, a.proj);
+    be.deinterleave(a.proj, T * c.n_heads, c.head_dim, a.q, a.gate2);
+  } else {
+    be.matmul(w[Q], a.xb, T, a.q);
+  }
   be.matmul(w[K], a.xb, T, a.k);
   be.matmul(w[V], a.xb, T, a.v);
   if (w[BiasQ]) be.add_bias(a.q, w[BiasQ], T, c.q_dim());
@@ -44,6 +49,7 @@ void LlamaModel::attention_block(int64_t l, const LayerWeights& w, std::span<con
   be.rope(a.k, in.positions, T, c.n_kv_heads, c.head_dim, rope);
 
   attention_calls_.clear();
+  const int64_t slot = c.kv_slot(l);  // the layer's rows among the attention layers'
   int64_t r0 = 0;  // the part's first row in the pass
   for (size_t i = 0; i < parts.size(); ++i) {
     const KvCache& kv = parts[i].cache->kv();
@@ -51,14 +57,14 @@ void LlamaModel::attention_block(int64_t l, const LayerWeights& w, std::span<con
     const int64_t first_row = kv.committed() + kv.pending();
     for (int64_t done = 0; done < n;) {  // in runs of consecutive rows (a paged cache's blocks)
       const int64_t run = std::min(n - done, kv.contiguous_rows(first_row + done));
-      be.store_kv(a.k + (r0 + done) * c.kv_dim(), kv.key_row(l, first_row + done), run * c.kv_dim(), kv.key_type());
-      be.store_kv(a.v + (r0 + done) * c.kv_dim(), kv.value_row(l, first_row + done), run * c.kv_dim(),
+      be.store_kv(a.k + (r0 + done) * c.kv_dim(), kv.key_row(slot, first_row + done), run * c.kv_dim(), kv.key_type());
+      be.store_kv(a.v + (r0 + done) * c.kv_dim(), kv.value_row(slot, first_row + done), run * c.kv_dim(),
                   kv.value_type());
       done += run;
     }
     attention_calls_.push_back(AttentionArgs{.q = a.q + r0 * c.q_dim(),
-                                             .k = kv.keys(l),
-                                             .v = kv.values(l),
+                                             .k = kv.keys(slot),
+                                             .v = kv.values(slot),
                                              .mask = in.masks[i],
                                              .out = a.att + r0 * c.q_dim(),
                                              .T = n,
@@ -75,9 +81,97 @@ void LlamaModel::attention_block(int64_t l, const LayerWeights& w, std::span<con
     r0 += n;
   }
   be.attention(attention_calls_);
+  if (c.attn_output_gate) be.sigmoid_mul(a.att, a.gate2, T, c.q_dim(), false);
   be.matmul(w[Out], a.att, T, a.xb);
   if (w[BiasOut]) be.add_bias(a.xb, w[BiasOut], T, c.dim);
   be.add(a.x, a.xb, T * c.dim);
+}
+
+void LlamaModel::begin_recurrent_rows(std::span<const PassPart> parts) {
+  // A row's parent is the last row before it that it sees: its own parent in a tree
+  // (whose mask shows a row its ancestors), the row before it in a causal run.
+  std::vector<int32_t> parents;
+  for (const PassPart& p : parts) {
+    RecurrentState* rs = p.cache->recurrent();
+    if (!rs) throw Error("internal: a hybrid model's pass over a cache without recurrent state");
+    const int64_t P = rs->pending(), n = int64_t(p.chunk.tokens.size()), cols = P + n;
+    parents.assign(size_t(n), -1);
+    for (int64_t i = 0; i < n; ++i) {
+      if (p.chunk.mask.empty()) {
+        parents[size_t(i)] = int32_t(P + i - 1);
+        continue;
+      }
+      const uint8_t* row = p.chunk.mask.data() + i * cols;
+      for (int64_t j = P + i - 1; j >= 0; --j)
+        if (row[j]) {
+          parents[size_t(i)] = int32_t(j);
+          break;
+        }
+    }
+    rs->begin_rows(parents, p.chunk.mask.empty());
+  }
+}
+
+void LlamaModel::delta_net_block(int64_t l, const LayerWeights& w, std::span<const PassPart> parts,
+                                 const Activations& a) {
+  using enum LayerMatrix;
+  using enum LayerVector;
+  const LlamaConfig& c = config_;
+  const DeltaNetShape& d = c.delta;
+  Backend& be = backend_;
+  int64_t T = 0;
+  for (const PassPart& p : parts) T += int64_t(p.chunk.tokens.size());
+  be.rmsnorm(a.x, w[AttnNorm], T, c.dim, c.rms_eps, a.xb);
+  be.matmul(w[Qkv], a.xb, T, a.proj);
+  be.matmul(w[Z], a.xb, T, a.gate2);
+  float* alpha = a.alpha_beta;
+  float* beta = a.alpha_beta + T * d.v_heads;
+  be.matmul(w[Alpha], a.xb, T, alpha);
+  be.matmul(w[Beta], a.xb, T, beta);
+
+  const int64_t layer = l - c.kv_slot(l);  // among the recurrent layers
+  delta_calls_.clear();
+  int64_t r0 = 0;
+  for (const PassPart& p : parts) {
+    const int64_t n = int64_t(p.chunk.tokens.size());
+    DeltaNetCall call{.T = n,
+                      .conv_kernel = d.conv_kernel,
+                      .state = d.state,
+                      .k_heads = d.k_heads,
+                      .v_heads = d.v_heads,
+                      .eps = c.rms_eps,
+                      .x = a.proj + r0 * d.conv_dim(),
+                      .alpha = alpha + r0 * d.v_heads,
+                      .beta = beta + r0 * d.v_heads,
+                      .conv = w[Conv],
+                      .dt_bias = w[DtBias],
+                      .a = w[A],
+                      .out = a.mixed + r0 * d.value_dim()};
+    p.cache->recurrent()->fill_call(layer, call);
+    delta_calls_.push_back(call);
+    r0 += n;
+  }
+  be.delta_net(delta_calls_);
+  for (const PassPart& p : parts) p.cache->recurrent()->end_call(layer);
+  // Each head's output normalised, gated by silu(z), then projected back.
+  be.rmsnorm(a.mixed, w[SsmNorm], T * d.v_heads, d.state, c.rms_eps, a.mixed);
+  be.silu_mul(a.gate2, a.mixed, T * d.value_dim());
+  be.matmul(w[SsmOut], a.gate2, T, a.xb);
+  be.add(a.x, a.xb, T * c.dim);
+}
+
+void LlamaModel::shared_expert(const LayerWeights& w, int64_t T, const Activations& a) {
+  using enum LayerMatrix;
+  const LlamaConfig& c = config_;
+  Backend& be = backend_;
+  const int64_t F = c.shared_expert_ffn_dim;
+  be.matmul(w[ShGate], a.xb, T, a.sh_gate);
+  be.matmul(w[ShUp], a.xb, T, a.sh_up);
+  gated_activation(be, Activation::Silu, a.sh_gate, a.sh_up, T * F);
+  be.matmul(w[ShDown], a.sh_gate, T, a.shared);
+  // Its gate is one row of weights: a 1 x dim matrix of the resident f32 vector.
+  be.matmul(WeightMatrix{GgmlType::F32, w[LayerVector::ShExpGate], 1, c.dim}, a.xb, T, a.sh_w);
+  be.sigmoid_mul(a.shared, a.sh_w, T, c.dim, true);
 }
 
 void LlamaModel::dense_ffn_block(int64_t l, const LayerWeights& w, int64_t T, const Activations& a) {
@@ -116,6 +210,7 @@ void LlamaModel::experts_ffn_block(int64_t l, const LayerWeights& w, int64_t T, 
   // needed once its gate and up have run, so its output rows overwrite them. Experts run
   // in the order their weights arrive: each writes rows of its own, so the order does
   // not change a bit of the result.
+  if (c.shared_expert_ffn_dim > 0) shared_expert(w, T, a);  // while xb holds the normed rows
   be.gather_rows(a.xb, T, batches_.row.data(), T * k, c.dim, a.expert_rows);
   std::vector<int32_t> left = experts;
   while (!left.empty()) {
@@ -134,6 +229,7 @@ void LlamaModel::experts_ffn_block(int64_t l, const LayerWeights& w, int64_t T, 
     layers_->done_with(l, experts[i]);
   }
   be.weighted_sum_rows(a.expert_rows, T * k, batches_.slot.data(), routing_.weight.data(), T, k, c.dim, a.xb);
+  if (c.shared_expert_ffn_dim > 0) be.add(a.xb, a.shared, T * c.dim);  // routed + shared, as llama.cpp sums them
   be.add(a.x, a.xb, T * c.dim);
 }
 

@@ -158,10 +158,11 @@ void KvCache::commit_first(int64_t n) {
   pending_ = 0;
 }
 
-void KvCache::truncate(int64_t n) {
+int64_t KvCache::truncate(int64_t n) {
   if (n < 0 || n > committed_) throw Error("kv cache: truncate past the committed rows");
   committed_ = n;
   pending_ = 0;
+  return n;
 }
 
 }  // namespace flashspec

@@ -92,7 +92,7 @@ class KvCache final : public SequenceState {
   // writes into it.
   void adopt(const std::vector<int32_t>& blocks, int64_t rows);
   // Drops committed rows from position n on (e.g. to restart a chat turn).
-  void truncate(int64_t n) override;
+  int64_t truncate(int64_t n) override;
 
  private:
   // Copies `n` consecutive rows from src to dst (row indices) in every layer.

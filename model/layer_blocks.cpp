@@ -5,9 +5,14 @@
 namespace flashspec {
 
 Architecture architecture_of(const LlamaConfig& c) {
-  LayerBlocks layer;
-  layer.ffn = c.moe() ? FfnBlock::Experts : FfnBlock::Dense;
-  return Architecture{std::vector<LayerBlocks>(size_t(c.n_layers), layer)};
+  Architecture a;
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    LayerBlocks layer;
+    layer.mixer = c.recurrent(l) ? MixerBlock::DeltaNet : MixerBlock::Attention;
+    layer.ffn = c.moe() ? FfnBlock::Experts : FfnBlock::Dense;
+    a.layers.push_back(layer);
+  }
+  return a;
 }
 
 }  // namespace flashspec

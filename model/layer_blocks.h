@@ -14,12 +14,14 @@ struct LlamaConfig;
 // How a layer's tokens see each other.
 enum class MixerBlock : uint8_t {
   Attention,  // causal (or tree-masked) attention over the sequence's KV cache
+  DeltaNet,   // Gated DeltaNet: a recurrent state per sequence (model/recurrent_state.h)
 };
 
 // How a layer transforms each token on its own.
 enum class FfnBlock : uint8_t {
   Dense,    // down(act(gate x) * up x)
-  Experts,  // the same per routed expert, top-k of a softmax router, weights renormalised
+  Experts,  // the same per routed expert, top-k of a softmax router, weights renormalised,
+            // plus a shared expert scaled by its sigmoid gate where the file has one
 };
 
 // The gate's activation in a gated FFN (dense or per expert).
@@ -27,8 +29,8 @@ enum class Activation : uint8_t {
   Silu,  // SwiGLU
 };
 
-// Attention biases and per-head Q/K norms are not listed: a layer has them where its
-// file has the tensors (model/layer_tensors.cpp says which families must).
+// Attention biases, per-head Q/K norms and the output gate are not listed: a layer has
+// them where its file has the tensors (model/layer_tensors.cpp says which families must).
 struct LayerBlocks {
   MixerBlock mixer = MixerBlock::Attention;
   FfnBlock ffn = FfnBlock::Dense;
@@ -40,7 +42,8 @@ struct Architecture {
 };
 
 // The description of a model of config `c` (llama, qwen2, qwen3, qwen3moe and
-// Mixtral-style llamas: every layer attention, then a dense or an experts FFN).
+// Mixtral-style llamas: every layer attention, then a dense or an experts FFN; qwen35*:
+// DeltaNet mixers with attention every full_attention_interval layers).
 Architecture architecture_of(const LlamaConfig& c);
 
 }  // namespace flashspec

@@ -25,40 +25,67 @@ ExpertWeights LayerWeights::expert(int64_t e) const {
   return x;
 }
 
-LayerSpec layer_spec(const LlamaConfig& c) {
+LayerSpec layer_spec(const LlamaConfig& c, int64_t l) {
   using M = LayerMatrix;
   using V = LayerVector;
-  const bool qwen2 = c.family == Arch::Qwen2, qwen3 = c.family == Arch::Qwen3;
+  const bool qwen2 = c.family == Arch::Qwen2, qk_norm = c.family == Arch::Qwen3 || c.family == Arch::Qwen35;
   LayerSpec s;
-  s.matrices = {
-      {M::Q, "attn_q", c.dim, c.q_dim()},
-      {M::K, "attn_k", c.dim, c.kv_dim()},
-      {M::V, "attn_v", c.dim, c.kv_dim()},
-      {M::Out, "attn_output", c.q_dim(), c.dim},
-  };
+  if (c.recurrent(l)) {
+    const DeltaNetShape& d = c.delta;
+    s.matrices = {
+        {M::Qkv, "attn_qkv", c.dim, d.conv_dim()},
+        {M::Z, "attn_gate", c.dim, d.value_dim()},
+        {M::Beta, "ssm_beta", c.dim, d.v_heads},
+        {M::Alpha, "ssm_alpha", c.dim, d.v_heads},
+        {M::SsmOut, "ssm_out", d.value_dim(), c.dim},
+    };
+  } else {
+    // A gated Q projection yields each head's queries, then its gate, head after head.
+    s.matrices = {
+        {M::Q, "attn_q", c.dim, c.q_dim() * (c.attn_output_gate ? 2 : 1)},
+        {M::K, "attn_k", c.dim, c.kv_dim()},
+        {M::V, "attn_v", c.dim, c.kv_dim()},
+        {M::Out, "attn_output", c.q_dim(), c.dim},
+    };
+  }
   if (c.n_experts > 0) {
     const int64_t e = c.n_experts, f = c.expert_ffn_dim;
     s.matrices.push_back({M::Router, "ffn_gate_inp", c.dim, e});
     s.matrices.push_back({M::GateExps, "ffn_gate_exps", c.dim, f, e, ReadUnit::ExpertSlices});
     s.matrices.push_back({M::UpExps, "ffn_up_exps", c.dim, f, e, ReadUnit::ExpertSlices});
     s.matrices.push_back({M::DownExps, "ffn_down_exps", f, c.dim, e, ReadUnit::ExpertSlices});
+    if (const int64_t sh = c.shared_expert_ffn_dim) {
+      s.matrices.push_back({M::ShGate, "ffn_gate_shexp", c.dim, sh});
+      s.matrices.push_back({M::ShUp, "ffn_up_shexp", c.dim, sh});
+      s.matrices.push_back({M::ShDown, "ffn_down_shexp", sh, c.dim});
+    }
   } else {
     s.matrices.push_back({M::Gate, "ffn_gate", c.dim, c.ffn_dim});
     s.matrices.push_back({M::Up, "ffn_up", c.dim, c.ffn_dim});
     s.matrices.push_back({M::Down, "ffn_down", c.ffn_dim, c.dim});
   }
-  // Biases: qwen2 always has Q/K/V biases, some llama files do too. Per-head Q/K RMS
-  // norms before RoPE: qwen3 (dense and MoE).
+  // The FFN's norm: Qwen3.5 names it after attention (it normalises attention's sum).
   s.vectors = {
       {V::AttnNorm, "attn_norm.weight", c.dim, true},
-      {V::FfnNorm, "ffn_norm.weight", c.dim, true},
-      {V::BiasQ, "attn_q.bias", c.q_dim(), qwen2},
-      {V::BiasK, "attn_k.bias", c.kv_dim(), qwen2},
-      {V::BiasV, "attn_v.bias", c.kv_dim(), qwen2},
-      {V::BiasOut, "attn_output.bias", c.dim, false},
-      {V::QNorm, "attn_q_norm.weight", c.head_dim, qwen3},
-      {V::KNorm, "attn_k_norm.weight", c.head_dim, qwen3},
+      {V::FfnNorm, c.family == Arch::Qwen35 ? "post_attention_norm.weight" : "ffn_norm.weight", c.dim, true},
   };
+  if (c.recurrent(l)) {
+    const DeltaNetShape& d = c.delta;
+    s.vectors.push_back({V::Conv, "ssm_conv1d.weight", d.conv_kernel, true, d.conv_dim()});
+    s.vectors.push_back({V::DtBias, "ssm_dt.bias", d.v_heads, true});
+    s.vectors.push_back({V::A, "ssm_a", d.v_heads, true});
+    s.vectors.push_back({V::SsmNorm, "ssm_norm.weight", d.state, true});
+  } else {
+    // Biases: qwen2 always has Q/K/V biases, some llama files do too. Per-head Q/K RMS
+    // norms before RoPE: qwen3 (dense and MoE) and qwen35's attention layers.
+    s.vectors.push_back({V::BiasQ, "attn_q.bias", c.q_dim(), qwen2});
+    s.vectors.push_back({V::BiasK, "attn_k.bias", c.kv_dim(), qwen2});
+    s.vectors.push_back({V::BiasV, "attn_v.bias", c.kv_dim(), qwen2});
+    s.vectors.push_back({V::BiasOut, "attn_output.bias", c.dim, false});
+    s.vectors.push_back({V::QNorm, "attn_q_norm.weight", c.head_dim, qk_norm});
+    s.vectors.push_back({V::KNorm, "attn_k_norm.weight", c.head_dim, qk_norm});
+  }
+  if (c.shared_expert_ffn_dim > 0) s.vectors.push_back({V::ShExpGate, "ffn_gate_inp_shexp.weight", c.dim, true});
   return s;
 }
 

@@ -21,14 +21,24 @@ namespace flashspec {
 
 struct LlamaConfig;
 
-// The layer's matrices. Dense layers have the FFN's Gate/Up/Down; mixture-of-experts
-// layers have Router and the three expert tensors instead.
-enum class LayerMatrix : uint8_t { Q, K, V, Out, Gate, Up, Down, Router, GateExps, UpExps, DownExps };
-// The layer's 1-D tensors: norms and biases, kept resident as f32 whatever the placement.
-enum class LayerVector : uint8_t { AttnNorm, FfnNorm, BiasQ, BiasK, BiasV, BiasOut, QNorm, KNorm };
+// The layer's matrices. Attention layers have Q/K/V/Out; Gated DeltaNet layers (hybrid
+// models) have the q-k-v channels before the convolution (Qkv), the output gate (Z), the
+// per-head decay and write-strength inputs (Alpha, Beta) and SsmOut instead. Dense layers
+// have the FFN's Gate/Up/Down; mixture-of-experts layers have Router and the three expert
+// tensors instead, and may have a shared expert (ShGate/ShUp/ShDown).
+enum class LayerMatrix : uint8_t {
+  Q, K, V, Out, Qkv, Z, Alpha, Beta, SsmOut,
+  Gate, Up, Down, Router, GateExps, UpExps, DownExps, ShGate, ShUp, ShDown
+};
+// The layer's small tensors: norms, biases, and a DeltaNet layer's convolution taps and
+// per-head constants, kept resident as f32 whatever the placement.
+enum class LayerVector : uint8_t {
+  AttnNorm, FfnNorm, BiasQ, BiasK, BiasV, BiasOut, QNorm, KNorm,
+  Conv, DtBias, A, SsmNorm, ShExpGate
+};
 
-constexpr size_t kLayerMatrices = size_t(LayerMatrix::DownExps) + 1;
-constexpr size_t kLayerVectors = size_t(LayerVector::KNorm) + 1;
+constexpr size_t kLayerMatrices = size_t(LayerMatrix::ShDown) + 1;
+constexpr size_t kLayerVectors = size_t(LayerVector::ShExpGate) + 1;
 
 // How a streamed pass reads a matrix: whole, or only the slices of the experts its rows
 // were routed to.
@@ -49,14 +59,15 @@ struct VectorSpec {
   std::string name;  // GGUF tensor "blk.N.<name>" (suffix included: ".weight" or ".bias")
   int64_t n = 0;
   bool required = false;  // absent: an error; else optional (null where the file has none)
+  int64_t rows = 1;       // > 1: a small matrix [n, rows] (the convolution's taps per channel)
 };
 
-// What a layer of a model with config `c` holds, matrices in the order a pass uses them.
+// What layer l of a model with config `c` holds, matrices in the order a pass uses them.
 struct LayerSpec {
   std::vector<MatrixSpec> matrices;
   std::vector<VectorSpec> vectors;
 };
-LayerSpec layer_spec(const LlamaConfig& c);
+LayerSpec layer_spec(const LlamaConfig& c, int64_t l);
 
 // One expert of a mixture-of-experts layer: a SwiGLU FFN, down(silu(gate x) * up x).
 struct ExpertWeights {

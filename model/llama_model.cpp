@@ -170,11 +170,13 @@ void LlamaModel::forward_pass(std::span<const PassPart> parts) {
   const Activations a = Activations::carve(act_.get<float>(), config_, T);
 
   backend_.get_rows(placed_.embedding, in.tokens, T, a.x);
+  if (config_.hybrid()) begin_recurrent_rows(parts);
   for (int64_t l = 0; l < config_.n_layers; ++l) {
     const LayerWeights w = layers_->acquire(l);
     const LayerBlocks& blocks = arch_.layers[size_t(l)];
     switch (blocks.mixer) {
       case MixerBlock::Attention: attention_block(l, w, parts, in, a); break;
+      case MixerBlock::DeltaNet: delta_net_block(l, w, parts, a); break;
     }
     switch (blocks.ffn) {
       case FfnBlock::Dense: dense_ffn_block(l, w, T, a); break;

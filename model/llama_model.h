@@ -84,9 +84,12 @@ class LlamaModel {
   }
   KvType key_type() const { return key_type_; }
   KvType value_type() const { return value_type_; }
-  // What one sequence of at most `capacity` positions keeps between passes.
+  // What one sequence of at most `capacity` positions keeps between passes: KV rows of
+  // the attention layers, the recurrent layers' state.
   SequenceCache make_cache(int64_t capacity) const {
-    return SequenceCache(KvCache(backend_, config_.n_layers, config_.kv_dim(), capacity, key_type_, value_type_));
+    SequenceCache c(KvCache(backend_, config_.attention_layers(), config_.kv_dim(), capacity, key_type_, value_type_));
+    if (config_.hybrid()) c.set_recurrent(std::make_unique<RecurrentState>(config_));
+    return c;
   }
 
   // Most tokens one pass computes: a longer batch runs as consecutive passes (the later
@@ -140,7 +143,15 @@ class LlamaModel {
   // attends to its own sequence only (all sequences in one attention op).
   void attention_block(int64_t l, const LayerWeights& w, std::span<const PassPart> parts, const BatchInputs& in,
                        const Activations& a);
+  // Gated DeltaNet: each part's rows continue their own sequence's recurrent state along
+  // their own paths (model/recurrent_state.h, kernels/delta_net.h).
+  void delta_net_block(int64_t l, const LayerWeights& w, std::span<const PassPart> parts, const Activations& a);
+  // The parts' recurrent rows: each row's parent, told to their states before the layers.
+  void begin_recurrent_rows(std::span<const PassPart> parts);
   void dense_ffn_block(int64_t l, const LayerWeights& w, int64_t T, const Activations& a);
+  // A shared expert beside the routed ones: xb's rows through it into `shared`, scaled
+  // by the sigmoid of its gate.
+  void shared_expert(const LayerWeights& w, int64_t T, const Activations& a);
   // Routes each row to its experts (decided on the host), runs each routed expert over
   // its rows in the order their weights arrive, and sums their outputs by the weights.
   void experts_ffn_block(int64_t l, const LayerWeights& w, int64_t T, const Activations& a);
@@ -166,6 +177,7 @@ class LlamaModel {
   std::vector<int32_t> pass_tokens_, pass_positions_;  // the parts' ids and positions, concatenated
   std::vector<float> pass_logits_;  // several parts' logits before they are handed out
   std::vector<AttentionArgs> attention_calls_;  // a layer's, one per part
+  std::vector<DeltaNetCall> delta_calls_;       // a recurrent layer's, one per part
   // Scratch in backend memory, grown as needed and kept between calls: activations,
   // staged inputs (and their host staging), and for a GPU the logits before download.
   BackendBuffer act_, inputs_, logits_dev_;

@@ -1,6 +1,7 @@
 #include "model/model_weights.h"
 
 #include <cmath>
+#include <limits>
 
 #include "core/error.h"
 #include "core/gguf.h"
@@ -33,9 +34,12 @@ WeightMatrix matrix_at(const GgufTensorInfo& t, const uint8_t* base) {
   return WeightMatrix{t.type, base + t.file_offset, t.dims[1], t.dims[0]};
 }
 
-// Appends a 1-D tensor of `n` values to `out` as f32 and returns where it starts.
-int64_t append_vector(const GgufFile& f, const GgufTensorInfo& t, int64_t n, std::vector<float>& out) {
-  check_shape(f, t, {n});
+// Appends a 1-D tensor of `n` values (or a small [n, rows] one) to `out` as f32 and
+// returns where it starts.
+int64_t append_vector(const GgufFile& f, const GgufTensorInfo& t, int64_t n, std::vector<float>& out,
+                      int64_t rows = 1) {
+  check_shape(f, t, rows > 1 ? std::vector<int64_t>{n, rows} : std::vector<int64_t>{n});
+  n *= rows;
   switch (t.type) {
     case GgmlType::F32:
     case GgmlType::F16:
@@ -55,6 +59,23 @@ int64_t append_vector(const GgufFile& f, const GgufTensorInfo& t, int64_t n, std
   return at;
 }
 
+// Qwen3.5's interleaved multi-section RoPE on text: pair i takes its angle from the
+// time, height or width component (all the token's position) or from the fourth, which
+// text sets to 0 (ggml's IMROPE sector rule). The pairs of the fourth do not turn: an
+// infinite divisor makes their angle 0. Empty when every pair turns, as in real files.
+std::vector<float> imrope_text_factors(const LlamaConfig& c) {
+  const std::array<int32_t, 4>& s = c.rope_sections;
+  const int64_t sectors = int64_t(s[0]) + s[1] + s[2] + s[3];
+  std::vector<float> f(size_t(c.n_rot / 2), 1.0f);
+  bool still = false;
+  for (int64_t i = 0; i < c.n_rot / 2; ++i) {
+    const int64_t k = i % sectors;
+    const bool turns = (k % 3 == 1 && k < 3 * s[1]) || (k % 3 == 2 && k < 3 * s[2]) || (k % 3 == 0 && k < 3 * s[0]);
+    if (!turns) f[size_t(i)] = std::numeric_limits<float>::infinity(), still = true;
+  }
+  return still ? f : std::vector<float>{};
+}
+
 }  // namespace
 
 ModelWeights::ModelWeights(const GgufFile& f, const LlamaConfig& c)
@@ -69,18 +90,24 @@ ModelWeights::ModelWeights(const GgufFile& f, const LlamaConfig& c)
     for (int64_t i = 0; i < c.n_rot / 2; ++i)
       if (!(vectors_[size_t(rope_factors_ + i)] > 0.0f))
         throw Error(path + ": tensor 'rope_freqs.weight' holds a factor that is not positive at " + std::to_string(i));
+  } else if (c.rope_imrope) {
+    const std::vector<float> f = imrope_text_factors(c);
+    if (!f.empty()) {
+      rope_factors_ = int64_t(vectors_.size());
+      vectors_.insert(vectors_.end(), f.begin(), f.end());
+    }
   } else if (c.rope_scaling == "llama3") {
     throw Error(path + ": rope scaling 'llama3' needs the tensor 'rope_freqs.weight', which the file lacks");
   }
 
-  const LayerSpec spec = layer_spec(c);
   for (int64_t l = 0; l < c.n_layers; ++l) {
+    const LayerSpec spec = layer_spec(c, l);
     const std::string p = "blk." + std::to_string(l) + ".";
     std::array<int64_t, kLayerVectors> v;
     v.fill(-1);
     for (const VectorSpec& vs : spec.vectors) {
       const GgufTensorInfo* t = vs.required ? &f.require_tensor(p + vs.name) : f.find_tensor(p + vs.name);
-      if (t) v[size_t(vs.id)] = append_vector(f, *t, vs.n, vectors_);
+      if (t) v[size_t(vs.id)] = append_vector(f, *t, vs.n, vectors_, vs.rows);
     }
     layer_vectors_.push_back(v);
     std::vector<LayerMatrixTensor> m;

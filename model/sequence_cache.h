@@ -1,6 +1,6 @@
 #pragma once
 // Everything one model keeps of one sequence: the KV cache of its attention layers and
-// any other kind of per-sequence state its layers have, committed, rolled back and
+// the state of its recurrent layers where it has any, committed, rolled back and
 // truncated together through the one SequenceState interface.
 #include <cstdint>
 #include <memory>
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "model/kv_cache.h"
+#include "model/recurrent_state.h"
 #include "model/sequence_state.h"
 
 namespace flashspec {
@@ -22,9 +23,9 @@ class SequenceCache final : public SequenceState {
   KvCache& kv() { return kv_; }
   const KvCache& kv() const { return kv_; }
   int64_t capacity() const { return kv_.capacity(); }
-  // Another kind of state that follows the sequence's positions (one per kind of layer
-  // that keeps its own).
-  void add(std::unique_ptr<SequenceState> s) { others_.push_back(std::move(s)); }
+  // The recurrent layers' state (hybrid models), or null.
+  void set_recurrent(std::unique_ptr<RecurrentState> r) { recurrent_ = std::move(r); }
+  RecurrentState* recurrent() { return recurrent_.get(); }
 
   int64_t committed() const override { return kv_.committed(); }
   int64_t pending() const override { return kv_.pending(); }
@@ -40,19 +41,20 @@ class SequenceCache final : public SequenceState {
   void commit_first(int64_t n) override {
     each([&](SequenceState& s) { s.commit_first(n); });
   }
-  void truncate(int64_t n) override {
-    each([&](SequenceState& s) { s.truncate(n); });
+  int64_t truncate(int64_t n) override {
+    if (recurrent_) n = recurrent_->truncate(n);  // it may only go back further
+    return kv_.truncate(n);
   }
 
  private:
   template <class F>
   void each(F f) {
     f(kv_);
-    for (auto& s : others_) f(*s);
+    if (recurrent_) f(*recurrent_);
   }
 
   KvCache kv_;
-  std::vector<std::unique_ptr<SequenceState>> others_;
+  std::unique_ptr<RecurrentState> recurrent_;
 };
 
 }  // namespace flashspec

@@ -27,8 +27,10 @@ class SequenceState {
   virtual void commit(std::span<const int64_t> kept, int64_t still_pending = 0) = 0;
   // Keeps the first n pending rows (a causal run), drops the rest.
   virtual void commit_first(int64_t n) = 0;
-  // Drops committed positions from n on (a chat turn restarted, a stop inside a pass).
-  virtual void truncate(int64_t n) = 0;
+  // Drops committed positions from n on (a chat turn restarted, a stop inside a pass)
+  // and returns the positions kept: n, or fewer where a state cannot go back to n (a
+  // recurrent layer's, model/recurrent_state.h), which the caller then computes again.
+  virtual int64_t truncate(int64_t n) = 0;
 };
 
 }  // namespace flashspec

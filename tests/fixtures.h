@@ -1,6 +1,12 @@
 #pragma once
-// Paths of the shared fixtures (models, llama.cpp references) and of the built CLI.
+// Paths of the shared fixtures (models, llama.cpp references), of the fixtures the project
+// makes itself, and of the built CLI.
+#include <cstdlib>
+#include <filesystem>
+#include <mutex>
+#include <stdexcept>
 #include <string>
+#include <system_error>
 
 namespace flashspec::testing {
 
@@ -11,5 +17,39 @@ inline std::string reference_path(const std::string& name) {
   return std::string(FS_SHARED_DIR) + "/reference/" + name + ".llamacpp.json";
 }
 inline std::string cli_path() { return FS_CLI_PATH; }
+
+// A fixture model the project makes itself ("tiny-qwen35", "tiny-qwen35moe": random weights
+// around the shared Qwen3 tokenizer, from tests/make_fixtures.cpp), in FS_FIXTURE_DIR
+// (build/fixtures). scripts/make-fixtures.sh makes them all, at most once per process: when
+// the file is missing, or older than the generator (rebuilt since: its output may differ).
+// The generator renames each finished file into place, so concurrent test processes never
+// read a half-written one. std::runtime_error when the script fails or makes no such file.
+inline std::string made_fixture_path(const std::string& name) {
+  namespace fs = std::filesystem;
+  const std::string path = std::string(FS_FIXTURE_DIR) + "/" + name + ".gguf";
+  auto current = [&] {
+    std::error_code ec;
+    const auto made = fs::last_write_time(path, ec);
+    if (ec) return false;  // missing
+    const auto generator = fs::last_write_time(FS_MAKE_FIXTURES_BIN, ec);
+    return ec || made >= generator;
+  };
+  static std::mutex mutex;
+  static bool ran = false;
+  std::lock_guard lock(mutex);
+  if (!ran && !current()) {
+    ran = true;
+    const std::string cmd = "FS_MAKE_FIXTURES_BIN='" FS_MAKE_FIXTURES_BIN "' FLASHSPEC_SHARED_DIR='" FS_SHARED_DIR
+                            "' '" FS_SOURCE_DIR "/scripts/make-fixtures.sh' '" FS_FIXTURE_DIR "'";
+    const int rc = std::system(cmd.c_str());
+    if (rc != 0)
+      throw std::runtime_error("made_fixture_path(\"" + name + "\"): " + cmd + " failed (status " +
+                               std::to_string(rc) + ")");
+  }
+  if (!fs::exists(path))
+    throw std::runtime_error("made_fixture_path(\"" + name + "\"): no " + path +
+                             " after scripts/make-fixtures.sh (not a fixture it makes?)");
+  return path;
+}
 
 }  // namespace flashspec::testing

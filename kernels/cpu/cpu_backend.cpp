@@ -175,6 +175,28 @@ void CpuBackend::add(float* y, const float* x, int64_t n) {
   });
 }
 
+void CpuBackend::deinterleave(const float* x, int64_t blocks, int64_t width, float* first, float* second) {
+  split(blocks * width, width, [&](int64_t b, int64_t e) {
+    for (int64_t i = b / width; i < e / width; ++i) {
+      std::memcpy(first + i * width, x + i * 2 * width, size_t(width) * sizeof(float));
+      std::memcpy(second + i * width, x + i * 2 * width + width, size_t(width) * sizeof(float));
+    }
+  });
+}
+
+void CpuBackend::sigmoid_mul(float* y, const float* g, int64_t T, int64_t n, bool per_row) {
+  split(T * n, n, [&](int64_t b, int64_t e) { sigmoid_mul_host(y, g, b / n, e / n, n, per_row); });
+}
+
+void CpuBackend::delta_net(std::span<const DeltaNetCall> calls) {
+  delta_net_host(calls, [&](int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+    if (pool_.size() == 1 || n < 2)
+      fn(0, n);
+    else
+      pool_.parallel_for(n, 1, fn);
+  });
+}
+
 void CpuBackend::gather_rows(const float* x, int64_t, const int32_t* rows, int64_t n, int64_t width, float* y) {
   split(n * width, width, [&](int64_t b, int64_t e) { gather_rows_host(x, rows, b / width, e / width, width, y); });
 }

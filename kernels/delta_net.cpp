@@ -1,0 +1,252 @@
+#include "kernels/delta_net.h"
+
+#include "kernels/backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+namespace flashspec {
+
+namespace {
+
+// The state's three loops, shared by the verifying pass and the replay of a commit so
+// that both produce the same bits. Eight partial sums let the compiler vectorise the dot
+// without reordering a sum it may not reorder; each clone computes in the same order.
+[[gnu::target_clones("arch=x86-64-v3", "default")]] float dot(const float* a, const float* b, int64_t n) {
+  float acc[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
+  float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+// S = decay * S, then S += k d^T (row j of the value-major state gains d[j] * k).
+[[gnu::target_clones("arch=x86-64-v3", "default")]] void decay_state(float* s, int64_t n, float decay) {
+  for (int64_t i = 0; i < n; ++i) s[i] *= decay;
+}
+
+[[gnu::target_clones("arch=x86-64-v3", "default")]] void add_outer(float* s, int64_t S, const float* k,
+                                                                   const float* d) {
+  for (int64_t j = 0; j < S; ++j) {
+    float* row = s + j * S;
+    const float dj = d[j];
+    for (int64_t i = 0; i < S; ++i) row[i] += dj * k[i];
+  }
+}
+
+float silu(float x) { return x / (1.0f + std::exp(-x)); }
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }  // as ggml's, which passes large x through
+
+// x / max(|x|, eps) in place, over n values.
+void l2_normalise(float* x, int64_t n, float eps) {
+  double ss = 0.0;
+  for (int64_t i = 0; i < n; ++i) ss += double(x[i] * x[i]);
+  const float scale = 1.0f / std::max(std::sqrt(float(ss)), eps);
+  for (int64_t i = 0; i < n; ++i) x[i] *= scale;
+}
+
+// One call's rows after the convolution: normalised q (scaled) and k per key head, v,
+// the decay and sigmoid(beta) per value head.
+struct Prepared {
+  std::vector<float> q, k, v, decay, beta;
+};
+
+// The input `back` rows before row i along its path: x's row, or a start window's row.
+const float* input_back(const DeltaNetCall& c, int64_t i, int64_t back) {
+  int64_t r = i;
+  for (; back > 0; --back) {
+    const int32_t p = c.parent[r];
+    if (p < 0) {  // into the start's window: its last row is one back from the root
+      const float* w = c.start_window[size_t(-1 - p)];
+      return w + (c.conv_kernel - 1 - back) * c.conv_dim();
+    }
+    r = p;
+  }
+  return c.x + r * c.conv_dim();
+}
+
+void prepare_rows(const DeltaNetCall& c, Prepared& p, int64_t b, int64_t e) {
+  const int64_t C = c.conv_dim(), K = c.conv_kernel, S = c.state, kd = c.key_dim();
+  const float qscale = 1.0f / std::sqrt(float(S));
+  std::vector<const float*> in(static_cast<size_t>(K));
+  std::vector<float> mixed(static_cast<size_t>(C));
+  for (int64_t i = b; i < e; ++i) {
+    for (int64_t t = 0; t < K; ++t) in[size_t(t)] = input_back(c, i, K - 1 - t);  // oldest first
+    for (int64_t ch = 0; ch < C; ++ch) {
+      const float* w = c.conv + ch * K;
+      float sum = 0.0f;
+      for (int64_t t = 0; t < K; ++t) sum += in[size_t(t)][ch] * w[t];
+      mixed[size_t(ch)] = silu(sum);
+    }
+    float* q = p.q.data() + i * kd;
+    float* k = p.k.data() + i * kd;
+    std::memcpy(q, mixed.data(), size_t(kd) * sizeof(float));
+    std::memcpy(k, mixed.data() + kd, size_t(kd) * sizeof(float));
+    std::memcpy(p.v.data() + i * c.value_dim(), mixed.data() + 2 * kd, size_t(c.value_dim()) * sizeof(float));
+    for (int64_t h = 0; h < c.k_heads; ++h) {
+      l2_normalise(q + h * S, S, c.eps);
+      l2_normalise(k + h * S, S, c.eps);
+      for (int64_t j = 0; j < S; ++j) q[h * S + j] *= qscale;
+    }
+    if (c.keys) std::memcpy(c.keys + i * kd, k, size_t(kd) * sizeof(float));
+    if (c.inputs) std::memcpy(c.inputs + i * C, c.x + i * C, size_t(C) * sizeof(float));
+    for (int64_t h = 0; h < c.v_heads; ++h) {
+      const int64_t at = i * c.v_heads + h;
+      p.decay[size_t(at)] = std::exp(softplus(c.alpha[at] + c.dt_bias[h]) * c.a[h]);
+      p.beta[size_t(at)] = sigmoid(c.beta[at]);
+      if (c.decays) c.decays[at] = p.decay[size_t(at)];
+    }
+  }
+}
+
+// The rows of a call as a forest: children in index order under each row and start.
+struct Forest {
+  std::vector<int32_t> first_child, next_sibling, roots;  // roots in index order
+  explicit Forest(const DeltaNetCall& c)
+      : first_child(size_t(c.T), -1), next_sibling(size_t(c.T), -1) {
+    std::vector<int32_t> last_child(size_t(c.T), -1);
+    for (int64_t i = 0; i < c.T; ++i) {
+      const int32_t p = c.parent[i];
+      if (p < 0) {
+        roots.push_back(int32_t(i));
+        continue;
+      }
+      if (last_child[size_t(p)] < 0)
+        first_child[size_t(p)] = int32_t(i);
+      else
+        next_sibling[size_t(last_child[size_t(p)])] = int32_t(i);
+      last_child[size_t(p)] = int32_t(i);
+    }
+  }
+};
+
+// One value head over every row: depth first, continuing in place into a row's last
+// child and into a copy for the others, so a chain takes no copy at all.
+class HeadRun {
+ public:
+  HeadRun(const DeltaNetCall& c, const Prepared& p, const Forest& f, int64_t h)
+      : c_(c), p_(p), f_(f), h_(h), S_(c.state), d_(size_t(c.state)) {}
+
+  void run() {
+    for (int32_t root : f_.roots) {
+      const float* start = c_.start_state[size_t(-1 - c_.parent[root])] + h_ * S_ * S_;
+      std::vector<float>& w = buffer(0);
+      std::memcpy(w.data(), start, size_t(S_ * S_) * sizeof(float));
+      descend(root, 0);
+    }
+  }
+
+ private:
+  std::vector<float>& buffer(size_t level) {
+    while (stack_.size() <= level) stack_.emplace_back(size_t(S_ * S_));
+    return stack_[level];
+  }
+
+  void descend(int32_t i, size_t level) {
+    for (;;) {
+      apply(i, buffer(level).data());
+      int32_t kid = f_.first_child[size_t(i)];
+      if (kid < 0) return;
+      for (int32_t next = f_.next_sibling[size_t(kid)]; next >= 0; next = f_.next_sibling[size_t(kid)]) {
+        std::memcpy(buffer(level + 1).data(), buffer(level).data(), size_t(S_ * S_) * sizeof(float));
+        descend(kid, level + 1);
+        kid = next;
+      }
+      i = kid;
+    }
+  }
+
+  void apply(int32_t i, float* s) {
+    const int64_t kh = h_ % c_.k_heads, at = i * c_.v_heads + h_;
+    const float* k = p_.k.data() + i * c_.key_dim() + kh * S_;
+    const float* q = p_.q.data() + i * c_.key_dim() + kh * S_;
+    const float* v = p_.v.data() + i * c_.value_dim() + h_ * S_;
+    const float beta = p_.beta[size_t(at)];
+    decay_state(s, S_ * S_, p_.decay[size_t(at)]);
+    for (int64_t j = 0; j < S_; ++j) d_[size_t(j)] = (v[j] - dot(s + j * S_, k, S_)) * beta;
+    add_outer(s, S_, k, d_.data());
+    float* out = c_.out + i * c_.value_dim() + h_ * S_;
+    for (int64_t j = 0; j < S_; ++j) out[j] = dot(s + j * S_, q, S_);
+    if (c_.deltas) std::memcpy(c_.deltas + i * c_.value_dim() + h_ * S_, d_.data(), size_t(S_) * sizeof(float));
+    if (i == c_.T - 1 && c_.end_state) std::memcpy(c_.end_state + h_ * S_ * S_, s, size_t(S_ * S_) * sizeof(float));
+  }
+
+  const DeltaNetCall& c_;
+  const Prepared& p_;
+  const Forest& f_;
+  const int64_t h_, S_;
+  std::vector<float> d_;
+  std::vector<std::vector<float>> stack_;
+};
+
+void run_call(const DeltaNetCall& c, const ParallelFor& parallel) {
+  const auto spread = [&](int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+    if (parallel)
+      parallel(n, fn);
+    else
+      fn(0, n);
+  };
+  Prepared p;
+  p.q.resize(size_t(c.T * c.key_dim()));
+  p.k.resize(size_t(c.T * c.key_dim()));
+  p.v.resize(size_t(c.T * c.value_dim()));
+  p.decay.resize(size_t(c.T * c.v_heads));
+  p.beta.resize(size_t(c.T * c.v_heads));
+  spread(c.T, [&](int64_t b, int64_t e) { prepare_rows(c, p, b, e); });
+  const Forest f(c);
+  spread(c.v_heads, [&](int64_t b, int64_t e) {
+    for (int64_t h = b; h < e; ++h) HeadRun(c, p, f, h).run();
+  });
+  if (c.end_window) {  // the last K - 1 inputs along the last row's path, oldest first
+    const int64_t K = c.conv_kernel, C = c.conv_dim();
+    for (int64_t t = 0; t + 1 < K; ++t)
+      std::memcpy(c.end_window + t * C, input_back(c, c.T - 1, K - 2 - t), size_t(C) * sizeof(float));
+  }
+}
+
+}  // namespace
+
+void delta_net_host(std::span<const DeltaNetCall> calls, const ParallelFor& parallel) {
+  for (const DeltaNetCall& c : calls) run_call(c, parallel);
+}
+
+void Backend::delta_net(std::span<const DeltaNetCall> calls) {
+  // Through the host: the backend's inputs come down, the outputs go back up.
+  for (const DeltaNetCall& c : calls) {
+    auto down = [&](const float* p, int64_t n) {
+      std::vector<float> v(static_cast<size_t>(n));
+      download(v.data(), p, v.size() * sizeof(float));
+      return v;
+    };
+    const std::vector<float> x = down(c.x, c.T * c.conv_dim()), alpha = down(c.alpha, c.T * c.v_heads),
+                             beta = down(c.beta, c.T * c.v_heads), conv = down(c.conv, c.conv_dim() * c.conv_kernel),
+                             dt = down(c.dt_bias, c.v_heads), a = down(c.a, c.v_heads);
+    std::vector<float> out(size_t(c.T * c.value_dim()));
+    DeltaNetCall h = c;
+    h.x = x.data(), h.alpha = alpha.data(), h.beta = beta.data(), h.conv = conv.data();
+    h.dt_bias = dt.data(), h.a = a.data(), h.out = out.data();
+    delta_net_host({&h, 1}, nullptr);
+    upload(c.out, out.data(), out.size() * sizeof(float));
+  }
+}
+
+void sigmoid_mul_host(float* y, const float* g, int64_t b, int64_t e, int64_t n, bool per_row) {
+  for (int64_t t = b; t < e; ++t)
+    for (int64_t i = 0; i < n; ++i) y[t * n + i] *= sigmoid(per_row ? g[t] : g[t * n + i]);
+}
+
+void replay_delta_row(float* state, int64_t S, int64_t k_heads, int64_t v_heads, const float* key,
+                      const float* delta, const float* decay) {
+  for (int64_t h = 0; h < v_heads; ++h) {
+    float* s = state + h * S * S;
+    decay_state(s, S * S, decay[h]);
+    add_outer(s, S, key + (h % k_heads) * S, delta + h * S);
+  }
+}
+
+}  // namespace flashspec

@@ -1,0 +1,64 @@
+#pragma once
+// The Gated DeltaNet mixer's recurrent core (Qwen3.5's linear attention), over rows that
+// form chains or token trees: each row continues the state its parent left, so a draft
+// tree's nodes each see their own branch and rejected branches leave nothing behind.
+//
+// Per row, from its q-k-v channels x (after the projections) and alpha, beta:
+//   c = silu(causal convolution of x over the row's last conv_kernel inputs along its path)
+//   q, k = l2-normalised per key head (c's first two key_dim channels); v = the rest
+//   decay = exp(softplus(alpha + dt_bias) * a)      (a < 0: the state fades)
+//   per value head h, with key head h % k_heads and S the parent's state (state x state):
+//     S = decay * S;  d = sigmoid(beta) * (v - S^T k);  S += k d^T;  out = S^T q / sqrt(state)
+// A head's state is stored value-major: row j (over the key index) holds column j of S.
+#include <cstdint>
+#include <functional>
+#include <span>
+
+namespace flashspec {
+
+// Runs fn(begin, end) over pieces of [0, n) (a thread pool's parallel_for), or null: at once.
+using ParallelFor = std::function<void(int64_t n, const std::function<void(int64_t, int64_t)>& fn)>;
+
+struct DeltaNetCall {
+  int64_t T = 0;                 // rows
+  int64_t conv_kernel = 0, state = 0, k_heads = 0, v_heads = 0;
+  float eps = 0;                 // the l2 norm's: x / max(|x|, eps)
+  const float* x = nullptr;      // T x conv_dim: q, k, v channels before the convolution
+  const float* alpha = nullptr;  // T x v_heads
+  const float* beta = nullptr;   // T x v_heads
+  const float* conv = nullptr;   // conv_dim x conv_kernel taps, the current row's last
+  const float* dt_bias = nullptr;  // v_heads
+  const float* a = nullptr;        // v_heads
+  // Row i's parent: a row j < i of this call, or -1 - s for start state s. Host memory.
+  const int32_t* parent = nullptr;
+  // Start states: the convolution's last conv_kernel - 1 inputs (oldest first) and the
+  // heads' states, per start. Host memory.
+  std::span<const float* const> start_window, start_state;
+  float* out = nullptr;          // T x value_dim: S^T q per head
+  // What a commit replays (replay_delta_row), per row; null: not kept. Host memory.
+  float* inputs = nullptr;       // T x conv_dim: x
+  float* keys = nullptr;         // T x key_dim: the normalised keys
+  float* deltas = nullptr;       // T x value_dim: d
+  float* decays = nullptr;       // T x v_heads
+  // The state after the last row (a causal run's end), or null. Host memory; it may not
+  // alias a start.
+  float* end_window = nullptr;
+  float* end_state = nullptr;
+
+  int64_t key_dim() const { return k_heads * state; }
+  int64_t value_dim() const { return v_heads * state; }
+  int64_t conv_dim() const { return 2 * key_dim() + value_dim(); }
+};
+
+// Runs the calls on the host (every pointer host memory), spread by `parallel` when given.
+void delta_net_host(std::span<const DeltaNetCall> calls, const ParallelFor& parallel);
+
+// Rows [b, e) of sigmoid_mul (kernels/backend.h).
+void sigmoid_mul_host(float* y, const float* g, int64_t b, int64_t e, int64_t n, bool per_row);
+
+// One recorded row applied to `state` (v_heads heads) with the arithmetic the call used,
+// so that a state rebuilt along an accepted path is bit-identical to the one verified.
+void replay_delta_row(float* state, int64_t state_dim, int64_t k_heads, int64_t v_heads, const float* key,
+                      const float* delta, const float* decay);
+
+}  // namespace flashspec

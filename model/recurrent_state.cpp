@@ -1,0 +1,241 @@
+#include "model/recurrent_state.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace flashspec {
+
+RecurrentState::RecurrentState(const LlamaConfig& c) : shape_(c.delta) {
+  const size_t n = size_t(state_floats(shape_));
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    if (!c.recurrent(l)) continue;
+    Layer L;
+    L.committed.assign(n, 0.0f);  // a sequence starts from zero states, as llama.cpp's
+    L.prev.assign(n, 0.0f);
+    L.anchor.assign(n, 0.0f);
+    layers_.push_back(std::move(L));
+  }
+  spare_.assign(n, 0.0f);
+}
+
+void RecurrentState::reset() {
+  for (Layer& L : layers_) std::fill(L.committed.begin(), L.committed.end(), 0.0f);
+  committed_ = 0;
+  prev_pos_ = -1;
+  last_rows_ = 0;
+  parent_.clear();
+  recorded_.clear();
+  anchor_row_ = -1;
+}
+
+void RecurrentState::begin_rows(std::span<const int32_t> parents, bool causal) {
+  rows_parent_.assign(parents.begin(), parents.end());
+  rows_causal_ = causal;
+  const int64_t P = pending();
+  for (size_t i = 0; i < parents.size(); ++i)
+    if (parents[i] >= P + int64_t(i)) throw Error("internal: a recurrent row's parent comes after it");
+}
+
+void RecurrentState::replay(Layer& L, Snapshot& s, int64_t row, bool last_commit) {
+  const DeltaNetShape& d = shape_;
+  const std::vector<float>& in = last_commit ? L.last_inputs : L.inputs;
+  const std::vector<float>& key = last_commit ? L.last_keys : L.keys;
+  const std::vector<float>& delta = last_commit ? L.last_deltas : L.deltas;
+  const std::vector<float>& decay = last_commit ? L.last_decays : L.decays;
+  const int64_t C = d.conv_dim(), rows = d.conv_kernel - 1;
+  if (rows > 0) {  // the window moves on by the row's input
+    float* w = window(s);
+    std::memmove(w, w + C, size_t((rows - 1) * C) * sizeof(float));
+    std::memcpy(w + (rows - 1) * C, in.data() + row * C, size_t(C) * sizeof(float));
+  }
+  replay_delta_row(heads(s), d.state, d.k_heads, d.v_heads, key.data() + row * d.key_dim(),
+                   delta.data() + row * d.value_dim(), decay.data() + row * d.v_heads);
+}
+
+void RecurrentState::materialize(Layer& L, int64_t row, Snapshot& out) {
+  std::vector<int64_t> path;  // newest first
+  int64_t at = row;
+  while (at >= 0 && at != anchor_row_) {
+    if (!recorded_[size_t(at)])
+      throw Error("internal: the recurrent state of a pending row without its record was asked for");
+    path.push_back(at);
+    at = parent_[size_t(at)];
+  }
+  out = at < 0 ? L.committed : L.anchor;
+  for (auto it = path.rbegin(); it != path.rend(); ++it) replay(L, out, *it, false);
+}
+
+void RecurrentState::fill_call(int64_t layer, DeltaNetCall& call) {
+  Layer& L = layers_.at(size_t(layer));
+  const int64_t P = pending(), n = int64_t(rows_parent_.size());
+  if (call.T != n) throw Error("internal: a recurrent call's rows differ from the pass's");
+  // Starts: each distinct parent before the pass, in order of first use.
+  std::vector<int32_t> start_rows;
+  call_parent_.resize(size_t(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t p = rows_parent_[size_t(i)];
+    if (p >= P) {
+      call_parent_[size_t(i)] = p - int32_t(P);
+      continue;
+    }
+    auto it = std::find(start_rows.begin(), start_rows.end(), p);
+    if (it == start_rows.end()) it = start_rows.insert(start_rows.end(), p);
+    call_parent_[size_t(i)] = -1 - int32_t(it - start_rows.begin());
+  }
+  start_windows_.clear();
+  start_states_.clear();
+  starts_.resize(start_rows.size());
+  for (size_t s = 0; s < start_rows.size(); ++s) {
+    Snapshot* snap = nullptr;
+    if (start_rows[s] < 0) {
+      snap = &L.committed;
+    } else if (start_rows[s] == anchor_row_) {
+      snap = &L.anchor;
+    } else {
+      materialize(L, start_rows[s], starts_[s]);
+      snap = &starts_[s];
+    }
+    start_windows_.push_back(window(*snap));
+    start_states_.push_back(heads(*snap));
+  }
+  call.parent = call_parent_.data();
+  call.start_window = start_windows_;
+  call.start_state = start_states_;
+  call.inputs = call.keys = call.deltas = call.decays = nullptr;
+  call.end_window = call.end_state = nullptr;
+  if (rows_causal_) {  // only the run's end is kept, in the spare, then the anchor
+    call.end_window = window(spare_);
+    call.end_state = heads(spare_);
+    return;
+  }
+  const DeltaNetShape& d = shape_;
+  const size_t rows = size_t(P + n);
+  L.inputs.resize(rows * size_t(d.conv_dim()));
+  L.keys.resize(rows * size_t(d.key_dim()));
+  L.deltas.resize(rows * size_t(d.value_dim()));
+  L.decays.resize(rows * size_t(d.v_heads));
+  call.inputs = L.inputs.data() + P * d.conv_dim();
+  call.keys = L.keys.data() + P * d.key_dim();
+  call.deltas = L.deltas.data() + P * d.value_dim();
+  call.decays = L.decays.data() + P * d.v_heads;
+}
+
+void RecurrentState::end_call(int64_t layer) {
+  if (rows_causal_) std::swap(layers_.at(size_t(layer)).anchor, spare_);
+}
+
+void RecurrentState::add_pending(int64_t T) {
+  if (T != int64_t(rows_parent_.size())) throw Error("internal: recurrent rows added without their parents");
+  const int64_t P = pending();
+  parent_.insert(parent_.end(), rows_parent_.begin(), rows_parent_.end());
+  recorded_.insert(recorded_.end(), size_t(T), rows_causal_ ? 0 : 1);
+  if (rows_causal_ && T > 0) anchor_row_ = P + T - 1;
+  rows_parent_.clear();
+}
+
+void RecurrentState::commit(std::span<const int64_t> kept, int64_t still_pending) {
+  const int64_t n_c = int64_t(kept.size()) - still_pending;
+  if (n_c < 0) throw Error("internal: more rows kept pending than kept");
+  for (int64_t i = 0; i < int64_t(kept.size()); ++i) {
+    if (kept[size_t(i)] < 0 || kept[size_t(i)] >= pending())
+      throw Error("internal: committing a recurrent row that is not pending");
+    if (i > 0 && kept[size_t(i)] <= kept[size_t(i - 1)]) throw Error("internal: kept rows out of order");
+  }
+  for (int64_t i = 0; i < n_c; ++i) {  // the committed rows must be one path from the committed end
+    const int32_t p = parent_[size_t(kept[size_t(i)])];
+    if (p != (i == 0 ? -1 : kept[size_t(i - 1)]))
+      throw Error("internal: committed recurrent rows are not a path from the committed position");
+  }
+  if (n_c > 0) {
+    const int64_t end = kept[size_t(n_c - 1)];
+    bool all_recorded = true;
+    for (int64_t i = 0; i < n_c; ++i) all_recorded = all_recorded && recorded_[size_t(kept[size_t(i)])];
+    const DeltaNetShape& d = shape_;
+    for (Layer& L : layers_) {
+      // The new committed state, then prev <- committed <- it.
+      if (end == anchor_row_) {
+        std::swap(spare_, L.anchor);
+      } else {
+        materialize(L, end, spare_);
+      }
+      std::swap(L.prev, L.committed);
+      std::swap(L.committed, spare_);
+      // The committed rows' records, for a truncate into them.
+      auto keep = [&](const std::vector<float>& from, std::vector<float>& to, int64_t w) {
+        to.resize(size_t(n_c * w));
+        if (!all_recorded) return;
+        for (int64_t i = 0; i < n_c; ++i)
+          std::memcpy(to.data() + i * w, from.data() + kept[size_t(i)] * w, size_t(w) * sizeof(float));
+      };
+      keep(L.inputs, L.last_inputs, d.conv_dim());
+      keep(L.keys, L.last_keys, d.key_dim());
+      keep(L.deltas, L.last_deltas, d.value_dim());
+      keep(L.decays, L.last_decays, d.v_heads);
+    }
+    prev_pos_ = committed_;
+    last_rows_ = all_recorded ? n_c : 0;
+    committed_ += n_c;
+  }
+  // The rows staying pending move down, their parents renumbered.
+  const int64_t end = n_c > 0 ? kept[size_t(n_c - 1)] : -1;
+  std::vector<int32_t> parent;
+  std::vector<uint8_t> recorded;
+  int64_t anchor = -1;
+  for (int64_t j = 0; j < still_pending; ++j) {
+    const int64_t old = kept[size_t(n_c + j)];
+    const int32_t p = parent_[size_t(old)];
+    int32_t np = -1;
+    if (p != end) {
+      const auto it = std::find(kept.begin() + n_c, kept.begin() + n_c + j, p);
+      if (it == kept.begin() + n_c + j) throw Error("internal: a recurrent row kept pending without its parent");
+      np = int32_t(it - (kept.begin() + n_c));
+    }
+    parent.push_back(np);
+    recorded.push_back(recorded_[size_t(old)]);
+    if (old == anchor_row_) anchor = j;
+    const DeltaNetShape& d = shape_;
+    for (Layer& L : layers_) {
+      auto move = [&](std::vector<float>& v, int64_t w) {
+        if (!recorded_[size_t(old)]) return;
+        std::memmove(v.data() + j * w, v.data() + old * w, size_t(w) * sizeof(float));
+      };
+      move(L.inputs, d.conv_dim());
+      move(L.keys, d.key_dim());
+      move(L.deltas, d.value_dim());
+      move(L.decays, d.v_heads);
+    }
+  }
+  parent_ = std::move(parent);
+  recorded_ = std::move(recorded);
+  anchor_row_ = anchor;
+}
+
+void RecurrentState::commit_first(int64_t n) {
+  std::vector<int64_t> kept(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) kept[size_t(i)] = i;
+  commit(kept);
+}
+
+int64_t RecurrentState::truncate(int64_t n) {
+  parent_.clear();
+  recorded_.clear();
+  anchor_row_ = -1;
+  if (n >= committed_) return committed_;
+  const bool reachable = n > 0 && prev_pos_ >= 0 && n >= prev_pos_ && n - prev_pos_ <= last_rows_;
+  if (!reachable) {
+    reset();
+    return 0;
+  }
+  // From the state before the last commit, its first n - prev_pos_ rows again.
+  for (Layer& L : layers_) {
+    L.committed = L.prev;
+    for (int64_t i = 0; i < n - prev_pos_; ++i) replay(L, L.committed, i, true);
+  }
+  last_rows_ = n - prev_pos_;
+  committed_ = n;
+  return n;
+}
+
+}  // namespace flashspec

@@ -1,0 +1,86 @@
+#pragma once
+// What one sequence keeps for the recurrent (Gated DeltaNet) layers of one model: per
+// layer, the convolution's last inputs and the heads' states at the committed position,
+// and how to get the state at any pending row (kernels/delta_net.h computes them).
+//
+// A pass's rows come in two kinds:
+// - a causal run (a prompt, a decoded token, the draft's catch-up): only its end state is
+//   kept (the *anchor*), which the next run continues from and a commit of the whole
+//   run adopts without copying;
+// - a token tree (any masked batch: a draft tree, a chain, a draft level): every row
+//   keeps a record (its convolution input, normalised key, delta and decays, bytes_per_row
+//   per layer), from which the state at any node is rebuilt by replaying the rows on its
+//   path, bit for bit as the pass computed it. A commit replays the accepted path;
+//   rejected branches leave nothing behind.
+// truncate() can go back to any position since the commit before the last (a stop
+// inside an accepted path) or to 0; elsewhere it goes back to 0 and says so.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/llama_config.h"
+#include "kernels/delta_net.h"
+#include "model/sequence_state.h"
+
+namespace flashspec {
+
+class RecurrentState final : public SequenceState {
+ public:
+  explicit RecurrentState(const LlamaConfig& c);
+
+  // Floats of one layer's state (window and heads) and of one row's record per layer.
+  static int64_t state_floats(const DeltaNetShape& d) { return d.window_floats() + d.state_floats(); }
+  static int64_t record_floats(const DeltaNetShape& d) {
+    return d.conv_dim() + d.key_dim() + d.value_dim() + d.v_heads;
+  }
+
+  int64_t committed() const override { return committed_; }
+  int64_t pending() const override { return int64_t(parent_.size()); }
+  void prepare_rows(int64_t) override {}
+  void add_pending(int64_t T) override;
+  void commit(std::span<const int64_t> kept, int64_t still_pending = 0) override;
+  void commit_first(int64_t n) override;
+  int64_t truncate(int64_t n) override;
+
+  // The next pass's rows: each one's parent (a pending row or -1: the committed position),
+  // and whether they are a causal run. Then, per recurrent layer in order, fill_call()
+  // sets a call's state fields and end_call() follows the call.
+  void begin_rows(std::span<const int32_t> parents, bool causal);
+  void fill_call(int64_t layer, DeltaNetCall& call);
+  void end_call(int64_t layer);
+
+ private:
+  using Snapshot = std::vector<float>;  // window (conv_kernel - 1 rows) then the heads' states
+  struct Layer {
+    Snapshot committed, prev, anchor;
+    // Records of the pending rows, then of the last commit's rows (truncate).
+    std::vector<float> inputs, keys, deltas, decays;
+    std::vector<float> last_inputs, last_keys, last_deltas, last_decays;
+  };
+  float* window(Snapshot& s) { return s.data(); }
+  float* heads(Snapshot& s) { return s.data() + shape_.window_floats(); }
+  // Applies record `row` of `from` (pending records or the last commit's) to `s`.
+  void replay(Layer& L, Snapshot& s, int64_t row, bool last_commit);
+  // The state after pending row `row` into `out`: from the anchor or the committed
+  // state, replaying the recorded rows between.
+  void materialize(Layer& L, int64_t row, Snapshot& out);
+  void reset();
+
+  DeltaNetShape shape_;
+  std::vector<Layer> layers_;  // the recurrent layers, in order
+  int64_t committed_ = 0;
+  int64_t prev_pos_ = -1;      // where each layer's prev is (-1: none)
+  int64_t last_rows_ = 0;      // rows of the last commit with records in last_* (from prev_pos_)
+  std::vector<int32_t> parent_;   // per pending row
+  std::vector<uint8_t> recorded_;
+  int64_t anchor_row_ = -1;    // the pending row whose state `anchor` holds (-1: none)
+  // The pass in progress (begin_rows .. add_pending).
+  std::vector<int32_t> rows_parent_;
+  bool rows_causal_ = false;
+  Snapshot spare_;  // one layer's snapshot, rotated through the layers' end states
+  std::vector<Snapshot> starts_;  // materialised starts of one call
+  std::vector<int32_t> call_parent_;
+  std::vector<const float*> start_windows_, start_states_;
+};
+
+}  // namespace flashspec
