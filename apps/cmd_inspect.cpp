@@ -75,7 +75,7 @@ int run_inspect(const InspectArgs& a) {
                                             a.backend == "cuda" ? std::numeric_limits<uint64_t>::max()
                                                                 : probe_host_memory().available());
   const KvType k_type = a.kv_types.key_type(), v_type = a.kv_types.value_type();
-  const uint64_t kv_per_token = uint64_t(c.n_layers) * (kv_bytes(k_type, c.kv_dim()) + kv_bytes(v_type, c.kv_dim()));
+  const uint64_t kv_per_token = uint64_t(c.attention_layers()) * (kv_bytes(k_type, c.kv_dim()) + kv_bytes(v_type, c.kv_dim()));
   const int64_t ctx = a.ctx > 0 ? a.ctx : c.context_length;
   std::map<std::string, int64_t> bytes_by_type;
   int64_t total = 0;

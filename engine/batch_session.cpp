@@ -25,9 +25,10 @@ BatchSession::BatchSession(LlamaModel& target, LlamaModel* draft, std::optional<
     // Untouched blocks cost address space only: the pool's memory is what sequences use.
     const int64_t rows = kv_rows > 0 ? kv_rows : capacity * max_sequences;
     const LlamaConfig& c = target.config();
-    pool_.emplace(target.backend(), c.n_layers, c.kv_dim(), (rows + kKvBlockRows - 1) / kKvBlockRows, kKvBlockRows,
-                  target.key_type(), target.value_type());
+    pool_.emplace(target.backend(), c.attention_layers(), c.kv_dim(), (rows + kKvBlockRows - 1) / kKvBlockRows,
+                  kKvBlockRows, target.key_type(), target.value_type());
     prefixes_.emplace(*pool_);
+    if (c.hybrid()) recurrent_prefixes_.emplace(kRecurrentPrefixBytes);
   }
 }
 
@@ -50,7 +51,17 @@ int64_t BatchSession::blocks_for(int64_t rows) const { return (rows + kKvBlockRo
 
 PrefixBlocks::Match BatchSession::known_prefix(std::span<const int32_t> prompt, int64_t need) {
   // The last prompt token's row is computed whatever is known: its logits are needed.
-  PrefixBlocks::Match m = prefixes_->match(prompt, {}, 0, int64_t(prompt.size()) - 1);
+  int64_t limit = int64_t(prompt.size()) - 1;
+  if (recurrent_prefixes_) {  // a hybrid's blocks are good only up to a recurrent snapshot
+    const RecurrentPrefixes::Entry* e = recurrent_prefixes_->longest(prompt, limit);
+    if (!e) return {};
+    limit = int64_t(e->tokens.size());
+  }
+  PrefixBlocks::Match m = prefixes_->match(prompt, {}, 0, limit);
+  if (recurrent_prefixes_ && m.rows != limit) {
+    for (int32_t b : m.blocks) pool_->release(b);
+    return {};
+  }
   // A block shared in part is held beside the copy made of it: taken only when the pool
   // has room for both next to the sequence's own blocks.
   const int64_t whole = m.rows / kKvBlockRows;
@@ -92,7 +103,8 @@ int64_t BatchSession::add(std::vector<int32_t> prompt, GenerateOptions opt) {
       for (int32_t b : m.blocks) pool_->release(b);
       throw Error("internal: no room in the KV pool for a new sequence (has_room says when there is)");
     }
-    cache.emplace(KvCache(*pool_, need, m.blocks, m.rows, own));
+    cache.emplace(target_.make_cache(KvCache(*pool_, need, m.blocks, m.rows, own)));
+    restore_recurrent(*cache, prompt, m.rows);
     shared_rows = m.rows;
   } else {
     cache.emplace(target_.make_cache(need));
@@ -112,10 +124,42 @@ KvFigures BatchSession::kv_figures() const {
   return {pool_->blocks(), pool_->block_rows(), pool_->used(), pool_->shared(), prefixes_->known()};
 }
 
+void BatchSession::restore_recurrent(SequenceCache& cache, std::span<const int32_t> prompt, int64_t rows) {
+  if (!recurrent_prefixes_ || rows == 0) return;
+  const RecurrentPrefixes::Entry* e = recurrent_prefixes_->longest(prompt, rows);
+  if (!e || int64_t(e->tokens.size()) != rows) throw Error("internal: shared blocks without their recurrent state");
+  cache.recurrent()->restore(e->snapshot, rows);
+}
+
+void BatchSession::checkpoint_prompt(SequenceRun& s) {
+  RecurrentState* r = s.cache->recurrent();
+  if (!recurrent_prefixes_ || !r || r->checkpoint_pos() <= 0) return;
+  const int64_t pos = r->checkpoint_pos();
+  recurrent_prefixes_->remember(std::span(s.seq).first(size_t(pos)), r->checkpoint());
+  r->request_checkpoint(-1);
+}
+
 bool BatchSession::take_known_prefix(Sequence& s, const std::vector<SequenceRun*>& leaders) {
   if (!pool_) return true;
   KvCache& kv = s.cache->kv();
   const int64_t last = int64_t(s.seq.size()) - 1;  // its row is computed whatever is known
+  if (recurrent_prefixes_) {
+    // Hybrid: only a fresh sequence takes a prefix, up to a recurrent snapshot exactly.
+    if (kv.committed() > 0) return true;
+    const RecurrentPrefixes::Entry* e = recurrent_prefixes_->longest(s.seq, last);
+    if (!e) return true;
+    const int64_t rows = int64_t(e->tokens.size());
+    const PrefixBlocks::Match m = prefixes_->match(s.seq, kv.blocks(), 0, rows);
+    if (m.rows != rows) {
+      for (int32_t b : m.blocks) pool_->release(b);
+      return true;
+    }
+    kv.adopt(m.blocks, m.rows);
+    restore_recurrent(*s.cache, s.seq, rows);
+    s.result.stats.prompt_tokens -= m.rows;
+    pipeline_.counters().prefix_rows += m.rows;
+    return true;
+  }
   const PrefixBlocks::Match m = prefixes_->match(s.seq, kv.blocks(), kv.committed(), last);
   if (m.rows > 0) {
     kv.adopt(m.blocks, m.rows);
@@ -179,7 +223,10 @@ bool BatchSession::step() {
   pipeline_.run_pass(prefill, decode);
   // Full blocks of prompts are known at once: a prompt starting the same way takes them.
   if (pool_)
-    for (SequenceRun* s : prefill) prefixes_->remember(s->seq, s->cache->kv().blocks(), s->cache->committed());
+    for (SequenceRun* s : prefill) {
+      prefixes_->remember(s->seq, s->cache->kv().blocks(), s->cache->committed());
+      checkpoint_prompt(*s);
+    }
   for (const auto& s : seqs_)
     if (s->done && s->cache) retire(*s);
   return true;
@@ -213,6 +260,11 @@ void BatchSession::schedule(std::vector<SequenceRun*>& prefill, std::vector<Sequ
     const int64_t half = (s.result.stats.prompt_tokens + 1) / 2;
     if (decoding && free_rows < half) s.prefill = std::min(s.prefill, half);
     room -= s.prefill;
+    if (recurrent_prefixes_) {  // the last block boundary this chunk passes, before the prompt's last token
+      const int64_t end = std::min(s.cache->committed() + s.prefill, int64_t(s.seq.size()) - 1);
+      const int64_t at = end / kKvBlockRows * kKvBlockRows;
+      if (at > s.cache->committed()) s.cache->recurrent()->request_checkpoint(at);
+    }
     prefill.push_back(&s);
   }
 }

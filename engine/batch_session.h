@@ -40,6 +40,7 @@
 #include "engine/session.h"
 #include "model/sequence_cache.h"
 #include "model/kv_pool.h"
+#include "engine/recurrent_prefixes.h"
 #include "model/prefix_blocks.h"
 
 namespace flashspec {
@@ -99,6 +100,9 @@ class BatchSession {
   // reservation of the widest tree --draft-max allows (1026 rows by default) would let a
   // pool sized to the memory available hold a fraction of the sequences it can.
   static constexpr int64_t kAutoScratchRows = 32;
+  // Hybrid targets: the most memory snapshots of shared prefixes' recurrent state take
+  // (Qwen3.5-35B-A3B's is 63 MB: 8 of them).
+  static constexpr uint64_t kRecurrentPrefixBytes = uint64_t(512) << 20;
   const BatchCounters& counters() const { return pipeline_.counters(); }
   KvFigures kv_figures() const;
 
@@ -115,6 +119,10 @@ class BatchSession {
   // Prompt rows `s` may take from blocks already computed (paged); false when it should
   // wait for a sequence prefilling the same prefix in this pass (`leaders`).
   bool take_known_prefix(Sequence& s, const std::vector<SequenceRun*>& leaders);
+  // Hybrid targets: a known prefix's recurrent state goes into a fresh sequence's cache;
+  // a prompt being prefilled leaves one at its last block boundary.
+  void restore_recurrent(SequenceCache& cache, std::span<const int32_t> prompt, int64_t rows);
+  void checkpoint_prompt(SequenceRun& s);
   // The sequence has ended: its full blocks become known, its caches go.
   void retire(Sequence& s);
   Sequence& get(int64_t id) const;
@@ -127,6 +135,8 @@ class BatchSession {
   // before the pool goes.
   std::optional<KvPool> pool_;
   std::optional<PrefixBlocks> prefixes_;
+  // Hybrid targets: the recurrent layers' state at prefix ends (null otherwise).
+  std::optional<RecurrentPrefixes> recurrent_prefixes_;
   std::list<std::unique_ptr<Sequence>> seqs_;  // in arrival order (prefill goes first come, first served)
   int64_t next_id_ = 0;
 };

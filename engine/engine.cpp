@@ -208,7 +208,7 @@ std::unique_ptr<BatchSession> Engine::new_batch(int64_t max_sequences, int64_t c
                                                int64_t kv_rows) {
   const LlamaConfig& c = target_->config();
   const uint64_t per_position =
-      uint64_t(c.n_layers) * (kv_bytes(target_->key_type(), c.kv_dim()) + kv_bytes(target_->value_type(), c.kv_dim()));
+      uint64_t(c.attention_layers()) * (kv_bytes(target_->key_type(), c.kv_dim()) + kv_bytes(target_->value_type(), c.kv_dim()));
   if (kv_rows == 0 && opt_.kv_budget > 0) {
     kv_rows = int64_t(opt_.kv_budget / per_position);
     if (kv_rows < BatchSession::kKvBlockRows)

@@ -54,6 +54,7 @@ void l2_normalise(float* x, int64_t n, float eps) {
 // the decay and sigmoid(beta) per value head.
 struct Prepared {
   std::vector<float> q, k, v, decay, beta;
+  std::vector<float> log_decay;  // softplus(alpha + dt_bias) * a: the chunked form sums these
 };
 
 // The input `back` rows before row i along its path: x's row, or a start window's row.
@@ -97,7 +98,8 @@ void prepare_rows(const DeltaNetCall& c, Prepared& p, int64_t b, int64_t e) {
     if (c.inputs) std::memcpy(c.inputs + i * C, c.x + i * C, size_t(C) * sizeof(float));
     for (int64_t h = 0; h < c.v_heads; ++h) {
       const int64_t at = i * c.v_heads + h;
-      p.decay[size_t(at)] = std::exp(softplus(c.alpha[at] + c.dt_bias[h]) * c.a[h]);
+      p.log_decay[size_t(at)] = softplus(c.alpha[at] + c.dt_bias[h]) * c.a[h];
+      p.decay[size_t(at)] = std::exp(p.log_decay[size_t(at)]);
       p.beta[size_t(at)] = sigmoid(c.beta[at]);
       if (c.decays) c.decays[at] = p.decay[size_t(at)];
     }
@@ -174,6 +176,7 @@ class HeadRun {
     for (int64_t j = 0; j < S_; ++j) out[j] = dot(s + j * S_, q, S_);
     if (c_.deltas) std::memcpy(c_.deltas + i * c_.value_dim() + h_ * S_, d_.data(), size_t(S_) * sizeof(float));
     if (i == c_.T - 1 && c_.end_state) std::memcpy(c_.end_state + h_ * S_ * S_, s, size_t(S_ * S_) * sizeof(float));
+    if (i == c_.mid_row) std::memcpy(c_.mid_state + h_ * S_ * S_, s, size_t(S_ * S_) * sizeof(float));
   }
 
   const DeltaNetCall& c_;
@@ -183,6 +186,99 @@ class HeadRun {
   std::vector<float> d_;
   std::vector<std::vector<float>> stack_;
 };
+
+// A causal run (each row's parent the row before it) of one value head in chunks of
+// rows, the chunked form of the recurrence: within a chunk starting from state S0, with
+// cs_t the decays' log summed through row t,
+//   d_t = beta_t (v_t - e^cs_t S0^T k_t - sum_{u<t} e^(cs_t - cs_u) (k_t . k_u) d_u)
+//   out_t = e^cs_t S0^T q_t + sum_{u<=t} e^(cs_t - cs_u) (q_t . k_u) d_u
+//   S_end = e^cs_L S0 + sum_u e^(cs_L - cs_u) k_u d_u^T
+// so the state is read once per chunk and written once, instead of at every row.
+class ChunkedChain {
+ public:
+  static constexpr int64_t kRows = 64;  // rows per chunk (llama.cpp's chunked form uses 64 too)
+
+  ChunkedChain(const DeltaNetCall& c, const Prepared& p, int64_t h)
+      : c_(c), p_(p), h_(h), S_(c.state), s_(size_t(c.state * c.state)) {}
+
+  void run() {
+    std::memcpy(s_.data(), c_.start_state[size_t(-1 - c_.parent[0])] + h_ * S_ * S_, s_.size() * sizeof(float));
+    for (int64_t t0 = 0; t0 < c_.T;) {
+      int64_t t1 = std::min(c_.T, t0 + kRows);
+      if (c_.mid_row >= t0 && c_.mid_row < t1 - 1) t1 = c_.mid_row + 1;  // a checkpoint ends a chunk
+      chunk(t0, t1);
+      if (c_.mid_row == t1 - 1) std::memcpy(c_.mid_state + h_ * S_ * S_, s_.data(), s_.size() * sizeof(float));
+      t0 = t1;
+    }
+    if (c_.end_state) std::memcpy(c_.end_state + h_ * S_ * S_, s_.data(), s_.size() * sizeof(float));
+  }
+
+ private:
+  const float* key(int64_t t) const { return p_.k.data() + t * c_.key_dim() + (h_ % c_.k_heads) * S_; }
+  const float* query(int64_t t) const { return p_.q.data() + t * c_.key_dim() + (h_ % c_.k_heads) * S_; }
+
+  void chunk(int64_t t0, int64_t t1) {
+    const int64_t L = t1 - t0, S = S_;
+    cs_.resize(size_t(L));
+    float sum = 0.0f;
+    for (int64_t t = 0; t < L; ++t) cs_[size_t(t)] = sum += p_.log_decay[size_t((t0 + t) * c_.v_heads + h_)];
+    // S0^T k_t and S0^T q_t for every row: row j of the value-major state against each.
+    sk_.resize(size_t(L * S));
+    sq_.resize(size_t(L * S));
+    for (int64_t j = 0; j < S; ++j) {
+      const float* row = s_.data() + j * S;
+      for (int64_t t = 0; t < L; ++t) {
+        sk_[size_t(t * S + j)] = dot(row, key(t0 + t), S);
+        sq_[size_t(t * S + j)] = dot(row, query(t0 + t), S);
+      }
+    }
+    d_.resize(size_t(L * S));
+    for (int64_t t = 0; t < L; ++t) {
+      const float beta = p_.beta[size_t((t0 + t) * c_.v_heads + h_)], e = std::exp(cs_[size_t(t)]);
+      const float* v = p_.v.data() + (t0 + t) * c_.value_dim() + h_ * S;
+      float* d = d_.data() + t * S;
+      float* out = c_.out + (t0 + t) * c_.value_dim() + h_ * S;
+      for (int64_t j = 0; j < S; ++j) {
+        d[j] = v[j] - e * sk_[size_t(t * S + j)];
+        out[j] = e * sq_[size_t(t * S + j)];
+      }
+      for (int64_t u = 0; u < t; ++u) {
+        const float w = std::exp(cs_[size_t(t)] - cs_[size_t(u)]) * dot(key(t0 + t), key(t0 + u), S);
+        const float* du = d_.data() + u * S;
+        for (int64_t j = 0; j < S; ++j) d[j] -= w * du[j];
+      }
+      for (int64_t j = 0; j < S; ++j) d[j] *= beta;
+      for (int64_t u = 0; u <= t; ++u) {
+        const float w = std::exp(cs_[size_t(t)] - cs_[size_t(u)]) * dot(query(t0 + t), key(t0 + u), S);
+        const float* du = d_.data() + u * S;
+        for (int64_t j = 0; j < S; ++j) out[j] += w * du[j];
+      }
+    }
+    // The state at the chunk's end: decayed, plus every row's write.
+    const float e_end = std::exp(cs_[size_t(L - 1)]);
+    decay_state(s_.data(), S * S, e_end);
+    scaled_.resize(size_t(L * S));
+    for (int64_t u = 0; u < L; ++u) {
+      const float w = std::exp(cs_[size_t(L - 1)] - cs_[size_t(u)]);
+      for (int64_t j = 0; j < S; ++j) scaled_[size_t(u * S + j)] = w * d_[size_t(u * S + j)];
+    }
+    for (int64_t u = 0; u < L; ++u) add_outer(s_.data(), S, key(t0 + u), scaled_.data() + u * S);
+  }
+
+  const DeltaNetCall& c_;
+  const Prepared& p_;
+  const int64_t h_, S_;
+  std::vector<float> s_, cs_, sk_, sq_, d_, scaled_;
+};
+
+// Whether the call is one causal run long enough for the chunked form (and keeps no
+// records, which only trees need).
+bool chunked_chain(const DeltaNetCall& c) {
+  if (c.T < ChunkedChain::kRows || c.deltas || c.parent[0] >= 0) return false;
+  for (int64_t i = 1; i < c.T; ++i)
+    if (c.parent[i] != i - 1) return false;
+  return true;
+}
 
 void run_call(const DeltaNetCall& c, const ParallelFor& parallel) {
   const auto spread = [&](int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
@@ -197,16 +293,25 @@ void run_call(const DeltaNetCall& c, const ParallelFor& parallel) {
   p.v.resize(size_t(c.T * c.value_dim()));
   p.decay.resize(size_t(c.T * c.v_heads));
   p.beta.resize(size_t(c.T * c.v_heads));
+  p.log_decay.resize(size_t(c.T * c.v_heads));
   spread(c.T, [&](int64_t b, int64_t e) { prepare_rows(c, p, b, e); });
-  const Forest f(c);
-  spread(c.v_heads, [&](int64_t b, int64_t e) {
-    for (int64_t h = b; h < e; ++h) HeadRun(c, p, f, h).run();
-  });
-  if (c.end_window) {  // the last K - 1 inputs along the last row's path, oldest first
-    const int64_t K = c.conv_kernel, C = c.conv_dim();
-    for (int64_t t = 0; t + 1 < K; ++t)
-      std::memcpy(c.end_window + t * C, input_back(c, c.T - 1, K - 2 - t), size_t(C) * sizeof(float));
+  if (chunked_chain(c)) {
+    spread(c.v_heads, [&](int64_t b, int64_t e) {
+      for (int64_t h = b; h < e; ++h) ChunkedChain(c, p, h).run();
+    });
+  } else {
+    const Forest f(c);
+    spread(c.v_heads, [&](int64_t b, int64_t e) {
+      for (int64_t h = b; h < e; ++h) HeadRun(c, p, f, h).run();
+    });
   }
+  // A window after row i: the last K - 1 inputs along its path, oldest first.
+  const auto window_after = [&](int64_t i, float* w) {
+    const int64_t K = c.conv_kernel, C = c.conv_dim();
+    for (int64_t t = 0; t + 1 < K; ++t) std::memcpy(w + t * C, input_back(c, i, K - 2 - t), size_t(C) * sizeof(float));
+  };
+  if (c.end_window) window_after(c.T - 1, c.end_window);
+  if (c.mid_row >= 0) window_after(c.mid_row, c.mid_window);
 }
 
 }  // namespace

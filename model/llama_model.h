@@ -87,7 +87,11 @@ class LlamaModel {
   // What one sequence of at most `capacity` positions keeps between passes: KV rows of
   // the attention layers, the recurrent layers' state.
   SequenceCache make_cache(int64_t capacity) const {
-    SequenceCache c(KvCache(backend_, config_.attention_layers(), config_.kv_dim(), capacity, key_type_, value_type_));
+    return make_cache(KvCache(backend_, config_.attention_layers(), config_.kv_dim(), capacity, key_type_, value_type_));
+  }
+  // The same around KV rows of its own (a paged pool's).
+  SequenceCache make_cache(KvCache kv) const {
+    SequenceCache c(std::move(kv));
     if (config_.hybrid()) c.set_recurrent(std::make_unique<RecurrentState>(config_));
     return c;
   }

@@ -108,6 +108,13 @@ void RecurrentState::fill_call(int64_t layer, DeltaNetCall& call) {
   if (rows_causal_) {  // only the run's end is kept, in the spare, then the anchor
     call.end_window = window(spare_);
     call.end_state = heads(spare_);
+    const int64_t first = committed_ + P;  // the position of the call's first row
+    if (checkpoint_pos_ > first && checkpoint_pos_ <= first + n) {
+      L.check.resize(spare_.size());
+      call.mid_row = checkpoint_pos_ - first - 1;
+      call.mid_window = window(L.check);
+      call.mid_state = heads(L.check);
+    }
     return;
   }
   const DeltaNetShape& d = shape_;
@@ -132,6 +139,7 @@ void RecurrentState::add_pending(int64_t T) {
   parent_.insert(parent_.end(), rows_parent_.begin(), rows_parent_.end());
   recorded_.insert(recorded_.end(), size_t(T), rows_causal_ ? 0 : 1);
   if (rows_causal_ && T > 0) anchor_row_ = P + T - 1;
+  if (rows_causal_ && checkpoint_pos_ > committed_ + P && checkpoint_pos_ <= committed_ + P + T) checkpoint_ready_ = true;
   rows_parent_.clear();
 }
 
@@ -210,6 +218,31 @@ void RecurrentState::commit(std::span<const int64_t> kept, int64_t still_pending
   parent_ = std::move(parent);
   recorded_ = std::move(recorded);
   anchor_row_ = anchor;
+}
+
+void RecurrentState::request_checkpoint(int64_t pos) {
+  checkpoint_pos_ = pos;
+  checkpoint_ready_ = false;
+}
+
+std::vector<float> RecurrentState::checkpoint() const {
+  std::vector<float> snap;
+  if (!checkpoint_ready_) return snap;
+  snap.reserve(size_t(snapshot_floats()));
+  for (const Layer& L : layers_) snap.insert(snap.end(), L.check.begin(), L.check.end());
+  return snap;
+}
+
+void RecurrentState::restore(std::span<const float> snapshot, int64_t pos) {
+  if (committed_ != 0 || pending() != 0) throw Error("internal: restoring a recurrent snapshot into a used sequence");
+  if (int64_t(snapshot.size()) != snapshot_floats()) throw Error("internal: a recurrent snapshot of another shape");
+  const size_t n = size_t(state_floats(shape_));
+  for (size_t l = 0; l < layers_.size(); ++l)
+    std::copy(snapshot.begin() + std::ptrdiff_t(l * n), snapshot.begin() + std::ptrdiff_t((l + 1) * n),
+              layers_[l].committed.begin());
+  committed_ = pos;
+  prev_pos_ = -1;
+  last_rows_ = 0;
 }
 
 void RecurrentState::commit_first(int64_t n) {

@@ -49,10 +49,20 @@ class RecurrentState final : public SequenceState {
   void fill_call(int64_t layer, DeltaNetCall& call);
   void end_call(int64_t layer);
 
+  // Shared prefixes (engine/recurrent_prefixes.h). A causal run passing position `pos`
+  // keeps the state after its first pos positions too; checkpoint() hands it out once
+  // the run has been computed (empty before), as one snapshot of every layer.
+  void request_checkpoint(int64_t pos);
+  int64_t checkpoint_pos() const { return checkpoint_ready_ ? checkpoint_pos_ : -1; }
+  std::vector<float> checkpoint() const;
+  // A fresh sequence starts at position pos of a snapshot taken there.
+  void restore(std::span<const float> snapshot, int64_t pos);
+  int64_t snapshot_floats() const { return int64_t(layers_.size()) * state_floats(shape_); }
+
  private:
   using Snapshot = std::vector<float>;  // window (conv_kernel - 1 rows) then the heads' states
   struct Layer {
-    Snapshot committed, prev, anchor;
+    Snapshot committed, prev, anchor, check;
     // Records of the pending rows, then of the last commit's rows (truncate).
     std::vector<float> inputs, keys, deltas, decays;
     std::vector<float> last_inputs, last_keys, last_deltas, last_decays;
@@ -78,6 +88,8 @@ class RecurrentState final : public SequenceState {
   std::vector<int32_t> rows_parent_;
   bool rows_causal_ = false;
   Snapshot spare_;  // one layer's snapshot, rotated through the layers' end states
+  int64_t checkpoint_pos_ = -1;
+  bool checkpoint_ready_ = false;
   std::vector<Snapshot> starts_;  // materialised starts of one call
   std::vector<int32_t> call_parent_;
   std::vector<const float*> start_windows_, start_states_;

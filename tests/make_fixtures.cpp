@@ -142,6 +142,7 @@ struct Shape {
   uint64_t seed = 0;
   GgmlType matrix_type = GgmlType::F32;  // the large matrices (and token_embd when not F32)
   GgmlType embd_type = GgmlType::F16;
+  bool output_head = false;  // an output.weight of its own (else the head is token_embd)
   uint32_t file_type = 1;  // general.file_type (llama_ftype): 1 F16, 2 Q4_0, 7 Q8_0
 };
 
@@ -192,6 +193,7 @@ Shape qwen35moe_35b_a3b(GgmlType type) {
   s.seed = 0x7135'35b0'a3b0'0001ull;
   s.matrix_type = type;
   s.embd_type = type;
+  s.output_head = true;  // Qwen3.5-35B-A3B does not tie its head to the embedding
   s.file_type = type == GgmlType::Q4_0 ? 2 : 7;
   s.name = std::string("qwen35moe-35b-a3b-shape-random-") + (type == GgmlType::Q4_0 ? "q4_0" : "q8_0");
   return s;
@@ -321,6 +323,7 @@ std::vector<Plan> tensor_plan(const Shape& s, int64_t n_vocab) {
 
   add("token_embd.weight", {E, n_vocab}, s.embd_type, Fill::Normal, 1.0);
   norm("output_norm.weight", E);
+  if (s.output_head) matrix("output.weight", {E, n_vocab});
   const int64_t S = s.ssm_state, Hk = s.ssm_groups, Hv = s.ssm_dt_rank;
   const int64_t value_dim = s.ssm_inner, conv_dim = 2 * Hk * S + Hv * S;
   const int64_t hd = s.head_dim, q_dim = int64_t(s.heads) * hd, kv_dim = int64_t(s.heads_kv) * hd;
