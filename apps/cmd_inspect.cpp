@@ -20,6 +20,7 @@
 #include "target/placement.h"
 #include "engine/quantize.h"
 #include "model/model_weights.h"
+#include "model/recurrent_state.h"
 
 namespace flashspec {
 
@@ -84,6 +85,13 @@ int run_inspect(const InspectArgs& a) {
     total += int64_t(t.nbytes);
   }
   const MoeSummary moe = moe_summary(f, c, w);
+  // Hybrid models: the recurrent layers' state (f32, whatever --kv-type) and what a
+  // draft tree's node records per recurrent layer (model/recurrent_state.h).
+  const int64_t recurrent_layers = c.n_layers - c.attention_layers();
+  const uint64_t state_bytes = uint64_t(recurrent_layers * RecurrentState::state_floats(c.delta)) * sizeof(float);
+  const uint64_t record_bytes = uint64_t(RecurrentState::record_floats(c.delta)) * sizeof(float);
+  std::string kinds;  // one letter per layer: R recurrent, A attention
+  for (int64_t l = 0; l < c.n_layers; ++l) kinds += c.recurrent(l) ? 'R' : 'A';
   if (a.json) {
     nlohmann::json j = {
         {"path", a.path},
@@ -130,6 +138,20 @@ int run_inspect(const InspectArgs& a) {
                   {"token_layer_bytes", moe.dense_bytes + moe.expert_bytes},
                   {"token_dense_bytes", moe.dense_bytes},
                   {"token_expert_bytes", moe.expert_bytes}};
+    if (c.hybrid())
+      j["hybrid"] = {{"layer_kinds", kinds},
+                     {"recurrent_layers", recurrent_layers},
+                     {"attention_layers", c.attention_layers()},
+                     {"full_attention_interval", c.full_attention_interval},
+                     {"ssm", {{"conv_kernel", c.delta.conv_kernel},
+                              {"state", c.delta.state},
+                              {"k_heads", c.delta.k_heads},
+                              {"v_heads", c.delta.v_heads}}},
+                     {"recurrent_state_bytes_per_sequence", state_bytes},
+                     {"recurrent_state_bytes_held_per_sequence", RecurrentState::kHeldStates * state_bytes},
+                     {"tree_node_bytes_per_recurrent_layer", record_bytes},
+                     {"tree_node_bytes", record_bytes * uint64_t(recurrent_layers)},
+                     {"kv_applies_to", "attention layers"}};
     print_stdout(j.dump() + "\n");
     return 0;
   }
@@ -168,17 +190,38 @@ int run_inspect(const InspectArgs& a) {
     std::snprintf(buf, sizeof buf, "  %-6s %14lld bytes\n", k.c_str(), (long long)v);
     out += buf;
   }
-  std::snprintf(buf, sizeof buf, "  KV cache (K %s, V %s): %s per token, %s for %lld tokens\n",
-                kv_type_name(k_type), kv_type_name(v_type), format_bytes(kv_per_token).c_str(), format_bytes(kv_per_token * uint64_t(ctx)).c_str(), (long long)ctx);
+  if (c.hybrid()) {
+    std::snprintf(buf, sizeof buf,
+                  "  hybrid: %lld Gated DeltaNet layers (conv %lld, %lld key / %lld value heads of %lld) and %lld gated "
+                  "attention layers (every %lld): %s\n",
+                  (long long)recurrent_layers, (long long)c.delta.conv_kernel, (long long)c.delta.k_heads,
+                  (long long)c.delta.v_heads, (long long)c.delta.state, (long long)c.attention_layers(),
+                  (long long)c.full_attention_interval, kinds.c_str());
+    out += buf;
+    std::snprintf(buf, sizeof buf,
+                  "  recurrent state (f32, not --kv-type): %s per sequence at any context, %s held (committed, the "
+                  "one before the last commit, a prompt's end); a draft tree node records %s per recurrent layer, "
+                  "%s in all\n",
+                  format_bytes(state_bytes).c_str(), format_bytes(RecurrentState::kHeldStates * state_bytes).c_str(),
+                  format_bytes(record_bytes).c_str(), format_bytes(record_bytes * uint64_t(recurrent_layers)).c_str());
+    out += buf;
+  }
+  std::snprintf(buf, sizeof buf, "  KV cache (K %s, V %s%s): %s per token, %s for %lld tokens\n",
+                kv_type_name(k_type), kv_type_name(v_type),
+                c.hybrid() ? (", attention layers only: " + std::to_string(c.attention_layers()) + " of " +
+                              std::to_string(c.n_layers)).c_str()
+                           : "",
+                format_bytes(kv_per_token).c_str(), format_bytes(kv_per_token * uint64_t(ctx)).c_str(), (long long)ctx);
   out += buf;
   out += "  placement (" + a.backend + (a.placement.stream ? ", --stream" : "") + "): " + plan.describe() + "\n";
   if (plan.stream) {
     for (size_t l = 0; l < plan.stream->layers.size(); ++l) {
       const LayerExtent& e = plan.stream->layers[l];
-      std::snprintf(buf, sizeof buf, "  layer %3lld: %12llu bytes, reads %12llu in %zu range%s, %s\n",
-                    (long long)(plan.n_vram + int64_t(l)), (unsigned long long)e.tensor_bytes,
-                    (unsigned long long)e.read_bytes, e.ranges.size(), e.ranges.size() == 1 ? "" : "s",
-                    e.resident ? "resident" : "streamed");
+      const int64_t layer = plan.n_vram + int64_t(l);
+      std::snprintf(buf, sizeof buf, "  layer %3lld%s: %12llu bytes, reads %12llu in %zu range%s, %s\n",
+                    (long long)layer, !c.hybrid() ? "" : c.recurrent(layer) ? " (recurrent)" : " (attention)",
+                    (unsigned long long)e.tensor_bytes, (unsigned long long)e.read_bytes, e.ranges.size(),
+                    e.ranges.size() == 1 ? "" : "s", e.resident ? "resident" : "streamed");
       out += buf;
     }
   }

@@ -28,6 +28,10 @@ class RecurrentState final : public SequenceState {
  public:
   explicit RecurrentState(const LlamaConfig& c);
 
+  // Full states a sequence holds per layer: committed, the one before the last commit
+  // (truncate), and the end of the last causal run (anchor).
+  static constexpr uint64_t kHeldStates = 3;
+
   // Floats of one layer's state (window and heads) and of one row's record per layer.
   static int64_t state_floats(const DeltaNetShape& d) { return d.window_floats() + d.state_floats(); }
   static int64_t record_floats(const DeltaNetShape& d) {
