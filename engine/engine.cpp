@@ -98,7 +98,7 @@ Engine::Engine(const EngineOptions& o) : opt_(o) {
   // read per pass): a third slot lets it run two layers ahead.
   if (o.parallel > 1) placement_.ring_slots = std::max(placement_.ring_slots, kBatchRingSlots);
   if (placement_.stream && !o.draft_path.empty() && o.speculation.mode == SpeculationMode::Auto)
-    placement_.pass_reserve = Activations::bytes(target_->config(), kReservedAutoRows);
+    placement_.pass_reserve = Activations::tree_pass_bytes(target_->config(), kReservedAutoRows);
   plan_ = plan_placement(target_->file(), target_->weights(), placement_, !host, self_bytes,
                          host ? probe_host_memory().available() : std::numeric_limits<uint64_t>::max());
   place_target_layers();
@@ -145,11 +145,11 @@ Engine::Engine(const EngineOptions& o) : opt_(o) {
 void Engine::cap_auto_rows() {
   if (!policy_ || !policy_->auto_budget() || !plan_.stream || plan_.stream->ring_over_budget()) return;
   const LlamaConfig& c = target_->config();
-  if (Activations::bytes(c, policy_->node_budget) <= plan_.spare_bytes) return;
-  int64_t lo = 1, hi = policy_->node_budget;  // the most rows whose activations fit: in [lo, hi)
+  if (Activations::tree_pass_bytes(c, policy_->node_budget) <= plan_.spare_bytes) return;
+  int64_t lo = 1, hi = policy_->node_budget;  // the most rows whose pass memory fits: in [lo, hi)
   while (hi - lo > 1) {
     const int64_t mid = lo + (hi - lo) / 2;
-    (Activations::bytes(c, mid) <= plan_.spare_bytes ? lo : hi) = mid;
+    (Activations::tree_pass_bytes(c, mid) <= plan_.spare_bytes ? lo : hi) = mid;
   }
   policy_->node_budget = plan_.auto_rows_cap = lo;
 }

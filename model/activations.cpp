@@ -4,6 +4,7 @@
 #include <array>
 
 #include "core/llama_config.h"
+#include "model/recurrent_state.h"
 
 namespace flashspec {
 
@@ -31,6 +32,11 @@ uint64_t Activations::bytes(const LlamaConfig& c, int64_t T) {
   int64_t floats = 0;
   for (int64_t n : view_sizes(c, T)) floats += aligned(n);
   return uint64_t(floats) * sizeof(float);
+}
+
+uint64_t Activations::tree_pass_bytes(const LlamaConfig& c, int64_t T) {
+  const int64_t recurrent = c.n_layers - c.attention_layers();
+  return bytes(c, T) + uint64_t(T * recurrent * RecurrentState::record_floats(c.delta)) * sizeof(float);
 }
 
 Activations Activations::carve(float* base, const LlamaConfig& c, int64_t T) {

@@ -39,6 +39,10 @@ struct Activations {
   // Bytes the activations of T rows take (each view 256-byte aligned, as the buffer is):
   // what a larger tree costs in memory besides its KV rows.
   static uint64_t bytes(const LlamaConfig& c, int64_t T);
+  // What a pass verifying a tree of T rows takes beyond its weights and KV rows: the
+  // activations, and for a hybrid model the nodes' records per recurrent layer
+  // (model/recurrent_state.h), which --tree auto's largest tree must fit too.
+  static uint64_t tree_pass_bytes(const LlamaConfig& c, int64_t T);
   // The views of T rows laid out from `base` (which holds bytes(c, T)).
   static Activations carve(float* base, const LlamaConfig& c, int64_t T);
 };
