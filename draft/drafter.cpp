@@ -27,8 +27,8 @@ void Drafter::reset() {
 
 void Drafter::sync(std::span<const int32_t> seq) {
   if (seq.empty()) throw Error("internal: drafter synced to an empty sequence");
-  const int64_t keep = std::min<int64_t>(cache_.committed(), int64_t(seq.size()) - 1);
-  cache_.truncate(keep);
+  // A hybrid draft's recurrent state may only go back further than asked.
+  const int64_t keep = cache_.truncate(std::min<int64_t>(cache_.committed(), int64_t(seq.size()) - 1));
   to_feed_.assign(seq.begin() + keep, seq.end());
 }
 
