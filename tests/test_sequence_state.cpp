@@ -1,5 +1,5 @@
 // What a sequence carries between passes goes through one interface (model/
-// sequence_state.h): a second kind of state added to a model's SequenceCache sees every
+// sequence_state.h): a hybrid model's recurrent state beside its KV rows sees every
 // pass's rows and the commit of a verified tree's accepted path, with no change to the
 // loops (settle_tree is the one place a tree is committed).
 #include <doctest/doctest.h>
@@ -19,50 +19,43 @@ using namespace flashspec::testing;
 
 namespace {
 
-// Records what it is told and keeps the same positions as the KV rows it sits beside.
-struct RecordingState final : SequenceState {
-  int64_t done = 0, open = 0;
-  std::vector<int64_t> prepared;
-  std::vector<std::vector<int64_t>> commits;
-  int64_t committed() const override { return done; }
-  int64_t pending() const override { return open; }
-  void prepare_rows(int64_t T) override { prepared.push_back(T); }
-  void add_pending(int64_t T) override { open += T; }
-  void commit(std::span<const int64_t> kept, int64_t still_pending) override {
-    commits.emplace_back(kept.begin(), kept.end());
-    done += int64_t(kept.size()) - still_pending;
-    open = still_pending;
-  }
-  void commit_first(int64_t n) override { commit_rows(n); }
-  void truncate(int64_t n) override { done = std::min(done, n); }
-  void commit_rows(int64_t n) {
-    std::vector<int64_t> kept;
-    for (int64_t i = 0; i < n; ++i) kept.push_back(i);
-    commit(kept, 0);
-  }
-};
+std::vector<float> next_logits(LlamaModel& m, SequenceCache& cache, int32_t token) {
+  std::vector<float> logits;
+  const int32_t t[1] = {token};
+  m.forward_causal(t, cache, LogitRows::Last, logits);
+  cache.commit_first(1);
+  return logits;
+}
 
 }  // namespace
 
-TEST_CASE("sequence state: another kind of state follows a prefill, a tree pass and its accepted path") {
+TEST_CASE("sequence state: a hybrid's recurrent state follows a prefill, a tree pass and its accepted path") {
+  // tiny-qwen35: the KV rows of its attention layers and its DeltaNet layers' state are
+  // committed together by the one interface; the state at the end of the accepted path
+  // is the one plain decoding of the same tokens reaches, bit for bit.
   CpuBackend cpu(2);
-  LlamaModel m(model_path("stories260K"), cpu);
+  LlamaModel m(made_fixture_path("tiny-qwen35"), cpu);
   SequenceCache cache = m.make_cache(64);
-  auto owned = std::make_unique<RecordingState>();
-  RecordingState& rec = *owned;
-  cache.add(std::move(owned));
+  REQUIRE(cache.recurrent() != nullptr);
+  const RecurrentState& rec = *cache.recurrent();
 
-  const std::vector<int32_t> prompt = {1, 403, 407, 261, 378};
+  const std::vector<int32_t> prompt = {785, 3974, 13876, 38835, 34208};
   std::vector<float> logits;
-  m.forward_causal(prompt, cache, LogitRows::Last, logits);
-  CHECK(rec.prepared == std::vector<int64_t>{5});
-  CHECK(rec.pending() == 5);
-  cache.commit_first(5);
-  CHECK(rec.committed() == 5);
-  CHECK(cache.kv().committed() == 5);
+  int32_t greedy_next = 0;  // after the whole prompt, from a cache of its own
+  {
+    SequenceCache scratch = m.make_cache(64);
+    m.forward_causal(prompt, scratch, LogitRows::Last, logits);
+    greedy_next = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  }
+  // The prompt but its last token, which is the tree's root.
+  m.forward_causal(std::span(prompt).first(4), cache, LogitRows::Last, logits);
+  CHECK(rec.pending() == 4);
+  cache.commit_first(4);
+  CHECK(rec.committed() == 4);
+  CHECK(cache.kv().committed() == 4);
 
-  // A tree of two branches: the greedy continuation and a token the target does not pick.
-  const int32_t greedy_next = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  // A tree of two branches: the greedy continuation (then one more node under it) and a
+  // token the target does not pick.
   TokenTree tree(prompt.back());
   const int32_t a = tree.add(greedy_next, 0, -0.1);
   tree.add(greedy_next == 7 ? 8 : 7, 0, -0.5);
@@ -82,19 +75,30 @@ TEST_CASE("sequence state: another kind of state follows a prefill, a tree pass 
                                         emitted.push_back(t);
                                         return false;
                                       });
-  // Greedy: the first branch is accepted; the root's row and the accepted node's are kept.
+  // Greedy: the first branch is accepted; the root's row and the accepted nodes' are kept.
   REQUIRE(!out.acc.path.empty());
   CHECK(out.acc.path[0] == a);
-  std::vector<int64_t> want{0};
-  want.insert(want.end(), out.acc.path.begin(), out.acc.path.end());
-  REQUIRE(!rec.commits.empty());
-  CHECK(rec.commits.back() == want);
-  CHECK(rec.committed() == 5 + int64_t(want.size()));
+  const int64_t kept_rows = 1 + int64_t(out.acc.path.size());
+  CHECK(rec.committed() == 4 + kept_rows);
   CHECK(cache.kv().committed() == rec.committed());
   CHECK(rec.pending() == 0);
   CHECK(emitted.size() == out.acc.path.size() + 1);
 
-  cache.truncate(3);
-  CHECK(rec.committed() == 3);
-  CHECK(cache.committed() == 3);
+  // The same tokens decoded one by one reach the same state: the next logits agree bit for bit.
+  SequenceCache plain = m.make_cache(64);
+  std::vector<int32_t> seq = prompt;
+  for (int32_t node : out.acc.path) seq.push_back(tree.tokens[size_t(node)]);
+  m.forward_causal(seq, plain, LogitRows::Last, logits);
+  plain.commit_first(int64_t(seq.size()));
+  CHECK(plain.committed() == cache.committed());
+  CHECK(next_logits(m, cache, emitted.back()) == next_logits(m, plain, emitted.back()));
+
+  // Back into the last commit (the tree's path): exact. Past the commit before it: the
+  // recurrent state cannot, and the whole cache goes back to 0 to be computed again.
+  const int64_t c = cache.committed();
+  CHECK(cache.truncate(c - 1) == c - 1);
+  CHECK(cache.kv().committed() == c - 1);
+  CHECK(cache.truncate(2) == 0);
+  CHECK(cache.committed() == 0);
+  CHECK(cache.kv().committed() == 0);
 }
