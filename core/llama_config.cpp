@@ -82,12 +82,13 @@ void read_hybrid(const GgufFile& f, const std::string& path, LlamaConfig& c) {
   d.k_heads = require("ssm.group_count", 1, kMaxHeads);
   d.v_heads = require("ssm.time_step_rank", 1, kMaxHeads);
   if (d.v_heads % d.k_heads != 0)
-    throw Error(path + ": ssm.time_step_rank " + std::to_string(d.v_heads) + " (value heads) is not a multiple of " +
-                "ssm.group_count " + std::to_string(d.k_heads) + " (key heads)");
+    throw Error(path + ": key '" + p + "ssm.time_step_rank' = " + std::to_string(d.v_heads) +
+                " (value heads) is not a multiple of '" + p + "ssm.group_count' = " + std::to_string(d.k_heads) +
+                " (key heads)");
   const int64_t inner = require("ssm.inner_size", 1, kMaxDim);
   if (inner != d.value_dim())
-    throw Error(path + ": ssm.inner_size " + std::to_string(inner) + " is not time_step_rank x state_size = " +
-                std::to_string(d.value_dim()));
+    throw Error(path + ": key '" + p + "ssm.inner_size' = " + std::to_string(inner) +
+                " is not time_step_rank x state_size = " + std::to_string(d.value_dim()));
   c.attn_output_gate = true;
   const GgufArray& sec = f.require_array(p + "rope.dimension_sections");
   if (sec.items.size() != 4) throw Error(path + ": key '" + p + "rope.dimension_sections' must hold 4 values");

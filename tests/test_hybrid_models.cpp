@@ -47,21 +47,21 @@ CliResult generate_with(const std::string& model, std::vector<std::string> extra
 // ---- the made fixtures against llama.cpp ----
 
 TEST_CASE("hybrid: tiny-qwen35 and tiny-qwen35moe match llama.cpp at every position, resident") {
-  for (const char* name : kHybridModels) {
+  for (const std::string name : kHybridModels) {
     CAPTURE(name);
     CpuBackend backend(2);
     LlamaModel model(made_fixture_path(name), backend);
     REQUIRE(model.config().hybrid());
     CHECK(model.config().attention_layers() == 2);
     model.set_kv_types(KvType::F32, KvType::F32);
-    check_against_hybrid_reference(model, name, std::string(name) + " resident, F32 KV", kF32Tolerance);
+    check_against_hybrid_reference(model, name, name + " resident, F32 KV", kF32Tolerance);
     model.set_kv_types(KvType::F16, KvType::F16);
-    check_against_hybrid_reference(model, name, std::string(name) + " resident, F16 KV", kF16Tolerance);
+    check_against_hybrid_reference(model, name, name + " resident, F16 KV", kF16Tolerance);
   }
 }
 
 TEST_CASE("hybrid: tiny-qwen35 and tiny-qwen35moe match llama.cpp streamed from storage under a small RAM budget") {
-  for (const char* name : kHybridModels) {
+  for (const std::string name : kHybridModels) {
     CAPTURE(name);
     CpuBackend backend(2);
     LlamaModel model(made_fixture_path(name), backend);
@@ -81,7 +81,7 @@ TEST_CASE("hybrid: tiny-qwen35 and tiny-qwen35moe match llama.cpp streamed from 
       CHECK(ws.plan().experts.has_value() == model.config().moe());
       model.set_layer_source(std::move(src));
       check_against_hybrid_reference(model, name,
-                                     std::string(name) + " streamed, budget " + std::to_string(budget) + ", F32 KV",
+                                     name + " streamed, budget " + std::to_string(budget) + ", F32 KV",
                                      kF32Tolerance);
       CHECK(ws.counters().bytes_read > 0);
       if (model.config().moe()) CHECK(ws.counters().expert_reads > 0);
@@ -118,11 +118,11 @@ TEST_CASE("hybrid: cli: malformed qwen35 files are one error line each, exit 1")
   }
   SUBCASE("ssm.inner_size inconsistent with time_step_rank x state_size") {
     w.set("qwen35.ssm.inner_size", gv_u32(48));
-    parts = {"ssm.inner_size 48", "time_step_rank x state_size = 64"};
+    parts = {"'qwen35.ssm.inner_size' = 48", "time_step_rank x state_size = 64"};
   }
   SUBCASE("ssm.time_step_rank not a multiple of ssm.group_count") {
     w.set("qwen35.ssm.time_step_rank", gv_u32(3));
-    parts = {"ssm.time_step_rank 3", "not a multiple of ssm.group_count 2"};
+    parts = {"'qwen35.ssm.time_step_rank' = 3", "not a multiple of 'qwen35.ssm.group_count' = 2"};
   }
   SUBCASE("rope.dimension_sections missing") {
     REQUIRE(w.has("qwen35.rope.dimension_sections"));
@@ -166,8 +166,13 @@ TEST_CASE("hybrid: cli: --kv-type q8_0 on tiny-qwen35 runs and stays near llama.
   MESSAGE("tiny-qwen35 q8_0 KV (cli): largest logit difference to llama.cpp's F32-KV reference " << worst << ", at "
                                                                                                   << where);
   CHECK(worst <= kF16Tolerance);
-  // The inspect line names the cache's types.
+  // llama.cpp's greedy choices on this prompt lead the runner-up by 0.48 or more: the
+  // q8_0 cache keeps all 32 tokens.
+  CHECK(got == want_tokens);
+  // inspect: the cache's types for the attention layers, f32 state for the recurrent ones.
   const CliResult i = run_cli({"inspect", model, "--kv-type", "q8_0"});
+  INFO(i.out);
   REQUIRE(i.exit_code == 0);
-  CHECK(i.out.find("KV cache (K q8_0, V q8_0)") != std::string::npos);
+  CHECK(i.out.find("KV cache (K q8_0, V q8_0") != std::string::npos);
+  CHECK(i.out.find("recurrent state (f32") != std::string::npos);
 }
