@@ -9,6 +9,9 @@ namespace flashspec {
 
 struct BatchSession::Sequence : SequenceRun {
   int64_t id = 0;
+  // Hybrid targets: where the prompt leaves the blocks known when it joined (a block
+  // boundary), to leave a recurrent snapshot at for the next prompt sharing that much.
+  int64_t divergence = 0;
 };
 
 BatchSession::BatchSession(LlamaModel& target, LlamaModel* draft, std::optional<SpeculationParams> policy,
@@ -109,6 +112,11 @@ int64_t BatchSession::add(std::vector<int32_t> prompt, GenerateOptions opt) {
   } else {
     cache.emplace(target_.make_cache(need));
   }
+  if (recurrent_prefixes_) {  // the known blocks this prompt starts with, snapshot or not
+    const PrefixBlocks::Match any = prefixes_->match(prompt, {}, 0, int64_t(prompt.size()) - 1);
+    for (int32_t b : any.blocks) pool_->release(b);
+    s->divergence = any.rows / kKvBlockRows * kKvBlockRows;
+  }
   s->id = next_id_++;
   s->seq = std::move(prompt);
   s->begin(std::move(opt));
@@ -133,10 +141,9 @@ void BatchSession::restore_recurrent(SequenceCache& cache, std::span<const int32
 
 void BatchSession::checkpoint_prompt(SequenceRun& s) {
   RecurrentState* r = s.cache->recurrent();
-  if (!recurrent_prefixes_ || !r || r->checkpoint_pos() <= 0) return;
-  const int64_t pos = r->checkpoint_pos();
-  recurrent_prefixes_->remember(std::span(s.seq).first(size_t(pos)), r->checkpoint());
-  r->request_checkpoint(-1);
+  if (!recurrent_prefixes_ || !r) return;
+  for (auto& [pos, snapshot] : r->take_checkpoints())
+    recurrent_prefixes_->remember(std::span(s.seq).first(size_t(pos)), std::move(snapshot));
 }
 
 bool BatchSession::take_known_prefix(Sequence& s, const std::vector<SequenceRun*>& leaders) {
@@ -260,10 +267,18 @@ void BatchSession::schedule(std::vector<SequenceRun*>& prefill, std::vector<Sequ
     const int64_t half = (s.result.stats.prompt_tokens + 1) / 2;
     if (decoding && free_rows < half) s.prefill = std::min(s.prefill, half);
     room -= s.prefill;
-    if (recurrent_prefixes_) {  // the last block boundary this chunk passes, before the prompt's last token
-      const int64_t end = std::min(s.cache->committed() + s.prefill, int64_t(s.seq.size()) - 1);
-      const int64_t at = end / kKvBlockRows * kKvBlockRows;
-      if (at > s.cache->committed()) s.cache->recurrent()->request_checkpoint(at);
+    if (recurrent_prefixes_) {
+      // Snapshots where the next prompts may share up to: where this one left the known
+      // blocks (another prompt with the same start, e.g. a system prompt, will too), and
+      // the last block boundary this chunk passes before the prompt's last token (the
+      // same conversation's next request).
+      const int64_t from = s.cache->committed();
+      const int64_t end = std::min(from + s.prefill, int64_t(s.seq.size()) - 1);
+      std::vector<int64_t> at;
+      if (s.divergence > from && s.divergence <= end) at.push_back(s.divergence);
+      const int64_t last = end / kKvBlockRows * kKvBlockRows;
+      if (last > from && last != s.divergence) at.push_back(last);
+      s.cache->recurrent()->request_checkpoints(std::move(at));
     }
     prefill.push_back(&s);
   }

@@ -176,7 +176,8 @@ class HeadRun {
     for (int64_t j = 0; j < S_; ++j) out[j] = dot(s + j * S_, q, S_);
     if (c_.deltas) std::memcpy(c_.deltas + i * c_.value_dim() + h_ * S_, d_.data(), size_t(S_) * sizeof(float));
     if (i == c_.T - 1 && c_.end_state) std::memcpy(c_.end_state + h_ * S_ * S_, s, size_t(S_ * S_) * sizeof(float));
-    if (i == c_.mid_row) std::memcpy(c_.mid_state + h_ * S_ * S_, s, size_t(S_ * S_) * sizeof(float));
+    for (size_t m = 0; m < c_.mid_rows.size(); ++m)
+      if (i == c_.mid_rows[m]) std::memcpy(c_.mid_states[m] + h_ * S_ * S_, s, size_t(S_ * S_) * sizeof(float));
   }
 
   const DeltaNetCall& c_;
@@ -205,9 +206,11 @@ class ChunkedChain {
     std::memcpy(s_.data(), c_.start_state[size_t(-1 - c_.parent[0])] + h_ * S_ * S_, s_.size() * sizeof(float));
     for (int64_t t0 = 0; t0 < c_.T;) {
       int64_t t1 = std::min(c_.T, t0 + kRows);
-      if (c_.mid_row >= t0 && c_.mid_row < t1 - 1) t1 = c_.mid_row + 1;  // a checkpoint ends a chunk
+      for (int64_t r : c_.mid_rows)  // a checkpoint ends a chunk
+        if (r >= t0 && r < t1 - 1) t1 = r + 1;
       chunk(t0, t1);
-      if (c_.mid_row == t1 - 1) std::memcpy(c_.mid_state + h_ * S_ * S_, s_.data(), s_.size() * sizeof(float));
+      for (size_t m = 0; m < c_.mid_rows.size(); ++m)
+        if (c_.mid_rows[m] == t1 - 1) std::memcpy(c_.mid_states[m] + h_ * S_ * S_, s_.data(), s_.size() * sizeof(float));
       t0 = t1;
     }
     if (c_.end_state) std::memcpy(c_.end_state + h_ * S_ * S_, s_.data(), s_.size() * sizeof(float));
@@ -311,7 +314,7 @@ void run_call(const DeltaNetCall& c, const ParallelFor& parallel) {
     for (int64_t t = 0; t + 1 < K; ++t) std::memcpy(w + t * C, input_back(c, i, K - 2 - t), size_t(C) * sizeof(float));
   };
   if (c.end_window) window_after(c.T - 1, c.end_window);
-  if (c.mid_row >= 0) window_after(c.mid_row, c.mid_window);
+  for (size_t m = 0; m < c.mid_rows.size(); ++m) window_after(c.mid_rows[m], c.mid_windows[m]);
 }
 
 }  // namespace

@@ -44,10 +44,10 @@ struct DeltaNetCall {
   // alias a start.
   float* end_window = nullptr;
   float* end_state = nullptr;
-  // The state after row mid_row too (a checkpoint inside a causal run), where mid_row >= 0.
-  int64_t mid_row = -1;
-  float* mid_window = nullptr;
-  float* mid_state = nullptr;
+  // The states after rows mid_rows[m] too (checkpoints inside a causal run), into
+  // mid_windows[m] and mid_states[m]. Host memory.
+  std::span<const int64_t> mid_rows;
+  std::span<float* const> mid_windows, mid_states;
 
   int64_t key_dim() const { return k_heads * state; }
   int64_t value_dim() const { return v_heads * state; }

@@ -109,12 +109,20 @@ void RecurrentState::fill_call(int64_t layer, DeltaNetCall& call) {
     call.end_window = window(spare_);
     call.end_state = heads(spare_);
     const int64_t first = committed_ + P;  // the position of the call's first row
-    if (checkpoint_pos_ > first && checkpoint_pos_ <= first + n) {
-      L.check.resize(spare_.size());
-      call.mid_row = checkpoint_pos_ - first - 1;
-      call.mid_window = window(L.check);
-      call.mid_state = heads(L.check);
+    call_mid_rows_.clear();
+    call_mid_windows_.clear();
+    call_mid_states_.clear();
+    L.checks.resize(checkpoints_.size());
+    for (size_t m = 0; m < checkpoints_.size(); ++m) {
+      if (checkpoints_[m] <= first || checkpoints_[m] > first + n) continue;
+      L.checks[m].resize(spare_.size());
+      call_mid_rows_.push_back(checkpoints_[m] - first - 1);
+      call_mid_windows_.push_back(window(L.checks[m]));
+      call_mid_states_.push_back(heads(L.checks[m]));
     }
+    call.mid_rows = call_mid_rows_;
+    call.mid_windows = call_mid_windows_;
+    call.mid_states = call_mid_states_;
     return;
   }
   const DeltaNetShape& d = shape_;
@@ -139,7 +147,9 @@ void RecurrentState::add_pending(int64_t T) {
   parent_.insert(parent_.end(), rows_parent_.begin(), rows_parent_.end());
   recorded_.insert(recorded_.end(), size_t(T), rows_causal_ ? 0 : 1);
   if (rows_causal_ && T > 0) anchor_row_ = P + T - 1;
-  if (rows_causal_ && checkpoint_pos_ > committed_ + P && checkpoint_pos_ <= committed_ + P + T) checkpoint_ready_ = true;
+  for (size_t m = 0; m < checkpoints_.size(); ++m)
+    if (rows_causal_ && checkpoints_[m] > committed_ + P && checkpoints_[m] <= committed_ + P + T)
+      checkpoint_done_[m] = 1;
   rows_parent_.clear();
 }
 
@@ -220,17 +230,22 @@ void RecurrentState::commit(std::span<const int64_t> kept, int64_t still_pending
   anchor_row_ = anchor;
 }
 
-void RecurrentState::request_checkpoint(int64_t pos) {
-  checkpoint_pos_ = pos;
-  checkpoint_ready_ = false;
+void RecurrentState::request_checkpoints(std::vector<int64_t> positions) {
+  checkpoints_ = std::move(positions);
+  checkpoint_done_.assign(checkpoints_.size(), 0);
 }
 
-std::vector<float> RecurrentState::checkpoint() const {
-  std::vector<float> snap;
-  if (!checkpoint_ready_) return snap;
-  snap.reserve(size_t(snapshot_floats()));
-  for (const Layer& L : layers_) snap.insert(snap.end(), L.check.begin(), L.check.end());
-  return snap;
+std::vector<std::pair<int64_t, std::vector<float>>> RecurrentState::take_checkpoints() {
+  std::vector<std::pair<int64_t, std::vector<float>>> out;
+  for (size_t m = 0; m < checkpoints_.size(); ++m) {
+    if (!checkpoint_done_[m]) continue;
+    std::vector<float> snap;
+    snap.reserve(size_t(snapshot_floats()));
+    for (const Layer& L : layers_) snap.insert(snap.end(), L.checks[m].begin(), L.checks[m].end());
+    out.emplace_back(checkpoints_[m], std::move(snap));
+  }
+  request_checkpoints({});
+  return out;
 }
 
 void RecurrentState::restore(std::span<const float> snapshot, int64_t pos) {

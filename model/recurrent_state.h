@@ -53,12 +53,11 @@ class RecurrentState final : public SequenceState {
   void fill_call(int64_t layer, DeltaNetCall& call);
   void end_call(int64_t layer);
 
-  // Shared prefixes (engine/recurrent_prefixes.h). A causal run passing position `pos`
-  // keeps the state after its first pos positions too; checkpoint() hands it out once
-  // the run has been computed (empty before), as one snapshot of every layer.
-  void request_checkpoint(int64_t pos);
-  int64_t checkpoint_pos() const { return checkpoint_ready_ ? checkpoint_pos_ : -1; }
-  std::vector<float> checkpoint() const;
+  // Shared prefixes (engine/recurrent_prefixes.h). A causal run passing these positions
+  // keeps the state after each too; take_checkpoints() hands out those computed so far
+  // (position, one snapshot of every layer) and forgets them.
+  void request_checkpoints(std::vector<int64_t> positions);
+  std::vector<std::pair<int64_t, std::vector<float>>> take_checkpoints();
   // A fresh sequence starts at position pos of a snapshot taken there.
   void restore(std::span<const float> snapshot, int64_t pos);
   int64_t snapshot_floats() const { return int64_t(layers_.size()) * state_floats(shape_); }
@@ -66,7 +65,8 @@ class RecurrentState final : public SequenceState {
  private:
   using Snapshot = std::vector<float>;  // window (conv_kernel - 1 rows) then the heads' states
   struct Layer {
-    Snapshot committed, prev, anchor, check;
+    Snapshot committed, prev, anchor;
+    std::vector<Snapshot> checks;  // one per requested checkpoint
     // Records of the pending rows, then of the last commit's rows (truncate).
     std::vector<float> inputs, keys, deltas, decays;
     std::vector<float> last_inputs, last_keys, last_deltas, last_decays;
@@ -92,8 +92,10 @@ class RecurrentState final : public SequenceState {
   std::vector<int32_t> rows_parent_;
   bool rows_causal_ = false;
   Snapshot spare_;  // one layer's snapshot, rotated through the layers' end states
-  int64_t checkpoint_pos_ = -1;
-  bool checkpoint_ready_ = false;
+  std::vector<int64_t> checkpoints_;     // requested positions
+  std::vector<uint8_t> checkpoint_done_;
+  std::vector<int64_t> call_mid_rows_;  // a call's checkpoint rows and where they go
+  std::vector<float*> call_mid_windows_, call_mid_states_;
   std::vector<Snapshot> starts_;  // materialised starts of one call
   std::vector<int32_t> call_parent_;
   std::vector<const float*> start_windows_, start_states_;

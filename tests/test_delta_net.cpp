@@ -127,9 +127,12 @@ TEST_CASE("delta net: the chunked form of a long causal run agrees with the row-
   L.make(chunked, all, chain_parents(T), /*records=*/false);
   L.make(rows, all, chain_parents(T), /*records=*/true);  // records keep it row by row
   rows.c.end_window = rows.end_window.data(), rows.c.end_state = rows.end_state.data();
-  chunked.c.mid_row = 99;  // a checkpoint inside the run ends a chunk there
+  // A checkpoint inside the run ends a chunk there.
   std::vector<float> mid_w(L.window.size()), mid_s(L.state.size());
-  chunked.c.mid_window = mid_w.data(), chunked.c.mid_state = mid_s.data();
+  const int64_t mid_row[1] = {99};
+  float* const mid_ws[1] = {mid_w.data()};
+  float* const mid_ss[1] = {mid_s.data()};
+  chunked.c.mid_rows = mid_row, chunked.c.mid_windows = mid_ws, chunked.c.mid_states = mid_ss;
   delta_net_host({&chunked.c, 1}, nullptr);
   delta_net_host({&rows.c, 1}, nullptr);
   double worst = 0, scale = 0;

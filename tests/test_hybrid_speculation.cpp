@@ -502,6 +502,12 @@ constexpr int64_t kBatchTokens = 32;
 
 constexpr int64_t kBatchPrefillRows = 16;
 
+int64_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  int64_t n = 0;
+  while (n < int64_t(std::min(a.size(), b.size())) && a[size_t(n)] == b[size_t(n)]) ++n;
+  return n;
+}
+
 // A sequence's logits in a batch against its logits alone. A prompt the batch prefills in
 // one chunk (the short ones) computes exactly the rows it computes alone: bit-identical.
 // A long prompt is prefilled in chunks of 16 rows, or from a shared prefix's recurrent
@@ -574,6 +580,17 @@ void check_batch(const std::string& target_path, const std::string& draft_path,
       check_batch_logits(want[3].logits, r3.logits, m.ids(kBatchPrompts[3]).size());
       MESSAGE(pname << ", shared prefix one after the other: prompt rows taken from shared blocks " << shared);
       CHECK(shared > 0);  // the prefix-sharing path ran
+      // The second prompt left the known blocks at the end of the system prompt's last
+      // whole block, and a snapshot there: a third question after the same system prompt
+      // takes all of it.
+      const std::string third = kLongText + " Question: how many legs does a spider have?";
+      const int64_t boundary = common_prefix(m.ids(kBatchPrompts[2]), m.ids(kBatchPrompts[3])) / 16 * 16;
+      const int64_t before = b.counters().prefix_rows;
+      const int64_t id3 = b.add(m.ids(third), greedy(kBatchTokens, 4));
+      b.run();
+      const GenerationResult r4 = b.take(id3);
+      CHECK(b.counters().prefix_rows - before == boundary);
+      CHECK(r4.tokens == generate_target_only(m.target, m.ids(third), greedy(kBatchTokens, 4)).tokens);
     }
   }
 }
