@@ -108,6 +108,7 @@ Engine::Engine(const EngineOptions& o) : opt_(o) {
   if (o.draft_path == kLookupDraft) {  // no draft model: the text so far drafts
     policy_ = resolve_speculation(o.speculation, o, 0.0);
     cap_auto_rows();
+    check_fixed_tree_memory();
     return;
   }
   // On the CPU every core, at the lowest priority: drafting before a pass is on the
@@ -140,6 +141,18 @@ Engine::Engine(const EngineOptions& o) : opt_(o) {
                                 double(self_type ? self_bytes : draft_->file().file_size()) /
                                     double(target_->file().file_size()));
   cap_auto_rows();
+  check_fixed_tree_memory();
+}
+
+void Engine::check_fixed_tree_memory() const {
+  const LlamaConfig& c = target_->config();
+  if (!policy_ || policy_->auto_budget() || !c.hybrid() || !backend_->host_memory()) return;
+  const uint64_t need = Activations::tree_pass_bytes(c, policy_->max_verified() + 1);
+  const uint64_t have = probe_host_memory().available();
+  if (need > have)
+    throw Error("a pass of " + std::to_string(policy_->max_verified() + 1) + " draft rows on " + opt_.target_path +
+                " takes " + format_bytes(need) + " (each node records its recurrent layers' state changes), more than the " +
+                format_bytes(have) + " of memory available: draft fewer (--tree, --chain) or use --tree auto");
 }
 
 void Engine::cap_auto_rows() {

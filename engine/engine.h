@@ -97,6 +97,9 @@ class Engine {
   // fit what --ram-budget leaves after the layers (the plan keeps kReservedAutoRows' worth),
   // so that no probe of a larger tree goes over the budget.
   void cap_auto_rows();
+  // A fixed tree or chain on a hybrid target: its nodes' recurrent records must fit the
+  // memory there is (Error otherwise, rather than a pass that runs out of it).
+  void check_fixed_tree_memory() const;
   static constexpr int64_t kReservedAutoRows = 64;
 
   EngineOptions opt_;
