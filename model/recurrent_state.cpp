@@ -67,11 +67,10 @@ void RecurrentState::materialize(Layer& L, int64_t row, Snapshot& out) {
   for (auto it = path.rbegin(); it != path.rend(); ++it) replay(L, out, *it, false);
 }
 
-void RecurrentState::fill_call(int64_t layer, DeltaNetCall& call) {
-  Layer& L = layers_.at(size_t(layer));
+void RecurrentState::set_starts(Layer& L, DeltaNetCall& call) {
+  // Starts: each distinct parent before the pass, in order of first use: the committed
+  // state, the anchor, or a pending row's state rebuilt from its records.
   const int64_t P = pending(), n = int64_t(rows_parent_.size());
-  if (call.T != n) throw Error("internal: a recurrent call's rows differ from the pass's");
-  // Starts: each distinct parent before the pass, in order of first use.
   std::vector<int32_t> start_rows;
   call_parent_.resize(size_t(n));
   for (int64_t i = 0; i < n; ++i) {
@@ -103,30 +102,33 @@ void RecurrentState::fill_call(int64_t layer, DeltaNetCall& call) {
   call.parent = call_parent_.data();
   call.start_window = start_windows_;
   call.start_state = start_states_;
-  call.inputs = call.keys = call.deltas = call.decays = nullptr;
-  call.end_window = call.end_state = nullptr;
-  if (rows_causal_) {  // only the run's end is kept, in the spare, then the anchor
-    call.end_window = window(spare_);
-    call.end_state = heads(spare_);
-    const int64_t first = committed_ + P;  // the position of the call's first row
-    call_mid_rows_.clear();
-    call_mid_windows_.clear();
-    call_mid_states_.clear();
-    L.checks.resize(checkpoints_.size());
-    for (size_t m = 0; m < checkpoints_.size(); ++m) {
-      if (checkpoints_[m] <= first || checkpoints_[m] > first + n) continue;
-      L.checks[m].resize(spare_.size());
-      call_mid_rows_.push_back(checkpoints_[m] - first - 1);
-      call_mid_windows_.push_back(window(L.checks[m]));
-      call_mid_states_.push_back(heads(L.checks[m]));
-    }
-    call.mid_rows = call_mid_rows_;
-    call.mid_windows = call_mid_windows_;
-    call.mid_states = call_mid_states_;
-    return;
+}
+
+void RecurrentState::set_causal_outputs(Layer& L, DeltaNetCall& call) {
+  // Only the run's end is kept, in the spare (then the anchor), and any checkpoint it passes.
+  call.end_window = window(spare_);
+  call.end_state = heads(spare_);
+  const int64_t first = committed_ + pending(), n = call.T;  // the position of the call's first row
+  call_mid_rows_.clear();
+  call_mid_windows_.clear();
+  call_mid_states_.clear();
+  L.checks.resize(checkpoints_.size());
+  for (size_t m = 0; m < checkpoints_.size(); ++m) {
+    if (checkpoints_[m] <= first || checkpoints_[m] > first + n) continue;
+    L.checks[m].resize(spare_.size());
+    call_mid_rows_.push_back(checkpoints_[m] - first - 1);
+    call_mid_windows_.push_back(window(L.checks[m]));
+    call_mid_states_.push_back(heads(L.checks[m]));
   }
+  call.mid_rows = call_mid_rows_;
+  call.mid_windows = call_mid_windows_;
+  call.mid_states = call_mid_states_;
+}
+
+void RecurrentState::set_records(Layer& L, DeltaNetCall& call) {
   const DeltaNetShape& d = shape_;
-  const size_t rows = size_t(P + n);
+  const int64_t P = pending();
+  const size_t rows = size_t(P + call.T);
   L.inputs.resize(rows * size_t(d.conv_dim()));
   L.keys.resize(rows * size_t(d.key_dim()));
   L.deltas.resize(rows * size_t(d.value_dim()));
@@ -135,6 +137,16 @@ void RecurrentState::fill_call(int64_t layer, DeltaNetCall& call) {
   call.keys = L.keys.data() + P * d.key_dim();
   call.deltas = L.deltas.data() + P * d.value_dim();
   call.decays = L.decays.data() + P * d.v_heads;
+}
+
+void RecurrentState::fill_call(int64_t layer, DeltaNetCall& call) {
+  Layer& L = layers_.at(size_t(layer));
+  if (call.T != int64_t(rows_parent_.size())) throw Error("internal: a recurrent call's rows differ from the pass's");
+  set_starts(L, call);
+  if (rows_causal_)
+    set_causal_outputs(L, call);
+  else
+    set_records(L, call);
 }
 
 void RecurrentState::end_call(int64_t layer) {
@@ -161,62 +173,69 @@ void RecurrentState::commit(std::span<const int64_t> kept, int64_t still_pending
       throw Error("internal: committing a recurrent row that is not pending");
     if (i > 0 && kept[size_t(i)] <= kept[size_t(i - 1)]) throw Error("internal: kept rows out of order");
   }
-  for (int64_t i = 0; i < n_c; ++i) {  // the committed rows must be one path from the committed end
-    const int32_t p = parent_[size_t(kept[size_t(i)])];
-    if (p != (i == 0 ? -1 : kept[size_t(i - 1)]))
+  const std::span<const int64_t> path = kept.first(size_t(n_c));
+  if (!path.empty()) commit_path(path);
+  keep_pending(kept.subspan(size_t(n_c)), path.empty() ? -1 : path.back());
+}
+
+void RecurrentState::commit_path(std::span<const int64_t> path) {
+  const int64_t n = int64_t(path.size());
+  for (int64_t i = 0; i < n; ++i) {  // one path from the committed end
+    const int32_t p = parent_[size_t(path[size_t(i)])];
+    if (p != (i == 0 ? -1 : path[size_t(i - 1)]))
       throw Error("internal: committed recurrent rows are not a path from the committed position");
   }
-  if (n_c > 0) {
-    const int64_t end = kept[size_t(n_c - 1)];
-    bool all_recorded = true;
-    for (int64_t i = 0; i < n_c; ++i) all_recorded = all_recorded && recorded_[size_t(kept[size_t(i)])];
-    const DeltaNetShape& d = shape_;
-    for (Layer& L : layers_) {
-      // The new committed state, then prev <- committed <- it.
-      if (end == anchor_row_) {
-        std::swap(spare_, L.anchor);
-      } else {
-        materialize(L, end, spare_);
-      }
-      std::swap(L.prev, L.committed);
-      std::swap(L.committed, spare_);
-      // The committed rows' records, for a truncate into them.
-      auto keep = [&](const std::vector<float>& from, std::vector<float>& to, int64_t w) {
-        to.resize(size_t(n_c * w));
-        if (!all_recorded) return;
-        for (int64_t i = 0; i < n_c; ++i)
-          std::memcpy(to.data() + i * w, from.data() + kept[size_t(i)] * w, size_t(w) * sizeof(float));
-      };
-      keep(L.inputs, L.last_inputs, d.conv_dim());
-      keep(L.keys, L.last_keys, d.key_dim());
-      keep(L.deltas, L.last_deltas, d.value_dim());
-      keep(L.decays, L.last_decays, d.v_heads);
-    }
-    prev_pos_ = committed_;
-    last_rows_ = all_recorded ? n_c : 0;
-    committed_ += n_c;
+  const int64_t end = path.back();
+  bool all_recorded = true;
+  for (int64_t r : path) all_recorded = all_recorded && recorded_[size_t(r)];
+  const DeltaNetShape& d = shape_;
+  for (Layer& L : layers_) {
+    // The new committed state, then prev <- committed <- it.
+    if (end == anchor_row_)
+      std::swap(spare_, L.anchor);
+    else
+      materialize(L, end, spare_);
+    std::swap(L.prev, L.committed);
+    std::swap(L.committed, spare_);
+    // The path's records, for a truncate into it.
+    auto keep = [&](const std::vector<float>& from, std::vector<float>& to, int64_t w) {
+      to.resize(size_t(n * w));
+      if (!all_recorded) return;
+      for (int64_t i = 0; i < n; ++i)
+        std::memcpy(to.data() + i * w, from.data() + path[size_t(i)] * w, size_t(w) * sizeof(float));
+    };
+    keep(L.inputs, L.last_inputs, d.conv_dim());
+    keep(L.keys, L.last_keys, d.key_dim());
+    keep(L.deltas, L.last_deltas, d.value_dim());
+    keep(L.decays, L.last_decays, d.v_heads);
   }
-  // The rows staying pending move down, their parents renumbered.
-  const int64_t end = n_c > 0 ? kept[size_t(n_c - 1)] : -1;
+  prev_pos_ = committed_;
+  last_rows_ = all_recorded ? n : 0;
+  committed_ += n;
+}
+
+void RecurrentState::keep_pending(std::span<const int64_t> rows, int64_t end) {
+  // The rows staying pending move down, their parents renumbered (`end`, just
+  // committed, becomes the committed position).
   std::vector<int32_t> parent;
   std::vector<uint8_t> recorded;
   int64_t anchor = -1;
-  for (int64_t j = 0; j < still_pending; ++j) {
-    const int64_t old = kept[size_t(n_c + j)];
+  const DeltaNetShape& d = shape_;
+  for (int64_t j = 0; j < int64_t(rows.size()); ++j) {
+    const int64_t old = rows[size_t(j)];
     const int32_t p = parent_[size_t(old)];
     int32_t np = -1;
     if (p != end) {
-      const auto it = std::find(kept.begin() + n_c, kept.begin() + n_c + j, p);
-      if (it == kept.begin() + n_c + j) throw Error("internal: a recurrent row kept pending without its parent");
-      np = int32_t(it - (kept.begin() + n_c));
+      const auto it = std::find(rows.begin(), rows.begin() + j, p);
+      if (it == rows.begin() + j) throw Error("internal: a recurrent row kept pending without its parent");
+      np = int32_t(it - rows.begin());
     }
     parent.push_back(np);
     recorded.push_back(recorded_[size_t(old)]);
     if (old == anchor_row_) anchor = j;
-    const DeltaNetShape& d = shape_;
+    if (!recorded_[size_t(old)]) continue;
     for (Layer& L : layers_) {
       auto move = [&](std::vector<float>& v, int64_t w) {
-        if (!recorded_[size_t(old)]) return;
         std::memmove(v.data() + j * w, v.data() + old * w, size_t(w) * sizeof(float));
       };
       move(L.inputs, d.conv_dim());

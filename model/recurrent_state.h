@@ -75,6 +75,15 @@ class RecurrentState final : public SequenceState {
   float* heads(Snapshot& s) { return s.data() + shape_.window_floats(); }
   // Applies record `row` of `from` (pending records or the last commit's) to `s`.
   void replay(Layer& L, Snapshot& s, int64_t row, bool last_commit);
+  // fill_call's parts: the call's parents and start states; a causal run's end state and
+  // checkpoints; a tree's records.
+  void set_starts(Layer& L, DeltaNetCall& call);
+  void set_causal_outputs(Layer& L, DeltaNetCall& call);
+  void set_records(Layer& L, DeltaNetCall& call);
+  // commit's parts: the path becomes committed (prev keeps the state before it); the
+  // rows kept pending move down, `end` (the path's last, or -1) their new committed parent.
+  void commit_path(std::span<const int64_t> path);
+  void keep_pending(std::span<const int64_t> rows, int64_t end);
   // The state after pending row `row` into `out`: from the anchor or the committed
   // state, replaying the recorded rows between.
   void materialize(Layer& L, int64_t row, Snapshot& out);
