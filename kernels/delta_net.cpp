@@ -245,17 +245,20 @@ class ChunkedChain {
         d[j] = v[j] - e * sk_[size_t(t * S + j)];
         out[j] = e * sq_[size_t(t * S + j)];
       }
+      // The earlier rows' writes, each decay computed once for d and for out; then the
+      // row's own write (decay 1) once its d is known.
       for (int64_t u = 0; u < t; ++u) {
-        const float w = std::exp(cs_[size_t(t)] - cs_[size_t(u)]) * dot(key(t0 + t), key(t0 + u), S);
+        const float decay = std::exp(cs_[size_t(t)] - cs_[size_t(u)]);
+        const float wk = decay * dot(key(t0 + t), key(t0 + u), S), wq = decay * dot(query(t0 + t), key(t0 + u), S);
         const float* du = d_.data() + u * S;
-        for (int64_t j = 0; j < S; ++j) d[j] -= w * du[j];
+        for (int64_t j = 0; j < S; ++j) {
+          d[j] -= wk * du[j];
+          out[j] += wq * du[j];
+        }
       }
       for (int64_t j = 0; j < S; ++j) d[j] *= beta;
-      for (int64_t u = 0; u <= t; ++u) {
-        const float w = std::exp(cs_[size_t(t)] - cs_[size_t(u)]) * dot(query(t0 + t), key(t0 + u), S);
-        const float* du = d_.data() + u * S;
-        for (int64_t j = 0; j < S; ++j) out[j] += w * du[j];
-      }
+      const float wq = dot(query(t0 + t), key(t0 + t), S);
+      for (int64_t j = 0; j < S; ++j) out[j] += wq * d[j];
     }
     // The state at the chunk's end: decayed, plus every row's write.
     const float e_end = std::exp(cs_[size_t(L - 1)]);
