@@ -38,20 +38,33 @@ void RecurrentState::begin_rows(std::span<const int32_t> parents, bool causal) {
     if (parents[i] >= P + int64_t(i)) throw Error("internal: a recurrent row's parent comes after it");
 }
 
-void RecurrentState::replay(Layer& L, Snapshot& s, int64_t row, bool last_commit) {
+void RecurrentState::Records::resize(const DeltaNetShape& d, int64_t rows) {
+  inputs.resize(size_t(rows * d.conv_dim()));
+  keys.resize(size_t(rows * d.key_dim()));
+  deltas.resize(size_t(rows * d.value_dim()));
+  decays.resize(size_t(rows * d.v_heads));
+}
+
+void RecurrentState::Records::copy_row(const DeltaNetShape& d, const Records& src, int64_t from, int64_t to) {
+  auto row = [&](const std::vector<float>& a, std::vector<float>& b, int64_t w) {
+    std::memmove(b.data() + to * w, a.data() + from * w, size_t(w) * sizeof(float));
+  };
+  row(src.inputs, inputs, d.conv_dim());
+  row(src.keys, keys, d.key_dim());
+  row(src.deltas, deltas, d.value_dim());
+  row(src.decays, decays, d.v_heads);
+}
+
+void RecurrentState::replay(Snapshot& s, const Records& r, int64_t row) {
   const DeltaNetShape& d = shape_;
-  const std::vector<float>& in = last_commit ? L.last_inputs : L.inputs;
-  const std::vector<float>& key = last_commit ? L.last_keys : L.keys;
-  const std::vector<float>& delta = last_commit ? L.last_deltas : L.deltas;
-  const std::vector<float>& decay = last_commit ? L.last_decays : L.decays;
   const int64_t C = d.conv_dim(), rows = d.conv_kernel - 1;
   if (rows > 0) {  // the window moves on by the row's input
     float* w = window(s);
     std::memmove(w, w + C, size_t((rows - 1) * C) * sizeof(float));
-    std::memcpy(w + (rows - 1) * C, in.data() + row * C, size_t(C) * sizeof(float));
+    std::memcpy(w + (rows - 1) * C, r.inputs.data() + row * C, size_t(C) * sizeof(float));
   }
-  replay_delta_row(heads(s), d.state, d.k_heads, d.v_heads, key.data() + row * d.key_dim(),
-                   delta.data() + row * d.value_dim(), decay.data() + row * d.v_heads);
+  replay_delta_row(heads(s), d.state, d.k_heads, d.v_heads, r.keys.data() + row * d.key_dim(),
+                   r.deltas.data() + row * d.value_dim(), r.decays.data() + row * d.v_heads);
 }
 
 void RecurrentState::materialize(Layer& L, int64_t row, Snapshot& out) {
@@ -64,7 +77,7 @@ void RecurrentState::materialize(Layer& L, int64_t row, Snapshot& out) {
     at = parent_[size_t(at)];
   }
   out = at < 0 ? L.committed : L.anchor;
-  for (auto it = path.rbegin(); it != path.rend(); ++it) replay(L, out, *it, false);
+  for (auto it = path.rbegin(); it != path.rend(); ++it) replay(out, L.pending, *it);
 }
 
 void RecurrentState::set_starts(Layer& L, DeltaNetCall& call) {
@@ -128,15 +141,11 @@ void RecurrentState::set_causal_outputs(Layer& L, DeltaNetCall& call) {
 void RecurrentState::set_records(Layer& L, DeltaNetCall& call) {
   const DeltaNetShape& d = shape_;
   const int64_t P = pending();
-  const size_t rows = size_t(P + call.T);
-  L.inputs.resize(rows * size_t(d.conv_dim()));
-  L.keys.resize(rows * size_t(d.key_dim()));
-  L.deltas.resize(rows * size_t(d.value_dim()));
-  L.decays.resize(rows * size_t(d.v_heads));
-  call.inputs = L.inputs.data() + P * d.conv_dim();
-  call.keys = L.keys.data() + P * d.key_dim();
-  call.deltas = L.deltas.data() + P * d.value_dim();
-  call.decays = L.decays.data() + P * d.v_heads;
+  L.pending.resize(d, P + call.T);
+  call.inputs = L.pending.inputs.data() + P * d.conv_dim();
+  call.keys = L.pending.keys.data() + P * d.key_dim();
+  call.deltas = L.pending.deltas.data() + P * d.value_dim();
+  call.decays = L.pending.decays.data() + P * d.v_heads;
 }
 
 void RecurrentState::fill_call(int64_t layer, DeltaNetCall& call) {
@@ -198,16 +207,9 @@ void RecurrentState::commit_path(std::span<const int64_t> path) {
     std::swap(L.prev, L.committed);
     std::swap(L.committed, spare_);
     // The path's records, for a truncate into it.
-    auto keep = [&](const std::vector<float>& from, std::vector<float>& to, int64_t w) {
-      to.resize(size_t(n * w));
-      if (!all_recorded) return;
-      for (int64_t i = 0; i < n; ++i)
-        std::memcpy(to.data() + i * w, from.data() + path[size_t(i)] * w, size_t(w) * sizeof(float));
-    };
-    keep(L.inputs, L.last_inputs, d.conv_dim());
-    keep(L.keys, L.last_keys, d.key_dim());
-    keep(L.deltas, L.last_deltas, d.value_dim());
-    keep(L.decays, L.last_decays, d.v_heads);
+    L.last.resize(d, n);
+    if (all_recorded)
+      for (int64_t i = 0; i < n; ++i) L.last.copy_row(d, L.pending, path[size_t(i)], i);
   }
   prev_pos_ = committed_;
   last_rows_ = all_recorded ? n : 0;
@@ -233,16 +235,8 @@ void RecurrentState::keep_pending(std::span<const int64_t> rows, int64_t end) {
     parent.push_back(np);
     recorded.push_back(recorded_[size_t(old)]);
     if (old == anchor_row_) anchor = j;
-    if (!recorded_[size_t(old)]) continue;
-    for (Layer& L : layers_) {
-      auto move = [&](std::vector<float>& v, int64_t w) {
-        std::memmove(v.data() + j * w, v.data() + old * w, size_t(w) * sizeof(float));
-      };
-      move(L.inputs, d.conv_dim());
-      move(L.keys, d.key_dim());
-      move(L.deltas, d.value_dim());
-      move(L.decays, d.v_heads);
-    }
+    if (recorded_[size_t(old)])
+      for (Layer& L : layers_) L.pending.copy_row(d, L.pending, old, j);
   }
   parent_ = std::move(parent);
   recorded_ = std::move(recorded);
@@ -298,7 +292,7 @@ int64_t RecurrentState::truncate(int64_t n) {
   // From the state before the last commit, its first n - prev_pos_ rows again.
   for (Layer& L : layers_) {
     L.committed = L.prev;
-    for (int64_t i = 0; i < n - prev_pos_; ++i) replay(L, L.committed, i, true);
+    for (int64_t i = 0; i < n - prev_pos_; ++i) replay(L.committed, L.last, i);
   }
   last_rows_ = n - prev_pos_;
   committed_ = n;

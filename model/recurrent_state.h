@@ -64,17 +64,25 @@ class RecurrentState final : public SequenceState {
 
  private:
   using Snapshot = std::vector<float>;  // window (conv_kernel - 1 rows) then the heads' states
+  // Rows' records: each row's convolution input, normalised key, delta and decays, as
+  // replay() reads them.
+  struct Records {
+    std::vector<float> inputs, keys, deltas, decays;
+    // Room for `rows` rows (what is there stays).
+    void resize(const DeltaNetShape& d, int64_t rows);
+    // Row `from` of `src` becomes row `to` here (src may be this, from >= to).
+    void copy_row(const DeltaNetShape& d, const Records& src, int64_t from, int64_t to);
+  };
   struct Layer {
     Snapshot committed, prev, anchor;
     std::vector<Snapshot> checks;  // one per requested checkpoint
-    // Records of the pending rows, then of the last commit's rows (truncate).
-    std::vector<float> inputs, keys, deltas, decays;
-    std::vector<float> last_inputs, last_keys, last_deltas, last_decays;
+    Records pending;  // of the pending rows
+    Records last;     // of the last commit's rows, in path order (truncate)
   };
   float* window(Snapshot& s) { return s.data(); }
   float* heads(Snapshot& s) { return s.data() + shape_.window_floats(); }
-  // Applies record `row` of `from` (pending records or the last commit's) to `s`.
-  void replay(Layer& L, Snapshot& s, int64_t row, bool last_commit);
+  // Applies record `row` of `r` (a layer's pending records or its last commit's) to `s`.
+  void replay(Snapshot& s, const Records& r, int64_t row);
   // fill_call's parts: the call's parents and start states; a causal run's end state and
   // checkpoints; a tree's records.
   void set_starts(Layer& L, DeltaNetCall& call);
