@@ -27,8 +27,7 @@ void LlamaModel::attention_block(int64_t l, const LayerWeights& w, std::span<con
   using enum LayerVector;
   const LlamaConfig& c = config_;
   Backend& be = backend_;
-  int64_t T = 0;
-  for (const PassPart& p : parts) T += int64_t(p.chunk.tokens.size());
+  const int64_t T = rows_of(parts);
 
   be.rmsnorm(a.x, w[AttnNorm], T, c.dim, c.rms_eps, a.xb);
   if (c.attn_output_gate) {  // each head's queries, then its gate
@@ -119,8 +118,7 @@ void LlamaModel::delta_net_block(int64_t l, const LayerWeights& w, std::span<con
   const LlamaConfig& c = config_;
   const DeltaNetShape& d = c.delta;
   Backend& be = backend_;
-  int64_t T = 0;
-  for (const PassPart& p : parts) T += int64_t(p.chunk.tokens.size());
+  const int64_t T = rows_of(parts);
   be.rmsnorm(a.x, w[AttnNorm], T, c.dim, c.rms_eps, a.xb);
   be.matmul(w[Qkv], a.xb, T, a.proj);
   be.matmul(w[Z], a.xb, T, a.gate2);

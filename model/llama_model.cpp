@@ -161,8 +161,7 @@ ExpertCounters LlamaModel::expert_counters() const {
 
 
 void LlamaModel::forward_pass(std::span<const PassPart> parts) {
-  int64_t T = 0;
-  for (const PassPart& p : parts) T += int64_t(p.chunk.tokens.size());
+  const int64_t T = rows_of(parts);
   if (!layers_)  // a backend with memory of its own has no default: its placement sets one
     throw Error("internal: no layer source for a model on a backend with its own memory (target/staged_layers.h)");
   const BatchInputs in = place_inputs(parts);

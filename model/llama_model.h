@@ -130,6 +130,12 @@ class LlamaModel {
     int64_t logit_from;
     float* out;
   };
+  // Rows of all the parts: the pass's T.
+  static int64_t rows_of(std::span<const PassPart> parts) {
+    int64_t T = 0;
+    for (const PassPart& p : parts) T += int64_t(p.chunk.tokens.size());
+    return T;
+  }
   struct BatchInputs {
     const int32_t* tokens;     // every part's, in order
     const int32_t* positions;
