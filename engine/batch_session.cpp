@@ -52,19 +52,29 @@ int64_t BatchSession::rows_needed(int64_t prompt_tokens, int64_t n_predict) cons
 
 int64_t BatchSession::blocks_for(int64_t rows) const { return (rows + kKvBlockRows - 1) / kKvBlockRows; }
 
-PrefixBlocks::Match BatchSession::known_prefix(std::span<const int32_t> prompt, int64_t need) {
-  // The last prompt token's row is computed whatever is known: its logits are needed.
-  int64_t limit = int64_t(prompt.size()) - 1;
-  if (recurrent_prefixes_) {  // a hybrid's blocks are good only up to a recurrent snapshot
-    const RecurrentPrefixes::Entry* e = recurrent_prefixes_->longest(prompt, limit);
-    if (!e) return {};
-    limit = int64_t(e->tokens.size());
-  }
-  PrefixBlocks::Match m = prefixes_->match(prompt, {}, 0, limit);
-  if (recurrent_prefixes_ && m.rows != limit) {
+BatchSession::SnapshotPrefix BatchSession::snapshot_prefix(std::span<const int32_t> prompt,
+                                                           const std::vector<int32_t>& held, int64_t limit) {
+  const RecurrentPrefixes::Entry* e = recurrent_prefixes_->longest(prompt, limit);
+  if (!e) return {};
+  const int64_t rows = int64_t(e->tokens.size());
+  PrefixBlocks::Match m = prefixes_->match(prompt, held, 0, rows);
+  if (m.rows != rows) {  // its blocks have gone
     for (int32_t b : m.blocks) pool_->release(b);
     return {};
   }
+  return {std::move(m), e};
+}
+
+PrefixBlocks::Match BatchSession::known_prefix(std::span<const int32_t> prompt, int64_t need,
+                                               const RecurrentPrefixes::Entry** snapshot) {
+  // The last prompt token's row is computed whatever is known: its logits are needed.
+  const int64_t limit = int64_t(prompt.size()) - 1;
+  if (recurrent_prefixes_) {  // a hybrid's blocks are good only up to a recurrent snapshot
+    SnapshotPrefix p = snapshot_prefix(prompt, {}, limit);
+    if (snapshot) *snapshot = p.snapshot;
+    return std::move(p.blocks);
+  }
+  PrefixBlocks::Match m = prefixes_->match(prompt, {}, 0, limit);
   // A block shared in part is held beside the copy made of it: taken only when the pool
   // has room for both next to the sequence's own blocks.
   const int64_t whole = m.rows / kKvBlockRows;
@@ -100,14 +110,15 @@ int64_t BatchSession::add(std::vector<int32_t> prompt, GenerateOptions opt) {
   std::optional<SequenceCache>& cache = s->cache;
   int64_t shared_rows = 0;
   if (pool_) {
-    const PrefixBlocks::Match m = known_prefix(prompt, need);
+    const RecurrentPrefixes::Entry* snapshot = nullptr;
+    const PrefixBlocks::Match m = known_prefix(prompt, need, &snapshot);
     const int64_t own = blocks_for(need) - m.rows / kKvBlockRows;
     if (!pool_->reserve(own) && !(prefixes_->make_room(own) && pool_->reserve(own))) {
       for (int32_t b : m.blocks) pool_->release(b);
       throw Error("internal: no room in the KV pool for a new sequence (has_room says when there is)");
     }
     cache.emplace(target_.make_cache(KvCache(*pool_, need, m.blocks, m.rows, own)));
-    restore_recurrent(*cache, prompt, m.rows);
+    if (snapshot) cache->recurrent()->restore(snapshot->snapshot, m.rows);
     shared_rows = m.rows;
   } else {
     cache.emplace(target_.make_cache(need));
@@ -132,13 +143,6 @@ KvFigures BatchSession::kv_figures() const {
   return {pool_->blocks(), pool_->block_rows(), pool_->used(), pool_->shared(), prefixes_->known()};
 }
 
-void BatchSession::restore_recurrent(SequenceCache& cache, std::span<const int32_t> prompt, int64_t rows) {
-  if (!recurrent_prefixes_ || rows == 0) return;
-  const RecurrentPrefixes::Entry* e = recurrent_prefixes_->longest(prompt, rows);
-  if (!e || int64_t(e->tokens.size()) != rows) throw Error("internal: shared blocks without their recurrent state");
-  cache.recurrent()->restore(e->snapshot, rows);
-}
-
 void BatchSession::checkpoint_prompt(SequenceRun& s) {
   RecurrentState* r = s.cache->recurrent();
   if (!recurrent_prefixes_ || !r) return;
@@ -153,18 +157,12 @@ bool BatchSession::take_known_prefix(Sequence& s, const std::vector<SequenceRun*
   if (recurrent_prefixes_) {
     // Hybrid: only a fresh sequence takes a prefix, up to a recurrent snapshot exactly.
     if (kv.committed() > 0) return true;
-    const RecurrentPrefixes::Entry* e = recurrent_prefixes_->longest(s.seq, last);
-    if (!e) return true;
-    const int64_t rows = int64_t(e->tokens.size());
-    const PrefixBlocks::Match m = prefixes_->match(s.seq, kv.blocks(), 0, rows);
-    if (m.rows != rows) {
-      for (int32_t b : m.blocks) pool_->release(b);
-      return true;
-    }
-    kv.adopt(m.blocks, m.rows);
-    restore_recurrent(*s.cache, s.seq, rows);
-    s.result.stats.prompt_tokens -= m.rows;
-    pipeline_.counters().prefix_rows += m.rows;
+    const SnapshotPrefix p = snapshot_prefix(s.seq, kv.blocks(), last);
+    if (!p.snapshot) return true;
+    kv.adopt(p.blocks.blocks, p.blocks.rows);
+    s.cache->recurrent()->restore(p.snapshot->snapshot, p.blocks.rows);
+    s.result.stats.prompt_tokens -= p.blocks.rows;
+    pipeline_.counters().prefix_rows += p.blocks.rows;
     return true;
   }
   const PrefixBlocks::Match m = prefixes_->match(s.seq, kv.blocks(), kv.committed(), last);

@@ -114,14 +114,21 @@ class BatchSession {
   int64_t rows_needed(int64_t prompt_tokens, int64_t n_predict) const;
   int64_t blocks_for(int64_t rows) const;
   // The blocks of a known prefix of `prompt` a new sequence of `need` rows takes
-  // (retained for it).
-  PrefixBlocks::Match known_prefix(std::span<const int32_t> prompt, int64_t need);
+  // (retained for it), and for a hybrid target the recurrent snapshot at their end.
+  PrefixBlocks::Match known_prefix(std::span<const int32_t> prompt, int64_t need,
+                                   const RecurrentPrefixes::Entry** snapshot = nullptr);
+  // Hybrid targets: the known blocks of `prompt` (after the blocks `held`) up to exactly
+  // the longest recurrent snapshot of at most `limit` tokens, and that snapshot; none
+  // where there is no snapshot or its blocks have gone.
+  struct SnapshotPrefix {
+    PrefixBlocks::Match blocks;
+    const RecurrentPrefixes::Entry* snapshot = nullptr;
+  };
+  SnapshotPrefix snapshot_prefix(std::span<const int32_t> prompt, const std::vector<int32_t>& held, int64_t limit);
   // Prompt rows `s` may take from blocks already computed (paged); false when it should
   // wait for a sequence prefilling the same prefix in this pass (`leaders`).
   bool take_known_prefix(Sequence& s, const std::vector<SequenceRun*>& leaders);
-  // Hybrid targets: a known prefix's recurrent state goes into a fresh sequence's cache;
-  // a prompt being prefilled leaves one at its last block boundary.
-  void restore_recurrent(SequenceCache& cache, std::span<const int32_t> prompt, int64_t rows);
+  // Hybrid targets: the snapshots a prompt's pass computed become known.
   void checkpoint_prompt(SequenceRun& s);
   // The sequence has ended: its full blocks become known, its caches go.
   void retire(Sequence& s);
