@@ -17,6 +17,7 @@
 #include "kernels/backend_buffer.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/quantize_activations.h"
 #include "tests/gpu_or_skip.h"
 #include "tests/test_data.h"
 
@@ -66,13 +67,18 @@ TEST_CASE("cuda backend: matmul of every weight type, mat-vec and cuBLAS batches
       BackendBuffer yg(*gpu, size_t(T * c.rows) * sizeof(float));
       gpu->matmul(m, xg.get<float>(), T, yg.get<float>());
       const std::vector<float> y = from_gpu<float>(*gpu, yg, size_t(T * c.rows));
+      // F16 / BF16 weights multiply activations rounded to their own type (as the CPU
+      // does): the reference takes the same rounded activations, the sums in double.
+      std::vector<float> xr = x;
+      if (c.type == GgmlType::F16) round_row_f16(x.data(), xr.data(), int64_t(x.size()));
+      if (c.type == GgmlType::BF16) round_row_bf16(x.data(), xr.data(), int64_t(x.size()));
       int bad = 0;
       for (int64_t t = 0; t < T; ++t)
         for (int64_t r = 0; r < c.rows; ++r) {
           double ref = 0, mag = 0;
           for (int64_t k = 0; k < c.cols; ++k) {
-            ref += double(wf[size_t(r * c.cols + k)]) * double(x[size_t(t * c.cols + k)]);
-            mag += std::fabs(double(wf[size_t(r * c.cols + k)]) * double(x[size_t(t * c.cols + k)]));
+            ref += double(wf[size_t(r * c.cols + k)]) * double(xr[size_t(t * c.cols + k)]);
+            mag += std::fabs(double(wf[size_t(r * c.cols + k)]) * double(xr[size_t(t * c.cols + k)]));
           }
           bad += std::fabs(double(y[size_t(t * c.rows + r)]) - ref) > 1e-4 * mag + 1e-6;
         }

@@ -42,33 +42,54 @@ double max_abs_diff(const std::vector<std::vector<float>>& a, const std::vector<
   return d;
 }
 
+// The first generated position where two greedy runs part (their common length if none).
+size_t parting(const GenerationResult& a, const GenerationResult& b) {
+  size_t i = 0;
+  while (i < a.tokens.size() && i < b.tokens.size() && a.tokens[i] == b.tokens[i]) ++i;
+  return i;
+}
+
 }  // namespace
 
 TEST_CASE("cuda model: greedy tokens and logits agree with the CPU on the reference prompts") {
   const std::unique_ptr<Backend> gpu = gpu_or_skip();
   if (!gpu) return;
-  // F32 models: logits within 1e-2 and the same 128 greedy tokens. Quantized ones: the
-  // CPU quantizes activations to 8 bits and the GPU does not, so only the tokens of a
-  // shorter run are compared (near-ties may still part them later).
+  // F32 models: logits within 1e-2 over 128 greedy tokens. Quantized ones: the CPU
+  // quantizes activations to 8 bits and the GPU does not, which moved the wide models'
+  // logits by up to 0.39 on the H200 run, so they get a bound of 0.5 over a shorter run.
+  // The two may part only where the GPU's token is within twice the bound of the CPU's
+  // best in the CPU's own logits: a near tie that the sums' order decides (on the H200
+  // one F32 prompt parted at token 71 with the CPU's two best 1.4e-4 apart).
   struct Case {
     const char* name;
     int64_t n;
-    bool f32;
+    double tolerance;
   };
-  for (const Case c : {Case{"stories260K", 128, true}, Case{"salty279K", 128, true},
-                       Case{"stories260K-wide-f32", 128, true}, Case{"stories260K-wide-q8_0", 32, false},
-                       Case{"stories260K-wide-q4_0", 32, false}, Case{"stories260K-wide-q4_k_m", 32, false}}) {
-    CAPTURE(c.name);
+  for (const Case c : {Case{"stories260K", 128, 1e-2}, Case{"salty279K", 128, 1e-2},
+                       Case{"stories260K-wide-f32", 128, 1e-2}, Case{"stories260K-wide-q8_0", 32, 0.5},
+                       Case{"stories260K-wide-q4_0", 32, 0.5}, Case{"stories260K-wide-q4_k_m", 32, 0.5}}) {
+    CAPTURE(std::string(c.name));
     CpuBackend cpu(2);
     LlamaModel ref(model_path(c.name), cpu), m(model_path(c.name), *gpu);
     keep_layers_in_backend(m);
     for (const std::vector<int32_t>& prompt : reference_prompts(ref, c.name)) {
-      const GenerationResult want = generate_target_only(ref, prompt, greedy(c.n, 4));
-      const GenerationResult got = generate_target_only(m, prompt, greedy(c.n, 4));
-      CHECK(got.tokens == want.tokens);
-      const double d = max_abs_diff(got.logits, want.logits);
-      MESSAGE(c.name << ": max |logit difference| over the first 4 positions " << d);
-      if (c.f32) CHECK(d < 1e-2);
+      const GenerationResult want = generate_target_only(ref, prompt, greedy(c.n, c.n));
+      const GenerationResult got = generate_target_only(m, prompt, greedy(c.n, c.n));
+      REQUIRE(want.tokens.size() == size_t(c.n));
+      CHECK(got.tokens.size() == want.tokens.size());
+      const size_t part = parting(got, want);
+      if (part < want.tokens.size() && part < got.tokens.size()) {
+        const std::vector<float>& cpu_logits = want.logits[part];
+        const double margin = double(cpu_logits[size_t(want.tokens[part])]) - double(cpu_logits[size_t(got.tokens[part])]);
+        MESSAGE(std::string(c.name) << ": the GPU parts from the CPU at generated token " << part
+                                    << ", where the CPU's logit of the GPU's token is " << margin << " below its best");
+        CHECK(margin < 2 * c.tolerance);
+      }
+      const size_t compared = std::min<size_t>(4, part);
+      const double d = max_abs_diff({got.logits.begin(), got.logits.begin() + compared},
+                                    {want.logits.begin(), want.logits.begin() + compared});
+      MESSAGE(std::string(c.name) << ": max |logit difference| over the first " << compared << " positions " << d);
+      CHECK(d < c.tolerance);
     }
   }
 }
@@ -136,8 +157,8 @@ TEST_CASE("cuda model: f32 and q8_0 KV caches agree with the CPU's") {
   // wider bound (a first guess until this has run on a GPU).
   for (const char* name : {"stories260K", "stories260K-wide-f32"}) {
     for (const KvType t : {KvType::F32, KvType::Q8_0}) {
-      CAPTURE(name);
-      CAPTURE(kv_type_name(t));
+      CAPTURE(std::string(name));
+      CAPTURE(std::string(kv_type_name(t)));
       CpuBackend cpu(2);
       LlamaModel ref(model_path(name), cpu), m(model_path(name), *gpu);
       keep_layers_in_backend(m);
@@ -149,7 +170,7 @@ TEST_CASE("cuda model: f32 and q8_0 KV caches agree with the CPU's") {
         const GenerationResult got = generate_target_only(m, prompts[i], greedy(32, 4));
         CHECK(got.tokens == want.tokens);
         const double d = max_abs_diff(got.logits, want.logits);
-        MESSAGE(name << " kv " << kv_type_name(t) << ": max |logit difference| over the first 4 positions " << d);
+        MESSAGE(std::string(name) << " kv " << std::string(kv_type_name(t)) << ": max |logit difference| over the first 4 positions " << d);
         CHECK(d < (t == KvType::F32 ? 1e-2 : 5e-2));
       }
     }
