@@ -104,6 +104,19 @@ std::optional<double> RepStat::stddev() const {
   return std::sqrt(ss / double(values.size() - 1));
 }
 
+std::optional<std::pair<double, double>> RepStat::interval95() const {
+  const std::optional<double> sd = stddev();
+  if (!sd) return std::nullopt;
+  // Two-sided 97.5% quantiles of Student's t for 1..30 degrees of freedom, then normal.
+  static constexpr double kT975[] = {12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+                                     2.201,  2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+                                     2.080,  2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042};
+  const size_t df = values.size() - 1;
+  const double t = df <= std::size(kT975) ? kT975[df - 1] : 1.960;
+  const double half = t * *sd / std::sqrt(double(values.size()));
+  return std::pair{mean() - half, mean() + half};
+}
+
 void PassTimes::add(const PassRecord& p) {
   ++passes;
   draft_ms += p.draft_ms;
@@ -160,15 +173,63 @@ void finish_rows(std::vector<BenchRow>& rows) {
       if (one.parallel == 1 && one.config == row.config && one.temp == row.temp && one.io_bw == row.io_bw)
         row.vs_one = speedup_against(row, one);
   }
+  // Ranks within each group, by mean tokens/s (a tie goes to the first in the sweep).
+  std::vector<bool> ranked(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) {
-    bool best = true;
-    for (size_t j = 0; j < rows.size() && best; ++j) {
-      if (j == i || !rows[j].same_group(rows[i])) continue;
-      const double a = rows[i].tokens_per_s.mean(), b = rows[j].tokens_per_s.mean();
-      best = a > b || (a == b && i < j);  // a tie goes to the first in the sweep
+    if (ranked[i]) continue;
+    std::vector<BenchRow*> group;
+    for (size_t j = i; j < rows.size(); ++j)
+      if (!ranked[j] && rows[j].same_group(rows[i])) group.push_back(&rows[j]), ranked[j] = true;
+    std::stable_sort(group.begin(), group.end(), [](const BenchRow* a, const BenchRow* b) {
+      return a->tokens_per_s.mean() > b->tokens_per_s.mean();
+    });
+    for (BenchRow* r : group) r->rank.clear();
+    if (group.size() < 2) continue;  // nothing to rank against
+    BenchRow& top = *group[0];
+    const auto top_ci = top.tokens_per_s.interval95(), next_ci = group[1]->tokens_per_s.interval95();
+    if (!top_ci || !next_ci) {
+      top.rank = "single run";
+    } else if (top_ci->first > next_ci->second) {
+      top.rank = "fastest";
+    } else {
+      for (BenchRow* r : group) {
+        const auto ci = r->tokens_per_s.interval95();
+        if (ci && ci->second >= top_ci->first) r->rank = "within noise";
+      }
     }
-    rows[i].fastest = best;
   }
+}
+
+namespace {
+
+// Per-prompt figures as JSON: counts summed over repetitions, the prompt's own tokens/s.
+nlohmann::json per_prompt_json(const std::vector<PromptFigures>& prompts) {
+  nlohmann::json out = nlohmann::json::array();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const PromptFigures& p = prompts[i];
+    out.push_back({{"index", i}, {"category", p.category.empty() ? nlohmann::json(nullptr) : nlohmann::json(p.category)},
+                   {"generated", p.totals.generated}, {"target_passes", p.totals.target_passes}, {"tau", p.totals.tau()},
+                   {"drafted", p.totals.drafted}, {"accepted", p.totals.accepted}, {"acceptance", p.totals.acceptance()},
+                   {"tokens_per_s", p.tokens_per_s.values.empty() ? nlohmann::json(nullptr) : nlohmann::json(p.tokens_per_s.mean())},
+                   {"tokens_per_s_reps", p.tokens_per_s.values}});
+  }
+  return out;
+}
+
+}  // namespace
+
+// Each category's prompts summed: counts, and tokens/s as the mean of its prompts' rates.
+std::vector<std::pair<std::string, CategoryFigures>> per_category(const BenchRow& r) {
+  std::vector<std::pair<std::string, CategoryFigures>> out;
+  for (const PromptFigures& p : r.per_prompt) {
+    if (p.category.empty()) continue;
+    auto it = std::find_if(out.begin(), out.end(), [&](const auto& c) { return c.first == p.category; });
+    if (it == out.end()) it = out.insert(out.end(), {p.category, CategoryFigures{}});
+    ++it->second.prompts;
+    it->second.totals.add(p.totals);
+    if (!p.tokens_per_s.values.empty()) it->second.tokens_per_s.values.push_back(p.tokens_per_s.mean());
+  }
+  return out;
 }
 
 std::string bench_json_line(const BenchRow& r, const BenchMeta& m) {
@@ -192,7 +253,10 @@ std::string bench_json_line(const BenchRow& r, const BenchMeta& m) {
             {"tokens_per_s_reps", r.tokens_per_s.values}, {"ttft_ms", r.ttft_ms.mean()},
             {"ttft_ms_stddev", json_or_null(r.ttft_ms.stddev())}, {"tpot_ms", r.tpot_ms.mean()},
             {"tpot_ms_stddev", json_or_null(r.tpot_ms.stddev())}, {"speedup", r.speedup.mean()},
-            {"speedup_stddev", json_or_null(r.speedup.stddev())}, {"fastest", r.fastest},
+            {"speedup_stddev", json_or_null(r.speedup.stddev())}, {"fastest", r.fastest()},
+            {"rank", r.rank.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.rank)},
+            {"tokens_per_s_ci95", r.tokens_per_s.interval95() ? nlohmann::json({r.tokens_per_s.interval95()->first, r.tokens_per_s.interval95()->second}) : nlohmann::json(nullptr)},
+            {"rep_started_s", r.rep_started_s},
             {"parallel", r.parallel}, {"vs_parallel_1", r.vs_one.values.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.vs_one.mean())},
             {"vs_parallel_1_stddev", json_or_null(r.vs_one.stddev())},
             {"answers_equal_parallel_1", r.same_answers ? nlohmann::json(*r.same_answers) : nlohmann::json(nullptr)},
@@ -201,6 +265,12 @@ std::string bench_json_line(const BenchRow& r, const BenchMeta& m) {
             {"pass_draft_ms", pb.draft}, {"pass_compute_ms", pb.compute}, {"pass_io_wait_ms", pb.io_wait},
             {"pass_other_ms", pb.other}, {"single_row_passes", r.pass_times.single_row_passes},
             {"verified_draft_nodes", r.pass_times.draft_nodes}, {"verified_lookup_nodes", r.pass_times.lookup_nodes}});
+  j["per_prompt"] = per_prompt_json(r.per_prompt);
+  nlohmann::json cats = nlohmann::json::object();
+  for (const auto& [name, c] : per_category(r))
+    cats[name] = {{"prompts", c.prompts}, {"tau", c.totals.tau()}, {"acceptance", c.totals.acceptance()},
+                  {"tokens_per_s", c.tokens_per_s.mean()}};
+  if (!cats.empty()) j["per_category"] = cats;
   if (const auto e = r.experts()) {
     j["experts_per_pass"] = e->per_pass;
     j["experts_per_token"] = e->per_token;
@@ -233,7 +303,7 @@ std::string bench_csv(const std::vector<BenchRow>& rows, const BenchMeta& m) {
         format_number("%.2f", r.tokens_per_s.mean()), csv_sd(r.tokens_per_s, "%.2f"),
         format_number("%.3f", r.ttft_ms.mean()), csv_sd(r.ttft_ms, "%.3f"), format_number("%.4f", r.tpot_ms.mean()),
         csv_sd(r.tpot_ms, "%.4f"), format_number("%.4f", r.speedup.mean()), csv_sd(r.speedup, "%.4f"),
-        r.fastest ? "1" : "0", std::to_string(t.bytes_read), format_number("%.4f", t.read_gbps()),
+        r.fastest() ? "1" : "0", std::to_string(t.bytes_read), format_number("%.4f", t.read_gbps()),
         format_number("%.4f", t.io_busy()), std::to_string(r.pass_times.passes), format_number("%.4f", pb.total()),
         format_number("%.4f", pb.draft), format_number("%.4f", pb.compute), format_number("%.4f", pb.io_wait),
         format_number("%.4f", pb.other), format_number("%.2f", pass_rows(r)), m.target_path, has_draft ? m.draft_path : "",
@@ -250,9 +320,9 @@ std::string bench_csv(const std::vector<BenchRow>& rows, const BenchMeta& m) {
 std::string bench_table(const std::vector<BenchRow>& rows) {
   // The pass columns: rows verified per pass and the share of passes that verified one
   // row (what the policy chose), then the mean pass split as draft + compute + I/O wait.
-  std::vector<std::string> head = {"config",    "temp",      "placement", "tau",     "drafted",
-                                   "accepted",  "rows/pass", "1-row %",   "pass ms (draft+compute+io)",
-                                   "tok/s",     "TTFT ms",   "TPOT ms",   "read MB", "read GB/s", "speedup"};
+  std::vector<std::string> head = {"config",   "temp",      "placement", "tau",     "drafted",
+                                   "accepted", "accept %",  "rows/pass", "1-row %", "pass ms (draft+compute+io)",
+                                   "tok/s",    "TTFT ms",   "TPOT ms",   "read MB", "read GB/s", "speedup"};
   // Mixture of experts: the union of experts a pass routed to (summed over layers) against
   // its rows, what a token cost in experts and expert bytes read, and the cache's hit rate.
   const bool moe = std::any_of(rows.begin(), rows.end(), [](const BenchRow& r) { return r.experts().has_value(); });
@@ -268,9 +338,11 @@ std::string bench_table(const std::vector<BenchRow>& rows) {
     const PassTimes& t = r.pass_times;
     const PassBreakdown pb = r.per_pass();
     const double single = t.passes ? 100.0 * double(t.single_row_passes) / double(t.passes) : 0.0;
-    cells.push_back({r.config + (r.fastest ? " (fastest)" : ""), format_number("%g", r.temp), r.placement_label(),
-                     format_number("%.2f", r.totals.tau()), std::to_string(r.totals.drafted),
-                     std::to_string(r.totals.accepted), format_number("%.1f", pass_rows(r)),
+    cells.push_back({r.config + (r.rank.empty() ? "" : " (" + r.rank + ")"), format_number("%g", r.temp),
+                     r.placement_label(), format_number("%.2f", r.totals.tau()), std::to_string(r.totals.drafted),
+                     std::to_string(r.totals.accepted),
+                     r.totals.drafted ? format_number("%.1f", 100 * r.totals.acceptance()) : "",
+                     format_number("%.1f", pass_rows(r)),
                      format_number("%.0f", single),
                      format_number("%.3g", pb.total()) + " (" + format_number("%.3g", pb.draft) + "+" +
                          format_number("%.3g", pb.compute) + "+" + format_number("%.3g", pb.io_wait) + ")",
@@ -314,6 +386,48 @@ std::string bench_table(const std::vector<BenchRow>& rows) {
   for (size_t c = 0; c < w.size(); ++c) total += w[c] + (c ? 2 : 0);
   o += std::string(total, '-') + "\n";
   for (const auto& row : cells) o += line(row);
+  return o;
+}
+
+std::string bench_category_table(const std::vector<BenchRow>& rows) {
+  std::vector<std::string> cats;
+  for (const BenchRow& r : rows)
+    for (const auto& [name, c] : per_category(r))
+      if (std::find(cats.begin(), cats.end(), name) == cats.end()) cats.push_back(name);
+  if (cats.empty()) return "";
+  // One line per configuration, one column per category: "tau / tok/s".
+  std::vector<std::vector<std::string>> lines = {{"config", "temp"}};
+  for (const std::string& c : cats) lines[0].push_back(c);
+  for (const BenchRow& r : rows) {
+    std::vector<std::string> line = {r.config + (r.parallel ? " x" + std::to_string(r.parallel) : ""),
+                                     format_number("%g", r.temp)};
+    const auto figures = per_category(r);
+    for (const std::string& c : cats) {
+      auto it = std::find_if(figures.begin(), figures.end(), [&](const auto& f) { return f.first == c; });
+      if (it == figures.end()) {
+        line.push_back("");
+        continue;
+      }
+      std::string cell = format_number("%.2f", it->second.totals.tau());
+      if (!it->second.tokens_per_s.values.empty()) cell += " / " + format_number("%.1f", it->second.tokens_per_s.mean());
+      line.push_back(cell);
+    }
+    lines.push_back(line);
+  }
+  std::vector<size_t> w(lines[0].size());
+  for (const auto& l : lines)
+    for (size_t c = 0; c < l.size(); ++c) w[c] = std::max(w[c], l[c].size());
+  std::string o = "per category: tau / tok/s\n";
+  for (size_t i = 0; i < lines.size(); ++i) {
+    std::string line;
+    for (size_t c = 0; c < lines[i].size(); ++c) {
+      const std::string pad(w[c] - lines[i][c].size(), ' ');
+      line += (c ? "  " : "") + (c == 0 ? lines[i][c] + pad : pad + lines[i][c]);
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    o += line + "\n";
+    if (i == 0) o += std::string(line.size(), '-') + "\n";
+  }
   return o;
 }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/stats.h"
@@ -21,6 +22,18 @@ struct RepStat {
   // Sample standard deviation (n - 1); nullopt with fewer than two repetitions, where
   // it is undefined (written as null in JSON, an empty CSV cell, nothing in the table).
   std::optional<double> stddev() const;
+  // The 95% confidence interval of the mean (Student's t over the repetitions); nullopt
+  // with fewer than two.
+  std::optional<std::pair<double, double>> interval95() const;
+};
+
+// One prompt of the set in one configuration: its counts summed over repetitions and its
+// own decode rate per repetition (one sequence at a time only: with --parallel a prompt's
+// time is shared with the others in flight).
+struct PromptFigures {
+  std::string category;  // empty where the prompt set has none
+  GenerationStats totals;
+  RepStat tokens_per_s;
 };
 
 // What every record names: the same for the whole sweep.
@@ -101,7 +114,16 @@ struct BenchRow {
   // the time after the first), mean TTFT and mean TPOT over its prompts, and speedup
   // against repetition r of the target-only run with the same temperature and --io-bw.
   RepStat tokens_per_s, ttft_ms, tpot_ms, speedup;
-  bool fastest = false;  // highest mean tokens/s among rows of its temperature and --io-bw
+  // Seconds from the start of the sweep to each repetition's start: repetitions of all
+  // configurations are interleaved (A B C A B C ...), so drift spreads over all of them.
+  std::vector<double> rep_started_s;
+  std::vector<PromptFigures> per_prompt;  // in prompt-set order
+  // Against the other rows of its group (same temperature, --io-bw, --parallel), by mean
+  // tokens/s: "fastest" where its 95% interval lies above the runner-up's, "within noise"
+  // for the top row and every row whose interval overlaps the top's otherwise, "single
+  // run" for the top row when there is no interval (-r 1), empty for the rest.
+  std::string rank;
+  bool fastest() const { return rank == "fastest"; }
 
   PassBreakdown per_pass() const;
   std::optional<ExpertFigures> experts() const;  // none for a dense target
@@ -112,8 +134,18 @@ struct BenchRow {
   bool same_group(const BenchRow& o) const { return temp == o.temp && io_bw == o.io_bw && parallel == o.parallel; }
 };
 
+// One category of the prompt set in one configuration: its prompts' counts summed, and
+// tokens/s as the mean of its prompts' own rates (none with --parallel).
+struct CategoryFigures {
+  int64_t prompts = 0;
+  GenerationStats totals;
+  RepStat tokens_per_s;  // one value per prompt
+};
+// In order of first appearance in the prompt set; empty when it has no categories.
+std::vector<std::pair<std::string, CategoryFigures>> per_category(const BenchRow& r);
+
 // After the sweep: speedups against each group's target-only row, the gain of each
-// parallel row over the same configuration with one sequence, and the fastest mark.
+// parallel row over the same configuration with one sequence, and the ranks.
 void finish_rows(std::vector<BenchRow>& rows);
 
 std::string bench_json_line(const BenchRow& r, const BenchMeta& m);  // one JSON object, no newline
@@ -124,6 +156,9 @@ std::string bench_csv(const std::vector<BenchRow>& rows, const BenchMeta& m);
 // temperature and placement. Layout notes in bench_svg.cpp.
 std::string bench_svg(const std::vector<BenchRow>& rows, const BenchMeta& m);
 std::string bench_table(const std::vector<BenchRow>& rows);
+// Per category of the prompt set (empty when it has none): tau and tokens/s of each
+// configuration in each category.
+std::string bench_category_table(const std::vector<BenchRow>& rows);
 
 // Shared by the writers: printf-style formatting of one number, and "12.3 ± 0.4" (the
 // mean alone with one repetition; `unit` follows the mean: "1.42x ± 0.03").

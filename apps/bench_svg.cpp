@@ -6,9 +6,11 @@
 // when the sweep has one of each); three panels against the draft budget: tau, tokens/s
 // and speedup, with a line per family (chain or tree at one temperature and placement),
 // the target alone as a dashed reference, --tree auto as a point in its own slot, error
-// bars of one stddev with repetitions and a star on the fastest configuration of each
-// temperature and placement; the legend; the mean decode pass of every configuration as a
-// stacked bar (draft, verify compute, I/O wait, the rest) with its figures beside it.
+// bars of one stddev with repetitions, the spread over prompts beside each tokens/s point,
+// a star on the fastest configuration of each temperature and placement where its 95%
+// interval clears the runner-up's (a hollow one on each within noise of the top); the
+// legend; the mean decode pass of every configuration as a stacked bar (draft, verify
+// compute, I/O wait, the rest) with its figures beside it.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -60,8 +62,21 @@ struct Svg {
     add("<rect x=\"" + num(x) + "\" y=\"" + num(y) + "\" width=\"" + num(w) + "\" height=\"" + num(h) + "\" " + style +
         "/>");
   }
-  void dot(double x, double y, const std::string& color) {
-    add("<circle cx=\"" + num(x) + "\" cy=\"" + num(y) + "\" r=\"3.5\" fill=\"" + color + "\"/>");
+  // A point's marker: one shape per temperature of the sweep (circle, square, triangle,
+  // diamond, then again).
+  void marker(double x, double y, const std::string& color, int shape, const std::string& attrs = "") {
+    const std::string fill = " fill=\"" + color + "\"" + (attrs.empty() ? "" : " " + attrs);
+    switch (shape % 4) {
+      case 0: add("<circle cx=\"" + num(x) + "\" cy=\"" + num(y) + "\" r=\"3.5\"" + fill + "/>"); break;
+      case 1: rect(x - 3.5, y - 3.5, 7, 7, fill.substr(1)); break;
+      case 2:
+        add("<polygon points=\"" + num(x) + "," + num(y - 4.5) + " " + num(x + 4.5) + "," + num(y + 3.5) + " " +
+            num(x - 4.5) + "," + num(y + 3.5) + "\"" + fill + "/>");
+        break;
+      default:
+        add("<polygon points=\"" + num(x) + "," + num(y - 5) + " " + num(x + 5) + "," + num(y) + " " + num(x) + "," +
+            num(y + 5) + " " + num(x - 5) + "," + num(y) + "\"" + fill + "/>");
+    }
   }
   void error_bar(double x, double y0, double y1, const std::string& color) {
     const std::string st = "stroke=\"" + color + "\"";
@@ -70,14 +85,15 @@ struct Svg {
     line(x - 3, y1, x + 3, y1, st);
   }
   // A five-pointed star; `attrs` names it (class, data-config) for readers and tests.
-  void star(double x, double y, double r, const std::string& attrs) {
+  void star(double x, double y, double r, const std::string& attrs, bool filled = true) {
     std::string pts;
     for (int i = 0; i < 10; ++i) {
       const double a = -std::numbers::pi / 2 + i * std::numbers::pi / 5, ri = i % 2 ? r * 0.45 : r;
       if (i) pts += ' ';
       pts += num(x + ri * std::cos(a)) + "," + num(y + ri * std::sin(a));
     }
-    add("<polygon " + attrs + " points=\"" + pts + "\" fill=\"#ffc000\" stroke=\"#7a5c00\"/>");
+    add("<polygon " + attrs + " points=\"" + pts + "\" fill=\"" + (filled ? "#ffc000" : "none") +
+        "\" stroke=\"#7a5c00\"/>");
   }
 };
 
@@ -107,6 +123,7 @@ struct Varying {
 struct Family {
   std::string shape, name, color;
   std::vector<const BenchRow*> rows;
+  int marker = 0;  // the index of its temperature among the sweep's
 
   std::string stroke(double width) const {
     return "stroke=\"" + color + "\" stroke-width=\"" + format_number("%g", width) + "\"" +
@@ -117,6 +134,9 @@ struct Family {
 std::vector<Family> families_of(const std::vector<BenchRow>& rows, const Varying& v) {
   static const char* const kColors[] = {"#444444", "#1f77b4", "#d62728", "#2ca02c", "#9467bd",
                                         "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#bcbd22"};
+  std::vector<double> temps;
+  for (const BenchRow& r : rows)
+    if (std::find(temps.begin(), temps.end(), r.temp) == temps.end()) temps.push_back(r.temp);
   std::vector<Family> fams;
   for (const BenchRow& r : rows) {
     auto f = std::find_if(fams.begin(), fams.end(),
@@ -124,7 +144,8 @@ std::vector<Family> families_of(const std::vector<BenchRow>& rows, const Varying
     if (f == fams.end()) {
       const std::string shape = r.shape == "target" ? "target only" : r.shape == "tree-auto" ? "tree auto" : r.shape;
       const std::string group = v.of(r);
-      fams.push_back({r.shape, shape + (group.empty() ? "" : ", " + group), kColors[fams.size() % 10], {}});
+      fams.push_back({r.shape, shape + (group.empty() ? "" : ", " + group), kColors[fams.size() % 10], {},
+                      int(std::find(temps.begin(), temps.end(), r.temp) - temps.begin())});
       f = fams.end() - 1;
     }
     f->rows.push_back(&r);
@@ -160,13 +181,16 @@ struct Metric {
   const char *cls, *title, *y_label;  // cls: the series' class, "tau", "tps" or "speedup"
   RepStat (*of)(const BenchRow&);
   bool mark_fastest;
+  bool drafted_only = false;  // rows that drafted nothing (the target alone) have no value
 };
 const Metric kMetrics[] = {
     {"tau", "tau vs draft budget", "tau (tokens per target pass)",
      [](const BenchRow& r) { return RepStat{{r.totals.tau()}}; }, false},  // one value: counts summed over all reps
     {"tps", "tokens/s vs draft budget", "tokens/s (decode)", [](const BenchRow& r) { return r.tokens_per_s; }, true},
     {"speedup", "speedup vs draft budget", "speedup over the target alone (x)",
-     [](const BenchRow& r) { return r.speedup; }, true}};
+     [](const BenchRow& r) { return r.speedup; }, true},
+    {"acceptance", "acceptance vs draft budget", "acceptance (accepted / drafted)",
+     [](const BenchRow& r) { return RepStat{{r.totals.acceptance()}}; }, false, true}};
 
 // A family's line: class "series tau" (tps, speedup); "series tau reference" for the target alone.
 void polyline(Svg& s, const std::string& cls, const Family& f, const std::vector<std::pair<double, double>>& pts) {
@@ -205,24 +229,132 @@ void draw_panel(Svg& s, double x0, double y0, double x1, double y1, const Metric
   const double lx = x0 - 52, ly = (y0 + y1) / 2;
   s.text(lx, ly, m.y_label, font(12, "middle") + " transform=\"rotate(-90 " + num(lx) + " " + num(ly) + ")\"");
 
+  auto shown = [&](const BenchRow& r) { return !m.drafted_only || r.totals.drafted > 0; };
   for (const Family& f : fams) {  // the references first, under the lines
     const double y = Y(m.of(*f.rows[0]).mean());
-    if (f.shape == "target") polyline(s, m.cls + std::string(" reference"), f, {{x0, y}, {x1, y}});
+    if (f.shape == "target" && shown(*f.rows[0])) polyline(s, m.cls + std::string(" reference"), f, {{x0, y}, {x1, y}});
   }
   for (const Family& f : fams) {
     std::vector<std::pair<double, double>> pts;
-    for (const BenchRow* r : f.rows) pts.push_back({X(slot_of(*r)), Y(m.of(*r).mean())});
-    if (f.shape == "chain" || f.shape == "tree") polyline(s, m.cls, f, pts);
+    std::vector<const BenchRow*> drawn;
+    for (const BenchRow* r : f.rows)
+      if (shown(*r)) pts.push_back({X(slot_of(*r)), Y(m.of(*r).mean())}), drawn.push_back(r);
+    if ((f.shape == "chain" || f.shape == "tree") && !pts.empty()) polyline(s, m.cls, f, pts);
     for (size_t i = 0; i < pts.size(); ++i) {
-      const RepStat v = m.of(*f.rows[i]);
+      const RepStat v = m.of(*drawn[i]);
       const double sd = v.stddev().value_or(0);
       if (sd > 0) s.error_bar(pts[i].first, Y(v.mean() - sd), Y(v.mean() + sd), f.color);
-      s.dot(pts[i].first, pts[i].second, f.color);
+      s.marker(pts[i].first, pts[i].second, f.color, f.marker);
     }
   }
-  for (const BenchRow& r : rows)
-    if (m.mark_fastest && r.fastest)
-      s.star(X(slot_of(r)), Y(m.of(r).mean()), 9, "class=\"fastest\" data-config=\"" + escaped(r.config) + "\"");
+  if (m.cls == std::string("tps")) {  // each point's spread over its prompts, behind it
+    for (const BenchRow& r : rows) {
+      double lo = INFINITY, hi = -INFINITY;
+      for (const PromptFigures& p : r.per_prompt)
+        if (!p.tokens_per_s.values.empty()) lo = std::min(lo, p.tokens_per_s.mean()), hi = std::max(hi, p.tokens_per_s.mean());
+      if (lo > hi) continue;
+      const double x = X(slot_of(r)) + 6;
+      s.add("<g class=\"prompt-spread\" data-config=\"" + escaped(r.config) + "\">");
+      s.line(x, Y(lo), x, Y(hi), "stroke=\"#999999\" stroke-dasharray=\"2,2\"");
+      s.line(x - 2, Y(lo), x + 2, Y(lo), "stroke=\"#999999\"");
+      s.line(x - 2, Y(hi), x + 2, Y(hi), "stroke=\"#999999\"");
+      s.add("</g>");
+    }
+  }
+  for (const BenchRow& r : rows) {
+    if (!m.mark_fastest || (r.rank != "fastest" && r.rank != "within noise")) continue;
+    const bool fastest = r.fastest();
+    s.star(X(slot_of(r)), Y(m.of(r).mean()), 9,
+           std::string("class=\"") + (fastest ? "fastest" : "within-noise") + "\" data-config=\"" + escaped(r.config) + "\"",
+           fastest);
+  }
+}
+
+// ---- panels over measured axes: acceptance by depth, the economics curve -----------
+
+// A series of an x-y panel: its points in data units, joined or not.
+struct XySeries {
+  std::string cls, config, color;
+  int marker = 0;
+  bool joined = true;
+  std::vector<std::pair<double, double>> pts;
+};
+
+// A panel with numeric axes from 0 (x from x_min) to round numbers above the data; each
+// series a polyline (when joined) and markers, classed for readers and tests.
+void draw_xy_panel(Svg& s, double x0, double y0, double x1, double y1, const std::string& cls, const std::string& title,
+                   const std::string& x_label, const std::string& y_label, const std::vector<XySeries>& series,
+                   double x_min, double y_floor_max) {
+  double xm = x_min + 1, ym = y_floor_max;
+  for (const XySeries& se : series)
+    for (const auto& [x, y] : se.pts) xm = std::max(xm, x), ym = std::max(ym, y);
+  const double xs = nice_step(xm - x_min, 5), ys = nice_step(ym * 1.05, 5);
+  const double x_max = x_min + std::ceil((xm - x_min) / xs) * xs, y_max = std::ceil(ym * 1.05 / ys) * ys;
+  auto X = [&](double v) { return x0 + (x1 - x0) * (v - x_min) / (x_max - x_min); };
+  auto Y = [&](double v) { return y1 - (y1 - y0) * std::clamp(v / y_max, 0.0, 1.0); };
+  s.add("<g class=\"panel " + cls + "\">");
+  s.rect(x0, y0, x1 - x0, y1 - y0, "fill=\"#ffffff\" stroke=\"#333333\"");
+  for (double t = 0; t <= y_max + ys * 1e-6; t += ys) {
+    s.line(x0, Y(t), x1, Y(t), "stroke=\"#e5e5e5\"");
+    s.text(x0 - 6, Y(t) + 4, format_number("%g", std::round(t * 1e6) / 1e6), font(11, "end"));
+  }
+  for (double t = x_min; t <= x_max + xs * 1e-6; t += xs)
+    s.text(X(t), y1 + 18, format_number("%g", std::round(t * 1e6) / 1e6), font(11, "middle"));
+  s.text((x0 + x1) / 2, y0 - 12, title, font(14, "middle") + kBold);
+  s.text((x0 + x1) / 2, y1 + 38, x_label, font(12, "middle"));
+  const double lx = x0 - 52, ly = (y0 + y1) / 2;
+  s.text(lx, ly, y_label, font(12, "middle") + " transform=\"rotate(-90 " + num(lx) + " " + num(ly) + ")\"");
+  for (const XySeries& se : series) {
+    const std::string attrs = "class=\"" + se.cls + "\" data-config=\"" + escaped(se.config) + "\"";
+    if (se.joined && se.pts.size() > 1) {
+      std::string p;
+      for (const auto& [x, y] : se.pts) {
+        if (!p.empty()) p += ' ';
+        p += num(X(x)) + "," + num(Y(y));
+      }
+      s.add("<polyline " + attrs + " fill=\"none\" stroke=\"" + se.color + "\" stroke-width=\"1.5\" points=\"" + p + "\"/>");
+    }
+    for (const auto& [x, y] : se.pts) s.marker(X(x), Y(y), se.color, se.marker, attrs);
+  }
+  s.add("</g>");
+}
+
+double rows_per_pass(const BenchRow& r) {
+  return r.pass_times.passes ? double(r.pass_times.rows) / double(r.pass_times.passes) : 1.0;
+}
+
+// Acceptance rate at each depth of the draft (1 = the root's children), one line per
+// configuration that drafted.
+std::vector<XySeries> depth_series(const std::vector<Family>& fams) {
+  std::vector<XySeries> out;
+  for (const Family& f : fams)
+    for (const BenchRow* r : f.rows) {
+      const std::vector<double> rate = r->totals.accept_rate_by_depth();
+      if (r->totals.drafted == 0 || rate.empty()) continue;
+      XySeries se{"depth-series", r->config, f.color, f.marker, true, {}};
+      for (size_t d = 0; d < rate.size(); ++d) se.pts.push_back({double(d + 1), rate[d]});
+      out.push_back(se);
+    }
+  return out;
+}
+
+// Tokens per pass against rows verified per pass: each family's budgets joined in order
+// (the curve --tree auto chooses its operating points on), the target alone at (1, 1),
+// --tree auto as a diamond at the rows it actually verified.
+std::vector<XySeries> economics_series(const std::vector<Family>& fams) {
+  std::vector<XySeries> out;
+  for (const Family& f : fams) {
+    if (f.shape == "tree-auto") {
+      for (const BenchRow* r : f.rows)
+        out.push_back({"auto-point", r->config, f.color, 3, false, {{rows_per_pass(*r), r->totals.tau()}}});
+      continue;
+    }
+    XySeries se{f.shape == "target" ? "economics-target" : "economics-series", f.rows[0]->config, f.color, f.marker,
+                true, {}};
+    for (const BenchRow* r : f.rows) se.pts.push_back({rows_per_pass(*r), r->totals.tau()});
+    out.push_back(se);
+  }
+  return out;
 }
 
 // ---- header and legend -----------------------------------------------------------------
@@ -244,6 +376,7 @@ void draw_header(Svg& s, const std::vector<BenchRow>& rows, const BenchMeta& m, 
 // the y below the legend.
 double draw_legend(Svg& s, double y0, const std::vector<Family>& fams, const BenchMeta& m) {
   int n = 0;
+  s.add("<g class=\"legend\">");
   auto entry = [&](const std::string& text) {  // writes the words; returns where the symbol goes
     const double x = kLeft + (n % 2) * (kWidth - kLeft) / 2, y = y0 + (n / 2) * 20;
     ++n;
@@ -253,14 +386,24 @@ double draw_legend(Svg& s, double y0, const std::vector<Family>& fams, const Ben
   for (const Family& f : fams) {
     const auto [x, y] = entry(f.name);
     if (f.shape != "tree-auto") s.line(x - 14, y, x + 14, y, f.stroke(2));
-    s.dot(x, y, f.color);
+    s.marker(x, y, f.color, f.marker);
   }
-  const auto [sx, sy] = entry("fastest (tokens/s) at its temperature and placement");
+  const auto [sx, sy] = entry("fastest (tokens/s) at its temperature and placement: 95% intervals apart");
   s.star(sx, sy, 8, "class=\"legend-star\"");
+  const auto [nx, ny] = entry("within noise of the fastest (95% intervals overlap)");
+  s.star(nx, ny, 8, "class=\"legend-within-noise\"", false);
+  const auto [px, py] = entry("spread of tokens/s over the prompts (lowest to highest prompt)");
+  s.line(px, py - 7, px, py + 7, "stroke=\"#999999\" stroke-dasharray=\"2,2\"");
   if (m.reps > 1) {
     const auto [ex, ey] = entry("error bars: one sample stddev over " + std::to_string(m.reps) + " repetitions");
     s.error_bar(ex, ey + 7, ey - 7, "#333333");
   }
+  for (const Family& f : fams)
+    if (f.shape == "tree-auto") {
+      const auto [ax, ay] = entry("tree auto in tokens per pass vs rows: at the rows it verified (" + f.name + ")");
+      s.marker(ax, ay, f.color, 3);
+    }
+  s.add("</g>");
   return y0 + ((n + 1) / 2) * 20;
 }
 
@@ -337,7 +480,7 @@ double draw_breakdown(Svg& s, double y0, const std::vector<BenchRow>& rows, cons
     }
     s.add("</g>");
     s.text(kBar0 - 8, y + kHeight - 3, r.config, font(12, "end"));
-    if (r.fastest) s.star(150, y + kHeight / 2, 7, "class=\"fastest-bar\"");
+    if (r.fastest()) s.star(150, y + kHeight / 2, 7, "class=\"fastest-bar\"");
     s.text(kBar1 + 12, y + kHeight - 3, bar_note(r, b), font(11) + " fill=\"#333333\"");
   }
   return bottom + 50;
@@ -350,11 +493,17 @@ std::string bench_svg(const std::vector<BenchRow>& rows, const BenchMeta& m) {
   const std::vector<Family> fams = families_of(rows, v);
   Svg body;
   draw_header(body, rows, m, v);
-  for (int i = 0; i < 3; ++i) {  // side by side, 80 px apart for the next panel's y-axis words
-    const double x0 = kLeft + i * (336 + 80);
-    draw_panel(body, x0, 120, x0 + 336, 380, kMetrics[i], rows, fams);
-  }
-  const double height = draw_breakdown(body, draw_legend(body, 452, fams, m) + 30, rows, v);
+  // Two rows of three panels, 80 px apart for the next panel's y-axis words: tau, tokens/s
+  // and speedup against the budget; acceptance against the budget, acceptance by depth and
+  // tokens per pass against rows verified.
+  auto x0_of = [](int i) { return kLeft + i * (336 + 80); };
+  for (int i = 0; i < 3; ++i) draw_panel(body, x0_of(i), 120, x0_of(i) + 336, 380, kMetrics[i], rows, fams);
+  draw_panel(body, x0_of(0), 470, x0_of(0) + 336, 730, kMetrics[3], rows, fams);
+  draw_xy_panel(body, x0_of(1), 470, x0_of(1) + 336, 730, "by-depth", "acceptance by draft depth", "depth (1: the root's children)",
+                "acceptance at that depth", depth_series(fams), 0, 1.0);
+  draw_xy_panel(body, x0_of(2), 470, x0_of(2) + 336, 730, "economics", "tokens per pass vs rows verified",
+                "rows verified per pass (mean)", "tokens per target pass (tau)", economics_series(fams), 0, 1.0);
+  const double height = draw_breakdown(body, draw_legend(body, 802, fams, m) + 30, rows, v);
   const std::string w = format_number("%.0f", kWidth), h = format_number("%.0f", height);
   return "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + w + "\" height=\"" + h + "\" viewBox=\"0 0 " + w +
          " " + h + "\" font-family=\"Helvetica, Arial, sans-serif\">\n" +

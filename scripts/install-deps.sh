@@ -4,7 +4,8 @@
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config liburing-dev libcli11-dev doctest-dev
       libpcre2-dev libutf8proc-dev nlohmann-json3-dev libcpp-httplib-dev libedit-dev zlib1g-dev
-      python3-numpy fio clang libclang-rt-14-dev)
+      python3-numpy fio clang libclang-rt-14-dev
+      librsvg2-bin)  # rsvg-convert: the bench test renders its plots
 # Node.js runs the server tests' real client (the openai npm package, tests/client);
 # Debian's nodejs/npm only where no node is installed already.
 command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
