@@ -233,7 +233,7 @@ std::vector<std::pair<std::string, CategoryFigures>> per_category(const BenchRow
 }
 
 std::string bench_json_line(const BenchRow& r, const BenchMeta& m) {
-  const bool has_draft = r.shape != "target" && !m.draft_path.empty();
+  const bool has_draft = !r.draft.empty();
   const PassBreakdown pb = r.per_pass();
   // Counts summed over prompts and repetitions, time totals and streaming, as in the
   // "stats" of generate --json; then what ran, speed over the repetitions and the mean
@@ -243,8 +243,8 @@ std::string bench_json_line(const BenchRow& r, const BenchMeta& m) {
             {"config", r.config}, {"shape", r.shape}, {"budget", r.budget}, {"temp", r.temp}, {"io_bw", r.io_bw},
             {"io_bw_bytes", r.io_bw_bytes}, {"streamed", r.streamed}, {"placement_label", r.placement_label()},
             {"placement", r.placement}, {"target", m.target_path}, {"target_file", file_name(m.target_path)},
-            {"draft", has_draft ? nlohmann::json(m.draft_path) : nlohmann::json(nullptr)},
-            {"draft_file", has_draft ? nlohmann::json(file_name(m.draft_path)) : nlohmann::json(nullptr)},
+            {"draft", has_draft ? nlohmann::json(r.draft) : nlohmann::json(nullptr)},
+            {"draft_file", has_draft ? nlohmann::json(file_name(r.draft)) : nlohmann::json(nullptr)},
             {"threads", m.threads}, {"backend", m.backend}, {"cpu", m.cpu}, {"commit", m.commit},
             {"n_predict", r.n_predict}, {"prompts", r.prompts}, {"prompts_file", m.prompts_file}, {"reps", r.reps},
             {"kv_type", m.kv_type}, {"seed", m.seed},
@@ -290,12 +290,12 @@ std::string bench_csv(const std::vector<BenchRow>& rows, const BenchMeta& m) {
       "pass_draft_ms,pass_compute_ms,pass_io_wait_ms,pass_other_ms,pass_rows,target,draft,parallel,vs_parallel_1\n";
   for (const BenchRow& r : rows) {
     const GenerationStats& t = r.totals;
-    const bool has_draft = r.shape != "target" && !m.draft_path.empty();
+    const bool has_draft = !r.draft.empty();
     const PassBreakdown pb = r.per_pass();
     const std::vector<std::string> cells = {
         r.config, r.shape, std::to_string(r.budget), format_number("%g", r.temp), r.io_bw,
         format_number("%.0f", r.io_bw_bytes), r.streamed ? "1" : "0", r.placement_label(), r.placement,
-        file_name(m.target_path), has_draft ? file_name(m.draft_path) : "", std::to_string(m.threads), m.backend,
+        file_name(m.target_path), has_draft ? file_name(r.draft) : "", std::to_string(m.threads), m.backend,
         m.cpu, m.commit, std::to_string(r.n_predict), std::to_string(r.prompts), std::to_string(r.reps), m.kv_type,
         std::to_string(m.seed), std::to_string(t.prompt_tokens), std::to_string(t.generated),
         std::to_string(t.target_passes), format_number("%.4f", t.tau()), std::to_string(t.drafted),
@@ -306,7 +306,7 @@ std::string bench_csv(const std::vector<BenchRow>& rows, const BenchMeta& m) {
         r.fastest() ? "1" : "0", std::to_string(t.bytes_read), format_number("%.4f", t.read_gbps()),
         format_number("%.4f", t.io_busy()), std::to_string(r.pass_times.passes), format_number("%.4f", pb.total()),
         format_number("%.4f", pb.draft), format_number("%.4f", pb.compute), format_number("%.4f", pb.io_wait),
-        format_number("%.4f", pb.other), format_number("%.2f", pass_rows(r)), m.target_path, has_draft ? m.draft_path : "",
+        format_number("%.4f", pb.other), format_number("%.2f", pass_rows(r)), m.target_path, has_draft ? r.draft : "",
         std::to_string(r.parallel), r.vs_one.values.empty() ? "" : format_number("%.4f", r.vs_one.mean())};
     for (size_t i = 0; i < cells.size(); ++i) {
       if (i) o += ',';

@@ -38,7 +38,8 @@ struct PromptFigures {
 
 // What every record names: the same for the whole sweep.
 struct BenchMeta {
-  std::string target_path, draft_path;  // draft empty: no draft given
+  std::string target_path;
+  std::vector<std::string> drafts;  // as given with -d, in order (none: the target alone)
   int threads = 0;                      // CPU threads the backend runs
   std::string backend;                  // Backend::name(), e.g. "cpu (avx512, 2 threads)"
   std::string cpu;                      // /proc/cpuinfo "model name"
@@ -89,7 +90,8 @@ struct ExpertFigures {
 
 // One configuration of the sweep, aggregated over the prompt set and its repetitions.
 struct BenchRow {
-  std::string config;  // "target", "chain-4", "tree-16", "tree-auto"
+  std::string config;  // "target", "chain-4", "tree-16", "tree-auto"; with several drafts "tree-16 salty279K"
+  std::string draft;   // the draft as given with -d (empty for the target alone)
   std::string shape;   // "target", "chain", "tree", "tree-auto"
   int64_t budget = 0;  // draft tokens per pass (0: target-only, tree-auto)
   double temp = 0;

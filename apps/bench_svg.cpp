@@ -118,33 +118,42 @@ struct Varying {
   }
 };
 
-// The rows of one shape in one group, by budget. Each family has its own colour; the
-// target alone is dashed.
+// The rows of one shape and draft in one group, by budget. One colour per draft (grey for
+// the target alone), one dash per shape (the target alone dashed, chains dash-dotted,
+// trees solid, --tree auto points only), one marker per temperature.
 struct Family {
-  std::string shape, name, color;
+  std::string shape, draft, name, color;
   std::vector<const BenchRow*> rows;
   int marker = 0;  // the index of its temperature among the sweep's
 
   std::string stroke(double width) const {
     return "stroke=\"" + color + "\" stroke-width=\"" + format_number("%g", width) + "\"" +
-           (shape == "target" ? " stroke-dasharray=\"6 4\"" : "");
+           (shape == "target" ? " stroke-dasharray=\"6 4\"" : shape == "chain" ? " stroke-dasharray=\"8 3 2 3\"" : "");
   }
 };
 
 std::vector<Family> families_of(const std::vector<BenchRow>& rows, const Varying& v) {
-  static const char* const kColors[] = {"#444444", "#1f77b4", "#d62728", "#2ca02c", "#9467bd",
-                                        "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#bcbd22"};
+  static const char* const kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e",
+                                        "#8c564b", "#e377c2", "#17becf", "#bcbd22"};
   std::vector<double> temps;
-  for (const BenchRow& r : rows)
+  std::vector<std::string> drafts;
+  for (const BenchRow& r : rows) {
     if (std::find(temps.begin(), temps.end(), r.temp) == temps.end()) temps.push_back(r.temp);
+    if (!r.draft.empty() && std::find(drafts.begin(), drafts.end(), r.draft) == drafts.end()) drafts.push_back(r.draft);
+  }
   std::vector<Family> fams;
   for (const BenchRow& r : rows) {
-    auto f = std::find_if(fams.begin(), fams.end(),
-                          [&](const Family& o) { return o.shape == r.shape && o.rows[0]->same_group(r); });
+    auto f = std::find_if(fams.begin(), fams.end(), [&](const Family& o) {
+      return o.shape == r.shape && o.draft == r.draft && o.rows[0]->same_group(r);
+    });
     if (f == fams.end()) {
       const std::string shape = r.shape == "target" ? "target only" : r.shape == "tree-auto" ? "tree auto" : r.shape;
+      std::string name = shape;
+      if (drafts.size() > 1 && !r.draft.empty()) name += " " + std::filesystem::path(r.draft).filename().string();
       const std::string group = v.of(r);
-      fams.push_back({r.shape, shape + (group.empty() ? "" : ", " + group), kColors[fams.size() % 10], {},
+      const size_t d = size_t(std::find(drafts.begin(), drafts.end(), r.draft) - drafts.begin());
+      fams.push_back({r.shape, r.draft, name + (group.empty() ? "" : ", " + group),
+                      r.draft.empty() ? "#444444" : kColors[d % std::size(kColors)], {},
                       int(std::find(temps.begin(), temps.end(), r.temp) - temps.begin())});
       f = fams.end() - 1;
     }
@@ -361,7 +370,8 @@ std::vector<XySeries> economics_series(const std::vector<Family>& fams) {
 
 void draw_header(Svg& s, const std::vector<BenchRow>& rows, const BenchMeta& m, const Varying& v) {
   auto file = [](const std::string& p) { return std::filesystem::path(p).filename().string(); };
-  const std::string draft = m.draft_path.empty() ? "" : " + draft " + file(m.draft_path);
+  std::string draft;
+  for (const std::string& d : m.drafts) draft += (draft.empty() ? " + draft " : ", ") + file(d);
   s.text(kWidth / 2, 30, "flashspec bench: " + file(m.target_path) + draft, font(18, "middle") + kBold);
   std::string run = std::to_string(m.prompts) + " prompts × " + std::to_string(m.reps) +
                     (m.reps == 1 ? " repetition" : " repetitions") + ", n=" + std::to_string(m.n_predict) + ", KV " +
@@ -398,11 +408,10 @@ double draw_legend(Svg& s, double y0, const std::vector<Family>& fams, const Ben
     const auto [ex, ey] = entry("error bars: one sample stddev over " + std::to_string(m.reps) + " repetitions");
     s.error_bar(ex, ey + 7, ey - 7, "#333333");
   }
-  for (const Family& f : fams)
-    if (f.shape == "tree-auto") {
-      const auto [ax, ay] = entry("tree auto in tokens per pass vs rows: at the rows it verified (" + f.name + ")");
-      s.marker(ax, ay, f.color, 3);
-    }
+  if (std::any_of(fams.begin(), fams.end(), [](const Family& f) { return f.shape == "tree-auto"; })) {
+    const auto [ax, ay] = entry("tree auto in tokens per pass vs rows: a diamond at the rows it verified");
+    s.marker(ax, ay, "#444444", 3);
+  }
   s.add("</g>");
   return y0 + ((n + 1) / 2) * 20;
 }

@@ -71,6 +71,7 @@ struct BenchArgs {
   int64_t max_prompts = 0;
   int64_t reps = 1;  // runs of the prompt set per configuration
   bool target_only = false;  // --target-only: no chains, no trees
+  std::vector<std::string> drafts;  // -d, once per draft compared (model paths, "lookup", self:TYPE)
   std::vector<int64_t> parallel;  // sequences in flight to sweep (empty: one session per prompt, in turn)
 };
 
@@ -89,33 +90,47 @@ struct Config {
   std::string io_bw;
   double io_bw_bytes = 0;
   int64_t parallel = 0;  // sequences in flight (0: one session per prompt, in turn)
+  std::string draft;     // the draft of a chain or tree (empty for the target alone)
+  std::string draft_name;  // its name in labels when several drafts are compared, else empty
   std::string label() const {
     if (shape == "target") return "target";
-    if (shape == "tree-auto") return "tree-auto";
-    return shape + "-" + std::to_string(budget);
+    const std::string l = shape == "tree-auto" ? "tree-auto" : shape + "-" + std::to_string(budget);
+    return draft_name.empty() ? l : l + " " + draft_name;
   }
 };
 
+// A draft's name in labels: its file name without .gguf ("lookup", "self:q8_0" as given).
+std::string draft_name(const std::string& draft) {
+  const std::string f = std::filesystem::path(draft).filename().string();
+  return f.ends_with(".gguf") ? f.substr(0, f.size() - 5) : f;
+}
+
 // Every configuration of the sweep: per bandwidth and temperature, the target alone (the
-// speedup reference) first, then the chains and the trees.
+// speedup reference) first, then each draft's chains and trees (prompt lookup proposes
+// trees only: it skips the chains where other drafts run them).
 std::vector<Config> plan_sweep(const BenchArgs& a) {
   std::vector<int64_t> chains;
   for (const std::string& c : without_none(a.chains)) chains.push_back(budget_number(c));
   const std::vector<std::string> trees = without_none(a.trees);
-  if ((!chains.empty() || !trees.empty()) && a.run.engine.draft_path.empty())
+  if ((!chains.empty() || !trees.empty()) && a.drafts.empty())
     throw UsageError("bench: --chain/--tree sweeps need a draft model (-d DRAFT.gguf); pass --target-only for the "
                      "target alone");
-  if (!chains.empty() && a.run.engine.draft_path == kLookupDraft)
+  const bool all_lookup = std::all_of(a.drafts.begin(), a.drafts.end(), [](const std::string& d) { return d == kLookupDraft; });
+  if (!chains.empty() && !a.drafts.empty() && all_lookup)
     throw UsageError("bench -d lookup: prompt lookup proposes trees; sweep --tree (pass --chain none)");
   std::vector<Config> configs;
   for (const std::string& bw : a.io_bws) {
     const double bytes = *parse_size(bw);  // checked at parse time
     for (double t : a.temps) {
       configs.push_back({"target", 0, t, bw, bytes});
-      for (int64_t k : chains) configs.push_back({"chain", k, t, bw, bytes});
-      for (const std::string& b : trees)
-        configs.push_back(b == "auto" ? Config{"tree-auto", 0, t, bw, bytes}
-                                      : Config{"tree", budget_number(b), t, bw, bytes});
+      for (const std::string& d : a.drafts) {
+        const std::string name = a.drafts.size() > 1 ? draft_name(d) : "";
+        if (d != kLookupDraft)
+          for (int64_t k : chains) configs.push_back({"chain", k, t, bw, bytes, 0, d, name});
+        for (const std::string& b : trees)
+          configs.push_back(b == "auto" ? Config{"tree-auto", 0, t, bw, bytes, 0, d, name}
+                                        : Config{"tree", budget_number(b), t, bw, bytes, 0, d, name});
+      }
     }
   }
   if (a.parallel.empty()) return configs;
@@ -138,7 +153,8 @@ EngineOptions engine_options(const BenchArgs& a, const Config& c) {
   if (c.shape == "chain") sp.mode = SpeculationMode::Chain, sp.chain_length = c.budget;
   if (c.shape == "tree") sp.mode = SpeculationMode::Tree, sp.tree_size = c.budget;
   if (c.shape == "tree-auto") sp.mode = SpeculationMode::Auto, sp.auto_max = kDefaultAutoMax;
-  if (c.shape == "target") r.draft_path.clear();
+  r.draft_path = c.draft;  // empty for the target alone
+  if (c.draft == kLookupDraft) sp.lookup = false;  // --lookup adds lookup to a draft model's trees
   if (c.io_bw_bytes > 0) r.placement.stream = true;
   r.placement.io.bandwidth = c.io_bw_bytes;
   r.parallel = std::max<int64_t>(c.parallel, 1);
@@ -173,7 +189,7 @@ std::string build_commit() { return FS_GIT_COMMIT; }
 BenchMeta sweep_meta(const BenchArgs& a, const std::string& prompts_file, size_t n_prompts) {
   BenchMeta m;
   m.target_path = a.run.engine.target_path;
-  m.draft_path = a.run.engine.draft_path;
+  m.drafts = a.drafts;
   // The Engine's rule: 0 means every core.
   m.threads = thread_count(a.run.engine.threads);
   m.cpu = cpu_model_name();
@@ -269,6 +285,7 @@ void close_rep(BenchRow& row, const RepTotals& rep) {
 BenchRow row_for(const Config& c, const Engine& engine, int64_t n_predict, const std::vector<BenchPrompt>& prompts) {
   BenchRow row;
   row.config = c.label();
+  row.draft = c.draft;
   row.shape = c.shape;
   row.budget = c.budget;
   row.temp = c.temp;
@@ -464,6 +481,12 @@ Action register_bench(CLI::App& app) {
   auto [sub, args] = add_command<BenchArgs>(app, "bench", "acceptance-rate and speed benchmark over a prompt set");
   add_run_options(*sub, args->run, 64, "tokens to generate per prompt (default 64)");
   args->run.speculation_flags = false;
+  // -d once per draft to compare (the run options' single -d is replaced).
+  if (CLI::Option* o = sub->get_option_no_throw("--draft")) sub->remove_option(o);
+  sub->add_option("-d,--draft,--model-draft", args->drafts,
+                  "draft model (GGUF) for speculative decoding (llama.cpp: -md); 'lookup': draft by prompt lookup; "
+                  "self:TYPE: the target quantized to TYPE. Repeat to compare drafts in one run (-d A -d B -d lookup): "
+                  "the target alone runs once");
   // The sweep axes replace the single-valued run options of the same name.
   for (const char* name : {"--chain", "--tree", "--temp", "--io-bw"})
     if (CLI::Option* o = sub->get_option_no_throw(name)) sub->remove_option(o);
@@ -518,6 +541,10 @@ Action register_bench(CLI::App& app) {
                                      "write DIR/bench.jsonl, .csv, .svg (default: a new folder bench-DATE-TIME)");
   sub->add_option("--out", args->out_prefix, "write PREFIX.jsonl, PREFIX.csv, PREFIX.svg")->excludes(dir);
   return [args, sub] {
+    // The run options' checks see one draft: a model where one is given (--lookup adds to
+    // its trees), else lookup.
+    const auto model = std::find_if(args->drafts.begin(), args->drafts.end(), [](const std::string& d) { return d != kLookupDraft; });
+    args->run.engine.draft_path = model != args->drafts.end() ? *model : args->drafts.empty() ? "" : args->drafts[0];
     finish_run_options(*sub, args->run);
     if (args->target_only) {
       if (sub->count("--chain") || sub->count("--tree"))

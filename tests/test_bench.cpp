@@ -578,6 +578,43 @@ TEST_CASE("bench: prompt sets as plain lines, JSON lines or Spec-Bench questions
   CHECK(bad.err.find("bad.jsonl:2") != std::string::npos);
 }
 
+TEST_CASE("bench: several drafts in one run, the target alone once, each draft its own colour") {
+  TempDir dir;
+  const CliResult r = run_cli({"bench", "-m", model_path("stories260K"), "-d", model_path("salty279K"), "-d", "lookup",
+                               "--chain", "2", "--tree", "4", "-n", "8", "--ignore-eos", "--max-prompts", "2", "-t", "2",
+                               "--out", dir.path + "/d"});
+  CAPTURE(r.err);
+  REQUIRE(r.exit_code == 0);
+  const std::vector<nlohmann::json> rows = read_jsonl(dir.path + "/d.jsonl");
+  std::vector<std::string> configs;
+  for (const nlohmann::json& v : rows) configs.push_back(v.at("config").get<std::string>());
+  // Prompt lookup proposes trees only: it skips the chain the model draft runs.
+  CHECK(configs == std::vector<std::string>{"target", "chain-2 salty279K", "tree-4 salty279K", "tree-4 lookup"});
+  CHECK(rows[0].at("draft").is_null());
+  CHECK(rows[1].at("draft_file") == "salty279K.gguf");
+  CHECK(rows[3].at("draft") == "lookup");
+  CHECK(rows[3].at("verified_lookup_nodes").get<int64_t>() > 0);
+  CHECK(rows[3].at("verified_draft_nodes").get<int64_t>() == 0);
+  for (const nlohmann::json& v : rows) CHECK(v.at("speedup").get<double>() > 0);  // all against the one target row
+  const std::string svg = slurp(dir.path + "/d.svg");
+  CHECK(svg.find("salty279K.gguf, lookup") != std::string::npos);  // the header names both drafts
+  auto color_of = [&](const std::string& config) {  // the colour of a configuration's point in the depth panel
+    const size_t at = svg.find("class=\"depth-series\" data-config=\"" + config + "\"");
+    REQUIRE(at != std::string::npos);
+    const size_t begin = svg.rfind('<', at), end = svg.find('>', at);
+    const std::string element = svg.substr(begin, end - begin);
+    const size_t hash = element.find("=\"#");  // the element's stroke or fill colour
+    REQUIRE(hash != std::string::npos);
+    return element.substr(hash + 2, 7);
+  };
+  CHECK(color_of("tree-4 salty279K") == color_of("chain-2 salty279K"));
+  CHECK(color_of("tree-4 salty279K") != color_of("tree-4 lookup"));
+  // A sweep with only prompt lookup still refuses chains.
+  const CliResult chains = run_cli({"bench", "-m", model_path("stories260K"), "-d", "lookup", "--chain", "2",
+                                    "--out", dir.path + "/e"});
+  CHECK(chains.exit_code == 2);
+}
+
 TEST_CASE("bench: Spec-Bench's set on tiny-qwen3 reports all 13 categories, questions in its chat template") {
   TempDir dir;
   const std::string questions = std::string(FS_SHARED_DIR) + "/data/spec_bench_question.jsonl";
