@@ -235,6 +235,7 @@ std::vector<std::pair<std::string, CategoryFigures>> per_category(const BenchRow
 std::string bench_json_line(const BenchRow& r, const BenchMeta& m) {
   const bool has_draft = !r.draft.empty();
   const PassBreakdown pb = r.per_pass();
+  const auto ci = r.tokens_per_s.interval95();
   // Counts summed over prompts and repetitions, time totals and streaming, as in the
   // "stats" of generate --json; then what ran, speed over the repetitions and the mean
   // decode pass.
@@ -255,7 +256,7 @@ std::string bench_json_line(const BenchRow& r, const BenchMeta& m) {
             {"tpot_ms_stddev", json_or_null(r.tpot_ms.stddev())}, {"speedup", r.speedup.mean()},
             {"speedup_stddev", json_or_null(r.speedup.stddev())}, {"fastest", r.fastest()},
             {"rank", r.rank.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.rank)},
-            {"tokens_per_s_ci95", r.tokens_per_s.interval95() ? nlohmann::json({r.tokens_per_s.interval95()->first, r.tokens_per_s.interval95()->second}) : nlohmann::json(nullptr)},
+            {"tokens_per_s_ci95", ci ? nlohmann::json({ci->first, ci->second}) : nlohmann::json(nullptr)},
             {"rep_started_s", r.rep_started_s},
             {"parallel", r.parallel}, {"vs_parallel_1", r.vs_one.values.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.vs_one.mean())},
             {"vs_parallel_1_stddev", json_or_null(r.vs_one.stddev())},

@@ -66,7 +66,7 @@ struct Totals {
   }
 };
 
-void print_stats(const std::optional<GenerationStats>& last, const Totals& t, const Session& s,
+void print_stats(const std::optional<GenerationStats>& last, const Totals& t, const Session& s, int64_t usable,
                  const std::string& config, uint64_t seed, bool sampled) {
   if (last) {
     std::fprintf(stderr, "[last answer] prefilled %lld rows; %s\n", (long long)last->prompt_tokens,
@@ -82,7 +82,7 @@ void print_stats(const std::optional<GenerationStats>& last, const Totals& t, co
                (long long)t.sum.target_passes, t.sum.tau(), (long long)t.sum.drafted, (long long)t.sum.accepted,
                100.0 * t.sum.acceptance(),
                t.sum.decode_ms > 0 ? double(t.decode_tokens) * 1000.0 / t.sum.decode_ms : 0.0,
-               (long long)s.tokens().size(), (long long)s.capacity());
+               (long long)s.tokens().size(), (long long)usable);
 }
 
 int run_chat(const ChatArgs& a) {
@@ -92,6 +92,7 @@ int run_chat(const ChatArgs& a) {
   fmt.set_thinking(a.think);
   const bool hide_reasoning = fmt.reasons() && !a.think;
   Session session = engine.new_session(engine.session_context());
+  warn_past_training_context(engine, engine.usable_context());
 
   const bool interactive = ::isatty(STDIN_FILENO) == 1;
   const EngineOptions& eo = a.run.engine;
@@ -104,7 +105,7 @@ int run_chat(const ChatArgs& a) {
                  eo.target_path.c_str(), eo.draft_path.empty() ? "" : " drafted by ", eo.draft_path.c_str(),
                  chat_style_name(fmt.style()), hide_reasoning ? " (reasoning hidden; --think shows it)" : "",
                  config.c_str(), engine.backend().name().c_str(), engine.plan().describe().c_str(),
-                 (long long)session.capacity());
+                 (long long)engine.usable_context());
 
   SigintGuard sigint;
   const std::unique_ptr<LineSource> in = make_line_source(sigint);
@@ -144,7 +145,7 @@ int run_chat(const ChatArgs& a) {
       continue;
     }
     if (cmd == "/stats") {
-      print_stats(last_stats, totals, session, config, a.run.sampling.seed, !a.run.sampling.greedy());
+      print_stats(last_stats, totals, session, engine.usable_context(), config, a.run.sampling.seed, !a.run.sampling.greedy());
       continue;
     }
     if (cmd == "/help" || (cmd[0] == '/' && cmd.rfind("//", 0) != 0)) {
@@ -220,8 +221,8 @@ Action register_chat(CLI::App& app) {
   auto [sub, args] = add_command<ChatArgs>(app, "chat", "interactive chat (keeps the KV cache across turns)");
   add_run_options(*sub, args->run, 256, "most tokens per answer (default 256)");
   describe(*sub, "--ctx",
-           "context size in tokens for the whole conversation (default: the model's training context, at most 4096, "
-           "plus the speculation's scratch rows)");
+           "context size in tokens for the whole conversation, prompts and answers (default: the model's training "
+           "context, at most 4096; the speculation's scratch rows come on top; past the training context: a warning)");
   sub->add_option("--system", args->system, "system prompt placed before the first turn");
   add_chat_format_option(*sub, args->format);
   sub->add_flag("--think", args->think,

@@ -40,6 +40,7 @@ int run_serve(ServeArgs& a) {
   a.run.engine.parallel = o.parallel;
   Engine engine(a.run.engine);
   if (auto n = over_budget_notice(engine.plan())) std::fprintf(stderr, "%s\n", n->c_str());
+  warn_past_training_context(engine, engine.usable_context());
   server::HttpServer http(engine, o);
   const int port = http.bind();
   server::SignalWatcher watcher([&http](int signo, int count) {
@@ -55,7 +56,7 @@ int run_serve(ServeArgs& a) {
   std::fprintf(stderr,
                "flashspec serve: listening on http://%s:%d (model '%s', %s chat format, %s, context %lld, queue %lld%s)\n",
                o.host.c_str(), port, http.model_id().c_str(), chat_style_name(http.chat_format().style()),
-               speculation_label(a.run.engine).c_str(), (long long)http.context(), (long long)o.queue,
+               speculation_label(a.run.engine).c_str(), (long long)engine.usable_context(), (long long)o.queue,
                o.parallel > 1 ? (", parallel " + std::to_string(o.parallel) + ", KV pool " +
                                  std::to_string(http.kv_pool_rows()) + " positions")
                                     .c_str()
@@ -75,8 +76,8 @@ Action register_serve(CLI::App& app) {
                   "max_tokens of a request that sets none (default 512; never more than the context leaves)");
   describe(*sub, "--seed", "seed of requests that send none (default: a random one per request)");
   describe(*sub, "--ctx",
-           "context rows of the server's session: prompt + answer + speculation scratch (default: the model's training "
-           "context, at most 4096, plus the scratch)");
+           "context size in tokens of a request, prompt + answer (default: the model's training context, at most 4096; "
+           "the speculation's scratch rows come on top; past the training context: a warning)");
   server::ServeOptions& s = args->serve;
   sub->add_option("--host", s.host, "address to listen on")->capture_default_str();
   sub->add_option("--port", s.port, "TCP port (0: any free port, printed at startup)")

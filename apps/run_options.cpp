@@ -122,7 +122,7 @@ void add_run_options(CLI::App& sub, RunOptions& o, int64_t n_predict, const std:
       ->capture_default_str();
   sub.add_option("--backend", e.backend, "compute backend")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   sub.add_option("-t,--threads", e.threads, "CPU threads (default: all cores)")->check(CLI::Range(1, 1024));
-  sub.add_option("-c,--ctx,--ctx-size", e.ctx, "context size in tokens (default: what the run needs)")
+  sub.add_option("-c,--ctx,--ctx-size", e.ctx, "context size in tokens, prompt + answer (default: what the run needs; the speculation's scratch rows come on top; past the training context: a warning)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
   sub.add_option("-b,--batch", e.batch, "most tokens one forward pass computes (longer prompts and trees run in parts)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 16))

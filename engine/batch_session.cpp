@@ -41,7 +41,7 @@ int64_t BatchSession::rows_needed(int64_t prompt_tokens, int64_t n_predict) cons
   const int64_t need = prompt_tokens + n_predict + scratch_rows_;
   if (need > capacity_)
     throw Error("context full: " + std::to_string(prompt_tokens) + " tokens plus " + std::to_string(n_predict) +
-                " to generate exceed the context size " + std::to_string(capacity_) + " (raise --ctx)");
+                " to generate exceed the context size " + std::to_string(capacity_ - scratch_rows_) + " (raise --ctx)");
   if (pool_ && blocks_for(need) > pool_->blocks())
     throw Error("KV cache: " + std::to_string(prompt_tokens) + " tokens plus " + std::to_string(n_predict) +
                 " to generate (and " + std::to_string(scratch_rows_) + " rows of speculation) need " +

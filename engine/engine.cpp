@@ -236,30 +236,23 @@ std::unique_ptr<BatchSession> Engine::new_batch(int64_t max_sequences, int64_t c
 }
 
 int64_t Engine::context_for(int64_t prompt, int64_t n_predict) const {
-  const int64_t need = prompt + n_predict + scratch_rows();
-  if (opt_.ctx > 0 && need > opt_.ctx)
+  if (opt_.ctx > 0 && prompt + n_predict > opt_.ctx)
     throw Error("--ctx " + std::to_string(opt_.ctx) + " is too small: a " + std::to_string(prompt) +
-                "-token prompt plus " + std::to_string(n_predict) + " tokens need " + std::to_string(need) +
-                " rows of context (" + std::to_string(scratch_rows()) + " of them for the widest verification pass)");
-  return opt_.ctx > 0 ? opt_.ctx : need;
+                "-token prompt plus " + std::to_string(n_predict) + " tokens need " + std::to_string(prompt + n_predict));
+  return (opt_.ctx > 0 ? opt_.ctx : prompt + n_predict) + scratch_rows();
 }
 
-int64_t Engine::session_context() const {
-  const int64_t scratch = scratch_rows();
-  if (opt_.ctx > 0) {
-    if (opt_.ctx <= scratch)
-      throw UsageError("--ctx " + std::to_string(opt_.ctx) + " leaves no room for a conversation: each speculative pass "
-                       "needs " + std::to_string(scratch) + " context rows of scratch (lower --draft-max or --tree)");
-    return opt_.ctx;
-  }
-  return std::min(target_->config().context_length, kDefaultSessionContext) + scratch;
+int64_t Engine::usable_context() const {
+  return opt_.ctx > 0 ? opt_.ctx : std::min(target_->config().context_length, kDefaultSessionContext);
 }
+
+int64_t Engine::session_context() const { return usable_context() + scratch_rows(); }
 
 int64_t Engine::tokens_left(int64_t used) const {
-  const int64_t left = session_context() - scratch_rows() - used;
+  const int64_t left = usable_context() - used;
   if (left <= 0)
     throw Error("context full: " + std::to_string(used) + " tokens leave no room for an answer in the context of " +
-                std::to_string(session_context() - scratch_rows()) + " (raise --ctx)");
+                std::to_string(usable_context()) + " (raise --ctx)");
   return left;
 }
 

@@ -69,12 +69,16 @@ class Engine {
                                           int64_t kv_rows = 0);
   // Context rows a session needs beyond the sequence itself (the widest draft pass).
   int64_t scratch_rows() const { return Session::scratch_rows(policy_); }
-  // Context rows, --ctx when given (checked to fit the need), for one run of `prompt` +
-  // `n_predict` tokens ...
+  // --ctx counts the tokens a sequence may hold (prompt + answer), as llama.cpp's -c does;
+  // the scratch rows of the widest speculative pass come on top, never out of it.
+  // Context rows of one run of `prompt` + `n_predict` tokens: what it needs, or --ctx when
+  // given (error when that is too small), plus the scratch ...
   int64_t context_for(int64_t prompt, int64_t n_predict) const;
-  // ... and for a conversation (chat, serve): the target's training context, at most
-  // kDefaultSessionContext, plus the scratch rows.
+  // ... and of a conversation (chat, serve): usable_context() plus the scratch.
   int64_t session_context() const;
+  // Tokens a conversation may hold: --ctx, by default the target's training context, at
+  // most kDefaultSessionContext.
+  int64_t usable_context() const;
   static constexpr int64_t kDefaultSessionContext = 4096;
   // Tokens an answer after `used` context rows may have for `-n -1` (until end of text or
   // the context is full): what session_context() leaves. Error when it leaves none.

@@ -17,7 +17,7 @@ struct EngineOptions {
   int threads = 0;                      // CPU threads (0: every core)
   KvType k_type = KvType::F16;          // KV cache keys (llama.cpp's -ctk)
   KvType v_type = KvType::F16;          // KV cache values (-ctv)
-  int64_t ctx = 0;                      // context rows of a session (0: what each run needs)
+  int64_t ctx = 0;                      // --ctx: tokens a sequence may hold, prompt + answer (0: what each run needs)
   int64_t batch = 512;                  // most tokens per forward pass when prefilling
   uint64_t kv_budget = 0;               // batches (--parallel): bytes of the paged KV pool (0: ctx per sequence)
   int64_t parallel = 1;                 // most sequences one pass carries (serve, bench --parallel)

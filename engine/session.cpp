@@ -49,7 +49,7 @@ GenerationResult Session::generate(std::span<const int32_t> input, const Generat
   if (need > cache.capacity())
     throw Error("context full: " + std::to_string(run.seq.size() + input.size()) + " tokens plus " +
                 std::to_string(opt.n_predict) + " to generate exceed the context size " +
-                std::to_string(cache.capacity()) + " (raise --ctx)");
+                std::to_string(cache.capacity() - scratch_rows(pipeline_.policy())) + " (raise --ctx)");
   run.seq.insert(run.seq.end(), input.begin(), input.end());
   // The last token's row must be computed to have the logits that follow it.
   if (cache.committed() >= int64_t(run.seq.size())) cache.truncate(int64_t(run.seq.size()) - 1);

@@ -203,16 +203,49 @@ TEST_CASE("cli habits: the stats on stderr start at once, with no blank line bef
   CHECK(r.out.back() == '\n');
 }
 
+TEST_CASE("cli habits: --ctx counts prompt and answer alike in generate, chat and serve, and past the trained context warns") {
+  // stories260K was trained on 128 tokens. chat with a draft tree of 64: the session's
+  // context is the trained 128 tokens (the scratch rows of a 64-node pass come on top), and
+  // a second turn that does not fit says so in those terms.
+  CliOptions o;
+  o.stdin_text = "Once upon a time\nThe dog ran to the park\n";
+  const CliResult chat = run_cli({"chat", "-m", kTarget, "-d", kDraft, "--tree", "64", "-n", "100", "--temp", "0",
+                                  "--ignore-eos", "--json"},
+                                 o);
+  CAPTURE(chat.err);
+  CHECK(chat.err.find("context size 128") != std::string::npos);
+  CHECK(chat.err.find("was trained for") == std::string::npos);  // within the trained context: no warning
+  // -c 512: allowed past the trained 128, with the same warning generate gives.
+  const CliResult wide = run_cli({"chat", "-m", kTarget, "-d", kDraft, "--tree", "64", "-n", "100", "--temp", "0",
+                                  "--ignore-eos", "--json", "-c", "512"},
+                                 o);
+  CAPTURE(wide.err);
+  CHECK(wide.exit_code == 0);
+  CHECK(wide.err.find("512 tokens of context") != std::string::npos);
+  CHECK(wide.err.find("was trained for") != std::string::npos);
+  CHECK(wide.err.find("context full") == std::string::npos);  // both turns fit
+  // generate: the same warning past the trained context.
+  const CliResult gen = run_cli({"generate", "-m", kTarget, "-p", "Once upon a time", "-n", "200", "--temp", "0",
+                                 "--ignore-eos"});
+  CHECK(gen.exit_code == 0);
+  CHECK(gen.err.find("was trained for") != std::string::npos);
+}
+
 TEST_CASE("cli habits: -n -1 generates until end of text or the context is full") {
   // stories260K's trained context is 128 tokens: with --ignore-eos the answer fills it.
   const nlohmann::json all = run_json({"generate", "-m", kTarget, "-p", "Once upon a time", "-n", "-1", "--temp", "0",
                                        "--ignore-eos", "--json"});
   const int64_t prompt = int64_t(all.at("prompt_tokens").size());
   CHECK(int64_t(all.at("tokens").size()) + prompt == 128);
-  // --ctx sets the context it fills.
-  const nlohmann::json ctx = run_json({"generate", "-m", kTarget, "-p", "Once upon a time", "-n", "-1", "--temp", "0",
-                                       "--ignore-eos", "-c", "64", "--json"});
-  CHECK(int64_t(ctx.at("tokens").size()) + prompt == 64 - 2);  // less the scratch rows of a pass
+  // --ctx sets the context it fills: all of it (a speculative pass's scratch rows come on top).
+  for (const bool draft : {false, true}) {
+    std::vector<std::string> args = {"generate", "-m", kTarget, "-p", "Once upon a time", "-n", "-1", "--temp", "0",
+                                     "--ignore-eos", "-c", "64", "--json"};
+    if (draft) args.insert(args.end(), {"-d", kDraft, "--tree", "16"});
+    CAPTURE(draft);
+    const nlohmann::json ctx = run_json(args);
+    CHECK(int64_t(ctx.at("tokens").size()) + prompt == 64);
+  }
   check_usage_error(run_cli({"generate", "-m", kTarget, "-p", "x", "-n", "-2"}), {"-n"});
   check_usage_error(run_cli({"bench", "-m", kTarget, "-n", "-1"}), {"-n -1"});
   // throughput's help lists only what it uses.

@@ -40,7 +40,6 @@ class BatchRunner : public Runner {
   BatchRunner(const BatchRunner&) = delete;
   BatchRunner& operator=(const BatchRunner&) = delete;
 
-  int64_t context() const override { return capacity_; }
   int64_t max_sequence() const override;
   RunResult run(const GenerationQueue::Ticket& turn, const RunRequest& r) override;
   std::optional<BatchGauges> batch() const override;

@@ -229,7 +229,7 @@ void HttpServer::add_routes() {
                             {"draft", engine_.options().draft_path},
                             {"speculation", speculation_label(engine_.options())},
                             {"chat_format", chat_style_name(format_.style())},
-                            {"context", runner_->context()},
+                            {"context", runner_->max_sequence()},  // tokens: prompt + answer
                             {"max_sequence", runner_->max_sequence()}}}};
       res.set_content(dump({{"object", "list"}, {"data", json::array({model})}}), "application/json");
     });

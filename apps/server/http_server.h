@@ -56,7 +56,6 @@ class HttpServer {
 
   const std::string& model_id() const { return model_id_; }
   const ChatFormat& chat_format() const { return format_; }
-  int64_t context() const { return runner_->context(); }
   // Positions of the --parallel batch's paged KV pool (0: one session, its own cache).
   int64_t kv_pool_rows() const {
     const std::optional<BatchGauges> b = runner_->batch();

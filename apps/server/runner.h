@@ -77,8 +77,6 @@ RunResult run_result(TurnResult g, int64_t prompt_tokens);
 class Runner {
  public:
   virtual ~Runner() = default;
-  // Context rows of a sequence (prompt + answer + the speculation's scratch rows).
-  virtual int64_t context() const = 0;
   // Prompt plus answer tokens one request may use.
   virtual int64_t max_sequence() const = 0;
   // Only the holder of one of the queue's turns may run. Blocks while the engine thread
@@ -98,7 +96,6 @@ class GenerationRunner : public Runner {
   // scratch rows).
   GenerationRunner(Engine& engine, const ChatFormat& format, bool ignore_eos);
 
-  int64_t context() const override { return capacity_; }
   int64_t max_sequence() const override;
 
   ~GenerationRunner() override;
