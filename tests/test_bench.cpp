@@ -288,6 +288,21 @@ std::vector<nlohmann::json> read_jsonl(const std::string& path) {
   return v;
 }
 
+// small_bench run to completion (its stderr shown on failure) and its JSON lines, which
+// must be `configs` many.
+struct BenchRun {
+  CliResult cli;
+  std::vector<nlohmann::json> rows;
+};
+BenchRun run_small_bench(const std::string& prefix, int n, int prompts, std::vector<std::string> extra, size_t configs) {
+  BenchRun b{run_cli(small_bench(prefix, n, prompts, std::move(extra))), {}};
+  CAPTURE(b.cli.err);
+  REQUIRE(b.cli.exit_code == 0);
+  b.rows = read_jsonl(prefix + ".jsonl");
+  REQUIRE(b.rows.size() == configs);
+  return b;
+}
+
 double mean_of(const std::vector<double>& v) {
   double s = 0;
   for (double x : v) s += x;
@@ -305,11 +320,10 @@ double sample_sd(const std::vector<double>& v) {
 
 TEST_CASE("bench: -r 2 reports mean and stddev over repetitions, counts summed, and names the run") {
   TempDir dir;
-  const CliResult r = run_cli(small_bench(dir.path + "/r", 8, 2, {"--chain", "none", "--tree", "4", "-r", "2"}));
-  CAPTURE(r.err);
-  REQUIRE(r.exit_code == 0);
-  const std::vector<nlohmann::json> rows = read_jsonl(dir.path + "/r.jsonl");
-  REQUIRE(rows.size() == 2);  // target, tree-4
+  const BenchRun run =  // target, tree-4
+      run_small_bench(dir.path + "/r", 8, 2, {"--chain", "none", "--tree", "4", "-r", "2"}, 2);
+  const std::vector<nlohmann::json>& rows = run.rows;
+  const CliResult& r = run.cli;
   for (const nlohmann::json& v : rows) {
     CAPTURE(v.dump());
     // Repetitions: every speed figure has a mean and a sample stddev.
@@ -441,12 +455,10 @@ TEST_CASE("bench: a mixture of experts streaming only its experts is 'streamed',
 
 TEST_CASE("bench: with one repetition the top configuration of each temperature is a single run, never starred") {
   TempDir dir;
-  const CliResult r =
-      run_cli(small_bench(dir.path + "/f", 8, 1, {"--chain", "2", "--tree", "4", "--temp", "0,1", "--seed", "7"}));
-  CAPTURE(r.err);
-  REQUIRE(r.exit_code == 0);
-  const std::vector<nlohmann::json> rows = read_jsonl(dir.path + "/f.jsonl");
-  REQUIRE(rows.size() == 6);  // per temperature: target, chain-2, tree-4
+  const BenchRun run =  // per temperature: target, chain-2, tree-4
+      run_small_bench(dir.path + "/f", 8, 1, {"--chain", "2", "--tree", "4", "--temp", "0,1", "--seed", "7"}, 6);
+  const std::vector<nlohmann::json>& rows = run.rows;
+  const CliResult& r = run.cli;
   const std::string svg = slurp(dir.path + "/f.svg");
   for (double temp : {0.0, 1.0}) {
     CAPTURE(temp);
@@ -482,11 +494,8 @@ TEST_CASE("bench: with one repetition the top configuration of each temperature 
 
 TEST_CASE("bench: repetitions are interleaved across configurations, each with its own warm-up") {
   TempDir dir;
-  const CliResult r = run_cli(small_bench(dir.path + "/i", 8, 2, {"--chain", "none", "--tree", "4,auto", "-r", "3"}));
-  CAPTURE(r.err);
-  REQUIRE(r.exit_code == 0);
-  const std::vector<nlohmann::json> rows = read_jsonl(dir.path + "/i.jsonl");
-  REQUIRE(rows.size() == 3);  // target, tree-4, tree-auto
+  const std::vector<nlohmann::json> rows =  // target, tree-4, tree-auto
+      run_small_bench(dir.path + "/i", 8, 2, {"--chain", "none", "--tree", "4,auto", "-r", "3"}, 3).rows;
   // Repetition r of every configuration starts before repetition r + 1 of any: A B C A B C A B C.
   std::vector<double> order;
   for (int rep = 0; rep < 3; ++rep)
