@@ -71,11 +71,6 @@ RepStat speedup_against(const BenchRow& row, const BenchRow& ref) {
   return s;
 }
 
-// Mean tokens a decode pass verified (root included): the budget --tree auto chose.
-double pass_rows(const BenchRow& r) {
-  return r.pass_times.passes ? double(r.pass_times.rows) / double(r.pass_times.passes) : 0.0;
-}
-
 }  // namespace
 
 std::string format_number(const char* f, double v) {
@@ -129,6 +124,10 @@ void PassTimes::add(const PassRecord& p) {
   lookup_nodes += p.lookup_nodes;
   experts += p.experts;
   expert_bytes_read += p.expert_bytes_read;
+}
+
+double BenchRow::rows_per_pass() const {
+  return pass_times.passes ? double(pass_times.rows) / double(pass_times.passes) : 0.0;
 }
 
 PassBreakdown BenchRow::per_pass() const {
@@ -262,7 +261,7 @@ std::string bench_json_line(const BenchRow& r, const BenchMeta& m) {
             {"vs_parallel_1_stddev", json_or_null(r.vs_one.stddev())},
             {"answers_equal_parallel_1", r.same_answers ? nlohmann::json(*r.same_answers) : nlohmann::json(nullptr)},
             // mean decode pass
-            {"decode_passes", r.pass_times.passes}, {"pass_rows", pass_rows(r)}, {"pass_ms", pb.total()},
+            {"decode_passes", r.pass_times.passes}, {"pass_rows", r.rows_per_pass()}, {"pass_ms", pb.total()},
             {"pass_draft_ms", pb.draft}, {"pass_compute_ms", pb.compute}, {"pass_io_wait_ms", pb.io_wait},
             {"pass_other_ms", pb.other}, {"single_row_passes", r.pass_times.single_row_passes},
             {"verified_draft_nodes", r.pass_times.draft_nodes}, {"verified_lookup_nodes", r.pass_times.lookup_nodes}});
@@ -307,7 +306,7 @@ std::string bench_csv(const std::vector<BenchRow>& rows, const BenchMeta& m) {
         r.fastest() ? "1" : "0", std::to_string(t.bytes_read), format_number("%.4f", t.read_gbps()),
         format_number("%.4f", t.io_busy()), std::to_string(r.pass_times.passes), format_number("%.4f", pb.total()),
         format_number("%.4f", pb.draft), format_number("%.4f", pb.compute), format_number("%.4f", pb.io_wait),
-        format_number("%.4f", pb.other), format_number("%.2f", pass_rows(r)), m.target_path, has_draft ? r.draft : "",
+        format_number("%.4f", pb.other), format_number("%.2f", r.rows_per_pass()), m.target_path, has_draft ? r.draft : "",
         std::to_string(r.parallel), r.vs_one.values.empty() ? "" : format_number("%.4f", r.vs_one.mean())};
     for (size_t i = 0; i < cells.size(); ++i) {
       if (i) o += ',';
@@ -343,7 +342,7 @@ std::string bench_table(const std::vector<BenchRow>& rows) {
                      r.placement_label(), format_number("%.2f", r.totals.tau()), std::to_string(r.totals.drafted),
                      std::to_string(r.totals.accepted),
                      r.totals.drafted ? format_number("%.1f", 100 * r.totals.acceptance()) : "",
-                     format_number("%.1f", pass_rows(r)),
+                     format_number("%.1f", r.rows_per_pass()),
                      format_number("%.0f", single),
                      format_number("%.3g", pb.total()) + " (" + format_number("%.3g", pb.draft) + "+" +
                          format_number("%.3g", pb.compute) + "+" + format_number("%.3g", pb.io_wait) + ")",

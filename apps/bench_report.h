@@ -128,6 +128,8 @@ struct BenchRow {
   bool fastest() const { return rank == "fastest"; }
 
   PassBreakdown per_pass() const;
+  // Mean tokens a decode pass verified (root included): the budget --tree auto chose.
+  double rows_per_pass() const;
   std::optional<ExpertFigures> experts() const;  // none for a dense target
   // "resident", "streamed at 2.1 GB/s" or "streamed, unthrottled": where the target's
   // weights came from, which is what --io-bw means.

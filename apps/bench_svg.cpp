@@ -3,12 +3,14 @@
 // library would give neither a shorter file nor those hooks).
 //
 // Top to bottom: a header (models, prompt set, machine; the temperature and placement
-// when the sweep has one of each); three panels against the draft budget: tau, tokens/s
-// and speedup, with a line per family (chain or tree at one temperature and placement),
-// the target alone as a dashed reference, --tree auto as a point in its own slot, error
-// bars of one stddev with repetitions, the spread over prompts beside each tokens/s point,
+// when the sweep has one of each); four panels against the draft budget: tau, tokens/s,
+// speedup and acceptance, with a line per family (chain or tree of one draft at one
+// temperature and placement), the target alone as a dashed reference, --tree auto as a
+// point in its own slot, error bars of one stddev with repetitions, the spread over
+// prompts beside each tokens/s point,
 // a star on the fastest configuration of each temperature and placement where its 95%
-// interval clears the runner-up's (a hollow one on each within noise of the top); the
+// interval clears the runner-up's (a hollow one on each within noise of the top);
+// acceptance by draft depth and tokens per pass against rows verified per pass; the
 // legend; the mean decode pass of every configuration as a stacked bar (draft, verify
 // compute, I/O wait, the rest) with its figures beside it.
 #include <algorithm>
@@ -187,7 +189,7 @@ std::vector<std::string> slots_of(const std::vector<BenchRow>& rows) {
 // What a panel plots: a row's measurement over the repetitions, drawn as its mean with an
 // error bar of one sample stddev where there are several values.
 struct Metric {
-  const char *cls, *title, *y_label;  // cls: the series' class, "tau", "tps" or "speedup"
+  const char *cls, *title, *y_label;  // cls: the series' class, "tau", "tps", "speedup" or "acceptance"
   RepStat (*of)(const BenchRow&);
   bool mark_fastest;
   bool drafted_only = false;  // rows that drafted nothing (the target alone) have no value
@@ -328,10 +330,6 @@ void draw_xy_panel(Svg& s, double x0, double y0, double x1, double y1, const std
   s.add("</g>");
 }
 
-double rows_per_pass(const BenchRow& r) {
-  return r.pass_times.passes ? double(r.pass_times.rows) / double(r.pass_times.passes) : 1.0;
-}
-
 // Acceptance rate at each depth of the draft (1 = the root's children), one line per
 // configuration that drafted.
 std::vector<XySeries> depth_series(const std::vector<Family>& fams) {
@@ -355,12 +353,12 @@ std::vector<XySeries> economics_series(const std::vector<Family>& fams) {
   for (const Family& f : fams) {
     if (f.shape == "tree-auto") {
       for (const BenchRow* r : f.rows)
-        out.push_back({"auto-point", r->config, f.color, 3, false, {{rows_per_pass(*r), r->totals.tau()}}});
+        out.push_back({"auto-point", r->config, f.color, 3, false, {{r->rows_per_pass(), r->totals.tau()}}});
       continue;
     }
     XySeries se{f.shape == "target" ? "economics-target" : "economics-series", f.rows[0]->config, f.color, f.marker,
                 true, {}};
-    for (const BenchRow* r : f.rows) se.pts.push_back({rows_per_pass(*r), r->totals.tau()});
+    for (const BenchRow* r : f.rows) se.pts.push_back({r->rows_per_pass(), r->totals.tau()});
     out.push_back(se);
   }
   return out;

@@ -39,8 +39,6 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "apps/bench_prompts.h"
 #include "apps/bench_report.h"
 #include "apps/commands.h"
@@ -50,7 +48,6 @@
 #include "apps/text_input.h"
 #include "core/chat_template.h"
 #include "core/error.h"
-#include "core/printable.h"
 #include "core/units.h"
 #include "engine/engine.h"
 #include "kernels/cpu/thread_pool.h"

@@ -80,8 +80,8 @@ class Engine {
   // most kDefaultSessionContext.
   int64_t usable_context() const;
   static constexpr int64_t kDefaultSessionContext = 4096;
-  // Tokens an answer after `used` context rows may have for `-n -1` (until end of text or
-  // the context is full): what session_context() leaves. Error when it leaves none.
+  // Tokens an answer after `used` tokens may have for `-n -1` (until end of text or the
+  // context is full): what usable_context() leaves. Error when it leaves none.
   int64_t tokens_left(int64_t used) const;
   // One turn in a fresh session sized for `prompt` and the answer.
   TurnResult generate(std::span<const int32_t> prompt, const TurnRequest& r);
