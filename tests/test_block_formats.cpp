@@ -1,7 +1,8 @@
 // The CUDA kernels' row decoding (kernels/cuda/block_formats.cuh), compiled for the host,
-// against the CPU's dequantize_row on random rows of every type, and the GPU's activation
-// rounding for F16 / BF16 weights against the CPU's: what the GPU computes is checked on
-// every machine, GPU or not.
+// against the CPU's dequantize_row on random rows of every type; the GPU's activation
+// rounding for F16 / BF16 weights against the CPU's; the mat-vec's integer dot products on
+// 8-bit activations (kernels/cuda/q8_dot.cuh) against the CPU backend's matmul: what the
+// GPU computes is checked on every machine, GPU or not.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -10,9 +11,11 @@
 #include <vector>
 
 #include "core/half.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/quantize_activations.h"
 #include "kernels/cuda/block_formats.cuh"
+#include "tests/q8_activations.h"
 #include "tests/test_data.h"
 
 using namespace flashspec;
@@ -76,4 +79,50 @@ TEST_CASE("block formats: the GPU rounds F16 / BF16 weights' activations as the 
   CHECK(std::isnan(cuda::round_activation(GgmlType::F16, nan)));
   CHECK(std::isnan(cuda::round_activation(GgmlType::BF16, nan)));
   for (int i = 0; i < 16; ++i) CHECK(cuda::iq4_nl_value(i) == kIQ4NLValues[i]);
+}
+
+TEST_CASE("block formats: the GPU's 8-bit-activation dot products equal the CPU backend's matmul") {
+  // The CUDA matmul of Q4_0, Q8_0, Q4_K and Q6_K weights (kernels/cuda/q8_dot.cuh) multiplies
+  // activations quantized as the CPU backend quantizes them; its integer sums are exact,
+  // so the two results may differ only in the order float terms are added.
+  std::mt19937 rng(41);
+  CpuBackend cpu(1);
+  for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
+    CAPTURE(type_name(type));
+    constexpr int64_t rows = 24, cols = 1024;
+    const std::vector<uint8_t> w = random_block_bytes(rng, type, rows, cols);
+    std::vector<float> x(static_cast<size_t>(cols));
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (float& v : x) v = normal(rng);
+    x[5] = 0.0f;  // a tie-free zero and a few large values in one group
+    x[40] = 9.0f;
+    std::vector<float> want(static_cast<size_t>(rows));
+    cpu.matmul(WeightMatrix{type, w.data(), rows, cols}, x.data(), 1, want.data());
+    const std::vector<cuda::Q8Group> a = q8_activation_groups(type, x.data(), cols);
+    const std::vector<float> xq = q8_activations_as_floats(type, x.data(), cols);
+    std::vector<float> wf(static_cast<size_t>(cols));
+    int bad_cpu = 0, bad_ref = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      const uint8_t* row = w.data() + r * row_bytes(type, cols);
+      float got = 0.0f;
+      for (int64_t g = 0; g < cols / 32; ++g) {
+        switch (type) {
+          case GgmlType::Q4_0: got += cuda::q8_dot(cuda::q8_weight_group<GgmlType::Q4_0>(row, g), a[size_t(g)]); break;
+          case GgmlType::Q8_0: got += cuda::q8_dot(cuda::q8_weight_group<GgmlType::Q8_0>(row, g), a[size_t(g)]); break;
+          case GgmlType::Q4_K: got += cuda::q8_dot(cuda::q8_weight_group<GgmlType::Q4_K>(row, g), a[size_t(g)]); break;
+          default: got += cuda::q8_dot(cuda::q8_weight_group<GgmlType::Q6_K>(row, g), a[size_t(g)]); break;
+        }
+      }
+      dequantize_row(type, row, wf.data(), cols);
+      double ref = 0, mag = 0;
+      for (int64_t k = 0; k < cols; ++k) {
+        ref += double(wf[size_t(k)]) * double(xq[size_t(k)]);
+        mag += std::fabs(double(wf[size_t(k)]) * double(xq[size_t(k)]));
+      }
+      bad_ref += std::fabs(double(got) - ref) > 1e-5 * mag;
+      bad_cpu += std::fabs(double(got) - double(want[size_t(r)])) > 1e-5 * mag;
+    }
+    CHECK(bad_ref == 0);
+    CHECK(bad_cpu == 0);
+  }
 }

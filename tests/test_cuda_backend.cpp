@@ -19,6 +19,7 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/quantize_activations.h"
 #include "tests/gpu_or_skip.h"
+#include "tests/q8_activations.h"
 #include "tests/test_data.h"
 
 using namespace flashspec;
@@ -69,9 +70,16 @@ TEST_CASE("cuda backend: matmul of every weight type, mat-vec and cuBLAS batches
       const std::vector<float> y = from_gpu<float>(*gpu, yg, size_t(T * c.rows));
       // F16 / BF16 weights multiply activations rounded to their own type (as the CPU
       // does): the reference takes the same rounded activations, the sums in double.
+      // Q4_0 / Q8_0 / Q4_K / Q6_K weights multiply 8-bit activations
+      // (kernels/cuda/q8_dot.cuh): the reference takes those.
       std::vector<float> xr = x;
       if (c.type == GgmlType::F16) round_row_f16(x.data(), xr.data(), int64_t(x.size()));
       if (c.type == GgmlType::BF16) round_row_bf16(x.data(), xr.data(), int64_t(x.size()));
+      if (cuda::uses_q8_activations(c.type))
+        for (int64_t t = 0; t < T; ++t) {
+          const std::vector<float> q = q8_activations_as_floats(c.type, x.data() + t * c.cols, c.cols);
+          std::copy(q.begin(), q.end(), xr.begin() + t * c.cols);
+        }
       int bad = 0;
       for (int64_t t = 0; t < T; ++t)
         for (int64_t r = 0; r < c.rows; ++r) {

@@ -16,9 +16,10 @@ namespace flashspec::cuda {
 
 namespace {
 
-// Above this many rows a batch is multiplied by cuBLAS on dequantized weights: it reads
-// a quantized row ~0.5-1 byte/weight once per 8 rows in the mat-vec kernel, against ~8
-// bytes/weight to dequantize and multiply, so the mat-vec stays ahead up to ~64 rows.
+// Weight types without an 8-bit-activation kernel (matvec_q8.cu) are multiplied above
+// this many rows by cuBLAS on dequantized weights: the float mat-vec reads a quantized row
+// ~0.5-1 byte/weight once per 8 rows, against ~8 bytes/weight to dequantize and multiply,
+// so it stays ahead up to ~64 rows.
 constexpr int64_t kGemmMinT = 65;
 // Rows of a weight matrix dequantized at a time for cuBLAS (bounds the f32 scratch).
 constexpr int64_t kGemmRowTile = 4096;
@@ -50,6 +51,7 @@ CudaBackend::CudaBackend(int device) : device_(device) {
   use_device();
   cudaDeviceProp p{};
   check(cudaGetDeviceProperties(&p, device_), "query device");
+  sm_count_ = p.multiProcessorCount;
   device_name_ = std::string(p.name) + ", sm_" + std::to_string(p.major) + std::to_string(p.minor) + ", " +
                  std::to_string((p.totalGlobalMem + (size_t(1) << 29)) >> 30) + " GiB";
   cudaStream_t s = nullptr;
@@ -166,6 +168,11 @@ void CudaBackend::get_rows(const WeightMatrix& table, const int32_t* ids, int64_
 
 void CudaBackend::matmul(const WeightMatrix& w, const float* x, int64_t T, float* y) {
   use_device();
+  if (matvec_q8_applies(w)) {  // every T: matvec_q8.cu says why
+    if (const size_t bytes = matvec_q8_scratch_bytes(w, T)) quantized_.reserve(*this, bytes);
+    launch_matvec_q8(w, x, T, y, sm_count_, quantized_.get(), stream());
+    return;
+  }
   if (T < kGemmMinT || !cublas_->ok() || w.cols > INT32_MAX || T > INT32_MAX) {
     for (int64_t t0 = 0; t0 < T; t0 += kMatvecMaxT)
       launch_matvec(w, x + t0 * w.cols, std::min(kMatvecMaxT, T - t0), y + t0 * w.rows, stream());

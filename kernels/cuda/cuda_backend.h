@@ -68,6 +68,7 @@ class CudaBackend final : public Backend {
   void use_device() const;
 
   int device_;
+  int sm_count_ = 0;  // multiprocessors: the 8-bit mat-vec sizes its grid by them
   std::string device_name_;
   // Declared before the scratch buffers below, which free into them when they die.
   StreamHandle stream_;
@@ -75,6 +76,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<CublasLibrary> cublas_;  // null where libcublas cannot be loaded
   BackendBuffer dequantized_;              // scratch: a weight matrix as f32 for cuBLAS
   BackendBuffer rounded_;                  // scratch: activations rounded for F16/BF16 weights
+  BackendBuffer quantized_;                // scratch: activations as 8-bit codes (matvec_q8.cu)
 };
 
 }  // namespace flashspec::cuda

@@ -15,6 +15,15 @@ inline constexpr int64_t kMatvecMaxT = 8;
 void launch_get_rows(const WeightMatrix& table, const int32_t* ids, int64_t n, float* out, cudaStream_t s);
 // y = W x for T <= kMatvecMaxT rows of x.
 void launch_matvec(const WeightMatrix& w, const float* x, int64_t T, float* y, cudaStream_t s);
+// The 8-bit-activation matmul (matvec_q8.cu) takes W: Q4_0, Q8_0, Q4_K or Q6_K, aligned
+// for its loads.
+bool matvec_q8_applies(const WeightMatrix& w);
+// Device scratch the 8-bit-activation matmul needs for T activation rows.
+size_t matvec_q8_scratch_bytes(const WeightMatrix& w, int64_t T);
+// y = W x for any T (in launches of kMatvecMaxT rows); scratch holds
+// matvec_q8_scratch_bytes(w, T) bytes (none for one row of up to 32768 values).
+void launch_matvec_q8(const WeightMatrix& w, const float* x, int64_t T, float* y, int sm_count, void* scratch,
+                      cudaStream_t s);
 // n activations rounded as F16 / BF16 weights multiply them (out may not alias x).
 void launch_round_activations(GgmlType type, const float* x, int64_t n, float* out, cudaStream_t s);
 // Rows [r0, r0 + n) of W as f32, row-major n x cols.
