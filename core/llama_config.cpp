@@ -1,5 +1,6 @@
 #include "core/llama_config.h"
 
+#include <cmath>
 #include <optional>
 
 #include "core/error.h"
@@ -103,6 +104,30 @@ void read_hybrid(const GgufFile& f, const std::string& path, LlamaConfig& c) {
   c.rope_imrope = true;
 }
 
+// Gemma 3's keys, read as llama.cpp b8967 reads them (llama-model.cpp, LLM_ARCH_GEMMA3):
+// without attention.sliding_window no layer is windowed; the pattern defaults to 6 (five
+// windowed layers, then a global one); the windowed layers' RoPE base to 10000.
+void read_gemma3(const GgufFile& f, const std::string& path, LlamaConfig& c) {
+  const std::string p = c.arch + ".";
+  if (auto v = f.get_uint(p + "attention.sliding_window"); v && *v > 0) {
+    c.sliding_window = bounded(path, p + "attention.sliding_window", *v, 1, int64_t(1) << 24);
+    c.swa_period = 6;
+    // (One integer here; llama.cpp also reads a per-layer array, which get_uint refuses.)
+    if (auto period = f.get_uint(p + "attention.sliding_window_pattern"))
+      c.swa_period = bounded(path, p + "attention.sliding_window_pattern", *period, 0, kMaxLayers);
+    if (auto b = f.get_float(p + "rope.freq_base_swa")) c.rope_freq_base_swa = float(*b);
+    if (!(c.rope_freq_base_swa > 1.0f && c.rope_freq_base_swa < 1e12f))
+      throw Error(path + ": rope.freq_base_swa must be in (1, 1e12)");
+  }
+  if (auto cap = f.get_float(p + "final_logit_softcapping"); cap && *cap != 0.0)
+    throw Error(path + ": key '" + p + "final_logit_softcapping' is set: logit soft-capping is not supported");
+  // Gemma 3 27B (62 layers) scales queries by its width per head, the others by the head
+  // size (llama.cpp's f_attention_scale, after gemma_pytorch's query_pre_attn_scalar).
+  c.attention_scale = c.n_layers == 62 ? 1.0f / std::sqrt(float(c.dim / c.n_heads)) : 1.0f / std::sqrt(float(c.head_dim));
+  c.embedding_scale = std::sqrt(float(c.dim));
+  c.post_norms = true;
+}
+
 }  // namespace
 
 LlamaConfig LlamaConfig::from_gguf(const GgufFile& f) {
@@ -117,6 +142,8 @@ LlamaConfig LlamaConfig::from_gguf(const GgufFile& f) {
     c.family = Arch::Qwen3;  // qwen3moe: Qwen3's attention, an MoE FFN in every layer
   } else if (c.arch == "qwen35" || c.arch == "qwen35moe") {
     c.family = Arch::Qwen35;  // qwen35moe: its FFN is routed experts plus a shared one
+  } else if (c.arch == "gemma3") {
+    c.family = Arch::Gemma3;
   } else {
     throw Error(path + ": unsupported architecture " + in_quotes(c.arch) + " (key 'general.architecture'; supported: " +
                 supported_archs() + ")");
@@ -177,6 +204,8 @@ LlamaConfig LlamaConfig::from_gguf(const GgufFile& f) {
     throw Error(path + ": rope scaling " + in_quotes(*scaling) + " is not supported (key '" + p +
                 "rope.scaling.type'; supported: none, linear, llama3)");
   }
+
+  if (c.family == Arch::Gemma3) read_gemma3(f, path, c);
 
   const GgufTensorInfo& emb = f.require_tensor("token_embd.weight");
   if (emb.dims.size() != 2 || emb.dims[0] != c.dim)

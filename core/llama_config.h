@@ -1,7 +1,8 @@
 #pragma once
-// Hyper-parameters of a llama-family model (archs llama, qwen2, qwen3, qwen3moe, and the
-// hybrid qwen35 / qwen35moe: one decoder graph with per-family options; llama, qwen3moe
-// and qwen35moe may have mixture-of-experts FFNs), read and validated from GGUF metadata.
+// Hyper-parameters of a llama-family model (archs llama, qwen2, qwen3, qwen3moe, the
+// hybrid qwen35 / qwen35moe, and gemma3: one decoder graph with per-family options; llama,
+// qwen3moe and qwen35moe may have mixture-of-experts FFNs), read and validated from GGUF
+// metadata.
 #include <array>
 #include <cstdint>
 #include <string>
@@ -10,7 +11,7 @@ namespace flashspec {
 
 class GgufFile;
 
-enum class Arch { Llama, Qwen2, Qwen3, Qwen35 };
+enum class Arch { Llama, Qwen2, Qwen3, Qwen35, Gemma3 };
 
 // A Gated DeltaNet mixer (Qwen3.5's linear attention): a short causal convolution over
 // the projected q, k, v channels, then per value head a state of state x state that each
@@ -31,7 +32,7 @@ struct DeltaNetShape {
 };
 
 struct LlamaConfig {
-  std::string arch;        // general.architecture ("llama", "qwen2", "qwen3", "qwen3moe", "qwen35", "qwen35moe")
+  std::string arch;        // general.architecture ("llama", "qwen2", "qwen3", "qwen3moe", "qwen35", "qwen35moe", "gemma3")
   Arch family = Arch::Llama;  // qwen3moe: Qwen3 (its attention), with n_experts > 0; qwen35moe: Qwen35
   int64_t n_vocab = 0;     // rows of token_embd.weight
   int64_t dim = 0;         // residual width
@@ -70,7 +71,22 @@ struct LlamaConfig {
   // of its own gate; 0: none.
   int64_t shared_expert_ffn_dim = 0;
 
+  // Gemma 3: sliding-window attention (`sliding_window` positions) in every layer but each
+  // swa_period-th, whose RoPE has its own base (rope_freq_base_swa) and no scaling; queries
+  // scaled by attention_scale; the embedding multiplied by embedding_scale; norms after
+  // attention and after the FFN as well as before; GeGLU FFNs.
+  int64_t sliding_window = 0;  // 0: every layer attends to the whole sequence
+  int64_t swa_period = 0;      // 0: every layer is windowed
+  float rope_freq_base_swa = 10000.0f;
+  float attention_scale = 0.0f;  // 0: 1 / sqrt(head_dim)
+  float embedding_scale = 1.0f;
+  bool post_norms = false;
+
   bool moe() const { return n_experts > 0; }
+  // Whether layer l attends through a sliding window.
+  bool windowed(int64_t l) const {
+    return sliding_window > 0 && (swa_period == 0 || l % swa_period < swa_period - 1);
+  }
   // Whether layer l is a recurrent (Gated DeltaNet) layer rather than attention.
   bool recurrent(int64_t l) const {
     return full_attention_interval > 0 && (l + 1) % full_attention_interval != 0;
@@ -92,7 +108,7 @@ struct LlamaConfig {
   static LlamaConfig from_gguf(const GgufFile& f);
 
   // The architectures from_gguf() accepts, comma separated.
-  static const char* supported_archs() { return "llama, qwen2, qwen3, qwen3moe, qwen35, qwen35moe"; }
+  static const char* supported_archs() { return "llama, qwen2, qwen3, qwen3moe, qwen35, qwen35moe, gemma3"; }
 };
 
 }  // namespace flashspec

@@ -18,6 +18,7 @@
 
 #include "kernels/delta_net.h"
 #include "kernels/expert_rows.h"
+#include "kernels/gelu.h"
 #include "kernels/weight_matrix.h"
 
 namespace flashspec {
@@ -64,6 +65,15 @@ struct AttentionArgs {
   // block_rows + j % block_rows of k and v. Null: position j is row j. Host memory only.
   const int32_t* blocks = nullptr;
   int64_t block_rows = 0;
+  // Sliding-window attention (Gemma 3's local layers, gpt-oss's windowed ones): a query at
+  // position p sees the keys at positions p - window + 1 .. p; 0 sees all. Committed row j
+  // is position j; a causal batch's masked row m is position n_past + m; a token tree's
+  // masked rows that a query sees are its path from the root at position n_past, one
+  // position apart, so its own position is n_past + (rows it sees) - 1.
+  int64_t window = 0;
+  // gpt-oss's attention sinks: per query head a learned logit that joins every row's
+  // softmax (in the max and the sum) with no value; backend memory, or null: none.
+  const float* sinks = nullptr;
 };
 
 // How RoPE rotates a model's heads (llama.cpp's rope with ext_factor 0, attn_factor 1):
@@ -199,6 +209,23 @@ class Backend {
   virtual void silu_mul(float* gate, const float* up, int64_t n) = 0;
   // y[i] += x[i]
   virtual void add(float* y, const float* x, int64_t n) = 0;
+
+  // Gemma's ops. Their defaults go through the host (download, compute, upload).
+  // gate[i] = gelu(gate[i]) * up[i], GELU as kernels/gelu.h computes it (GeGLU).
+  virtual void gelu_mul(float* gate, const float* up, int64_t n) {
+    std::vector<float> g(static_cast<size_t>(n)), u(static_cast<size_t>(n));
+    download(g.data(), gate, g.size() * sizeof(float));
+    download(u.data(), up, u.size() * sizeof(float));
+    gelu_mul_host(g.data(), u.data(), n);
+    upload(gate, g.data(), g.size() * sizeof(float));
+  }
+  // x[i] *= s (Gemma's embedding scale).
+  virtual void scale(float* x, float s, int64_t n) {
+    std::vector<float> h(static_cast<size_t>(n));
+    download(h.data(), x, h.size() * sizeof(float));
+    for (float& v : h) v *= s;
+    upload(x, h.data(), h.size() * sizeof(float));
+  }
 
   // Mixture-of-experts rows (kernels/expert_rows.h). The index and weight arrays are HOST
   // memory: routing is decided on the host. x and y are backend memory, as everywhere.

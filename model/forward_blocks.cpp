@@ -16,6 +16,7 @@ namespace {
 void gated_activation(Backend& be, Activation act, float* gate, const float* up, int64_t n) {
   switch (act) {
     case Activation::Silu: be.silu_mul(gate, up, n); break;
+    case Activation::GeluTanh: be.gelu_mul(gate, up, n); break;
   }
 }
 
@@ -43,7 +44,11 @@ void LlamaModel::attention_block(int64_t l, const LayerWeights& w, std::span<con
   if (w[BiasV]) be.add_bias(a.v, w[BiasV], T, c.kv_dim());
   if (w[QNorm]) be.rmsnorm(a.q, w[QNorm], T * c.n_heads, c.head_dim, c.rms_eps, a.q);  // per head, in place
   if (w[KNorm]) be.rmsnorm(a.k, w[KNorm], T * c.n_kv_heads, c.head_dim, c.rms_eps, a.k);
-  const RopeParams rope{c.n_rot, c.rope_freq_base, c.rope_freq_scale, c.rope_neox, placed_.rope_factors};
+  // Windowed layers have a RoPE of their own (Gemma 3's local layers: another base, no scaling).
+  const LayerBlocks& blocks = arch_.layers[size_t(l)];
+  const RopeParams rope = blocks.window > 0 && c.family == Arch::Gemma3
+                              ? RopeParams{c.n_rot, c.rope_freq_base_swa, 1.0f, c.rope_neox, nullptr}
+                              : RopeParams{c.n_rot, c.rope_freq_base, c.rope_freq_scale, c.rope_neox, placed_.rope_factors};
   be.rope(a.q, in.positions, T, c.n_heads, c.head_dim, rope);
   be.rope(a.k, in.positions, T, c.n_kv_heads, c.head_dim, rope);
 
@@ -72,17 +77,20 @@ void LlamaModel::attention_block(int64_t l, const LayerWeights& w, std::span<con
                                              .n_heads = c.n_heads,
                                              .n_kv_heads = c.n_kv_heads,
                                              .head_dim = c.head_dim,
-                                             .scale = 1.0f / std::sqrt(float(c.head_dim)),
+                                             .scale = c.attention_scale > 0.0f ? c.attention_scale
+                                                                               : 1.0f / std::sqrt(float(c.head_dim)),
                                              .k_type = kv.key_type(),
                                              .v_type = kv.value_type(),
                                              .blocks = kv.paged() ? kv.blocks().data() : nullptr,
-                                             .block_rows = kv.block_rows()});
+                                             .block_rows = kv.block_rows(),
+                                             .window = blocks.window});
     r0 += n;
   }
   be.attention(attention_calls_);
   if (c.attn_output_gate) be.sigmoid_mul(a.att, a.gate2, T, c.q_dim(), false);
   be.matmul(w[Out], a.att, T, a.xb);
   if (w[BiasOut]) be.add_bias(a.xb, w[BiasOut], T, c.dim);
+  if (blocks.post_norms) be.rmsnorm(a.xb, w[AttnPostNorm], T, c.dim, c.rms_eps, a.xb);
   be.add(a.x, a.xb, T * c.dim);
 }
 
@@ -181,6 +189,7 @@ void LlamaModel::dense_ffn_block(int64_t l, const LayerWeights& w, int64_t T, co
   be.matmul(w[Up], a.xb, T, a.up);
   gated_activation(be, arch_.layers[size_t(l)].activation, a.gate, a.up, T * c.ffn_dim);
   be.matmul(w[Down], a.gate, T, a.xb);
+  if (arch_.layers[size_t(l)].post_norms) be.rmsnorm(a.xb, w[LayerVector::FfnPostNorm], T, c.dim, c.rms_eps, a.xb);
   be.add(a.x, a.xb, T * c.dim);
 }
 

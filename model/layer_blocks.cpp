@@ -10,6 +10,9 @@ Architecture architecture_of(const LlamaConfig& c) {
     LayerBlocks layer;
     layer.mixer = c.recurrent(l) ? MixerBlock::DeltaNet : MixerBlock::Attention;
     layer.ffn = c.moe() ? FfnBlock::Experts : FfnBlock::Dense;
+    if (c.family == Arch::Gemma3) layer.activation = Activation::GeluTanh;
+    layer.window = c.windowed(l) ? c.sliding_window : 0;
+    layer.post_norms = c.post_norms;
     a.layers.push_back(layer);
   }
   return a;

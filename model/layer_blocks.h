@@ -26,7 +26,8 @@ enum class FfnBlock : uint8_t {
 
 // The gate's activation in a gated FFN (dense or per expert).
 enum class Activation : uint8_t {
-  Silu,  // SwiGLU
+  Silu,      // SwiGLU
+  GeluTanh,  // GeGLU (Gemma), GELU's tanh approximation as kernels/gelu.h computes it
 };
 
 // Attention biases, per-head Q/K norms and the output gate are not listed: a layer has
@@ -35,6 +36,8 @@ struct LayerBlocks {
   MixerBlock mixer = MixerBlock::Attention;
   FfnBlock ffn = FfnBlock::Dense;
   Activation activation = Activation::Silu;
+  int64_t window = 0;       // attention through a sliding window of this many positions; 0: all
+  bool post_norms = false;  // the mixer's and the FFN's outputs normalised before they are added (Gemma)
 };
 
 struct Architecture {
@@ -43,7 +46,8 @@ struct Architecture {
 
 // The description of a model of config `c` (llama, qwen2, qwen3, qwen3moe and
 // Mixtral-style llamas: every layer attention, then a dense or an experts FFN; qwen35*:
-// DeltaNet mixers with attention every full_attention_interval layers).
+// DeltaNet mixers with attention every full_attention_interval layers; gemma3: windowed
+// and global attention layers, post-norms, GeGLU).
 Architecture architecture_of(const LlamaConfig& c);
 
 }  // namespace flashspec

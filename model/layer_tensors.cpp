@@ -28,7 +28,8 @@ ExpertWeights LayerWeights::expert(int64_t e) const {
 LayerSpec layer_spec(const LlamaConfig& c, int64_t l) {
   using M = LayerMatrix;
   using V = LayerVector;
-  const bool qwen2 = c.family == Arch::Qwen2, qk_norm = c.family == Arch::Qwen3 || c.family == Arch::Qwen35;
+  const bool qwen2 = c.family == Arch::Qwen2;
+  const bool qk_norm = c.family == Arch::Qwen3 || c.family == Arch::Qwen35 || c.family == Arch::Gemma3;
   LayerSpec s;
   if (c.recurrent(l)) {
     const DeltaNetShape& d = c.delta;
@@ -77,7 +78,7 @@ LayerSpec layer_spec(const LlamaConfig& c, int64_t l) {
     s.vectors.push_back({V::SsmNorm, "ssm_norm.weight", d.state, true});
   } else {
     // Biases: qwen2 always has Q/K/V biases, some llama files do too. Per-head Q/K RMS
-    // norms before RoPE: qwen3 (dense and MoE) and qwen35's attention layers.
+    // norms before RoPE: qwen3 (dense and MoE), qwen35's attention layers and gemma3.
     s.vectors.push_back({V::BiasQ, "attn_q.bias", c.q_dim(), qwen2});
     s.vectors.push_back({V::BiasK, "attn_k.bias", c.kv_dim(), qwen2});
     s.vectors.push_back({V::BiasV, "attn_v.bias", c.kv_dim(), qwen2});
@@ -86,6 +87,10 @@ LayerSpec layer_spec(const LlamaConfig& c, int64_t l) {
     s.vectors.push_back({V::KNorm, "attn_k_norm.weight", c.head_dim, qk_norm});
   }
   if (c.shared_expert_ffn_dim > 0) s.vectors.push_back({V::ShExpGate, "ffn_gate_inp_shexp.weight", c.dim, true});
+  if (c.post_norms) {  // Gemma: after attention and after the FFN
+    s.vectors.push_back({V::AttnPostNorm, "post_attention_norm.weight", c.dim, true});
+    s.vectors.push_back({V::FfnPostNorm, "post_ffw_norm.weight", c.dim, true});
+  }
   return s;
 }
 

@@ -34,11 +34,11 @@ enum class LayerMatrix : uint8_t {
 // per-head constants, kept resident as f32 whatever the placement.
 enum class LayerVector : uint8_t {
   AttnNorm, FfnNorm, BiasQ, BiasK, BiasV, BiasOut, QNorm, KNorm,
-  Conv, DtBias, A, SsmNorm, ShExpGate
+  Conv, DtBias, A, SsmNorm, ShExpGate, AttnPostNorm, FfnPostNorm
 };
 
 constexpr size_t kLayerMatrices = size_t(LayerMatrix::ShDown) + 1;
-constexpr size_t kLayerVectors = size_t(LayerVector::ShExpGate) + 1;
+constexpr size_t kLayerVectors = size_t(LayerVector::FfnPostNorm) + 1;
 
 // How a streamed pass reads a matrix: whole, or only the slices of the experts its rows
 // were routed to.

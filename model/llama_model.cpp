@@ -169,6 +169,7 @@ void LlamaModel::forward_pass(std::span<const PassPart> parts) {
   const Activations a = Activations::carve(act_.get<float>(), config_, T);
 
   backend_.get_rows(placed_.embedding, in.tokens, T, a.x);
+  if (config_.embedding_scale != 1.0f) backend_.scale(a.x, config_.embedding_scale, T * config_.dim);
   if (config_.hybrid()) begin_recurrent_rows(parts);
   for (int64_t l = 0; l < config_.n_layers; ++l) {
     const LayerWeights w = layers_->acquire(l);

@@ -73,12 +73,18 @@ AttentionArgs args(const Shape& s, const Cache& c, const float* q, float* out, i
                        s.head_dim, 1.0f / std::sqrt(float(s.head_dim)), c.k.type, c.v.type};
 }
 
-// Which cache rows query t sees.
+// Which cache rows query t sees, with their positions (AttentionArgs says which).
 std::vector<int64_t> visible(const AttentionArgs& a, int64_t t) {
-  std::vector<int64_t> rows;
-  for (int64_t j = 0; j < a.n_past; ++j) rows.push_back(j);
+  std::vector<int64_t> masked;
   for (int64_t m = 0; m < a.n_masked; ++m)
-    if (a.mask ? a.mask[t * a.n_masked + m] != 0 : m <= a.n_masked - a.T + t) rows.push_back(a.n_past + m);
+    if (a.mask ? a.mask[t * a.n_masked + m] != 0 : m <= a.n_masked - a.T + t) masked.push_back(m);
+  const int64_t position = a.n_past + (a.mask ? int64_t(masked.size()) - 1 : a.n_masked - a.T + t);
+  auto seen = [&](int64_t key_position) { return a.window == 0 || position - key_position < a.window; };
+  std::vector<int64_t> rows;
+  for (int64_t j = 0; j < a.n_past; ++j)
+    if (seen(j)) rows.push_back(j);
+  for (size_t i = 0; i < masked.size(); ++i)  // a tree's i-th path row is position n_past + i
+    if (seen(a.n_past + (a.mask ? int64_t(i) : masked[i]))) rows.push_back(a.n_past + masked[i]);
   return rows;
 }
 
@@ -93,7 +99,8 @@ double worst_error(const AttentionArgs& a, const Cache& c) {
       const float* q = a.q + (t * a.n_heads + h) * hd;
       const std::vector<int64_t> rows = visible(a, t);
       std::vector<double> s;
-      double mx = -INFINITY;
+      const double sink = a.sinks ? double(a.sinks[h]) : -INFINITY;
+      double mx = sink;
       for (int64_t j : rows) {
         const std::vector<float> k = c.k.row(j);
         double d = 0;
@@ -102,7 +109,7 @@ double worst_error(const AttentionArgs& a, const Cache& c) {
         s.push_back(d * a.scale);
         mx = std::max(mx, s.back());
       }
-      double sum = 0;
+      double sum = std::exp(sink - mx);  // 0 without a sink
       for (double& x : s) sum += (x = std::exp(x - mx));
       std::vector<double> o(size_t(hd), 0.0);
       for (size_t n = 0; n < rows.size(); ++n) {
@@ -199,4 +206,66 @@ TEST_CASE("cpu attention: every ISA build against a double reference, a row alon
           CHECK(same_bits(job_row.data(), row.data(), q_dim));
         }
       }
+}
+
+TEST_CASE("cpu attention: sliding windows and sinks, against a double reference and a row alone or on its path") {
+  // Windows of 1 (a row sees itself), 3 and 5 (inside the tree's depth: a tree row loses
+  // its path's first rows), 64 and 73 (cutting into the committed prefix, across a 64-key
+  // block); sinks of either sign. Every ISA build: against the reference, a causal row
+  // alone equals it in the batch, a tree row equals its path committed (the window counted
+  // along the path, not in cache rows).
+  std::vector<Isa> isas;
+  for (Isa i : {Isa::Scalar, Isa::Avx2, Isa::Avx512})
+    if (cpu::isa_supported(i)) isas.push_back(i);
+  ThreadPool pool(2);
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int parent[6] = {-1, 0, 1, 2, 3, 0};  // a chain of 5 and a side branch
+  const int64_t n_past = 70, T = 6;
+  for (const Shape& s : {Shape{4, 2, 16}, Shape{2, 1, 128}, Shape{4, 4, 12}})
+    for (KvType type : {KvType::F32, KvType::F16}) {
+      const int64_t kv_dim = s.n_kv_heads * s.head_dim, q_dim = s.n_heads * s.head_dim;
+      CAPTURE(s.head_dim);
+      CAPTURE(std::string(kv_type_name(type)));
+      const Cache cache(type, type, kv_dim, n_past + T, rng);
+      std::vector<float> q(size_t(T * q_dim)), sinks(size_t(s.n_heads));
+      for (float& x : q) x = nd(rng);
+      for (float& x : sinks) x = 3.0f * nd(rng);
+      std::vector<uint8_t> mask(size_t(T * T), 0);
+      for (int64_t i = 0; i < T; ++i)
+        for (int64_t j = i; j >= 0; j = parent[j]) mask[size_t(i * T + j)] = 1;
+      const double tolerance = type == KvType::F16 ? 2e-3 : 2e-5;
+      for (int64_t window : {1, 3, 5, 64, 73})
+        for (const float* sink : {static_cast<const float*>(nullptr), static_cast<const float*>(sinks.data())}) {
+          CAPTURE(window);
+          CAPTURE(sink != nullptr);
+          auto with = [&](AttentionArgs a) {
+            a.window = window;
+            a.sinks = sink;
+            return a;
+          };
+          for (Isa isa : isas) {
+            CAPTURE(std::string(cpu::isa_name(isa)));
+            std::vector<float> out(q.size()), alone(static_cast<size_t>(q_dim));
+            const AttentionArgs causal = with(args(s, cache, q.data(), out.data(), T, n_past, T, nullptr));
+            attend(causal, pool, isa);
+            CHECK(worst_error(causal, cache) < tolerance);
+            for (int64_t t = 0; t < T; ++t) {
+              attend(with(args(s, cache, q.data() + t * q_dim, alone.data(), 1, n_past + t, 1, nullptr)), pool, isa);
+              CHECK(same_bits(alone.data(), out.data() + t * q_dim, q_dim));
+            }
+            const AttentionArgs tree = with(args(s, cache, q.data(), out.data(), T, n_past, T, mask.data()));
+            attend(tree, pool, isa);
+            CHECK(worst_error(tree, cache) < tolerance);
+            for (int64_t i = 0; i < T; ++i) {
+              Cache path = cache;
+              int64_t n = n_past;
+              for (int64_t m = 0; m < T; ++m)
+                if (mask[size_t(i * T + m)]) path.copy_row(cache, n_past + m, n++);
+              attend(with(args(s, path, q.data() + i * q_dim, alone.data(), 1, n - 1, 1, nullptr)), pool, isa);
+              CHECK(same_bits(alone.data(), out.data() + i * q_dim, q_dim));
+            }
+          }
+        }
+    }
 }

@@ -51,8 +51,9 @@ TEST_CASE("cuda backend: matmul of every weight type, mat-vec and cuBLAS batches
   for (const Case c : {Case{GgmlType::F32, 96, 172}, Case{GgmlType::F16, 96, 352}, Case{GgmlType::BF16, 64, 256},
                        Case{GgmlType::Q8_0, 96, 352}, Case{GgmlType::Q4_0, 256, 512}, Case{GgmlType::Q4_K, 96, 512},
                        Case{GgmlType::Q6_K, 96, 768}, Case{GgmlType::Q4_0, 4500, 256}, Case{GgmlType::Q5_0, 96, 512},
-                       Case{GgmlType::Q5_1, 96, 512}, Case{GgmlType::IQ4_NL, 96, 512}, Case{GgmlType::Q2_K, 96, 512},
-                       Case{GgmlType::Q3_K, 96, 512}, Case{GgmlType::Q5_K, 96, 512}, Case{GgmlType::F16, 4500, 256}}) {
+                       Case{GgmlType::Q5_1, 96, 512}, Case{GgmlType::IQ4_NL, 96, 512}, Case{GgmlType::MXFP4, 96, 512},
+                       Case{GgmlType::Q2_K, 96, 512}, Case{GgmlType::Q3_K, 96, 512}, Case{GgmlType::Q5_K, 96, 512},
+                       Case{GgmlType::F16, 4500, 256}}) {
     CAPTURE(type_name(c.type));
     CAPTURE(c.rows);
     const std::vector<uint8_t> w = random_weights(rng, c.type, c.rows, c.cols);
@@ -227,19 +228,31 @@ TEST_CASE("cuda backend: tree-masked attention with grouped KV heads, every key 
           for (int64_t t = 0; t < T; ++t)
             for (int64_t j = 0; j < n_masked; ++j)
               mask[size_t(t * n_masked + j)] = t != 1 && (j == 3 + t || (j < 3 && (j + t) % 2 == 0));
+          const std::vector<float> sinks = random_floats(rng, heads, 3.0f);
           const BackendBuffer qg = to_gpu(*gpu, q), kg = to_gpu(*gpu, k), vg = to_gpu(*gpu, v), mg = to_gpu(*gpu, mask);
+          const BackendBuffer sg = to_gpu(*gpu, sinks);
           BackendBuffer og(*gpu, q.size() * 4);
           const float scale = 1.0f / std::sqrt(float(hd));
-          for (const bool masked : {true, false}) {  // tree mask, then causal without one
+          // Tree mask, then causal without one; no window, one inside the pending rows and
+          // one into the committed ones (AttentionArgs::window); with and without sinks.
+          for (const bool masked : {true, false})
+            for (const int64_t window : {0, 2, 6})
+              for (const bool with_sinks : {false, true}) {
             CAPTURE(masked);
+            CAPTURE(window);
+            CAPTURE(with_sinks);
             const uint8_t* gm = masked ? mg.get<uint8_t>() : nullptr;
             const uint8_t* cm = masked ? mask.data() : nullptr;
-            const AttentionArgs on_gpu{qg.get<float>(), kg.get(), vg.get(), gm, og.get<float>(), T, n_past, n_masked,
-                                       heads, kv_heads, hd, scale, k_type, v_type};
+            AttentionArgs on_gpu{qg.get<float>(), kg.get(), vg.get(), gm, og.get<float>(), T, n_past, n_masked,
+                                 heads, kv_heads, hd, scale, k_type, v_type};
+            on_gpu.window = window;
+            on_gpu.sinks = with_sinks ? sg.get<float>() : nullptr;
             gpu->attention({&on_gpu, 1});
             std::vector<float> want(q.size());
-            const AttentionArgs on_cpu{q.data(), k.data(), v.data(), cm, want.data(), T, n_past, n_masked, heads,
-                                       kv_heads, hd, scale, k_type, v_type};
+            AttentionArgs on_cpu{q.data(), k.data(), v.data(), cm, want.data(), T, n_past, n_masked, heads,
+                                 kv_heads, hd, scale, k_type, v_type};
+            on_cpu.window = window;
+            on_cpu.sinks = with_sinks ? sinks.data() : nullptr;
             cpu.attention({&on_cpu, 1});
             const std::vector<float> got = from_gpu<float>(*gpu, og, q.size());
             double worst = 0;

@@ -127,6 +127,26 @@ TEST_CASE("cli: unsupported or malformed model families are one error line each"
     w.write(f.path);
     check_error(generate_with(f.path), {f.path, "tensor 'blk.2.attn_k_norm.weight' has shape [64], expected [8]"});
   }
+  SUBCASE("gemma3 without its post-norms") {
+    GgufWriter w = stories_as("gemma3");
+    add_layer_vectors(w, "attn_q_norm.weight", 8, 1.0f);
+    add_layer_vectors(w, "attn_k_norm.weight", 8, 1.0f);
+    w.write(f.path);
+    check_error(generate_with(f.path), {f.path, "missing required tensor 'blk.0.post_attention_norm.weight'"});
+  }
+  SUBCASE("gemma3 with logit soft-capping") {
+    GgufWriter w = stories_as("gemma3");
+    w.set("gemma3.final_logit_softcapping", gv_f32(30.0f));
+    w.write(f.path);
+    check_error(generate_with(f.path), {f.path, "'gemma3.final_logit_softcapping' is set", "not supported"});
+  }
+  SUBCASE("gemma3 with a window pattern per layer") {
+    GgufWriter w = stories_as("gemma3");
+    w.set("gemma3.attention.sliding_window", gv_u32(4));
+    w.set("gemma3.attention.sliding_window_pattern", gv_array(GgufValueType::BOOL, {gv_bool(true), gv_bool(false)}));
+    w.write(f.path);
+    check_error(generate_with(f.path), {f.path, "gemma3.attention.sliding_window_pattern"});
+  }
   SUBCASE("YaRN rope scaling") {
     GgufWriter w = stories_as("llama");
     w.set("llama.rope.scaling.type", gv_str("yarn"));

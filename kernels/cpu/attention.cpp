@@ -1,15 +1,32 @@
 #include "kernels/cpu/attention.h"
 
+#include <algorithm>
+
 namespace flashspec {
 
 cpu::TreeKeys::TreeKeys(const AttentionArgs& a) {
-  if (!a.mask) return;
-  at_.reserve(size_t(a.T + 1));
-  at_.push_back(0);
+  end_.resize(size_t(a.T));
+  if (a.window > 0) begin_.resize(size_t(a.T));
+  if (a.mask) {
+    at_.reserve(size_t(a.T + 1));
+    at_.push_back(0);
+  }
   for (int64_t t = 0; t < a.T; ++t) {
-    for (int64_t m = 0; m < a.n_masked; ++m)
-      if (a.mask[t * a.n_masked + m]) keys_.push_back(int32_t(m));
-    at_.push_back(int64_t(keys_.size()));
+    int64_t position = a.n_past + a.n_masked - a.T + t;  // a causal batch's row
+    end_[size_t(t)] = position + 1;
+    if (a.mask) {
+      const size_t first = keys_.size();
+      for (int64_t m = 0; m < a.n_masked; ++m)
+        if (a.mask[t * a.n_masked + m]) keys_.push_back(int32_t(m));
+      // A tree row sees its path: the root (position n_past) down to itself.
+      const int64_t path = int64_t(keys_.size() - first);
+      position = a.n_past + path - 1;
+      end_[size_t(t)] = a.n_past;
+      if (a.window > 0 && path > a.window)  // the path's first rows fall out of the window
+        keys_.erase(keys_.begin() + std::ptrdiff_t(first), keys_.end() - std::ptrdiff_t(a.window));
+      at_.push_back(int64_t(keys_.size()));
+    }
+    if (a.window > 0) begin_[size_t(t)] = std::clamp<int64_t>(position - a.window + 1, 0, end_[size_t(t)]);
   }
 }
 

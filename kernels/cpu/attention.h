@@ -25,8 +25,11 @@ inline int64_t attention_tile_rows(const AttentionArgs& a) {
   return std::max<int64_t>(1, 32 / (a.n_heads / a.n_kv_heads));
 }
 
-// For a token tree (AttentionArgs::mask), the masked rows each query row sees, listed
-// once per call: the mask is T x n_masked bytes, too many to scan again for every head.
+// Which keys each query row sees: a dense run of cache rows [begin, end) (the committed
+// prefix, and for a causal batch the rows up to the query), then for a token tree
+// (AttentionArgs::mask) its masked rows, listed once per call: the mask is T x n_masked
+// bytes, too many to scan again for every head. A sliding window (AttentionArgs::window)
+// moves `begin` up and keeps only a tree row's last `window` masked rows.
 class TreeKeys {
  public:
   explicit TreeKeys(const AttentionArgs& a);
@@ -35,10 +38,14 @@ class TreeKeys {
     if (at_.empty()) return {};
     return {keys_.data() + at_[size_t(t)], size_t(count(t))};
   }
+  int64_t dense_begin(int64_t t) const { return begin_.empty() ? 0 : begin_[size_t(t)]; }
+  int64_t dense_end(int64_t t) const { return end_[size_t(t)]; }
 
  private:
   std::vector<int64_t> at_;  // T + 1 offsets into keys_; empty without a mask
   std::vector<int32_t> keys_;
+  std::vector<int64_t> begin_;  // per row; empty without a window
+  std::vector<int64_t> end_;    // per row
 };
 
 // A thread's working memory for the work items, reused across the calls of a job (a batch
@@ -46,7 +53,7 @@ class TreeKeys {
 // on an 8-layer model.
 struct AttendScratch {
   std::vector<float> block, block_t, qr, score, acc, tree_k, tree_v;
-  std::vector<int64_t> dense_end, score_at;  // per query vector: keys [0, dense_end) seen densely
+  std::vector<int64_t> dense_begin, dense_end, score_at;  // per query vector: keys [dense_begin, dense_end) seen densely
   std::vector<char> loaded;
 };
 

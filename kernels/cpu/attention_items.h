@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <tuple>
 #include <vector>
 
 #if defined(__F16C__)
@@ -151,33 +152,40 @@ void transpose_block(const Rows& rows, int64_t n, int64_t hd, float* block_t) {
     }
 }
 
-// Eight outputs of one query vector (a "lane") and what adds into them: the probabilities
-// of a block's keys, the first of the lane's dims in the value rows, and how many of the
-// keys the vector sees.
+// Eight outputs of one query vector (a "lane") and what adds into them: the first of the
+// lane's dims in the value rows, the block's keys [start, stop) that the vector sees and
+// their probabilities (p[0] is key start's).
 struct ValueLane {
   float* out;
   const float* p;
   int64_t d0;
-  int64_t stop;
+  int64_t start, stop;
 };
 
 // out += p[j] * values[j] for each lane's keys in order: axpy's operations, NL lanes side
 // by side in registers. One lane alone is a chain of dependent adds, a key per add's
 // latency (at 128-wide heads that was a third of the attention's time).
+// Keys before the lanes' common run (a window starts them at different keys) and after it
+// go lane by lane, so each lane still adds its keys in order.
 template <int NL, class Rows>
 void add_values(const ValueLane* lane, const Rows& values) {
   F8 o[NL];
-  int64_t common = lane[0].stop;
+  int64_t first = lane[0].start, common = lane[0].stop;
   for (int i = 0; i < NL; ++i) {
     o[i] = load8(lane[i].out);
+    first = std::max(first, lane[i].start);
     common = std::min(common, lane[i].stop);
   }
-  int64_t j = 0;
+  for (int i = 0; i < NL; ++i)
+    for (int64_t k = lane[i].start; k < std::min(first, lane[i].stop); ++k)
+      o[i] += lane[i].p[k - lane[i].start] * values.load(k, lane[i].d0);
+  int64_t j = first;
   for (; j < common; ++j)
 #pragma GCC unroll 8
-    for (int i = 0; i < NL; ++i) o[i] += lane[i].p[j] * values.load(j, lane[i].d0);
+    for (int i = 0; i < NL; ++i) o[i] += lane[i].p[j - lane[i].start] * values.load(j, lane[i].d0);
   for (int i = 0; i < NL; ++i) {
-    for (int64_t k = j; k < lane[i].stop; ++k) o[i] += lane[i].p[k] * values.load(k, lane[i].d0);
+    for (int64_t k = std::max(j, lane[i].start); k < lane[i].stop; ++k)
+      o[i] += lane[i].p[k - lane[i].start] * values.load(k, lane[i].d0);
     store8(lane[i].out, o[i]);
   }
 }
@@ -185,11 +193,11 @@ void add_values(const ValueLane* lane, const Rows& values) {
 // add_values for 64 consecutive outputs of one vector (eight lanes sharing the
 // probabilities and the value rows): fewer pointers, so all stay in registers.
 template <class Rows>
-void add_values_wide(float* out, const float* p, const Rows& values, int64_t d0, int64_t stop) {
+void add_values_wide(float* out, const float* p, const Rows& values, int64_t d0, int64_t start, int64_t stop) {
   F8 o[8];
   for (int i = 0; i < 8; ++i) o[i] = load8(out + 8 * i);
-  for (int64_t j = 0; j < stop; ++j) {
-    const float pj = p[j];
+  for (int64_t j = start; j < stop; ++j) {
+    const float pj = p[j - start];
 #pragma GCC unroll 8
     for (int i = 0; i < 8; ++i) o[i] += pj * values.load(j, d0 + 8 * i);
   }
@@ -311,7 +319,7 @@ void attend_items(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int6
 
   // Items are taken one at a time (the tiles of a causal batch differ in cost); the
   // scratch is this thread's for all of them, and for the job's other calls.
-  auto& [block, block_t, qr, score, acc, tree_k, tree_v, dense_end, score_at, loaded] = scratch;
+  auto& [block, block_t, qr, score, acc, tree_k, tree_v, dense_begin, dense_end, score_at, loaded] = scratch;
   block.resize(size_t(kBlock * hd));
   block_t.resize(block.size());
   for (int64_t item; (item = next.fetch_add(1, std::memory_order_relaxed)) < items;) {
@@ -328,27 +336,28 @@ void attend_items(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int6
         for (; d + 8 <= hd; d += 8) store8(qr.data() + v * hd + d, round8_to_fp16(load8(q + d)));
       for (; d < hd; ++d) qr[size_t(v * hd + d)] = round_if(round_q, q[d]);
     }
-    // Which keys each vector sees: a dense run [0, dense_end) (the committed prefix; for a
-    // causal batch also the masked rows up to the query), then for a tree its listed
-    // ancestors among the masked rows.
+    // Which keys each vector sees (TreeKeys): a dense run [dense_begin, dense_end), then
+    // for a tree its listed masked rows. Its scores are score[score_at[v]...], the dense
+    // run's first.
+    dense_begin.resize(size_t(nv));
     dense_end.resize(size_t(nv));
     score_at.assign(size_t(nv) + 1, 0);
-    for (int64_t r = 0; r < rows; ++r) {
-      const int64_t t = t0 + r;
-      int64_t end = a.n_past;
-      if (!a.mask) end += a.n_masked - a.T + t + 1;
-      for (int64_t h = 0; h < group; ++h) dense_end[size_t(r * group + h)] = end;
+    for (int64_t v = 0; v < nv; ++v) {
+      dense_begin[size_t(v)] = tree.dense_begin(row_of(v));
+      dense_end[size_t(v)] = tree.dense_end(row_of(v));
+      score_at[size_t(v + 1)] =
+          score_at[size_t(v)] + dense_end[size_t(v)] - dense_begin[size_t(v)] + tree.count(row_of(v));
     }
-    for (int64_t v = 0; v < nv; ++v)
-      score_at[size_t(v + 1)] = score_at[size_t(v)] + dense_end[size_t(v)] + tree.count(row_of(v));
     score.resize(size_t(score_at[size_t(nv)]));
     const int64_t dense_max = *std::max_element(dense_end.begin(), dense_end.end());
+    // Blocks of keys start at multiples of kBlock, from the first one any vector sees.
+    const int64_t dense_min = *std::min_element(dense_begin.begin(), dense_begin.end()) / kBlock * kBlock;
 
     // Scores: the dense run block by block, then the tree ancestors. A block's keys are
     // transposed (hd x kBlock) so that one query's scores against them are independent
     // sums side by side, which the compiler vectorizes across keys: each key still gets
     // its products added in head-dim order, the arithmetic of dot().
-    for (int64_t j0 = 0; j0 < dense_max; j0 += kBlock) {
+    for (int64_t j0 = dense_min; j0 < dense_max; j0 += kBlock) {
       const int64_t n = std::min(kBlock, dense_max - j0);
       if (hd % 8 == 0) {
         with_rows(keys, g, j0, n, block.data(),
@@ -359,15 +368,18 @@ void attend_items(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int6
           for (int64_t d = 0; d < hd; ++d) block_t[size_t(d * kBlock + j)] = block[size_t(j * hd + d)];
       }
       for (int64_t v = 0; v < nv; ++v) {
+        // The block's keys [lo, stop) this vector sees; sv[j - lo] is key j0 + j's score.
+        const int64_t lo = std::max<int64_t>(0, dense_begin[size_t(v)] - j0);
         const int64_t stop = std::min(n, dense_end[size_t(v)] - j0);
-        float* sv = score.data() + score_at[size_t(v)] + j0;
+        if (lo >= stop) continue;
+        float* sv = score.data() + score_at[size_t(v)] + (j0 + lo - dense_begin[size_t(v)]);
         const float* q = qr.data() + v * hd;
         // Thirty-two keys at a time, their sums held in two vectors over the head dims
         // (keys past `stop` are computed from stale block entries and not stored). Written
         // as vectors, not left to the compiler: GCC 12 made this loop 3.5x slower at -O3
         // than at -O2 for 128-wide heads, and 2x faster for 8-wide ones. (Copying the sums
         // out through a buffer of 32 was a `rep movs`, a tenth of the time at 8-wide heads.)
-        for (int64_t j1 = 0; j1 < stop; j1 += 32) {
+        for (int64_t j1 = lo / 32 * 32; j1 < stop; j1 += 32) {
           F8x2 s[2] = {};
           for (int64_t d = 0; d < hd; ++d) {
             const F8x2 qd = F8x2{} + q[d];
@@ -375,9 +387,13 @@ void attend_items(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int6
             for (int i = 0; i < 2; ++i) s[i] += qd * load16(kd + 16 * i);
           }
           const int64_t m = std::min<int64_t>(32, stop - j1);
+          if (j1 < lo) {  // a window's first keys of the vector: only those from lo on
+            for (int64_t l = lo - j1; l < m; ++l) sv[j1 + l - lo] = s[l / 16][l % 16] * a.scale;
+            continue;
+          }
           for (int i = 0; i < 2 && 16 * i < m; ++i) {  // whole vectors stored here: 2-5% faster at 8-wide heads
-            if (16 * i + 16 <= m) store16(sv + j1 + 16 * i, s[i] * a.scale);
-            else store_upto(sv + j1 + 16 * i, s[i] * a.scale, m - 16 * i);
+            if (16 * i + 16 <= m) store16(sv + (j1 - lo) + 16 * i, s[i] * a.scale);
+            else store_upto(sv + (j1 - lo) + 16 * i, s[i] * a.scale, m - 16 * i);
           }
         }
       }
@@ -394,7 +410,7 @@ void attend_items(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int6
             loaded[size_t(m)] = 1;
           }
       for (int64_t v = 0; v < nv; ++v) {
-        float* sv = score.data() + score_at[size_t(v)] + dense_end[size_t(v)];
+        float* sv = score.data() + score_at[size_t(v)] + dense_end[size_t(v)] - dense_begin[size_t(v)];
         for (int32_t m : tree.of(row_of(v)))
           *sv++ = dot(qr.data() + v * hd, tree_k.data() + m * hd) * a.scale;
       }
@@ -409,7 +425,9 @@ void attend_items(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int6
         const F8x2 x = load16(sv + j);
         top = x > top ? x : top;
       }
-      float mx = -INFINITY;
+      // A sink joins the max and the sum as one more score (with no value).
+      const float sink = a.sinks ? a.sinks[g * group + v % group] : -INFINITY;
+      float mx = sink;
       for (; j < n; ++j) mx = sv[j] > mx ? sv[j] : mx;
       for (int l = 0; l < 16; ++l) mx = top[l] > mx ? top[l] : mx;
       // The weights e^(s - max) (a score below -87 from the top, or a fully masked row's
@@ -429,6 +447,7 @@ void attend_items(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int6
       double sum = 0.0;
       for (int l = 0; l < 8; ++l) sum += part_lo[l];
       for (int l = 0; l < 8; ++l) sum += part_hi[l];
+      if (sink - mx >= -87.0f) sum += double(exp_nonpositive(F8x2{} + (sink - mx))[0]);
       const float inv = sum > 0.0 ? float(1.0 / sum) : 0.0f;  // a fully masked row attends to nothing
       for (j = 0; j < n; j += 16) {
         const int64_t m = std::min<int64_t>(16, n - j);
@@ -436,8 +455,15 @@ void attend_items(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int6
         store_upto(sv + j, round_p ? round16_to_fp16(x) : x, m);
       }
     }
-    // Values, in the same key order.
-    for (int64_t j0 = 0; j0 < dense_max; j0 += kBlock) {
+    // Values, in the same key order. A vector's lane over a block of keys at j0: the keys
+    // [start, stop) of the block it sees, p at key start's probability.
+    auto lane_keys = [&](int64_t v, int64_t j0, int64_t n) {
+      const int64_t start = std::max<int64_t>(0, dense_begin[size_t(v)] - j0);
+      const int64_t stop = std::max(start, std::min(n, dense_end[size_t(v)] - j0));
+      const float* p = score.data() + score_at[size_t(v)] + (start < stop ? j0 + start - dense_begin[size_t(v)] : 0);
+      return std::tuple{p, start, stop};
+    };
+    for (int64_t j0 = dense_min; j0 < dense_max; j0 += kBlock) {
       const int64_t n = std::min(kBlock, dense_max - j0);
       if (hd % 8 == 0) {
         with_rows(values, g, j0, n, block.data(), [&](const auto& rows) {
@@ -447,8 +473,8 @@ void attend_items(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int6
           for (int64_t l0 = 0; l0 < lanes;) {
             if (per_v - l0 % per_v >= 8) {  // 64 dims of one vector: one probability per key
               const int64_t v = l0 / per_v, d0 = l0 % per_v * 8;
-              add_values_wide(acc.data() + v * hd + d0, score.data() + score_at[size_t(v)] + j0, rows, d0,
-                              std::min(n, dense_end[size_t(v)] - j0));
+              const auto [p, start, stop] = lane_keys(v, j0, n);
+              add_values_wide(acc.data() + v * hd + d0, p, rows, d0, start, stop);
               l0 += 8;
               continue;
             }
@@ -458,8 +484,8 @@ void attend_items(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int6
             ValueLane lane[8];
             for (int i = 0; i < nl; ++i) {
               const int64_t v = (l0 + i) / per_v, d0 = (l0 + i) % per_v * 8;
-              lane[i] = {acc.data() + v * hd + d0, score.data() + score_at[size_t(v)] + j0, d0,
-                         std::min(n, dense_end[size_t(v)] - j0)};
+              const auto [p, start, stop] = lane_keys(v, j0, n);
+              lane[i] = {acc.data() + v * hd + d0, p, d0, start, stop};
             }
             switch (nl) {
               case 8: add_values<8>(lane, rows); break;
@@ -473,15 +499,14 @@ void attend_items(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int6
       } else {
         load_rows(values, g, j0, n, block.data());
         for (int64_t v = 0; v < nv; ++v) {
-          const int64_t stop = std::min(n, dense_end[size_t(v)] - j0);
-          const float* pv = score.data() + score_at[size_t(v)] + j0;
-          for (int64_t j = 0; j < stop; ++j) axpy(pv[j], block.data() + j * hd, acc.data() + v * hd);
+          const auto [pv, start, stop] = lane_keys(v, j0, n);
+          for (int64_t j = start; j < stop; ++j) axpy(pv[j - start], block.data() + j * hd, acc.data() + v * hd);
         }
       }
     }
     if (a.mask)
       for (int64_t v = 0; v < nv; ++v) {
-        const float* pv = score.data() + score_at[size_t(v)] + dense_end[size_t(v)];
+        const float* pv = score.data() + score_at[size_t(v)] + dense_end[size_t(v)] - dense_begin[size_t(v)];
         for (int32_t m : tree.of(row_of(v))) axpy(*pv++, tree_v.data() + m * hd, acc.data() + v * hd);
       }
     for (int64_t v = 0; v < nv; ++v)

@@ -169,6 +169,16 @@ void CpuBackend::silu_mul(float* gate, const float* up, int64_t n) {
   });
 }
 
+void CpuBackend::gelu_mul(float* gate, const float* up, int64_t n) {
+  split(n, 1, [&](int64_t b, int64_t e) { gelu_mul_host(gate + b, up + b, e - b); });
+}
+
+void CpuBackend::scale(float* x, float s, int64_t n) {
+  split(n, 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) x[i] *= s;
+  });
+}
+
 void CpuBackend::add(float* y, const float* x, int64_t n) {
   split(n, 1, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) y[i] += x[i];

@@ -38,6 +38,8 @@ class CpuBackend final : public Backend {
   void add_bias(float* y, const float* bias, int64_t T, int64_t n) override;
   void silu_mul(float* gate, const float* up, int64_t n) override;
   void add(float* y, const float* x, int64_t n) override;
+  void gelu_mul(float* gate, const float* up, int64_t n) override;
+  void scale(float* x, float s, int64_t n) override;
   void deinterleave(const float* x, int64_t blocks, int64_t width, float* first, float* second) override;
   void sigmoid_mul(float* y, const float* g, int64_t T, int64_t n, bool per_row) override;
   void delta_net(std::span<const DeltaNetCall> calls) override;

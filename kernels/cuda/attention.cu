@@ -2,7 +2,8 @@
 // round the query to fp16 before its dot products, fp16 values round the probabilities
 // (normalised) to fp16 before they weight the value rows; an f32 or q8_0 side rounds
 // nothing (q8_0 values read as scale * code, as the CPU dequantizes them); exp() cut to 0
-// below -88. Keys and values may have different types (-ctk/-ctv).
+// below -88. Keys and values may have different types (-ctk/-ctv). Sliding windows and
+// sinks as AttentionArgs defines them.
 //
 // One block per (query row, head), three sweeps over the keys: the maximum score, the
 // sum of exponentials, then the weighted sum of value rows in chunks whose
@@ -55,6 +56,7 @@ __global__ void attention_kernel(AttentionArgs a) {
   __shared__ float q16[kThreads];
   __shared__ float prob[kChunk];
   __shared__ float scratch[32];
+  __shared__ int64_t window_lo, window_cut;  // keys before position window_lo, masked rows before window_cut: hidden
   const int64_t h = blockIdx.x, t = blockIdx.y;
   const int64_t hd = a.head_dim, g = h / (a.n_heads / a.n_kv_heads);
   const int64_t kv_stride = a.n_kv_heads * hd, n_keys = a.n_past + a.n_masked;
@@ -64,11 +66,25 @@ __global__ void attention_kernel(AttentionArgs a) {
   const int64_t first = g * hd;                        // this KV head's first value in a row
 
   for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) q16[d] = KCache::round(q[d]);
+  if (threadIdx.x == 0 && a.window > 0) {
+    // The row's position: a causal row's own; a tree row's from its path's length (its
+    // masked rows), whose first rows fall out of the window past `window` of them.
+    int64_t position = a.n_past + causal_limit, cut = 0;
+    if (mrow) {
+      int64_t path = 0;
+      for (int64_t m = a.n_masked - 1; m >= 0; --m)
+        if (mrow[m] && ++path == a.window) cut = m;
+      position = a.n_past + path - 1;
+    }
+    window_lo = position - a.window + 1;
+    window_cut = cut;
+  }
   __syncthreads();
 
-  // Score of key j, or -inf where the mask hides it.
+  // Score of key j, or -inf where the mask or the window hides it.
   auto score = [&](int64_t j) {
     if (j >= a.n_past && (mrow ? !mrow[j - a.n_past] : j - a.n_past > causal_limit)) return -INFINITY;
+    if (a.window > 0 && (mrow && j >= a.n_past ? j - a.n_past < window_cut : j < window_lo)) return -INFINITY;
     float s = 0.0f;
     for (int64_t d = 0; d < hd; ++d) s += q16[d] * KCache::at(a.k, j, first + d, kv_stride);
     return s * a.scale;
@@ -78,13 +94,14 @@ __global__ void attention_kernel(AttentionArgs a) {
     return z >= -88.0f ? expf(z) : 0.0f;
   };
 
+  const float sink = a.sinks ? a.sinks[h] : -INFINITY;  // one more score, with no value
   float mx = -INFINITY;
   for (int64_t j = threadIdx.x; j < n_keys; j += blockDim.x) mx = fmaxf(mx, score(j));
-  mx = block_reduce(mx, Max{}, scratch);
+  mx = fmaxf(block_reduce(mx, Max{}, scratch), sink);
 
   float sum = 0.0f;
   for (int64_t j = threadIdx.x; j < n_keys; j += blockDim.x) sum += weight(score(j), mx);
-  sum = block_reduce(sum, Sum{}, scratch);
+  sum = block_reduce(sum, Sum{}, scratch) + weight(sink, mx);
   const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;  // a fully masked row attends to nothing
 
   float acc = 0.0f;  // output dim threadIdx.x
