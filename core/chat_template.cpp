@@ -14,6 +14,7 @@ const char* chat_style_name(ChatStyle s) {
     case ChatStyle::ChatML: return "chatml";
     case ChatStyle::Llama3: return "llama-3";
     case ChatStyle::Zephyr: return "zephyr";
+    case ChatStyle::Gemma: return "gemma";
   }
   return "?";
 }
@@ -24,6 +25,7 @@ std::optional<ChatStyle> parse_chat_style(std::string_view n) {
   if (n == "chatml") return ChatStyle::ChatML;
   if (n == "llama3" || n == "llama-3") return ChatStyle::Llama3;
   if (n == "zephyr") return ChatStyle::Zephyr;
+  if (n == "gemma") return ChatStyle::Gemma;
   return std::nullopt;
 }
 
@@ -32,6 +34,7 @@ std::optional<ChatStyle> detect_chat_style(std::string_view t) {
   // in a comment, never the other way round.
   if (t.find("<|start_header_id|>") != std::string_view::npos) return ChatStyle::Llama3;
   if (t.find("<|im_start|>") != std::string_view::npos) return ChatStyle::ChatML;
+  if (t.find("<start_of_turn>") != std::string_view::npos) return ChatStyle::Gemma;
   if (t.find("<|user|>") != std::string_view::npos) return ChatStyle::Zephyr;
   if (t.find("[INST]") != std::string_view::npos) return ChatStyle::Llama2;
   return std::nullopt;
@@ -50,6 +53,10 @@ ChatFormat::ChatFormat(const Tokenizer& tok, ChatStyle style) : tok_(&tok), styl
       start_header_ = special("<|start_header_id|>", false);
       end_header_ = special("<|end_header_id|>", false);
       turn_end_ = special("<|eot_id|>", false);
+      break;
+    case ChatStyle::Gemma:
+      start_turn_ = special("<start_of_turn>", false);
+      turn_end_ = special("<end_of_turn>", false);
       break;
     case ChatStyle::Llama2:
     case ChatStyle::Zephyr:
@@ -70,7 +77,7 @@ ChatFormat ChatFormat::for_model(const Tokenizer& tok, const std::string* chat_t
   if (!chat_template || chat_template->empty()) return ChatFormat(tok, ChatStyle::Plain);
   const std::optional<ChatStyle> style = detect_chat_style(*chat_template);
   if (!style) {
-    notice = "chat template not recognised (known: llama-2, chatml, llama-3, zephyr); using the plain "
+    notice = "chat template not recognised (known: llama-2, chatml, llama-3, zephyr, gemma); using the plain "
              "transcript format";
     return ChatFormat(tok, ChatStyle::Plain);
   }
@@ -130,6 +137,17 @@ std::vector<int32_t> ChatFormat::tokenize(const std::vector<Part>& parts) const 
   return out;
 }
 
+namespace {
+// Jinja's trim (Python str.strip() on ASCII whitespace), as the Llama 3 and Gemma templates
+// apply it.
+std::string trimmed(const std::string& s) {
+  static constexpr const char* kSpace = " \t\n\r\f\v";
+  const size_t b = s.find_first_not_of(kSpace);
+  if (b == std::string::npos) return {};
+  return s.substr(b, s.find_last_not_of(kSpace) - b + 1);
+}
+}  // namespace
+
 void ChatFormat::user_turn(std::vector<Part>& parts, std::string_view user) const {
   user_message(parts, std::string(user));
   assistant_header(parts);
@@ -161,6 +179,8 @@ void ChatFormat::system_message(std::vector<Part>& parts, const std::string& sys
       parts.push_back({tok_->eos(), {}});
       parts.push_back({-1, "\n"});
       break;
+    case ChatStyle::Gemma:  // folded into the first user turn: see first_turn and render_gemma
+      break;
   }
 }
 
@@ -189,6 +209,12 @@ void ChatFormat::user_message(std::vector<Part>& parts, const std::string& u) co
       parts.push_back(marker("<|user|>"));
       parts.push_back({-1, "\n" + u});
       parts.push_back({tok_->eos(), {}});
+      parts.push_back({-1, "\n"});
+      break;
+    case ChatStyle::Gemma:
+      parts.push_back({start_turn_, {}});
+      parts.push_back({-1, "user\n" + trimmed(u)});
+      parts.push_back({turn_end_, {}});
       parts.push_back({-1, "\n"});
       break;
   }
@@ -221,6 +247,10 @@ void ChatFormat::assistant_header(std::vector<Part>& parts) const {
       parts.push_back(marker("<|assistant|>"));
       parts.push_back({-1, "\n"});
       break;
+    case ChatStyle::Gemma:
+      parts.push_back({start_turn_, {}});
+      parts.push_back({-1, "model\n"});
+      break;
   }
 }
 
@@ -230,14 +260,6 @@ namespace {
 // history reads as the model's own answer did.
 std::string spaced(const std::string& a) {
   return a.empty() || a.front() == ' ' || a.front() == '\n' ? a : " " + a;
-}
-
-// Jinja's trim (Python str.strip() on ASCII whitespace), as Llama 3's template applies it.
-std::string trimmed(const std::string& s) {
-  static constexpr const char* kSpace = " \t\n\r\f\v";
-  const size_t b = s.find_first_not_of(kSpace);
-  if (b == std::string::npos) return {};
-  return s.substr(b, s.find_last_not_of(kSpace) - b + 1);
 }
 
 // What Qwen3's template keeps of an earlier answer: the text after its last </think>.
@@ -278,6 +300,12 @@ void ChatFormat::assistant_message(std::vector<Part>& parts, const std::string& 
       parts.push_back({tok_->eos(), {}});
       parts.push_back({-1, "\n"});
       break;
+    case ChatStyle::Gemma:
+      parts.push_back({start_turn_, {}});
+      parts.push_back({-1, "model\n" + trimmed(a)});
+      parts.push_back({turn_end_, {}});
+      parts.push_back({-1, "\n"});
+      break;
   }
 }
 
@@ -288,6 +316,15 @@ std::vector<int32_t> ChatFormat::first_turn(std::string_view user, std::string_v
   if (!sys.empty() && style_ == ChatStyle::Llama2) {
     // The system block sits inside the first [INST].
     parts.push_back({-1, "[INST] <<SYS>>\n" + sys + "\n<</SYS>>\n\n" + std::string(user) + " [/INST]"});
+    return tokenize(parts);
+  }
+  if (!sys.empty() && style_ == ChatStyle::Gemma) {
+    // The system prompt and a blank line open the first user turn (Gemma has no system role).
+    parts.push_back({start_turn_, {}});
+    parts.push_back({-1, "user\n" + sys + "\n\n" + trimmed(std::string(user))});
+    parts.push_back({turn_end_, {}});
+    parts.push_back({-1, "\n"});
+    assistant_header(parts);
     return tokenize(parts);
   }
   if (!sys.empty()) system_message(parts, sys);
@@ -321,6 +358,10 @@ std::vector<int32_t> ChatFormat::next_turn(std::string_view user, AnswerEnd end,
       if (last_token != tok_->eos()) parts.push_back({tok_->eos(), {}});
       parts.push_back({-1, "\n"});
       break;
+    case ChatStyle::Gemma:
+      if (last_token != turn_end_) parts.push_back({turn_end_, {}});
+      parts.push_back({-1, "\n"});
+      break;
   }
   user_turn(parts, user);
   return tokenize(parts);
@@ -339,6 +380,10 @@ std::vector<int32_t> ChatFormat::render(std::span<const ChatMessage> messages) c
   if (tok_->add_bos() || style_ == ChatStyle::Llama2) parts.push_back({tok_->bos(), {}});
   if (style_ == ChatStyle::Llama2) {
     render_llama2(parts, messages);
+    return tokenize(parts);
+  }
+  if (style_ == ChatStyle::Gemma) {
+    render_gemma(parts, messages);
     return tokenize(parts);
   }
   if (messages.front().role != ChatRole::System && !default_system_.empty()) system_message(parts, default_system_);
@@ -376,6 +421,37 @@ void ChatFormat::render_llama2(std::vector<Part>& parts, std::span<const ChatMes
       user_message(parts, m.content);
   }
   if (messages.back().role != ChatRole::User) throw Error(std::string("messages: ") + kRule);
+}
+
+// Gemma 3's template: an optional first system message becomes the prefix of the first
+// user message ("{system}\n\n"), the other messages must alternate user, assistant, user, ...
+// (it raises "Conversation roles must alternate user/assistant/user/assistant/..."
+// otherwise), each is trimmed; a system message alone renders as the generation prompt.
+void ChatFormat::render_gemma(std::vector<Part>& parts, std::span<const ChatMessage> messages) const {
+  size_t i = 0;
+  std::string prefix;
+  if (messages[0].role == ChatRole::System) prefix = messages[i++].content + "\n\n";
+  for (size_t k = 0; i < messages.size(); ++i, ++k) {
+    const ChatMessage& m = messages[i];
+    const ChatRole expected = k % 2 == 0 ? ChatRole::User : ChatRole::Assistant;
+    if (m.role != expected) {
+      const std::string what = m.role == ChatRole::System      ? "a system message after the first message"
+                               : m.role == ChatRole::Assistant ? "an assistant message where a user message is due"
+                                                               : "a user message where an assistant message is due";
+      throw Error("messages[" + std::to_string(i) + "]: " + what +
+                  ": Gemma's chat template needs user and assistant messages alternating, starting with a user "
+                  "message (after an optional system message)");
+    }
+    if (m.role == ChatRole::Assistant) {
+      assistant_message(parts, m.content);
+      continue;
+    }
+    parts.push_back({start_turn_, {}});
+    parts.push_back({-1, "user\n" + (k == 0 ? prefix : std::string()) + trimmed(m.content)});
+    parts.push_back({turn_end_, {}});
+    parts.push_back({-1, "\n"});
+  }
+  assistant_header(parts);
 }
 
 namespace {

@@ -13,6 +13,10 @@
 //   llama-3 "<|start_header_id|>"
 //           <|start_header_id|>user<|end_header_id|>\n\n{u}<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n
 //   zephyr  "<|user|>"      <|user|>\n{u}</s>\n<|assistant|>\n
+//   gemma   "<start_of_turn>"
+//           <start_of_turn>user\n{u}<end_of_turn>\n<start_of_turn>model\n
+//           (Gemma 3's template: no system role, the system prompt and a blank line open the
+//           first user turn; every message is trimmed; roles alternate user/assistant)
 // Reasoning models (Qwen3: a chatml template that mentions <think>) think by default; with
 // thinking off the assistant header is followed by an empty "<think>\n\n</think>\n\n",
 // as the template's enable_thinking=false renders it, and the app hides any reasoning
@@ -26,11 +30,12 @@
 // turns above write it, then the assistant header. An assistant message in the history is
 // written as the style closes an answer: plain "Assistant:{a}\n", llama-2 "{a}</s>",
 // chatml "<|im_start|>assistant\n{a}<|im_end|>\n", llama-3 header + "{a}<|eot_id|>",
-// zephyr "<|assistant|>\n{a}</s>\n" (plain and llama-2 answers are SentencePiece text
+// zephyr "<|assistant|>\n{a}</s>\n", gemma "<start_of_turn>model\n{a}<end_of_turn>\n"
+// (plain and llama-2 answers are SentencePiece text
 // that starts with a space: one is put back where a client trimmed it). So a conversation
 // whose history is the session's own earlier prompt and answer renders to the tokens
 // already in the session, and only the new turn is prefilled. Template details that break
-// that identity are kept where the template has them: Llama 3 trims every message; Qwen3
+// that identity are kept where the template has them: Llama 3 and Gemma trim every message; Qwen3
 // drops the reasoning (and the empty think block) of earlier answers, so there the
 // previous answer is prefilled again.
 #include <cstdint>
@@ -44,10 +49,11 @@
 
 namespace flashspec {
 
-enum class ChatStyle { Plain, Llama2, ChatML, Llama3, Zephyr };
+enum class ChatStyle { Plain, Llama2, ChatML, Llama3, Zephyr, Gemma };
 
 const char* chat_style_name(ChatStyle s);
-// "plain", "llama2"/"llama-2", "chatml", "llama3"/"llama-3", "zephyr"; nullopt otherwise.
+// "plain", "llama2"/"llama-2", "chatml", "llama3"/"llama-3", "zephyr", "gemma"; nullopt
+// otherwise.
 std::optional<ChatStyle> parse_chat_style(std::string_view name);
 // The style a Jinja chat template implements, recognised by its markers; nullopt when
 // none is recognised.
@@ -102,9 +108,11 @@ class ChatFormat {
   std::vector<int32_t> next_turn(std::string_view user, AnswerEnd end, int32_t last_token) const;
   // Tokens of a whole conversation, as the model's template renders it with the generation
   // prompt: BOS, the default system prompt when the list starts without one, every message,
-  // then the assistant header. Error (one line) for an empty list, and for llama-2 when the
+  // then the assistant header. Error (one line) for an empty list; for llama-2 when the
   // roles do not alternate user/assistant after an optional first system message or the
-  // list does not end with a user message (its template refuses those too).
+  // list does not end with a user message; for gemma when the roles do not alternate
+  // user/assistant after an optional first system message (a conversation that starts with
+  // an assistant message, say): their templates refuse those too.
   std::vector<int32_t> render(std::span<const ChatMessage> messages) const;
 
   // True for a token that ends the assistant's turn in this style (besides the
@@ -132,11 +140,12 @@ class ChatFormat {
   void assistant_message(std::vector<Part>& parts, const std::string& answer) const;
   void assistant_header(std::vector<Part>& parts) const;
   void render_llama2(std::vector<Part>& parts, std::span<const ChatMessage> messages) const;
+  void render_gemma(std::vector<Part>& parts, std::span<const ChatMessage> messages) const;
 
   const Tokenizer* tok_;
   ChatStyle style_;
   int32_t turn_end_ = -1;  // token closing an assistant turn (-1: the end-of-generation ones)
-  int32_t im_start_ = -1, start_header_ = -1, end_header_ = -1;
+  int32_t im_start_ = -1, start_header_ = -1, end_header_ = -1, start_turn_ = -1;
   int32_t think_open_ = -1, think_close_ = -1;  // <think> </think> of a reasoning template
   bool thinking_ = false;
   std::string stop_text_, default_system_;

@@ -46,6 +46,26 @@ SpmModel::SpmModel(const Vocab& v, std::vector<float> scores, int32_t unk, bool 
     }
     byte_token_[b] = id >= 0 ? id : unk;
   }
+  for (size_t id = 0; id < v.tokens.size(); ++id) {
+    const std::string& t = v.tokens[id];
+    if (v.types[id] != TokenType::UserDefined || t.find(' ') == std::string::npos) continue;
+    std::string spelled;
+    for (char c : t) {
+      if (c == ' ')
+        spelled += kSpace;
+      else
+        spelled += c;
+    }
+    if (v.find(spelled) < 0) spaced_user_defined_.emplace(std::move(spelled), int32_t(id));
+  }
+}
+
+std::pair<float, int32_t> SpmModel::piece(const Vocab& v, std::string_view text) const {
+  if (const int32_t id = v.find(text); id >= 0) return {scores_[size_t(id)], id};
+  if (!spaced_user_defined_.empty())
+    if (const auto it = spaced_user_defined_.find(text); it != spaced_user_defined_.end())
+      return {std::numeric_limits<float>::infinity(), it->second};
+  return {0.0f, -1};
 }
 
 void SpmModel::encode(const Vocab& v, std::string_view text, bool after_special, std::vector<int32_t>& out) const {
@@ -91,9 +111,9 @@ void SpmModel::merge(const Vocab& v, std::string_view text, std::vector<int32_t>
   auto try_add = [&](int32_t left, int32_t right) {
     if (left < 0 || right < 0) return;
     const size_t size = sym[size_t(left)].n + sym[size_t(right)].n;
-    const int32_t id = v.find(text.substr(sym[size_t(left)].start, size));
+    const auto [score, id] = piece(v, text.substr(sym[size_t(left)].start, size));
     if (id < 0) return;
-    queue.push({scores_[size_t(id)], left, right, size});
+    queue.push({score, left, right, size});
   };
   for (size_t i = 1; i < sym.size(); ++i) try_add(int32_t(i - 1), int32_t(i));
 
@@ -117,11 +137,11 @@ void SpmModel::merge(const Vocab& v, std::string_view text, std::vector<int32_t>
   // unmerged characters outside the vocabulary are left, and they fall back to bytes.
   // (llama.cpp's "resegment" through its rev_merge map never recurses for this reason.)
   for (int32_t i = sym.empty() ? -1 : 0; i >= 0; i = sym[size_t(i)].next) {
-    const std::string_view piece = text.substr(sym[size_t(i)].start, sym[size_t(i)].n);
-    if (int32_t id = v.find(piece); id >= 0) {
+    const std::string_view text_i = text.substr(sym[size_t(i)].start, sym[size_t(i)].n);
+    if (const int32_t id = piece(v, text_i).second; id >= 0) {
       out.push_back(id);
     } else {
-      for (char c : piece)
+      for (char c : text_i)
         if (const int32_t b = byte_token_[uint8_t(c)]; b >= 0) out.push_back(b);
     }
   }

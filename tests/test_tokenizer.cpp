@@ -270,6 +270,26 @@ TEST_CASE("tokenizer: user-defined tokens are matched whole, control tokens are 
   CHECK(std::find(ctl.begin(), ctl.end(), 6) == ctl.end());
 }
 
+TEST_CASE("tokenizer: user-defined pieces stored with spaces are HF's: typed U+2581 runs, spaces merged first") {
+  // Gemma's "▁▁", "▁▁▁" are user-defined; the converter stores them as "  ", "   ".
+  GgufWriter w = tiny_writer({{"\xE2\x96\x81", -1},
+                              {"x", -2},
+                              {"  ", -1000, TokenType::UserDefined},
+                              {"   ", -1000, TokenType::UserDefined},
+                              {"\xE2\x96\x81x", -3}});
+  w.set("tokenizer.ggml.add_space_prefix", gv_bool(false));
+  const Tokenizer t = tiny(w);
+  CHECK(t.encode("x  x", false) == std::vector<int32_t>{4, 5, 4});  // the spaces: the user-defined split
+  // Typed "▁": the pieces merge before any other ("▁x" scores higher than -1000).
+  CHECK(t.encode("x\xE2\x96\x81\xE2\x96\x81x", false) == std::vector<int32_t>{4, 5, 4});
+  CHECK(t.encode("x \xE2\x96\x81 x", false) == std::vector<int32_t>{4, 6, 4});
+  CHECK(t.encode("\xE2\x96\x81\xE2\x96\x81\xE2\x96\x81\xE2\x96\x81", false) == std::vector<int32_t>{6, 3});
+  CHECK(t.encode("\xE2\x96\x81x", false) == std::vector<int32_t>{7});
+  // A typed run is an added token of its own, split out before the text's spaces become "▁".
+  CHECK(t.encode(" \xE2\x96\x81\xE2\x96\x81x", false) == std::vector<int32_t>{3, 5, 4});
+  CHECK(t.decode({4, 5, 4}) == "x  x");
+}
+
 TEST_CASE("tokenizer: metadata flags") {
   GgufWriter w = tiny_writer({{"\xE2\x96\x81", -1}, {"x", -2}});
   w.set("tokenizer.ggml.add_bos_token", gv_bool(false));
