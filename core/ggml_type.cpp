@@ -17,9 +17,9 @@ const TypeTraits& traits(GgmlType t) {
   static constexpr TypeTraits kF32{"F32", 1, 4}, kF16{"F16", 1, 2}, kBF16{"BF16", 1, 2},
       kQ4_0{"Q4_0", QK4_0, sizeof(BlockQ4_0)}, kQ5_0{"Q5_0", QK5_0, sizeof(BlockQ5_0)},
       kQ5_1{"Q5_1", QK5_1, sizeof(BlockQ5_1)}, kQ8_0{"Q8_0", QK8_0, sizeof(BlockQ8_0)},
-      kIQ4_NL{"IQ4_NL", QK4_NL, sizeof(BlockIQ4_NL)}, kQ2_K{"Q2_K", QK_K, sizeof(BlockQ2_K)},
-      kQ3_K{"Q3_K", QK_K, sizeof(BlockQ3_K)}, kQ4_K{"Q4_K", QK_K, sizeof(BlockQ4_K)},
-      kQ5_K{"Q5_K", QK_K, sizeof(BlockQ5_K)}, kQ6_K{"Q6_K", QK_K, sizeof(BlockQ6_K)};
+      kIQ4_NL{"IQ4_NL", QK4_NL, sizeof(BlockIQ4_NL)}, kMXFP4{"MXFP4", QK_MXFP4, sizeof(BlockMXFP4)},
+      kQ2_K{"Q2_K", QK_K, sizeof(BlockQ2_K)}, kQ3_K{"Q3_K", QK_K, sizeof(BlockQ3_K)},
+      kQ4_K{"Q4_K", QK_K, sizeof(BlockQ4_K)}, kQ5_K{"Q5_K", QK_K, sizeof(BlockQ5_K)}, kQ6_K{"Q6_K", QK_K, sizeof(BlockQ6_K)};
   switch (t) {
     case GgmlType::F32: return kF32;
     case GgmlType::F16: return kF16;
@@ -29,6 +29,7 @@ const TypeTraits& traits(GgmlType t) {
     case GgmlType::Q5_1: return kQ5_1;
     case GgmlType::Q8_0: return kQ8_0;
     case GgmlType::IQ4_NL: return kIQ4_NL;
+    case GgmlType::MXFP4: return kMXFP4;
     case GgmlType::Q2_K: return kQ2_K;
     case GgmlType::Q3_K: return kQ3_K;
     case GgmlType::Q4_K: return kQ4_K;
@@ -75,6 +76,7 @@ std::vector<size_t> fp16_scale_offsets(GgmlType t) {
     case GgmlType::Q4_K: return {offsetof(BlockQ4_K, d), offsetof(BlockQ4_K, dmin)};
     case GgmlType::Q5_K: return {offsetof(BlockQ5_K, d), offsetof(BlockQ5_K, dmin)};
     case GgmlType::Q6_K: return {offsetof(BlockQ6_K, d)};
+    case GgmlType::MXFP4:  // an E8M0 exponent, no fp16 field
     case GgmlType::F32:
     case GgmlType::F16:
     case GgmlType::BF16: break;

@@ -23,6 +23,7 @@ enum class GgmlType : uint32_t {  // ggml's type ids, as stored in GGUF files
   Q6_K = 14,
   IQ4_NL = 20,
   BF16 = 30,
+  MXFP4 = 39,  // OCP microscaling FP4: gpt-oss stores its experts in it
 };
 
 inline constexpr int QK4_0 = 32;
@@ -30,6 +31,7 @@ inline constexpr int QK5_0 = 32;
 inline constexpr int QK5_1 = 32;
 inline constexpr int QK8_0 = 32;
 inline constexpr int QK4_NL = 32;
+inline constexpr int QK_MXFP4 = 32;
 inline constexpr int QK_K = 256;
 inline constexpr int K_SCALE_SIZE = 12;
 
@@ -56,6 +58,10 @@ struct BlockQ8_0 {  // 32 weights: w = d * q
 struct BlockIQ4_NL {  // 32 weights: w = d * kIQ4NLValues[q], q 4-bit; nibbles as BlockQ4_0
   uint16_t d;         // fp16
   uint8_t qs[QK4_NL / 2];
+};
+struct BlockMXFP4 {  // 32 weights: w = 2^(e - 128) * kMXFP4Values[q], q 4-bit; nibbles as BlockQ4_0
+  uint8_t e;         // E8M0 exponent (core/half.h's e8m0_half_to_float)
+  uint8_t qs[QK_MXFP4 / 2];
 };
 // Q2_K, Q3_K and Q6_K weight e of a super-block (e < 256) sits in 16-weight sub-block
 // e / 16; their quants are packed in two halves of 128 weights, each a 32-byte run of
@@ -97,6 +103,7 @@ static_assert(sizeof(BlockQ5_0) == 22);
 static_assert(sizeof(BlockQ5_1) == 24);
 static_assert(sizeof(BlockQ8_0) == 34);
 static_assert(sizeof(BlockIQ4_NL) == 18);
+static_assert(sizeof(BlockMXFP4) == 17);
 static_assert(sizeof(BlockQ2_K) == 84);
 static_assert(sizeof(BlockQ3_K) == 110);
 static_assert(sizeof(BlockQ4_K) == 144);
@@ -107,11 +114,15 @@ static_assert(sizeof(BlockQ6_K) == 210);
 inline constexpr int8_t kIQ4NLValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                             1,    13,   25,  38,  53,  69,  89,  113};
 
+// The 16 codes of MXFP4: E2M1 (sign, 2-bit exponent, 1-bit mantissa) values doubled so they
+// are integers, as ggml stores them; the block scale is halved to match (2^(e - 128), not
+// the format's 2^(e - 127)). Code 8 is -0, equal to 0 here.
+inline constexpr int8_t kMXFP4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
 // Every type flashspec reads: the floats, then the 32-weight blocks, then the K-quants.
-inline constexpr GgmlType kGgmlTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0,
-                                          GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::IQ4_NL,
-                                          GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K,
-                                          GgmlType::Q6_K};
+inline constexpr GgmlType kGgmlTypes[] = {
+    GgmlType::F32,    GgmlType::F16,   GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,
+    GgmlType::IQ4_NL, GgmlType::MXFP4, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
 
 struct TypeTraits {
   std::string_view name;
@@ -133,8 +144,9 @@ std::optional<int64_t> row_bytes_checked(GgmlType t, int64_t n);
 int64_t whole_blocks(GgmlType t, int64_t n, const char* what);
 
 // Offsets of a quantized block's fp16 scale fields (d, and dmin / m where the format has
-// one); empty for the float types. Lets tests and benchmarks make blocks of random bytes
-// whose arithmetic stays finite.
+// one); empty for the float types and for MXFP4, whose scale is an E8M0 byte (any of its
+// 256 values is finite, but the largest overflow once multiplied by a code). Lets tests
+// and benchmarks make blocks of random bytes whose arithmetic stays finite.
 std::vector<size_t> fp16_scale_offsets(GgmlType t);
 
 }  // namespace flashspec

@@ -1,5 +1,6 @@
 #pragma once
-// IEEE half and bfloat16 <-> float conversions, portable (no F16C needed), exact.
+// IEEE half and bfloat16 <-> float conversions, portable (no F16C needed), exact; and the
+// E8M0 block exponent of MXFP4 to float.
 #include <cstdint>
 #include <cstring>
 
@@ -53,5 +54,14 @@ inline float round_to_fp16(float x) {
 }
 
 inline float bf16_to_float(uint16_t h) { return bits_to_float(uint32_t(h) << 16); }
+
+// Float bits of 2^(e - 128): MXFP4's E8M0 block exponent e as a scale, halved because
+// kMXFP4Values are the E2M1 values doubled (ggml's "E8M0 to FP32 half"). Exact for every e:
+// e = 0 and 1 give the subnormals 2^-128 and 2^-127, e = 255 gives 2^127 (ggml keeps 255
+// a number, not the format's NaN, and so does flashspec).
+constexpr uint32_t e8m0_half_bits(uint8_t e) {
+  return e < 2 ? uint32_t(0x00200000u) << e : uint32_t(e - 1) << 23;
+}
+inline float e8m0_half_to_float(uint8_t e) { return bits_to_float(e8m0_half_bits(e)); }
 
 }  // namespace flashspec

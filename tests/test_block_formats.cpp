@@ -25,7 +25,8 @@ TEST_CASE("block formats: the GPU's row decoding equals the CPU's dequantization
   std::mt19937 rng(7);
   struct Case { GgmlType type; int64_t cols; };
   for (const Case c : {Case{GgmlType::Q4_0, 512}, Case{GgmlType::Q5_0, 512}, Case{GgmlType::Q5_1, 512},
-                       Case{GgmlType::Q8_0, 512}, Case{GgmlType::IQ4_NL, 512}, Case{GgmlType::Q2_K, 768},
+                       Case{GgmlType::Q8_0, 512}, Case{GgmlType::IQ4_NL, 512}, Case{GgmlType::MXFP4, 512},
+                       Case{GgmlType::Q2_K, 768},
                        Case{GgmlType::Q3_K, 768}, Case{GgmlType::Q4_K, 768}, Case{GgmlType::Q5_K, 768},
                        Case{GgmlType::Q6_K, 768}, Case{GgmlType::F32, 172}, Case{GgmlType::F16, 200},
                        Case{GgmlType::BF16, 96}}) {
@@ -45,6 +46,31 @@ TEST_CASE("block formats: the GPU's row decoding equals the CPU's dequantization
       CHECK(mismatches == 0);
     }
   }
+}
+
+TEST_CASE("block formats: the GPU decodes MXFP4 blocks of every exponent as the CPU does") {
+  // random_block_bytes keeps exponents typical; here block e has exponent e, so the
+  // subnormal scales (e = 0, 1) and the ones whose products overflow (e >= 253) are
+  // decoded too, infinities included, bit for bit.
+  std::mt19937 rng(43);
+  constexpr int64_t cols = 256 * QK_MXFP4;
+  std::vector<uint8_t> row = random_block_bytes(rng, GgmlType::MXFP4, 1, cols);
+  auto* blocks = reinterpret_cast<BlockMXFP4*>(row.data());
+  for (int e = 0; e < 256; ++e) blocks[e].e = uint8_t(e);
+  std::vector<float> want(static_cast<size_t>(cols));
+  dequantize_row(GgmlType::MXFP4, row.data(), want.data(), cols);
+  int mismatches = 0, infinities = 0;
+  for (int64_t g = 0; g < cols / 32; ++g) {
+    float out[32];
+    cuda::decode_group(GgmlType::MXFP4, row.data(), g, 32, out);
+    for (int i = 0; i < 32; ++i) {
+      mismatches += std::memcmp(&out[i], &want[size_t(g * 32 + i)], 4) != 0;
+      infinities += std::isinf(out[i]);
+    }
+  }
+  CHECK(mismatches == 0);
+  CHECK(infinities > 0);
+  for (int e = 0; e < 256; ++e) CHECK(cuda::e8m0_half_bits_to_float(uint8_t(e)) == e8m0_half_to_float(uint8_t(e)));
 }
 
 TEST_CASE("block formats: the GPU rounds F16 / BF16 weights' activations as the CPU does") {
@@ -79,6 +105,7 @@ TEST_CASE("block formats: the GPU rounds F16 / BF16 weights' activations as the 
   CHECK(std::isnan(cuda::round_activation(GgmlType::F16, nan)));
   CHECK(std::isnan(cuda::round_activation(GgmlType::BF16, nan)));
   for (int i = 0; i < 16; ++i) CHECK(cuda::iq4_nl_value(i) == kIQ4NLValues[i]);
+  for (int i = 0; i < 16; ++i) CHECK(cuda::mxfp4_value(i) == kMXFP4Values[i]);
 }
 
 TEST_CASE("block formats: the GPU's 8-bit-activation dot products equal the CPU backend's matmul") {

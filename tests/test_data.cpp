@@ -38,6 +38,9 @@ std::vector<uint8_t> random_block_bytes(std::mt19937& rng, GgmlType type, int64_
       case GgmlType::F32: { const float v = value(rng); std::memcpy(p, &v, 4); continue; }
       case GgmlType::F16: { const uint16_t h = float_to_fp16(value(rng)); std::memcpy(p, &h, 2); continue; }
       case GgmlType::BF16: { const uint16_t h = uint16_t(float_to_bits(value(rng)) >> 16); std::memcpy(p, &h, 2); continue; }
+      // MXFP4's E8M0 exponent: scales 2^-11 .. 2^-7, the fp16 scales' range below (a random
+      // byte would reach 2^127, whose products overflow).
+      case GgmlType::MXFP4: p[offsetof(BlockMXFP4, e)] = uint8_t(std::uniform_int_distribution<int>(117, 121)(rng)); continue;
       default: break;
     }
     for (size_t off : fp16_scale_offsets(type)) {

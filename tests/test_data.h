@@ -20,7 +20,7 @@ std::vector<float> random_floats(std::mt19937& rng, int64_t n, float scale = 1.0
 std::vector<uint8_t> random_weights(std::mt19937& rng, GgmlType type, int64_t rows, int64_t cols);
 
 // Blocks of `type` made of random bytes (or, with fill >= 0, every byte = fill); the fp16
-// scale fields (and F32/F16/BF16 values) get small finite values.
+// scale fields, MXFP4's exponent (and F32/F16/BF16 values) get small finite values.
 std::vector<uint8_t> random_block_bytes(std::mt19937& rng, GgmlType type, int64_t rows, int64_t cols, int fill = -1);
 
 }  // namespace flashspec::testing

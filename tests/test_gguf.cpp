@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -767,6 +768,45 @@ TEST_CASE("gguf: tensor shape, type and offset errors") {
                    t.dims = {uint64_t(1) << 30, uint64_t(1) << 30};
                  }),
                  "lies outside the file"));
+}
+
+TEST_CASE("gguf: MXFP4 tensors load as 17-byte blocks of 32, and a wrong byte size is refused") {
+  // gpt-oss stores its experts as MXFP4 (ggml type 39), 3-D: columns x rows x experts.
+  std::vector<uint8_t> experts(size_t(4 * 3 * 2 * 17));
+  for (size_t i = 0; i < experts.size(); ++i) experts[i] = uint8_t(i * 37 + 11);
+  auto writer = [&](size_t bytes, bool last) {
+    GgufWriter w = small_writer();
+    if (!last) w.remove_tensor("w");
+    w.add_tensor("blk.0.ffn_up_exps.weight", {64, 3, 4}, GgmlType::MXFP4,
+                 std::vector<uint8_t>(experts.begin(), experts.begin() + std::ptrdiff_t(bytes)));
+    if (!last) w.add_tensor("w", {32, 2}, GgmlType::Q8_0);
+    return w;
+  };
+  {
+    const std::vector<uint8_t> b = writer(experts.size(), false).bytes();
+    const GgufFile f = GgufFile::parse(b, "x");
+    const GgufTensorInfo& t = f.require_tensor("blk.0.ffn_up_exps.weight");
+    CHECK(t.type == GgmlType::MXFP4);
+    CHECK(type_name(t.type) == "MXFP4");
+    CHECK(t.rows() == 12);
+    CHECK(t.nbytes == 12 * 2 * 17);
+    CHECK(std::memcmp(f.tensor_data(t), experts.data(), experts.size()) == 0);
+    CHECK(f.require_tensor("w").nbytes == 2 * 34);  // the tensor after it is where it belongs
+    walk(f);
+  }
+  // Rows that are not whole blocks, and data that ends a byte early (a reader that took
+  // the blocks for 16 bytes, without the exponent, would accept it).
+  GgufWriter odd = writer(experts.size(), true);
+  odd.tensor("blk.0.ffn_up_exps.weight")->dims = {48, 3, 4};
+  CHECK(contains(open_error(odd), ": tensor 'blk.0.ffn_up_exps.weight' row length 48 is not a multiple of the "
+                                  "MXFP4 block size 32"));
+  const std::vector<uint8_t> whole = writer(experts.size(), true).bytes();
+  const std::vector<uint8_t> shorter = writer(experts.size() - 1, true).bytes();
+  REQUIRE(shorter.size() + 1 == whole.size());
+  const uint64_t a = GgufFile::parse(whole, "x").require_tensor("blk.0.ffn_up_exps.weight").file_offset;
+  CHECK(contains(open_error(shorter), ": tensor 'blk.0.ffn_up_exps.weight' data [" + std::to_string(a) + ", " +
+                                          std::to_string(a + experts.size()) + ") lies outside the file (size " +
+                                          std::to_string(shorter.size()) + ")"));
 }
 
 TEST_CASE("gguf: duplicate keys and tensor names") {

@@ -1,8 +1,8 @@
 // Dequantization of the formats beyond Q4_0 / Q8_0 / Q4_K / Q6_K (Q5_0, Q5_1, IQ4_NL,
-// Q2_K, Q3_K, Q5_K): blocks packed here by hand, straight from each format's description
-// (see core/ggml_type.h), with known codes and scales, so a decoder that reads a wrong bit,
-// nibble or scale field fails; and blocks written by llama.cpp, decoded bit for bit as
-// llama.cpp decodes them.
+// MXFP4, Q2_K, Q3_K, Q5_K): blocks packed here by hand, straight from each format's
+// description (see core/ggml_type.h), with known codes and scales, so a decoder that reads a
+// wrong bit, nibble or scale field fails; and blocks written by llama.cpp, decoded bit for
+// bit as llama.cpp decodes them.
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -98,6 +98,67 @@ TEST_CASE("dequantize_row IQ4_NL hand-built block: nibbles index the fixed grid"
   CHECK(out[16] == 226.0f);
 }
 
+TEST_CASE("dequantize_row MXFP4: every code at every kind of exponent, bit for bit as ggml decodes it") {
+  // ggml (llama.cpp b8967, dequantize_row_mxfp4) decoded these blocks with a throwaway
+  // program: exponent e, then low nibbles 0..15 and high nibbles 15..0, so each half holds
+  // every code. At e = 128 (scale 1) its outputs are the 16 code values themselves; for
+  // the other exponents the bits of codes 1 (the scale 2^(e - 128)), 7 (12 times it) and
+  // 15 (-12 times it) are recorded: e = 0 and 1 give subnormal scales (ggml's special
+  // case), 253 and up overflow the larger codes to infinity rather than wrapping.
+  const float at_128[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+  struct Golden {
+    uint8_t e;
+    uint32_t code1, code7, code15;
+  };
+  const Golden cases[] = {
+      {0, 0x00200000, 0x01400000, 0x81400000},   {1, 0x00400000, 0x01c00000, 0x81c00000},
+      {2, 0x00800000, 0x02400000, 0x82400000},   {3, 0x01000000, 0x02c00000, 0x82c00000},
+      {100, 0x31800000, 0x33400000, 0xb3400000}, {126, 0x3e800000, 0x40400000, 0xc0400000},
+      {127, 0x3f000000, 0x40c00000, 0xc0c00000}, {128, 0x3f800000, 0x41400000, 0xc1400000},
+      {129, 0x40000000, 0x41c00000, 0xc1c00000}, {200, 0x63800000, 0x65400000, 0xe5400000},
+      {252, 0x7d800000, 0x7f400000, 0xff400000}, {253, 0x7e000000, 0x7f800000, 0xff800000},
+      {254, 0x7e800000, 0x7f800000, 0xff800000}, {255, 0x7f000000, 0x7f800000, 0xff800000},
+  };
+  for (const Golden& g : cases) {
+    CAPTURE(int(g.e));
+    BlockMXFP4 b;
+    b.e = g.e;
+    for (int i = 0; i < 16; ++i) b.qs[i] = uint8_t(i | ((15 - i) << 4));
+    float out[32];
+    dequantize_row(GgmlType::MXFP4, &b, out, 32);
+    CHECK(float_to_bits(out[1]) == g.code1);        // low nibble 1: weight 1
+    CHECK(float_to_bits(out[7]) == g.code7);
+    CHECK(float_to_bits(out[15]) == g.code15);
+    CHECK(float_to_bits(out[16 + 14]) == g.code1);  // high nibble 1: weight 30
+    CHECK(float_to_bits(out[16 + 8]) == g.code7);
+    CHECK(float_to_bits(out[16]) == g.code15);
+    CHECK(e8m0_half_bits(g.e) == g.code1);
+    const float scale = bits_to_float(g.code1);
+    for (int i = 0; i < 16; ++i) {
+      CAPTURE(i);
+      // Codes 0 and 8 (-0) both decode to +0; the rest are the code's value times the scale.
+      CHECK(float_to_bits(out[i]) == float_to_bits(scale * at_128[i]));
+      CHECK(float_to_bits(out[31 - i]) == float_to_bits(scale * at_128[i]));
+      if (g.e == 128) CHECK(out[i] == float(kMXFP4Values[i]));
+    }
+  }
+  // A block of codes 8 (-0): +0 everywhere, as ggml's integer table gives.
+  BlockMXFP4 z;
+  z.e = 130;
+  std::memset(z.qs, 0x88, sizeof z.qs);
+  float out[64];
+  dequantize_row(GgmlType::MXFP4, &z, out, 32);
+  for (int i = 0; i < 32; ++i) CHECK(float_to_bits(out[i]) == 0u);
+  // Whole 17-byte blocks only, back to back (the second block starts at byte 17).
+  BlockMXFP4 two[2] = {z, z};
+  two[1].e = 127;
+  two[1].qs[0] = 0x71;  // weight 0: code 1, weight 16: code 7
+  dequantize_row(GgmlType::MXFP4, two, out, 64);
+  CHECK(out[32] == 0.5f);
+  CHECK(out[48] == 6.0f);
+  CHECK_THROWS_AS(dequantize_row(GgmlType::MXFP4, two, out, 48), Error);
+}
+
 TEST_CASE("dequantize_row Q2_K hand-built block: 16 scale/min nibbles, 2-bit codes") {
   BlockQ2_K b;
   const std::vector<int> sc = spread(16, 3, 1, 16), m = spread(16, 5, 2, 16);
@@ -172,10 +233,10 @@ TEST_CASE("dequantize_row Q5_K hand-built block: Q4_K scales plus a fifth bit") 
 }
 
 TEST_CASE("dequantize_row decodes blocks written by llama.cpp as llama.cpp does") {
-  // llama.cpp (Feb 2025) quantized x[i] = ((37 i) % 101 - 50) / 16 * (i % 5 ? 1 : 3),
-  // i < 256, to each type with ggml_quantize_chunk and decoded the bytes with its own
-  // dequantize_row_*: an FNV-1a hash of the 256 floats' bits and 4 of them (0, 17, 100,
-  // 255) are recorded here.
+  // llama.cpp (Feb 2025; MXFP4: b8967) quantized x[i] = ((37 i) % 101 - 50) / 16 *
+  // (i % 5 ? 1 : 3), i < 256, to each type with ggml_quantize_chunk and decoded the bytes
+  // with its own dequantize_row_*: an FNV-1a hash of the 256 floats' bits and 4 of them (0,
+  // 17, 100, 255) are recorded here.
   struct Golden {
     GgmlType type;
     const char* hex;
@@ -200,6 +261,11 @@ TEST_CASE("dequantize_row decodes blocks written by llama.cpp as llama.cpp does"
             "0b9865ba87258dacba9865ea855ba9760b9965ba8725ac8741ac65fa8554a9760b9965ba9725bc875ba92dac8554a976"
             "0b9965ba9725bd875ca9564f28aca9760ba965bb9825bd875ca9564f986525ac0baa75cb9825bd8754a9664f9865baa7",
             0x437e03eded69d936ull, {-0x1.3988p+3, -0x1.b28p+0, 0x1.3e8ep+1, -0x1.9e74p+0}},
+     Golden{GgmlType::MXFP4,
+            "802ea9113ab015ba0023d9032b99126a9080113bb015ba0023d9032ba9126a9012ba80c015ba9023d9032ba9126a90"
+            "12ba005380ba9023d9032ba9116a9912ba0053ac018022e90223a9116b9912ba0053ac012ba9800223a9016b9912ba"
+            "9053ac012ba9223e80a9016b9912ba9053ac012ba9213e9012806b9912ba9042ac0123a9213e9012ba90",
+            0x576c16c488bcf52dull, {-0x1p+3, -0x1p+1, 0x1.8p+1, -0x1p+0}},
      Golden{GgmlType::Q2_K,
             "ffaf48af48bf66bf56bfc93ac93ad93a54b2c65de20769825a92c655a2c619a25669951665855961d658b5566d955765"
             "afbdebaff9ea6cf9dabdd62fb4caacf1c21471061d81076142195146155106159a350039",

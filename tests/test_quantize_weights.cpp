@@ -21,8 +21,8 @@ using namespace flashspec;
 namespace {
 
 constexpr GgmlType kBlockTypes[] = {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,
-                                    GgmlType::IQ4_NL, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K,
-                                    GgmlType::Q5_K, GgmlType::Q6_K};
+                                    GgmlType::IQ4_NL, GgmlType::MXFP4, GgmlType::Q2_K, GgmlType::Q3_K,
+                                    GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
 
 // N(0, 1) samples with 1/64 of them scaled by 8 (weight matrices have outliers), from a
 // generator written out here rather than <random>'s distributions, whose algorithms
@@ -66,7 +66,8 @@ double roundtrip_rmse(GgmlType type, const std::vector<float>& x, int64_t cols) 
 
 TEST_CASE("quantize_row: every block type's error is within 1.1x of llama.cpp's quantizers") {
   // llama.cpp's RMSE on these 64 x 4096 values (llama-quantize without an importance
-  // matrix, i.e. ggml_quantize_chunk; Feb 2025), measured once with a throwaway program.
+  // matrix, i.e. ggml_quantize_chunk; Feb 2025, MXFP4: b8967), measured once with a
+  // throwaway program.
   struct Case {
     GgmlType type;
     double llama_cpp;
@@ -76,7 +77,8 @@ TEST_CASE("quantize_row: every block type's error is within 1.1x of llama.cpp's 
                        Case{GgmlType::Q5_1, 0.0666881}, Case{GgmlType::Q8_0, 0.0125147},
                        Case{GgmlType::IQ4_NL, 0.152763}, Case{GgmlType::Q2_K, 0.473266},
                        Case{GgmlType::Q3_K, 0.274986}, Case{GgmlType::Q4_K, 0.128583},
-                       Case{GgmlType::Q5_K, 0.0648622}, Case{GgmlType::Q6_K, 0.036845}}) {
+                       Case{GgmlType::Q5_K, 0.0648622}, Case{GgmlType::Q6_K, 0.036845},
+                       Case{GgmlType::MXFP4, 0.208702}}) {
     const std::string type_str(type_name(c.type));
     CAPTURE(type_str);
     const double ours = roundtrip_rmse(c.type, x, 4096);
@@ -98,7 +100,7 @@ TEST_CASE("quantize_row: real weights stay within each type's error bound") {
   for (const Case c : {Case{GgmlType::Q8_0, 0.006}, Case{GgmlType::Q6_K, 0.02}, Case{GgmlType::Q5_K, 0.04},
                        Case{GgmlType::Q5_1, 0.04}, Case{GgmlType::Q5_0, 0.05}, Case{GgmlType::Q4_K, 0.08},
                        Case{GgmlType::IQ4_NL, 0.09}, Case{GgmlType::Q4_0, 0.095}, Case{GgmlType::Q3_K, 0.16},
-                       Case{GgmlType::Q2_K, 0.3}}) {
+                       Case{GgmlType::Q2_K, 0.3}, Case{GgmlType::MXFP4, 0.13}}) {
     const std::string type_str(type_name(c.type));
     CAPTURE(type_str);
     double err = 0, norm = 0;

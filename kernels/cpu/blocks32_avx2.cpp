@@ -1,11 +1,12 @@
-// AVX2 kernels for the Q8_0-activation types beyond Q4_0 / Q8_0: Q5_0, Q5_1 and IQ4_NL
-// weights. They are the Q4_0 / Q8_0 designs of matmul_avx2.cpp (same tiles from
+// AVX2 kernels for the Q8_0-activation types beyond Q4_0 / Q8_0: Q5_0, Q5_1, IQ4_NL and
+// MXFP4 weights. They are the Q4_0 / Q8_0 designs of matmul_avx2.cpp (same tiles from
 // pair_tiles.h, same drivers) with a different unpacking of the weight block:
 //  - Q5_0 / Q5_1: the nibble plus bit 4 from the 32-bit qh word gives an unsigned q in
 //    0..31 for maddubs; Q5_0's zero point 16 comes back as twice the -8 * sum(x) term
 //    Q4_0 uses, Q5_1's min as a second floating-point step per group of blocks;
-//  - IQ4_NL: one pshufb maps the nibbles to the signed grid values, which then multiply
-//    like Q8_0's signed weights (|w| against x with w's sign).
+//  - IQ4_NL and MXFP4: one pshufb maps the nibbles to the signed grid values (the
+//    formats differ in the grid and in the block scale, which pair_tiles.h reads), which
+//    then multiply like Q8_0's signed weights (|w| against x with w's sign).
 // The AVX-512 table uses these kernels too.
 #include "kernels/cpu/matmul_avx2.h"
 
@@ -41,7 +42,7 @@ static inline __m256i q5_high_bits(__m256i qh, __m256i select) {
 }
 
 // A weight block's columns 0..15 (lo) and 16..31 (hi) as bytes, in the two halves of
-// registers: Q5's 5-bit q (nibble | bit 4), IQ4_NL's grid values.
+// registers: Q5's 5-bit q (nibble | bit 4), IQ4_NL's or MXFP4's grid values.
 struct Halves {
   __m256i lo, hi;
 };
@@ -62,13 +63,9 @@ static inline uint32_t qh_word(const Block& b) {
   return h;
 }
 
-// The IQ4_NL grid as a pshufb table in both halves.
-static inline __m256i iq4_nl_table() {
-  return bcast128(kIQ4NLValues);
-}
-
-// q's nibbles (low: columns 0..15, high: 16..31) mapped to the grid (table, mask m4 = 0x0f).
-static inline Halves iq4_nl_values(__m256i q, __m256i table, __m256i m4) {
+// q's nibbles (low: columns 0..15, high: 16..31) mapped to a 16-level grid (table: the
+// grid in both 128-bit halves, as pshufb wants it; mask m4 = 0x0f).
+static inline Halves grid_values(__m256i q, __m256i table, __m256i m4) {
   return {_mm256_shuffle_epi8(table, _mm256_and_si256(q, m4)),
           _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(q, 4), m4))};
 }
@@ -111,38 +108,40 @@ struct Q5Tiles {
   static constexpr auto pairs = q5_pairs<NP, kPrefetch, Block, kOffset>;
 };
 
-// IQ4_NL: the grid values are signed, multiplied as pair_tiles.h's signed_dot.
-void iq4_nl_decode(const BlockIQ4_NL* w0, int64_t nb, int nrows, const ActQ8_0& a, float* y, int64_t r) {
+// IQ4_NL / MXFP4 (kGrid: kIQ4NLValues / kMXFP4Values): the grid values are signed,
+// multiplied as pair_tiles.h's signed_dot.
+template <class Block, const int8_t (&kGrid)[16]>
+void grid_decode(const Block* w0, int64_t nb, int nrows, const ActQ8_0& a, float* y, int64_t r) {
   const __m256i m4 = _mm256_set1_epi8(0x0f);
   const __m256i ones = _mm256_set1_epi16(1);
-  const __m256i table = iq4_nl_table();
+  const __m256i table = bcast128(kGrid);
   row_pairs_decode<Offset::None>(
-      w0, nb, nrows, a, y, r, [&](const BlockIQ4_NL& b0, const BlockIQ4_NL& b1, __m256i xl, __m256i xh) FS_ALWAYS_INLINE {
-        const Halves w = iq4_nl_values(load2x128(b0.qs, b1.qs), table, m4);
+      w0, nb, nrows, a, y, r, [&](const Block& b0, const Block& b1, __m256i xl, __m256i xh) FS_ALWAYS_INLINE {
+        const Halves w = grid_values(load2x128(b0.qs, b1.qs), table, m4);
         return signed_dot(w.lo, w.hi, xl, xh, ones);
       });
 }
 
-template <int NP, bool kPrefetch>
-void iq4_nl_pairs(const BlockIQ4_NL* w, const ActQ8_0& a, int64_t nb, int64_t p0, float* y, int64_t rows, int64_t r,
-                  bool) {
+template <int NP, bool kPrefetch, class Block, const int8_t (&kGrid)[16]>
+void grid_pairs(const Block* w, const ActQ8_0& a, int64_t nb, int64_t p0, float* y, int64_t rows, int64_t r, bool) {
   const __m256i m4 = _mm256_set1_epi8(0x0f);
   const __m256i ones = _mm256_set1_epi16(1);
-  const __m256i table = iq4_nl_table();
+  const __m256i table = bcast128(kGrid);
   pairs_tile<NP, kPrefetch, Offset::None>(
       w, a, nb, p0, y, rows, r,
-      [&](const BlockIQ4_NL& blk) FS_ALWAYS_INLINE {
-        const Halves v = iq4_nl_values(bcast128(blk.qs), table, m4);
+      [&](const Block& blk) FS_ALWAYS_INLINE {
+        const Halves v = grid_values(bcast128(blk.qs), table, m4);
         return signed_halves(v.lo, v.hi);
       },
       [&](const SignedHalves& q, const int8_t* xp) FS_ALWAYS_INLINE { return signed_dot(q, xp, ones); });
 }
 
-struct IQ4_NLTiles {
-  using Block = BlockIQ4_NL;
-  static constexpr auto decode = iq4_nl_decode;
+template <class B, const int8_t (&kGrid)[16]>
+struct GridTiles {
+  using Block = B;
+  static constexpr auto decode = grid_decode<Block, kGrid>;
   template <int NP, bool kPrefetch>
-  static constexpr auto pairs = iq4_nl_pairs<NP, kPrefetch>;
+  static constexpr auto pairs = grid_pairs<NP, kPrefetch, Block, kGrid>;
 };
 
 template <class Block, Offset kOffset>
@@ -161,7 +160,11 @@ void gemm_q5_1(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, 
 }
 
 void gemm_iq4_nl(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y) {
-  drive_q8_0<kAvx2PairTiles, IQ4_NLTiles>(w, a, r0, r1, y);
+  drive_q8_0<kAvx2PairTiles, GridTiles<BlockIQ4_NL, kIQ4NLValues>>(w, a, r0, r1, y);
+}
+
+void gemm_mxfp4(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y) {
+  drive_q8_0<kAvx2PairTiles, GridTiles<BlockMXFP4, kMXFP4Values>>(w, a, r0, r1, y);
 }
 
 }  // namespace flashspec::cpu::avx2

@@ -68,6 +68,19 @@ void dequantize_iq4_nl(const BlockIQ4_NL* x, float* y, int64_t nb) {
   }
 }
 
+// MXFP4: IQ4_NL's layout with another grid and a power-of-two scale. The product of a
+// code (|code| <= 12) and the scale is exact, or infinity for the few that reach 2^128
+// (e >= 253 only), as in ggml.
+void dequantize_mxfp4(const BlockMXFP4* x, float* y, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b, y += QK_MXFP4) {
+    const float d = e8m0_half_to_float(x[b].e);
+    for (int i = 0; i < QK_MXFP4 / 2; ++i) {
+      y[i] = d * float(kMXFP4Values[x[b].qs[i] & 0x0f]);
+      y[i + QK_MXFP4 / 2] = d * float(kMXFP4Values[x[b].qs[i] >> 4]);
+    }
+  }
+}
+
 void dequantize_q8_0(const BlockQ8_0* x, float* y, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b, y += QK8_0) {
     const float d = fp16_to_float(x[b].d);
@@ -189,6 +202,7 @@ void dequantize_row(GgmlType type, const void* src, float* dst, int64_t n) {
     case GgmlType::Q5_0: return dequantize_q5_0(static_cast<const BlockQ5_0*>(src), dst, nb);
     case GgmlType::Q5_1: return dequantize_q5_1(static_cast<const BlockQ5_1*>(src), dst, nb);
     case GgmlType::IQ4_NL: return dequantize_iq4_nl(static_cast<const BlockIQ4_NL*>(src), dst, nb);
+    case GgmlType::MXFP4: return dequantize_mxfp4(static_cast<const BlockMXFP4*>(src), dst, nb);
     case GgmlType::Q2_K: return dequantize_q2_k(static_cast<const BlockQ2_K*>(src), dst, nb);
     case GgmlType::Q3_K: return dequantize_q3_k(static_cast<const BlockQ3_K*>(src), dst, nb);
     case GgmlType::Q5_K: return dequantize_q4_5_k(static_cast<const BlockQ5_K*>(src), dst, nb);

@@ -419,6 +419,7 @@ void matmul_with_kernels(const IsaKernels& k, const WeightMatrix& w, const float
     case GgmlType::Q5_1: return q8_0(k.q5_1);
     case GgmlType::Q8_0: return q8_0(k.q8_0);
     case GgmlType::IQ4_NL: return q8_0(k.iq4_nl);
+    case GgmlType::MXFP4: return q8_0(k.mxfp4);
     case GgmlType::Q2_K: return q8_k(k.q2_k);
     case GgmlType::Q3_K: return q8_k(k.q3_k);
     case GgmlType::Q4_K: return q8_k(k.q4_k);

@@ -11,7 +11,7 @@ namespace flashspec {
 
 // y[t][r] = sum_c W[r][c] * x[t][c] for t < T.  x is T x cols, y is T x rows, both
 // row-major and dense.  As in llama.cpp, quantized weights multiply activations quantized
-// to 8 bits per block (Q8_0 for Q4_0, Q5_0, Q5_1, Q8_0 and IQ4_NL; Q8_K for the K-quants),
+// to 8 bits per block (Q8_0 for Q4_0, Q5_0, Q5_1, Q8_0, IQ4_NL and MXFP4; Q8_K for the K-quants),
 // F16 / BF16 weights multiply the activations rounded to fp16 / bf16, and F32 weights the
 // f32 activations.  Work is split over the pool's threads.
 void matmul(const WeightMatrix& w, const float* x, int64_t T, float* y, ThreadPool& pool);

@@ -85,6 +85,7 @@ const IsaKernels& avx2_kernels() {
                                 .q5_1 = avx2::gemm_q5_1,
                                 .q8_0 = gemm_q8_0,
                                 .iq4_nl = avx2::gemm_iq4_nl,
+                                .mxfp4 = avx2::gemm_mxfp4,
                                 .q4_0_lanes16 = nullptr,
                                 .pack_q4_0_lanes16 = nullptr,
                                 .q2_k = avx2::gemm_q2_k,

@@ -19,6 +19,7 @@ void gemm_q4_0(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, 
 void gemm_q5_0(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y);
 void gemm_q5_1(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y);
 void gemm_iq4_nl(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y);
+void gemm_mxfp4(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y);
 
 void gemm_q2_k(const WeightMatrix& w, const ActQ8_K& a, int64_t r0, int64_t r1, float* y);
 void gemm_q3_k(const WeightMatrix& w, const ActQ8_K& a, int64_t r0, int64_t r1, float* y);

@@ -3,7 +3,7 @@
 //  - single token: 16 columns of four consecutive rows, the token broadcast to all lanes;
 //  - several tokens (token-pair layout): columns 0..15 and 16..31 of one row, each against
 //    both tokens of a pair, i.e. one maddubs per row, token pair and block.
-// Q5_0, Q5_1, IQ4_NL, the K-quants, the float types and the activation quantizers use
+// Q5_0, Q5_1, IQ4_NL, MXFP4, the K-quants, the float types and the activation quantizers use
 // the AVX2 kernels, which every AVX-512 CPU runs.
 #include "kernels/cpu/matmul_internal.h"
 

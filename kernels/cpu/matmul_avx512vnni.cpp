@@ -1,5 +1,5 @@
-// AVX-512 VNNI kernels (vpdpbusd, vpdpwssd) for Q4_0, Q5_0, Q5_1, Q8_0, IQ4_NL, Q4_K and
-// Q6_K weights. Their shape differs from the AVX2 / AVX-512 kernels': the 16 int32 lanes of
+// AVX-512 VNNI kernels (vpdpbusd, vpdpwssd) for Q4_0, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4, Q4_K
+// and Q6_K weights. Their shape differs from the AVX2 / AVX-512 kernels': the 16 int32 lanes of
 // a register are 16 weight rows, so
 //  - one vpdpbusd multiplies 4 columns of 16 rows by the same 4 columns of one token
 //    (broadcast straight from memory) and adds them into 16 exact int32 sums: 64
@@ -35,7 +35,9 @@
 
 #include <immintrin.h>
 
+#include <cstddef>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/cpu/row_lane_driver.h"
 #include "kernels/cpu/simd_avx2.h"
@@ -93,6 +95,19 @@ inline __m512i gather_rows(const TileRows& t, int64_t off) {
 // The fp16 at byte `off` of every row, as floats.
 inline __m512 row_halves(const TileRows& t, int64_t off) { return simd::row_halves(t.row, off); }
 
+// MXFP4's scales 2^(e - 128) of every row, from the E8M0 exponent at byte `off`: scalar
+// loads through a buffer, as row_halves does, then the exponent's bits made float bits
+// (e = 0 and 1 are the subnormals 2^-128 and 2^-127).
+inline __m512 row_e8m0_scales(const TileRows& t, int64_t off) {
+  alignas(16) uint8_t e8[kRows];
+  for (int i = 0; i < kRows; ++i) e8[i] = t.row[i][off];
+  const __m512i e = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(e8)));
+  const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+  const __m512i tiny = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+  const __mmask16 subnormal = _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2));
+  return _mm512_castsi512_ps(_mm512_mask_blend_epi32(subnormal, normal, tiny));
+}
+
 // Low / high fp16 of each dword as floats.
 inline __m512 fp16_lo(__m512i v) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v)); }
 inline __m512 fp16_hi(__m512i v) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(v, 16))); }
@@ -105,19 +120,23 @@ inline __m512 fp16_hi(__m512i v) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(
 // quantizer stores zp = -zero * sum(x) per block (IsaKernels::q8_0_layout), which seeds the
 // int32 sum: sum(u x) + zp = sum(w x), exactly.
 
-// Q4_0 / IQ4_NL (an fp16 d, then 16 bytes of nibbles: low = columns 0..15, high =
-// 16..31): block b's nibbles of every row, each byte mapped by u(nibble), and the scales.
+// Q4_0 / IQ4_NL / MXFP4 (a scale, then 16 bytes of nibbles qs: low = columns 0..15, high =
+// 16..31): block b's nibbles of every row, each byte mapped by u(nibble), and the scales:
+// the fp16 d of Q4_0 and IQ4_NL, MXFP4's E8M0 exponent.
 template <class Block, class Map>
 FS_ALWAYS_INLINE inline void nibbles_prep(const TileRows& t, int64_t b, __m512i* out, Map u) {
   const int64_t o = b * int64_t(sizeof(Block));
   __m512i z[4];
-  rows_16x16(t, o + 2, z);
+  rows_16x16(t, o + int64_t(offsetof(Block, qs)), z);
   const __m512i m4 = _mm512_set1_epi8(0x0f);
   for (int j = 0; j < 4; ++j) {
     out[j] = u(_mm512_and_si512(z[j], m4));                             // columns 4j..
     out[4 + j] = u(_mm512_and_si512(_mm512_srli_epi16(z[j], 4), m4));  // 16 + 4j..
   }
-  out[8] = _mm512_castps_si512(row_halves(t, o));
+  if constexpr (std::is_same_v<Block, BlockMXFP4>)
+    out[8] = _mm512_castps_si512(row_e8m0_scales(t, o + int64_t(offsetof(Block, e))));
+  else
+    out[8] = _mm512_castps_si512(row_halves(t, o + int64_t(offsetof(Block, d))));
 }
 
 struct Q4_0Kind {
@@ -130,18 +149,21 @@ struct Q4_0Kind {
   }
 };
 
-struct IQ4_NLKind {
-  using Block = BlockIQ4_NL;
+// IQ4_NL / MXFP4 (kGrid: kIQ4NLValues / kMXFP4Values): nibbles looked up in the grid plus
+// 128: u = value + 128, zero 128.
+template <class B, const int8_t (&kGrid)[16]>
+struct GridKind {
+  using Block = B;
   static constexpr int32_t kZero = 128;
   static constexpr bool kMin = false;
-  // Nibbles looked up in the grid plus 128: u = value + 128, zero 128.
   static FS_ALWAYS_INLINE void prep(const TileRows& t, int64_t b, __m512i* out) {
     const __m512i table = _mm512_xor_si512(
-        _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLValues))),
-        _mm512_set1_epi8(char(0x80)));
+        _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kGrid))), _mm512_set1_epi8(char(0x80)));
     nibbles_prep<Block>(t, b, out, [&](__m512i q) FS_ALWAYS_INLINE { return _mm512_shuffle_epi8(table, q); });
   }
 };
+using IQ4_NLKind = GridKind<BlockIQ4_NL, kIQ4NLValues>;
+using MXFP4Kind = GridKind<BlockMXFP4, kMXFP4Values>;
 
 struct Q8_0Kind {
   using Block = BlockQ8_0;
@@ -520,6 +542,7 @@ Q8_0Layout layout(GgmlType type) {
     case GgmlType::Q5_1: return {false, -1};  // zp = sum(x)
     case GgmlType::Q8_0: return {false, Q8_0Kind::kZero};
     case GgmlType::IQ4_NL: return {false, IQ4_NLKind::kZero};
+    case GgmlType::MXFP4: return {false, MXFP4Kind::kZero};
     default: return {false, 8};
   }
 }
@@ -539,6 +562,7 @@ const IsaKernels& avx512vnni_kernels() {
     t.q5_1 = gemm_row_lanes<Lanes16, Blocks32<Q5_1Kind>>;
     t.q8_0 = gemm_row_lanes<Lanes16, Blocks32<Q8_0Kind>>;
     t.iq4_nl = gemm_row_lanes<Lanes16, Blocks32<IQ4_NLKind>>;
+    t.mxfp4 = gemm_row_lanes<Lanes16, Blocks32<MXFP4Kind>>;
     t.q4_0_lanes16 = gemm_row_lanes<PackedLanes16, Q4_0Lanes16>;
     t.pack_q4_0_lanes16 = pack_q4_0;
     t.q4_k = gemm_row_lanes<Lanes16, Q4_KKind>;

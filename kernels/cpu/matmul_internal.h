@@ -9,8 +9,8 @@
 namespace flashspec::cpu {
 
 // Avx512Vnni: AVX-512 F/BW/VL/DQ plus VNNI (vpdpbusd / vpdpwssd); its kernels for Q4_0,
-// Q5_0, Q5_1, Q8_0, IQ4_NL, Q4_K and Q6_K put 16 weight rows in the lanes of a register
-// (matmul_avx512vnni.cpp), the other types run the AVX2 kernels.
+// Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4, Q4_K and Q6_K put 16 weight rows in the lanes of a
+// register (matmul_avx512vnni.cpp), the other types run the AVX2 kernels.
 enum class Isa { Scalar, Avx2, Avx512, Avx512Vnni, Amx };
 
 // Activations quantized to Q8_0 (blocks of 32 per token row), in one of two layouts.
@@ -106,6 +106,7 @@ struct IsaKernels {
   GemmQ8_0Fn q5_1;
   GemmQ8_0Fn q8_0;
   GemmQ8_0Fn iq4_nl;
+  GemmQ8_0Fn mxfp4;
   GemmQ8_0Fn q4_0_lanes16;  // Q4_0 in WeightLayout::Lanes16; null: this ISA keeps rows
   // Writes a packable_lanes16 matrix's bytes in that layout to dst; null with the above.
   void (*pack_q4_0_lanes16)(const WeightMatrix& w, uint8_t* dst);

@@ -116,6 +116,18 @@ void gemm_iq4_nl(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1
   });
 }
 
+// MXFP4: IQ4_NL with its own grid and the E8M0 scale. The block's term is ggml's
+// vec_dot_mxfp4_q8_0's, (scale * dx) * sum, added block after block.
+void gemm_mxfp4(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y) {
+  gemm_q8_0_act<BlockMXFP4>(w, a, r0, r1, y, [](const BlockMXFP4& blk, int8_t* q) {
+    for (int i = 0; i < 16; ++i) {
+      q[i] = kMXFP4Values[blk.qs[i] & 0x0f];
+      q[i + 16] = kMXFP4Values[blk.qs[i] >> 4];
+    }
+    return e8m0_half_to_float(blk.e);
+  });
+}
+
 void gemm_q8_0(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y) {
   gemm_q8_0_act<BlockQ8_0>(w, a, r0, r1, y, [](const BlockQ8_0& blk, int8_t* q) {
     std::memcpy(q, blk.qs, 32);
@@ -312,6 +324,7 @@ const IsaKernels& scalar_kernels() {
                                 .q5_1 = gemm_q5_1,
                                 .q8_0 = gemm_q8_0,
                                 .iq4_nl = gemm_iq4_nl,
+                                .mxfp4 = gemm_mxfp4,
                                 .q4_0_lanes16 = nullptr,
                                 .pack_q4_0_lanes16 = nullptr,
                                 .q2_k = gemm_q2_k,

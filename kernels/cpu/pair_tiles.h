@@ -1,5 +1,5 @@
 #pragma once
-// The tiles of the Q8_0-activation kernels (Q4_0, Q5_0, Q5_1, Q8_0, IQ4_NL weights), shared
+// The tiles of the Q8_0-activation kernels (Q4_0, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4 weights), shared
 // by the AVX2 and AVX-512 files, which supply how one weight block is multiplied with
 // activations. Both tiles (several tokens: pairs_tile; single token: decode_tile) reduce
 // exact int32 block sums and then perform the very same floating-point operations per
@@ -9,7 +9,9 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <type_traits>
 
+#include "core/half.h"
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/simd_avx2.h"
 
@@ -42,7 +44,7 @@ struct Reduce4 {
 
 // How a weight block's offset enters the int32 block sums u of q * x (ActQ8_0::zp holds
 // -8 * sum(x) per activation block):
-//  None: w = d * q (Q8_0; IQ4_NL with q its signed grid value);
+//  None: w = d * q (Q8_0; IQ4_NL and MXFP4 with q its signed grid value);
 //  Zp8: w = d * (q - 8) (Q4_0): u += zp, exact;
 //  Zp16: w = d * (q - 16) (Q5_0): u += 2 * zp, exact;
 //  Min: w = d * q + m (Q5_1): a second floating-point step per group adds
@@ -68,6 +70,36 @@ FS_ALWAYS_INLINE inline __m256 row_pair_group_scales(const Block* wa, const Bloc
       hb |= uint64_t(wb[k].*kField) << (16 * k);
     }
   return _mm256_cvtph_ps(_mm_set_epi64x(int64_t(hb), int64_t(ha)));
+}
+
+// MXFP4's block scales 2^(e - 128) of blocks b .. b+3 (0 past nvalid). Built from the
+// exponents' bits: a per-group handful of integer operations, exact for every e.
+FS_ALWAYS_INLINE inline __m128 e8m0_scales(const BlockMXFP4* w, int nvalid) {
+  uint32_t bits[4] = {0, 0, 0, 0};
+  for (int k = 0; k < 4; ++k)
+    if (k < nvalid) bits[k] = e8m0_half_bits(w[k].e);
+  return _mm_castsi128_ps(_mm_setr_epi32(int(bits[0]), int(bits[1]), int(bits[2]), int(bits[3])));
+}
+
+// The scales that multiply the levels of blocks b .. b+3 (w = scale * level), laid out as
+// group_scales (one row) and row_pair_group_scales (two rows) lay them out: the fp16 d of
+// most formats, MXFP4's E8M0 exponent.
+template <class Block>
+FS_ALWAYS_INLINE inline __m256 group_d(const Block* w, int nvalid) {
+  if constexpr (std::is_same_v<Block, BlockMXFP4>) {
+    const __m128 s = e8m0_scales(w, nvalid);
+    return _mm256_set_m128(s, s);
+  } else {
+    return group_scales<&Block::d>(w, nvalid);
+  }
+}
+
+template <class Block>
+FS_ALWAYS_INLINE inline __m256 row_pair_group_d(const Block* wa, const Block* wb, int nvalid) {
+  if constexpr (std::is_same_v<Block, BlockMXFP4>)
+    return _mm256_set_m128(e8m0_scales(wb, nvalid), e8m0_scales(wa, nvalid));
+  else
+    return row_pair_group_scales<&Block::d>(wa, wb, nvalid);
 }
 
 // The one floating-point step per group of 4 blocks: acc += float(u) * (dw * dx), lane by
@@ -123,7 +155,7 @@ FS_ALWAYS_INLINE inline void pairs_tile(const Block* w, const ActQ8_0& a, int64_
         for (auto& rd : red) rd.template add<k>(_mm256_setzero_si256());
       }
     });
-    const __m256 dw = group_scales<&Block::d>(wb, nvalid);
+    const __m256 dw = group_d(wb, nvalid);
     unroll<NP>([&](auto pc) FS_ALWAYS_INLINE {
       constexpr int p = decltype(pc)::value;
       const int64_t o = (p * groups + g) * 8;
@@ -184,7 +216,7 @@ FS_ALWAYS_INLINE inline void decode_tile(const Block* w0, int64_t nb, int nrows,
       constexpr int i = decltype(ic)::value;
       const Block* ra = row[2 * i] + 4 * g;
       const Block* rb = row[2 * i + 1] + 4 * g;
-      const __m256 dw = row_pair_group_scales<&Block::d>(ra, rb, nvalid);
+      const __m256 dw = row_pair_group_d(ra, rb, nvalid);
       acc[i] = group_fma(acc[i], add_zero_point<kOffset>(red[i].result(), zp), dw, dx);
       if constexpr (kOffset == Offset::Min)
         acc[i] = group_fma(acc[i], block_sums(zp), row_pair_group_scales<&Block::m>(ra, rb, nvalid), dx);
@@ -216,7 +248,7 @@ FS_ALWAYS_INLINE inline void row_pairs_decode(const Block* w0, int64_t nb, int n
   });
 }
 
-// Signed weights w (Q8_0; IQ4_NL's grid values) into maddubs, which wants its first operand
+// Signed weights w (Q8_0; IQ4_NL's and MXFP4's grid values) into maddubs, which wants its first operand
 // unsigned: |w| against x with w's sign moved onto it. A maddubs lane can reach
 // 2 * 128 * 127, so the halves (wl, xl: columns 0..15; wh, xh: 16..31) widen separately.
 // signed_dot gives the int32 sums per 4-column lane group.

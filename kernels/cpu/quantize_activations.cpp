@@ -73,6 +73,7 @@ void activation_roundtrip(GgmlType weight_type, const float* x, float* out, int6
     case GgmlType::Q5_1:
     case GgmlType::Q8_0:
     case GgmlType::IQ4_NL:
+    case GgmlType::MXFP4:
       for (int64_t b = 0; b < n / QK8_0; ++b) {
         BlockQ8_0 blk;
         blk.d = quantize_block_q8_0(x + b * QK8_0, blk.qs);

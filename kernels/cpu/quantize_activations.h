@@ -1,6 +1,6 @@
 #pragma once
 // Quantization of f32 activation rows to the 8-bit formats the quantized matmul kernels
-// multiply (llama.cpp's Q8_0 for Q4_0/Q5_0/Q5_1/Q8_0/IQ4_NL weights, Q8_K for the
+// multiply (llama.cpp's Q8_0 for Q4_0/Q5_0/Q5_1/Q8_0/IQ4_NL/MXFP4 weights, Q8_K for the
 // K-quants), and
 // the exact way back, so tests can build references from the very values the kernels use.
 //

@@ -1,7 +1,8 @@
 // Weight quantizers: least-squares searches of each block's scales (see the header), then
 // the format's packing. Everything below a type's packer works on plain integer codes:
 // signed codes q for a grid x ~= d * level(q) (Q4_0, Q5_0, Q8_0, IQ4_NL, Q3_K, Q6_K) or
-// unsigned codes for x ~= d * q + m (Q5_1, Q2_K, Q4_K, Q5_K).
+// unsigned codes for x ~= d * q + m (Q5_1, Q2_K, Q4_K, Q5_K). MXFP4, whose scale is a
+// power of two, only searches its exponent.
 #include "kernels/cpu/quantize_weights.h"
 
 #include <algorithm>
@@ -289,7 +290,7 @@ uint16_t quantize_scaled_block(const float* x, const Grid& g, int8_t* q) {
   return best_h;
 }
 
-// Nibbles of 32 codes as Q4_0 / IQ4_NL store them: weight i low, weight i + 16 high.
+// Nibbles of 32 codes as Q4_0 / IQ4_NL / MXFP4 store them: weight i low, weight i + 16 high.
 void pack_nibbles(const uint8_t* c, uint8_t* qs) {
   for (int i = 0; i < 16; ++i) qs[i] = uint8_t((c[i] & 0x0f) | ((c[i + 16] & 0x0f) << 4));
 }
@@ -327,6 +328,58 @@ void quantize_iq4_nl(const float* x, BlockIQ4_NL* y, int64_t nb) {
     int8_t q[32];
     y[b].d = quantize_scaled_block(x, NonLinearGrid{}, q);
     pack_nibbles(reinterpret_cast<const uint8_t*>(q), y[b].qs);
+  }
+}
+
+// The MXFP4 code whose level times d is nearest v: the first of equally near ones, as
+// ggml picks (so 0 is code 0, never the -0 of code 8).
+inline uint8_t mxfp4_code(float v, float d) {
+  uint8_t best = 0;
+  float best_err = std::fabs(float(kMXFP4Values[0]) * d - v);
+  for (uint8_t c = 1; c < 16; ++c) {
+    const float err = std::fabs(float(kMXFP4Values[c]) * d - v);
+    if (err < best_err) {
+      best = c;
+      best_err = err;
+    }
+  }
+  return best;
+}
+
+// MXFP4: ggml derives the exponent from the block's largest magnitude, the scale
+// 2^(floor(log2 amax) - 3), which clips magnitudes above 1.5 * 2^floor(log2 amax) to the
+// top level 12. The exponents one below and one above are tried too, and the one of least
+// squared error is kept (ggml's on a tie), so no block comes out worse than ggml's.
+void quantize_mxfp4(const float* x, BlockMXFP4* y, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b, x += QK_MXFP4) {
+    float amax = 0.0f;
+    for (int i = 0; i < QK_MXFP4; ++i) amax = std::fmax(amax, std::fabs(x[i]));
+    int e0 = 0;  // an all-zero block: ggml's e = 0, every code 0
+    if (amax > 0.0f) {
+      int k = 0;
+      std::frexp(amax, &k);  // amax in [2^(k-1), 2^k): floor(log2 amax) = k - 1, exactly
+      e0 = std::clamp(k - 1 - 2 + 127, 0, 255);
+    }
+    double best_err = kInf;
+    uint8_t best_e = uint8_t(e0), best_c[QK_MXFP4] = {};
+    for (int e : {e0, e0 - 1, e0 + 1}) {
+      if (e < 0 || e > 255 || (amax == 0.0f && e != e0)) continue;
+      const float d = e8m0_half_to_float(uint8_t(e));
+      uint8_t c[QK_MXFP4];
+      double err = 0;
+      for (int i = 0; i < QK_MXFP4; ++i) {
+        c[i] = mxfp4_code(x[i], d);
+        const double r = double(d * float(kMXFP4Values[c[i]])) - double(x[i]);  // inf past 2^128
+        err += r * r;
+      }
+      if (err < best_err) {
+        best_err = err;
+        best_e = uint8_t(e);
+        std::memcpy(best_c, c, sizeof c);
+      }
+    }
+    y[b].e = best_e;
+    pack_nibbles(best_c, y[b].qs);
   }
 }
 
@@ -635,6 +688,7 @@ void quantize_row(GgmlType type, const float* src, void* dst, int64_t n) {
     case GgmlType::Q5_1: return quantize_q5_1(src, static_cast<BlockQ5_1*>(dst), nb);
     case GgmlType::Q8_0: return quantize_q8_0(src, static_cast<BlockQ8_0*>(dst), nb);
     case GgmlType::IQ4_NL: return quantize_iq4_nl(src, static_cast<BlockIQ4_NL*>(dst), nb);
+    case GgmlType::MXFP4: return quantize_mxfp4(src, static_cast<BlockMXFP4*>(dst), nb);
     case GgmlType::Q2_K: return quantize_q2_k(src, static_cast<BlockQ2_K*>(dst), nb);
     case GgmlType::Q3_K: return quantize_q3_k(src, static_cast<BlockQ3_K*>(dst), nb);
     case GgmlType::Q4_K: return quantize_q4_5_k(src, static_cast<BlockQ4_K*>(dst), nb, kQ4K);

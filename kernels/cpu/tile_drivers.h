@@ -30,7 +30,7 @@ struct PairTileShape {
 // tokens 1 row by up to 4 token pairs (4 and 5 measured alike on Zen 3, 3 slower).
 constexpr PairTileShape kAvx2PairTiles{4, 1, 4};
 
-// Q8_0-activation types (Q4_0, Q5_0, Q5_1, Q8_0, IQ4_NL weights). Tiles names the weight
+// Q8_0-activation types (Q4_0, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4 weights). Tiles names the weight
 // block and the tile kernels (as static constexpr pointers to free functions: GCC inlines a
 // function defined inside a class by other rules, which changed the kernels' code):
 //  Block: the weight block;

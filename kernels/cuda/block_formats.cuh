@@ -2,9 +2,9 @@
 // Decoding of weight rows for the CUDA kernels, written once for device and host so that
 // the host tests (tests/test_block_formats.cpp) hold it to the CPU's dequantize_row on
 // machines without a GPU. A row is read in groups of 32 consecutive weights: one Q4_0,
-// Q5_0, Q5_1, Q8_0 or IQ4_NL block, an eighth of a K-quant super-block, or 32 plain
-// values. Every read is a byte read: blocks of 18, 22, 24, 34, 84, 110, 144, 176 and 210
-// bytes leave no wider alignment to rely on. Each decoding performs the floating-point
+// Q5_0, Q5_1, Q8_0, IQ4_NL or MXFP4 block, an eighth of a K-quant super-block, or 32 plain
+// values. Every read is a byte read: blocks of 17, 18, 22, 24, 34, 84, 110, 144, 176 and
+// 210 bytes leave no wider alignment to rely on. Each decoding performs the floating-point
 // operations of dequantize_row in the same order, so the two agree bit for bit.
 #include <cstdint>
 #include <cstring>
@@ -85,6 +85,25 @@ static_assert([] {
   return true;
 }());
 #endif
+
+// kMXFP4Values[i] (core/ggml_type.h) as immediates, for the same reason.
+FS_HD constexpr int mxfp4_value(int i) {
+  constexpr uint64_t lo = 0x0c08060403020100ull, hi = 0xf4f8fafcfdfeff00ull;  // bytes = values 0..7, 8..15
+  return int(int8_t(uint8_t(((i < 8 ? lo : hi) >> (8 * (i & 7))) & 0xff)));
+}
+#ifndef __CUDACC__
+static_assert([] {
+  for (int i = 0; i < 16; ++i)
+    if (mxfp4_value(i) != kMXFP4Values[i]) return false;
+  return true;
+}());
+#endif
+
+// MXFP4's E8M0 block exponent as the scale 2^(e - 128), exact (the same function as
+// core/half.h's e8m0_half_to_float).
+FS_HD float e8m0_half_bits_to_float(uint8_t e) {
+  return reinterpret_bits<float>(e < 2 ? uint32_t(0x00200000u) << e : uint32_t(e - 1) << 23);
+}
 
 // The stored (0..63, offset 32) 6-bit scale of sub-block s (0..15) of a Q3_K super-block's
 // 12 scale bytes: low 4 bits in the low (s < 8) or high nibble of byte s % 8, top 2 bits
@@ -168,6 +187,15 @@ FS_HD void decode_group(GgmlType type, const uint8_t* row, int64_t g, int n, flo
       for (int i = 0; i < 16; ++i) {
         out[i] = d * float(iq4_nl_value(b[2 + i] & 0x0f));
         out[i + 16] = d * float(iq4_nl_value(b[2 + i] >> 4));
+      }
+      return;
+    }
+    case GgmlType::MXFP4: {  // 17 bytes: E8M0 exponent, 16 bytes of nibbles indexing the grid
+      const uint8_t* b = row + g * 17;
+      const float d = e8m0_half_bits_to_float(b[0]);
+      for (int i = 0; i < 16; ++i) {
+        out[i] = d * float(mxfp4_value(b[1 + i] & 0x0f));
+        out[i + 16] = d * float(mxfp4_value(b[1 + i] >> 4));
       }
       return;
     }
