@@ -19,6 +19,8 @@
 #include "engine/engine.h"
 #include "target/placement.h"
 #include "engine/quantize.h"
+#include "model/kv_footprint.h"
+#include "model/llama_model.h"
 #include "model/model_weights.h"
 #include "model/recurrent_state.h"
 
@@ -78,6 +80,9 @@ int run_inspect(const InspectArgs& a) {
   const KvType k_type = a.kv_types.key_type(), v_type = a.kv_types.value_type();
   const uint64_t kv_per_token = uint64_t(c.attention_layers()) * (kv_bytes(k_type, c.kv_dim()) + kv_bytes(v_type, c.kv_dim()));
   const int64_t ctx = a.ctx > 0 ? a.ctx : c.context_length;
+  // By kind of layer: windowed layers in a ring on the CPU (with room for a step of 64
+  // rows; a draft's larger trees widen it).
+  const KvFootprint kv = kv_footprint(c, k_type, v_type, ctx, LlamaModel::kRingStepRows, a.backend != "cuda");
   std::map<std::string, int64_t> bytes_by_type;
   int64_t total = 0;
   for (const auto& t : f.tensors()) {
@@ -138,6 +143,17 @@ int run_inspect(const InspectArgs& a) {
                   {"token_layer_bytes", moe.dense_bytes + moe.expert_bytes},
                   {"token_dense_bytes", moe.dense_bytes},
                   {"token_expert_bytes", moe.expert_bytes}};
+    if (kv.windowed_layers > 0)
+      j["kv_cache"] = {{"context", ctx},
+                       {"global_layers", kv.global_layers},
+                       {"windowed_layers", kv.windowed_layers},
+                       {"window", c.sliding_window},
+                       {"windowed_ring", kv.ring},
+                       {"windowed_rows", kv.ring ? kv.ring_rows : ctx},
+                       {"bytes_per_token_per_layer", kv.layer_token_bytes},
+                       {"global_bytes", kv.global_bytes()},
+                       {"windowed_bytes", kv.windowed_bytes()},
+                       {"total_bytes", kv.total_bytes()}};
     if (c.hybrid())
       j["hybrid"] = {{"layer_kinds", kinds},
                      {"recurrent_layers", recurrent_layers},
@@ -213,6 +229,16 @@ int run_inspect(const InspectArgs& a) {
                            : "",
                 format_bytes(kv_per_token).c_str(), format_bytes(kv_per_token * uint64_t(ctx)).c_str(), (long long)ctx);
   out += buf;
+  if (kv.windowed_layers > 0) {
+    std::snprintf(buf, sizeof buf,
+                  "  KV by kind of layer at %lld tokens: %lld global layers x %lld positions = %s; %lld windowed "
+                  "layers (window %lld) x %lld positions%s = %s; %s in all\n",
+                  (long long)ctx, (long long)kv.global_layers, (long long)ctx, format_bytes(kv.global_bytes()).c_str(),
+                  (long long)kv.windowed_layers, (long long)c.sliding_window, (long long)(kv.ring ? kv.ring_rows : ctx),
+                  kv.ring ? " (a ring: the window and 64 rows)" : "", format_bytes(kv.windowed_bytes()).c_str(),
+                  format_bytes(kv.total_bytes()).c_str());
+    out += buf;
+  }
   out += "  placement (" + a.backend + (a.placement.stream ? ", --stream" : "") + "): " + plan.describe() + "\n";
   if (plan.stream) {
     for (size_t l = 0; l < plan.stream->layers.size(); ++l) {

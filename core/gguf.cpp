@@ -430,6 +430,20 @@ void GgufFile::parse_all() {
              ") lies outside the file (size " + u128_str(file_size) + ")");
     t.file_offset = uint64_t(a);
   }
+  // No two tensors' bytes may overlap: a tensor whose bytes do not match its shape and
+  // type (a block format's row size misjudged, data cut short) shows as one reaching into
+  // the next, which would otherwise be read as garbage.
+  std::vector<const GgufTensorInfo*> by_offset;
+  for (const GgufTensorInfo& t : tensors_) by_offset.push_back(&t);
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const GgufTensorInfo* x, const GgufTensorInfo* y) { return x->offset < y->offset; });
+  for (size_t i = 1; i < by_offset.size(); ++i) {
+    const GgufTensorInfo& prev = *by_offset[i - 1];
+    const GgufTensorInfo& next = *by_offset[i];
+    if (prev.nbytes > 0 && prev.offset + prev.nbytes > next.offset)
+      p.fail("tensor " + in_quotes(prev.name) + " (" + std::to_string(prev.nbytes) + " bytes for its shape and type) overlaps tensor " +
+             in_quotes(next.name) + ": its data is not the size its shape says");
+  }
 }
 
 const GgufValue* GgufFile::find(std::string_view key) const {

@@ -34,11 +34,11 @@ int64_t bounded(const std::string& path, const std::string& key, uint64_t v, int
 void read_experts(const GgufFile& f, const std::string& path, LlamaConfig& c) {
   const std::string p = c.arch + ".";
   const std::optional<uint64_t> count = f.get_uint(p + "expert_count");
-  const bool moe_arch = c.arch == "qwen3moe" || c.arch == "qwen35moe";
+  const bool moe_arch = c.arch == "qwen3moe" || c.arch == "qwen35moe" || c.arch == "gpt-oss";
   if (!moe_arch && c.arch != "llama") {
     if (count && *count > 0)
       throw Error(path + ": key '" + p + "expert_count' = " + std::to_string(*count) + ": arch " + in_quotes(c.arch) +
-                  " has no mixture-of-experts layers here (supported: llama, qwen3moe, qwen35moe)");
+                  " has no mixture-of-experts layers here (supported: llama, qwen3moe, qwen35moe, gpt-oss)");
     return;
   }
   if (!count || *count == 0) {
@@ -128,6 +128,44 @@ void read_gemma3(const GgufFile& f, const std::string& path, LlamaConfig& c) {
   c.post_norms = true;
 }
 
+// gpt-oss's keys, read as llama.cpp b8967 reads them (LLM_ARCH_OPENAI_MOE): a window on
+// the even layers (period 2 unless attention.sliding_window_pattern says otherwise), the
+// same RoPE for all, queries scaled by 1/sqrt(head size), experts chosen on the router's
+// logits and weighted by a softmax over the chosen.
+void read_gptoss(const GgufFile& f, const std::string& path, LlamaConfig& c) {
+  const std::string p = c.arch + ".";
+  c.sliding_window = bounded(path, p + "attention.sliding_window", f.require_uint(p + "attention.sliding_window"), 1,
+                             int64_t(1) << 24);
+  c.swa_period = 2;
+  if (auto period = f.get_uint(p + "attention.sliding_window_pattern"))
+    c.swa_period = bounded(path, p + "attention.sliding_window_pattern", *period, 0, kMaxLayers);
+  if (auto b = f.get_float(p + "rope.freq_base_swa"); b && float(*b) != c.rope_freq_base)
+    throw Error(path + ": key '" + p + "rope.freq_base_swa' differs from rope.freq_base (unsupported for gpt-oss)");
+  c.gating = ExpertGating::TopKSoftmax;
+}
+
+// YaRN's parameters as llama.cpp b8967 derives them for a file whose rope.scaling.type is
+// yarn (llama_context's constructor): ext_factor 1, betas 32 and 1, and an attention
+// factor that cancels the magnitude scaling rope applies on top (in float, as there).
+void read_yarn(const GgufFile& f, const std::string& path, LlamaConfig& c) {
+  const std::string p = c.arch + ".";
+  if (auto v = f.get_float(p + "rope.scaling.yarn_log_multiplier"); v && *v != 0.0)
+    throw Error(path + ": key '" + p + "rope.scaling.yarn_log_multiplier' is set (unsupported)");
+  double factor = 1.0;
+  if (auto v = f.get_float(p + "rope.scaling.factor")) factor = *v;
+  if (!(factor >= 1.0 && factor <= 1024.0))
+    throw Error(path + ": key '" + p + "rope.scaling.factor' must be in [1, 1024] for YaRN scaling");
+  c.rope_freq_scale = float(1.0 / factor);
+  c.yarn.orig_context = c.context_length;
+  if (auto v = f.get_uint(p + "rope.scaling.original_context_length"))
+    c.yarn.orig_context = bounded(path, p + "rope.scaling.original_context_length", *v, 1, int64_t(1) << 24);
+  c.yarn.ext_factor = 1.0f;
+  const float fac = 1.0f / c.rope_freq_scale;
+  const float mscale = fac <= 1.0f ? 1.0f : 0.1f * std::log(fac) + 1.0f;
+  c.yarn.attn_factor = mscale * (1.0f / (1.0f + 0.1f * std::log(fac)));
+  if (auto v = f.get_float(p + "rope.scaling.attn_factor")) c.yarn.attn_factor *= float(*v);
+}
+
 }  // namespace
 
 LlamaConfig LlamaConfig::from_gguf(const GgufFile& f) {
@@ -144,6 +182,8 @@ LlamaConfig LlamaConfig::from_gguf(const GgufFile& f) {
     c.family = Arch::Qwen35;  // qwen35moe: its FFN is routed experts plus a shared one
   } else if (c.arch == "gemma3") {
     c.family = Arch::Gemma3;
+  } else if (c.arch == "gpt-oss") {
+    c.family = Arch::GptOss;
   } else {
     throw Error(path + ": unsupported architecture " + in_quotes(c.arch) + " (key 'general.architecture'; supported: " +
                 supported_archs() + ")");
@@ -163,7 +203,7 @@ LlamaConfig LlamaConfig::from_gguf(const GgufFile& f) {
     throw Error(path + ": head_count " + std::to_string(c.n_heads) + " is not a multiple of head_count_kv " +
                 std::to_string(c.n_kv_heads));
   // Models whose every FFN is experts of their own width may leave it out.
-  if (c.arch == "qwen35moe" && !f.get_uint(p + "feed_forward_length"))
+  if ((c.arch == "qwen35moe" || c.arch == "gpt-oss") && !f.get_uint(p + "feed_forward_length"))
     c.ffn_dim = 0;
   else
     c.ffn_dim = require("feed_forward_length", 1, kMaxDim * 8);
@@ -191,7 +231,7 @@ LlamaConfig LlamaConfig::from_gguf(const GgufFile& f) {
   if (!(c.rope_freq_base > 1.0f && c.rope_freq_base < 1e12f)) throw Error(path + ": rope.freq_base must be in (1, 1e12)");
 
   // RoPE scaling: Llama 3.1+'s per-frequency factors come as the rope_freqs tensor (read by
-  // ModelWeights); linear scaling divides every angle by the factor.
+  // ModelWeights); linear scaling divides every angle by the factor; YaRN (read_yarn).
   const std::string* scaling = f.get_string(p + "rope.scaling.type");
   if (scaling) c.rope_scaling = *scaling;
   if (scaling && *scaling == "linear") {
@@ -200,12 +240,15 @@ LlamaConfig LlamaConfig::from_gguf(const GgufFile& f) {
     if (!(factor >= 1.0 && factor <= 1024.0))
       throw Error(path + ": key '" + p + "rope.scaling.factor' must be in [1, 1024] for linear scaling");
     c.rope_freq_scale = float(1.0 / factor);
+  } else if (scaling && *scaling == "yarn") {
+    read_yarn(f, path, c);
   } else if (scaling && *scaling != "none" && *scaling != "llama3") {
     throw Error(path + ": rope scaling " + in_quotes(*scaling) + " is not supported (key '" + p +
-                "rope.scaling.type'; supported: none, linear, llama3)");
+                "rope.scaling.type'; supported: none, linear, llama3, yarn)");
   }
 
   if (c.family == Arch::Gemma3) read_gemma3(f, path, c);
+  if (c.family == Arch::GptOss) read_gptoss(f, path, c);
 
   const GgufTensorInfo& emb = f.require_tensor("token_embd.weight");
   if (emb.dims.size() != 2 || emb.dims[0] != c.dim)

@@ -1,8 +1,8 @@
 #pragma once
 // Hyper-parameters of a llama-family model (archs llama, qwen2, qwen3, qwen3moe, the
-// hybrid qwen35 / qwen35moe, and gemma3: one decoder graph with per-family options; llama,
-// qwen3moe and qwen35moe may have mixture-of-experts FFNs), read and validated from GGUF
-// metadata.
+// hybrid qwen35 / qwen35moe, gemma3 and gpt-oss: one decoder graph with per-family options;
+// llama, qwen3moe, qwen35moe and gpt-oss may have mixture-of-experts FFNs), read and
+// validated from GGUF metadata.
 #include <array>
 #include <cstdint>
 #include <string>
@@ -11,7 +11,23 @@ namespace flashspec {
 
 class GgufFile;
 
-enum class Arch { Llama, Qwen2, Qwen3, Qwen35, Gemma3 };
+enum class Arch { Llama, Qwen2, Qwen3, Qwen35, Gemma3, GptOss };
+
+// How a router's logits become the chosen experts and their weights.
+enum class ExpertGating : uint8_t {
+  SoftmaxTopK,  // softmax over all experts, the top k kept, their weights renormalised (Qwen, Mixtral)
+  TopKSoftmax,  // the top k logits, then a softmax over those k alone (gpt-oss)
+};
+
+// YaRN RoPE scaling (gpt-oss), as llama.cpp applies it: low-frequency pairs are
+// interpolated (angle x freq_scale), high-frequency ones kept, a ramp between the
+// correction dims; the rotation is scaled by attn_factor x (1 + 0.1 ln(1/freq_scale)).
+struct YarnRope {
+  int64_t orig_context = 0;  // rope.scaling.original_context_length
+  float ext_factor = 0.0f;   // 0: no YaRN
+  float attn_factor = 1.0f;  // llama.cpp's cparams.yarn_attn_factor
+  float beta_fast = 32.0f, beta_slow = 1.0f;
+};
 
 // A Gated DeltaNet mixer (Qwen3.5's linear attention): a short causal convolution over
 // the projected q, k, v channels, then per value head a state of state x state that each
@@ -32,7 +48,7 @@ struct DeltaNetShape {
 };
 
 struct LlamaConfig {
-  std::string arch;        // general.architecture ("llama", "qwen2", "qwen3", "qwen3moe", "qwen35", "qwen35moe", "gemma3")
+  std::string arch;        // general.architecture ("llama", "qwen2", "qwen3", "qwen3moe", "qwen35", "qwen35moe", "gemma3", "gpt-oss")
   Arch family = Arch::Llama;  // qwen3moe: Qwen3 (its attention), with n_experts > 0; qwen35moe: Qwen35
   int64_t n_vocab = 0;     // rows of token_embd.weight
   int64_t dim = 0;         // residual width
@@ -46,7 +62,8 @@ struct LlamaConfig {
   float rms_eps = 1e-5f;
   float rope_freq_base = 10000.0f;
   float rope_freq_scale = 1.0f;  // 1 / rope.scaling.factor for linear scaling
-  std::string rope_scaling = "none";  // rope.scaling.type: none, linear or llama3
+  std::string rope_scaling = "none";  // rope.scaling.type: none, linear, llama3 or yarn
+  YarnRope yarn;
   // RoPE pairs: llama's adjacent dims (2i, 2i+1), or NeoX's halves (i, i + n_rot/2) as the
   // Qwen families use.
   bool rope_neox = false;
@@ -70,9 +87,11 @@ struct LlamaConfig {
   // A shared expert beside the routed ones (qwen35moe), scaled per token by the sigmoid
   // of its own gate; 0: none.
   int64_t shared_expert_ffn_dim = 0;
+  ExpertGating gating = ExpertGating::SoftmaxTopK;
 
-  // Gemma 3: sliding-window attention (`sliding_window` positions) in every layer but each
-  // swa_period-th, whose RoPE has its own base (rope_freq_base_swa) and no scaling; queries
+  // Gemma 3 and gpt-oss: sliding-window attention (`sliding_window` positions) in every
+  // layer but each swa_period-th (gpt-oss: every other layer, the even ones windowed).
+  // Gemma 3's windowed layers have a RoPE of their own (rope_freq_base_swa, no scaling); queries
   // scaled by attention_scale; the embedding multiplied by embedding_scale; norms after
   // attention and after the FFN as well as before; GeGLU FFNs.
   int64_t sliding_window = 0;  // 0: every layer attends to the whole sequence
@@ -104,11 +123,11 @@ struct LlamaConfig {
 
   // Reads {arch}.* keys and checks them against each other and against the tensor
   // table; Error "PATH: ..." on anything missing, inconsistent or unsupported (an
-  // architecture other than the supported ones, YaRN rope scaling, ...).
+  // architecture other than the supported ones, a RoPE scaling other than linear, llama3, yarn, ...).
   static LlamaConfig from_gguf(const GgufFile& f);
 
   // The architectures from_gguf() accepts, comma separated.
-  static const char* supported_archs() { return "llama, qwen2, qwen3, qwen3moe, qwen35, qwen35moe, gemma3"; }
+  static const char* supported_archs() { return "llama, qwen2, qwen3, qwen3moe, qwen35, qwen35moe, gemma3, gpt-oss"; }
 };
 
 }  // namespace flashspec

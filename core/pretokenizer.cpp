@@ -29,6 +29,18 @@ constexpr const char* kQwen2 =
 constexpr const char* kQwen35 =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^" FS_WS
     "\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|[" FS_WS "]*[\\r\\n]+|[" FS_WS "]+(?![^" FS_WS "])|[" FS_WS "]+";
+// o200k (gpt-4o, gpt-oss): a word is an optional leading non-letter, capitals then
+// lower-case letters (a word ends where a capital follows lower case: "camelCase" is two
+// words), with an optional contraction glued on; numbers in runs of up to 3; punctuation
+// runs keep trailing newlines and slashes. tokenizer.json's (?i:'s|...) group is spelled
+// with ASCII case pairs, as transformers.js and llama.cpp spell it: a Unicode caseless
+// match would also take U+017F for 's'.
+#define FS_O200K_CONTRACTION "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?"
+constexpr const char* kO200k =
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+" FS_O200K_CONTRACTION
+    "|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*" FS_O200K_CONTRACTION
+    "|\\p{N}{1,3}| ?[^" FS_WS "\\p{L}\\p{N}]+[\\r\\n/]*|[" FS_WS "]*[\\r\\n]+|[" FS_WS "]+(?![^" FS_WS "])|[" FS_WS "]+";
+#undef FS_O200K_CONTRACTION
 // GPT-2's ByteLevel pre-tokenizer regex.
 constexpr const char* kGpt2 =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" FS_WS "\\p{L}\\p{N}]+|[" FS_WS "]+(?![^" FS_WS
@@ -39,21 +51,26 @@ struct Family {
   std::string_view name;
   const char* pattern;
   bool nfc;            // tokenizer.json's normalizer is NFC (Qwen)
-  bool ignore_merges;  // tokenizer.json's model.ignore_merges (Llama 3)
+  bool ignore_merges;  // tokenizer.json's model.ignore_merges (Llama 3, gpt-oss)
+  bool add_bos;        // llama.cpp's default when the file has no tokenizer.ggml.add_bos_token
 };
 
 // Names as llama.cpp's converter writes them to tokenizer.ggml.pre; aliases name the same
 // tokenizer.json pre-tokenizer.
+// gpt-4o: tokenizer.json says ignore_merges where llama.cpp b8967 merges every word; the
+// tokenizer.json is followed here (transformers.js, HF tokenizers and tiktoken agree), and
+// over o200k's vocabulary the two give the same ids (tests/test_gptoss_tokenizer.cpp checks).
 constexpr std::array kFamilies{
-    Family{"llama-bpe", kLlama3, false, true},
-    Family{"llama3", kLlama3, false, true},
-    Family{"llama-v3", kLlama3, false, true},
-    Family{"qwen2", kQwen2, true, false},
-    Family{"deepseek-r1-qwen", kQwen2, true, false},
-    Family{"qwen35", kQwen35, true, false},
-    Family{"default", kGpt2, false, false},
-    Family{"gpt-2", kGpt2, false, false},
-    Family{"gpt2", kGpt2, false, false},
+    Family{"llama-bpe", kLlama3, false, true, true},
+    Family{"llama3", kLlama3, false, true, true},
+    Family{"llama-v3", kLlama3, false, true, true},
+    Family{"qwen2", kQwen2, true, false, false},
+    Family{"deepseek-r1-qwen", kQwen2, true, false, false},
+    Family{"qwen35", kQwen35, true, false, false},
+    Family{"gpt-4o", kO200k, false, true, false},
+    Family{"default", kGpt2, false, false, false},
+    Family{"gpt-2", kGpt2, false, false, false},
+    Family{"gpt2", kGpt2, false, false, false},
 };
 
 struct MatchDataDeleter {
@@ -81,6 +98,7 @@ PreTokenizer::PreTokenizer(std::string_view pre) {
   name_ = std::string(pre);
   nfc_ = fam->nfc;
   ignore_merges_ = fam->ignore_merges;
+  add_bos_ = fam->add_bos;
   int err = 0;
   PCRE2_SIZE at = 0;
   code_.reset(pcre2_compile(reinterpret_cast<PCRE2_SPTR>(fam->pattern), PCRE2_ZERO_TERMINATED,

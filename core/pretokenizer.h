@@ -2,8 +2,9 @@
 // The pre-tokenizer of a byte-level BPE vocabulary: splits text into the words that BPE
 // then merges within, by the regular expression that `tokenizer.ggml.pre` names (the
 // Split pre-tokenizer of the model's tokenizer.json), compiled with PCRE2 (UTF + Unicode
-// properties, JIT). Also whether the model normalizes its input to NFC first and whether
-// a whole word found in the vocabulary skips merging (tokenizer.json's ignore_merges).
+// properties, JIT). Also whether the model normalizes its input to NFC first, whether
+// a whole word found in the vocabulary skips merging (tokenizer.json's ignore_merges) and
+// whether prompts start with BOS when the file does not say.
 #include <pcre2.h>
 
 #include <functional>
@@ -21,6 +22,8 @@ class PreTokenizer {
   const std::string& name() const { return name_; }
   bool nfc() const { return nfc_; }
   bool ignore_merges() const { return ignore_merges_; }
+  // Whether llama.cpp adds BOS to prompts when the file does not say (Llama 3 does).
+  bool add_bos() const { return add_bos_; }
 
   // Calls word(piece) for each piece of valid UTF-8 `text`, in order; the pieces
   // concatenate to the text (text the pattern does not match is a piece of its own).
@@ -34,7 +37,7 @@ class PreTokenizer {
     void operator()(pcre2_code* c) const { pcre2_code_free(c); }
   };
   std::string name_;
-  bool nfc_ = false, ignore_merges_ = false;
+  bool nfc_ = false, ignore_merges_ = false, add_bos_ = false;
   std::unique_ptr<pcre2_code, CodeDeleter> code_;
 };
 

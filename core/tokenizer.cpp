@@ -11,6 +11,7 @@
 #include "core/pretokenizer.h"
 #include "core/printable.h"
 #include "core/spm.h"
+#include "core/token_text_rules.h"
 
 namespace flashspec {
 
@@ -21,13 +22,6 @@ constexpr const char* kTokensKey = "tokenizer.ggml.tokens";
 constexpr const char* kScoresKey = "tokenizer.ggml.scores";
 constexpr const char* kTypesKey = "tokenizer.ggml.token_type";
 constexpr const char* kMergesKey = "tokenizer.ggml.merges";
-
-// Texts of the tokens that end generation wherever a vocabulary has them, as llama.cpp
-// recognises them (files name at most one end-of-turn token; chat models have several).
-// Gemma 3's chat GGUFs name <end_of_turn> as EOS; its <eos> ends generation too (the
-// models' generation_config lists both, and llama.cpp matches "<eos>").
-constexpr std::string_view kEndTexts[] = {"<|eot_id|>",    "<|im_end|>", "<|end|>", "<end_of_turn>",
-                                          "<|endoftext|>", "<|eom_id|>", "<EOT>",   "<eos>"};
 
 std::string describe(const GgufValue& v) {
   if (auto i = v.as_int()) return std::to_string(*i);
@@ -171,7 +165,7 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& f) {
     t.bpe_ = std::make_shared<BpeModel>(*vocab, *merges, f.path());
     t.bos_ = read_token_id(f, "tokenizer.ggml.bos_token_id", -1, n);
     t.eos_ = read_token_id(f, "tokenizer.ggml.eos_token_id", -1, n);
-    t.add_bos_ = t.pre_->ignore_merges();  // Llama 3 adds BOS; Qwen and GPT-2 do not
+    t.add_bos_ = t.pre_->add_bos();  // Llama 3 adds BOS; Qwen, gpt-oss and GPT-2 do not
   }
   if (auto b = f.get_bool("tokenizer.ggml.add_bos_token")) t.add_bos_ = *b;
   if (auto b = f.get_bool("tokenizer.ggml.add_eos_token")) t.add_eos_ = *b;
@@ -181,14 +175,12 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& f) {
     throw Error(path + ": key 'tokenizer.ggml.add_eos_token' is true but the vocabulary has no EOS token");
 
   // End of generation: EOS, the end-of-turn / end-of-message tokens the file names, and
-  // every token llama.cpp recognises by its text.
+  // every token llama.cpp recognises by its text (which also retypes gpt-oss's harmony
+  // markers as user-defined, before the added-token finders below are built).
   for (const char* key : {"tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"})
     if (const int32_t id = read_token_id(f, key, -1, n); id >= 0) t.eog_.push_back(id);
   if (t.eos_ >= 0) t.eog_.push_back(t.eos_);
-  for (std::string_view s : kEndTexts)
-    if (const int32_t id = vocab->find(s); id >= 0) t.eog_.push_back(id);
-  std::sort(t.eog_.begin(), t.eog_.end());
-  t.eog_.erase(std::unique(t.eog_.begin(), t.eog_.end()), t.eog_.end());
+  apply_token_text_rules(*vocab, t.eog_);
   // Validated for range, not used: a bad value is a broken file all the same.
   for (const char* key : {"tokenizer.ggml.padding_token_id", "tokenizer.ggml.seperator_token_id"})
     read_token_id(f, key, -1, n);

@@ -3,10 +3,11 @@
 // tokenizers' semantics so that prompt tokens are identical to theirs:
 //   - "llama": SentencePiece, score-driven bigram merges with byte fallback (core/spm.h);
 //   - "gpt2":  byte-level BPE with the pre-tokenizer tokenizer.ggml.pre names (Llama 3,
-//              Qwen 2/2.5/3, GPT-2; core/bpe.h, core/pretokenizer.h).
+//              Qwen 2/2.5/3, gpt-oss's o200k, GPT-2; core/bpe.h, core/pretokenizer.h).
 // Added tokens are split out of the text before the model sees it, leftmost-longest:
-// user-defined ones (Qwen's <think>) always, control ones (<|im_start|>) only when the
-// caller asks (chat templates), never inside user text.
+// user-defined ones (Qwen's <think>; gpt-oss's harmony markers, as llama.cpp types them:
+// core/token_text_rules.h) always, control ones (<|im_start|>) only when the caller asks
+// (chat templates), never inside user text.
 #include <cstdint>
 #include <memory>
 #include <string>

@@ -109,6 +109,7 @@ Engine::Engine(const EngineOptions& o) : opt_(o) {
     policy_ = resolve_speculation(o.speculation, o, 0.0);
     cap_auto_rows();
     check_fixed_tree_memory();
+    set_tree_rows();
     return;
   }
   // On the CPU every core, at the lowest priority: drafting before a pass is on the
@@ -142,6 +143,14 @@ Engine::Engine(const EngineOptions& o) : opt_(o) {
                                     double(target_->file().file_size()));
   cap_auto_rows();
   check_fixed_tree_memory();
+  set_tree_rows();
+}
+
+void Engine::set_tree_rows() {
+  // Windowed layers' rings keep room for a whole tree's pending rows (target: the verified
+  // rows, pre-grown ones and the root; draft: every node it grows).
+  target_->set_max_tree_rows(policy_->max_verified() + policy_->max_tree_nodes() + 2);
+  if (draft_) draft_->set_max_tree_rows(policy_->max_tree_nodes() + 2);
 }
 
 void Engine::check_fixed_tree_memory() const {

@@ -104,6 +104,8 @@ class Engine {
   // A fixed tree or chain on a hybrid target: its nodes' recurrent records must fit the
   // memory there is (Error otherwise, rather than a pass that runs out of it).
   void check_fixed_tree_memory() const;
+  // The rows a tree keeps pending, for the models' sliding-window rings (LlamaModel::set_max_tree_rows).
+  void set_tree_rows();
   static constexpr int64_t kReservedAutoRows = 64;
 
   EngineOptions opt_;

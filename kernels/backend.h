@@ -19,6 +19,7 @@
 #include "kernels/delta_net.h"
 #include "kernels/expert_rows.h"
 #include "kernels/gelu.h"
+#include "kernels/swiglu_oai.h"
 #include "kernels/weight_matrix.h"
 
 namespace flashspec {
@@ -76,14 +77,18 @@ struct AttentionArgs {
   const float* sinks = nullptr;
 };
 
-// How RoPE rotates a model's heads (llama.cpp's rope with ext_factor 0, attn_factor 1):
-// pair i of a head turns by pos * freq_scale * base^(-2i/n_rot) / factors[i].
+// How RoPE rotates a model's heads (llama.cpp's rope): pair i of a head turns by
+// pos * freq_scale * base^(-2i/n_rot) / factors[i], or with YaRN (ext_factor != 0) by
+// kernels/rope_angle.h's blend of that and the unscaled angle, its magnitude scaled.
 struct RopeParams {
   int64_t n_rot;               // leading dims of each head that rotate
   float freq_base;
-  float freq_scale;            // 1, or 1/factor for linear scaling
+  float freq_scale;            // 1, or 1/factor for linear and YaRN scaling
   bool neox;                   // pairs (i, i + n_rot/2) instead of (2i, 2i+1)
   const float* factors;        // n_rot/2 per-pair divisors in backend memory (Llama 3.1+), or null
+  float ext_factor = 0.0f;     // YaRN: 1 (gpt-oss), else 0
+  float attn_factor = 1.0f;    // the rotation's magnitude (YaRN's, before its own mscale)
+  float corr[2] = {0.0f, 0.0f};  // YaRN's ramp, in pairs (yarn_corr_dims)
 };
 
 // Host -> backend copies on a queue beside the backend's ops (a GPU's copy engine), so
@@ -210,13 +215,22 @@ class Backend {
   // y[i] += x[i]
   virtual void add(float* y, const float* x, int64_t n) = 0;
 
-  // Gemma's ops. Their defaults go through the host (download, compute, upload).
+  // Gemma's and gpt-oss's ops. Their defaults go through the host (download, compute,
+  // upload); the CPU and CUDA backends have their own.
   // gate[i] = gelu(gate[i]) * up[i], GELU as kernels/gelu.h computes it (GeGLU).
   virtual void gelu_mul(float* gate, const float* up, int64_t n) {
     std::vector<float> g(static_cast<size_t>(n)), u(static_cast<size_t>(n));
     download(g.data(), gate, g.size() * sizeof(float));
     download(u.data(), up, u.size() * sizeof(float));
     gelu_mul_host(g.data(), u.data(), n);
+    upload(gate, g.data(), g.size() * sizeof(float));
+  }
+  // gate[i] = swiglu_oai(gate[i], up[i]) (gpt-oss's experts: kernels/swiglu_oai.h).
+  virtual void swiglu_oai_mul(float* gate, const float* up, int64_t n) {
+    std::vector<float> g(static_cast<size_t>(n)), u(static_cast<size_t>(n));
+    download(g.data(), gate, g.size() * sizeof(float));
+    download(u.data(), up, u.size() * sizeof(float));
+    swiglu_oai_host(g.data(), u.data(), n);
     upload(gate, g.data(), g.size() * sizeof(float));
   }
   // x[i] *= s (Gemma's embedding scale).

@@ -7,6 +7,7 @@
 #include "core/printable.h"
 #include "model/llama_model.h"
 #include "model/moe_routing.h"
+#include "kernels/rope_angle.h"
 
 namespace flashspec {
 
@@ -17,7 +18,21 @@ void gated_activation(Backend& be, Activation act, float* gate, const float* up,
   switch (act) {
     case Activation::Silu: be.silu_mul(gate, up, n); break;
     case Activation::GeluTanh: be.gelu_mul(gate, up, n); break;
+    case Activation::SwigluOai: be.swiglu_oai_mul(gate, up, n); break;
   }
+}
+
+// How layer l's queries and keys turn: Gemma 3's windowed layers with a RoPE of their own
+// (another base, no scaling), YaRN where the file asks for it, else the model's RoPE.
+RopeParams rope_of(const LlamaConfig& c, const LayerBlocks& blocks, const float* factors) {
+  if (blocks.window > 0 && c.family == Arch::Gemma3) return RopeParams{c.n_rot, c.rope_freq_base_swa, 1.0f, c.rope_neox, nullptr};
+  RopeParams r{c.n_rot, c.rope_freq_base, c.rope_freq_scale, c.rope_neox, factors};
+  if (c.yarn.ext_factor != 0.0f) {
+    r.ext_factor = c.yarn.ext_factor;
+    r.attn_factor = c.yarn.attn_factor;
+    yarn_corr_dims(int(c.n_rot), int(c.yarn.orig_context), c.rope_freq_base, c.yarn.beta_fast, c.yarn.beta_slow, r.corr);
+  }
+  return r;
 }
 
 }  // namespace
@@ -44,46 +59,52 @@ void LlamaModel::attention_block(int64_t l, const LayerWeights& w, std::span<con
   if (w[BiasV]) be.add_bias(a.v, w[BiasV], T, c.kv_dim());
   if (w[QNorm]) be.rmsnorm(a.q, w[QNorm], T * c.n_heads, c.head_dim, c.rms_eps, a.q);  // per head, in place
   if (w[KNorm]) be.rmsnorm(a.k, w[KNorm], T * c.n_kv_heads, c.head_dim, c.rms_eps, a.k);
-  // Windowed layers have a RoPE of their own (Gemma 3's local layers: another base, no scaling).
   const LayerBlocks& blocks = arch_.layers[size_t(l)];
-  const RopeParams rope = blocks.window > 0 && c.family == Arch::Gemma3
-                              ? RopeParams{c.n_rot, c.rope_freq_base_swa, 1.0f, c.rope_neox, nullptr}
-                              : RopeParams{c.n_rot, c.rope_freq_base, c.rope_freq_scale, c.rope_neox, placed_.rope_factors};
+  const RopeParams rope = rope_of(c, blocks, placed_.rope_factors);
   be.rope(a.q, in.positions, T, c.n_heads, c.head_dim, rope);
   be.rope(a.k, in.positions, T, c.n_kv_heads, c.head_dim, rope);
 
   attention_calls_.clear();
-  const int64_t slot = c.kv_slot(l);  // the layer's rows among the attention layers'
   int64_t r0 = 0;  // the part's first row in the pass
   for (size_t i = 0; i < parts.size(); ++i) {
-    const KvCache& kv = parts[i].cache->kv();
+    int64_t slot = 0;  // the layer's rows among its cache's layers
+    const KvCache& kv = parts[i].cache->kv_of(l, slot);
     const int64_t n = int64_t(parts[i].chunk.tokens.size());
-    const int64_t first_row = kv.committed() + kv.pending();
-    for (int64_t done = 0; done < n;) {  // in runs of consecutive rows (a paged cache's blocks)
-      const int64_t run = std::min(n - done, kv.contiguous_rows(first_row + done));
-      be.store_kv(a.k + (r0 + done) * c.kv_dim(), kv.key_row(slot, first_row + done), run * c.kv_dim(), kv.key_type());
-      be.store_kv(a.v + (r0 + done) * c.kv_dim(), kv.value_row(slot, first_row + done), run * c.kv_dim(),
-                  kv.value_type());
-      done += run;
+    // A causal run longer than a window ring's spare rows goes in steps that fit it, each
+    // step's rows stored and attended to before the next step's overwrite the ring.
+    const int64_t step = kv.ring() && !in.masks[i] ? std::min(n, kv.slack()) : n;
+    for (int64_t d = 0; d < n; d += step) {
+      const int64_t rows = std::min(step, n - d), first_row = kv.committed() + kv.pending() + d;
+      for (int64_t done = 0; done < rows;) {  // in runs of consecutive rows (a paged cache's or a ring's blocks)
+        const int64_t run = std::min(rows - done, kv.contiguous_rows(first_row + done));
+        const int64_t from = (r0 + d + done) * c.kv_dim();
+        be.store_kv(a.k + from, kv.key_row(slot, first_row + done), run * c.kv_dim(), kv.key_type());
+        be.store_kv(a.v + from, kv.value_row(slot, first_row + done), run * c.kv_dim(), kv.value_type());
+        done += run;
+      }
+      const AttentionArgs call{.q = a.q + (r0 + d) * c.q_dim(),
+                               .k = kv.keys(slot),
+                               .v = kv.values(slot),
+                               .mask = in.masks[i],
+                               .out = a.att + (r0 + d) * c.q_dim(),
+                               .T = rows,
+                               .n_past = kv.committed(),
+                               .n_masked = kv.pending() + d + rows,
+                               .n_heads = c.n_heads,
+                               .n_kv_heads = c.n_kv_heads,
+                               .head_dim = c.head_dim,
+                               .scale = c.attention_scale > 0.0f ? c.attention_scale : 1.0f / std::sqrt(float(c.head_dim)),
+                               .k_type = kv.key_type(),
+                               .v_type = kv.value_type(),
+                               .blocks = kv.block_table(),
+                               .block_rows = kv.block_rows(),
+                               .window = blocks.window,
+                               .sinks = w[AttnSinks]};
+      if (step < n)
+        be.attention({&call, 1});
+      else
+        attention_calls_.push_back(call);
     }
-    attention_calls_.push_back(AttentionArgs{.q = a.q + r0 * c.q_dim(),
-                                             .k = kv.keys(slot),
-                                             .v = kv.values(slot),
-                                             .mask = in.masks[i],
-                                             .out = a.att + r0 * c.q_dim(),
-                                             .T = n,
-                                             .n_past = kv.committed(),
-                                             .n_masked = kv.pending() + n,
-                                             .n_heads = c.n_heads,
-                                             .n_kv_heads = c.n_kv_heads,
-                                             .head_dim = c.head_dim,
-                                             .scale = c.attention_scale > 0.0f ? c.attention_scale
-                                                                               : 1.0f / std::sqrt(float(c.head_dim)),
-                                             .k_type = kv.key_type(),
-                                             .v_type = kv.value_type(),
-                                             .blocks = kv.paged() ? kv.blocks().data() : nullptr,
-                                             .block_rows = kv.block_rows(),
-                                             .window = blocks.window});
     r0 += n;
   }
   be.attention(attention_calls_);
@@ -199,13 +220,14 @@ void LlamaModel::experts_ffn_block(int64_t l, const LayerWeights& w, int64_t T, 
   const int64_t E = c.n_experts, k = c.n_experts_used, F = c.expert_ffn_dim;
   be.rmsnorm(a.x, w[LayerVector::FfnNorm], T, c.dim, c.rms_eps, a.xb);
   be.matmul(w[LayerMatrix::Router], a.xb, T, a.router);
+  if (w[LayerVector::RouterBias]) be.add_bias(a.router, w[LayerVector::RouterBias], T, E);
   const float* logits = a.router;
   if (!be.host_memory()) {  // routing is decided on the host: T x E floats come down
     router_host_.resize(size_t(T * E));
     be.download(router_host_.data(), a.router, router_host_.size() * sizeof(float));
     logits = router_host_.data();
   }
-  routing_ = route_rows({logits, size_t(T * E)}, T, E, k);
+  routing_ = route_rows({logits, size_t(T * E)}, T, E, k, c.gating);
   batches_ = group_by_expert(routing_, E);
   const std::vector<int32_t>& experts = batches_.experts;
   layers_->route(l, experts);  // a streaming source starts reading the routed experts now
@@ -231,8 +253,11 @@ void LlamaModel::experts_ffn_block(int64_t l, const LayerWeights& w, int64_t T, 
     float* up = a.up + first * F;
     be.matmul(ew.gate, x, n, gate);
     be.matmul(ew.up, x, n, up);
+    if (const float* b = w[LayerVector::GateExpsBias]) be.add_bias(gate, b + experts[i] * F, n, F);
+    if (const float* b = w[LayerVector::UpExpsBias]) be.add_bias(up, b + experts[i] * F, n, F);
     gated_activation(be, arch_.layers[size_t(l)].activation, gate, up, n * F);
     be.matmul(ew.down, gate, n, x);
+    if (const float* b = w[LayerVector::DownExpsBias]) be.add_bias(x, b + experts[i] * c.dim, n, c.dim);
     layers_->done_with(l, experts[i]);
   }
   be.weighted_sum_rows(a.expert_rows, T * k, batches_.slot.data(), routing_.weight.data(), T, k, c.dim, a.xb);
@@ -249,7 +274,8 @@ void LlamaModel::guess_experts(int64_t layer, const float* in, int64_t T, float*
   if (!router) return;
   const LlamaConfig& c = config_;
   backend_.matmul(*router, in, T, logits);  // the routing of this layer has been taken from `logits`
-  const Routing guess = route_rows({logits, size_t(T * c.n_experts)}, T, c.n_experts, c.n_experts_used);
+  // (Without the next router's bias, where it has one: a guess need not be exact.)
+  const Routing guess = route_rows({logits, size_t(T * c.n_experts)}, T, c.n_experts, c.n_experts_used, c.gating);
   // Likeliest first: by the routing weight the rows give each expert, summed.
   std::vector<float> weight(size_t(c.n_experts), 0.0f);
   for (size_t i = 0; i < guess.expert.size(); ++i) weight[size_t(guess.expert[i])] += guess.weight[i];

@@ -33,6 +33,22 @@ KvCache::KvCache(Backend& be, int64_t n_layers, int64_t kv_dim, int64_t capacity
   v_ = BackendBuffer(be, rows * value_row_bytes());
 }
 
+KvCache::KvCache(Backend& be, int64_t n_layers, int64_t kv_dim, int64_t capacity, KvType key_type,
+                 KvType value_type, WindowRing ring)
+    : be_(&be), n_layers_(n_layers), kv_dim_(kv_dim), capacity_(capacity), key_type_(key_type),
+      value_type_(value_type), window_(ring.window), slack_(ring.slack) {
+  if (n_layers < 1 || kv_dim < 1 || capacity < 1 || ring.window < 1 || ring.slack < 1)
+    throw Error("kv cache: invalid ring shape");
+  check_row_fits(key_type, kv_dim, "keys (--kv-type, -ctk)");
+  check_row_fits(value_type, kv_dim, "values (--kv-type, -ctv)");
+  ring_rows_ = ring_rows(ring);
+  const int64_t ring_blocks = ring_rows_ / kRingBlockRows;
+  for (int64_t b = 0; b * kRingBlockRows < capacity; ++b) blocks_.push_back(int32_t(b % ring_blocks));
+  const size_t rows = size_t(n_layers) * size_t(ring_rows_);
+  k_ = BackendBuffer(be, rows * key_row_bytes());
+  v_ = BackendBuffer(be, rows * value_row_bytes());
+}
+
 KvCache::KvCache(KvPool& pool, int64_t capacity, std::vector<int32_t> prefix, int64_t prefix_rows, int64_t reserved)
     : be_(&pool.backend()), n_layers_(pool.n_layers()), kv_dim_(pool.kv_dim()), capacity_(capacity),
       key_type_(pool.key_type()), value_type_(pool.value_type()), committed_(prefix_rows), pool_(&pool),
@@ -45,7 +61,8 @@ KvCache::KvCache(KvCache&& o) noexcept
     : be_(o.be_), n_layers_(o.n_layers_), kv_dim_(o.kv_dim_), capacity_(o.capacity_), key_type_(o.key_type_),
       value_type_(o.value_type_), committed_(o.committed_), pending_(o.pending_), k_(std::move(o.k_)),
       v_(std::move(o.v_)), pool_(std::exchange(o.pool_, nullptr)), blocks_(std::move(o.blocks_)),
-      reserved_(std::exchange(o.reserved_, 0)) {}
+      reserved_(std::exchange(o.reserved_, 0)), ring_rows_(o.ring_rows_), window_(o.window_), slack_(o.slack_),
+      written_end_(o.written_end_) {}
 
 KvCache::~KvCache() {
   if (!pool_) return;
@@ -95,7 +112,7 @@ void KvCache::adopt(const std::vector<int32_t>& blocks, int64_t rows) {
 }
 
 void KvCache::move_rows(int64_t dst, int64_t src, int64_t n) {
-  if (pool_) {
+  if (block_table()) {
     // Row by row, lowest first: a row is only overwritten once it has been moved.
     for (int64_t i = 0; i < n; ++i)
       for (int64_t l = 0; l < n_layers_; ++l) {
@@ -123,9 +140,16 @@ void KvCache::check_room(int64_t T) const {
                 std::to_string(capacity_) + " (raise --ctx)");
 }
 
+void KvCache::check_tree_room(int64_t T) const {
+  if (ring() && pending_ + T > slack_)
+    throw Error("a token tree of " + std::to_string(pending_ + T) + " nodes does not fit the sliding-window cache's " +
+                std::to_string(slack_) + " spare rows (use a smaller tree, or a larger -b)");
+}
+
 void KvCache::add_pending(int64_t T) {
   check_room(T);
   pending_ += T;
+  written_end_ = std::max(written_end_, committed_ + pending_);
 }
 
 void KvCache::commit(std::span<const int64_t> kept, int64_t still_pending) {
@@ -160,6 +184,8 @@ void KvCache::commit_first(int64_t n) {
 
 int64_t KvCache::truncate(int64_t n) {
   if (n < 0 || n > committed_) throw Error("kv cache: truncate past the committed rows");
+  // A ring still holds the window before n unless rows written since overwrote it.
+  if (ring() && n > 0 && n - window_ + 1 < written_end_ - ring_rows_) n = 0;
   committed_ = n;
   pending_ = 0;
   return n;

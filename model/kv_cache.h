@@ -18,12 +18,26 @@
 
 namespace flashspec {
 
+// A sliding window's ring (Gemma 3's local layers, gpt-oss's windowed ones): a query at
+// position p reads only positions p - window + 1 .. p, so a cache of those layers needs
+// only the window's rows plus `slack` rows: a token tree's pending rows, or one step of a
+// causal run. Position p lives in row p mod ring_rows().
+struct WindowRing {
+  int64_t window = 0;
+  int64_t slack = 0;
+};
+
 class KvCache final : public SequenceState {
  public:
   // Keys and values may have different types (llama.cpp's -ctk/-ctv): quantized values
   // cost far less accuracy than quantized keys.
   KvCache(Backend& be, int64_t n_layers, int64_t kv_dim, int64_t capacity, KvType key_type = KvType::F16,
           KvType value_type = KvType::F16);
+  // A ring of `ring`'s rows for `capacity` positions of windowed layers. Attention reads
+  // it through a block table that repeats the ring's blocks (blocks()), so host-memory
+  // backends only, as paged caches.
+  KvCache(Backend& be, int64_t n_layers, int64_t kv_dim, int64_t capacity, KvType key_type, KvType value_type,
+          WindowRing ring);
   // Paged: at most `capacity` positions in blocks of `pool`. The first `prefix_rows`
   // positions are committed already, in `prefix` (blocks another sequence filled, each
   // retained for this cache by the caller); the rest comes from `reserved` blocks the
@@ -35,10 +49,14 @@ class KvCache final : public SequenceState {
   KvCache(const KvCache&) = delete;
 
   bool paged() const { return pool_ != nullptr; }
-  // Paged: the blocks holding positions 0, block_rows, 2 block_rows, ... (what attention
-  // reads through), and positions per block.
+  bool ring() const { return ring_rows_ > 0; }
+  // Rows one layer holds: a ring's, or one per position.
+  int64_t rows_per_layer() const { return ring() ? ring_rows_ : capacity_; }
+  // Paged or a ring: the blocks holding positions 0, block_rows, 2 block_rows, ... (what
+  // attention reads through), and positions per block.
   const std::vector<int32_t>& blocks() const { return blocks_; }
-  int64_t block_rows() const { return pool_ ? pool_->block_rows() : 0; }
+  int64_t block_rows() const { return pool_ ? pool_->block_rows() : ring() ? kRingBlockRows : 0; }
+  const int32_t* block_table() const { return pool_ || ring() ? blocks_.data() : nullptr; }
 
   int64_t capacity() const { return capacity_; }
   int64_t committed() const override { return committed_; }
@@ -55,25 +73,33 @@ class KvCache final : public SequenceState {
   // agree).
   // Paged, the rows of the whole pool's layer l, where position p is at physical_row(p).
   uint8_t* keys(int64_t l) const {
-    return pool_ ? pool_->keys(l) : k_.get<uint8_t>() + size_t(l) * size_t(capacity_) * key_row_bytes();
+    return pool_ ? pool_->keys(l) : k_.get<uint8_t>() + size_t(l) * size_t(rows_per_layer()) * key_row_bytes();
   }
   uint8_t* values(int64_t l) const {
-    return pool_ ? pool_->values(l) : v_.get<uint8_t>() + size_t(l) * size_t(capacity_) * value_row_bytes();
+    return pool_ ? pool_->values(l) : v_.get<uint8_t>() + size_t(l) * size_t(rows_per_layer()) * value_row_bytes();
   }
   int64_t physical_row(int64_t pos) const {
-    if (!pool_) return pos;
-    const int64_t br = pool_->block_rows();
+    if (!block_table()) return pos;
+    const int64_t br = block_rows();
     return int64_t(blocks_[size_t(pos / br)]) * br + pos % br;
   }
-  // Positions from `pos` on that lie in consecutive rows (the rest of its block, paged).
+  // Positions from `pos` on that lie in consecutive rows (the rest of its block, paged or
+  // in a ring).
   int64_t contiguous_rows(int64_t pos) const {
-    return pool_ ? pool_->block_rows() - pos % pool_->block_rows() : capacity_ - pos;
+    return block_table() ? block_rows() - pos % block_rows() : capacity_ - pos;
   }
+  // Bytes of keys and values this cache holds (a paged one: none of its own).
+  uint64_t bytes() const { return k_.size() + v_.size(); }
   uint8_t* key_row(int64_t l, int64_t pos) const { return keys(l) + size_t(physical_row(pos)) * key_row_bytes(); }
   uint8_t* value_row(int64_t l, int64_t pos) const { return values(l) + size_t(physical_row(pos)) * value_row_bytes(); }
 
   // Error unless T more rows fit after the committed and pending ones.
   void check_room(int64_t T) const;
+  // A ring: Error unless the pending rows and T more fit beside the window (a token
+  // tree's rows move when committed, so all of them must stay readable). A causal run
+  // needs only to be stored and attended to in steps of at most slack() rows.
+  void check_tree_room(int64_t T) const;
+  int64_t slack() const { return slack_; }
   // check_room, then (paged) the blocks those rows go to: taken from the reservation, or
   // copied first where another sequence holds them too (copy-on-write).
   void prepare_rows(int64_t T) override;
@@ -91,8 +117,17 @@ class KvCache final : public SequenceState {
   // another sequence computed. A last block only partly taken is copied before this cache
   // writes into it.
   void adopt(const std::vector<int32_t>& blocks, int64_t rows);
-  // Drops committed rows from position n on (e.g. to restart a chat turn).
+  // Drops committed rows from position n on (e.g. to restart a chat turn). A ring whose
+  // rows before n have been overwritten since keeps none (returns 0).
   int64_t truncate(int64_t n) override;
+
+  // A ring's blocks: small, so that a ring costs the window and little more.
+  static constexpr int64_t kRingBlockRows = 16;
+  // The rows of a ring: a pass's first query reads window - 1 rows before it, its last
+  // row is slack - 1 after it; whole blocks.
+  static int64_t ring_rows(WindowRing r) {
+    return (r.window - 1 + r.slack + kRingBlockRows - 1) / kRingBlockRows * kRingBlockRows;
+  }
 
  private:
   // Copies `n` consecutive rows from src to dst (row indices) in every layer.
@@ -110,6 +145,9 @@ class KvCache final : public SequenceState {
   KvPool* pool_ = nullptr;
   std::vector<int32_t> blocks_;
   int64_t reserved_ = 0;  // paged: blocks still promised to this cache by the pool
+  // A ring: its rows (whole blocks), window and slack, and the end of the rows written
+  // (rows before end - ring_rows_ are overwritten).
+  int64_t ring_rows_ = 0, window_ = 0, slack_ = 0, written_end_ = 0;
 };
 
 }  // namespace flashspec

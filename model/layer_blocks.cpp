@@ -11,6 +11,7 @@ Architecture architecture_of(const LlamaConfig& c) {
     layer.mixer = c.recurrent(l) ? MixerBlock::DeltaNet : MixerBlock::Attention;
     layer.ffn = c.moe() ? FfnBlock::Experts : FfnBlock::Dense;
     if (c.family == Arch::Gemma3) layer.activation = Activation::GeluTanh;
+    if (c.family == Arch::GptOss) layer.activation = Activation::SwigluOai;
     layer.window = c.windowed(l) ? c.sliding_window : 0;
     layer.post_norms = c.post_norms;
     a.layers.push_back(layer);

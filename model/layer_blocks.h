@@ -28,6 +28,7 @@ enum class FfnBlock : uint8_t {
 enum class Activation : uint8_t {
   Silu,      // SwiGLU
   GeluTanh,  // GeGLU (Gemma), GELU's tanh approximation as kernels/gelu.h computes it
+  SwigluOai, // gpt-oss's clamped SwiGLU (kernels/swiglu_oai.h)
 };
 
 // Attention biases, per-head Q/K norms and the output gate are not listed: a layer has
@@ -47,7 +48,8 @@ struct Architecture {
 // The description of a model of config `c` (llama, qwen2, qwen3, qwen3moe and
 // Mixtral-style llamas: every layer attention, then a dense or an experts FFN; qwen35*:
 // DeltaNet mixers with attention every full_attention_interval layers; gemma3: windowed
-// and global attention layers, post-norms, GeGLU).
+// and global attention layers, post-norms, GeGLU; gpt-oss: windowed and global attention
+// with sinks, experts with the clamped SwiGLU).
 Architecture architecture_of(const LlamaConfig& c);
 
 }  // namespace flashspec

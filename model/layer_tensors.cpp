@@ -29,6 +29,7 @@ LayerSpec layer_spec(const LlamaConfig& c, int64_t l) {
   using M = LayerMatrix;
   using V = LayerVector;
   const bool qwen2 = c.family == Arch::Qwen2;
+  const bool gptoss = c.family == Arch::GptOss;  // biases everywhere, sinks
   const bool qk_norm = c.family == Arch::Qwen3 || c.family == Arch::Qwen35 || c.family == Arch::Gemma3;
   LayerSpec s;
   if (c.recurrent(l)) {
@@ -65,10 +66,11 @@ LayerSpec layer_spec(const LlamaConfig& c, int64_t l) {
     s.matrices.push_back({M::Up, "ffn_up", c.dim, c.ffn_dim});
     s.matrices.push_back({M::Down, "ffn_down", c.ffn_dim, c.dim});
   }
-  // The FFN's norm: Qwen3.5 names it after attention (it normalises attention's sum).
+  // The FFN's norm: Qwen3.5 and gpt-oss name it after attention (it normalises attention's sum).
+  const bool norm_after_attention = c.family == Arch::Qwen35 || gptoss;
   s.vectors = {
       {V::AttnNorm, "attn_norm.weight", c.dim, true},
-      {V::FfnNorm, c.family == Arch::Qwen35 ? "post_attention_norm.weight" : "ffn_norm.weight", c.dim, true},
+      {V::FfnNorm, norm_after_attention ? "post_attention_norm.weight" : "ffn_norm.weight", c.dim, true},
   };
   if (c.recurrent(l)) {
     const DeltaNetShape& d = c.delta;
@@ -79,14 +81,22 @@ LayerSpec layer_spec(const LlamaConfig& c, int64_t l) {
   } else {
     // Biases: qwen2 always has Q/K/V biases, some llama files do too. Per-head Q/K RMS
     // norms before RoPE: qwen3 (dense and MoE), qwen35's attention layers and gemma3.
-    s.vectors.push_back({V::BiasQ, "attn_q.bias", c.q_dim(), qwen2});
-    s.vectors.push_back({V::BiasK, "attn_k.bias", c.kv_dim(), qwen2});
-    s.vectors.push_back({V::BiasV, "attn_v.bias", c.kv_dim(), qwen2});
-    s.vectors.push_back({V::BiasOut, "attn_output.bias", c.dim, false});
+    s.vectors.push_back({V::BiasQ, "attn_q.bias", c.q_dim(), qwen2 || gptoss});
+    s.vectors.push_back({V::BiasK, "attn_k.bias", c.kv_dim(), qwen2 || gptoss});
+    s.vectors.push_back({V::BiasV, "attn_v.bias", c.kv_dim(), qwen2 || gptoss});
+    s.vectors.push_back({V::BiasOut, "attn_output.bias", c.dim, gptoss});
+    if (gptoss) s.vectors.push_back({V::AttnSinks, "attn_sinks.weight", c.n_heads, true});
     s.vectors.push_back({V::QNorm, "attn_q_norm.weight", c.head_dim, qk_norm});
     s.vectors.push_back({V::KNorm, "attn_k_norm.weight", c.head_dim, qk_norm});
   }
   if (c.shared_expert_ffn_dim > 0) s.vectors.push_back({V::ShExpGate, "ffn_gate_inp_shexp.weight", c.dim, true});
+  if (gptoss) {  // the router's bias; each expert's biases, a row per expert
+    const int64_t e = c.n_experts, f = c.expert_ffn_dim;
+    s.vectors.push_back({V::RouterBias, "ffn_gate_inp.bias", e, true});
+    s.vectors.push_back({V::GateExpsBias, "ffn_gate_exps.bias", f, true, e});
+    s.vectors.push_back({V::UpExpsBias, "ffn_up_exps.bias", f, true, e});
+    s.vectors.push_back({V::DownExpsBias, "ffn_down_exps.bias", c.dim, true, e});
+  }
   if (c.post_norms) {  // Gemma: after attention and after the FFN
     s.vectors.push_back({V::AttnPostNorm, "post_attention_norm.weight", c.dim, true});
     s.vectors.push_back({V::FfnPostNorm, "post_ffw_norm.weight", c.dim, true});

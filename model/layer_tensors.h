@@ -31,14 +31,16 @@ enum class LayerMatrix : uint8_t {
   Gate, Up, Down, Router, GateExps, UpExps, DownExps, ShGate, ShUp, ShDown
 };
 // The layer's small tensors: norms, biases, and a DeltaNet layer's convolution taps and
-// per-head constants, kept resident as f32 whatever the placement.
+// per-head constants, kept resident as f32 whatever the placement. gpt-oss's attention
+// sinks (one logit per head), router bias and experts' biases (one row per expert) too.
 enum class LayerVector : uint8_t {
   AttnNorm, FfnNorm, BiasQ, BiasK, BiasV, BiasOut, QNorm, KNorm,
-  Conv, DtBias, A, SsmNorm, ShExpGate, AttnPostNorm, FfnPostNorm
+  Conv, DtBias, A, SsmNorm, ShExpGate, AttnPostNorm, FfnPostNorm,
+  AttnSinks, RouterBias, GateExpsBias, UpExpsBias, DownExpsBias
 };
 
 constexpr size_t kLayerMatrices = size_t(LayerMatrix::ShDown) + 1;
-constexpr size_t kLayerVectors = size_t(LayerVector::FfnPostNorm) + 1;
+constexpr size_t kLayerVectors = size_t(LayerVector::DownExpsBias) + 1;
 
 // How a streamed pass reads a matrix: whole, or only the slices of the experts its rows
 // were routed to.

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/printable.h"
+#include "model/kv_footprint.h"
 #include "model/moe_routing.h"
 #include "offload/mapping_copy.h"
 
@@ -108,6 +109,7 @@ void LlamaModel::forward_many(std::span<const SequenceBatch> seqs) {
         throw Error("token id " + std::to_string(id) + " is outside the vocabulary of " + std::to_string(c.n_vocab) +
                     " of " + file_.path());
     s.cache->prepare_rows(T);
+    if (!b.mask.empty()) s.cache->check_tree_room(T);
     for (size_t j = 0; j < prog.size(); ++j)
       if (seqs[j].cache == s.cache) throw Error("internal: two batches of one pass share a cache");
     const int64_t first_logit = s.rows == LogitRows::All ? 0 : s.rows == LogitRows::Last ? T - 1 : T;
@@ -146,6 +148,32 @@ void LlamaModel::forward_many(std::span<const SequenceBatch> seqs) {
     if (parts.empty()) return;
     forward_pass(parts);
   }
+}
+
+SequenceCache LlamaModel::make_cache(int64_t capacity) const {
+  const LlamaConfig& c = config_;
+  const KvFootprint f = kv_footprint(c, key_type_, value_type_, capacity, ring_slack(), backend_.host_memory());
+  if (!f.ring)
+    return make_cache(KvCache(backend_, c.attention_layers(), c.kv_dim(), capacity, key_type_, value_type_));
+  std::vector<int32_t> slots(size_t(c.n_layers), -1);
+  int32_t in_kv = 0, in_ring = 0;
+  for (int64_t l = 0; l < c.n_layers; ++l)
+    if (!c.recurrent(l)) slots[size_t(l)] = c.windowed(l) ? ~in_ring++ : in_kv++;
+  SequenceCache cache(KvCache(backend_, f.global_layers, c.kv_dim(), capacity, key_type_, value_type_),
+                      KvCache(backend_, f.windowed_layers, c.kv_dim(), capacity, key_type_, value_type_,
+                              WindowRing{c.sliding_window, ring_slack()}),
+                      std::move(slots));
+  if (c.hybrid()) cache.set_recurrent(std::make_unique<RecurrentState>(c));
+  return cache;
+}
+
+SequenceCache LlamaModel::make_cache(KvCache kv) const {
+  std::vector<int32_t> slots(size_t(config_.n_layers), -1);
+  for (int64_t l = 0; l < config_.n_layers; ++l)
+    if (!config_.recurrent(l)) slots[size_t(l)] = int32_t(config_.kv_slot(l));
+  SequenceCache c(std::move(kv), std::move(slots));
+  if (config_.hybrid()) c.set_recurrent(std::make_unique<RecurrentState>(config_));
+  return c;
 }
 
 ExpertCounters LlamaModel::expert_counters() const {

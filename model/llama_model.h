@@ -6,6 +6,7 @@
 //
 // A llama-family model (llama, qwen2, qwen3): its file, config and weights, and the one
 // forward pass that serves prefill, plain decoding and token-tree verification alike.
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -85,21 +86,23 @@ class LlamaModel {
   KvType key_type() const { return key_type_; }
   KvType value_type() const { return value_type_; }
   // What one sequence of at most `capacity` positions keeps between passes: KV rows of
-  // the attention layers, the recurrent layers' state.
-  SequenceCache make_cache(int64_t capacity) const {
-    return make_cache(KvCache(backend_, config_.attention_layers(), config_.kv_dim(), capacity, key_type_, value_type_));
-  }
-  // The same around KV rows of its own (a paged pool's).
-  SequenceCache make_cache(KvCache kv) const {
-    SequenceCache c(std::move(kv));
-    if (config_.hybrid()) c.set_recurrent(std::make_unique<RecurrentState>(config_));
-    return c;
-  }
+  // the attention layers (a model with windowed and global layers on a host-memory
+  // backend: the windowed layers' in a ring of the window and one pass's rows), the
+  // recurrent layers' state.
+  SequenceCache make_cache(int64_t capacity) const;
+  // The same around KV rows of its own (a paged pool's), every attention layer's.
+  SequenceCache make_cache(KvCache kv) const;
 
   // Most tokens one pass computes: a longer batch runs as consecutive passes (the later
   // ones seeing the earlier ones' rows as pending), so activation memory is bounded by it
   // whatever the prompt or tree size.
   void set_max_batch(int64_t n) { max_batch_ = n; }
+  static constexpr int64_t kDefaultMaxBatch = 512;  // -b's default
+  // The most rows a token tree keeps pending at once: a sliding window's ring keeps room
+  // for them beside the window (a causal run attends to it in steps of that many rows).
+  void set_max_tree_rows(int64_t n) { max_tree_rows_ = n; }
+  int64_t ring_slack() const { return std::max(kRingStepRows, max_tree_rows_); }
+  static constexpr int64_t kRingStepRows = 64;
 
   // Runs the batch: appends its K/V rows to the cache as pending rows, and returns
   // logits (n_vocab per row) of none, the last or every row.
@@ -182,7 +185,8 @@ class LlamaModel {
   std::unique_ptr<LayerSource> layers_;
   AlignedBuffer output_copy_;  // the output head, after load_head_into_memory()
   KvType key_type_ = KvType::F16, value_type_ = KvType::F16;
-  int64_t max_batch_ = 512;
+  int64_t max_batch_ = kDefaultMaxBatch;
+  int64_t max_tree_rows_ = 0;
   std::vector<std::vector<uint8_t>> chunk_masks_;  // per part: the rows of its tree mask one pass reads
   std::vector<int32_t> pass_tokens_, pass_positions_;  // the parts' ids and positions, concatenated
   std::vector<float> pass_logits_;  // several parts' logits before they are handed out

@@ -9,10 +9,25 @@
 namespace flashspec {
 
 namespace {
+
 constexpr float kMinWeightSum = 6.103515625e-5f;  // 2^-14, llama.cpp's clamp of the weight sum
+
+// Softmax as ggml computes it: exp(x - max), summed in double, scaled by 1/sum.
+void softmax(const float* x, int64_t n, float* p) {
+  float max = -INFINITY;
+  for (int64_t e = 0; e < n; ++e) max = std::max(max, x[e]);
+  double sum = 0.0;
+  for (int64_t e = 0; e < n; ++e) {
+    p[e] = std::exp(x[e] - max);
+    sum += double(p[e]);
+  }
+  const float scale = float(1.0 / sum);
+  for (int64_t e = 0; e < n; ++e) p[e] *= scale;
 }
 
-Routing route_rows(std::span<const float> logits, int64_t rows, int64_t n_experts, int64_t k) {
+}  // namespace
+
+Routing route_rows(std::span<const float> logits, int64_t rows, int64_t n_experts, int64_t k, ExpertGating gating) {
   if (k < 1 || k > n_experts || int64_t(logits.size()) != rows * n_experts)
     throw Error("internal: routing " + std::to_string(rows) + " rows of " + std::to_string(n_experts) +
                 " experts to " + std::to_string(k));
@@ -25,16 +40,10 @@ Routing route_rows(std::span<const float> logits, int64_t rows, int64_t n_expert
   std::vector<int32_t> order(static_cast<size_t>(n_experts));
   for (int64_t t = 0; t < rows; ++t) {
     const float* x = logits.data() + t * n_experts;
-    // Softmax as ggml computes it: exp(x - max), summed in double, scaled by 1/sum.
-    float max = -INFINITY;
-    for (int64_t e = 0; e < n_experts; ++e) max = std::max(max, x[e]);
-    double sum = 0.0;
-    for (int64_t e = 0; e < n_experts; ++e) {
-      p[size_t(e)] = std::exp(x[e] - max);
-      sum += double(p[size_t(e)]);
-    }
-    const float scale = float(1.0 / sum);
-    for (float& v : p) v *= scale;
+    if (gating == ExpertGating::SoftmaxTopK)
+      softmax(x, n_experts, p.data());
+    else
+      p.assign(x, x + n_experts);  // chosen on the logits themselves
     // A NaN (overflowing weights) sorts last so that the order stays a strict weak one;
     // the logits check at the end of the pass reports the overflow.
     std::iota(order.begin(), order.end(), 0);
@@ -43,14 +52,17 @@ Routing route_rows(std::span<const float> logits, int64_t rows, int64_t n_expert
       const float pa = key(a), pb = key(b);
       return pa > pb || (pa == pb && a < b);
     });
+    for (int64_t s = 0; s < k; ++s) r.expert[size_t(t * k + s)] = order[size_t(s)];
+    float* w = r.weight.data() + t * k;
+    if (gating == ExpertGating::TopKSoftmax) {
+      for (int64_t s = 0; s < k; ++s) w[s] = p[size_t(order[size_t(s)])];
+      softmax(w, k, w);
+      continue;
+    }
     double chosen = 0.0;  // ggml's sum_rows accumulates in double too
     for (int64_t s = 0; s < k; ++s) chosen += double(p[size_t(order[size_t(s)])]);
     const float denom = std::max(float(chosen), kMinWeightSum);
-    for (int64_t s = 0; s < k; ++s) {
-      const int32_t e = order[size_t(s)];
-      r.expert[size_t(t * k + s)] = e;
-      r.weight[size_t(t * k + s)] = p[size_t(e)] / denom;
-    }
+    for (int64_t s = 0; s < k; ++s) w[s] = p[size_t(order[size_t(s)])] / denom;
   }
   return r;
 }

@@ -1,19 +1,23 @@
 #pragma once
 // Which experts each row of a pass goes to, and how the pass batches the experts' work.
 //
-// Routing is llama.cpp's build_moe_ffn with softmax gating and normalised weights (what
-// it applies to qwen3moe and to Mixtral-style llama files): p = softmax(router logits)
-// over all experts; the k experts of largest p are chosen (equal p: the lowest id first;
-// llama.cpp's partial sort leaves the order of exact ties unspecified); their weights
-// are p_e / sum of the chosen p (the sum clamped to >= 2^-14, the smallest normal fp16,
-// as llama.cpp does). It runs on the host: a streamed pass must know which experts to
-// read before it reads them, and the logits are small (rows x experts).
+// Routing is llama.cpp's build_moe_ffn, in two gatings (core/llama_config.h):
+// SoftmaxTopK, with normalised weights (what it applies to qwen3moe and to Mixtral-style
+// llama files): p = softmax(router logits) over all experts; the k experts of largest p
+// are chosen (equal p: the lowest id first; llama.cpp's partial sort leaves the order of
+// exact ties unspecified); their weights are p_e / sum of the chosen p (the sum clamped
+// to >= 2^-14, the smallest normal fp16, as llama.cpp does). TopKSoftmax (gpt-oss): the k
+// largest logits are chosen, their weights a softmax over those k. It runs on the host: a
+// streamed pass must know which experts to read before it reads them, and the logits are
+// small (rows x experts).
 //
 // Each row's result depends on its own logits alone, so a row routes the same alone or
 // in a tree (batch invariance).
 #include <cstdint>
 #include <span>
 #include <vector>
+
+#include "core/llama_config.h"
 
 namespace flashspec {
 
@@ -24,7 +28,8 @@ struct Routing {
 };
 
 // Routes `rows` rows of `n_experts` router logits each to their top `k`.
-Routing route_rows(std::span<const float> logits, int64_t rows, int64_t n_experts, int64_t k);
+Routing route_rows(std::span<const float> logits, int64_t rows, int64_t n_experts, int64_t k,
+                   ExpertGating gating = ExpertGating::SoftmaxTopK);
 
 // A pass's expert work grouped by expert: the rows routed to one expert are multiplied
 // by its matrices together. "Slots" are the rows x k (row, rank) pairs, in the order the

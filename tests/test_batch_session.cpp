@@ -316,7 +316,7 @@ TEST_CASE("paged attention: a cache in scattered blocks of a pool gives the cont
     REQUIRE(pool.reserve(16));
     KvCache other1(pool, 8, {}, 0, 2), other2(pool, 8, {}, 0, 2);
     other1.prepare_rows(5);
-    SequenceCache paged(KvCache(pool, 64, {}, 0, 12));
+    SequenceCache paged = m.target.make_cache(KvCache(pool, 64, {}, 0, 12));
     other2.prepare_rows(8);
     run(paged, got);
     CHECK(bit_identical(want, got));

@@ -213,7 +213,7 @@ TEST_CASE("bpe: malformed vocabularies are one clear error each") {
   SUBCASE("unknown pre-tokenizer") {
     const std::string e = tokenizer_error(mini_writer(extra, {"a b"}, "chameleon"));
     CHECK(e == "bad.gguf: unsupported pre-tokenizer 'chameleon' (key 'tokenizer.ggml.pre'; supported: llama-bpe, "
-               "llama3, llama-v3, qwen2, deepseek-r1-qwen, qwen35, default, gpt-2, gpt2)");
+               "llama3, llama-v3, qwen2, deepseek-r1-qwen, qwen35, gpt-4o, default, gpt-2, gpt2)");
   }
   SUBCASE("a merge names a token the vocabulary lacks") {
     CHECK(tokenizer_error(mini_writer(extra, {"a b", "a z"}, "qwen2")) ==

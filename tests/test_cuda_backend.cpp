@@ -16,6 +16,7 @@
 #include "core/half.h"
 #include "kernels/backend_buffer.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/rope_angle.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/quantize_activations.h"
 #include "tests/gpu_or_skip.h"
@@ -143,6 +144,30 @@ TEST_CASE("cuda backend: row and element kernels agree with the CPU backend") {
         for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(x[i]).epsilon(1e-5).scale(1.0));
       }
     }
+  }
+  SUBCASE("rope: YaRN (gpt-oss's: factor 32 over an original context of 4096)") {
+    RopeParams r{32, 150000.0f, 1.0f / 32.0f, true, nullptr};
+    r.ext_factor = 1.0f;
+    r.attn_factor = 1.0f;
+    yarn_corr_dims(32, 4096, r.freq_base, 32.0f, 1.0f, r.corr);
+    std::vector<float> x = random_floats(rng, T * heads * hd);
+    const std::vector<int32_t> pos = {0, 1, 17, 5000, 100000};
+    BackendBuffer xg = to_gpu(*gpu, x);
+    const BackendBuffer pg = to_gpu(*gpu, pos);
+    gpu->rope(xg.get<float>(), pg.get<int32_t>(), T, heads, hd, r);
+    cpu.rope(x.data(), pos.data(), T, heads, hd, r);
+    const std::vector<float> got = from_gpu<float>(*gpu, xg, x.size());
+    for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(x[i]).epsilon(1e-5).scale(1.0));
+  }
+  SUBCASE("swiglu_oai_mul, the clamps included") {
+    std::vector<float> g = random_floats(rng, 1000, 20.0f);
+    const std::vector<float> u = random_floats(rng, 1000, 20.0f);
+    BackendBuffer gg = to_gpu(*gpu, g);
+    const BackendBuffer ug = to_gpu(*gpu, u);
+    gpu->swiglu_oai_mul(gg.get<float>(), ug.get<float>(), 1000);
+    cpu.swiglu_oai_mul(g.data(), u.data(), 1000);
+    const std::vector<float> got = from_gpu<float>(*gpu, gg, g.size());
+    for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(g[i]).epsilon(1e-5).scale(1.0));
   }
   SUBCASE("store_kv, add_bias, silu_mul, add") {
     const std::vector<float> a = random_floats(rng, 1000, 70000.0f), b = random_floats(rng, 1000, 8.0f);

@@ -13,6 +13,7 @@
 
 #include "core/gguf.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "model/kv_footprint.h"
 #include "model/layer_blocks.h"
 #include "model/llama_model.h"
 #include "offload/layer_plan.h"
@@ -92,17 +93,19 @@ TEST_CASE("gemma3: tiny-gemma3 matches llama.cpp streamed from storage") {
 }
 
 TEST_CASE("gemma3: speculation is lossless on tiny-gemma3 with trees and chains deeper than the window") {
-  // A prompt of ~80 tokens (past the window of 16), 48 greedy tokens: the target alone
+  // A prompt of ~80 tokens (past the window of 16), 160 greedy tokens: the target alone
   // against drafts whose chains (24) and trees (auto, 64 nodes) cross the window's edge
   // within one pass; the draft is the fixture itself (every token accepted: the deepest
   // paths) or a near copy (paths of every depth).
   const std::string prompt =
       "In a small village at the edge of a great forest there lived an old clockmaker named Elias. Every morning "
       "he opened his shop, wound the hundred clocks that lined its walls, and listened as they ticked together.";
-  const std::vector<std::string> base = {"generate", "-m", gemma3(), "-p", prompt, "-n", "48", "--temp", "0",
-                                         "--ignore-eos", "--json"};
+  // --ctx 1024: the windowed layers in rings (of the window and a tree's rows), which 160
+  // tokens wrap around while trees are committed into them.
+  const std::vector<std::string> base = {"generate", "-m", gemma3(), "-p", prompt, "-n", "160", "--temp", "0",
+                                         "--ignore-eos", "--json", "--ctx", "1024"};
   const std::vector<int32_t> alone = generated(base);
-  REQUIRE(alone.size() == 48);
+  REQUIRE(alone.size() == 160);
   TempFile near("gemma3-near");
   for (const std::string& draft : {gemma3(), near_copy(near)})
     for (const std::vector<std::string>& policy :
@@ -113,4 +116,63 @@ TEST_CASE("gemma3: speculation is lossless on tiny-gemma3 with trees and chains 
       args.insert(args.end(), {"-d", draft, policy[0], policy[1]});
       CHECK(generated(args) == alone);
     }
+}
+
+TEST_CASE("gemma3: the windowed layers keep a ring of the window and a step, and still match llama.cpp") {
+  CpuBackend backend(2);
+  LlamaModel model(gemma3(), backend);
+  model.set_kv_types(KvType::F32, KvType::F32);
+  const LlamaConfig& c = model.config();
+  // Rings of 16 - 1 + 64 -> 80 rows, which prompts of up to 636 tokens wrap around eight
+  // times, their passes of up to 512 rows attending in steps of 64.
+  SequenceCache cache = model.make_cache(1000);
+  REQUIRE(cache.ring() != nullptr);
+  CHECK(cache.ring()->rows_per_layer() == 80);
+  const uint64_t row = 2 * kv_bytes(KvType::F32, c.kv_dim());
+  CHECK(cache.kv_bytes() == (1 * 1000 + 5 * 80) * row);  // one global layer, five windowed
+  const KvFootprint f = kv_footprint(c, KvType::F32, KvType::F32, 1000, LlamaModel::kRingStepRows, true);
+  CHECK(f.total_bytes() == cache.kv_bytes());
+
+  SUBCASE("llama.cpp's logits through rings that wrap around") {
+    check_against_hybrid_reference(model, "tiny-gemma3", "tiny-gemma3 resident, F32 KV, 80-row rings", kF32Tolerance);
+  }
+  SUBCASE("a token tree larger than the ring's spare rows is refused") {
+    const int n = 70;
+    const std::vector<int32_t> tokens(size_t(n), 2);
+    std::vector<int32_t> positions(size_t(n), 1);
+    positions[0] = 0;
+    std::vector<uint8_t> mask(size_t(n * n), 0);
+    for (int i = 0; i < n; ++i) mask[size_t(i * n + i)] = mask[size_t(i * n)] = 1;  // a star
+    std::vector<float> logits;
+    CHECK_THROWS_WITH_AS(model.forward(ForwardBatch{tokens, positions, mask}, cache, LogitRows::All, logits),
+                         doctest::Contains("does not fit the sliding-window cache's 64 spare rows"), Error);
+  }
+  SUBCASE("truncating keeps what the ring still holds, else everything is computed again") {
+    std::vector<int32_t> tokens(200);
+    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int32_t(100 + i);
+    std::vector<float> logits;
+    model.forward_causal(tokens, cache, LogitRows::Last, logits);
+    cache.commit_first(200);
+    CHECK(cache.truncate(195) == 195);  // positions 180..194 are still in the ring (120..199 are)
+    CHECK(cache.truncate(100) == 0);    // 85..99 were overwritten
+    CHECK(cache.committed() == 0);
+  }
+}
+
+TEST_CASE("gemma3: inspect states the KV cache by kind of layer, the windowed layers' rings included") {
+  const CliResult r = run_cli({"inspect", gemma3(), "--json", "--ctx", "8192"});
+  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  const nlohmann::json& kv = j.at("kv_cache");
+  CHECK(kv.at("context") == 8192);
+  CHECK(kv.at("global_layers") == 1);
+  CHECK(kv.at("windowed_layers") == 5);
+  CHECK(kv.at("window") == 16);
+  CHECK(kv.at("windowed_ring") == true);
+  CHECK(kv.at("windowed_rows") == 80);  // the window - 1 and 64 spare rows, in blocks of 16
+  const int64_t row = 2 * 2 * j.at("n_kv_heads").get<int64_t>() * j.at("head_dim").get<int64_t>();  // f16 K and V
+  CHECK(kv.at("bytes_per_token_per_layer") == row);
+  CHECK(kv.at("total_bytes") == (1 * 8192 + 5 * 80) * row);
+  const CliResult text = run_cli({"inspect", gemma3(), "--ctx", "8192"});
+  CHECK(text.out.find("5 windowed layers (window 16) x 80 positions (a ring") != std::string::npos);
 }

@@ -114,7 +114,10 @@ TEST_CASE("made fixtures: tiny-gemma3 is byte-identical across runs of make-fixt
   CHECK(bytes == read_file(made));
   int entries = 0;
   for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(a.path)) ++entries;
-  CHECK(entries == 3);  // the two Qwen3.5 files and this one, nothing else
+  CHECK(entries == 4);  // the two Qwen3.5 files, this one and tiny-gptoss, nothing else
+  // tiny-gptoss is made by the same runs (its keys and tensors: tests/test_gptoss_tokenizer.cpp).
+  CHECK(read_file(a.path + "/tiny-gptoss.gguf") == read_file(b.path + "/tiny-gptoss.gguf"));
+  CHECK(read_file(a.path + "/tiny-gptoss.gguf") == read_file(made_fixture_path("tiny-gptoss")));
 
   const GgufFile f = GgufFile::open(a.path + "/tiny-gemma3.gguf");
   CHECK(f.require_string("general.architecture") == "gemma3");

@@ -6,10 +6,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "core/tokenizer.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/rope_angle.h"
 #include "model/llama_model.h"
 #include "tests/cli_runner.h"
 #include "tests/fixtures.h"
@@ -147,11 +150,18 @@ TEST_CASE("cli: unsupported or malformed model families are one error line each"
     w.write(f.path);
     check_error(generate_with(f.path), {f.path, "gemma3.attention.sliding_window_pattern"});
   }
-  SUBCASE("YaRN rope scaling") {
+  SUBCASE("an unknown rope scaling") {
+    GgufWriter w = stories_as("llama");
+    w.set("llama.rope.scaling.type", gv_str("longrope"));
+    w.write(f.path);
+    check_error(generate_with(f.path), {f.path, "rope scaling 'longrope' is not supported", "supported: none, linear, llama3, yarn"});
+  }
+  SUBCASE("YaRN with DeepSeek's log multiplier") {
     GgufWriter w = stories_as("llama");
     w.set("llama.rope.scaling.type", gv_str("yarn"));
+    w.set("llama.rope.scaling.yarn_log_multiplier", gv_f32(0.1f));
     w.write(f.path);
-    check_error(generate_with(f.path), {f.path, "rope scaling 'yarn' is not supported", "supported: none, linear, llama3"});
+    check_error(generate_with(f.path), {f.path, "rope.scaling.yarn_log_multiplier' is set (unsupported)"});
   }
   SUBCASE("llama3 rope scaling without its factors") {
     GgufWriter w = stories_as("llama");
@@ -184,5 +194,39 @@ TEST_CASE("rope: linear scaling and frequency factors turn the angles as llama.c
     CHECK(s0 == doctest::Approx(std::sin(a0)).epsilon(1e-6));
     CHECK(c1 == doctest::Approx(std::cos(a1)).epsilon(1e-6));
     CHECK(s1 == doctest::Approx(std::sin(a1)).epsilon(1e-6));
+  }
+}
+
+TEST_CASE("rope: YaRN turns and scales every pair as the YaRN paper's formula says") {
+  // The formula as Hugging Face's YaRN computes it, in double: pair i's inverse frequency
+  // blends base^(-2i/d) (extrapolated) and base^(-2i/d) / factor (interpolated) with a
+  // linear ramp over the correction range [low, high] (the pairs turning beta_fast ..
+  // beta_slow times over the original context, floored / ceiled), the rotation scaled by
+  // 0.1 ln(factor) + 1. gpt-oss's constants: factor 32, original context 4096, base 150000.
+  CpuBackend be(1);
+  const int d = 64;
+  const double base = 150000.0, factor = 32.0, orig = 4096.0;
+  auto corr = [&](double turns) { return d * std::log(orig / (turns * 2.0 * M_PI)) / (2.0 * std::log(base)); };
+  const double low = std::max(0.0, std::floor(corr(32.0))), high = std::min(double(d - 1), std::ceil(corr(1.0)));
+  RopeParams r{d, float(base), float(1.0 / factor), true, nullptr};
+  r.ext_factor = 1.0f;
+  yarn_corr_dims(d, int(orig), r.freq_base, 32.0f, 1.0f, r.corr);
+  CHECK(r.corr[0] == float(low));
+  CHECK(r.corr[1] == float(high));
+  for (const int32_t pos : {1, 77, 4000, 100000}) {
+    std::vector<float> x(size_t(d), 0.0f);
+    for (int i = 0; i < d / 2; ++i) x[size_t(i)] = 1.0f;  // NeoX: (x_i, x_{i+d/2}) = (1, 0) turns to (cos, sin)
+    be.rope(x.data(), &pos, 1, 1, d, r);
+    for (int i = 0; i < d / 2; ++i) {
+      CAPTURE(pos);
+      CAPTURE(i);
+      const double extra = std::pow(base, -2.0 * i / d), inter = extra / factor;
+      const double mask = 1.0 - std::clamp((i - low) / std::max(0.001, high - low), 0.0, 1.0);
+      const double angle = pos * (inter * (1.0 - mask) + extra * mask), mscale = 0.1 * std::log(factor) + 1.0;
+      // float angles at position 1e5: a few ulps of the angle, times the position
+      const double tol = 2e-6 * std::max(1.0, pos * extra);
+      CHECK(x[size_t(i)] == doctest::Approx(std::cos(angle) * mscale).epsilon(tol).scale(1.0));
+      CHECK(x[size_t(i + d / 2)] == doctest::Approx(std::sin(angle) * mscale).epsilon(tol).scale(1.0));
+    }
   }
 }

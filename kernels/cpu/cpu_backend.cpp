@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/half.h"
+#include "kernels/rope_angle.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/memory_bandwidth.h"
@@ -73,17 +74,15 @@ void CpuBackend::rope(float* x, const int32_t* positions, int64_t T, int64_t n_h
                       const RopeParams& r) {
   // theta_i = pos * base^(-2i/n_rot), built by repeated multiplication exactly as
   // llama.cpp does so that angles (and so logits) agree to the last bit or two; then
-  // divided by the pair's factor and scaled, in llama.cpp's order.
+  // divided by the pair's factor and scaled (kernels/rope_angle.h), in llama.cpp's order.
   const float theta_scale = std::pow(r.freq_base, -2.0f / float(r.n_rot));
   const int64_t half = r.n_rot / 2;
   std::vector<float> cs(static_cast<size_t>(r.n_rot));
   for (int64_t t = 0; t < T; ++t) {
     float theta = float(positions[t]);
     for (int64_t i = 0; i < half; ++i) {
-      float th = r.factors ? theta / r.factors[i] : theta;
-      th = r.freq_scale * th;
-      cs[size_t(2 * i)] = std::cos(th);
-      cs[size_t(2 * i + 1)] = std::sin(th);
+      rope_angle(r.factors ? theta / r.factors[i] : theta, r.freq_scale, r.ext_factor, r.attn_factor, r.corr, int(i),
+                 &cs[size_t(2 * i)], &cs[size_t(2 * i + 1)]);
       theta *= theta_scale;
     }
     for (int64_t h = 0; h < n_heads; ++h) {
@@ -171,6 +170,10 @@ void CpuBackend::silu_mul(float* gate, const float* up, int64_t n) {
 
 void CpuBackend::gelu_mul(float* gate, const float* up, int64_t n) {
   split(n, 1, [&](int64_t b, int64_t e) { gelu_mul_host(gate + b, up + b, e - b); });
+}
+
+void CpuBackend::swiglu_oai_mul(float* gate, const float* up, int64_t n) {
+  split(n, 1, [&](int64_t b, int64_t e) { swiglu_oai_host(gate + b, up + b, e - b); });
 }
 
 void CpuBackend::scale(float* x, float s, int64_t n) {

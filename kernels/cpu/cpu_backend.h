@@ -39,6 +39,7 @@ class CpuBackend final : public Backend {
   void silu_mul(float* gate, const float* up, int64_t n) override;
   void add(float* y, const float* x, int64_t n) override;
   void gelu_mul(float* gate, const float* up, int64_t n) override;
+  void swiglu_oai_mul(float* gate, const float* up, int64_t n) override;
   void scale(float* x, float s, int64_t n) override;
   void deinterleave(const float* x, int64_t blocks, int64_t width, float* first, float* second) override;
   void sigmoid_mul(float* y, const float* g, int64_t T, int64_t n, bool per_row) override;

@@ -240,6 +240,11 @@ void CudaBackend::silu_mul(float* gate, const float* up, int64_t n) {
   launch_silu_mul(gate, up, n, stream());
 }
 
+void CudaBackend::swiglu_oai_mul(float* gate, const float* up, int64_t n) {
+  use_device();
+  launch_swiglu_oai(gate, up, n, stream());
+}
+
 void CudaBackend::add(float* y, const float* x, int64_t n) {
   use_device();
   launch_add(y, x, n, stream());

@@ -62,6 +62,7 @@ class CudaBackend final : public Backend {
   void store_kv(const float* src, void* dst, int64_t n, KvType t) override;
   void add_bias(float* y, const float* bias, int64_t T, int64_t n) override;
   void silu_mul(float* gate, const float* up, int64_t n) override;
+  void swiglu_oai_mul(float* gate, const float* up, int64_t n) override;
   void add(float* y, const float* x, int64_t n) override;
 
  private:

@@ -1,4 +1,4 @@
-// Row and element kernels: rmsnorm, rope, store_f16, store_q8_0, silu_mul, add, add_bias.
+// Row and element kernels: rmsnorm, rope, store_f16, store_q8_0, silu_mul, swiglu_oai, add, add_bias.
 #include <cuda_fp16.h>
 
 #include <string>
@@ -7,6 +7,8 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/reduce.cuh"
+#include "kernels/rope_angle.h"
+#include "kernels/swiglu_oai.h"
 #include "kernels/q8_rule.h"
 
 namespace flashspec::cuda {
@@ -43,8 +45,8 @@ __global__ void rope_kernel(float* __restrict__ x, const int32_t* __restrict__ p
   float theta = float(positions[t]);
   for (int64_t k = 0; k < p; ++k) theta *= theta_scale;
   if (r.factors) theta = theta / r.factors[p];
-  theta = r.freq_scale * theta;
-  const float c = cosf(theta), s = sinf(theta);
+  float c, s;
+  rope_angle(theta, r.freq_scale, r.ext_factor, r.attn_factor, r.corr, int(p), &c, &s);
   float* v = x + th * head_dim;
   float& a = r.neox ? v[p] : v[2 * p];
   float& b = r.neox ? v[p + pairs] : v[2 * p + 1];
@@ -80,6 +82,11 @@ __global__ void silu_mul_kernel(float* __restrict__ gate, const float* __restric
     const float g = gate[i];
     gate[i] = g / (1.0f + expf(-g)) * up[i];
   }
+}
+
+__global__ void swiglu_oai_kernel(float* __restrict__ gate, const float* __restrict__ up, int64_t n) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) gate[i] = swiglu_oai(gate[i], up[i]);
 }
 
 __global__ void add_kernel(float* __restrict__ y, const float* __restrict__ x, int64_t n) {
@@ -127,6 +134,12 @@ void launch_silu_mul(float* gate, const float* up, int64_t n, cudaStream_t s) {
   if (n == 0) return;
   silu_mul_kernel<<<blocks(n), kThreads, 0, s>>>(gate, up, n);
   check_launch("silu_mul");
+}
+
+void launch_swiglu_oai(float* gate, const float* up, int64_t n, cudaStream_t s) {
+  if (n == 0) return;
+  swiglu_oai_kernel<<<blocks(n), kThreads, 0, s>>>(gate, up, n);
+  check_launch("swiglu_oai");
 }
 
 void launch_add(float* y, const float* x, int64_t n, cudaStream_t s) {

@@ -37,6 +37,7 @@ void launch_store_f16(const float* src, uint16_t* dst, int64_t n, cudaStream_t s
 // n floats (a multiple of 32) as ggml Q8_0 blocks, as the CPU backend stores them.
 void launch_store_q8_0(const float* src, uint8_t* dst, int64_t n, cudaStream_t s);
 void launch_silu_mul(float* gate, const float* up, int64_t n, cudaStream_t s);
+void launch_swiglu_oai(float* gate, const float* up, int64_t n, cudaStream_t s);
 void launch_add(float* y, const float* x, int64_t n, cudaStream_t s);
 void launch_add_bias(float* y, const float* bias, int64_t T, int64_t n, cudaStream_t s);
 
