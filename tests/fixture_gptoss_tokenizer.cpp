@@ -42,18 +42,7 @@ GgufValue i32(int64_t v) {
   return out;
 }
 
-// convert_hf_to_gguf.py's does_token_look_special.
-bool looks_special(std::string_view t) {
-  if (t == "<pad>" || t == "<mask>" || t == "<2mass>" || t == "[@BOS@]") return true;
-  if (t.starts_with("<|") && t.ends_with("|>")) return true;
-  if (t.starts_with("<\xEF\xBD\x9C") && t.ends_with("\xEF\xBD\x9C>")) return true;  // <｜ ... ｜>
-  return t.starts_with("<unused") && t.ends_with(">");
-}
 
-std::string replace_all(std::string s, std::string_view from, std::string_view to) {
-  for (size_t at = 0; (at = s.find(from, at)) != std::string::npos; at += to.size()) s.replace(at, from.size(), to);
-  return s;
-}
 
 // The regex of tokenizer.json's Split pre-tokenizer (alone or first in a Sequence), or "".
 std::string split_regex(const nlohmann::json& tj) {

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -25,6 +26,19 @@ inline GgufValue str(std::string v) { return {GgufValueType::STRING, std::move(v
 inline GgufValue boolean(bool v) { return {GgufValueType::BOOL, v}; }
 inline GgufValue array(GgufValueType elem, std::vector<GgufValue> items) {
   return {GgufValueType::ARRAY, GgufArray{elem, std::move(items)}};
+}
+
+// convert_hf_to_gguf.py's does_token_look_special (which added tokens count as control).
+inline bool looks_special(std::string_view t) {
+  if (t == "<pad>" || t == "<mask>" || t == "<2mass>" || t == "[@BOS@]") return true;
+  if (t.starts_with("<|") && t.ends_with("|>")) return true;
+  if (t.starts_with("<\xEF\xBD\x9C") && t.ends_with("\xEF\xBD\x9C>")) return true;  // <｜ ... ｜>
+  return t.starts_with("<unused") && t.ends_with(">");
+}
+
+inline std::string replace_all(std::string s, std::string_view from, std::string_view to) {
+  for (size_t at = 0; (at = s.find(from, at)) != std::string::npos; at += to.size()) s.replace(at, from.size(), to);
+  return s;
 }
 
 inline nlohmann::json read_json_file(const std::string& path) {

@@ -401,18 +401,7 @@ bool byte_piece(std::string_view t) {
   return t.size() == 6 && t.substr(0, 3) == "<0x" && hex(t[3]) && hex(t[4]) && t[5] == '>';
 }
 
-// convert_hf_to_gguf.py's does_token_look_special, for the texts Gemma's vocabulary has.
-bool looks_special(std::string_view t) {
-  if (t == "<pad>" || t == "<mask>" || t == "<2mass>" || t == "[@BOS@]") return true;
-  if (t.starts_with("<|") && t.ends_with("|>")) return true;
-  if (t.starts_with("<\xEF\xBD\x9C") && t.ends_with("\xEF\xBD\x9C>")) return true;  // <｜ ... ｜>
-  return t.starts_with("<unused") && t.ends_with(">");
-}
 
-std::string replace_all(std::string s, std::string_view from, std::string_view to) {
-  for (size_t at = 0; (at = s.find(from, at)) != std::string::npos; at += to.size()) s.replace(at, from.size(), to);
-  return s;
-}
 
 Metadata gemma3_tokenizer_metadata(const std::string& dir, uint64_t& n_vocab) {
   const std::string tj_path = dir + "/tokenizer.json", tc_path = dir + "/tokenizer_config.json";

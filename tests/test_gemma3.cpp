@@ -23,6 +23,7 @@
 #include "tests/fixtures.h"
 #include "tests/gguf_writer.h"
 #include "tests/hybrid_reference.h"
+#include "tests/window_speculation.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;
@@ -52,11 +53,6 @@ std::string near_copy(const TempFile& f) {
   return f.path;
 }
 
-std::vector<int32_t> generated(const std::vector<std::string>& args) {
-  const CliResult r = run_cli(args);
-  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
-  return nlohmann::json::parse(r.out).at("tokens").get<std::vector<int32_t>>();
-}
 
 }  // namespace
 
@@ -93,29 +89,8 @@ TEST_CASE("gemma3: tiny-gemma3 matches llama.cpp streamed from storage") {
 }
 
 TEST_CASE("gemma3: speculation is lossless on tiny-gemma3 with trees and chains deeper than the window") {
-  // A prompt of ~80 tokens (past the window of 16), 160 greedy tokens: the target alone
-  // against drafts whose chains (24) and trees (auto, 64 nodes) cross the window's edge
-  // within one pass; the draft is the fixture itself (every token accepted: the deepest
-  // paths) or a near copy (paths of every depth).
-  const std::string prompt =
-      "In a small village at the edge of a great forest there lived an old clockmaker named Elias. Every morning "
-      "he opened his shop, wound the hundred clocks that lined its walls, and listened as they ticked together.";
-  // --ctx 1024: the windowed layers in rings (of the window and a tree's rows), which 160
-  // tokens wrap around while trees are committed into them.
-  const std::vector<std::string> base = {"generate", "-m", gemma3(), "-p", prompt, "-n", "160", "--temp", "0",
-                                         "--ignore-eos", "--json", "--ctx", "1024"};
-  const std::vector<int32_t> alone = generated(base);
-  REQUIRE(alone.size() == 160);
   TempFile near("gemma3-near");
-  for (const std::string& draft : {gemma3(), near_copy(near)})
-    for (const std::vector<std::string>& policy :
-         {std::vector<std::string>{"--chain", "24"}, {"--tree", "64"}, {"--tree", "auto"}}) {
-      CAPTURE(draft);
-      CAPTURE(policy[0] + " " + policy[1]);
-      std::vector<std::string> args = base;
-      args.insert(args.end(), {"-d", draft, policy[0], policy[1]});
-      CHECK(generated(args) == alone);
-    }
+  check_lossless_across_window(gemma3(), {gemma3(), near_copy(near)}, 160);
 }
 
 TEST_CASE("gemma3: the windowed layers keep a ring of the window and a step, and still match llama.cpp") {

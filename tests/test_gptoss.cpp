@@ -22,6 +22,7 @@
 #include "tests/fixtures.h"
 #include "tests/gguf_writer.h"
 #include "tests/hybrid_reference.h"
+#include "tests/window_speculation.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;
@@ -54,11 +55,6 @@ std::string near_copy(const TempFile& f) {
   return f.path;
 }
 
-std::vector<int32_t> generated(const std::vector<std::string>& args) {
-  const CliResult r = run_cli(args);
-  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
-  return nlohmann::json::parse(r.out).at("tokens").get<std::vector<int32_t>>();
-}
 
 }  // namespace
 
@@ -97,23 +93,8 @@ TEST_CASE("gpt-oss: tiny-gptoss matches llama.cpp streamed from storage, expert 
 }
 
 TEST_CASE("gpt-oss: speculation is lossless on tiny-gptoss with trees and chains deeper than the window") {
-  const std::string prompt =
-      "In a small village at the edge of a great forest there lived an old clockmaker named Elias. Every morning "
-      "he opened his shop, wound the hundred clocks that lined its walls, and listened as they ticked together.";
-  const std::vector<std::string> base = {"generate", "-m", gptoss(), "-p", prompt, "-n", "48", "--temp", "0",
-                                         "--ignore-eos", "--json"};
-  const std::vector<int32_t> alone = generated(base);
-  REQUIRE(alone.size() == 48);
   TempFile near("gptoss-near");
-  for (const std::string& draft : {gptoss(), near_copy(near)})
-    for (const std::vector<std::string>& policy :
-         {std::vector<std::string>{"--chain", "24"}, {"--tree", "64"}, {"--tree", "auto"}}) {
-      CAPTURE(draft);
-      CAPTURE(policy[0] + " " + policy[1]);
-      std::vector<std::string> args = base;
-      args.insert(args.end(), {"-d", draft, policy[0], policy[1]});
-      CHECK(generated(args) == alone);
-    }
+  check_lossless_across_window(gptoss(), {gptoss(), near_copy(near)}, 96);
 }
 
 TEST_CASE("gpt-oss: a file missing a tensor or key of its family, or with a wrongly sized MXFP4 tensor, is one error line") {
