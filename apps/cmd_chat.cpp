@@ -8,9 +8,14 @@
 //     exits.
 // With --json each turn prints one JSON line instead of text:
 //   {"turn":i,"prompt_tokens":rows prefilled by this turn,"history_tokens":…,"stop":…,
-//    "tokens":[…],"text":"…","stats":{…}}
+//    "tokens":[…],"text":"…","stats":{…}} (harmony: also "reasoning":"…")
 // Context: --ctx rows, by default Engine::session_context() (as the server's); a turn
 // that does not fit says so and /reset starts over.
+// Harmony (gpt-oss): the answer shown is its final channel; --think shows the analysis
+// channel too, as Qwen3's reasoning shows (apps/reasoning_display.h), and --json adds it as
+// "reasoning". A later turn rewrites the previous answer as the template keeps it (its final
+// text only: ChatFormat::next_turn_replacing), so the session rewinds to that answer's start
+// and prefills it again.
 #include <unistd.h>
 
 #include <cstdio>
@@ -22,6 +27,7 @@
 #include "apps/chat_input.h"
 #include "apps/commands.h"
 #include "apps/output.h"
+#include "apps/reasoning_display.h"
 #include "apps/run_options.h"
 #include "apps/stats_report.h"
 #include "core/chat_template.h"
@@ -113,6 +119,10 @@ int run_chat(const ChatArgs& a) {
   std::optional<GenerationStats> last_stats;
   AnswerEnd last_end = AnswerEnd::Length;
   int32_t last_token = -1;
+  // Where the last answer starts in the session (-1: none yet) and its text: what a format
+  // that rewrites answers (harmony) writes again in their place.
+  int64_t answer_start = -1;
+  std::string last_answer;
   int64_t turn = 0;
   bool interrupt_armed = false;  // one Ctrl-C at the prompt seen
   std::string line;
@@ -141,6 +151,7 @@ int run_chat(const ChatArgs& a) {
       session.reset();
       last_end = AnswerEnd::Length;
       last_token = -1;
+      answer_start = -1;
       std::fprintf(stderr, "[conversation reset]\n");
       continue;
     }
@@ -155,8 +166,16 @@ int run_chat(const ChatArgs& a) {
     }
     const std::string message = cmd.rfind("//", 0) == 0 ? cmd.substr(1) : cmd;
 
-    const std::vector<int32_t> input = session.tokens().empty() ? fmt.first_turn(message, a.system)
-                                                                : fmt.next_turn(message, last_end, last_token);
+    std::vector<int32_t> input;
+    if (session.tokens().empty()) {
+      input = fmt.first_turn(message, a.system);
+    } else if (fmt.rewrites_answers() && answer_start >= 0) {
+      session.rewind(answer_start);
+      input = fmt.next_turn_replacing(last_answer, message);
+    } else {
+      input = fmt.next_turn(message, last_end, last_token);
+    }
+    const int64_t input_start = int64_t(session.tokens().size());
     TurnRequest req;
     req.sampling = a.run.sampling;
     // -n -1: until end of text or the context is full.
@@ -166,17 +185,22 @@ int run_chat(const ChatArgs& a) {
     req.turn_end = fmt.turn_end_token();
     req.stop = {fmt.stop_text()};
     req.hide_reasoning = hide_reasoning;
+    req.format = &fmt;
     req.cancelled = [] { return SigintGuard::pending(); };
     bool strip_space = true;  // the display drops the answer's leading space
-    if (!a.json)
-      req.on_text = [&](const std::string& s) {
-        std::string_view v = s;
-        if (strip_space) {
-          if (v.front() == ' ') v.remove_prefix(1);
-          strip_space = v.empty();
-        }
-        print_stdout(v);
-      };
+    auto display = [&](const std::string& s) {
+      std::string_view v = s;
+      if (strip_space) {
+        if (!v.empty() && v.front() == ' ') v.remove_prefix(1);
+        strip_space = v.empty();
+      }
+      print_stdout(v);
+    };
+    ReasoningDisplay marks;  // harmony with --think: its reasoning as Qwen3's shows
+    if (!a.json) {
+      req.on_text = [&](const std::string& s) { display(a.think ? marks.content(s) : s); };
+      if (a.think) req.on_reasoning = [&](const std::string& s) { display(marks.reasoning(s)); };
+    }
     TurnResult r;
     try {
       r = run_turn(engine, session, input, req);
@@ -185,24 +209,27 @@ int run_chat(const ChatArgs& a) {
       std::fprintf(stderr, "flashspec: %s; /reset starts a new conversation\n", e.what());
       continue;
     }
-    if (!a.json) print_stdout("\n");
+    if (!a.json) print_stdout(marks.finish() + "\n");
     // A Ctrl-C that came after the last token still marks the answer interrupted.
     const AnswerEnd how = SigintGuard::take() ? AnswerEnd::Cancelled : r.finish;
 
     ++turn;
     last_end = how;
     last_token = r.tokens.empty() ? -1 : r.tokens.back();
+    answer_start = input_start + int64_t(input.size());
+    last_answer = r.text;
     last_stats = r.stats;
     totals.add(r.stats);
 
     if (a.json) {
-      const nlohmann::json j = {{"turn", turn},
-                                {"prompt_tokens", r.stats.prompt_tokens},
-                                {"history_tokens", int64_t(session.tokens().size())},
-                                {"stop", end_name(how)},
-                                {"tokens", r.tokens},
-                                {"text", r.text},
-                                {"stats", stats_json(r.stats)}};
+      nlohmann::json j = {{"turn", turn},
+                          {"prompt_tokens", r.stats.prompt_tokens},
+                          {"history_tokens", int64_t(session.tokens().size())},
+                          {"stop", end_name(how)},
+                          {"tokens", r.tokens},
+                          {"text", r.text},
+                          {"stats", stats_json(r.stats)}};
+      if (r.reasoning) j["reasoning"] = *r.reasoning;
       print_stdout(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
     } else {
       if (how == AnswerEnd::Cancelled) std::fprintf(stderr, "[interrupted]\n");
@@ -226,8 +253,8 @@ Action register_chat(CLI::App& app) {
   sub->add_option("--system", args->system, "system prompt placed before the first turn");
   add_chat_format_option(*sub, args->format);
   sub->add_flag("--think", args->think,
-                "reasoning models (Qwen3): let the model think before answering and show its reasoning "
-                "(default: thinking off, any reasoning hidden)");
+                "reasoning models: let the model think before answering (Qwen3; gpt-oss: reasoning effort medium "
+                "instead of low) and show its reasoning (default: thinking off, any reasoning hidden)");
   sub->add_flag("--json", args->json, "one JSON line per turn instead of streamed text (for scripts)");
   return [args, sub] {
     finish_run_options(*sub, args->run);

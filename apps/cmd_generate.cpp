@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "apps/commands.h"
+#include "apps/constraint_flags.h"
 #include "apps/output.h"
 #include "apps/run_options.h"
 #include "apps/stats_report.h"
@@ -23,12 +24,15 @@ struct GenerateArgs {
   bool json = false;
   int64_t logits = 0;
   std::string trace_path;
+  ConstraintFlags constraint;
 };
 
 int run_generate(const GenerateArgs& a) {
   const std::string prompt = a.prompt_file.empty() ? a.prompt : read_text_file(a.prompt_file);
   // Output files are opened before any work, so a bad path fails at once.
   std::unique_ptr<OutputFile> trace = a.trace_path.empty() ? nullptr : std::make_unique<OutputFile>(a.trace_path);
+  // So is the grammar: a bad schema fails before a model loads.
+  std::shared_ptr<const grammar::Grammar> output_grammar = compile_constraint(a.constraint);
   Engine engine(a.run.engine);
   if (auto n = over_budget_notice(engine.plan())) std::fprintf(stderr, "%s\n", n->c_str());
   const Tokenizer& tok = engine.tokenizer();
@@ -48,6 +52,8 @@ int run_generate(const GenerateArgs& a) {
     write_stdout(prompt);
     req.on_text = [](const std::string& s) { print_stdout(s); };
   }
+  const std::unique_ptr<LogitConstraint> constraint = make_constraint(std::move(output_grammar), tok);
+  req.constraint = constraint.get();
   const TurnResult r = engine.generate(prompt_tokens, req);
   if (trace) trace->write_all(chrome_trace(r.stats));
   const std::string config = speculation_label(a.run.engine);
@@ -83,6 +89,7 @@ Action register_generate(CLI::App& app) {
   CLI::Option* f = sub->add_option("-f,--file", args->prompt_file, "read the prompt from a file ('-': standard input)");
   p->excludes(f);
   CLI::Option* json = sub->add_flag("--json", args->json, "print one JSON object instead of streaming text");
+  add_constraint_options(*sub, args->constraint);
   sub->add_option("--trace", args->trace_path, "write a Chrome trace (JSON) of the passes to this file");
   sub->add_option("--logits", args->logits, "with --json: full logits of the first K generated positions")
       ->check(CLI::Range(int64_t(0), int64_t(1) << 20))

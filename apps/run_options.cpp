@@ -223,8 +223,9 @@ namespace flashspec {
 
 void add_chat_format_option(CLI::App& sub, std::string& format) {
   sub.add_option("--chat-format", format,
-                 "turn format: auto (from the model's chat template, else plain), plain, llama2, chatml, llama3, zephyr, gemma")
-      ->check(CLI::IsMember({"auto", "plain", "llama2", "chatml", "llama3", "zephyr", "gemma"}))
+                 "turn format: auto (from the model's chat template, else plain), plain, llama2, chatml, llama3, zephyr, gemma, "
+                 "harmony")
+      ->check(CLI::IsMember({"auto", "plain", "llama2", "chatml", "llama3", "zephyr", "gemma", "harmony"}))
       ->capture_default_str();
 }
 

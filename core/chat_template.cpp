@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "core/chat_harmony.h"
 #include "core/error.h"
 
 namespace flashspec {
@@ -15,6 +16,7 @@ const char* chat_style_name(ChatStyle s) {
     case ChatStyle::Llama3: return "llama-3";
     case ChatStyle::Zephyr: return "zephyr";
     case ChatStyle::Gemma: return "gemma";
+    case ChatStyle::Harmony: return "harmony";
   }
   return "?";
 }
@@ -26,12 +28,14 @@ std::optional<ChatStyle> parse_chat_style(std::string_view n) {
   if (n == "llama3" || n == "llama-3") return ChatStyle::Llama3;
   if (n == "zephyr") return ChatStyle::Zephyr;
   if (n == "gemma") return ChatStyle::Gemma;
+  if (n == "harmony" || n == "gpt-oss") return ChatStyle::Harmony;
   return std::nullopt;
 }
 
 std::optional<ChatStyle> detect_chat_style(std::string_view t) {
   // Most specific markers first: a llama-3 or chatml template may also mention [INST]
   // in a comment, never the other way round.
+  if (t.find("<|channel|>") != std::string_view::npos) return ChatStyle::Harmony;
   if (t.find("<|start_header_id|>") != std::string_view::npos) return ChatStyle::Llama3;
   if (t.find("<|im_start|>") != std::string_view::npos) return ChatStyle::ChatML;
   if (t.find("<start_of_turn>") != std::string_view::npos) return ChatStyle::Gemma;
@@ -58,11 +62,30 @@ ChatFormat::ChatFormat(const Tokenizer& tok, ChatStyle style) : tok_(&tok), styl
       start_turn_ = special("<start_of_turn>", false);
       turn_end_ = special("<end_of_turn>", false);
       break;
+    case ChatStyle::Harmony:
+      h_start_ = special(harmony::kStart, false);
+      h_message_ = special(harmony::kMessage, false);
+      h_channel_ = special(harmony::kChannel, false);
+      h_end_ = special(harmony::kEnd, false);
+      turn_end_ = special(harmony::kReturn, false);
+      call_ = special(harmony::kCall, true);
+      h_constrain_ = special(harmony::kConstrain, true);
+      break;
     case ChatStyle::Llama2:
     case ChatStyle::Zephyr:
       break;  // BOS/EOS only; zephyr's <|user|> markers are plain text in most vocabularies
   }
 }
+
+namespace {
+// gpt-oss's vocabulary (o200k_harmony): its GGUFs made from the npm tokenizer carry no chat
+// template, so the markers are what says the model speaks harmony.
+bool has_harmony_markers(const Tokenizer& tok) {
+  for (std::string_view m : {harmony::kStart, harmony::kMessage, harmony::kChannel, harmony::kEnd, harmony::kReturn})
+    if (tok.find_token(m) < 0) return false;
+  return true;
+}
+}  // namespace
 
 ChatFormat ChatFormat::for_model(const Tokenizer& tok, const std::string* chat_template,
                                  std::optional<ChatStyle> forced, std::string& notice) {
@@ -74,11 +97,13 @@ ChatFormat ChatFormat::for_model(const Tokenizer& tok, const std::string* chat_t
       throw Error(std::string("--chat-format ") + chat_style_name(*forced) + ": " + e.what());
     }
   }
+  const std::optional<ChatStyle> style =
+      chat_template ? detect_chat_style(*chat_template) : std::optional<ChatStyle>();
+  if (!style && has_harmony_markers(tok)) return ChatFormat(tok, ChatStyle::Harmony);
   if (!chat_template || chat_template->empty()) return ChatFormat(tok, ChatStyle::Plain);
-  const std::optional<ChatStyle> style = detect_chat_style(*chat_template);
   if (!style) {
-    notice = "chat template not recognised (known: llama-2, chatml, llama-3, zephyr, gemma); using the plain "
-             "transcript format";
+    notice = "chat template not recognised (known: llama-2, chatml, llama-3, zephyr, gemma, harmony); using "
+             "the plain transcript format";
     return ChatFormat(tok, ChatStyle::Plain);
   }
   try {
@@ -181,6 +206,8 @@ void ChatFormat::system_message(std::vector<Part>& parts, const std::string& sys
       break;
     case ChatStyle::Gemma:  // folded into the first user turn: see first_turn and render_gemma
       break;
+    case ChatStyle::Harmony:  // rendered whole by render_harmony
+      break;
   }
 }
 
@@ -217,6 +244,8 @@ void ChatFormat::user_message(std::vector<Part>& parts, const std::string& u) co
       parts.push_back({turn_end_, {}});
       parts.push_back({-1, "\n"});
       break;
+    case ChatStyle::Harmony:  // rendered whole by render_harmony
+      break;
   }
 }
 
@@ -250,6 +279,8 @@ void ChatFormat::assistant_header(std::vector<Part>& parts) const {
     case ChatStyle::Gemma:
       parts.push_back({start_turn_, {}});
       parts.push_back({-1, "model\n"});
+      break;
+    case ChatStyle::Harmony:  // rendered whole by render_harmony
       break;
   }
 }
@@ -306,10 +337,18 @@ void ChatFormat::assistant_message(std::vector<Part>& parts, const std::string& 
       parts.push_back({turn_end_, {}});
       parts.push_back({-1, "\n"});
       break;
+    case ChatStyle::Harmony:  // rendered whole by render_harmony
+      break;
   }
 }
 
 std::vector<int32_t> ChatFormat::first_turn(std::string_view user, std::string_view system) const {
+  if (style_ == ChatStyle::Harmony) {
+    std::vector<ChatMessage> msgs;
+    if (!system.empty()) msgs.push_back({ChatRole::System, std::string(system)});
+    msgs.push_back({ChatRole::User, std::string(user)});
+    return render(msgs);
+  }
   std::vector<Part> parts;
   if (tok_->add_bos() || style_ == ChatStyle::Llama2) parts.push_back({tok_->bos(), {}});
   const std::string sys = system.empty() ? default_system_ : std::string(system);
@@ -362,6 +401,15 @@ std::vector<int32_t> ChatFormat::next_turn(std::string_view user, AnswerEnd end,
       if (last_token != turn_end_) parts.push_back({turn_end_, {}});
       parts.push_back({-1, "\n"});
       break;
+    case ChatStyle::Harmony: {
+      // An answer that ended on its own ends with <|return|> or <|call|> (kept in the session
+      // where the template would write <|end|>); one cut short, or after a message, is closed.
+      if (last_token != turn_end_ && last_token != call_ && last_token != h_end_) parts.push_back({h_end_, {}});
+      std::vector<HarmonyPiece> pieces;
+      harmony_user_turn(pieces, user);
+      add_harmony(parts, pieces);
+      return tokenize(parts);
+    }
   }
   user_turn(parts, user);
   return tokenize(parts);
@@ -374,6 +422,16 @@ std::optional<ChatRole> parse_chat_role(std::string_view n) {
   return std::nullopt;
 }
 
+std::vector<int32_t> ChatFormat::next_turn_replacing(std::string_view answer, std::string_view user) const {
+  if (!rewrites_answers()) throw Error(std::string("internal: the ") + chat_style_name(style_) + " format keeps answers as written");
+  std::vector<HarmonyPiece> pieces;
+  harmony_past_answer(pieces, answer);
+  harmony_user_turn(pieces, user);
+  std::vector<Part> parts;
+  add_harmony(parts, pieces);
+  return tokenize(parts);
+}
+
 std::vector<int32_t> ChatFormat::render(std::span<const ChatMessage> messages) const {
   if (messages.empty()) throw Error("messages: the conversation is empty");
   std::vector<Part> parts;
@@ -384,6 +442,10 @@ std::vector<int32_t> ChatFormat::render(std::span<const ChatMessage> messages) c
   }
   if (style_ == ChatStyle::Gemma) {
     render_gemma(parts, messages);
+    return tokenize(parts);
+  }
+  if (style_ == ChatStyle::Harmony) {
+    add_harmony(parts, render_harmony(messages, harmony_settings()));
     return tokenize(parts);
   }
   if (messages.front().role != ChatRole::System && !default_system_.empty()) system_message(parts, default_system_);
@@ -452,6 +514,46 @@ void ChatFormat::render_gemma(std::vector<Part>& parts, std::span<const ChatMess
     parts.push_back({-1, "\n"});
   }
   assistant_header(parts);
+}
+
+void ChatFormat::set_reasoning_effort(std::string_view effort) {
+  if (effort.empty()) {
+    effort_.clear();
+    return;
+  }
+  const std::optional<std::string> e = parse_reasoning_effort(effort);
+  if (!e) throw Error("reasoning_effort: '" + std::string(effort) + "' is not one of low, medium, high");
+  effort_ = *e;
+}
+
+std::string ChatFormat::reasoning_effort() const {
+  if (!effort_.empty()) return effort_;
+  return thinking_ ? "medium" : "low";  // off: the least gpt-oss can think, hidden anyway
+}
+
+HarmonySettings ChatFormat::harmony_settings() const {
+  HarmonySettings s;
+  s.date = date_.empty() ? local_date_today() : date_;
+  s.effort = reasoning_effort();
+  return s;
+}
+
+void ChatFormat::add_harmony(std::vector<Part>& parts, const std::vector<HarmonyPiece>& pieces) const {
+  for (const HarmonyPiece& p : pieces) {
+    if (p.marker) parts.push_back({special(p.text, false), {}});
+    else parts.push_back({-1, p.text});
+  }
+}
+
+bool ChatFormat::is_harmony_marker(int32_t id) const {
+  if (style_ != ChatStyle::Harmony || id < 0) return false;
+  for (const int32_t m : {h_start_, h_message_, h_channel_, h_end_, h_constrain_, turn_end_, call_})
+    if (id == m) return true;
+  return false;
+}
+
+std::string ChatFormat::output_piece(int32_t id) const {
+  return is_harmony_marker(id) ? tok_->token_text(id) : tok_->token_to_piece(id);
 }
 
 namespace {

@@ -17,10 +17,17 @@
 //           <start_of_turn>user\n{u}<end_of_turn>\n<start_of_turn>model\n
 //           (Gemma 3's template: no system role, the system prompt and a blank line open the
 //           first user turn; every message is trimmed; roles alternate user/assistant)
+//   harmony "<|channel|>"   (gpt-oss; also chosen without a template when the vocabulary has
+//           its markers) <|start|>user<|message|>{u}<|end|><|start|>assistant
+//           after a system message of its own with the date and the reasoning effort: see
+//           core/chat_harmony.h; the answer's channels are split by core/harmony_stream.h.
 // Reasoning models (Qwen3: a chatml template that mentions <think>) think by default; with
 // thinking off the assistant header is followed by an empty "<think>\n\n</think>\n\n",
 // as the template's enable_thinking=false renders it, and the app hides any reasoning
 // that appears anyway (ReasoningFilter).
+// gpt-oss always reasons (its analysis channel); thinking sets how much: "Reasoning: low"
+// when off, "medium" (its template's default) when on; set_reasoning_effort() picks any of
+// low, medium, high instead. Its reasoning is the analysis channel, never shown as content.
 // When a later turn starts, the previous answer is closed first: the style's
 // end-of-turn token is added if the answer did not end with it (cut by -n or Ctrl-C).
 // In the plain style the model may start the user's next line itself; the app stops the
@@ -37,7 +44,8 @@
 // already in the session, and only the new turn is prefilled. Template details that break
 // that identity are kept where the template has them: Llama 3 and Gemma trim every message; Qwen3
 // drops the reasoning (and the empty think block) of earlier answers, so there the
-// previous answer is prefilled again.
+// previous answer is prefilled again. The same holds for harmony, whose template keeps only the
+// final text of earlier answers and closes them with <|end|> where the model wrote <|return|>.
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -49,11 +57,14 @@
 
 namespace flashspec {
 
-enum class ChatStyle { Plain, Llama2, ChatML, Llama3, Zephyr, Gemma };
+struct HarmonyPiece;     // core/chat_harmony.h
+struct HarmonySettings;
+
+enum class ChatStyle { Plain, Llama2, ChatML, Llama3, Zephyr, Gemma, Harmony };
 
 const char* chat_style_name(ChatStyle s);
-// "plain", "llama2"/"llama-2", "chatml", "llama3"/"llama-3", "zephyr", "gemma"; nullopt
-// otherwise.
+// "plain", "llama2"/"llama-2", "chatml", "llama3"/"llama-3", "zephyr", "gemma",
+// "harmony"/"gpt-oss"; nullopt otherwise.
 std::optional<ChatStyle> parse_chat_style(std::string_view name);
 // The style a Jinja chat template implements, recognised by its markers; nullopt when
 // none is recognised.
@@ -65,6 +76,9 @@ enum class ChatRole { System, User, Assistant };
 struct ChatMessage {
   ChatRole role = ChatRole::User;
   std::string content;
+  // An assistant message's reasoning (OpenAI's reasoning_content). Harmony checks it but, as
+  // its template, never writes it back; the other styles ignore it.
+  std::string reasoning = {};
 };
 
 // "system" (and OpenAI's newer name for it, "developer"), "user", "assistant"; nullopt for
@@ -86,9 +100,10 @@ class ChatFormat {
   ChatFormat(const Tokenizer& tok, ChatStyle style);
 
   // The format for a model: `forced` (from --chat-format) when given, else the style of
-  // `chat_template` (tokenizer.chat_template, may be null). Falls back to plain when the
-  // template is absent, unrecognised or needs special tokens the vocabulary lacks; in
-  // the last two cases `notice` gets one line saying why.
+  // `chat_template` (tokenizer.chat_template, may be null). Without a template it
+  // recognises, a vocabulary with harmony's markers (gpt-oss's) is harmony. Falls back to
+  // plain when the template is absent, unrecognised or needs special tokens the vocabulary
+  // lacks; in the last two cases `notice` gets one line saying why.
   static ChatFormat for_model(const Tokenizer& tok, const std::string* chat_template,
                               std::optional<ChatStyle> forced, std::string& notice);
   // Takes what the template adds to the style: reasoning blocks (chatml with <think>
@@ -96,9 +111,17 @@ class ChatFormat {
   void adopt_template_details(std::string_view chat_template);
 
   ChatStyle style() const { return style_; }
-  // The template is a reasoning model's (<think> blocks); thinking is then off unless set.
-  bool reasons() const { return think_open_ >= 0; }
+  // The template is a reasoning model's (<think> blocks, or harmony's analysis channel);
+  // thinking is then off unless set.
+  bool reasons() const { return think_open_ >= 0 || style_ == ChatStyle::Harmony; }
   void set_thinking(bool on) { thinking_ = on; }
+  // Harmony: the reasoning effort ("low", "medium" or "high"; Error otherwise), instead of
+  // the one thinking implies; "" goes back to that.
+  void set_reasoning_effort(std::string_view effort);
+  std::string reasoning_effort() const;  // the one harmony's system message states
+  // Harmony: the day its system message states (YYYY-MM-DD), for renderings that must not
+  // depend on the clock (tests); "" (the default) is today's local date at each rendering.
+  void set_date(std::string date) { date_ = std::move(date); }
 
   // Tokens of the first turn of a conversation: BOS (when the vocabulary adds one), the
   // system prompt (if any), the user's turn and the assistant header.
@@ -106,6 +129,15 @@ class ChatFormat {
   // Tokens of a later turn: closes the previous answer (which ended with `last_token`,
   // -1 for none, the way `end` says) and adds the user's turn and the assistant header.
   std::vector<int32_t> next_turn(std::string_view user, AnswerEnd end, int32_t last_token) const;
+  // Harmony, whose template keeps only the final text of earlier answers: a later turn of
+  // `flashspec chat` that first writes the previous answer again as the history holds it
+  // ("<|channel|>final<|message|>{answer}<|end|>", its reasoning dropped), for a session
+  // rewound to just after that answer's assistant header; then the user's turn and the
+  // assistant header. The session then holds what render() writes for the conversation, as
+  // gpt-oss expects (it was trained without the reasoning of earlier answers). Error for the
+  // other styles, whose answers stay in the history as the model wrote them (next_turn).
+  bool rewrites_answers() const { return style_ == ChatStyle::Harmony; }
+  std::vector<int32_t> next_turn_replacing(std::string_view answer, std::string_view user) const;
   // Tokens of a whole conversation, as the model's template renders it with the generation
   // prompt: BOS, the default system prompt when the list starts without one, every message,
   // then the assistant header. Error (one line) for an empty list; for llama-2 when the
@@ -116,9 +148,13 @@ class ChatFormat {
   std::vector<int32_t> render(std::span<const ChatMessage> messages) const;
 
   // True for a token that ends the assistant's turn in this style (besides the
-  // tokenizer's end-of-generation tokens), e.g. <|im_end|>.
-  bool is_turn_end(int32_t id) const { return id >= 0 && id == turn_end_; }
+  // tokenizer's end-of-generation tokens), e.g. <|im_end|>; harmony's <|return|> and <|call|>.
+  bool is_turn_end(int32_t id) const { return id >= 0 && (id == turn_end_ || id == call_); }
   int32_t turn_end_token() const { return turn_end_; }  // -1: none
+  // The text a generated token adds to what the answer's parser reads: harmony's markers
+  // (<|channel|>, <|message|>, <|return|>, ...) spelled out, even those the tokenizer prints
+  // as nothing (control tokens); any other token as the tokenizer prints it.
+  std::string output_piece(int32_t id) const;
   // Text that, once it appears in an answer, means the model started speaking for the
   // user: the answer stops there and the text is not shown. Empty: none.
   const std::string& stop_text() const { return stop_text_; }
@@ -141,14 +177,20 @@ class ChatFormat {
   void assistant_header(std::vector<Part>& parts) const;
   void render_llama2(std::vector<Part>& parts, std::span<const ChatMessage> messages) const;
   void render_gemma(std::vector<Part>& parts, std::span<const ChatMessage> messages) const;
+  // Harmony's pieces (core/chat_harmony.h) as parts: its markers are special tokens.
+  void add_harmony(std::vector<Part>& parts, const std::vector<HarmonyPiece>& pieces) const;
+  HarmonySettings harmony_settings() const;
+  bool is_harmony_marker(int32_t id) const;
 
   const Tokenizer* tok_;
   ChatStyle style_;
   int32_t turn_end_ = -1;  // token closing an assistant turn (-1: the end-of-generation ones)
   int32_t im_start_ = -1, start_header_ = -1, end_header_ = -1, start_turn_ = -1;
   int32_t think_open_ = -1, think_close_ = -1;  // <think> </think> of a reasoning template
+  // harmony's markers (turn_end_ is its <|return|>; <|constrain|> may be absent)
+  int32_t h_start_ = -1, h_message_ = -1, h_channel_ = -1, h_end_ = -1, h_constrain_ = -1, call_ = -1;
   bool thinking_ = false;
-  std::string stop_text_, default_system_;
+  std::string stop_text_, default_system_, effort_, date_;
 };
 
 // Streams an answer's text without its reasoning: <think>...</think> blocks (and the

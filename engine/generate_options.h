@@ -6,6 +6,7 @@
 #include <functional>
 #include <vector>
 
+#include "core/logit_constraint.h"
 #include "core/sampler.h"
 #include "core/stats.h"
 
@@ -21,6 +22,12 @@ struct GenerateOptions {
   // Asked after each emitted token (after on_token): true ends the generation there
   // (Ctrl-C in chat, a stop text). The token just emitted is kept.
   std::function<bool()> should_stop;
+  // Structured output: the target's logits at every position are masked with the
+  // constraint's state there before sampling and acceptance, so the output follows it
+  // exactly (and speculation stays lossless for the constrained distribution). The
+  // generation also ends where the constraint allows nothing but the end. Null: none.
+  // Owned by the caller, used by this generation alone, and must outlive it.
+  LogitConstraint* constraint = nullptr;
 };
 
 struct GenerationResult {

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "core/error.h"
+#include "engine/constrained_tree.h"
 #include "model/llama_model.h"
 
 namespace flashspec {
@@ -153,6 +154,10 @@ double PassPipeline::draft(const std::vector<SequenceRun*>& decode) {
     s->draft_nodes = s->rec.drafted = s->cand.size() - 1;
     if (s->lookup) add_lookup_branches(*s->lookup, *policy_, s->drafter.has_value(), s->seq, s->draft_nodes, s->cand);
     s->tree = s->cand;
+    // Under a constraint (structured output), children it refuses are dropped before
+    // --tree auto weighs the candidates or the target verifies them: they could never be
+    // accepted, so verifying them would only cost rows.
+    if (s->opt.constraint) prune_refused(*s->opt.constraint, s->constraint_state, s->tree, s->picked);
   }
   return ms_between(t0, Clock::now());
 }
@@ -162,15 +167,17 @@ void PassPipeline::choose(const std::vector<SequenceRun*>& decode, int64_t other
   std::vector<TokenTree> cands;
   std::vector<int64_t> room;  // candidates each cache has rows for, besides the root's
   for (SequenceRun* s : decode) {
-    cands.push_back(s->cand);
+    cands.push_back(s->tree);  // the candidates, less those a constraint pruned
     room.push_back(s->cache->capacity() - s->cache->committed() - 1);
   }
   const std::vector<BudgetPolicy::Choice> choices = auto_budget_->choose_many(cands, other_rows, drafted_ms, room);
   for (size_t i = 0; i < decode.size(); ++i) {
     SequenceRun& s = *decode[i];
-    s.tree = s.cand.select(choices[i].nodes);
-    s.picked = {0};
-    s.picked.insert(s.picked.end(), choices[i].nodes.begin(), choices[i].nodes.end());
+    // Node ids chosen are the pruned tree's; picked keeps candidate ids (the drafter's).
+    std::vector<int32_t> picked{0};
+    for (int32_t n : choices[i].nodes) picked.push_back(s.picked.empty() ? n : s.picked[size_t(n)]);
+    s.tree = s.tree.select(choices[i].nodes);
+    s.picked = std::move(picked);
     s.rec.predicted_tokens = choices[i].predicted_tokens;
     s.rec.predicted_ms = choices[i].predicted_ms;
   }
@@ -262,7 +269,8 @@ void PassPipeline::finish_prefill(SequenceRun& s) {
   }
   if (whole && !stop) {
     const int64_t n_vocab = target_.config().n_vocab;
-    const std::span<const float> row = std::span(s.logits).first(size_t(n_vocab));
+    const std::span<float> row = std::span(s.logits).first(size_t(n_vocab));
+    if (s.opt.constraint) s.opt.constraint->mask(row, s.constraint_state);
     if (s.opt.logits_positions > 0) s.result.logits.emplace_back(row.begin(), row.end());
     stop = emit(s, sample_token(s.opt.sampling, row, s.rng));
     st.ttft_ms = s.ms_since_added();
@@ -282,6 +290,11 @@ void PassPipeline::finish_prefill(SequenceRun& s) {
 void PassPipeline::finish_tree(SequenceRun& s, PreGrowth& growth) {
   GenerationStats& st = s.result.stats;
   ++st.target_passes;
+  if (LogitConstraint* c = s.opt.constraint) {
+    const int64_t n_vocab = target_.config().n_vocab;
+    mask_tree_logits(*c, tree_states(*c, s.tree, s.constraint_state),
+                     std::span(s.logits).first(size_t(s.tree.size() * n_vocab)), n_vocab);
+  }
   const TreeOutcome out = settle_tree(s.tree, s.logits, target_.config().n_vocab, s.opt.sampling, s.rng, *s.cache,
                                       s.opt.logits_positions, s.result.logits, st,
                                       [&](int32_t tok) { return emit(s, tok); });
@@ -319,9 +332,16 @@ bool PassPipeline::emit(SequenceRun& s, int32_t tok) {
   s.seq.push_back(tok);
   s.result.tokens.push_back(tok);
   const GenerateOptions& opt = s.opt;
+  bool constraint_ends = false;
+  if (opt.constraint) {
+    const std::optional<LogitConstraint::State> next = opt.constraint->advance(s.constraint_state, tok);
+    if (!next) throw Error("internal: a token the constraint refuses was emitted");
+    s.constraint_state = *next;
+    constraint_ends = opt.constraint->must_end(*next);
+  }
   if (opt.on_token) opt.on_token(tok);
-  return (!opt.ignore_eos && opt.is_end && opt.is_end(tok)) || int64_t(s.result.tokens.size()) >= opt.n_predict ||
-         (opt.should_stop && opt.should_stop());
+  return constraint_ends || (!opt.ignore_eos && opt.is_end && opt.is_end(tok)) ||
+         int64_t(s.result.tokens.size()) >= opt.n_predict || (opt.should_stop && opt.should_stop());
 }
 
 void PassPipeline::observe(const std::vector<SequenceRun*>& decode, int64_t rows, const TargetPassTimes& t,

@@ -36,6 +36,7 @@ struct SequenceRun {
   Rng rng{0};
   GenerationResult result;
   bool done = false;
+  LogitConstraint::State constraint_state = 0;  // opt.constraint's state after every emitted token
   Clock::time_point added, first_token;  // pass records count from `added`
 
   // The pass in progress: a prompt chunk of `prefill` rows, or (prefill == 0) a tree.
@@ -56,6 +57,7 @@ struct SequenceRun {
     rng = Rng(opt.sampling.seed);
     result = {};
     done = false;
+    if (opt.constraint) constraint_state = opt.constraint->start();
     pregrown = false;
     drafted = false;
     added = Clock::now();

@@ -4,7 +4,8 @@
 
 namespace flashspec {
 
-TurnText::TurnText(const Tokenizer& tok, const TurnRequest& r) : tok_(tok), r_(r), stops_(r.stop) {}
+TurnText::TurnText(const Tokenizer& tok, const TurnRequest& r)
+    : tok_(tok), r_(r), stops_(r.stop), harmony_(r.format && r.format->style() == ChatStyle::Harmony) {}
 
 void TurnText::emit(const std::string& s) {
   if (s.empty()) return;
@@ -14,12 +15,23 @@ void TurnText::emit(const std::string& s) {
 
 void TurnText::show(const std::string& s) { emit(r_.hide_reasoning ? reasoning_.push(s) : s); }
 
+void TurnText::route(const HarmonyText& t) {
+  // Nothing after a stop text belongs to the answer, its reasoning included.
+  if (stops_.stopped()) return;
+  if (!t.reasoning.empty()) {
+    reasoning_text_ += t.reasoning;
+    if (r_.on_reasoning) r_.on_reasoning(t.reasoning);
+  }
+  emit(stops_.push(t.content));
+}
+
 GenerateOptions TurnText::options() {
   GenerateOptions g;
   g.n_predict = r_.max_tokens;
   g.sampling = r_.sampling;
   g.ignore_eos = r_.ignore_eos;
   g.logits_positions = r_.logits_positions;
+  g.constraint = r_.constraint;
   // The session stops at end tokens itself (unless ignore_eos); the style's end of turn
   // is one more end token for a chat.
   const Tokenizer& tok = tok_;
@@ -30,26 +42,37 @@ GenerateOptions TurnText::options() {
       end_token_ = true;
       return;
     }
-    show(stops_.push(utf8_.push(tok_.token_to_piece(id))));
+    // Harmony's markers go to its parser spelled out (some print as nothing): they are the
+    // message structure that routes the text.
+    if (harmony_) route(channels_.push(utf8_.push(r_.format->output_piece(id))));
+    else show(stops_.push(utf8_.push(tok_.token_to_piece(id))));
   };
   g.should_stop = [this] {
     if (!cancelled_ && r_.cancelled && r_.cancelled()) cancelled_ = true;
-    return cancelled_ || stops_.stopped();
+    // A harmony answer also ends where the model starts another speaker's message.
+    return cancelled_ || stops_.stopped() || (harmony_ && channels_.done() && !r_.ignore_eos);
   };
   return g;
 }
 
 TurnResult TurnText::finish(GenerationResult res) {
-  if (!stops_.stopped()) show(stops_.push(utf8_.flush()) + stops_.flush());
-  if (r_.hide_reasoning) emit(reasoning_.flush());
+  if (harmony_) {
+    route(channels_.push(utf8_.flush()));
+    route(channels_.flush());
+    if (!stops_.stopped()) emit(stops_.flush());
+  } else {
+    if (!stops_.stopped()) show(stops_.push(utf8_.flush()) + stops_.flush());
+    if (r_.hide_reasoning) emit(reasoning_.flush());
+  }
   TurnResult out;
   out.text = std::move(text_);
+  if (harmony_) out.reasoning = std::move(reasoning_text_);
   out.tokens = std::move(res.tokens);
   out.logits = std::move(res.logits);
   out.stats = std::move(res.stats);
   if (cancelled_) out.finish = AnswerEnd::Cancelled;
   else if (stops_.stopped()) out.finish = AnswerEnd::StopText;
-  else if (end_token_ && !r_.ignore_eos) out.finish = AnswerEnd::EndToken;
+  else if ((end_token_ || (harmony_ && channels_.done())) && !r_.ignore_eos) out.finish = AnswerEnd::EndToken;
   return out;
 }
 

@@ -7,17 +7,23 @@
 //   - stop texts cut the answer where the first of them begins, even inside a token, and
 //     are never shown (text that might start one is held back until it cannot);
 //   - reasoning blocks (<think>...</think>) can be hidden;
+//   - a harmony answer (gpt-oss) is split into its reasoning (the analysis channel) and its
+//     content (the final channel): its marker tokens are read as the message structure they
+//     spell (ChatFormat::output_piece, HarmonyStream), never shown; stop texts apply to the
+//     content only;
 //   - text goes out in whole UTF-8 characters.
 // It reports why the turn finished and its statistics, including what the weight stream
 // read meanwhile. A turn keeps all its state in its own objects, so several turns can run
 // side by side, one per sequence.
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "core/chat_template.h"
+#include "core/harmony_stream.h"
 #include "core/sampler.h"
 #include "core/stats.h"
 #include "core/tokenizer.h"
@@ -36,14 +42,24 @@ struct TurnRequest {
   int32_t turn_end = -1;            // the chat style's end-of-turn token (-1: none)
   std::vector<std::string> stop;    // stop texts (empty ones are ignored)
   bool hide_reasoning = false;
+  // The chat format the answer is written in (null: plain text, as generate and the server's
+  // completions write it). Only harmony changes how the answer is read; it must outlive the turn.
+  const ChatFormat* format = nullptr;
   int64_t logits_positions = 0;     // keep full logits of the first K generated positions
+  // Structured output (GenerateOptions::constraint); null: none. Must outlive the turn.
+  LogitConstraint* constraint = nullptr;
   std::function<void(const std::string&)> on_text;  // visible text, as it becomes final
+  // Harmony: the reasoning (analysis channel), as it becomes final; unset: not shown.
+  std::function<void(const std::string&)> on_reasoning;
   std::function<bool()> cancelled;                  // asked after each token
 };
 
 struct TurnResult {
   std::vector<int32_t> tokens;  // generated ids (a final end token included)
   std::string text;             // the visible answer (what on_text was given)
+  // Harmony: the reasoning, apart from the text (what on_reasoning was given, or would have
+  // been); nullopt for formats whose reasoning is not split out.
+  std::optional<std::string> reasoning;
   AnswerEnd finish = AnswerEnd::Length;
   std::vector<std::vector<float>> logits;
   GenerationStats stats;        // stats.prompt_tokens: rows this turn prefilled
@@ -65,13 +81,16 @@ class TurnText {
  private:
   void emit(const std::string& s);
   void show(const std::string& s);
+  void route(const HarmonyText& t);  // harmony: reasoning aside, content through the stop texts
 
   const Tokenizer& tok_;
   const TurnRequest& r_;
   StopTextFilter stops_;
   ReasoningFilter reasoning_;
   Utf8Stream utf8_;
-  std::string text_;
+  const bool harmony_;
+  HarmonyStream channels_;  // harmony only
+  std::string text_, reasoning_text_;
   bool end_token_ = false, cancelled_ = false;
 };
 

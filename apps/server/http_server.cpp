@@ -249,6 +249,28 @@ void HttpServer::add_routes() {
                 });
 }
 
+namespace {
+
+// A request's reasoning_effort, for formats whose template states one (harmony); refused for
+// the others rather than ignored, since the client would get an answer thought otherwise
+// than it asked.
+void set_effort(ChatFormat& f, const std::string& effort) {
+  if (f.style() != ChatStyle::Harmony)
+    throw bad_request(std::string("reasoning_effort: not supported by this model (its chat format, ") +
+                          chat_style_name(f.style()) + ", states no reasoning effort" +
+                          (f.reasons() ? "; chat_template_kwargs.enable_thinking turns its thinking on or off)" : ")"),
+                      "reasoning_effort", "unsupported_parameter");
+  // "" would mean the format's own default: not a value a client may send.
+  if (effort.empty()) throw bad_request("reasoning_effort: '' is not one of low, medium, high", "reasoning_effort");
+  try {
+    f.set_reasoning_effort(effort);
+  } catch (const Error& e) {
+    throw bad_request(e.what(), "reasoning_effort");
+  }
+}
+
+}  // namespace
+
 RunRequest HttpServer::prepare(const GenRequest& g) const {
   RunRequest r;
   r.chat = g.chat;
@@ -256,6 +278,7 @@ RunRequest HttpServer::prepare(const GenRequest& g) const {
   if (g.chat) {
     ChatFormat f = format_;
     f.set_thinking(g.thinking);
+    if (g.reasoning_effort) set_effort(f, *g.reasoning_effort);
     try {
       r.prompt = f.render(g.messages);
     } catch (const Error& e) {
@@ -377,6 +400,7 @@ void HttpServer::stream_answer(Job& job, httplib::DataSink& sink) {
   send(sse_event(chunk_json(job.meta, "", true, nullptr)));
   ClientStream& conn = *job.conn;
   job.run.on_text = [&](const std::string& text) { send(sse_event(chunk_json(job.meta, text, false, nullptr))); };
+  job.run.on_reasoning = [&](const std::string& text) { send(sse_event(reasoning_chunk_json(job.meta, text))); };
   job.run.cancelled = [&] { return failed || conn.peer_gone() || queue_.cut(); };
   RunResult r;
   try {

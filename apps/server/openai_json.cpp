@@ -27,8 +27,12 @@ json flashspec_json(const RunResult& r, const RequestTiming& t) {
 
 json response_json(const ResponseMeta& m, const RunResult& r, const RequestTiming& t) {
   json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason(r.finish)}};
-  if (m.chat) choice["message"] = {{"role", "assistant"}, {"content", r.text}};
-  else choice["text"] = r.text;
+  if (m.chat) {
+    choice["message"] = {{"role", "assistant"}, {"content", r.text}};
+    if (r.reasoning) choice["message"]["reasoning_content"] = *r.reasoning;
+  } else {
+    choice["text"] = r.text;
+  }
   return {{"id", m.id},
           {"object", m.chat ? "chat.completion" : "text_completion"},
           {"created", m.created},
@@ -53,6 +57,12 @@ json chunk_json(const ResponseMeta& m, const std::string& text, bool first, cons
           {"created", m.created},
           {"model", m.model},
           {"choices", json::array({choice})}};
+}
+
+json reasoning_chunk_json(const ResponseMeta& m, const std::string& text) {
+  json c = chunk_json(m, "", false, nullptr);
+  c["choices"][0]["delta"] = {{"reasoning_content", text}};
+  return c;
 }
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }

@@ -30,11 +30,14 @@ nlohmann::json usage_json(const RunResult& r);
 // request_ttft_ms and the generated token ids.
 nlohmann::json flashspec_json(const RunResult& r, const RequestTiming& t);
 
-// The whole answer of a non-streamed request.
+// The whole answer of a non-streamed request. A chat answer whose reasoning is split out
+// (harmony) carries it as message.reasoning_content, as llama.cpp and vLLM answer.
 nlohmann::json response_json(const ResponseMeta& m, const RunResult& r, const RequestTiming& t);
 // One stream chunk: `text` as the delta (chat: the first chunk also carries the role),
 // `finish` null until the last.
 nlohmann::json chunk_json(const ResponseMeta& m, const std::string& text, bool first, const char* finish);
+// A chat stream chunk whose delta is reasoning: {"reasoning_content": text}.
+nlohmann::json reasoning_chunk_json(const ResponseMeta& m, const std::string& text);
 
 // A JSON value as text; invalid UTF-8 (never expected: answers pass Utf8Stream) is replaced.
 std::string dump(const nlohmann::json& j);

@@ -152,6 +152,18 @@ std::string message_content(const json& m, ChatRole role, const std::string& whe
   return text;
 }
 
+// An assistant message's reasoning_content (a past answer's reasoning, as the server
+// returned it): a string, or absent or null for none. Only assistant messages have one.
+std::string message_reasoning(const json& m, ChatRole role, const std::string& where) {
+  const json* r = field(m, "reasoning_content");
+  if (!r) return {};
+  if (role != ChatRole::Assistant)
+    throw bad_request(where + ".reasoning_content: only an assistant message carries reasoning", "messages",
+                      "invalid_value");
+  if (!r->is_string()) throw bad_request(where + ".reasoning_content: expected a string", "messages", "invalid_type");
+  return r->get<std::string>();
+}
+
 }  // namespace
 
 void require_json(const std::string& content_type) {
@@ -216,11 +228,15 @@ GenRequest parse_chat_request(const nlohmann::json& body, const SamplingParams& 
       throw bad_request(where + ".role: " + in_quotes(role_name) + " is not supported (system, developer, user, assistant)",
                         "messages", "invalid_role");
     if (const json* tc = field(m, "tool_calls"); tc && !(tc->is_array() && tc->empty())) throw bad_request(where + ".tool_calls: tool calls are not supported", "messages", "unsupported_parameter");
-    r.messages.push_back({*role, message_content(m, *role, where)});
+    r.messages.push_back({*role, message_content(m, *role, where), message_reasoning(m, *role, where)});
   }
   if (const json* kw = field(body, "chat_template_kwargs")) {
     if (!kw->is_object()) throw bad_request("chat_template_kwargs: expected an object", "chat_template_kwargs", "invalid_type");
     if (const json* t = field(*kw, "enable_thinking")) r.thinking = boolean(*t, "chat_template_kwargs.enable_thinking");
+  }
+  if (const json* e = field(body, "reasoning_effort")) {
+    if (!e->is_string()) throw bad_request("reasoning_effort: expected a string", "reasoning_effort", "invalid_type");
+    r.reasoning_effort = e->get<std::string>();
   }
   return r;
 }
@@ -229,6 +245,11 @@ GenRequest parse_completion_request(const nlohmann::json& body, const SamplingPa
   GenRequest r;
   r.chat = false;
   parse_common(body, defaults, r);
+  // A completion's prompt is not rendered: no template states an effort there.
+  if (field(body, "reasoning_effort"))
+    throw bad_request("reasoning_effort: only chat completions have a reasoning effort (a completion's prompt is sent "
+                      "as it is)",
+                      "reasoning_effort", "unsupported_parameter");
   const json* p = field(body, "prompt");
   if (!p) throw bad_request("prompt: missing", "prompt", "missing_prompt");
   if (p->is_array() && p->size() == 1 && (*p)[0].is_string()) p = &(*p)[0];

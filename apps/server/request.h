@@ -31,6 +31,10 @@ struct GenRequest {
   // (Qwen3) thinks before answering and the answer's content shows the <think> block.
   // Default off: the template's empty think block, and any reasoning hidden.
   bool thinking = false;
+  // reasoning_effort (OpenAI's field): how much a harmony model (gpt-oss) reasons, over what
+  // `thinking` implies. Only its type is checked here: whether the model takes it, and which
+  // values, is the chat format's business (HttpServer::prepare refuses it for the others).
+  std::optional<std::string> reasoning_effort;
 };
 
 // 415 unless the content type is application/json (checked before the body is read).

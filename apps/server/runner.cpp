@@ -95,7 +95,9 @@ TurnRequest turn_request(const RunRequest& r, const ChatFormat& format, bool ign
   t.turn_end = r.chat ? format.turn_end_token() : -1;
   t.stop = r.stop;
   t.hide_reasoning = r.hide_reasoning;
+  t.format = r.chat ? &format : nullptr;  // a completion's text is read as plain text
   t.on_text = r.on_text;
+  t.on_reasoning = r.on_reasoning;
   t.cancelled = r.cancelled;
   return t;
 }
@@ -104,6 +106,7 @@ RunResult run_result(TurnResult g, int64_t prompt_tokens) {
   RunResult out;
   out.prompt_tokens = prompt_tokens;
   out.text = std::move(g.text);
+  out.reasoning = std::move(g.reasoning);
   out.tokens = std::move(g.tokens);
   out.stats = std::move(g.stats);
   out.cached_tokens = out.prompt_tokens - out.stats.prompt_tokens;

@@ -46,6 +46,8 @@ struct RunRequest {
   bool chat = true;               // also stop at the chat style's end-of-turn token
   bool hide_reasoning = false;
   std::function<void(const std::string&)> on_text;  // visible text, as it becomes final
+  // Harmony chats: the reasoning (analysis channel), as it becomes final.
+  std::function<void(const std::string&)> on_reasoning;
   std::function<bool()> cancelled;                  // asked after each token
 };
 
@@ -54,6 +56,7 @@ const char* finish_reason(Finish f);  // "stop", "length", "cancelled"
 
 struct RunResult {
   std::string text;              // the visible answer
+  std::optional<std::string> reasoning;  // harmony chats: the reasoning, apart (reasoning_content)
   std::vector<int32_t> tokens;   // generated ids (end token included)
   Finish finish = Finish::Length;
   int64_t prompt_tokens = 0;     // the whole prompt

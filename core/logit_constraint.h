@@ -1,0 +1,33 @@
+#pragma once
+// A rule that limits which tokens a generation may produce next (a grammar, for structured
+// output), applied where tokens are drawn: the target's logits of a position are masked
+// with the rule's state there before sampling or acceptance, and the state moves on with
+// each emitted token. The engine sees only this interface, so generate, chat and the server
+// can hand it any rule (grammar/grammar_constraint.h is the grammar's).
+//
+// A state is a small value (4 bytes) that copies for free: a speculation tree keeps one per
+// node, and forking is assigning. One object serves one sequence at a time (its methods may
+// fill caches, so they are not const and not thread-safe).
+#include <cstdint>
+#include <optional>
+#include <span>
+
+namespace flashspec {
+
+class LogitConstraint {
+ public:
+  using State = uint32_t;
+  virtual ~LogitConstraint() = default;
+
+  // The state before the first generated token.
+  virtual State start() = 0;
+  // Sets the logits of the tokens refused in state `s` to -infinity. Error when it refuses
+  // every token (nothing could be drawn).
+  virtual void mask(std::span<float> logits, State s) = 0;
+  // The state after `token`, or nullopt when the rule refuses it there.
+  virtual std::optional<State> advance(State s, int32_t token) = 0;
+  // Nothing but the end may follow: the generation stops here.
+  virtual bool must_end(State s) = 0;
+};
+
+}  // namespace flashspec

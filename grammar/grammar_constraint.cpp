@@ -1,0 +1,34 @@
+#include "grammar/grammar_constraint.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace flashspec::grammar {
+
+GrammarConstraint::GrammarConstraint(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTrie> vocab)
+    : masker_(std::move(grammar), std::move(vocab)), bits_(masker_.mask_words()) {}
+
+void GrammarConstraint::mask(std::span<float> logits, State s) {
+  masker_.fill_mask(MatchState{s}, bits_);
+  // A grammar never dead-ends on bytes, but a vocabulary may lack every token that spells
+  // the bytes it wants next; all logits at -inf would make sampling divide by zero.
+  if (std::all_of(bits_.begin(), bits_.end(), [](uint64_t w) { return w == 0; }))
+    throw Error("grammar: no token of the model's vocabulary can continue the output here");
+  mask_logits(logits, bits_);
+}
+
+std::optional<LogitConstraint::State> GrammarConstraint::advance(State s, int32_t token) {
+  const MatchState next = masker_.accept_token(MatchState{s}, token);
+  if (next.dead()) return std::nullopt;
+  return next.id;
+}
+
+bool GrammarConstraint::must_end(State s) {
+  const MatchState m{s};
+  if (!masker_.matcher().can_end(m)) return false;
+  const auto next = masker_.matcher().next_bytes(m);
+  return std::all_of(next.begin(), next.end(), [](uint64_t w) { return w == 0; });
+}
+
+}  // namespace flashspec::grammar

@@ -1,0 +1,33 @@
+#pragma once
+// A grammar as the engine's LogitConstraint (core/logit_constraint.h): the token masker's
+// masks applied to logits, its matcher's states as the constraint's states. One per
+// sequence being generated (the masker's matcher is the sequence's own); the vocabulary
+// trie, built once per tokenizer, is shared.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "core/logit_constraint.h"
+#include "grammar/token_masker.h"
+
+namespace flashspec::grammar {
+
+class GrammarConstraint final : public LogitConstraint {
+ public:
+  GrammarConstraint(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTrie> vocab);
+
+  State start() override { return masker_.start().id; }
+  void mask(std::span<float> logits, State s) override;
+  std::optional<State> advance(State s, int32_t token) override;
+  bool must_end(State s) override;
+
+  TokenMasker& masker() { return masker_; }
+
+ private:
+  TokenMasker masker_;
+  std::vector<uint64_t> bits_;  // mask scratch, one word per 64 tokens
+};
+
+}  // namespace flashspec::grammar
