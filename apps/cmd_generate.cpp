@@ -23,9 +23,25 @@ struct GenerateArgs {
   std::string prompt_file;
   bool json = false;
   int64_t logits = 0;
+  int32_t top_logprobs = -1;  // --top-logprobs K: -1 not asked
   std::string trace_path;
   ConstraintFlags constraint;
 };
+
+// Per generated token {"token", "logprob"} and, when asked for, "top_logprobs": the
+// likeliest tokens there, each {"token", "logprob"} (OpenAI's field names).
+nlohmann::json logprobs_json(const std::vector<TokenLogprob>& lps, bool with_top) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const TokenLogprob& lp : lps) {
+    nlohmann::json e = {{"token", lp.token}, {"logprob", lp.logprob}};
+    if (with_top) {
+      e["top_logprobs"] = nlohmann::json::array();
+      for (const auto& [t, l] : lp.top) e["top_logprobs"].push_back({{"token", t}, {"logprob", l}});
+    }
+    out.push_back(std::move(e));
+  }
+  return out;
+}
 
 int run_generate(const GenerateArgs& a) {
   const std::string prompt = a.prompt_file.empty() ? a.prompt : read_text_file(a.prompt_file);
@@ -36,6 +52,11 @@ int run_generate(const GenerateArgs& a) {
   Engine engine(a.run.engine);
   if (auto n = over_budget_notice(engine.plan())) std::fprintf(stderr, "%s\n", n->c_str());
   const Tokenizer& tok = engine.tokenizer();
+  const int64_t n_vocab = engine.target().config().n_vocab;
+  for (const auto& [token, bias] : a.run.sampling.logit_bias)
+    if (token >= n_vocab)
+      throw UsageError("--logit-bias: token " + std::to_string(token) + " is not in the model's vocabulary (0.." +
+                       std::to_string(n_vocab - 1) + ")");
   const std::vector<int32_t> prompt_tokens = tok.encode(prompt, true);
   // -n -1: until end of text or the context is full.
   const int64_t n_predict =
@@ -48,6 +69,7 @@ int run_generate(const GenerateArgs& a) {
   req.max_tokens = n_predict;
   req.ignore_eos = a.run.ignore_eos;
   req.logits_positions = a.logits;
+  req.top_logprobs = a.top_logprobs;
   if (!a.json) {
     write_stdout(prompt);
     req.on_text = [](const std::string& s) { print_stdout(s); };
@@ -73,6 +95,7 @@ int run_generate(const GenerateArgs& a) {
                       {"config", config},
                       {"placement", engine.plan().to_json()}};
   if (a.logits > 0) j["logits"] = r.logits;
+  if (a.top_logprobs >= 0) j["logprobs"] = logprobs_json(r.logprobs, a.top_logprobs > 0);
   j["stats"] = stats_json(r.stats);
   j["peak_rss_bytes"] = peak_rss_bytes();
   print_stdout(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
@@ -85,6 +108,7 @@ int run_generate(const GenerateArgs& a) {
 Action register_generate(CLI::App& app) {
   auto [sub, args] = add_command<GenerateArgs>(app, "generate", "generate text from a prompt");
   add_run_options(*sub, args->run);
+  add_penalty_options(*sub, args->run.sampling);
   CLI::Option* p = sub->add_option("-p,--prompt", args->prompt, "prompt text");
   CLI::Option* f = sub->add_option("-f,--file", args->prompt_file, "read the prompt from a file ('-': standard input)");
   p->excludes(f);
@@ -93,6 +117,11 @@ Action register_generate(CLI::App& app) {
   sub->add_option("--trace", args->trace_path, "write a Chrome trace (JSON) of the passes to this file");
   sub->add_option("--logits", args->logits, "with --json: full logits of the first K generated positions")
       ->check(CLI::Range(int64_t(0), int64_t(1) << 20))
+      ->needs(json);
+  sub->add_option("--top-logprobs", args->top_logprobs,
+                  "with --json: each generated token's logprob (log_softmax of the target's logits there, after "
+                  "bias, penalties and constraint, at temperature 1) and the K likeliest tokens' (0: the token's alone)")
+      ->check(CLI::Range(0, 1 << 20))
       ->needs(json);
   return [args, sub] {
     finish_run_options(*sub, args->run);

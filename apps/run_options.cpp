@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <limits>
 #include <random>
 
 #include "core/chat_template.h"
@@ -203,6 +204,58 @@ void add_kv_type_options(CLI::App& sub, KvTypeFlags& f) {
   // Separate sides: q8_0 values cost little accuracy, q8_0 keys much more (README).
   sub.add_option("--cache-type-k", f.key, "KV cache key type, overriding --kv-type (llama.cpp: -ctk)")->check(types);
   sub.add_option("--cache-type-v", f.value, "KV cache value type, overriding --kv-type (llama.cpp: -ctv)")->check(types);
+}
+
+std::optional<std::pair<int32_t, float>> parse_logit_bias(const std::string& v) {
+  int32_t token = 0;
+  const char* end = v.data() + v.size();
+  const auto [p, ec] = std::from_chars(v.data(), end, token);
+  if (ec != std::errc() || p == v.data() || p == end || token < 0 || (*p != '+' && *p != '-')) return std::nullopt;
+  const bool minus = *p == '-';
+  const std::string rest(p + 1, end);
+  if (rest == "inf" || rest == "INF" || rest == "infinity") {
+    if (!minus) return std::nullopt;
+    return std::pair{token, -std::numeric_limits<float>::infinity()};
+  }
+  float bias = 0;
+  const auto [q, ec2] = std::from_chars(rest.data(), rest.data() + rest.size(), bias);
+  // A sign of its own in the value ("1+-2") or a non-finite one is not llama.cpp's syntax.
+  if (ec2 != std::errc() || rest.empty() || q != rest.data() + rest.size() || rest[0] == '-' || rest[0] == '+' ||
+      !std::isfinite(bias))
+    return std::nullopt;
+  return std::pair{token, minus ? -bias : bias};
+}
+
+void add_penalty_options(CLI::App& sub, SamplingParams& s) {
+  sub.add_option("--repeat-penalty", s.repeat_penalty,
+                 "divide positive logits (multiply negative ones) of tokens seen in the last --repeat-last-n tokens "
+                 "by this (1: off)")
+      ->check(finite_range(1e-3, 1e3))
+      ->capture_default_str();
+  sub.add_option("--repeat-last-n", s.repeat_last_n,
+                 "tokens of history (prompt included) the penalties look at (0: none, -1: all)")
+      ->check(CLI::Range(-1, 1 << 24))
+      ->capture_default_str();
+  sub.add_option("--presence-penalty", s.presence_penalty, "subtract this from the logit of every token seen (0: off)")
+      ->check(finite_range(-100, 100))
+      ->capture_default_str();
+  sub.add_option("--frequency-penalty", s.frequency_penalty,
+                 "subtract this times its count from the logit of every token seen (0: off)")
+      ->check(finite_range(-100, 100))
+      ->capture_default_str();
+  sub.add_option_function<std::vector<std::string>>(
+         "-l,--logit-bias",
+         [&s](const std::vector<std::string>& values) {
+           for (const std::string& v : values) {
+             const auto b = parse_logit_bias(v);
+             if (!b)
+               throw CLI::ValidationError("--logit-bias", "'" + printable(v, 80) +
+                                                              "' is not TOKEN_ID+BIAS or TOKEN_ID-BIAS (e.g. 15043+1, 15043-inf)");
+             s.logit_bias.push_back(*b);
+           }
+         },
+         "add BIAS to the logit of TOKEN_ID, as TOKEN_ID+BIAS or TOKEN_ID-BIAS ('-inf' bans it); repeatable")
+      ->allow_extra_args(false);
 }
 
 std::string speculation_label(const EngineOptions& o) {

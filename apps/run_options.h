@@ -68,6 +68,14 @@ CLI::Validator tree_value(bool none = false);
 // The number a checked --chain / --tree value holds.
 int64_t budget_number(const std::string& v);
 
+// Repetition penalties and logit bias with llama.cpp's flags (generate): --repeat-penalty,
+// --repeat-last-n, --presence-penalty, --frequency-penalty, -l/--logit-bias TOKEN_ID(+|-)BIAS
+// (repeatable), into `s`.
+void add_penalty_options(CLI::App& sub, SamplingParams& s);
+// One --logit-bias value: "15043+1", "15043-0.5", "15043-inf" (a ban). nullopt when it is
+// not one (a positive infinity included: it would leave no distribution to draw from).
+std::optional<std::pair<int32_t, float>> parse_logit_bias(const std::string& v);
+
 // "tree auto (<= 1024)", "chain 4", "target only", ... for the stats line and headers.
 std::string speculation_label(const EngineOptions& o);
 

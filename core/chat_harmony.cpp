@@ -66,6 +66,8 @@ std::vector<HarmonyPiece> render_harmony(std::span<const ChatMessage> messages, 
         text(out, "assistant");
         harmony_past_answer(out, m.content);
         break;
+      case ChatRole::Tool:  // ChatFormat::render refuses tools for harmony before this
+        throw Error("internal: a tool message in a harmony rendering");
     }
   }
   marker(out, kStart);

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "core/chat_harmony.h"
+#include "core/chat_template_text.h"
 #include "core/error.h"
 
 namespace flashspec {
@@ -162,16 +163,12 @@ std::vector<int32_t> ChatFormat::tokenize(const std::vector<Part>& parts) const 
   return out;
 }
 
-namespace {
-// Jinja's trim (Python str.strip() on ASCII whitespace), as the Llama 3 and Gemma templates
-// apply it.
 std::string trimmed(const std::string& s) {
   static constexpr const char* kSpace = " \t\n\r\f\v";
   const size_t b = s.find_first_not_of(kSpace);
   if (b == std::string::npos) return {};
   return s.substr(b, s.find_last_not_of(kSpace) - b + 1);
 }
-}  // namespace
 
 void ChatFormat::user_turn(std::vector<Part>& parts, std::string_view user) const {
   user_message(parts, std::string(user));
@@ -292,8 +289,8 @@ namespace {
 std::string spaced(const std::string& a) {
   return a.empty() || a.front() == ' ' || a.front() == '\n' ? a : " " + a;
 }
+}  // namespace
 
-// What Qwen3's template keeps of an earlier answer: the text after its last </think>.
 std::string without_reasoning(const std::string& a) {
   const size_t close = a.rfind("</think>");
   if (close == std::string::npos) return a;
@@ -301,7 +298,7 @@ std::string without_reasoning(const std::string& a) {
   const size_t b = rest.find_first_not_of('\n');
   return b == std::string::npos ? std::string() : rest.substr(b);
 }
-}  // namespace
+
 
 void ChatFormat::assistant_message(std::vector<Part>& parts, const std::string& a) const {
   switch (style_) {
@@ -419,6 +416,7 @@ std::optional<ChatRole> parse_chat_role(std::string_view n) {
   if (n == "system" || n == "developer") return ChatRole::System;
   if (n == "user") return ChatRole::User;
   if (n == "assistant") return ChatRole::Assistant;
+  if (n == "tool") return ChatRole::Tool;
   return std::nullopt;
 }
 
@@ -432,10 +430,19 @@ std::vector<int32_t> ChatFormat::next_turn_replacing(std::string_view answer, st
   return tokenize(parts);
 }
 
-std::vector<int32_t> ChatFormat::render(std::span<const ChatMessage> messages) const {
+std::vector<int32_t> ChatFormat::render(std::span<const ChatMessage> messages, const nlohmann::ordered_json& tools) const {
   if (messages.empty()) throw Error("messages: the conversation is empty");
   std::vector<Part> parts;
   if (tok_->add_bos() || style_ == ChatStyle::Llama2) parts.push_back({tok_->bos(), {}});
+  const bool with_tools = !tools.empty() || std::any_of(messages.begin(), messages.end(), [](const ChatMessage& m) {
+    return m.role == ChatRole::Tool || !m.tool_calls.empty();
+  });
+  if (with_tools) {
+    if (style_ == ChatStyle::ChatML) render_chatml_tools(parts, messages, tools);
+    else if (style_ == ChatStyle::Llama3) render_llama3_tools(parts, messages, tools);
+    else throw Error(std::string("tools: the ") + chat_style_name(style_) + " chat format has no tool calls");
+    return tokenize(parts);
+  }
   if (style_ == ChatStyle::Llama2) {
     render_llama2(parts, messages);
     return tokenize(parts);
@@ -455,6 +462,7 @@ std::vector<int32_t> ChatFormat::render(std::span<const ChatMessage> messages) c
       case ChatRole::System: system_message(parts, content); break;
       case ChatRole::User: user_message(parts, content); break;
       case ChatRole::Assistant: assistant_message(parts, content); break;
+      case ChatRole::Tool: break;  // with_tools above
     }
   }
   assistant_header(parts);

@@ -53,7 +53,10 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/tokenizer.h"
+#include "core/tool_calls.h"
 
 namespace flashspec {
 
@@ -71,7 +74,7 @@ std::optional<ChatStyle> parse_chat_style(std::string_view name);
 std::optional<ChatStyle> detect_chat_style(std::string_view jinja);
 
 // Roles of an OpenAI-style message list.
-enum class ChatRole { System, User, Assistant };
+enum class ChatRole { System, User, Assistant, Tool };
 
 struct ChatMessage {
   ChatRole role = ChatRole::User;
@@ -79,10 +82,12 @@ struct ChatMessage {
   // An assistant message's reasoning (OpenAI's reasoning_content). Harmony checks it but, as
   // its template, never writes it back; the other styles ignore it.
   std::string reasoning = {};
+  std::vector<ToolCall> tool_calls = {};  // an assistant message's calls (arguments: JSON objects)
+  std::string tool_call_id = {};          // a tool message: the call it answers
 };
 
-// "system" (and OpenAI's newer name for it, "developer"), "user", "assistant"; nullopt for
-// any other role (tool results and function calls are not supported).
+// "system" (and OpenAI's newer name for it, "developer"), "user", "assistant", "tool";
+// nullopt for any other role.
 std::optional<ChatRole> parse_chat_role(std::string_view name);
 
 // How an answer ended (engine/turn.h); decides how the next chat turn closes it.
@@ -145,7 +150,17 @@ class ChatFormat {
   // list does not end with a user message; for gemma when the roles do not alternate
   // user/assistant after an optional first system message (a conversation that starts with
   // an assistant message, say): their templates refuse those too.
-  std::vector<int32_t> render(std::span<const ChatMessage> messages) const;
+  //
+  // With `tools` (OpenAI's tool definitions, {"type": "function", "function": {...}}), or
+  // tool calls and tool messages in the list, the conversation is written as the family's
+  // template writes tools (core/chat_template_tools.cpp): chatml as Qwen's (Hermes
+  // <tool_call> blocks, results in <tool_response> blocks of a user turn), llama-3 as Llama
+  // 3.1's (the tools in the first user message, calls as JSON, results as ipython turns).
+  // Error for the other styles, and where those templates refuse the conversation.
+  std::vector<int32_t> render(std::span<const ChatMessage> messages,
+                              const nlohmann::ordered_json& tools = nlohmann::ordered_json::array()) const;
+  // The syntax this format's answers write tool calls in; nullopt when it has none.
+  std::optional<ToolCallSyntax> tool_call_syntax() const;
 
   // True for a token that ends the assistant's turn in this style (besides the
   // tokenizer's end-of-generation tokens), e.g. <|im_end|>; harmony's <|return|> and <|call|>.
@@ -177,6 +192,11 @@ class ChatFormat {
   void assistant_header(std::vector<Part>& parts) const;
   void render_llama2(std::vector<Part>& parts, std::span<const ChatMessage> messages) const;
   void render_gemma(std::vector<Part>& parts, std::span<const ChatMessage> messages) const;
+  // core/chat_template_tools.cpp
+  void render_chatml_tools(std::vector<Part>& parts, std::span<const ChatMessage> messages,
+                           const nlohmann::ordered_json& tools) const;
+  void render_llama3_tools(std::vector<Part>& parts, std::span<const ChatMessage> messages,
+                           const nlohmann::ordered_json& tools) const;
   // Harmony's pieces (core/chat_harmony.h) as parts: its markers are special tokens.
   void add_harmony(std::vector<Part>& parts, const std::vector<HarmonyPiece>& pieces) const;
   HarmonySettings harmony_settings() const;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <random>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace flashspec {
@@ -15,7 +16,21 @@ struct SamplingParams {
   float top_p = 0.95f;       // >= 1: off
   float min_p = 0.05f;       // <= 0: off
   uint64_t seed = 0;
+  // Logit adjustments with llama.cpp's semantics (core/sampler_penalties.h applies them to
+  // the target's logits before anything above, wherever a token is drawn): all three
+  // penalties see the tokens of the last `repeat_last_n` positions of the history (prompt
+  // and generated text alike; -1: the whole history, 0: none).
+  float repeat_penalty = 1.0f;    // seen tokens: positive logits / it, negative ones * it (1: off)
+  int32_t repeat_last_n = 64;
+  float presence_penalty = 0.0f;  // subtracted from every seen token's logit (0: off)
+  float frequency_penalty = 0.0f; // subtracted once per occurrence (0: off)
+  std::vector<std::pair<int32_t, float>> logit_bias;  // (token, added to its logit; -inf bans it)
   bool greedy() const { return temperature <= 0.0f; }
+  // Any penalty on (logit_bias aside): the history has to be counted.
+  bool penalised() const {
+    return repeat_last_n != 0 && (repeat_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f);
+  }
+  bool adjusts_logits() const { return penalised() || !logit_bias.empty(); }
 };
 
 // Seeded, reproducible uniform numbers (same stream on every platform).

@@ -9,6 +9,7 @@
 #include "core/logit_constraint.h"
 #include "core/sampler.h"
 #include "core/stats.h"
+#include "engine/token_logprobs.h"
 
 namespace flashspec {
 
@@ -16,6 +17,9 @@ struct GenerateOptions {
   int64_t n_predict = 128;
   SamplingParams sampling;
   int64_t logits_positions = 0;  // keep full logits of the first K generated positions
+  // Log-probability of every generated token (engine/token_logprobs.h): -1 none (nothing
+  // computed), 0 the token's own, K > 0 also the K likeliest tokens at its position.
+  int32_t top_logprobs = -1;
   bool ignore_eos = false;
   std::function<bool(int32_t)> is_end;  // end-of-generation test
   std::function<void(int32_t)> on_token;  // called as each token is final
@@ -34,6 +38,7 @@ struct GenerationResult {
   std::vector<int32_t> tokens;
   std::vector<std::vector<float>> logits;
   GenerationStats stats;
+  std::vector<TokenLogprob> logprobs;  // one per token, with top_logprobs >= 0
 };
 
 }  // namespace flashspec

@@ -4,7 +4,9 @@
 #include <chrono>
 
 #include "core/error.h"
+#include "core/sampler_penalties.h"
 #include "engine/constrained_tree.h"
+#include "engine/penalised_tree.h"
 #include "model/llama_model.h"
 
 namespace flashspec {
@@ -270,9 +272,14 @@ void PassPipeline::finish_prefill(SequenceRun& s) {
   if (whole && !stop) {
     const int64_t n_vocab = target_.config().n_vocab;
     const std::span<float> row = std::span(s.logits).first(size_t(n_vocab));
+    // The distribution the token is drawn from: bias and penalties for the history, then
+    // the constraint's mask (after them, so that nothing lifts a masked token again).
+    apply_penalties(s.opt.sampling, s.seq, row);
     if (s.opt.constraint) s.opt.constraint->mask(row, s.constraint_state);
     if (s.opt.logits_positions > 0) s.result.logits.emplace_back(row.begin(), row.end());
-    stop = emit(s, sample_token(s.opt.sampling, row, s.rng));
+    const int32_t tok = sample_token(s.opt.sampling, row, s.rng);
+    if (s.opt.top_logprobs >= 0) s.result.logprobs.push_back(token_logprob(row, tok, s.opt.top_logprobs));
+    stop = emit(s, tok);
     st.ttft_ms = s.ms_since_added();
     s.rec.emitted = 1;
     // The draft reads the prompt now, as the target just did; --tree auto starting
@@ -290,14 +297,24 @@ void PassPipeline::finish_prefill(SequenceRun& s) {
 void PassPipeline::finish_tree(SequenceRun& s, PreGrowth& growth) {
   GenerationStats& st = s.result.stats;
   ++st.target_passes;
-  if (LogitConstraint* c = s.opt.constraint) {
-    const int64_t n_vocab = target_.config().n_vocab;
-    mask_tree_logits(*c, tree_states(*c, s.tree, s.constraint_state),
-                     std::span(s.logits).first(size_t(s.tree.size() * n_vocab)), n_vocab);
-  }
-  const TreeOutcome out = settle_tree(s.tree, s.logits, target_.config().n_vocab, s.opt.sampling, s.rng, *s.cache,
+  const int64_t n_vocab = target_.config().n_vocab;
+  const std::span<float> rows = std::span(s.logits).first(size_t(s.tree.size() * n_vocab));
+  // Each node's row becomes the distribution the target alone would draw from after that
+  // node's path: bias and penalties for its own history, then the constraint's mask.
+  penalise_tree_logits(s.opt.sampling, s.seq, s.tree, rows, n_vocab);
+  if (LogitConstraint* c = s.opt.constraint) mask_tree_logits(*c, tree_states(*c, s.tree, s.constraint_state), rows, n_vocab);
+  const size_t before = s.result.tokens.size();
+  const TreeOutcome out = settle_tree(s.tree, s.logits, n_vocab, s.opt.sampling, s.rng, *s.cache,
                                       s.opt.logits_positions, s.result.logits, st,
                                       [&](int32_t tok) { return emit(s, tok); });
+  if (s.opt.top_logprobs >= 0) {
+    // Token i of this pass was drawn at the root (i = 0) or at the i-th accepted node.
+    for (size_t i = 0; i < out.emitted.tokens; ++i) {
+      const int64_t node = i == 0 ? 0 : out.acc.path[i - 1];
+      s.result.logprobs.push_back(token_logprob(rows.subspan(size_t(node * n_vocab), size_t(n_vocab)),
+                                                s.result.tokens[before + i], s.opt.top_logprobs));
+    }
+  }
   s.rec.emitted = int64_t(out.emitted.tokens);
   if (auto_budget_) auto_budget_->observe_acceptance(s.tree, out.acc.path);
   if (s.worker && growth.running(s.worker.get())) {

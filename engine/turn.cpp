@@ -31,6 +31,7 @@ GenerateOptions TurnText::options() {
   g.sampling = r_.sampling;
   g.ignore_eos = r_.ignore_eos;
   g.logits_positions = r_.logits_positions;
+  g.top_logprobs = r_.top_logprobs;
   g.constraint = r_.constraint;
   // The session stops at end tokens itself (unless ignore_eos); the style's end of turn
   // is one more end token for a chat.
@@ -69,6 +70,7 @@ TurnResult TurnText::finish(GenerationResult res) {
   if (harmony_) out.reasoning = std::move(reasoning_text_);
   out.tokens = std::move(res.tokens);
   out.logits = std::move(res.logits);
+  out.logprobs = std::move(res.logprobs);
   out.stats = std::move(res.stats);
   if (cancelled_) out.finish = AnswerEnd::Cancelled;
   else if (stops_.stopped()) out.finish = AnswerEnd::StopText;

@@ -46,6 +46,7 @@ struct TurnRequest {
   // completions write it). Only harmony changes how the answer is read; it must outlive the turn.
   const ChatFormat* format = nullptr;
   int64_t logits_positions = 0;     // keep full logits of the first K generated positions
+  int32_t top_logprobs = -1;        // GenerateOptions::top_logprobs: -1 none, 0 the token's, K also the top K
   // Structured output (GenerateOptions::constraint); null: none. Must outlive the turn.
   LogitConstraint* constraint = nullptr;
   std::function<void(const std::string&)> on_text;  // visible text, as it becomes final
@@ -63,6 +64,7 @@ struct TurnResult {
   AnswerEnd finish = AnswerEnd::Length;
   std::vector<std::vector<float>> logits;
   GenerationStats stats;        // stats.prompt_tokens: rows this turn prefilled
+  std::vector<TokenLogprob> logprobs;  // one per token, with top_logprobs >= 0
 };
 
 // One turn's answer text as its tokens become final: the filters above, fed by the

@@ -2,7 +2,9 @@
 // A grammar as the engine's LogitConstraint (core/logit_constraint.h): the token masker's
 // masks applied to logits, its matcher's states as the constraint's states. One per
 // sequence being generated (the masker's matcher is the sequence's own); the vocabulary
-// trie, built once per tokenizer, is shared.
+// trie, built once per tokenizer, is shared, and so may be the node masks (a server's
+// requests with the same grammar share one NodeMaskCache, so a second request's masks are
+// cheap).
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -17,6 +19,7 @@ namespace flashspec::grammar {
 class GrammarConstraint final : public LogitConstraint {
  public:
   GrammarConstraint(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTrie> vocab);
+  explicit GrammarConstraint(std::shared_ptr<NodeMaskCache> masks);
 
   State start() override { return masker_.start().id; }
   void mask(std::span<float> logits, State s) override;
@@ -24,6 +27,9 @@ class GrammarConstraint final : public LogitConstraint {
   bool must_end(State s) override;
 
   TokenMasker& masker() { return masker_; }
+  const TokenMasker& masker() const { return masker_; }
+  // The state after `tokens` from the start (nullopt when the grammar refuses one).
+  std::optional<State> replay(std::span<const int32_t> tokens);
 
  private:
   TokenMasker masker_;

@@ -50,7 +50,7 @@ TEST_CASE("chat render: roles") {
   CHECK(parse_chat_role("developer") == ChatRole::System);
   CHECK(parse_chat_role("user") == ChatRole::User);
   CHECK(parse_chat_role("assistant") == ChatRole::Assistant);
-  CHECK_FALSE(parse_chat_role("tool").has_value());
+  CHECK(parse_chat_role("tool") == ChatRole::Tool);
   CHECK_FALSE(parse_chat_role("function").has_value());
   CHECK_FALSE(parse_chat_role("User").has_value());
 }

@@ -11,10 +11,12 @@
 #include "grammar/gbnf.h"
 #include "grammar/json_schema.h"
 #include "grammar/matcher.h"
+#include "tests/matcher_accepts.h"
 #include "grammar/regex.h"
 
 using namespace flashspec;
 using namespace flashspec::grammar;
+using namespace flashspec::testing;
 
 namespace {
 
@@ -130,14 +132,6 @@ const std::vector<SchemaCase> kCases = {
      {R"("x")"}, {R"("y")"}},
 };
 
-bool accepts(Matcher& m, std::string_view doc) {
-  MatchState s = m.start();
-  for (char c : doc) {
-    s = m.accept_byte(s, uint8_t(c));
-    if (s.dead()) return false;
-  }
-  return m.can_end(s);
-}
 
 std::string schema_error(const char* schema) {
   try {

@@ -91,7 +91,7 @@ TEST_CASE("serve harmony: content is the final channel, reasoning_content the an
   CHECK_FALSE(holds_marker(msg.at("reasoning_content").get<std::string>()));
 
   // Streamed: the role first, then deltas of one kind each, adding up to the same answer.
-  const HttpResponse st = http_post(srv.port(), "/v1/chat/completions", chat_body(q, n, {{"stream", true}}));
+  const HttpResponse st = http_post(srv.port(), "/v1/chat/completions", chat_body(q, n, {{"stream", true}, {"stream_options", {{"include_usage", true}}}}));
   REQUIRE(st.status == 200);
   bool done = false;
   const std::vector<json> events = sse_events(st.body, &done);
@@ -101,6 +101,7 @@ TEST_CASE("serve harmony: content is the final channel, reasoning_content the an
   std::string content, reasoning;
   json last;
   for (const json& e : events) {
+    if (e.at("choices").empty()) continue;  // the usage chunk
     const json& ch = e.at("choices").at(0);
     const json& delta = ch.at("delta");
     CHECK_FALSE((delta.contains("content") && delta.contains("reasoning_content")));
@@ -113,7 +114,7 @@ TEST_CASE("serve harmony: content is the final channel, reasoning_content the an
   REQUIRE(!last.is_null());
   CHECK(last.at("choices").at(0).at("finish_reason") == choice.at("finish_reason"));
   CHECK(last.at("flashspec").at("tokens").get<std::vector<int32_t>>() == tokens);
-  CHECK(last.at("usage").at("completion_tokens") == tokens.size());
+  CHECK(events.back().at("usage").at("completion_tokens") == tokens.size());
 
   // A completion is plain text: no reasoning_content.
   const HttpResponse p = http_post(srv.port(), "/v1/completions", {{"prompt", prompt_text}, {"max_tokens", 4}, {"temperature", 0}});

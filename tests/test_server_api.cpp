@@ -28,6 +28,7 @@ const std::string kSalty = model_path("salty279K");
 struct Streamed {
   std::string text;
   json last;
+  json usage;  // from the chunk without choices (asked for with include_usage)
   bool done = false;
   size_t chunks = 0;
 };
@@ -36,6 +37,8 @@ Streamed read_stream(const HttpResponse& r, bool chat) {
   const std::vector<json> ev = sse_events(r.body, &s.done);
   s.chunks = ev.size();
   for (const json& e : ev) {
+    if (e.contains("usage")) s.usage = e.at("usage");
+    if (e.at("choices").empty()) continue;  // stream_options.include_usage's last chunk
     const json& c = e.at("choices").at(0);
     if (chat) s.text += c.at("delta").value("content", "");
     else s.text += c.at("text").get<std::string>();
@@ -90,8 +93,8 @@ TEST_CASE("serve: greedy chat and completions equal generate, with and without a
     if (!spec.empty()) CHECK(c.at("flashspec").at("drafted").get<int64_t>() > 0);
     else CHECK(c.at("flashspec").at("drafted") == 0);
 
-    // Streamed: the same text in deltas, the role first, usage on the last chunk, [DONE].
-    const HttpResponse st = http_post(srv.port(), "/v1/chat/completions", chat_body(question, 24, {{"stream", true}}));
+    // Streamed: the same text in deltas, the role first, usage in a last chunk, [DONE].
+    const HttpResponse st = http_post(srv.port(), "/v1/chat/completions", chat_body(question, 24, {{"stream", true}, {"stream_options", {{"include_usage", true}}}}));
     REQUIRE(st.status == 200);
     CHECK(st.headers.at("content-type").find("text/event-stream") == 0);
     const Streamed s = read_stream(st, true);
@@ -101,7 +104,8 @@ TEST_CASE("serve: greedy chat and completions equal generate, with and without a
     REQUIRE(!s.last.is_null());
     CHECK(s.last.at("object") == "chat.completion.chunk");
     CHECK(s.last.at("choices").at(0).at("finish_reason") == "length");
-    CHECK(s.last.at("usage").at("completion_tokens") == 24);
+    CHECK_FALSE(s.last.contains("usage"));  // once, in the last chunk
+    CHECK(s.usage.at("completion_tokens") == 24);
     CHECK(s.last.at("flashspec").at("tokens") == chat_ref.at("tokens"));
 
     // Completions: a raw prompt.

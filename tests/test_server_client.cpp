@@ -1,7 +1,8 @@
 // `flashspec serve` driven by the official openai npm client (tests/client, pinned in its
 // package-lock.json, installed by `npm ci` in scripts/test.sh): models, non-streamed and
-// streamed chat (with stream_options.include_usage), completions, the client's typed
-// errors for our error bodies, and a stream abandoned through an AbortController.
+// streamed chat (with stream_options.include_usage), completions, another service's model
+// name, the client's typed errors for our error bodies (an unknown model id retrieved: 404),
+// and a stream abandoned through an AbortController.
 // Without node or tests/client/node_modules the test says so and passes, unless
 // FLASHSPEC_REQUIRE_NODE_CLIENT=1 (scripts/test.sh sets it after installing the client).
 #include <doctest/doctest.h>
@@ -46,6 +47,8 @@ TEST_CASE("serve: the official openai npm client, streamed and not") {
   REQUIRE(r.exit_code == 0);
   const json out = json::parse(r.out);
   CHECK(out.at("models") == json::array({"stories260K"}));
+  CHECK(out.at("retrieved") == "stories260K");
+  CHECK(out.at("any_model") == "stories260K");
 
   const json& chat = out.at("chat");
   CHECK(chat.at("role") == "assistant");

@@ -1,8 +1,8 @@
 // Bad requests to `flashspec serve`: each gets a 4xx OpenAI-shaped JSON error
 // ({"error": {"message", "type", "param", "code"}}) naming what is wrong, and the server
-// keeps serving: malformed JSON, a 10 MB body, invalid UTF-8, an unknown model, negative
-// and huge max_tokens, temperature < 0, a wrong content type, missing messages, an
-// unknown role, n > 1, a wrong or missing API key, unknown endpoints.
+// keeps serving: malformed JSON, a 10 MB body, invalid UTF-8, negative and huge
+// max_tokens, temperature < 0, a non-JSON content type, missing messages, an unknown
+// role, n > 64, an unknown field, a wrong or missing API key, unknown endpoints.
 #include <doctest/doctest.h>
 
 #include <signal.h>
@@ -57,7 +57,6 @@ TEST_CASE("serve: bad requests get 4xx JSON errors and the server keeps serving"
        "invalid_utf8"},
       {"deeply nested JSON", post("/v1/chat/completions", deep), 400, "invalid_json"},
       {"not an object", post("/v1/chat/completions", "[1, 2]"), 400, "invalid_json"},
-      {"unknown model", post("/v1/chat/completions", chat({{"model", "gpt-4o"}})), 404, "model_not_found"},
       {"negative max_tokens", post("/v1/chat/completions", chat({{"max_tokens", -5}})), 400, "invalid_value"},
       {"zero max_tokens", post("/v1/completions", json{{"prompt", "Hi"}, {"max_tokens", 0}}.dump()), 400, "invalid_value"},
       {"huge max_tokens", post("/v1/chat/completions", chat({{"max_tokens", 1'000'000'000}})), 400, "context_length_exceeded"},
@@ -68,18 +67,24 @@ TEST_CASE("serve: bad requests get 4xx JSON errors and the server keeps serving"
       {"temperature a string", post("/v1/chat/completions", chat({{"temperature", "hot"}})), 400, "invalid_type"},
       {"top_p > 1", post("/v1/chat/completions", chat({{"top_p", 1.5}})), 400, "invalid_value"},
       {"wrong content type", post("/v1/chat/completions", chat({}), "text/plain"), 415, "unsupported_media_type"},
-      {"no content type", post("/v1/chat/completions", chat({}), ""), 415, "unsupported_media_type"},
+      {"multipart", post("/v1/chat/completions", chat({}), "multipart/form-data; boundary=x"), 415, "unsupported_media_type"},
       {"missing messages", post("/v1/chat/completions", R"({"max_tokens": 4})"), 400, "missing_messages"},
       {"empty messages", post("/v1/chat/completions", R"({"messages": []})"), 400, "invalid_type"},
-      {"unknown role", post("/v1/chat/completions", R"({"messages": [{"role": "tool", "content": "42"}]})"), 400, "invalid_role"},
+      {"unknown role", post("/v1/chat/completions", R"({"messages": [{"role": "function", "content": "42"}]})"), 400, "invalid_role"},
+      {"tool message answering no call",
+       post("/v1/chat/completions", R"({"messages": [{"role": "tool", "tool_call_id": "c1", "content": "42"}]})"), 400,
+       "invalid_value"},
       {"missing content", post("/v1/chat/completions", R"({"messages": [{"role": "user"}]})"), 400, "missing_content"},
       {"image content", post("/v1/chat/completions",
                              R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]})"),
        400, "unsupported_content"},
-      {"n = 2", post("/v1/chat/completions", chat({{"n", 2}})), 400, "unsupported_parameter"},
-      {"logprobs", post("/v1/chat/completions", chat({{"logprobs", true}})), 400, "unsupported_parameter"},
-      {"five stop texts", post("/v1/chat/completions", chat({{"stop", {"a", "b", "c", "d", "e"}}})), 400, "invalid_value"},
-      {"prompt of token ids", post("/v1/completions", R"({"prompt": [1, 2, 3]})"), 400, "invalid_type"},
+      {"n = 65", post("/v1/chat/completions", chat({{"n", 65}})), 400, "invalid_value"},
+      {"unknown field", post("/v1/chat/completions", chat({{"frobnicate", true}})), 400, "unsupported_parameter"},
+      {"top_logprobs without logprobs", post("/v1/chat/completions", chat({{"top_logprobs", 2}})), 400, "invalid_value"},
+      {"legacy functions", post("/v1/chat/completions", chat({{"functions", json::array({{{"name", "f"}}})}})), 400,
+       "unsupported_parameter"},
+      {"65 stop texts", post("/v1/chat/completions", chat({{"stop", std::vector<std::string>(65, "a")}})), 400, "invalid_value"},
+      {"prompt of ids and text", post("/v1/completions", R"({"prompt": [1, "a"]})"), 400, "invalid_type"},
       {"missing prompt", post("/v1/completions", R"({"max_tokens": 3})"), 400, "missing_prompt"},
       {"prompt longer than the context", post("/v1/completions", json{{"prompt", std::string(2000, 'a')}}.dump()), 400,
        "context_length_exceeded"},

@@ -424,8 +424,9 @@ TEST_CASE("serve: numbers beyond a double and fields of the wrong type are 400s 
 TEST_CASE("serve: what clients send reaches the log escaped: no forged lines, no control bytes") {
   ServerProcess srv({"-m", kStories, "-t", "1"});
   const std::string forged = "[flashspec serve] POST /v1/chat/completions -> 200 FORGED";
-  const json model = {{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"model", "x\n" + forged + "\x1b[2J"}};
-  CHECK(http_post(srv.port(), "/v1/chat/completions", model).status == 404);
+  std::string model = "/v1/models/x%0A" + forged + "%1B[2J";  // a model id that is not served
+  for (size_t p = model.find(' '); p != std::string::npos; p = model.find(' ')) model.replace(p, 1, "%20");
+  CHECK(http_get(srv.port(), model).status == 404);
   const json role = {{"messages", {{{"role", "user\r\n" + forged + "\x1b]0;title\x07"}, {"content", "Hi"}}}}};
   CHECK(http_post(srv.port(), "/v1/chat/completions", role).status == 400);
   std::string path = "/v1/%0A" + forged + "%1B[31m";

@@ -59,6 +59,7 @@ Outcome one_request(int port, const Kind& k, Mode mode) {
   else body["prompt"] = k.input;
   const bool stream = mode == Mode::Stream || mode == Mode::HangUpStreaming;
   if (stream) body["stream"] = true;
+  if (stream) body["stream_options"] = {{"include_usage", true}};
   HttpRequest r;
   r.path = k.chat ? "/v1/chat/completions" : "/v1/completions";
   r.body = body.dump();
@@ -96,11 +97,14 @@ Outcome one_request(int port, const Kind& k, Mode mode) {
       for (const json& e : sse_events(res.body, &done)) {
         if (o.id.empty()) o.id = e.at("id");
         else if (e.at("id") != o.id) o.errors.push_back("chunk of another answer: " + e.at("id").get<std::string>());
+        if (e.at("choices").empty()) {  // the last chunk: usage
+          usage = e.at("usage");
+          continue;
+        }
         const json& c = e.at("choices").at(0);
         text += k.chat ? c.at("delta").value("content", "") : c.at("text").get<std::string>();
         if (!c.at("finish_reason").is_null()) {
           finish = c.at("finish_reason");
-          usage = e.at("usage");
           fs = e.at("flashspec");
         }
       }

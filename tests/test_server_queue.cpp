@@ -163,7 +163,8 @@ TEST_CASE("serve: SIGTERM and SIGINT stop cleanly: port released, in-flight requ
     auto a = std::async(std::launch::async, [&] {
       HttpRequest r;
       r.path = "/v1/completions";
-      r.body = json{{"prompt", "Once upon a time"}, {"max_tokens", 5}, {"stream", true}, {"temperature", 0}}.dump();
+      r.body = json{{"prompt", "Once upon a time"}, {"max_tokens", 5}, {"stream", true}, {"temperature", 0},
+                    {"stream_options", {{"include_usage", true}}}}.dump();
       return http_call(port, r, [&](const std::string& body) {
         if (sse_events(body).size() >= 2) first = true;
         return true;

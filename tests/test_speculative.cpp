@@ -16,6 +16,7 @@
 #include "tests/fixtures.h"
 #include "tests/gguf_writer.h"
 #include "tests/json_file.h"
+#include "tests/draft_pair.h"
 #include "tests/greedy_options.h"
 
 using namespace flashspec;
@@ -23,17 +24,7 @@ using namespace flashspec::testing;
 
 namespace {
 
-struct Pair {
-  CpuBackend backend;
-  CpuBackend draft_backend{1};  // its own, as in the CLI: pre-growing runs it on its own thread
-  LlamaModel target, draft;
-  Tokenizer tok;
-  explicit Pair(const std::string& target_name, int target_threads = 2)
-      : backend(target_threads),
-        target(model_path(target_name), backend),
-        draft(model_path("salty279K"), draft_backend),
-        tok(Tokenizer::from_gguf(target.file())) {}
-};
+using Pair = DraftPair;
 
 std::vector<std::string> reference_prompts() {
   std::vector<std::string> out;

@@ -52,8 +52,14 @@ struct BatchRunner::Job {
 };
 
 struct BatchRunner::Running {
-  Running(Job& j, TurnRequest r, const Tokenizer& tok) : job(j), request(std::move(r)), text(tok, request) {}
+  Running(Job& j, const ChatFormat& format, bool ignore_eos, const Tokenizer& tok)
+      : job(j),
+        constraint(request_constraint(j.request)),
+        request(turn_request(j.request, format, ignore_eos, constraint.get())),
+        text(tok, request) {}
   Job& job;
+  // Structured output: the sequence's own (its GenerateOptions point at it until take()).
+  std::unique_ptr<grammar::GrammarConstraint> constraint;
   TurnRequest request;  // referred to by `text`
   TurnText text;        // referred to by the sequence's GenerateOptions
   std::function<bool()> should_stop;  // the sequence's own: cancelled, or a stop text seen
@@ -100,6 +106,24 @@ RunResult BatchRunner::run(const GenerationQueue::Ticket& turn, const RunRequest
   done_cv_.wait(lk, [&] { return job.done; });
   if (job.error) std::rethrow_exception(job.error);
   return std::move(job.result);
+}
+
+std::vector<RunResult> BatchRunner::run_all(const GenerationQueue::Ticket& turn, const std::vector<RunRequest>& rs) {
+  if (!turn.has_turn()) throw std::logic_error("internal: a generation ran without a turn of the queue");
+  // All handed over at once: they join the batch side by side as its slots and pool allow.
+  std::vector<std::unique_ptr<Job>> jobs;
+  for (const RunRequest& r : rs) jobs.push_back(std::make_unique<Job>(r));
+  std::unique_lock lk(m_);
+  if (quit_) throw Error("the server is shutting down");
+  for (auto& j : jobs) pending_.push_back(j.get());
+  work_cv_.notify_all();
+  done_cv_.wait(lk, [&] { return std::all_of(jobs.begin(), jobs.end(), [](const auto& j) { return j->done; }); });
+  std::vector<RunResult> out;
+  for (auto& j : jobs) {
+    if (j->error) std::rethrow_exception(j->error);
+    out.push_back(std::move(j->result));
+  }
+  return out;
 }
 
 void BatchRunner::complete(Job& job, RunResult r, std::exception_ptr e) {
@@ -161,7 +185,7 @@ bool BatchRunner::admit(Job& job, RunningList& running) {
       if (running.empty()) throw Error("internal: no room for a request in an empty batch");
       return false;  // the running sequences' blocks come back as they end
     }
-    auto s = std::make_unique<Running>(job, turn_request(job.request, format_, ignore_eos_), engine_.tokenizer());
+    auto s = std::make_unique<Running>(job, format_, ignore_eos_, engine_.tokenizer());
     GenerateOptions g = s->text.options();
     s->should_stop = g.should_stop;
     s->id = batch_->add(job.request.prompt, std::move(g));  // Error "context full: ..." when it does not fit
@@ -210,7 +234,7 @@ void BatchRunner::retire(RunningList& running) {
       st.expert_reads = s.stream.expert_reads;
       st.expert_guesses = s.stream.expert_guesses;
       st.expert_guess_hits = s.stream.expert_guess_hits;
-      r = run_result(s.text.finish(std::move(g)), int64_t(s.job.request.prompt.size()));
+      r = run_result(s.text.finish(std::move(g)), int64_t(s.job.request.prompt.size()), s.constraint.get());
     } catch (...) {
       error = std::current_exception();
     }

@@ -42,6 +42,8 @@ class BatchRunner : public Runner {
 
   int64_t max_sequence() const override;
   RunResult run(const GenerationQueue::Ticket& turn, const RunRequest& r) override;
+  // Every request joins the batch (as slots and the KV pool allow), side by side.
+  std::vector<RunResult> run_all(const GenerationQueue::Ticket& turn, const std::vector<RunRequest>& rs) override;
   std::optional<BatchGauges> batch() const override;
 
  private:

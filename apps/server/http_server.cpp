@@ -12,6 +12,7 @@
 #include "apps/run_options.h"
 #include "apps/server/api_error.h"
 #include "apps/server/body_reader.h"
+#include "apps/server/tool_reading.h"
 #include "core/error.h"
 #include "core/gguf.h"
 #include "core/printable.h"
@@ -92,11 +93,13 @@ ConnectionPolicy connection_policy(const ServeOptions& o) {
 
 struct HttpServer::Job {
   ResponseMeta meta;
-  RunRequest run;
+  std::vector<RunRequest> runs;  // one per choice
+  int64_t n = 1;                 // choices per prompt
   bool include_usage = false;
+  std::optional<ToolReading> tools;  // the answers' tool calls are read back (tools offered)
   std::optional<GenerationQueue::Ticket> ticket;
   ClientStream* conn = nullptr;  // the request's connection (lives while its handler runs)
-  Clock::time_point arrival, turn;
+  Clock::time_point arrival, queued, turn;  // queued: checked (and its rule compiled), in line
   RequestTiming timing;
 };
 
@@ -107,6 +110,7 @@ HttpServer::HttpServer(Engine& engine, ServeOptions o)
       format_(chat_format_for(engine, opt_.chat_format, "flashspec serve")),
       queue_(size_t(opt_.queue), size_t(opt_.parallel)),
       runner_(make_runner(engine, format_, opt_.ignore_eos, opt_.parallel)),
+      grammars_(engine.tokenizer()),
       created_(int64_t(std::time(nullptr))),
       http_(std::make_unique<ConnectionServer>(connection_policy(opt_))) {
   // A Content-Length over the limit is refused by body_reader before a byte is read;
@@ -203,7 +207,7 @@ void HttpServer::guarded(const httplib::Request& req, httplib::Response& res, co
 httplib::Server::HandlerResponse HttpServer::refuse_unknown(const httplib::Request& req, httplib::Response& res) {
   const bool get = req.method == "GET" || req.method == "HEAD";
   const std::string& p = req.path;
-  if ((get && (p == "/health" || p == "/v1/models" || p == "/metrics")) ||
+  if ((get && (p == "/health" || p == "/v1/models" || p.starts_with("/v1/models/") || p == "/metrics")) ||
       (req.method == "POST" && (p == "/v1/chat/completions" || p == "/v1/completions")))
     return httplib::Server::HandlerResponse::Unhandled;
   // Answered here, before httplib would read the body of a POST, PUT, PATCH or DELETE
@@ -214,24 +218,39 @@ httplib::Server::HandlerResponse HttpServer::refuse_unknown(const httplib::Reque
   return httplib::Server::HandlerResponse::Handled;
 }
 
+json HttpServer::model_json() const {
+  return {{"id", model_id_},
+          {"object", "model"},
+          {"created", created_},
+          {"owned_by", "flashspec"},
+          {"flashspec",
+           {{"target", engine_.options().target_path},
+            {"draft", engine_.options().draft_path},
+            {"speculation", speculation_label(engine_.options())},
+            {"chat_format", chat_style_name(format_.style())},
+            {"context", runner_->max_sequence()},  // tokens: prompt + answer
+            {"max_sequence", runner_->max_sequence()}}}};
+}
+
 void HttpServer::add_routes() {
   http_->Get("/health", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(R"({"status":"ok"})", "application/json");
   });
   http_->Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
     guarded(req, res, [&] {
-      const json model = {{"id", model_id_},
-                          {"object", "model"},
-                          {"created", created_},
-                          {"owned_by", "flashspec"},
-                          {"flashspec",
-                           {{"target", engine_.options().target_path},
-                            {"draft", engine_.options().draft_path},
-                            {"speculation", speculation_label(engine_.options())},
-                            {"chat_format", chat_style_name(format_.style())},
-                            {"context", runner_->max_sequence()},  // tokens: prompt + answer
-                            {"max_sequence", runner_->max_sequence()}}}};
-      res.set_content(dump({{"object", "list"}, {"data", json::array({model})}}), "application/json");
+      res.set_content(dump({{"object", "list"}, {"data", json::array({model_json()})}}), "application/json");
+    });
+  });
+  // OpenAI's retrieve-model: this server's one model by its id.
+  http_->Get(R"(/v1/models/([\s\S]+))", [this](const httplib::Request& req, httplib::Response& res) {
+    guarded(req, res, [&] {
+      const std::string id = req.matches[1];
+      if (id != model_id_)
+        throw ApiError(404, "invalid_request_error", "model_not_found",
+                       "model " + in_quotes(printable(id, 200)) + " is not served here (this server serves " +
+                           in_quotes(model_id_) + ")",
+                       "model");
+      res.set_content(dump(model_json()), "application/json");
     });
   });
   http_->Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
@@ -271,7 +290,7 @@ void set_effort(ChatFormat& f, const std::string& effort) {
 
 }  // namespace
 
-RunRequest HttpServer::prepare(const GenRequest& g) const {
+RunRequest HttpServer::prepare_one(const GenRequest& g, const ToolRequest& tools, const CompletionPrompt* prompt) const {
   RunRequest r;
   r.chat = g.chat;
   const char* prompt_param = g.chat ? "messages" : "prompt";
@@ -280,20 +299,27 @@ RunRequest HttpServer::prepare(const GenRequest& g) const {
     f.set_thinking(g.thinking);
     if (g.reasoning_effort) set_effort(f, *g.reasoning_effort);
     try {
-      r.prompt = f.render(g.messages);
+      r.prompt = f.render(g.messages, tools.tools);
     } catch (const Error& e) {
       throw bad_request(e.what(), "messages");
     }
     r.hide_reasoning = f.reasons() && !g.thinking;
     if (!format_.stop_text().empty()) r.stop.push_back(format_.stop_text());
+  } else if (prompt->tokenized) {
+    // Token ids as sent (no BOS added), each one of the vocabulary's.
+    const int32_t n_vocab = engine_.tokenizer().n_vocab();
+    for (const int32_t id : prompt->tokens)
+      if (id >= n_vocab)
+        throw bad_request("prompt: token id " + std::to_string(id) + " is outside the vocabulary (0.." +
+                              std::to_string(n_vocab - 1) + ")",
+                          "prompt");
+    r.prompt = prompt->tokens;
   } else {
-    r.prompt = engine_.tokenizer().encode(g.prompt, true);
+    r.prompt = engine_.tokenizer().encode(prompt->text, true);
     if (r.prompt.empty()) throw bad_request("prompt: it tokenizes to nothing (empty, and the model adds no BOS)", "prompt");
   }
   r.stop.insert(r.stop.end(), g.stop.begin(), g.stop.end());
   r.sampling = g.sampling;
-  if (g.seed) r.sampling.seed = *g.seed;
-  else if (!opt_.seed_given) r.sampling.seed = (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
 
   const int64_t n_prompt = int64_t(r.prompt.size()), limit = runner_->max_sequence();
   const int64_t room = limit - n_prompt;
@@ -313,25 +339,71 @@ RunRequest HttpServer::prepare(const GenRequest& g) const {
   return r;
 }
 
+std::vector<RunRequest> HttpServer::prepare(const GenRequest& g, const ToolRequest& tools) const {
+  // Choice i samples with seed + i (the request's seed, else --seed's, else a random one):
+  // a seeded request is reproducible, choice by choice, and its choices differ.
+  uint64_t seed = g.sampling.seed;
+  if (g.seed) seed = *g.seed;
+  else if (!opt_.seed_given) seed = (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
+  std::vector<RunRequest> runs;
+  const size_t prompts = g.chat ? 1 : g.prompts.size();
+  for (size_t p = 0; p < prompts; ++p) {
+    RunRequest base = prepare_one(g, tools, g.chat ? nullptr : &g.prompts[p]);
+    base.top_logprobs = int32_t(g.top_logprobs);
+    for (int64_t k = 0; k < g.n; ++k) {
+      runs.push_back(base);
+      runs.back().sampling.seed = seed + runs.size() - 1;
+    }
+  }
+  return runs;
+}
+
 void HttpServer::complete(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader,
                           bool chat) {
   auto job = std::make_shared<Job>();
   job->arrival = Clock::now();
   job->conn = http_->current();
   if (!job->conn) throw Error("no connection for this request");  // routes run on connection threads only
-  require_json(req.get_header_value("Content-Type"));
-  const json body = parse_body(read_body(req, reader, *job->conn, opt_.max_body));
+  require_json(req.has_header("Content-Type") ? req.get_header_value("Content-Type") : std::string());
+  const std::string text = read_body(req, reader, *job->conn, opt_.max_body);
+  const json body = parse_body(text);
   const GenRequest g = chat ? parse_chat_request(body, opt_.sampling) : parse_completion_request(body, opt_.sampling);
-  if (!g.model.empty() && g.model != model_id_)
-    throw ApiError(404, "invalid_request_error", "model_not_found",
-                   "model " + in_quotes(g.model) + " is not served here (this server serves " + in_quotes(model_id_) + ")",
-                   "model");
-  job->run = prepare(g);
+  // Any model name is this server's one model (as llama-server answers): clients written
+  // for another service send theirs, and the answer names the model that wrote it.
+  const ToolRequest tools = chat ? parse_tool_request(g.tool_fields, format_.tool_call_syntax()) : ToolRequest{};
+  job->runs = prepare(g, tools);
+  job->n = g.n;
+  if (tools.reads_calls()) job->tools.emplace(*format_.tool_call_syntax(), tools.parameters);
   job->include_usage = g.include_usage;
   const uint64_t n = next_id_.fetch_add(1);
   job->meta = {std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(created_) + "-" + std::to_string(n),
-               int64_t(std::time(nullptr)), model_id_, chat};
+               int64_t(std::time(nullptr)), model_id_, chat, nullptr, &engine_.tokenizer()};
+  if (tools.forced) {
+    if (g.output.kind != OutputRule::Kind::None)
+      throw bad_request(g.output.param + ": a forced tool call (tool_choice) already sets the answer's form",
+                        g.output.param, "unsupported_parameter");
+    // The same tools and choice make the same grammar: keyed by what it is compiled from.
+    const std::string key = "tools " + nlohmann::json(g.tool_fields).dump() + " " +
+                            std::to_string(int(*format_.tool_call_syntax()));
+    const GrammarCache::Found found = grammars_.get(key, [&] { return tools.forced; });
+    for (RunRequest& r : job->runs) r.grammar = found.masks;
+    job->meta.grammar = {{"cached", found.cached}, {"compile_ms", found.compile_ms}};
+  }
+  if (g.output.kind != OutputRule::Kind::None) {
+    // A harmony answer is channels and their markers, which no JSON grammar lets through.
+    if (chat && format_.style() == ChatStyle::Harmony)
+      throw bad_request(g.output.param + ": structured output is not supported with this model's chat format (harmony)",
+                        g.output.param, "unsupported_parameter");
+    // Compiled here, on the request's own thread, before it queues: a bad rule is a 400
+    // and a large one delays no generation.
+    const std::string schema =
+        g.output.kind == OutputRule::Kind::JsonSchema ? ordered_schema_text(text, g.output) : std::string();
+    const GrammarCache::Found found = grammars_.get(g.output, schema);
+    for (RunRequest& r : job->runs) r.grammar = found.masks;
+    job->meta.grammar = {{"cached", found.cached}, {"compile_ms", found.compile_ms}};
+  }
 
+  job->queued = Clock::now();
   GenerationQueue::Entry entry = queue_.enter();
   if (entry.shutting_down) throw ApiError(503, "server_error", "shutting_down", "the server is shutting down");
   if (!entry.ticket) {
@@ -348,7 +420,7 @@ void HttpServer::complete(const httplib::Request& req, httplib::Response& res, c
   }
   job->ticket.emplace(std::move(*entry.ticket));
   ClientStream& conn = *job->conn;
-  job->run.cancelled = [this, &conn] { return conn.peer_gone() || queue_.cut(); };
+  for (RunRequest& r : job->runs) r.cancelled = [this, &conn] { return conn.peer_gone() || queue_.cut(); };
   switch (queue_.wait_turn(*job->ticket, [&conn] { return conn.peer_gone(); })) {
     case GenerationQueue::Wait::Turn: break;
     case GenerationQueue::Wait::Gone: res.status = 499; return;  // nobody reads this answer
@@ -366,29 +438,33 @@ void HttpServer::complete(const httplib::Request& req, httplib::Response& res, c
     res.set_header("Cache-Control", "no-cache");
     return;
   }
-  const RunResult r = run_job(*job);
-  if (r.finish == Finish::Cancelled) {
+  std::vector<RunResult> rs = run_job(*job);
+  if (job->tools)
+    for (RunResult& r : rs) job->tools->read_whole(r);
+  if (std::any_of(rs.begin(), rs.end(), [](const RunResult& r) { return r.finish == Finish::Cancelled; })) {
     if (!conn.peer_gone()) throw ApiError(503, "server_error", "shutting_down", "the server is shutting down");
     res.status = 499;
     return;
   }
-  res.set_content(dump(response_json(job->meta, r, job->timing)), "application/json");
+  res.set_content(dump(response_json(job->meta, rs, job->n, job->timing)), "application/json");
 }
 
-RunResult HttpServer::run_job(Job& job) {
-  RunResult r;
+std::vector<RunResult> HttpServer::run_job(Job& job) {
+  std::vector<RunResult> rs;
   try {
-    r = runner_->run(*job.ticket, job.run);
+    rs = job.runs.size() == 1 ? std::vector<RunResult>{runner_->run(*job.ticket, job.runs[0])}
+                              : runner_->run_all(*job.ticket, job.runs);
   } catch (...) {
     job.ticket.reset();
     throw;
   }
   job.ticket.reset();  // the next request may start while this answer is written
-  const double queue_ms = ms_between(job.arrival, job.turn);
-  job.timing = {queue_ms, queue_ms + r.stats.ttft_ms};
-  metrics_.count_generation(r, job.timing);
-  log_generation(job, r);
-  return r;
+  job.timing = {ms_between(job.queued, job.turn), ms_between(job.arrival, job.turn) + rs.front().stats.ttft_ms};
+  for (const RunResult& r : rs) {
+    metrics_.count_generation(r, job.timing);
+    log_generation(job, r);
+  }
+  return rs;
 }
 
 void HttpServer::stream_answer(Job& job, httplib::DataSink& sink) {
@@ -396,37 +472,51 @@ void HttpServer::stream_answer(Job& job, httplib::DataSink& sink) {
   auto send = [&](const std::string& s) {
     if (!failed && !sink.write(s.data(), s.size())) failed = true;
   };
-  // The role comes first, before any token, as OpenAI's streams do.
-  send(sse_event(chunk_json(job.meta, "", true, nullptr)));
+  // The role comes first, before any token, as OpenAI's streams do (each choice's).
+  for (size_t i = 0; i < job.runs.size(); ++i) send(sse_event(chunk_json(job.meta, i, "", true, nullptr)));
   ClientStream& conn = *job.conn;
-  job.run.on_text = [&](const std::string& text) { send(sse_event(chunk_json(job.meta, text, false, nullptr))); };
-  job.run.on_reasoning = [&](const std::string& text) { send(sse_event(reasoning_chunk_json(job.meta, text))); };
-  job.run.cancelled = [&] { return failed || conn.peer_gone() || queue_.cut(); };
-  RunResult r;
+  // With tools offered, the text goes through a reader: content streams on, each call goes
+  // out whole as a delta.tool_calls chunk.
+  std::vector<ToolReading::Choice> calls;
+  if (job.tools)
+    for (size_t i = 0; i < job.runs.size(); ++i)
+      calls.emplace_back(
+          *job.tools, [&, i](const std::string& text) { send(sse_event(chunk_json(job.meta, i, text, false, nullptr))); },
+          [&, i](const ToolCall& c, int64_t index) { send(sse_event(tool_call_chunk_json(job.meta, i, c, index))); });
+  for (size_t i = 0; i < job.runs.size(); ++i) {
+    RunRequest& run = job.runs[i];
+    if (job.tools) run.on_text = [&, i](const std::string& text) { calls[i].push(text); };
+    else run.on_text = [&, i](const std::string& text) { send(sse_event(chunk_json(job.meta, i, text, false, nullptr))); };
+    run.on_reasoning = [&, i](const std::string& text) { send(sse_event(reasoning_chunk_json(job.meta, i, text))); };
+    run.cancelled = [&] { return failed || conn.peer_gone() || queue_.cut(); };
+  }
+  std::vector<RunResult> rs;
   try {
-    r = run_job(job);
+    rs = run_job(job);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "[flashspec serve] %s: internal error: %s\n", job.meta.id.c_str(), printable(e.what(), 600).c_str());
     send(sse_event(ApiError(500, "server_error", "internal_error", "internal error").body()));
     sink.done();
     return;
   }
-  if (r.finish == Finish::Cancelled) {
+  if (std::any_of(rs.begin(), rs.end(), [](const RunResult& r) { return r.finish == Finish::Cancelled; })) {
     if (!failed && !conn.peer_gone())
       send(sse_event(ApiError(503, "server_error", "shutting_down", "the server is shutting down").body()));
     sink.done();
     return;
   }
-  json last = chunk_json(job.meta, "", false, finish_reason(r.finish));
-  last["usage"] = usage_json(r);
-  last["flashspec"] = flashspec_json(r, job.timing);
-  send(sse_event(last));
-  if (job.include_usage) {  // OpenAI's stream_options.include_usage: a last chunk without choices
-    json usage = chunk_json(job.meta, "", false, nullptr);
-    usage["choices"] = json::array();
-    usage["usage"] = usage_json(r);
-    send(sse_event(usage));
+  for (size_t i = 0; i < calls.size(); ++i) calls[i].finish(rs[i]);
+  // Each choice's last chunk says why it finished, with its flashspec stats; usage comes
+  // once, only when asked (stream_options.include_usage), in a last chunk without choices.
+  for (size_t i = 0; i < rs.size(); ++i) {
+    json last = chunk_json(job.meta, i, "", false, finish_reason(rs[i].finish));
+    // A streamed choice's logprobs come whole with its last chunk (its text chunks do not
+    // follow token boundaries).
+    last["choices"][0]["logprobs"] = logprobs_json(job.meta, rs[i]);
+    last["flashspec"] = flashspec_json(job.meta, rs[i], job.timing);
+    send(sse_event(last));
   }
+  if (job.include_usage) send(sse_event(usage_chunk_json(job.meta, rs, job.n)));
   send("data: [DONE]\n\n");
   sink.done();
 }

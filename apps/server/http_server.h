@@ -3,6 +3,7 @@
 // content type and body checks, the generation queue and server-sent-event streaming.
 //   GET  /health                 {"status": "ok"} (no API key needed)
 //   GET  /v1/models              the one model served
+//   GET  /v1/models/{id}         that model (404 for another id)
 //   POST /v1/chat/completions    messages rendered with the model's chat template
 //   POST /v1/completions         a raw prompt
 //   GET  /metrics                Prometheus text
@@ -22,9 +23,11 @@
 
 #include "apps/server/connection_server.h"
 #include "apps/server/gen_queue.h"
+#include "apps/server/grammar_cache.h"
 #include "apps/server/metrics.h"
 #include "apps/server/openai_json.h"
 #include "apps/server/request.h"
+#include "apps/server/tool_request.h"
 #include "apps/server/runner.h"
 #include "apps/server/serve_options.h"
 #include "core/chat_template.h"
@@ -73,8 +76,12 @@ class HttpServer {
   // Answers requests for no endpoint of ours before their body is read.
   httplib::Server::HandlerResponse refuse_unknown(const httplib::Request& req, httplib::Response& res);
   void complete(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader, bool chat);
-  RunRequest prepare(const GenRequest& g) const;
-  RunResult run_job(Job& job);
+  // The request's generations: one per prompt and choice (n), in choice order.
+  std::vector<RunRequest> prepare(const GenRequest& g, const ToolRequest& tools) const;
+  // One prompt's generation, the choice's seed aside.
+  RunRequest prepare_one(const GenRequest& g, const ToolRequest& tools, const CompletionPrompt* prompt) const;
+  nlohmann::json model_json() const;
+  std::vector<RunResult> run_job(Job& job);
   void stream_answer(Job& job, httplib::DataSink& sink);
   void log_generation(const Job& job, const RunResult& r) const;
 
@@ -84,6 +91,7 @@ class HttpServer {
   ChatFormat format_;
   GenerationQueue queue_;
   std::unique_ptr<Runner> runner_;
+  GrammarCache grammars_;  // structured output's compiled rules, shared by requests
   Metrics metrics_;
   const int64_t created_;  // Unix time the model was loaded (/v1/models)
   std::atomic<uint64_t> next_id_{0};

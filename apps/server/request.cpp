@@ -6,6 +6,8 @@
 #include <limits>
 
 #include "apps/server/api_error.h"
+#include "apps/server/json_field.h"
+#include "apps/server/tool_request.h"
 #include "core/printable.h"
 #include "core/utf8.h"
 
@@ -15,14 +17,6 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr size_t kMaxStops = 4;          // OpenAI's limit
-constexpr size_t kMaxStopBytes = 512;
-
-// A field that is absent or null is "not given": OpenAI clients send null for defaults.
-const json* field(const json& body, const char* name) {
-  const auto it = body.find(name);
-  return it == body.end() || it->is_null() ? nullptr : &*it;
-}
 
 // Whether obj[name] is the string `want`: false for any other type, where json::value()
 // would throw (a client's mistake is a 400, never the library's exception).
@@ -62,28 +56,100 @@ void refuse_unsupported(const json& body) {
   auto refuse = [](const char* name, const std::string& why) {
     throw bad_request(std::string(name) + ": " + why, name, "unsupported_parameter");
   };
-  if (const json* n = field(body, "n"); n && integer(*n, "n") != 1) refuse("n", "only n = 1 (one choice per request) is supported");
-  for (const char* name : {"tools", "functions"})
-    if (const json* v = field(body, name); v && !(v->is_array() && v->empty())) refuse(name, "tool and function calls are not supported");
-  if (const json* v = field(body, "tool_choice"); v && *v != "none") refuse("tool_choice", "tool calls are not supported");
-  if (const json* v = field(body, "logprobs"); v && !(v->is_boolean() && !v->get<bool>()))
-    refuse("logprobs", "log probabilities are not reported");
-  if (field(body, "top_logprobs")) refuse("top_logprobs", "log probabilities are not reported");
-  if (const json* v = field(body, "response_format"); v && !string_is(*v, "type", "text"))
-    refuse("response_format", "only {\"type\": \"text\"} is supported");
-  for (const char* name : {"frequency_penalty", "presence_penalty"})
-    if (const json* v = field(body, name); v && !(v->is_number() && v->get<double>() == 0.0))
-      refuse(name, "repetition penalties are not supported (0 only)");
-  if (const json* v = field(body, "logit_bias"); v && !(v->is_object() && v->empty())) refuse("logit_bias", "not supported");
+  // The legacy function-calling fields (before tools): clients today send tools.
+  if (const json* v = field(body, "functions"); v && !(v->is_array() && v->empty()))
+    refuse("functions", "the legacy function fields are not supported (send tools)");
+  if (const json* v = field(body, "function_call"); v && *v != "none")
+    refuse("function_call", "the legacy function fields are not supported (send tool_choice)");
   if (const json* v = field(body, "best_of"); v && !(v->is_number_integer() && v->get<int64_t>() == 1))
     refuse("best_of", "only 1 is supported");
   if (const json* v = field(body, "echo"); v && !(v->is_boolean() && !v->get<bool>())) refuse("echo", "not supported");
   if (const json* v = field(body, "suffix"); v && !(v->is_string() && v->get<std::string>().empty()))
     refuse("suffix", "not supported");
+  if (const json* v = field(body, "modalities"); v && *v != json::array({"text"}))
+    refuse("modalities", "only [\"text\"] is supported");
+}
+
+// Every field an endpoint knows, whether it acts on it, refuses some values of it
+// (refuse_unsupported) or takes it as a tag that changes nothing in the answer (user,
+// metadata, store, service_tier, parallel_tool_calls, cache_prompt: prefixes are always
+// reused). Any other field is a 400 naming it: a client that sends a field it expects to
+// matter learns that it does not, instead of getting an answer made without it.
+// A null is "not given", as for every field. repeat_penalty stays accepted without effect
+// until the penalties are wired (it always was).
+void refuse_unknown_fields(const json& body, bool chat) {
+  static constexpr const char* kCommon[] = {
+      "model", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "n",
+      "stream", "stream_options", "user", "metadata", "store", "service_tier", "cache_prompt", "response_format",
+      "grammar", "logprobs", "top_logprobs", "frequency_penalty", "presence_penalty", "repeat_penalty", "logit_bias",
+      "tools", "tool_choice", "functions", "function_call", "parallel_tool_calls", "modalities"};
+  static constexpr const char* kChat[] = {"messages", "chat_template_kwargs", "reasoning_effort"};
+  static constexpr const char* kCompletion[] = {"prompt", "best_of", "echo", "suffix", "reasoning_effort"};
+  auto in = [](const auto& names, const std::string& key) {
+    return std::any_of(std::begin(names), std::end(names), [&](const char* n) { return key == n; });
+  };
+  for (const auto& [key, value] : body.items()) {
+    if (value.is_null() || in(kCommon, key) || (chat ? in(kChat, key) : in(kCompletion, key))) continue;
+    const std::string name = printable(key, 64);
+    throw bad_request(name + ": unknown field" + (chat ? " for /v1/chat/completions" : " for /v1/completions") +
+                          " (not supported; refused rather than ignored)",
+                      name, "unsupported_parameter");
+  }
+}
+
+// presence_penalty / frequency_penalty (OpenAI's range, -2..2), repeat_penalty (llama.cpp's,
+// > 0), logit_bias ({"token id": bias in -100..100}; -100 bans the token, as OpenAI's
+// effectively does), and logprobs / top_logprobs (chat: true and 0..20; completions: the
+// legacy integer 0..5, which is top_logprobs). They apply where the target draws each
+// token, also inside speculation trees, so speculation stays lossless under them.
+void parse_penalties(const json& body, GenRequest& r) {
+  if (const json* v = field(body, "presence_penalty")) r.sampling.presence_penalty = float(number_in(*v, "presence_penalty", -2, 2));
+  if (const json* v = field(body, "frequency_penalty"))
+    r.sampling.frequency_penalty = float(number_in(*v, "frequency_penalty", -2, 2));
+  if (const json* v = field(body, "repeat_penalty")) {
+    const double p = number_in(*v, "repeat_penalty", 0, 100);
+    if (p <= 0) throw bad_request("repeat_penalty: must be more than 0", "repeat_penalty");
+    r.sampling.repeat_penalty = float(p);
+  }
+  if (const json* v = field(body, "logit_bias")) {
+    if (!v->is_object()) throw bad_request("logit_bias: expected an object of token ids and biases", "logit_bias", "invalid_type");
+    for (const auto& [key, bias] : v->items()) {
+      int64_t id = -1;
+      const bool digits = !key.empty() && key.size() <= 10 && std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
+      if (digits) id = std::stoll(key);
+      if (id < 0 || id > std::numeric_limits<int32_t>::max())
+        throw bad_request("logit_bias: \"" + printable(key, 32) + "\" is not a token id", "logit_bias");
+      const double b = number_in(bias, "logit_bias", -100, 100);
+      r.sampling.logit_bias.push_back({int32_t(id), b <= -100 ? -std::numeric_limits<float>::infinity() : float(b)});
+    }
+  }
+  if (r.chat) {
+    const json* lp = field(body, "logprobs");
+    if (lp && boolean(*lp, "logprobs")) r.top_logprobs = 0;
+    if (const json* t = field(body, "top_logprobs")) {
+      if (r.top_logprobs < 0) throw bad_request("top_logprobs: needs logprobs: true", "top_logprobs");
+      const int64_t k = integer(*t, "top_logprobs");
+      if (k < 0 || k > 20) throw bad_request("top_logprobs: " + t->dump() + " is outside [0, 20]", "top_logprobs");
+      r.top_logprobs = k;
+    }
+  } else if (const json* lp = field(body, "logprobs")) {
+    const int64_t k = integer(*lp, "logprobs");
+    if (k < 0 || k > 5) throw bad_request("logprobs: " + lp->dump() + " is outside [0, 5]", "logprobs");
+    r.top_logprobs = k;
+  }
 }
 
 void parse_common(const json& body, const SamplingParams& defaults, GenRequest& r) {
+  refuse_unknown_fields(body, r.chat);
   refuse_unsupported(body);
+  if (const json* n = field(body, "n")) {
+    r.n = integer(*n, "n");
+    if (r.n < 1 || r.n > kMaxChoices)
+      throw bad_request("n: " + n->dump() + " is outside [1, " + std::to_string(kMaxChoices) + "]", "n");
+  }
+  if (const json* u = field(body, "user"); u && !u->is_string())
+    throw bad_request("user: expected a string", "user", "invalid_type");
+  r.output = parse_output_rule(body);
   if (const json* m = field(body, "model")) {
     if (!m->is_string()) throw bad_request("model: expected a string", "model", "invalid_type");
     r.model = m->get<std::string>();
@@ -105,6 +171,7 @@ void parse_common(const json& body, const SamplingParams& defaults, GenRequest& 
     if (k < 0 || k > (int64_t(1) << 24)) throw bad_request("top_k: " + v->dump() + " is outside [0, 16777216]", "top_k");
     r.sampling.top_k = int32_t(k);
   }
+  parse_penalties(body, r);
   if (const json* v = field(body, "seed")) {
     if (!v->is_number_integer()) throw bad_request("seed: expected an integer", "seed", "invalid_type");
     r.seed = v->is_number_unsigned() ? v->get<uint64_t>() : uint64_t(v->get<int64_t>());
@@ -113,7 +180,9 @@ void parse_common(const json& body, const SamplingParams& defaults, GenRequest& 
     if (v->is_string()) {
       r.stop.push_back(v->get<std::string>());
     } else if (v->is_array()) {
-      if (v->size() > kMaxStops) throw bad_request("stop: at most 4 stop texts", "stop");
+      if (v->size() > kMaxStops)
+        throw bad_request("stop: " + std::to_string(v->size()) + " stop texts; at most " + std::to_string(kMaxStops),
+                          "stop");
       for (const json& s : *v) {
         if (!s.is_string()) throw bad_request("stop: expected a string or an array of strings", "stop", "invalid_type");
         r.stop.push_back(s.get<std::string>());
@@ -122,7 +191,8 @@ void parse_common(const json& body, const SamplingParams& defaults, GenRequest& 
       throw bad_request("stop: expected a string or an array of strings", "stop", "invalid_type");
     }
     for (const std::string& s : r.stop)
-      if (s.size() > kMaxStopBytes) throw bad_request("stop: a stop text is longer than 512 bytes", "stop");
+      if (s.size() > kMaxStopBytes)
+        throw bad_request("stop: a stop text is longer than " + std::to_string(kMaxStopBytes) + " bytes", "stop");
   }
   if (const json* v = field(body, "stream")) r.stream = boolean(*v, "stream");
   if (const json* v = field(body, "stream_options")) {
@@ -164,17 +234,64 @@ std::string message_reasoning(const json& m, ChatRole role, const std::string& w
   return r->get<std::string>();
 }
 
+// A token id as sent: a non-negative integer (the vocabulary's bound is checked once the
+// model is known).
+int32_t token_id(const json& v, const std::string& where) {
+  if (!v.is_number_integer() || (v.is_number_integer() && !v.is_number_unsigned() && v.get<int64_t>() < 0) ||
+      (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(std::numeric_limits<int32_t>::max())))
+    throw bad_request(where + ": expected a token id (a non-negative integer)", "prompt", "invalid_type");
+  return int32_t(v.get<int64_t>());
+}
+
+std::vector<int32_t> token_prompt(const json& a, const std::string& where) {
+  if (a.empty()) throw bad_request(where + ": an empty token array", "prompt");
+  std::vector<int32_t> ids;
+  ids.reserve(a.size());
+  for (size_t i = 0; i < a.size(); ++i) ids.push_back(token_id(a[i], where + "[" + std::to_string(i) + "]"));
+  return ids;
+}
+
+// OpenAI's four shapes: a string, an array of strings (one prompt each), an array of token
+// ids (one tokenized prompt), an array of arrays of ids (several).
+std::vector<CompletionPrompt> completion_prompts(const json& p) {
+  const char* shapes = "expected a string, an array of strings, an array of token ids or an array of arrays of token ids";
+  if (p.is_string()) return {CompletionPrompt{p.get<std::string>(), {}, false}};
+  if (!p.is_array() || p.empty()) throw bad_request(std::string("prompt: ") + shapes, "prompt", "invalid_type");
+  std::vector<CompletionPrompt> out;
+  if (p[0].is_number()) {
+    out.push_back({{}, token_prompt(p, "prompt"), true});
+    return out;
+  }
+  if (int64_t(p.size()) > kMaxChoices)
+    throw bad_request("prompt: " + std::to_string(p.size()) + " prompts; at most " + std::to_string(kMaxChoices), "prompt");
+  for (size_t i = 0; i < p.size(); ++i) {
+    const std::string where = "prompt[" + std::to_string(i) + "]";
+    if (p[i].is_string()) out.push_back({p[i].get<std::string>(), {}, false});
+    else if (p[i].is_array()) out.push_back({{}, token_prompt(p[i], where), true});
+    else throw bad_request(where + ": " + shapes, "prompt", "invalid_type");
+  }
+  return out;
+}
+
 }  // namespace
 
 void require_json(const std::string& content_type) {
+  // No Content-Type at all: read as JSON (llama-server does; some clients send none).
+  if (content_type.empty()) return;
   // The media type, without parameters such as "; charset=utf-8", compared case-blind.
   std::string media = content_type.substr(0, content_type.find(';'));
   media.erase(std::remove_if(media.begin(), media.end(), [](unsigned char c) { return std::isspace(c); }), media.end());
   std::transform(media.begin(), media.end(), media.begin(), [](unsigned char c) { return char(std::tolower(c)); });
-  if (media != "application/json")
+  const bool json_type = media == "application/json" || (media.starts_with("application/") && media.ends_with("+json"));
+  if (!json_type) {
+    // curl -d sends application/x-www-form-urlencoded unless told otherwise: say how.
+    const std::string hint = media == "application/x-www-form-urlencoded"
+                                 ? " (curl -d sends that: add -H 'Content-Type: application/json')"
+                                 : "";
     throw ApiError(415, "invalid_request_error", "unsupported_media_type",
-                   "Content-Type must be application/json (got " +
-                       (content_type.empty() ? std::string("none") : in_quotes(content_type)) + ")");
+                   "the body must be JSON: Content-Type application/json, or none (got " + in_quotes(content_type) + ")" +
+                       hint);
+  }
 }
 
 nlohmann::json parse_body(const std::string& body) {
@@ -225,11 +342,23 @@ GenRequest parse_chat_request(const nlohmann::json& body, const SamplingParams& 
     const std::string role_name = role_field->get<std::string>();
     const std::optional<ChatRole> role = parse_chat_role(role_name);
     if (!role)
-      throw bad_request(where + ".role: " + in_quotes(role_name) + " is not supported (system, developer, user, assistant)",
+      throw bad_request(where + ".role: " + in_quotes(role_name) + " is not supported (system, developer, user, assistant, tool)",
                         "messages", "invalid_role");
-    if (const json* tc = field(m, "tool_calls"); tc && !(tc->is_array() && tc->empty())) throw bad_request(where + ".tool_calls: tool calls are not supported", "messages", "unsupported_parameter");
-    r.messages.push_back({*role, message_content(m, *role, where), message_reasoning(m, *role, where)});
+    ChatMessage msg{*role, message_content(m, *role, where), message_reasoning(m, *role, where)};
+    if (const json* tc = field(m, "tool_calls")) {
+      if (*role != ChatRole::Assistant) throw bad_request(where + ".tool_calls: only an assistant message calls tools", "messages");
+      msg.tool_calls = parse_message_tool_calls(*tc, where);
+    }
+    if (*role == ChatRole::Tool) {
+      const json* id = field(m, "tool_call_id");
+      if (!id || !id->is_string()) throw bad_request(where + ".tool_call_id: a tool message needs the id of the call it answers", "messages");
+      msg.tool_call_id = id->get<std::string>();
+    }
+    r.messages.push_back(std::move(msg));
   }
+  check_tool_answers(r.messages);
+  for (const char* name : {"tools", "tool_choice", "parallel_tool_calls"})
+    if (const json* v = field(body, name)) r.tool_fields[name] = *v;
   if (const json* kw = field(body, "chat_template_kwargs")) {
     if (!kw->is_object()) throw bad_request("chat_template_kwargs: expected an object", "chat_template_kwargs", "invalid_type");
     if (const json* t = field(*kw, "enable_thinking")) r.thinking = boolean(*t, "chat_template_kwargs.enable_thinking");
@@ -250,12 +379,16 @@ GenRequest parse_completion_request(const nlohmann::json& body, const SamplingPa
     throw bad_request("reasoning_effort: only chat completions have a reasoning effort (a completion's prompt is sent "
                       "as it is)",
                       "reasoning_effort", "unsupported_parameter");
+  for (const char* name : {"tools", "tool_choice", "parallel_tool_calls"})
+    if (field(body, name))
+      throw bad_request(std::string(name) + ": only chat completions call tools", name, "unsupported_parameter");
   const json* p = field(body, "prompt");
   if (!p) throw bad_request("prompt: missing", "prompt", "missing_prompt");
-  if (p->is_array() && p->size() == 1 && (*p)[0].is_string()) p = &(*p)[0];
-  if (!p->is_string())
-    throw bad_request("prompt: expected a string (one prompt per request)", "prompt", "invalid_type");
-  r.prompt = p->get<std::string>();
+  r.prompts = completion_prompts(*p);
+  if (int64_t(r.prompts.size()) * r.n > kMaxChoices)
+    throw bad_request(std::to_string(r.prompts.size()) + " prompts times n = " + std::to_string(r.n) + " is more than " +
+                          std::to_string(kMaxChoices) + " choices",
+                      "n");
   return r;
 }
 

@@ -14,6 +14,7 @@ const char* finish_reason(Finish f) {
     case Finish::Stop: return "stop";
     case Finish::Length: return "length";
     case Finish::Cancelled: return "cancelled";
+    case Finish::ToolCalls: return "tool_calls";
   }
   return "?";
 }
@@ -68,6 +69,21 @@ RunResult GenerationRunner::run(const GenerationQueue::Ticket& turn, const RunRe
   return std::move(result_);
 }
 
+std::vector<RunResult> Runner::run_all(const GenerationQueue::Ticket& turn, const std::vector<RunRequest>& rs) {
+  std::vector<RunResult> out;
+  for (const RunRequest& r : rs) {
+    if (!out.empty() && out.back().finish == Finish::Cancelled) {
+      RunResult c;
+      c.finish = Finish::Cancelled;
+      c.prompt_tokens = int64_t(r.prompt.size());
+      out.push_back(std::move(c));
+      continue;
+    }
+    out.push_back(run(turn, r));
+  }
+  return out;
+}
+
 int64_t GenerationRunner::max_sequence() const { return capacity_ - engine_.scratch_rows(); }
 
 RunResult GenerationRunner::execute(const RunRequest& r) {
@@ -77,18 +93,25 @@ RunResult GenerationRunner::execute(const RunRequest& r) {
       size_t(std::mismatch(have.begin(), have.end(), r.prompt.begin(), r.prompt.end()).first - have.begin());
   session_.rewind(int64_t(common));
 
+  const std::unique_ptr<grammar::GrammarConstraint> constraint = request_constraint(r);
   TurnResult g;
   try {
-    g = run_turn(engine_, session_, std::span(r.prompt).subspan(common), turn_request(r, format_, ignore_eos_));
+    g = run_turn(engine_, session_, std::span(r.prompt).subspan(common),
+                 turn_request(r, format_, ignore_eos_, constraint.get()));
   } catch (...) {
     session_.reset();
     throw;
   }
-  return run_result(std::move(g), int64_t(r.prompt.size()));
+  return run_result(std::move(g), int64_t(r.prompt.size()), constraint.get());
 }
 
-TurnRequest turn_request(const RunRequest& r, const ChatFormat& format, bool ignore_eos) {
+std::unique_ptr<grammar::GrammarConstraint> request_constraint(const RunRequest& r) {
+  return r.grammar ? std::make_unique<grammar::GrammarConstraint>(r.grammar) : nullptr;
+}
+
+TurnRequest turn_request(const RunRequest& r, const ChatFormat& format, bool ignore_eos, LogitConstraint* constraint) {
   TurnRequest t;
+  t.constraint = constraint;
   t.sampling = r.sampling;
   t.max_tokens = r.max_tokens;
   t.ignore_eos = ignore_eos;
@@ -99,20 +122,28 @@ TurnRequest turn_request(const RunRequest& r, const ChatFormat& format, bool ign
   t.on_text = r.on_text;
   t.on_reasoning = r.on_reasoning;
   t.cancelled = r.cancelled;
+  t.top_logprobs = r.top_logprobs;
   return t;
 }
 
-RunResult run_result(TurnResult g, int64_t prompt_tokens) {
+RunResult run_result(TurnResult g, int64_t prompt_tokens, grammar::GrammarConstraint* constraint) {
   RunResult out;
   out.prompt_tokens = prompt_tokens;
   out.text = std::move(g.text);
   out.reasoning = std::move(g.reasoning);
   out.tokens = std::move(g.tokens);
+  out.logprobs = std::move(g.logprobs);
   out.stats = std::move(g.stats);
   out.cached_tokens = out.prompt_tokens - out.stats.prompt_tokens;
   out.finish = g.finish == AnswerEnd::Cancelled ? Finish::Cancelled
                : g.finish == AnswerEnd::Length  ? Finish::Length
                                                 : Finish::Stop;
+  if (constraint) {
+    out.grammar = mask_counts(*constraint);
+    // The grammar complete: the generation stopped because nothing else may follow.
+    if (out.finish == Finish::Length)
+      if (const auto s = constraint->replay(out.tokens); s && constraint->must_end(*s)) out.finish = Finish::Stop;
+  }
   return out;
 }
 

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "apps/server/gen_queue.h"
+#include "apps/server/mask_counts.h"
 #include "core/chat_template.h"
 #include "core/sampler.h"
 #include "core/stats.h"
@@ -49,10 +50,14 @@ struct RunRequest {
   // Harmony chats: the reasoning (analysis channel), as it becomes final.
   std::function<void(const std::string&)> on_reasoning;
   std::function<bool()> cancelled;                  // asked after each token
+  // Structured output: the compiled rule's shared node masks (grammar_cache.h); the
+  // runner makes the generation's own GrammarConstraint over them. Null: none.
+  std::shared_ptr<grammar::NodeMaskCache> grammar;
+  int32_t top_logprobs = -1;  // logprobs: -1 none, 0 each token's own, K also the top K
 };
 
-enum class Finish { Stop, Length, Cancelled };
-const char* finish_reason(Finish f);  // "stop", "length", "cancelled"
+enum class Finish { Stop, Length, Cancelled, ToolCalls };
+const char* finish_reason(Finish f);  // "stop", "length", "cancelled", "tool_calls"
 
 struct RunResult {
   std::string text;              // the visible answer
@@ -62,6 +67,9 @@ struct RunResult {
   int64_t prompt_tokens = 0;     // the whole prompt
   int64_t cached_tokens = 0;     // prompt rows the session already held (not prefilled)
   GenerationStats stats;         // stats.prompt_tokens: rows this request prefilled
+  std::optional<MaskCounts> grammar;  // a constrained generation's masking
+  std::vector<TokenLogprob> logprobs;  // one per generated token, with top_logprobs >= 0
+  std::vector<ToolCall> tool_calls;    // read back from the text (the HTTP layer's ToolReading)
 };
 
 // The passes of a BatchRunner so far, and the sequences it runs now (metrics).
@@ -72,10 +80,15 @@ struct BatchGauges {
   KvFigures kv;               // the paged KV pool now
 };
 
-// The turn a request asks for (its callbacks are the request's own).
-TurnRequest turn_request(const RunRequest& r, const ChatFormat& format, bool ignore_eos);
-// A finished turn as the server answers it; `prompt_tokens`: the whole prompt.
-RunResult run_result(TurnResult g, int64_t prompt_tokens);
+// The turn a request asks for (its callbacks are the request's own), under `constraint`
+// (null: none), which must outlive the turn.
+TurnRequest turn_request(const RunRequest& r, const ChatFormat& format, bool ignore_eos, LogitConstraint* constraint);
+// The constraint a request's generation runs under (null when it asks for none).
+std::unique_ptr<grammar::GrammarConstraint> request_constraint(const RunRequest& r);
+// A finished turn as the server answers it; `prompt_tokens`: the whole prompt. Under a
+// constraint, an answer that ends where the grammar is complete (nothing else may follow)
+// finished with "stop", even when that was its max_tokens-th token.
+RunResult run_result(TurnResult g, int64_t prompt_tokens, grammar::GrammarConstraint* constraint);
 
 class Runner {
  public:
@@ -86,6 +99,10 @@ class Runner {
   // generates; r's callbacks are called on that thread. Rethrows what failed the
   // generation (the runner goes on serving).
   virtual RunResult run(const GenerationQueue::Ticket& turn, const RunRequest& r) = 0;
+  // Several generations for one request (n > 1, several prompts), results in order: one
+  // after another here; a BatchRunner runs them side by side. After one is cancelled the
+  // rest are not started (they come back cancelled).
+  virtual std::vector<RunResult> run_all(const GenerationQueue::Ticket& turn, const std::vector<RunRequest>& rs);
   // What the batch did (a BatchRunner), else nullopt.
   virtual std::optional<BatchGauges> batch() const { return std::nullopt; }
 };

@@ -14,6 +14,9 @@ const out = {};
 
 const models = await client.models.list();
 out.models = models.data.map((m) => m.id);
+out.retrieved = (await client.models.retrieve(model)).id;
+// Another service's model name: answered by the one model served (as llama-server does).
+out.any_model = (await client.chat.completions.create({ model: 'gpt-4o', messages, max_tokens: 2 })).model;
 
 const chat = await client.chat.completions.create({ model, messages, max_tokens, temperature: 0 });
 out.chat = {
@@ -54,7 +57,7 @@ async function error_of(call) {
   }
 }
 out.errors = {
-  unknown_model: await error_of(() => client.chat.completions.create({ model: 'gpt-4o', messages, max_tokens })),
+  unknown_model: await error_of(() => client.models.retrieve('gpt-4o')),
   bad_temperature: await error_of(() => client.chat.completions.create({ model, messages, max_tokens, temperature: -1 })),
   wrong_key: await error_of(() =>
     new OpenAI({ baseURL: `${baseURL}/v1`, apiKey: 'sk-wrong', maxRetries: 0 }).chat.completions.create({ model, messages, max_tokens })),

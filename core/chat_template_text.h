@@ -1,0 +1,14 @@
+#pragma once
+// Text rules the chat templates apply to messages, shared by the formats' renderers
+// (core/chat_template.cpp, core/chat_template_tools.cpp).
+#include <string>
+
+namespace flashspec {
+
+// Jinja's trim (Python str.strip() on ASCII whitespace), as the Llama 3 and Gemma templates
+// apply it.
+std::string trimmed(const std::string& s);
+// What Qwen3's template keeps of an earlier answer: the text after its last </think>.
+std::string without_reasoning(const std::string& a);
+
+}  // namespace flashspec

@@ -1,0 +1,35 @@
+#pragma once
+// The grammar of a forced tool call (OpenAI's tool_choice "required" or a named function):
+// the answer is one call (or, with parallel calls, several) in the syntax the model's chat
+// template taught it (core/tool_calls.h), naming one of the allowed functions, with
+// arguments that satisfy that function's parameters schema (json_schema.h). Generated under
+// it, a call always parses back and its arguments always validate.
+//   Hermes:      <tool_call>\n{"name": "f", "arguments": ARGS}\n</tool_call>   (joined by "\n")
+//   Llama 3.1:   {"name": "f", "parameters": ARGS}                               (one call)
+// Qwen XML writes values as raw text between tags and has no grammar here (Error).
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/tool_calls.h"
+#include "grammar/grammar.h"
+#include "grammar/grammar_def.h"
+
+namespace flashspec::grammar {
+
+struct ToolFunction {
+  std::string name;
+  nlohmann::ordered_json parameters;  // a JSON Schema (json_schema.h's subset); {} for none
+};
+
+GrammarDef tool_call_grammar(ToolCallSyntax syntax, const std::vector<ToolFunction>& functions, bool parallel);
+// tool_call_grammar + Grammar::compile; Error naming the function whose schema fails.
+std::shared_ptr<const Grammar> compile_tool_call_grammar(ToolCallSyntax syntax, const std::vector<ToolFunction>& functions,
+                                                         bool parallel);
+
+// Copies `from`'s rules into `into` under names prefixed `prefix` and returns the id of its
+// root there: one grammar made of several (each function's schema).
+uint32_t import_grammar(GrammarDef& into, const GrammarDef& from, const std::string& prefix);
+
+}  // namespace flashspec::grammar
