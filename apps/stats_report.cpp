@@ -167,7 +167,9 @@ std::optional<std::string> slower_than_target_notice(const GenerationStats& s) {
 }
 
 std::optional<std::string> over_budget_notice(const PlacementPlan& plan) {
-  if (!plan.stream || !plan.stream->ring_over_budget()) return std::nullopt;
+  // No --ram-budget given (the GPU main job's habit: --vram-budget alone) asks for nothing
+  // but the smallest ring: nothing to warn about.
+  if (!plan.stream || plan.ram_budget == 0 || !plan.stream->ring_over_budget()) return std::nullopt;
   const LayerPlan& st = *plan.stream;
   return "[flashspec] notice: the stream needs at least " + format_bytes(st.fixed_bytes()) +
          " (its smallest read ring" + (st.experts ? std::string(" and expert staging") : std::string()) +

@@ -22,6 +22,24 @@ inline void yarn_corr_dims(int n_rot, int orig_context, float freq_base, float b
   dims[1] = std::min(float(n_rot - 1), std::ceil(dim(beta_slow)));
 }
 
+// a * b + c * d and 1 + a * b, rounded after every operation on the device too: nvcc
+// would fuse them into FMAs, which turns a YaRN angle at position 5000 a few ulps away
+// from the CPU's (and llama.cpp's).
+FS_HD float sum_of_products(float a, float b, float c, float d) {
+#ifdef __CUDA_ARCH__
+  return __fadd_rn(__fmul_rn(a, b), __fmul_rn(c, d));
+#else
+  return a * b + c * d;
+#endif
+}
+FS_HD float one_plus_product(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fadd_rn(1.0f, __fmul_rn(a, b));
+#else
+  return 1.0f + a * b;
+#endif
+}
+
 // The cos and sin of pair i (theta_extrap = pos x base^(-2i/n_rot) / factor), scaled by
 // the rotation's magnitude. ext_factor 0: plain (linearly scaled) RoPE, magnitude
 // attn_factor.
@@ -32,8 +50,8 @@ FS_HD void rope_angle(float theta_extrap, float freq_scale, float ext_factor, fl
   if (ext_factor != 0.0f) {
     const float y = (float(i) - corr[0]) / fmaxf(0.001f, corr[1] - corr[0]);
     const float ramp_mix = (1.0f - fminf(1.0f, fmaxf(0.0f, y))) * ext_factor;
-    theta = theta_interp * (1.0f - ramp_mix) + theta_extrap * ramp_mix;
-    mscale *= 1.0f + 0.1f * logf(1.0f / freq_scale);
+    theta = sum_of_products(theta_interp, 1.0f - ramp_mix, theta_extrap, ramp_mix);
+    mscale *= one_plus_product(0.1f, logf(1.0f / freq_scale));
   }
   *c = cosf(theta) * mscale;
   *s = sinf(theta) * mscale;

@@ -53,6 +53,7 @@ PlacementPlan plan_placement(const GgufFile& f, const ModelWeights& w, const Pla
   PlacementPlan p;
   p.gpu = gpu;
   p.self_draft_bytes = self_draft_bytes;
+  p.ram_budget = o.ram_budget;
   const std::vector<std::vector<TensorExtent>> extents = layer_extents(w);
   const int64_t n = int64_t(extents.size());
   for (const auto& l : extents) {

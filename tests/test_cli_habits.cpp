@@ -263,4 +263,9 @@ TEST_CASE("cli habits: a streamed run over its --ram-budget says so") {
   const CliResult within = run_cli({"generate", "-m", wide, "-p", "x", "-n", "2", "--stream", "--ram-budget", "1G"});
   REQUIRE(within.exit_code == 0);
   CHECK(within.err.find("notice") == std::string::npos);
+  // Without --ram-budget the stream keeps its smallest ring, as asked: no notice (the GPU
+  // runs with --vram-budget alone printed one).
+  const CliResult unbudgeted = run_cli({"generate", "-m", wide, "-p", "x", "-n", "2", "--stream"});
+  REQUIRE(unbudgeted.exit_code == 0);
+  CHECK(unbudgeted.err.find("notice") == std::string::npos);
 }

@@ -1,8 +1,10 @@
 // flashspec-gpubench: the GPU figures issue #6 asks for, in one run on one device.
 //   - device memory bandwidth: a device-to-device cudaMemcpy (bytes read + written / s);
 //   - the backend's mat-vec (T = 1) on 7B-shape matrices of each weight type: weight
-//     bytes / s of the device's time with its queue full, and that as a fraction of the
-//     copy bandwidth (the time of calls launched back to back from the host beside it);
+//     bytes / s of the device's time with its queue full, each call on another copy of the
+//     matrix so that weights come from device memory, and that as a fraction of the copy
+//     bandwidth (beside it: calls launched back to back from the host, and one matrix
+//     called again and again, read from the L2 cache);
 //   - batched matmul (T = 16 .. 256, the tree-verification path): TFLOP/s;
 //   - host -> device: a plain cudaMemcpy from cudaMallocHost memory, and a layer copied
 //     by the backend's copy queue from a page-locked (registered) mapping as the weight
@@ -31,6 +33,7 @@
 #include "core/half.h"
 #include "kernels/backend_buffer.h"
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/kernels.h"
 
 namespace {
 
@@ -107,6 +110,35 @@ std::vector<uint8_t> random_matrix(GgmlType t, int64_t rows, int64_t cols, std::
   return m;
 }
 
+// The 8-bit-activation mat-vec (one row) with its grid spread over 1 .. 8 blocks per
+// multiprocessor, each call on another copy of the matrix: the figures its default
+// (kMatvecQ8BlocksPerSm) was chosen by.
+void matvec_q8_grids(cuda::CudaBackend& be, int device, int iters, double d2d_gbps, GgmlType t, int64_t rows,
+                     int64_t cols, std::mt19937& rng) {
+  int sms = 0;
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "multiprocessor count");
+  const std::vector<uint8_t> host = random_matrix(t, rows, cols, rng);
+  const size_t copies = std::max<size_t>(1, (size_t(256) << 20) / host.size());
+  std::vector<BackendBuffer> ws;
+  for (size_t c = 0; c < copies; ++c) {
+    ws.emplace_back(be, host.size());
+    be.upload(ws.back().get(), host.data(), host.size());
+  }
+  std::vector<float> xh(size_t(cols), 0.25f);
+  BackendBuffer x(be, xh.size() * 4), y(be, size_t(rows) * 4);
+  be.upload(x.get(), xh.data(), xh.size() * 4);
+  for (int per_sm : {1, 2, 4, 8}) {
+    size_t turn = 0;
+    const double sec = device_seconds_per_iter(std::max<int>(iters, int(2 * copies)), be, [&] {
+      const WeightMatrix wm{t, ws[turn++ % copies].get(), rows, cols};
+      cuda::launch_matvec_q8(wm, x.get<float>(), 1, y.get<float>(), sms, nullptr, be.stream(), per_sm);
+    });
+    const double gbps = double(host.size()) / sec / 1e9;
+    print({{"test", "matvec_q8_grid"}, {"type", std::string(type_name(t))}, {"rows", rows}, {"cols", cols},
+           {"blocks_per_sm", per_sm}, {"us", sec * 1e6}, {"weight_gbps", gbps}, {"fraction_of_d2d", gbps / d2d_gbps}});
+  }
+}
+
 int run(int device, int iters) {
   const std::unique_ptr<Backend> be = cuda::make_backend(device);
   std::printf("{\"backend\":\"%s\"}\n", be->name().c_str());
@@ -120,6 +152,9 @@ int run(int device, int iters) {
   const double d2d_gbps = 2.0 * double(copy_bytes) / d2d_s / 1e9;
   print({{"test", "d2d_copy"}, {"bytes", copy_bytes}, {"gbps", d2d_gbps}});
 
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K})
+    for (int64_t rows : {4096, 11008}) matvec_q8_grids(cuda_be, device, iters, d2d_gbps, t, rows, 4096, rng);
+
   // Mat-vec and batched matmul on 7B shapes.
   struct Shape { int64_t rows, cols; };
   for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q5_K, GgmlType::Q3_K,
@@ -127,23 +162,34 @@ int run(int device, int iters) {
     for (Shape s : {Shape{4096, 4096}, Shape{11008, 4096}, Shape{4096, 11008}}) {
       if (s.cols % traits(t).block_elems) continue;
       const std::vector<uint8_t> host = random_matrix(t, s.rows, s.cols, rng);
-      BackendBuffer w(*be, host.size());
-      be->upload(w.get(), host.data(), host.size());
-      const WeightMatrix wm{t, w.get(), s.rows, s.cols};
+      // Copies of the matrix, called in turn, so that each call reads its weights from
+      // device memory as a decode step does (a 7B model's layers do not fit the 50 MB L2
+      // cache); one matrix called again and again is read from L2, timed beside it.
+      const size_t copies = std::max<size_t>(1, (size_t(256) << 20) / host.size());
+      std::vector<BackendBuffer> ws;
+      std::vector<WeightMatrix> wms;
+      for (size_t c = 0; c < copies; ++c) {
+        ws.emplace_back(*be, host.size());
+        be->upload(ws.back().get(), host.data(), host.size());
+        wms.push_back(WeightMatrix{t, ws.back().get(), s.rows, s.cols});
+      }
       for (int64_t T : {1, 16, 64, 256}) {
         std::vector<float> xh(size_t(T * s.cols));
         for (float& v : xh) v = float(int(rng() % 2001) - 1000) / 1000.0f;
         BackendBuffer x(*be, xh.size() * 4), y(*be, size_t(T * s.rows) * 4);
         be->upload(x.get(), xh.data(), xh.size() * 4);
-        const auto call = [&] { be->matmul(wm, x.get<float>(), T, y.get<float>()); };
-        const double sec = device_seconds_per_iter(iters, cuda_be, call);
+        size_t turn = 0;
+        const auto call = [&] { be->matmul(wms[turn++ % copies], x.get<float>(), T, y.get<float>()); };
+        const double sec = device_seconds_per_iter(std::max<int>(iters, int(2 * copies)), cuda_be, call);
         nlohmann::json j = {{"test", T == 1 ? "matvec" : "matmul"}, {"type", std::string(type_name(t))},
                             {"rows", s.rows}, {"cols", s.cols}, {"T", T}, {"us", sec * 1e6},
                             {"launched_back_to_back_us", seconds_per_iter(iters, *be, call) * 1e6}};
         if (T == 1) {
           const double gbps = double(host.size()) / sec / 1e9;
+          const auto hot = [&] { be->matmul(wms[0], x.get<float>(), T, y.get<float>()); };
           j["weight_gbps"] = gbps;
           j["fraction_of_d2d"] = gbps / d2d_gbps;
+          j["l2_hot_us"] = device_seconds_per_iter(iters, cuda_be, hot) * 1e6;
         } else {
           j["tflops"] = 2.0 * double(T * s.rows * s.cols) / sec / 1e12;
         }

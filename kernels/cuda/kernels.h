@@ -21,9 +21,11 @@ bool matvec_q8_applies(const WeightMatrix& w);
 // Device scratch the 8-bit-activation matmul needs for T activation rows.
 size_t matvec_q8_scratch_bytes(const WeightMatrix& w, int64_t T);
 // y = W x for any T (in launches of kMatvecMaxT rows); scratch holds
-// matvec_q8_scratch_bytes(w, T) bytes (none for one row of up to 32768 values).
+// matvec_q8_scratch_bytes(w, T) bytes (none for one row of up to 16384 values). One row
+// is spread over about blocks_per_sm blocks per multiprocessor (each quantizes the row).
+inline constexpr int kMatvecQ8BlocksPerSm = 4;
 void launch_matvec_q8(const WeightMatrix& w, const float* x, int64_t T, float* y, int sm_count, void* scratch,
-                      cudaStream_t s);
+                      cudaStream_t s, int blocks_per_sm = kMatvecQ8BlocksPerSm);
 // n activations rounded as F16 / BF16 weights multiply them (out may not alias x).
 void launch_round_activations(GgmlType type, const float* x, int64_t n, float* out, cudaStream_t s);
 // Rows [r0, r0 + n) of W as f32, row-major n x cols.
