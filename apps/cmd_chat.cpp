@@ -15,9 +15,12 @@
 // channel too, as Qwen3's reasoning shows (apps/reasoning_display.h), and --json adds it as
 // "reasoning". A later turn rewrites the previous answer as the template keeps it (its final
 // text only: ChatFormat::next_turn_replacing), so the session rewinds to that answer's start
-// and prefills it again.
+// and prefills it again. The jinja format (a template none of the fixed styles knows)
+// renders the whole conversation each turn; the session keeps what that rendering shares
+// with it and prefills the rest.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -123,6 +126,9 @@ int run_chat(const ChatArgs& a) {
   // that rewrites answers (harmony) writes again in their place.
   int64_t answer_start = -1;
   std::string last_answer;
+  // The jinja format re-renders the whole conversation each turn: its messages so far.
+  std::vector<ChatMessage> history;
+  if (!a.system.empty()) history.push_back({ChatRole::System, a.system});
   int64_t turn = 0;
   bool interrupt_armed = false;  // one Ctrl-C at the prompt seen
   std::string line;
@@ -149,6 +155,7 @@ int run_chat(const ChatArgs& a) {
     if (cmd == "/quit" || cmd == "/exit") return 0;
     if (cmd == "/reset") {
       session.reset();
+      history.resize(a.system.empty() ? 0 : 1);
       last_end = AnswerEnd::Length;
       last_token = -1;
       answer_start = -1;
@@ -167,7 +174,16 @@ int run_chat(const ChatArgs& a) {
     const std::string message = cmd.rfind("//", 0) == 0 ? cmd.substr(1) : cmd;
 
     std::vector<int32_t> input;
-    if (session.tokens().empty()) {
+    if (fmt.renders_whole_conversation()) {
+      history.push_back({ChatRole::User, message});
+      input = fmt.render(history);
+      // Prefill only what differs from the session (at least one token, for its logits).
+      const std::vector<int32_t>& held = session.tokens();
+      size_t same = size_t(std::mismatch(held.begin(), held.end(), input.begin(), input.end()).first - held.begin());
+      same = std::min(same, input.size() - 1);
+      session.rewind(int64_t(same));
+      input.erase(input.begin(), input.begin() + int64_t(same));
+    } else if (session.tokens().empty()) {
       input = fmt.first_turn(message, a.system);
     } else if (fmt.rewrites_answers() && answer_start >= 0) {
       session.rewind(answer_start);
@@ -218,6 +234,7 @@ int run_chat(const ChatArgs& a) {
     last_token = r.tokens.empty() ? -1 : r.tokens.back();
     answer_start = input_start + int64_t(input.size());
     last_answer = r.text;
+    if (fmt.renders_whole_conversation()) history.push_back({ChatRole::Assistant, r.text});
     last_stats = r.stats;
     totals.add(r.stats);
 

@@ -10,6 +10,7 @@
 #include "core/printable.h"
 #include "core/units.h"
 #include "engine/engine.h"
+#include "jinja/chat_renderer.h"
 #include "model/llama_model.h"
 
 namespace flashspec {
@@ -276,9 +277,9 @@ namespace flashspec {
 
 void add_chat_format_option(CLI::App& sub, std::string& format) {
   sub.add_option("--chat-format", format,
-                 "turn format: auto (from the model's chat template, else plain), plain, llama2, chatml, llama3, zephyr, gemma, "
-                 "harmony")
-      ->check(CLI::IsMember({"auto", "plain", "llama2", "chatml", "llama3", "zephyr", "gemma", "harmony"}))
+                 "turn format: auto (from the model's chat template: a known style, else the template itself; plain "
+                 "without one), plain, llama2, chatml, llama3, zephyr, gemma, harmony, jinja (the template itself)")
+      ->check(CLI::IsMember({"auto", "plain", "llama2", "chatml", "llama3", "zephyr", "gemma", "harmony", "jinja"}))
       ->capture_default_str();
 }
 
@@ -287,7 +288,7 @@ ChatFormat chat_format_for(const Engine& e, const std::string& format, const cha
   if (format != "auto" && !forced) throw UsageError("--chat-format: '" + format + "' is not a turn format");
   std::string notice;
   ChatFormat f = ChatFormat::for_model(e.tokenizer(), e.target().file().get_string("tokenizer.chat_template"), forced,
-                                       notice);
+                                       notice, jinja::make_chat_renderer);
   if (!notice.empty()) std::fprintf(stderr, "%s: %s\n", who, notice.c_str());
   return f;
 }

@@ -18,6 +18,7 @@ const char* chat_style_name(ChatStyle s) {
     case ChatStyle::Zephyr: return "zephyr";
     case ChatStyle::Gemma: return "gemma";
     case ChatStyle::Harmony: return "harmony";
+    case ChatStyle::Jinja: return "jinja";
   }
   return "?";
 }
@@ -30,6 +31,7 @@ std::optional<ChatStyle> parse_chat_style(std::string_view n) {
   if (n == "zephyr") return ChatStyle::Zephyr;
   if (n == "gemma") return ChatStyle::Gemma;
   if (n == "harmony" || n == "gpt-oss") return ChatStyle::Harmony;
+  if (n == "jinja") return ChatStyle::Jinja;
   return std::nullopt;
 }
 
@@ -75,6 +77,23 @@ ChatFormat::ChatFormat(const Tokenizer& tok, ChatStyle style) : tok_(&tok), styl
     case ChatStyle::Llama2:
     case ChatStyle::Zephyr:
       break;  // BOS/EOS only; zephyr's <|user|> markers are plain text in most vocabularies
+    case ChatStyle::Jinja:
+      throw Error("the jinja format renders the model's chat template, and there is none");
+  }
+}
+
+ChatFormat::ChatFormat(const Tokenizer& tok, std::shared_ptr<const ChatTemplateRenderer> renderer,
+                       std::string_view source)
+    : tok_(&tok), style_(ChatStyle::Jinja), renderer_(std::move(renderer)) {
+  template_tools_ = tool_call_syntax_of_template(source);
+  for (std::string_view walk : {"arguments|items", "arguments | items", "arguments.items()"})
+    arguments_as_object_ |= source.find(walk) != std::string_view::npos;
+  // Reasoning templates: enable_thinking reaches the template, and the answer's
+  // <think> blocks are hidden as for Qwen3 (ReasoningFilter).
+  if (source.find("<think>") != std::string_view::npos) {
+    think_open_ = special("<think>", true);
+    think_close_ = special("</think>", true);
+    if (think_open_ < 0 || think_close_ < 0) think_open_ = think_close_ = -1;
   }
 }
 
@@ -89,8 +108,19 @@ bool has_harmony_markers(const Tokenizer& tok) {
 }  // namespace
 
 ChatFormat ChatFormat::for_model(const Tokenizer& tok, const std::string* chat_template,
-                                 std::optional<ChatStyle> forced, std::string& notice) {
+                                 std::optional<ChatStyle> forced, std::string& notice,
+                                 const MakeChatRenderer& make_renderer) {
   notice.clear();
+  const bool has_template = chat_template && !chat_template->empty();
+  if (forced == ChatStyle::Jinja) {
+    if (!has_template) throw Error("--chat-format jinja: the model has no chat template");
+    if (!make_renderer) throw Error("--chat-format jinja: no template engine here");
+    try {
+      return ChatFormat(tok, make_renderer(*chat_template), *chat_template);
+    } catch (const Error& e) {
+      throw Error(std::string("--chat-format jinja: ") + e.what());
+    }
+  }
   if (forced) {  // the user asked: missing tokens are an error
     try {
       return ChatFormat(tok, *forced);
@@ -101,7 +131,15 @@ ChatFormat ChatFormat::for_model(const Tokenizer& tok, const std::string* chat_t
   const std::optional<ChatStyle> style =
       chat_template ? detect_chat_style(*chat_template) : std::optional<ChatStyle>();
   if (!style && has_harmony_markers(tok)) return ChatFormat(tok, ChatStyle::Harmony);
-  if (!chat_template || chat_template->empty()) return ChatFormat(tok, ChatStyle::Plain);
+  if (!has_template) return ChatFormat(tok, ChatStyle::Plain);
+  if (!style && make_renderer) {
+    try {
+      return ChatFormat(tok, make_renderer(*chat_template), *chat_template);
+    } catch (const Error& e) {
+      notice = std::string("chat template not usable (") + e.what() + "); using the plain transcript format";
+      return ChatFormat(tok, ChatStyle::Plain);
+    }
+  }
   if (!style) {
     notice = "chat template not recognised (known: llama-2, chatml, llama-3, zephyr, gemma, harmony); using "
              "the plain transcript format";
@@ -204,6 +242,7 @@ void ChatFormat::system_message(std::vector<Part>& parts, const std::string& sys
     case ChatStyle::Gemma:  // folded into the first user turn: see first_turn and render_gemma
       break;
     case ChatStyle::Harmony:  // rendered whole by render_harmony
+    case ChatStyle::Jinja:    // and by the template
       break;
   }
 }
@@ -242,6 +281,7 @@ void ChatFormat::user_message(std::vector<Part>& parts, const std::string& u) co
       parts.push_back({-1, "\n"});
       break;
     case ChatStyle::Harmony:  // rendered whole by render_harmony
+    case ChatStyle::Jinja:    // and by the template
       break;
   }
 }
@@ -278,6 +318,7 @@ void ChatFormat::assistant_header(std::vector<Part>& parts) const {
       parts.push_back({-1, "model\n"});
       break;
     case ChatStyle::Harmony:  // rendered whole by render_harmony
+    case ChatStyle::Jinja:    // and by the template
       break;
   }
 }
@@ -335,12 +376,13 @@ void ChatFormat::assistant_message(std::vector<Part>& parts, const std::string& 
       parts.push_back({-1, "\n"});
       break;
     case ChatStyle::Harmony:  // rendered whole by render_harmony
+    case ChatStyle::Jinja:    // and by the template
       break;
   }
 }
 
 std::vector<int32_t> ChatFormat::first_turn(std::string_view user, std::string_view system) const {
-  if (style_ == ChatStyle::Harmony) {
+  if (style_ == ChatStyle::Harmony || style_ == ChatStyle::Jinja) {
     std::vector<ChatMessage> msgs;
     if (!system.empty()) msgs.push_back({ChatRole::System, std::string(system)});
     msgs.push_back({ChatRole::User, std::string(user)});
@@ -398,6 +440,8 @@ std::vector<int32_t> ChatFormat::next_turn(std::string_view user, AnswerEnd end,
       if (last_token != turn_end_) parts.push_back({turn_end_, {}});
       parts.push_back({-1, "\n"});
       break;
+    case ChatStyle::Jinja:
+      throw Error("internal: the jinja format renders whole conversations, not turns");
     case ChatStyle::Harmony: {
       // An answer that ended on its own ends with <|return|> or <|call|> (kept in the session
       // where the template would write <|end|>); one cut short, or after a message, is closed.
@@ -432,6 +476,7 @@ std::vector<int32_t> ChatFormat::next_turn_replacing(std::string_view answer, st
 
 std::vector<int32_t> ChatFormat::render(std::span<const ChatMessage> messages, const nlohmann::ordered_json& tools) const {
   if (messages.empty()) throw Error("messages: the conversation is empty");
+  if (style_ == ChatStyle::Jinja) return render_jinja(messages, tools);
   std::vector<Part> parts;
   if (tok_->add_bos() || style_ == ChatStyle::Llama2) parts.push_back({tok_->bos(), {}});
   const bool with_tools = !tools.empty() || std::any_of(messages.begin(), messages.end(), [](const ChatMessage& m) {

@@ -1,7 +1,9 @@
 #pragma once
-// Chat turn formatting for `flashspec chat` (and the server). There is no Jinja engine: the style is
-// recognised from markers in the GGUF's tokenizer.chat_template text and each turn is
-// built here, as token ids. Our tokenizer does not parse control tokens out of text, so
+// Chat turn formatting for `flashspec chat` (and the server). The style is recognised from
+// markers in the GGUF's tokenizer.chat_template text and each turn is built here, as token
+// ids; a template none of the styles below recognises is rendered by the template itself
+// (style "jinja", ChatTemplateRenderer: jinja/chat_renderer.h), as is any with
+// --chat-format jinja. Our tokenizer does not parse control tokens out of text, so
 // a turn is a list of parts (plain text, or one special token looked up by its text)
 // that is tokenized part by part. Plain-text parts are encoded as llama.cpp encodes the
 // raw fragments of a templated string: each gets the SentencePiece space prefix.
@@ -21,6 +23,11 @@
 //           its markers) <|start|>user<|message|>{u}<|end|><|start|>assistant
 //           after a system message of its own with the date and the reasoning effort: see
 //           core/chat_harmony.h; the answer's channels are split by core/harmony_stream.h.
+//   jinja   (any other template) the template's own rendering of the whole conversation
+//           (HF's context: messages, tools, add_generation_prompt, bos_token, eos_token,
+//           enable_thinking), tokenized with its control tokens parsed; BOS added when the
+//           vocabulary adds one and the rendering does not start with it. Chat re-renders the
+//           conversation each turn and prefills what differs from the session.
 // Reasoning models (Qwen3: a chatml template that mentions <think>) think by default; with
 // thinking off the assistant header is followed by an empty "<think>\n\n</think>\n\n",
 // as the template's enable_thinking=false renders it, and the app hides any reasoning
@@ -47,6 +54,8 @@
 // previous answer is prefilled again. The same holds for harmony, whose template keeps only the
 // final text of earlier answers and closes them with <|end|> where the model wrote <|return|>.
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -63,11 +72,11 @@ namespace flashspec {
 struct HarmonyPiece;     // core/chat_harmony.h
 struct HarmonySettings;
 
-enum class ChatStyle { Plain, Llama2, ChatML, Llama3, Zephyr, Gemma, Harmony };
+enum class ChatStyle { Plain, Llama2, ChatML, Llama3, Zephyr, Gemma, Harmony, Jinja };
 
 const char* chat_style_name(ChatStyle s);
 // "plain", "llama2"/"llama-2", "chatml", "llama3"/"llama-3", "zephyr", "gemma",
-// "harmony"/"gpt-oss"; nullopt otherwise.
+// "harmony"/"gpt-oss", "jinja"; nullopt otherwise.
 std::optional<ChatStyle> parse_chat_style(std::string_view name);
 // The style a Jinja chat template implements, recognised by its markers; nullopt when
 // none is recognised.
@@ -90,6 +99,17 @@ struct ChatMessage {
 // nullopt for any other role.
 std::optional<ChatRole> parse_chat_role(std::string_view name);
 
+// A chat template engine's rendering of a whole conversation (jinja/chat_renderer.h renders
+// the GGUF's own Jinja template). `date` (YYYY-MM-DD) is the day strftime_now gives; "" for
+// today's. Error (one line) where the template refuses the conversation.
+class ChatTemplateRenderer {
+ public:
+  virtual ~ChatTemplateRenderer() = default;
+  virtual std::string render(const nlohmann::ordered_json& context, std::string_view date) const = 0;
+};
+// Makes a renderer from a template's source; Error when it does not parse.
+using MakeChatRenderer = std::function<std::shared_ptr<const ChatTemplateRenderer>(std::string_view source)>;
+
 // How an answer ended (engine/turn.h); decides how the next chat turn closes it.
 enum class AnswerEnd {
   Length,     // its token limit reached
@@ -108,9 +128,14 @@ class ChatFormat {
   // `chat_template` (tokenizer.chat_template, may be null). Without a template it
   // recognises, a vocabulary with harmony's markers (gpt-oss's) is harmony. Falls back to
   // plain when the template is absent, unrecognised or needs special tokens the vocabulary
-  // lacks; in the last two cases `notice` gets one line saying why.
+  // lacks; in the last two cases `notice` gets one line saying why. With `make_renderer`, an
+  // unrecognised template (and any with forced jinja) is rendered by the template itself;
+  // plain, with a notice, when it does not parse.
   static ChatFormat for_model(const Tokenizer& tok, const std::string* chat_template,
-                              std::optional<ChatStyle> forced, std::string& notice);
+                              std::optional<ChatStyle> forced, std::string& notice,
+                              const MakeChatRenderer& make_renderer = {});
+  // The jinja style: `renderer` renders the template whose source is `source`.
+  ChatFormat(const Tokenizer& tok, std::shared_ptr<const ChatTemplateRenderer> renderer, std::string_view source);
   // Takes what the template adds to the style: reasoning blocks (chatml with <think>
   // tokens), the default system prompt Qwen2.5's template writes when none is given.
   void adopt_template_details(std::string_view chat_template);
@@ -142,6 +167,9 @@ class ChatFormat {
   // gpt-oss expects (it was trained without the reasoning of earlier answers). Error for the
   // other styles, whose answers stay in the history as the model wrote them (next_turn).
   bool rewrites_answers() const { return style_ == ChatStyle::Harmony; }
+  // The jinja style: chat renders the whole conversation each turn (render()) and prefills
+  // only what differs from what the session holds; first_turn / next_turn are Errors.
+  bool renders_whole_conversation() const { return style_ == ChatStyle::Jinja; }
   std::vector<int32_t> next_turn_replacing(std::string_view answer, std::string_view user) const;
   // Tokens of a whole conversation, as the model's template renders it with the generation
   // prompt: BOS, the default system prompt when the list starts without one, every message,
@@ -192,6 +220,8 @@ class ChatFormat {
   void assistant_header(std::vector<Part>& parts) const;
   void render_llama2(std::vector<Part>& parts, std::span<const ChatMessage> messages) const;
   void render_gemma(std::vector<Part>& parts, std::span<const ChatMessage> messages) const;
+  // core/chat_template_jinja.cpp
+  std::vector<int32_t> render_jinja(std::span<const ChatMessage> messages, const nlohmann::ordered_json& tools) const;
   // core/chat_template_tools.cpp
   void render_chatml_tools(std::vector<Part>& parts, std::span<const ChatMessage> messages,
                            const nlohmann::ordered_json& tools) const;
@@ -211,6 +241,9 @@ class ChatFormat {
   int32_t h_start_ = -1, h_message_ = -1, h_channel_ = -1, h_end_ = -1, h_constrain_ = -1, call_ = -1;
   bool thinking_ = false;
   std::string stop_text_, default_system_, effort_, date_;
+  std::shared_ptr<const ChatTemplateRenderer> renderer_;  // the jinja style's
+  std::optional<ToolCallSyntax> template_tools_;           // the jinja style's tool calls
+  bool arguments_as_object_ = false;  // the jinja template walks tool call arguments' items
 };
 
 // Streams an answer's text without its reasoning: <think>...</think> blocks (and the

@@ -164,6 +164,7 @@ std::optional<ToolCallSyntax> ChatFormat::tool_call_syntax() const {
   switch (style_) {
     case ChatStyle::ChatML: return ToolCallSyntax::Hermes;
     case ChatStyle::Llama3: return ToolCallSyntax::Llama3Json;
+    case ChatStyle::Jinja: return template_tools_;
     default: return std::nullopt;
   }
 }

@@ -143,7 +143,7 @@ void KvCache::check_room(int64_t T) const {
 void KvCache::check_tree_room(int64_t T) const {
   if (ring() && pending_ + T > slack_)
     throw Error("a token tree of " + std::to_string(pending_ + T) + " nodes does not fit the sliding-window cache's " +
-                std::to_string(slack_) + " spare rows (use a smaller tree, or a larger -b)");
+                std::to_string(slack_) + " spare rows (its rings are sized for the largest tree --tree / --chain allow)");
 }
 
 void KvCache::add_pending(int64_t T) {

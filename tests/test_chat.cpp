@@ -27,15 +27,6 @@ using namespace flashspec::testing;
 
 namespace {
 
-std::vector<nlohmann::json> json_lines(const std::string& out) {
-  std::vector<nlohmann::json> v;
-  std::istringstream in(out);
-  std::string line;
-  while (std::getline(in, line))
-    if (!line.empty()) v.push_back(nlohmann::json::parse(line));
-  return v;
-}
-
 Tokenizer tokenizer_of(const std::string& path) { return Tokenizer::from_gguf(GgufFile::open(path)); }
 
 const std::vector<std::string> kGreedy = {"--temp", "0", "-n", "24", "--json", "-t", "2"};

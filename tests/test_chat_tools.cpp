@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/gguf.h"
 #include "core/tokenizer.h"
+#include "tests/chat_messages.h"
 #include "tests/fixtures.h"
 
 using namespace flashspec;
@@ -19,27 +20,6 @@ using namespace flashspec::testing;
 using ojson = nlohmann::ordered_json;
 
 namespace {
-
-// OpenAI's message objects, as the reference scripts wrote them.
-std::vector<ChatMessage> messages_of(const ojson& list) {
-  std::vector<ChatMessage> out;
-  for (const ojson& m : list) {
-    ChatMessage c;
-    c.role = *parse_chat_role(m.at("role").get<std::string>());
-    if (m.contains("content") && m["content"].is_string()) c.content = m["content"].get<std::string>();
-    if (m.contains("reasoning_content")) c.reasoning = m["reasoning_content"].get<std::string>();
-    if (m.contains("tool_call_id")) c.tool_call_id = m["tool_call_id"].get<std::string>();
-    if (m.contains("tool_calls"))
-      for (const ojson& t : m["tool_calls"]) {
-        const ojson& f = t.at("function");
-        const ojson& a = f.at("arguments");
-        c.tool_calls.push_back({f.at("name").get<std::string>(), a.is_string() ? a.get<std::string>() : a.dump(),
-                                t.value("id", "")});
-      }
-    out.push_back(std::move(c));
-  }
-  return out;
-}
 
 void check_reference(const std::string& model, const std::string& reference, int refusals) {
   GgufFile file = GgufFile::open(model_path(model));

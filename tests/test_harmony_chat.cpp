@@ -5,7 +5,6 @@
 // text and writes an earlier answer back into the history as the template keeps it.
 #include <doctest/doctest.h>
 
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -13,6 +12,7 @@
 #include "engine/turn.h"
 #include "tests/cli_runner.h"
 #include "tests/harmony_fixture.h"
+#include "tests/json_file.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;
@@ -52,15 +52,6 @@ TurnRequest harmony_request() {
   r.turn_end = gptoss().format.turn_end_token();
   r.hide_reasoning = true;  // chat's default: changes nothing for harmony, whose reasoning is apart
   return r;
-}
-
-std::vector<json> json_lines(const std::string& out) {
-  std::vector<json> v;
-  std::istringstream in(out);
-  std::string line;
-  while (std::getline(in, line))
-    if (!line.empty()) v.push_back(json::parse(line));
-  return v;
 }
 
 }  // namespace

@@ -46,6 +46,7 @@
 #include "tests/cli_runner.h"
 #include "tests/chi_square.h"
 #include "tests/fixtures.h"
+#include "tests/json_file.h"
 #include "tests/gguf_writer.h"
 #include "tests/greedy_options.h"
 #include "tests/http_client.h"
@@ -646,17 +647,6 @@ TEST_CASE("hybrid spec: serve --parallel 4 on tiny-qwen35 with a draft answers a
 // ---------------------------------------------------------------------------------------
 // 4. Chat turns, and turns that end inside an accepted draft path.
 // ---------------------------------------------------------------------------------------
-
-namespace {
-std::vector<json> json_lines(const std::string& out) {
-  std::vector<json> v;
-  std::istringstream in(out);
-  std::string line;
-  while (std::getline(in, line))
-    if (!line.empty()) v.push_back(json::parse(line));
-  return v;
-}
-}  // namespace
 
 TEST_CASE("hybrid spec: a 3-turn chat with a draft says what the target alone says") {
   const std::string input = "Tell me a story about a cat.\nWhat did the dog do?\nAnd then?\n";

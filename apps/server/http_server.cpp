@@ -378,14 +378,14 @@ void HttpServer::complete(const httplib::Request& req, httplib::Response& res, c
   const uint64_t n = next_id_.fetch_add(1);
   job->meta = {std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(created_) + "-" + std::to_string(n),
                int64_t(std::time(nullptr)), model_id_, chat, nullptr, &engine_.tokenizer()};
-  if (tools.forced) {
+  if (tools.forces_call()) {
     if (g.output.kind != OutputRule::Kind::None)
       throw bad_request(g.output.param + ": a forced tool call (tool_choice) already sets the answer's form",
                         g.output.param, "unsupported_parameter");
     // The same tools and choice make the same grammar: keyed by what it is compiled from.
     const std::string key = "tools " + nlohmann::json(g.tool_fields).dump() + " " +
                             std::to_string(int(*format_.tool_call_syntax()));
-    const GrammarCache::Found found = grammars_.get(key, [&] { return tools.forced; });
+    const GrammarCache::Found found = grammars_.get(key, [&] { return tools.compile_forced(); });
     for (RunRequest& r : job->runs) r.grammar = found.masks;
     job->meta.grammar = {{"cached", found.cached}, {"compile_ms", found.compile_ms}};
   }

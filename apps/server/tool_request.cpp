@@ -84,18 +84,23 @@ ToolRequest parse_tool_request(const json& body, std::optional<ToolCallSyntax> s
   }
   if (r.tools.empty()) return r;
   if (!syntax) throw bad_request("tools: this model's chat format has no tool calls", "tools");
-  if (r.choice == ToolRequest::Choice::Required || r.choice == ToolRequest::Choice::Named) {
+  if (r.forces_call()) {
     if (r.choice == ToolRequest::Choice::Named)
       std::erase_if(functions, [&](const grammar::ToolFunction& f) { return f.name != r.named; });
-    // Llama 3.1's syntax holds one call per answer.
-    const bool parallel = r.parallel && *syntax == ToolCallSyntax::Hermes;
-    try {
-      r.forced = grammar::compile_tool_call_grammar(*syntax, functions, parallel);
-    } catch (const Error& e) {
-      throw bad_request(e.what(), "tools");
-    }
+    r.forced_syntax = *syntax;
+    r.forced_functions = std::move(functions);
   }
   return r;
+}
+
+std::shared_ptr<const grammar::Grammar> ToolRequest::compile_forced() const {
+  // Llama 3.1's syntax holds one call per answer.
+  const bool several = parallel && forced_syntax == ToolCallSyntax::Hermes;
+  try {
+    return grammar::compile_tool_call_grammar(forced_syntax, forced_functions, several);
+  } catch (const Error& e) {
+    throw bad_request(e.what(), "tools");
+  }
 }
 
 std::vector<ToolCall> parse_message_tool_calls(const json& calls, const std::string& where) {

@@ -5,9 +5,10 @@
 //   tool_choice         "none" | "auto" | "required" | {"type": "function", "function": {"name": ...}}
 //   parallel_tool_calls true (default) | false
 // and, in the messages, an assistant's tool_calls and the tool messages answering them.
-// A forced choice (required, or a named function) compiles the calls' grammar here (the
+// A forced choice (required, or a named function) generates under the calls' grammar (the
 // function's parameters schema in the chat format's call syntax: grammar/tool_call_grammar.h),
-// so an unsupported schema is a 400 before the request queues.
+// compiled by the server before the request queues, unless its grammar cache holds it, so an
+// unsupported schema is a 400.
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -16,10 +17,8 @@
 
 #include "core/chat_template.h"
 #include "core/tool_calls.h"
+#include "grammar/tool_call_grammar.h"
 
-namespace flashspec::grammar {
-class Grammar;
-}
 
 namespace flashspec::server {
 
@@ -30,10 +29,17 @@ struct ToolRequest {
   Choice choice = Choice::None;  // "auto" when tools are given, else "none"
   std::string named;             // Choice::Named: the function
   bool parallel = true;
-  std::shared_ptr<const grammar::Grammar> forced;  // required / named: the calls' grammar
+  // Required / named: what the calls' grammar is made of, the chosen functions in the format's
+  // call syntax (compiled only where the server's cache does not hold it yet).
+  ToolCallSyntax forced_syntax = ToolCallSyntax::Hermes;
+  std::vector<grammar::ToolFunction> forced_functions;
 
   // Calls are read back from the answer (the tools are offered and not refused).
   bool reads_calls() const { return choice != Choice::None && !tools.empty(); }
+  // The answer must be calls (required, or a named function).
+  bool forces_call() const { return reads_calls() && (choice == Choice::Required || choice == Choice::Named); }
+  // The calls' grammar; a 400 (ApiError) naming "tools" for a schema it cannot hold.
+  std::shared_ptr<const grammar::Grammar> compile_forced() const;
 };
 
 // The tool fields of `body`. `syntax`: the chat format's call syntax (nullopt: the format

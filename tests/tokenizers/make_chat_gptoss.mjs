@@ -17,6 +17,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Template } from "@huggingface/jinja";
+import { onDay } from "./stopped_clock.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, "..", "..");
@@ -27,24 +28,7 @@ if (!templatePath) {
 }
 const template = new Template(readFileSync(templatePath, "utf8"));
 
-// The template writes the day with strftime_now("%Y-%m-%d"), which @huggingface/jinja defines
-// as its own global (a context variable cannot replace it) reading the clock with `new Date()`.
-// So each render runs with the clock stopped at noon, local time, of the case's day.
-function onDay(day, render) {
-  const RealDate = globalThis.Date;
-  const [y, m, d] = day.split("-").map(Number);
-  const noon = new RealDate(y, m - 1, d, 12).getTime();
-  globalThis.Date = class extends RealDate {
-    constructor(...args) {
-      super(...(args.length ? args : [noon]));
-    }
-  };
-  try {
-    return render();
-  } finally {
-    globalThis.Date = RealDate;
-  }
-}
+// The template writes the day with strftime_now: each render runs on the case's day.
 
 const sys = (content) => ({ role: "system", content });
 const dev = (content) => ({ role: "developer", content });

@@ -28,30 +28,16 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Template } from "@huggingface/jinja";
+import { onDay } from "./stopped_clock.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, "..", "..");
 const shared = process.env.FS_SHARED_DIR || join(root, "..", "shared");
 const llamacppDir = process.argv[2] || process.env.FS_LLAMACPP_TEMPLATES || "";
 
-function atNoon(render) {
-  const RealDate = globalThis.Date;
-  const noon = new RealDate(2025, 7, 5, 12).getTime();
-  globalThis.Date = class extends RealDate {
-    constructor(...args) {
-      super(...(args.length ? args : [noon]));
-    }
-  };
-  try {
-    return render();
-  } finally {
-    globalThis.Date = RealDate;
-  }
-}
-
 function renderCase(template, context) {
   try {
-    return { text: atNoon(() => template.render(context)) };
+    return { text: onDay("2025-08-05", () => template.render(context)) };
   } catch (e) {
     return { error: String(e.message) };
   }
