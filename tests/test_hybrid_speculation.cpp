@@ -45,6 +45,7 @@
 #include "model/llama_model.h"
 #include "tests/cli_runner.h"
 #include "tests/chi_square.h"
+#include "tests/derived_fixture.h"
 #include "tests/fixtures.h"
 #include "tests/json_file.h"
 #include "tests/gguf_writer.h"
@@ -62,20 +63,6 @@ namespace {
 std::string qwen35() { return made_fixture_path("tiny-qwen35"); }
 std::string qwen35moe() { return made_fixture_path("tiny-qwen35moe"); }
 
-// A copy of `src` changed by `edit`, written once per process under `key` (removed at exit).
-const std::string& derived_fixture(const std::string& key, const std::string& src,
-                                   const std::function<void(GgufWriter&)>& edit) {
-  static std::mutex mutex;
-  static std::map<std::string, std::unique_ptr<TempFile>> files;
-  std::lock_guard lock(mutex);
-  if (auto it = files.find(key); it != files.end()) return it->second->path;
-  auto f = std::make_unique<TempFile>("fs-" + key);
-  GgufWriter w = GgufWriter::from(GgufFile::open(src));
-  edit(w);
-  w.write(f->path);
-  return files.emplace(key, std::move(f)).first->second->path;
-}
-
 // tiny-qwen3 (a plain attention model) with tokenizer.ggml.pre = "qwen35", so that its
 // vocabulary is the hybrid fixtures' ("tokenizers differ ('gpt2/qwen2' vs 'gpt2/qwen35')"
 // otherwise).
@@ -84,37 +71,11 @@ const std::string& qwen3_as_qwen35() {
                          [](GgufWriter& w) { w.set("tokenizer.ggml.pre", gv_str("qwen35")); });
 }
 
-// Every F32 tensor blk.L.<suffix> (where the layer has one) scaled by `factor`.
-void scale_tensors(GgufWriter& w, const std::string& suffix, float factor) {
-  int scaled = 0;
-  for (int l = 0; l < 64; ++l) {
-    TensorSpec* t = w.tensor("blk." + std::to_string(l) + "." + suffix);
-    if (!t) continue;
-    REQUIRE(t->type == uint32_t(GgmlType::F32));
-    float* v = reinterpret_cast<float*>(t->data.data());
-    for (size_t i = 0; i < t->data.size() / sizeof(float); ++i) v[i] *= factor;
-    ++scaled;
-  }
-  REQUIRE(scaled > 0);
-}
-
 // A near copy of a hybrid fixture: its recurrent layers' output projections (ssm_out)
 // scaled by 0.9. As a draft it agrees with the original mostly but not always, so tree
 // passes accept paths of every depth (the recurrent state's commits of partial paths).
 const std::string& near_copy(const std::string& src, const std::string& name) {
   return derived_fixture(name + "-near", src, [](GgufWriter& w) { scale_tensors(w, "ssm_out.weight", 0.9f); });
-}
-
-// The vocabulary (tied embedding and head) cut to its first `rows` ids: the same layers at
-// a 37th of the head's cost per row, for the sampling test's thousands of runs. The
-// tokenizer keys are left as they are (the model reads n_vocab from token_embd).
-void cut_vocabulary(GgufWriter& w, uint64_t rows) {
-  TensorSpec* t = w.tensor("token_embd.weight");
-  REQUIRE(t != nullptr);
-  REQUIRE(w.tensor("output.weight") == nullptr);  // tied head
-  const size_t row_bytes = t->data.size() / t->dims[1];
-  t->dims[1] = rows;
-  t->data.resize(size_t(rows) * row_bytes);
 }
 
 // About 100 tokens of ordinary prose (a long prompt, and the shared system prompt).
