@@ -27,6 +27,8 @@ constexpr Named kTypes[] = {
     {"q5_1", GgmlType::Q5_1, 9},  {"iq4_nl", GgmlType::IQ4_NL, 25}, {"q2_k", GgmlType::Q2_K, 10},
     {"q3_k", GgmlType::Q3_K, 11}, {"q4_k", GgmlType::Q4_K, 14},  {"q5_k", GgmlType::Q5_K, 16},
     {"q6_k", GgmlType::Q6_K, 18}, {"f16", GgmlType::F16, 1},     {"f32", GgmlType::F32, 0},
+    // gpt-oss's expert type; llama.cpp's MOSTLY_MXFP4_MOE labels a file of MXFP4 weights.
+    {"mxfp4", GgmlType::MXFP4, 38},
 };
 
 bool is_float(GgmlType t) { return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16; }
@@ -79,7 +81,9 @@ std::vector<GgmlType> plan_quantization(const GgufFile& in, const QuantizeOption
   const bool tied = in.find_tensor("output.weight") == nullptr;
   std::vector<GgmlType> out;
   for (const GgufTensorInfo& t : in.tensors()) {
-    if (t.dims.size() < 2) {  // norms, biases, RoPE factors: kept exact
+    // Norms, biases (gpt-oss's expert biases are 2-D: one row per expert), RoPE factors and
+    // sinks: kept exact, as llama.cpp quantizes only tensors named *.weight of 2 or more dims.
+    if (t.dims.size() < 2 || !t.name.ends_with(".weight")) {
       out.push_back(GgmlType::F32);
       continue;
     }

@@ -63,7 +63,8 @@ TEST_CASE("quantize: every type writes a file the engine loads, with 2-D weights
                        Case{"q5_k", GgmlType::Q5_K, 0.01}, Case{"q5_1", GgmlType::Q5_1, 0.01},
                        Case{"q5_0", GgmlType::Q5_0, 0.012}, Case{"q4_k", GgmlType::Q4_K, 0.02},
                        Case{"q4_0", GgmlType::Q4_0, 0.025}, Case{"iq4_nl", GgmlType::IQ4_NL, 0.025},
-                       Case{"q3_k", GgmlType::Q3_K, 0.04}, Case{"q2_k", GgmlType::Q2_K, 0.08}}) {
+                       Case{"q3_k", GgmlType::Q3_K, 0.04}, Case{"q2_k", GgmlType::Q2_K, 0.08},
+                       Case{"mxfp4", GgmlType::MXFP4, 0.035}}) {
     CAPTURE(c.name);
     TempFile out("quantized");
     const CliResult r = run_cli({"quantize", kWide, out.path, "--type", c.name, "-t", "2"});
@@ -86,6 +87,35 @@ TEST_CASE("quantize: every type writes a file the engine loads, with 2-D weights
     if (c.type == GgmlType::Q8_0 || c.type == GgmlType::Q6_K) CHECK(got == want);
     CHECK(got.size() == 16);
   }
+}
+
+TEST_CASE("quantize: gpt-oss's MXFP4 experts are read, its 2-D expert biases stay F32, and the copy runs") {
+  const std::string src = made_fixture_path("tiny-gptoss");
+  TempFile out("quantized-gptoss");
+  const CliResult refused = run_cli({"quantize", src, out.path, "--type", "q8_0"});
+  CHECK(refused.exit_code != 0);
+  CHECK(refused.err.find("is already MXFP4") != std::string::npos);
+  const CliResult r = run_cli({"quantize", src, out.path, "--type", "q8_0", "--allow-requantize", "-t", "2"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const GgufFile q = GgufFile::open(out.path), in = GgufFile::open(src);
+  int biases = 0;
+  for (const GgufTensorInfo& t : q.tensors()) {
+    CAPTURE(t.name);
+    if (t.name.ends_with("_exps.bias")) {
+      ++biases;
+      CHECK(t.type == GgmlType::F32);
+      CHECK(t.dims.size() == 2);
+    }
+    if (t.name.ends_with("_exps.weight")) {
+      CHECK(t.type == GgmlType::Q8_0);
+      CHECK(rms_error(q, in, t.name) < 0.01);  // Q8_0 of the MXFP4 values
+    }
+  }
+  CHECK(biases > 0);
+  const CliResult gen = run_cli({"generate", "-m", out.path, "-p", "Hello", "-n", "4", "--temp", "0"});
+  INFO(gen.err);
+  CHECK(gen.exit_code == 0);
 }
 
 TEST_CASE("quantize: rows that are not whole blocks fall back as llama.cpp does, and --keep-output") {
