@@ -23,6 +23,9 @@ struct GenerateOptions {
   bool ignore_eos = false;
   std::function<bool(int32_t)> is_end;  // end-of-generation test
   std::function<void(int32_t)> on_token;  // called as each token is final
+  // With top_logprobs >= 0: each token's logprob, just before its on_token (a streamed
+  // answer sends it with the token's text).
+  std::function<void(const TokenLogprob&)> on_logprob;
   // Asked after each emitted token (after on_token): true ends the generation there
   // (Ctrl-C in chat, a stop text). The token just emitted is kept.
   std::function<bool()> should_stop;

@@ -278,7 +278,7 @@ void PassPipeline::finish_prefill(SequenceRun& s) {
     if (s.opt.constraint) s.opt.constraint->mask(row, s.constraint_state);
     if (s.opt.logits_positions > 0) s.result.logits.emplace_back(row.begin(), row.end());
     const int32_t tok = sample_token(s.opt.sampling, row, s.rng);
-    if (s.opt.top_logprobs >= 0) s.result.logprobs.push_back(token_logprob(row, tok, s.opt.top_logprobs));
+    if (s.opt.top_logprobs >= 0) record_logprob(s, token_logprob(row, tok, s.opt.top_logprobs));
     stop = emit(s, tok);
     st.ttft_ms = s.ms_since_added();
     s.rec.emitted = 1;
@@ -303,18 +303,13 @@ void PassPipeline::finish_tree(SequenceRun& s, PreGrowth& growth) {
   // node's path: bias and penalties for its own history, then the constraint's mask.
   penalise_tree_logits(s.opt.sampling, s.seq, s.tree, rows, n_vocab);
   if (LogitConstraint* c = s.opt.constraint) mask_tree_logits(*c, tree_states(*c, s.tree, s.constraint_state), rows, n_vocab);
-  const size_t before = s.result.tokens.size();
   const TreeOutcome out = settle_tree(s.tree, s.logits, n_vocab, s.opt.sampling, s.rng, *s.cache,
-                                      s.opt.logits_positions, s.result.logits, st,
-                                      [&](int32_t tok) { return emit(s, tok); });
-  if (s.opt.top_logprobs >= 0) {
-    // Token i of this pass was drawn at the root (i = 0) or at the i-th accepted node.
-    for (size_t i = 0; i < out.emitted.tokens; ++i) {
-      const int64_t node = i == 0 ? 0 : out.acc.path[i - 1];
-      s.result.logprobs.push_back(token_logprob(rows.subspan(size_t(node * n_vocab), size_t(n_vocab)),
-                                                s.result.tokens[before + i], s.opt.top_logprobs));
-    }
-  }
+                                      s.opt.logits_positions, s.result.logits, st, [&](int32_t tok, int64_t row) {
+                                        if (s.opt.top_logprobs >= 0)
+                                          record_logprob(s, token_logprob(rows.subspan(size_t(row * n_vocab), size_t(n_vocab)),
+                                                                          tok, s.opt.top_logprobs));
+                                        return emit(s, tok);
+                                      });
   s.rec.emitted = int64_t(out.emitted.tokens);
   if (auto_budget_) auto_budget_->observe_acceptance(s.tree, out.acc.path);
   if (s.worker && growth.running(s.worker.get())) {
@@ -343,6 +338,11 @@ void PassPipeline::end(SequenceRun& s) {
   GenerationStats& st = s.result.stats;
   st.generated = int64_t(s.result.tokens.size());
   if (!s.result.tokens.empty()) st.decode_ms = ms_between(s.first_token, Clock::now());
+}
+
+void PassPipeline::record_logprob(SequenceRun& s, TokenLogprob lp) {
+  if (s.opt.on_logprob) s.opt.on_logprob(lp);
+  s.result.logprobs.push_back(std::move(lp));
 }
 
 bool PassPipeline::emit(SequenceRun& s, int32_t tok) {

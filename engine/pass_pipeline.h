@@ -80,6 +80,8 @@ class PassPipeline {
   static void end(SequenceRun& s);
   // Emits one token; true when the sequence must stop.
   static bool emit(SequenceRun& s, int32_t tok);
+  // Keeps the logprob of the token about to be emitted, and hands it on (on_logprob).
+  static void record_logprob(SequenceRun& s, TokenLogprob lp);
   // Step 5.
   void observe(const std::vector<SequenceRun*>& decode, int64_t rows, const TargetPassTimes& t, double drafted_ms);
 

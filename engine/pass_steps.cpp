@@ -46,7 +46,7 @@ Acceptance accept_tree(const TokenTree& tree, std::span<const float> logits, int
 
 Emitted emit_accepted(const TokenTree& tree, const Acceptance& acc, std::span<const float> logits, int64_t n_vocab,
                       std::span<const int64_t> rows, int64_t logits_positions,
-                      std::vector<std::vector<float>>& kept_logits, const std::function<bool(int32_t)>& emit) {
+                      std::vector<std::vector<float>>& kept_logits, const EmitToken& emit) {
   std::vector<int32_t> tokens;
   for (int32_t node : acc.path) tokens.push_back(tree.tokens[size_t(node)]);
   tokens.push_back(acc.bonus);
@@ -56,7 +56,8 @@ Emitted emit_accepted(const TokenTree& tree, const Acceptance& acc, std::span<co
       const auto row = logits.begin() + rows[e.tokens] * n_vocab;
       kept_logits.emplace_back(row, row + n_vocab);
     }
-    e.stop = emit(tokens[e.tokens++]);
+    const size_t i = e.tokens++;
+    e.stop = emit(tokens[i], rows[i]);
   }
   return e;
 }
@@ -64,7 +65,7 @@ Emitted emit_accepted(const TokenTree& tree, const Acceptance& acc, std::span<co
 TreeOutcome settle_tree(const TokenTree& tree, std::span<const float> logits, int64_t n_vocab,
                         const SamplingParams& sampling, Rng& rng, SequenceState& state, int64_t logits_positions,
                         std::vector<std::vector<float>>& kept_logits, GenerationStats& stats,
-                        const std::function<bool(int32_t)>& emit) {
+                        const EmitToken& emit) {
   TreeOutcome o;
   o.acc = accept_tree(tree, logits, n_vocab, sampling, rng);
   // Row of the target's output each emitted token was drawn from: the root for the

@@ -51,9 +51,12 @@ struct Emitted {
   size_t tokens = 0;
   bool stop = false;
 };
+// Emits one token, drawn from the target's output row `row` of the tree (the root, or the
+// accepted node before it); true: stop there.
+using EmitToken = std::function<bool(int32_t token, int64_t row)>;
 Emitted emit_accepted(const TokenTree& tree, const Acceptance& acc, std::span<const float> logits, int64_t n_vocab,
                       std::span<const int64_t> rows, int64_t logits_positions,
-                      std::vector<std::vector<float>>& kept_logits, const std::function<bool(int32_t)>& emit);
+                      std::vector<std::vector<float>>& kept_logits, const EmitToken& emit);
 
 // Counts a verified tree: every drafted node, and the first `accepted` nodes of the
 // accepted path (fewer than the path when generation stopped inside it: a token not
@@ -74,7 +77,7 @@ struct TreeOutcome {
 TreeOutcome settle_tree(const TokenTree& tree, std::span<const float> logits, int64_t n_vocab,
                         const SamplingParams& sampling, Rng& rng, SequenceState& state, int64_t logits_positions,
                         std::vector<std::vector<float>>& kept_logits, GenerationStats& stats,
-                        const std::function<bool(int32_t)>& emit);
+                        const EmitToken& emit);
 
 // The drafter's own part of an accepted path: `acc` (in verified node ids) in candidate
 // ids (`picked`: the candidate id of each verified node; empty when every candidate was

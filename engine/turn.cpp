@@ -32,6 +32,7 @@ GenerateOptions TurnText::options() {
   g.ignore_eos = r_.ignore_eos;
   g.logits_positions = r_.logits_positions;
   g.top_logprobs = r_.top_logprobs;
+  g.on_logprob = r_.on_logprob;
   g.constraint = r_.constraint;
   // The session stops at end tokens itself (unless ignore_eos); the style's end of turn
   // is one more end token for a chat.

@@ -47,6 +47,7 @@ struct TurnRequest {
   const ChatFormat* format = nullptr;
   int64_t logits_positions = 0;     // keep full logits of the first K generated positions
   int32_t top_logprobs = -1;        // GenerateOptions::top_logprobs: -1 none, 0 the token's, K also the top K
+  std::function<void(const TokenLogprob&)> on_logprob;  // GenerateOptions::on_logprob
   // Structured output (GenerateOptions::constraint); null: none. Must outlive the turn.
   LogitConstraint* constraint = nullptr;
   std::function<void(const std::string&)> on_text;  // visible text, as it becomes final

@@ -71,7 +71,7 @@ TEST_CASE("sequence state: a hybrid's recurrent state follows a prefill, a tree 
   SamplingParams greedy;
   greedy.temperature = 0;
   const TreeOutcome out = settle_tree(tree, logits, m.config().n_vocab, greedy, rng, cache, 0, kept, stats,
-                                      [&](int32_t t) {
+                                      [&](int32_t t, int64_t) {
                                         emitted.push_back(t);
                                         return false;
                                       });

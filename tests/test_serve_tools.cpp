@@ -223,6 +223,47 @@ TEST_CASE("serve tools: logprobs and penalties, speculative answers equal target
   for (const json& id : ids) CHECK(id != banned);
 }
 
+TEST_CASE("serve tools: streamed logprobs ride on the chunks of their tokens' text, and add up to the answer's") {
+  ServerProcess srv({"-m", model_path("tiny-qwen3"), "-t", "1", "-d", "self:q8_0", "--tree", "8"});
+  CAPTURE(srv.log());
+  for (const bool chat : {true, false}) {
+    CAPTURE(chat);
+    json body = chat ? chat_body("Tell me a story", 12, {{"logprobs", true}, {"top_logprobs", 2}})
+                     : json{{"prompt", "Once upon a time"}, {"max_tokens", 12}, {"temperature", 0}, {"logprobs", 2}};
+    const std::string path = chat ? "/v1/chat/completions" : "/v1/completions";
+    const HttpResponse whole = http_post(srv.port(), path, body);
+    REQUIRE(whole.status == 200);
+    const json want = whole.json().at("choices").at(0).at("logprobs");
+    body["stream"] = true;
+    const HttpResponse streamed = http_post(srv.port(), path, body);
+    REQUIRE(streamed.status == 200);
+    json content = json::array(), tokens = json::array(), offsets = json::array();
+    int chunks_with_logprobs = 0, chunks_with_text = 0;
+    for (const json& e : sse_events(streamed.body)) {
+      const json& c = e.at("choices").at(0);
+      const json& lp = c.at("logprobs");
+      const std::string text = chat ? c.at("delta").value("content", std::string()) : c.at("text").get<std::string>();
+      chunks_with_text += !text.empty();
+      if (lp.is_null()) continue;
+      ++chunks_with_logprobs;
+      if (chat) {
+        for (const json& x : lp.at("content")) content.push_back(x);
+      } else {
+        for (const json& x : lp.at("tokens")) tokens.push_back(x);
+        for (const json& x : lp.at("text_offset")) offsets.push_back(x);
+      }
+    }
+    CHECK(chunks_with_logprobs > 1);  // not all on the last chunk
+    CHECK(chunks_with_logprobs >= chunks_with_text - 1);
+    if (chat) {
+      CHECK(content == want.at("content"));
+    } else {
+      CHECK(tokens == want.at("tokens"));
+      CHECK(offsets == want.at("text_offset"));  // offsets continue across chunks
+    }
+  }
+}
+
 TEST_CASE("serve tools: the official openai npm client runs a tool round trip, streamed and not") {
   const std::string dir = std::string(FS_SOURCE_DIR) + "/tests/client";
   const bool have_node = run_program({"node", "--version"}, 30).exit_code == 0;

@@ -474,6 +474,23 @@ void HttpServer::stream_answer(Job& job, httplib::DataSink& sink) {
   };
   // The role comes first, before any token, as OpenAI's streams do (each choice's).
   for (size_t i = 0; i < job.runs.size(); ++i) send(sse_event(chunk_json(job.meta, i, "", true, nullptr)));
+  // Logprobs go with the chunk that carries their tokens' text: each token's arrives just
+  // before its text is final, and the next chunk of its choice takes what has arrived
+  // (tokens whose text is held back, as a possible stop text is, ride on a later chunk;
+  // what is left, on the last).
+  struct PendingLogprobs {
+    std::vector<TokenLogprob> tokens;
+    int64_t offset = 0;  // completions' text_offset so far
+  };
+  std::vector<PendingLogprobs> pending(job.runs.size());
+  auto send_chunk = [&](size_t i, json chunk) {
+    PendingLogprobs& p = pending[i];
+    if (!p.tokens.empty()) {
+      chunk["choices"][0]["logprobs"] = logprobs_json(job.meta, p.tokens, p.offset);
+      p.tokens.clear();
+    }
+    send(sse_event(chunk));
+  };
   ClientStream& conn = *job.conn;
   // With tools offered, the text goes through a reader: content streams on, each call goes
   // out whole as a delta.tool_calls chunk.
@@ -481,13 +498,14 @@ void HttpServer::stream_answer(Job& job, httplib::DataSink& sink) {
   if (job.tools)
     for (size_t i = 0; i < job.runs.size(); ++i)
       calls.emplace_back(
-          *job.tools, [&, i](const std::string& text) { send(sse_event(chunk_json(job.meta, i, text, false, nullptr))); },
-          [&, i](const ToolCall& c, int64_t index) { send(sse_event(tool_call_chunk_json(job.meta, i, c, index))); });
+          *job.tools, [&, i](const std::string& text) { send_chunk(i, chunk_json(job.meta, i, text, false, nullptr)); },
+          [&, i](const ToolCall& c, int64_t index) { send_chunk(i, tool_call_chunk_json(job.meta, i, c, index)); });
   for (size_t i = 0; i < job.runs.size(); ++i) {
     RunRequest& run = job.runs[i];
     if (job.tools) run.on_text = [&, i](const std::string& text) { calls[i].push(text); };
-    else run.on_text = [&, i](const std::string& text) { send(sse_event(chunk_json(job.meta, i, text, false, nullptr))); };
-    run.on_reasoning = [&, i](const std::string& text) { send(sse_event(reasoning_chunk_json(job.meta, i, text))); };
+    else run.on_text = [&, i](const std::string& text) { send_chunk(i, chunk_json(job.meta, i, text, false, nullptr)); };
+    run.on_reasoning = [&, i](const std::string& text) { send_chunk(i, reasoning_chunk_json(job.meta, i, text)); };
+    if (run.top_logprobs >= 0) run.on_logprob = [&, i](const TokenLogprob& lp) { pending[i].tokens.push_back(lp); };
     run.cancelled = [&] { return failed || conn.peer_gone() || queue_.cut(); };
   }
   std::vector<RunResult> rs;
@@ -510,11 +528,8 @@ void HttpServer::stream_answer(Job& job, httplib::DataSink& sink) {
   // once, only when asked (stream_options.include_usage), in a last chunk without choices.
   for (size_t i = 0; i < rs.size(); ++i) {
     json last = chunk_json(job.meta, i, "", false, finish_reason(rs[i].finish));
-    // A streamed choice's logprobs come whole with its last chunk (its text chunks do not
-    // follow token boundaries).
-    last["choices"][0]["logprobs"] = logprobs_json(job.meta, rs[i]);
     last["flashspec"] = flashspec_json(job.meta, rs[i], job.timing);
-    send(sse_event(last));
+    send_chunk(i, std::move(last));
   }
   if (job.include_usage) send(sse_event(usage_chunk_json(job.meta, rs, job.n)));
   send("data: [DONE]\n\n");

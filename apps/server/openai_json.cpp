@@ -98,11 +98,16 @@ json bytes_of(const std::string& s) {
 }  // namespace
 
 json logprobs_json(const ResponseMeta& m, const RunResult& r) {
-  if (r.logprobs.empty() || !m.tokenizer) return nullptr;
+  int64_t offset = 0;
+  return logprobs_json(m, r.logprobs, offset);
+}
+
+json logprobs_json(const ResponseMeta& m, std::span<const TokenLogprob> logprobs, int64_t& offset) {
+  if (logprobs.empty() || !m.tokenizer) return nullptr;
   const Tokenizer& tok = *m.tokenizer;
   if (m.chat) {
     json content = json::array();
-    for (const TokenLogprob& lp : r.logprobs) {
+    for (const TokenLogprob& lp : logprobs) {
       const std::string piece = tok.token_to_piece(lp.token);
       json top = json::array();
       for (const auto& [id, l] : lp.top) {
@@ -113,19 +118,18 @@ json logprobs_json(const ResponseMeta& m, const RunResult& r) {
     }
     return {{"content", content}};
   }
-  json tokens = json::array(), logprobs = json::array(), tops = json::array(), offsets = json::array();
-  int64_t offset = 0;
-  for (const TokenLogprob& lp : r.logprobs) {
+  json tokens = json::array(), values = json::array(), tops = json::array(), offsets = json::array();
+  for (const TokenLogprob& lp : logprobs) {
     const std::string piece = tok.token_to_piece(lp.token);
     tokens.push_back(piece);
-    logprobs.push_back(lp.logprob);
+    values.push_back(lp.logprob);
     json top = json::object();
     for (const auto& [id, l] : lp.top) top[tok.token_to_piece(id)] = l;
     tops.push_back(top);
     offsets.push_back(offset);
     offset += int64_t(piece.size());
   }
-  return {{"tokens", tokens}, {"token_logprobs", logprobs}, {"top_logprobs", tops}, {"text_offset", offsets}};
+  return {{"tokens", tokens}, {"token_logprobs", values}, {"top_logprobs", tops}, {"text_offset", offsets}};
 }
 
 json reasoning_chunk_json(const ResponseMeta& m, size_t index, const std::string& text) {

@@ -58,6 +58,9 @@ nlohmann::json tool_call_chunk_json(const ResponseMeta& m, size_t index, const T
 // "top_logprobs": [...]}]}, completions {"tokens", "token_logprobs", "top_logprobs"
 // (token -> logprob maps), "text_offset"}. Null when the choice has none.
 nlohmann::json logprobs_json(const ResponseMeta& m, const RunResult& r);
+// The same for some of a choice's tokens (a streamed chunk's), completions' text_offset
+// continuing from `offset`, which is advanced past them.
+nlohmann::json logprobs_json(const ResponseMeta& m, std::span<const TokenLogprob> logprobs, int64_t& offset);
 // A chat stream chunk whose delta is reasoning: {"reasoning_content": text}.
 nlohmann::json reasoning_chunk_json(const ResponseMeta& m, size_t index, const std::string& text);
 // stream_options.include_usage's last chunk: no choices, the usage.

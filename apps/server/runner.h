@@ -54,6 +54,8 @@ struct RunRequest {
   // runner makes the generation's own GrammarConstraint over them. Null: none.
   std::shared_ptr<grammar::NodeMaskCache> grammar;
   int32_t top_logprobs = -1;  // logprobs: -1 none, 0 each token's own, K also the top K
+  // Each token's logprob as its token is final (before its text is handed on).
+  std::function<void(const TokenLogprob&)> on_logprob;
 };
 
 enum class Finish { Stop, Length, Cancelled, ToolCalls };
