@@ -30,18 +30,22 @@ inline const std::string& derived_fixture(const std::string& key, const std::str
   return files.emplace(key, std::move(f)).first->second->path;
 }
 
-// Every F32 tensor blk.L.<suffix> (where the layer has one) scaled by `factor`.
-inline void scale_tensors(GgufWriter& w, const std::string& suffix, float factor) {
-  int scaled = 0;
+// Every value of every F32 tensor blk.L.<suffix> (where the layer has one) through `f`.
+inline void transform_tensors(GgufWriter& w, const std::string& suffix, const std::function<float(float)>& f) {
+  int changed = 0;
   for (int l = 0; l < 64; ++l) {
     TensorSpec* t = w.tensor("blk." + std::to_string(l) + "." + suffix);
     if (!t) continue;
     REQUIRE(t->type == uint32_t(GgmlType::F32));
     float* v = reinterpret_cast<float*>(t->data.data());
-    for (size_t i = 0; i < t->data.size() / sizeof(float); ++i) v[i] *= factor;
-    ++scaled;
+    for (size_t i = 0; i < t->data.size() / sizeof(float); ++i) v[i] = f(v[i]);
+    ++changed;
   }
-  REQUIRE(scaled > 0);
+  REQUIRE(changed > 0);
+}
+
+inline void scale_tensors(GgufWriter& w, const std::string& suffix, float factor) {
+  transform_tensors(w, suffix, [factor](float v) { return v * factor; });
 }
 
 // The vocabulary (embedding, and the output head where it is not tied) cut to its first

@@ -358,49 +358,17 @@ TEST_CASE("hybrid spec: sampling is lossless: hybrid target with hybrid drafts (
 
   CpuBackend backend(1), draft_backend(1);  // one thread: as fast at this size
   LlamaModel t(target, backend);
-  constexpr int kSeeds = 800;
-  constexpr size_t kFirst = 2;
-  GenerateOptions o;
-  o.n_predict = kFirst + 3;
-  o.ignore_eos = true;
-  o.sampling = SamplingParams{1.0f, 20, 1.0f, 0.0f, 0};
-  auto seeded = [&](uint64_t seed) {
-    GenerateOptions s = o;
-    s.sampling.seed = seed;
-    return s;
-  };
-  const auto reference = sample_triples([&](uint64_t s) { return generate_target_only(t, ids, seeded(s + 1000000)); },
-                                        kSeeds, kFirst);
+  const auto seeded = seeded_runs(20);
+  const auto reference = target_triples(t, ids, seeded);
   struct Run {
     std::string draft;
     SpeculationParams policy;
   };
   for (const Run& run : {Run{near, tree(8)}, Run{near, chain(3)}, Run{other, chain(3)}}) {
     LlamaModel d(run.draft, draft_backend);
-    // One session, reset between runs (a fresh one per run gave the same statistics, 20%
-    // slower).
     Session session(t, &d, run.policy, 64);
-    int64_t drafted = 0, accepted = 0;
-    const auto spec = sample_triples(
-        [&](uint64_t s) {
-          session.reset();
-          GenerationResult r = session.generate(ids, seeded(s));
-          drafted += r.stats.drafted;
-          accepted += r.stats.accepted;
-          return r;
-        },
-        kSeeds, kFirst);
-    const auto [stat, df] = chi2_two_sample(reference, spec);
-    const std::string policy = policy_name(run.policy);
-    CAPTURE(policy);
-    CAPTURE(run.draft);
-    MESSAGE(policy << " draft " << run.draft << ": chi2 " << stat << " df " << df << " critical "
-                   << chi2_critical_999(df) << "; drafted " << drafted << ", accepted " << accepted << "; "
-                   << reference.size() << " distinct triples alone");
-    CHECK(df >= 5);             // the check has categories to compare
-    CHECK(accepted > 0);        // some draft tokens were accepted ...
-    CHECK(accepted < drafted);  // ... and some rejected (the residual rule ran)
-    CHECK(stat < chi2_critical_999(df));
+    check_speculative_sampling(session, ids, seeded, reference,
+                               policy_name(run.policy) + " draft " + run.draft);
   }
 }
 
