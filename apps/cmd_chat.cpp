@@ -176,7 +176,13 @@ int run_chat(const ChatArgs& a) {
     std::vector<int32_t> input;
     if (fmt.renders_whole_conversation()) {
       history.push_back({ChatRole::User, message});
-      input = fmt.render(history);
+      try {
+        input = fmt.render(history);
+      } catch (const Error& e) {  // the template refuses the conversation (raise_exception)
+        history.pop_back();
+        std::fprintf(stderr, "flashspec: %s\n", e.what());
+        continue;
+      }
       // Prefill only what differs from the session (at least one token, for its logits).
       const std::vector<int32_t>& held = session.tokens();
       size_t same = size_t(std::mismatch(held.begin(), held.end(), input.begin(), input.end()).first - held.begin());
