@@ -97,6 +97,32 @@ FS_HD int quantize_q8_group(const float* x, const Q8Scale& s, int* words) {
   return sum;
 }
 
+// A group of an fp16 scale and N little-endian 32-bit words after it, at 2-byte alignment
+// (Q4_0: N = 4, Q8_0: N = 8): the words into `words`, the scale's bits returned. On the
+// device from aligned 32-bit loads joined by funnel shifts (N + 1 loads where 16-bit loads
+// took 2 N + 1: the mat-vec reads groups from shared memory, whose load instructions bound
+// it), which read up to 2 bytes past the group within its last 4-byte word: the staged
+// chunks (matvec_q8.cu) are whole 16-byte words. On the host byte-exact loads.
+template <int N>
+FS_HD uint32_t load_group_words(const uint8_t* b, uint32_t* words) {
+#ifdef __CUDA_ARCH__
+  const uint32_t skew = uint32_t(reinterpret_cast<uintptr_t>(b) & 3u) * 8u;  // 0 or 16 bits
+  const uint32_t* at = reinterpret_cast<const uint32_t*>(b - (reinterpret_cast<uintptr_t>(b) & 3u));
+  uint32_t lo = at[0];
+  const uint32_t d = (lo >> skew) & 0xffffu;
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    const uint32_t hi = at[k + 1];
+    words[k] = __funnelshift_rc(lo, hi, 16u + skew);  // shift 32: hi itself
+    lo = hi;
+  }
+  return d;
+#else
+  for (int k = 0; k < N; ++k) words[k] = load16(b + 2 + 4 * k) | (load16(b + 4 + 4 * k) << 16);
+  return load16(b);
+#endif
+}
+
 // One group of 32 weights as dp4a operands: weight i is d * sc * (q_i - offset) - m, with
 // sc the integer sub-block scale of words 0..3 (sc[0]) or 4..7 (sc[1]); offset is nonzero
 // only where both sc are 1 (Q4_0).
@@ -114,20 +140,21 @@ FS_HD W8Group q8_weight_group(const uint8_t* row, int64_t g) {
   if constexpr (kType == GgmlType::Q4_0) {
     // 18 bytes: fp16 d, 16 bytes of nibbles: byte i holds weight i (low) and i + 16 (high).
     const uint8_t* b = row + g * 18;
-    w.d = half_bits_to_float(uint16_t(load16(b)));
+    uint32_t v[4];
+    w.d = half_bits_to_float(uint16_t(load_group_words<4>(b, v)));
     w.sc[0] = w.sc[1] = 1;
     w.offset = 8;
     for (int k = 0; k < 4; ++k) {
-      const uint32_t v = load16(b + 2 + 4 * k) | (load16(b + 4 + 4 * k) << 16);
-      w.q[k] = int(v & 0x0f0f0f0fu);
-      w.q[k + 4] = int((v >> 4) & 0x0f0f0f0fu);
+      w.q[k] = int(v[k] & 0x0f0f0f0fu);
+      w.q[k + 4] = int((v[k] >> 4) & 0x0f0f0f0fu);
     }
   } else if constexpr (kType == GgmlType::Q8_0) {
     // 34 bytes: fp16 d, 32 int8.
     const uint8_t* b = row + g * 34;
-    w.d = half_bits_to_float(uint16_t(load16(b)));
+    uint32_t v[8];
+    w.d = half_bits_to_float(uint16_t(load_group_words<8>(b, v)));
     w.sc[0] = w.sc[1] = 1;
-    for (int k = 0; k < 8; ++k) w.q[k] = int(load16(b + 2 + 4 * k) | (load16(b + 4 + 4 * k) << 16));
+    for (int k = 0; k < 8; ++k) w.q[k] = int(v[k]);
   } else if constexpr (kType == GgmlType::Q4_K) {
     // 144 bytes per 256 weights: d, dmin, 12 scale bytes, 128 bytes of nibbles; sub-block
     // sub = g % 8 is the low (even sub) or high (odd sub) nibbles of bytes 32 * (sub / 2)...
