@@ -132,7 +132,10 @@ ChatFormat ChatFormat::for_model(const Tokenizer& tok, const std::string* chat_t
       chat_template ? detect_chat_style(*chat_template) : std::optional<ChatStyle>();
   if (!style && has_harmony_markers(tok)) return ChatFormat(tok, ChatStyle::Harmony);
   if (!has_template) return ChatFormat(tok, ChatStyle::Plain);
-  if (!style && make_renderer) {
+  // A chatml template that teaches Qwen XML tool calls (Qwen3.5, Qwen3-Coder) writes tools
+  // as the fixed chatml format (Qwen3's Hermes blocks) does not: it renders itself.
+  const bool xml_tools = style == ChatStyle::ChatML && tool_call_syntax_of_template(*chat_template) == ToolCallSyntax::QwenXml;
+  if ((!style || xml_tools) && make_renderer) {
     try {
       return ChatFormat(tok, make_renderer(*chat_template), *chat_template);
     } catch (const Error& e) {

@@ -6,7 +6,9 @@
 // it, a call always parses back and its arguments always validate.
 //   Hermes:      <tool_call>\n{"name": "f", "arguments": ARGS}\n</tool_call>   (joined by "\n")
 //   Llama 3.1:   {"name": "f", "parameters": ARGS}                               (one call)
-// Qwen XML writes values as raw text between tags and has no grammar here (Error).
+//   Qwen XML:    <tool_call>\n<function=f>\n<parameter=k>\nVALUE\n</parameter>\n...</function>\n</tool_call>
+//                (joined by "\n"; a string VALUE is raw text without '<', any other JSON;
+//                schemas with $ref are refused: a property's grammar stands alone)
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>

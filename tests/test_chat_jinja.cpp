@@ -139,6 +139,25 @@ TEST_CASE("chat jinja: a template no fixed style knows is rendered by itself, on
                        "--chat-format jinja: the model has no chat template", Error);
 }
 
+TEST_CASE("chat jinja: a chatml template that teaches Qwen XML tool calls renders itself, and reads and forces them") {
+  const Model m(model_path("tiny-qwen3"));
+  const std::string xml =
+      "{%- if tools %}{{- '<|im_start|>system\\nCall a function as <tool_call>\\n<function=NAME>\\n"
+      "<parameter=KEY>\\nVALUE\\n</parameter>\\n</function>\\n</tool_call><|im_end|>\\n' }}{%- endif %}"
+      "{%- for m in messages %}{{- '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{%- endfor %}"
+      "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}";
+  std::string notice;
+  REQUIRE(detect_chat_style(xml) == ChatStyle::ChatML);
+  const ChatFormat f = ChatFormat::for_model(m.tok, &xml, std::nullopt, notice, jinja::make_chat_renderer);
+  CHECK(f.style() == ChatStyle::Jinja);
+  CHECK(f.tool_call_syntax() == ToolCallSyntax::QwenXml);
+  const ojson tools = ojson::parse(R"([{"type": "function", "function": {"name": "f"}}])");
+  const std::vector<int32_t> ids = f.render(std::vector<ChatMessage>{{ChatRole::User, "hi"}}, tools);
+  CHECK(m.tok.decode(ids).find("<function=NAME>") != std::string::npos);
+  // Without the engine it stays the fixed chatml format (Hermes calls).
+  CHECK(ChatFormat::for_model(m.tok, &xml, std::nullopt, notice).tool_call_syntax() == ToolCallSyntax::Hermes);
+}
+
 TEST_CASE("chat jinja: flashspec chat re-renders the conversation and prefills only what is new") {
   const std::string model = model_path("tiny-qwen3");
   const CliResult r = run_cli({"chat", "-m", model, "--chat-format", "jinja", "--temp", "0", "-n", "6", "--json",

@@ -135,10 +135,47 @@ TEST_CASE("tool calls: the forced-call grammar accepts the templates' calls and 
     CHECK_FALSE(accepts(m, R"({"name": "add", "arguments": {"a": 10, "b": 20}})"));
     CHECK_FALSE(accepts(m, R"({"name": "add", "parameters": {"a": 10}})"));
   }
-  SUBCASE("errors name the function, and Qwen XML cannot be forced") {
+  SUBCASE("Qwen XML: parameters in the schema's order, strings raw, the rest JSON; the calls read back typed") {
+    Matcher m(compile_tool_call_grammar(ToolCallSyntax::QwenXml, kFunctions, true));
+    const std::string w =
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\nNew York\n</parameter>\n<parameter=unit>\ncelsius\n"
+        "</parameter>\n</function>\n</tool_call>";
+    const std::string a =
+        "<tool_call>\n<function=add>\n<parameter=a>\n1\n</parameter>\n<parameter=b>\n-2\n</parameter>\n</function>\n"
+        "</tool_call>";
+    CHECK(accepts(m, w));
+    CHECK(accepts(m, w + "\n" + a));
+    CHECK_FALSE(accepts(m, "<tool_call>\n<function=add>\n<parameter=a>\n1.5\n</parameter>\n<parameter=b>\n2\n</parameter>\n"
+                           "</function>\n</tool_call>"));  // an integer's JSON
+    CHECK_FALSE(accepts(m, "<tool_call>\n<function=add>\n<parameter=a>\n1\n</parameter>\n</function>\n</tool_call>"));  // b
+    CHECK_FALSE(accepts(m, "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=unit>\n"
+                           "kelvin\n</parameter>\n</function>\n</tool_call>"));  // not in the enum
+    CHECK_FALSE(accepts(m, "<tool_call>\n<function=sub>\n</function>\n</tool_call>"));
+    json params = json::object();
+    for (const ToolFunction& f : kFunctions) params[f.name] = json::parse(f.parameters.dump());
+    const ToolCallText back = parse_tool_calls(ToolCallSyntax::QwenXml, w + "\n" + a, params);
+    REQUIRE(back.calls.size() == 2);
+    CHECK(back.calls[0] == ToolCall{"get_weather", R"({"city": "New York", "unit": "celsius"})"});
+    CHECK(back.calls[1] == ToolCall{"add", R"({"a": 1, "b": -2})"});
+    // Optional parameters may be left out; without "properties" the call has none.
+    std::vector<ToolFunction> opt = {{"f", nlohmann::ordered_json::parse(
+                                               R"({"type": "object", "properties": {"x": {"type": "string"}, "y": {"type": "boolean"}},
+                                                   "required": ["y"]})")},
+                                     {"g", nlohmann::ordered_json::object()}};
+    Matcher o(compile_tool_call_grammar(ToolCallSyntax::QwenXml, opt, false));
+    CHECK(accepts(o, "<tool_call>\n<function=f>\n<parameter=y>\ntrue\n</parameter>\n</function>\n</tool_call>"));
+    CHECK(accepts(o, "<tool_call>\n<function=g>\n</function>\n</tool_call>"));
+    CHECK_FALSE(accepts(o, "<tool_call>\n<function=f>\n<parameter=x>\na<b\n</parameter>\n<parameter=y>\ntrue\n</parameter>\n"
+                           "</function>\n</tool_call>"));  // a raw string holds no '<'
+  }
+  SUBCASE("errors name the function") {
     std::vector<ToolFunction> bad = {{"f", nlohmann::ordered_json::parse(R"({"type": "object", "oneOf": []})")}};
     CHECK_THROWS_WITH_AS(compile_tool_call_grammar(ToolCallSyntax::Hermes, bad, false), doctest::Contains("tool \"f\""), Error);
-    CHECK_THROWS_AS(compile_tool_call_grammar(ToolCallSyntax::QwenXml, kFunctions, false), Error);
+    std::vector<ToolFunction> ref = {{"f", nlohmann::ordered_json::parse(
+                                               R"({"type": "object", "properties": {"x": {"$ref": "#/$defs/x"}},
+                                                   "$defs": {"x": {"type": "integer"}}})")}};
+    CHECK_THROWS_WITH_AS(compile_tool_call_grammar(ToolCallSyntax::QwenXml, ref, false), doctest::Contains("$ref"), Error);
+    CHECK_NOTHROW(compile_tool_call_grammar(ToolCallSyntax::Hermes, ref, false));
     CHECK_THROWS_AS(compile_tool_call_grammar(ToolCallSyntax::Hermes, {}, false), Error);
   }
 }

@@ -95,7 +95,7 @@ ToolRequest parse_tool_request(const json& body, std::optional<ToolCallSyntax> s
 
 std::shared_ptr<const grammar::Grammar> ToolRequest::compile_forced() const {
   // Llama 3.1's syntax holds one call per answer.
-  const bool several = parallel && forced_syntax == ToolCallSyntax::Hermes;
+  const bool several = parallel && forced_syntax != ToolCallSyntax::Llama3Json;
   try {
     return grammar::compile_tool_call_grammar(forced_syntax, forced_functions, several);
   } catch (const Error& e) {
