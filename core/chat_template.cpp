@@ -90,11 +90,7 @@ ChatFormat::ChatFormat(const Tokenizer& tok, std::shared_ptr<const ChatTemplateR
     arguments_as_object_ |= source.find(walk) != std::string_view::npos;
   // Reasoning templates: enable_thinking reaches the template, and the answer's
   // <think> blocks are hidden as for Qwen3 (ReasoningFilter).
-  if (source.find("<think>") != std::string_view::npos) {
-    think_open_ = special("<think>", true);
-    think_close_ = special("</think>", true);
-    if (think_open_ < 0 || think_close_ < 0) think_open_ = think_close_ = -1;
-  }
+  adopt_think_blocks(source);
 }
 
 namespace {
@@ -163,6 +159,10 @@ void ChatFormat::adopt_template_details(std::string_view t) {
   if (style_ != ChatStyle::ChatML) return;
   static constexpr std::string_view kQwenSystem = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
   if (t.find(kQwenSystem) != std::string_view::npos) default_system_ = kQwenSystem;
+  adopt_think_blocks(t);
+}
+
+void ChatFormat::adopt_think_blocks(std::string_view t) {
   if (t.find("<think>") == std::string_view::npos) return;
   think_open_ = special("<think>", true);
   think_close_ = special("</think>", true);

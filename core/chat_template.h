@@ -210,6 +210,8 @@ class ChatFormat {
   std::vector<int32_t> tokenize(const std::vector<Part>& parts) const;
   // Special token by text; when absent: -1 if `optional`, else Error.
   int32_t special(std::string_view text, bool optional) const;
+  // A template with <think> blocks: their tokens, when the vocabulary has both.
+  void adopt_think_blocks(std::string_view chat_template);
   // A marker that is a special token when the vocabulary has one, else plain text.
   Part marker(std::string_view text) const;
   void user_turn(std::vector<Part>& parts, std::string_view user) const;

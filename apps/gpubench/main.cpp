@@ -110,6 +110,18 @@ std::vector<uint8_t> random_matrix(GgmlType t, int64_t rows, int64_t cols, std::
   return m;
 }
 
+// Copies of a matrix in device memory, about 256 MB of them, called in turn so that each
+// call reads its weights from device memory as a decode step does (a 7B model's layers
+// do not fit the 50 MB L2 cache).
+std::vector<BackendBuffer> device_copies(Backend& be, const std::vector<uint8_t>& host) {
+  std::vector<BackendBuffer> copies(std::max<size_t>(1, (size_t(256) << 20) / host.size()));
+  for (BackendBuffer& c : copies) {
+    c = BackendBuffer(be, host.size());
+    be.upload(c.get(), host.data(), host.size());
+  }
+  return copies;
+}
+
 // The 8-bit-activation mat-vec (one row) with its grid spread over 1 .. 8 blocks per
 // multiprocessor, each call on another copy of the matrix: the figures its default
 // (kMatvecQ8BlocksPerSm) was chosen by.
@@ -118,12 +130,8 @@ void matvec_q8_grids(cuda::CudaBackend& be, int device, int iters, double d2d_gb
   int sms = 0;
   check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "multiprocessor count");
   const std::vector<uint8_t> host = random_matrix(t, rows, cols, rng);
-  const size_t copies = std::max<size_t>(1, (size_t(256) << 20) / host.size());
-  std::vector<BackendBuffer> ws;
-  for (size_t c = 0; c < copies; ++c) {
-    ws.emplace_back(be, host.size());
-    be.upload(ws.back().get(), host.data(), host.size());
-  }
+  const std::vector<BackendBuffer> ws = device_copies(be, host);
+  const size_t copies = ws.size();
   std::vector<float> xh(size_t(cols), 0.25f);
   BackendBuffer x(be, xh.size() * 4), y(be, size_t(rows) * 4);
   be.upload(x.get(), xh.data(), xh.size() * 4);
@@ -162,17 +170,12 @@ int run(int device, int iters) {
     for (Shape s : {Shape{4096, 4096}, Shape{11008, 4096}, Shape{4096, 11008}}) {
       if (s.cols % traits(t).block_elems) continue;
       const std::vector<uint8_t> host = random_matrix(t, s.rows, s.cols, rng);
-      // Copies of the matrix, called in turn, so that each call reads its weights from
-      // device memory as a decode step does (a 7B model's layers do not fit the 50 MB L2
-      // cache); one matrix called again and again is read from L2, timed beside it.
-      const size_t copies = std::max<size_t>(1, (size_t(256) << 20) / host.size());
-      std::vector<BackendBuffer> ws;
+      // Calls go to the copies in turn; one matrix called again and again is read from
+      // L2, timed beside it.
+      const std::vector<BackendBuffer> ws = device_copies(*be, host);
+      const size_t copies = ws.size();
       std::vector<WeightMatrix> wms;
-      for (size_t c = 0; c < copies; ++c) {
-        ws.emplace_back(*be, host.size());
-        be->upload(ws.back().get(), host.data(), host.size());
-        wms.push_back(WeightMatrix{t, ws.back().get(), s.rows, s.cols});
-      }
+      for (const BackendBuffer& w : ws) wms.push_back(WeightMatrix{t, w.get(), s.rows, s.cols});
       for (int64_t T : {1, 16, 64, 256}) {
         std::vector<float> xh(size_t(T * s.cols));
         for (float& v : xh) v = float(int(rng() % 2001) - 1000) / 1000.0f;
