@@ -28,6 +28,10 @@ class LogitConstraint {
   virtual std::optional<State> advance(State s, int32_t token) = 0;
   // Nothing but the end may follow: the generation stops here.
   virtual bool must_end(State s) = 0;
+  // The one token allowed in state `s`, when only one is (nullopt when several are). Such
+  // a token has probability 1 under the rule whatever the model says, so a draft may
+  // append it without asking the draft model, and the target always accepts it.
+  virtual std::optional<int32_t> forced(State s) = 0;
 };
 
 }  // namespace flashspec

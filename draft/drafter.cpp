@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/sampler_penalties.h"
 #include "model/llama_model.h"
 
 namespace flashspec {
@@ -30,12 +31,15 @@ void Drafter::sync(std::span<const int32_t> seq) {
   // A hybrid draft's recurrent state may only go back further than asked.
   const int64_t keep = cache_.truncate(std::min<int64_t>(cache_.committed(), int64_t(seq.size()) - 1));
   to_feed_.assign(seq.begin() + keep, seq.end());
+  history_.assign(seq.begin(), seq.end());
 }
 
 SequenceBatch Drafter::root_feed() {
   if (to_feed_.empty()) throw Error("internal: drafter not synced");
   tree_ = TokenTree(to_feed_.back());
   row_of_node_.assign(1, int32_t(to_feed_.size()) - 1);
+  state_.assign(1, root_state_);
+  forced_child_.assign(1, 0);
   fed_ = 1;
   heap_.clear();
   feed_tokens_ = draft_ids(to_feed_);
@@ -93,14 +97,60 @@ SequenceBatch Drafter::feed_batch(std::span<const int32_t> nodes) {
 void Drafter::absorb_level() {
   const int64_t P = cache_.pending() - int64_t(feed_nodes_.size());  // the forward added them
   for (size_t i = 0; i < feed_nodes_.size(); ++i) {
-    row_of_node_[size_t(feed_nodes_[i])] = int32_t(P + int64_t(i));
-    push_children(feed_nodes_[i], usable(feed_logits_, i));
+    const int32_t node = feed_nodes_[i];
+    row_of_node_[size_t(node)] = int32_t(P + int64_t(i));
+    if (!forced_child_[size_t(node)]) push_children(node, usable(feed_logits_, i));
   }
+}
+
+void Drafter::constrain(LogitConstraint* c, LogitConstraint::State root) {
+  constraint_ = c;
+  root_state_ = root;
+}
+
+int32_t Drafter::add_node(int32_t token, int32_t parent, double logp) {
+  LogitConstraint::State state = 0;
+  if (constraint_) {
+    const std::optional<LogitConstraint::State> next = constraint_->advance(state_[size_t(parent)], token);
+    if (!next) throw Error("internal: the draft proposed a token its rule refuses");
+    state = *next;
+  }
+  const int32_t id = tree_.add(token, parent, logp);
+  row_of_node_.push_back(-1);
+  state_.push_back(state);
+  forced_child_.push_back(0);
+  return id;
+}
+
+void Drafter::add_forced_run(int32_t node, int64_t nodes) {
+  if (!constraint_) return;
+  while (tree_.size() - 1 < nodes && !constraint_->must_end(state_[size_t(node)])) {
+    const std::optional<int32_t> tok = constraint_->forced(state_[size_t(node)]);
+    if (!tok) return;
+    forced_child_[size_t(node)] = 1;
+    node = add_node(*tok, node, tree_.logp[size_t(node)]);  // probability 1 under the rule
+  }
+}
+
+std::span<const float> Drafter::allowed(std::span<const float> l, int32_t node) {
+  const bool adjusts = sampling_.adjusts_logits();
+  if (!constraint_ && !adjusts) return l;
+  masked_.assign(l.begin(), l.end());
+  if (adjusts) {
+    std::vector<int32_t> path;  // the node's tokens below the root, deepest first
+    for (int32_t n = node; n > 0; n = tree_.parent[size_t(n)]) path.push_back(tree_.tokens[size_t(n)]);
+    PenaltyWindow window(sampling_, history_);
+    for (auto t = path.rbegin(); t != path.rend(); ++t) window.push(*t);
+    window.apply(masked_);
+  }
+  if (constraint_) constraint_->mask(masked_, state_[size_t(node)]);
+  return masked_;
 }
 
 SequenceBatch Drafter::root_batch(const SpeculationParams& policy, const SamplingParams& sampling) {
   max_children_ = policy.tree_children;
   inv_temp_ = sampling.greedy() ? 1.0 : 1.0 / double(sampling.temperature);
+  sampling_ = sampling;
   return root_feed();
 }
 
@@ -122,8 +172,7 @@ std::optional<SequenceBatch> Drafter::level_batch(int64_t nodes, int32_t width) 
       std::pop_heap(heap_.begin(), heap_.end());
       const Candidate c = heap_.back();
       heap_.pop_back();
-      tree_.add(c.token, c.parent, c.logp);
-      row_of_node_.push_back(-1);
+      add_forced_run(add_node(c.token, c.parent, c.logp), nodes);
     }
   }
 }
@@ -134,6 +183,7 @@ TokenTree Drafter::propose(const SpeculationParams& policy, const SamplingParams
     grow_to(policy.node_budget, policy.width_for(policy.node_budget));
     return tree_;
   }
+  sampling_ = sampling;
   const SequenceBatch root = root_feed();
   model_.forward_many({&root, 1});
   grow_chain(policy.node_budget, sampling, rng, std::move(feed_logits_));
@@ -147,7 +197,8 @@ void Drafter::grow_chain(int64_t length, const SamplingParams& sampling, Rng& rn
   const bool sampled = !sampling.greedy();
   int32_t node = 0;
   for (int64_t i = 0; i < length; ++i) {
-    const std::span<const float> l = usable(logits, 0);
+    if (constraint_ && constraint_->must_end(state_[size_t(node)])) return;
+    const std::span<const float> l = allowed(usable(logits, 0), node);
     int32_t x;
     if (sampled) {
       std::vector<float> q;
@@ -157,8 +208,7 @@ void Drafter::grow_chain(int64_t length, const SamplingParams& sampling, Rng& rn
     } else {
       x = argmax(l);
     }
-    const int32_t child = tree_.add(x, node, 0.0);
-    row_of_node_.push_back(-1);
+    const int32_t child = add_node(x, node, 0.0);
     if (sampled) tree_.drawn[size_t(node)] = child;
     node = child;
     if (i + 1 < length) {
@@ -177,10 +227,15 @@ void Drafter::start_tree(const SpeculationParams& policy, const SamplingParams& 
   absorb_root();
 }
 
-void Drafter::push_children(int32_t node, std::span<const float> l) {
-  // log-softmax at the sampling temperature; only the top candidates are kept
+void Drafter::push_children(int32_t node, std::span<const float> drafted) {
+  // Nothing is verified after the rule's end: the sequence stops there.
+  if (constraint_ && constraint_->must_end(state_[size_t(node)])) return;
+  const std::span<const float> l = allowed(drafted, node);
+  // log-softmax at the sampling temperature (over the allowed tokens, under a rule); only
+  // the top candidates are kept
   float mx = -INFINITY;
   for (float v : l) mx = std::max(mx, v);
+  if (mx == -INFINITY) return;  // the rule allows no token the draft knows
   double sum = 0.0;
   for (float v : l) sum += std::exp((double(v) - mx) * inv_temp_);
   const double log_z = std::log(sum);
@@ -190,6 +245,7 @@ void Drafter::push_children(int32_t node, std::span<const float> l) {
   std::partial_sort(order_.begin(), order_.begin() + k, order_.end(),
                     [&](int32_t a, int32_t b) { return l[size_t(a)] > l[size_t(b)]; });
   for (size_t i = 0; i < k; ++i) {
+    if (l[size_t(order_[i])] == -INFINITY) break;  // refused by the rule
     const double lp = (double(l[size_t(order_[i])]) - mx) * inv_temp_ - log_z;
     heap_.push_back({tree_.logp[size_t(node)] + lp, node, order_[i]});
     std::push_heap(heap_.begin(), heap_.end());
@@ -251,6 +307,17 @@ bool Drafter::reroot(const Acceptance& acc) {
       frontier.push_back({c.logp - tree_.logp[size_t(b)], new_id[size_t(c.parent)], c.token});
   heap_ = std::move(frontier);
   std::make_heap(heap_.begin(), heap_.end());
+  std::vector<LogitConstraint::State> states(size_t(sub.size()));
+  std::vector<uint8_t> forced(size_t(sub.size()));
+  for (int32_t old = b; old < tree_.size(); ++old)
+    if (new_id[size_t(old)] >= 0) {
+      states[size_t(new_id[size_t(old)])] = state_[size_t(old)];
+      forced[size_t(new_id[size_t(old)])] = forced_child_[size_t(old)];
+    }
+  state_ = std::move(states);
+  forced_child_ = std::move(forced);
+  for (const int32_t n : acc.path) history_.push_back(tree_.tokens[size_t(n)]);
+  history_.push_back(acc.bonus);
   tree_ = std::move(sub);
   row_of_node_ = std::move(rows);
   fed_ = 1 + still_pending;  // unfed nodes are the last added, so they stay last

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/acceptance.h"
+#include "core/logit_constraint.h"
 #include "model/sequence_cache.h"
 #include "core/sampler.h"
 #include "core/token_tree.h"
@@ -40,6 +41,13 @@ class Drafter {
   // Drafts policy.node_budget tokens below the last token of the synced sequence: a chain
   // (sampled from the draft when `sampling` is not greedy) or a best-first tree.
   TokenTree propose(const SpeculationParams& policy, const SamplingParams& sampling, Rng& rng);
+  // Drafts the next trees and chains under `c` (structured output; null: freely), the
+  // next one's root being in state `root`. Each node keeps the rule's state after its
+  // token; children come from the draft's distribution masked by the rule, so every node
+  // is legal and its probability is the draft's guess at the constrained target's; a run
+  // of tokens the rule forces is added whole when its first node is, at its parent's
+  // probability, and fed by the next draft forward together with the rest of the level.
+  void constrain(LogitConstraint* c, LogitConstraint::State root);
   // Keeps the rows of the accepted path that the draft computed; sync() queues the rest.
   void advance(const Acceptance& acc);
   void reset();
@@ -97,6 +105,14 @@ class Drafter {
   std::vector<int64_t> accepted_rows(const Acceptance& acc) const;
   // Queues the best children of `node` (its logits: `l`) as candidates.
   void push_children(int32_t node, std::span<const float> l);
+  // Adds a node (unfed) with its rule state; returns its id.
+  int32_t add_node(int32_t token, int32_t parent, double logp);
+  // Adds the tokens the rule forces below `node`, while the tree has fewer than `nodes`.
+  void add_forced_run(int32_t node, int64_t nodes);
+  // The draft's logits `l` at `node` as the target's would be taken there: the sampling's
+  // bias and penalties for the node's own history, then the rule's mask (l itself when
+  // neither applies). The draft's guesses then aim at the distribution verified.
+  std::span<const float> allowed(std::span<const float> l, int32_t node);
   std::span<const float> usable(const std::vector<float>& logits, size_t row) const;
 
   LlamaModel& model_;
@@ -109,6 +125,17 @@ class Drafter {
   TokenTree tree_{0};
   std::vector<int32_t> row_of_node_;
   int32_t fed_ = 0;
+  // Under a rule: its state after each node's token, whether a node's child was added as
+  // forced (its children are not drafted), the root's state for the next tree.
+  LogitConstraint* constraint_ = nullptr;
+  LogitConstraint::State root_state_ = 0;
+  std::vector<LogitConstraint::State> state_;
+  std::vector<uint8_t> forced_child_;
+  std::vector<float> masked_;  // scratch of allowed()
+  // The sampling the tree is drawn for, and the sequence up to the root (penalties
+  // count it).
+  SamplingParams sampling_;
+  std::vector<int32_t> history_;
   std::vector<Candidate> heap_;  // best-first frontier (std::push_heap order)
   int32_t max_children_ = 8;
   double inv_temp_ = 1.0;

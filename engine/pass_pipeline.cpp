@@ -108,6 +108,9 @@ double PassPipeline::draft(const std::vector<SequenceRun*>& decode) {
     s->cand = TokenTree(s->seq.back());
     s->picked.clear();
     if (!s->drafter || horizon_ == 0) continue;
+    // A tree grown ahead (pre-grown) kept its nodes' states; a new one starts from the
+    // sequence's.
+    if (!s->pregrown) s->drafter->constrain(s->opt.constraint, s->constraint_state);
     if (policy_->chain()) {  // drawn one token at a time, from the draft's own distribution
       s->drafter->sync(s->seq);
       s->cand = s->drafter->propose(*policy_, s->opt.sampling, s->rng);
@@ -156,9 +159,9 @@ double PassPipeline::draft(const std::vector<SequenceRun*>& decode) {
     s->draft_nodes = s->rec.drafted = s->cand.size() - 1;
     if (s->lookup) add_lookup_branches(*s->lookup, *policy_, s->drafter.has_value(), s->seq, s->draft_nodes, s->cand);
     s->tree = s->cand;
-    // Under a constraint (structured output), children it refuses are dropped before
-    // --tree auto weighs the candidates or the target verifies them: they could never be
-    // accepted, so verifying them would only cost rows.
+    // Under a constraint (structured output) the draft proposed legal tokens only;
+    // lookup branches may hold refused ones, dropped before --tree auto weighs the
+    // candidates or the target verifies them: they could never be accepted.
     if (s->opt.constraint) prune_refused(*s->opt.constraint, s->constraint_state, s->tree, s->picked);
   }
   return ms_between(t0, Clock::now());
@@ -297,6 +300,8 @@ void PassPipeline::finish_prefill(SequenceRun& s) {
 void PassPipeline::finish_tree(SequenceRun& s, PreGrowth& growth) {
   GenerationStats& st = s.result.stats;
   ++st.target_passes;
+  // A constraint serves one thread at a time, and a constrained draft grows with it.
+  if (s.opt.constraint) finish_growth(s, growth);
   const int64_t n_vocab = target_.config().n_vocab;
   const std::span<float> rows = std::span(s.logits).first(size_t(s.tree.size() * n_vocab));
   // Each node's row becomes the distribution the target alone would draw from after that
@@ -312,11 +317,7 @@ void PassPipeline::finish_tree(SequenceRun& s, PreGrowth& growth) {
                                       });
   s.rec.emitted = int64_t(out.emitted.tokens);
   if (auto_budget_) auto_budget_->observe_acceptance(s.tree, out.acc.path);
-  if (s.worker && growth.running(s.worker.get())) {
-    const auto t = Clock::now();
-    s.rec.pregrow_ms = growth.finish(*s.worker);
-    s.rec.draft_stall_ms = ms_between(t, Clock::now());
-  }
+  finish_growth(s, growth);
   // The drafter keeps the rows of its own nodes on the accepted path, up to the first
   // lookup node; its next sync queues the rest. A path cut at a lookup node has no
   // bonus: no grown subtree is under it.
@@ -331,6 +332,13 @@ void PassPipeline::finish_tree(SequenceRun& s, PreGrowth& growth) {
   st.pregrow_ms += s.rec.pregrow_ms;
   st.passes.push_back(s.rec);
   if (out.emitted.stop) end(s);
+}
+
+void PassPipeline::finish_growth(SequenceRun& s, PreGrowth& growth) {
+  if (!s.worker || !growth.running(s.worker.get())) return;
+  const auto t = Clock::now();
+  s.rec.pregrow_ms = growth.finish(*s.worker);
+  s.rec.draft_stall_ms = ms_between(t, Clock::now());
 }
 
 void PassPipeline::end(SequenceRun& s) {

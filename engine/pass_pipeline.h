@@ -76,6 +76,8 @@ class PassPipeline {
   // Step 4.
   void finish_prefill(SequenceRun& s);
   void finish_tree(SequenceRun& s, PreGrowth& growth);
+  // Ends the pre-growth of the sequence's next tree, if it runs.
+  static void finish_growth(SequenceRun& s, PreGrowth& growth);
   // The sequence has ended (a stop, its last token, or no tokens asked for).
   static void end(SequenceRun& s);
   // Emits one token; true when the sequence must stop.

@@ -41,4 +41,10 @@ bool GrammarConstraint::must_end(State s) {
   return std::all_of(next.begin(), next.end(), [](uint64_t w) { return w == 0; });
 }
 
+std::optional<int32_t> GrammarConstraint::forced(State s) {
+  const std::vector<int32_t> one = masker_.forced_tokens(MatchState{s}, 1);
+  if (one.empty()) return std::nullopt;
+  return one[0];
+}
+
 }  // namespace flashspec::grammar

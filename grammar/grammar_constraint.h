@@ -25,6 +25,7 @@ class GrammarConstraint final : public LogitConstraint {
   void mask(std::span<float> logits, State s) override;
   std::optional<State> advance(State s, int32_t token) override;
   bool must_end(State s) override;
+  std::optional<int32_t> forced(State s) override;
 
   TokenMasker& masker() { return masker_; }
   const TokenMasker& masker() const { return masker_; }

@@ -176,7 +176,10 @@ TEST_CASE("generate under a grammar: speculation is lossless (greedy equals cons
       const Generated alone = generate(base);
       check_schema_output(sc.text, alone);
       for (const std::vector<std::string>& spec :
-           std::vector<std::vector<std::string>>{{"--tree", "32"}, {"--chain", "4"}, {"--tree", "auto"}}) {
+           std::vector<std::vector<std::string>>{{"--tree", "32"},
+                                                 {"--tree", "32", "--stream", "--pregrow", "4"},  // grown on a thread
+                                                 {"--chain", "4"},
+                                                 {"--tree", "auto"}}) {
         std::vector<std::string> args = base;
         args.insert(args.end(), {"-d", p.draft});
         args.insert(args.end(), spec.begin(), spec.end());

@@ -26,6 +26,7 @@ class CountingConstraint : public LogitConstraint {
     return s + 1;
   }
   bool must_end(State) override { return false; }
+  std::optional<int32_t> forced(State) override { return std::nullopt; }
 };
 
 }  // namespace

@@ -1,8 +1,10 @@
 // The draft's trees across rounds: a tree re-rooted under the target's bonus token goes
 // on exactly as a tree started afresh from that token, and the worker thread that
-// pre-grows trees stops on request, reports errors and joins cleanly.
+// pre-grows trees stops on request, reports errors and joins cleanly. Under a logit
+// constraint the draft proposes legal tokens only and adds forced runs whole.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <thread>
@@ -12,6 +14,7 @@
 #include "core/tokenizer.h"
 #include "draft/draft_worker.h"
 #include "draft/drafter.h"
+#include "engine/constrained_tree.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "model/llama_model.h"
 #include "tests/fixtures.h"
@@ -46,7 +49,104 @@ int32_t grown_later_child(const TokenTree& t, int32_t node) {
   return -1;
 }
 
+// State = tokens seen. After the first token the next five are forced (8, 9, ..., 12);
+// elsewhere only even tokens are allowed; after nine tokens the output must end.
+class EvenThenForced : public LogitConstraint {
+ public:
+  static bool forcing(State s) { return s >= 1 && s <= 5; }
+  State start() override { return 0; }
+  void mask(std::span<float> logits, State s) override {
+    for (size_t t = 0; t < logits.size(); ++t)
+      if (forcing(s) ? int64_t(t) != 7 + int64_t(s) : t % 2 == 1) logits[t] = -INFINITY;
+  }
+  std::optional<State> advance(State s, int32_t token) override {
+    if (forcing(s) ? token != 7 + int32_t(s) : token % 2 == 1) return std::nullopt;
+    return s + 1;
+  }
+  bool must_end(State s) override { return s >= 9; }
+  std::optional<int32_t> forced(State s) override {
+    if (!forcing(s)) return std::nullopt;
+    return 7 + int32_t(s);
+  }
+};
+
 }  // namespace
+
+TEST_CASE("under a constraint the draft proposes legal tokens only, and forced runs come whole") {
+  Draft d;
+  EvenThenForced rule;
+  SpeculationParams policy;
+  Drafter dr(d.model, 1024, d.vocab);
+  dr.sync(d.seq);
+  dr.constrain(&rule, rule.start());
+  dr.start_tree(policy, greedy());
+
+  // One level of 12: each of the two best first tokens brings its forced run of five
+  // along without a draft forward of its own.
+  dr.grow_to(12, 12);
+  const TokenTree& t = dr.tree();
+  REQUIRE(t.size() == 13);
+  CHECK(t.max_depth() == 6);
+  for (int32_t i = 1; i < t.size(); ++i) {
+    const int32_t p = t.parent[size_t(i)];
+    if (t.depth[size_t(i)] == 1) {
+      CHECK(t.tokens[size_t(i)] % 2 == 0);
+    } else {
+      CHECK(t.tokens[size_t(i)] == 6 + t.depth[size_t(i)]);
+      CHECK(t.logp[size_t(i)] == t.logp[size_t(p)]);  // probability 1 under the rule
+    }
+  }
+
+  // Grown on: every node legal, nothing below the rule's end.
+  dr.grow_to(60, 4);
+  const TokenTree& big = dr.tree();
+  CHECK(big.size() == 61);
+  const NodeStates states = tree_states(rule, big, rule.start());
+  for (int32_t i = 1; i < big.size(); ++i) {
+    CAPTURE(i);
+    REQUIRE(states[size_t(i)]);
+    CHECK(*states[size_t(i)] <= 9u);
+  }
+  CHECK(big.max_depth() > 6);
+
+  // A chain drafted under the rule: legal too, and it stops at the end.
+  SpeculationParams chain;
+  chain.mode = SpeculationParams::Mode::Chain;
+  chain.node_budget = 12;
+  dr.sync(d.seq);
+  Rng rng(7);
+  const TokenTree c = dr.propose(chain, greedy(), rng);
+  CHECK(c.size() == 10);
+  const NodeStates chain_states = tree_states(rule, c, rule.start());
+  for (const auto& st : chain_states) CHECK(st);
+}
+
+TEST_CASE("the draft proposes under the sampling's bias and penalties, each node for its own history") {
+  Draft d;
+  SpeculationParams policy;
+  Drafter dr(d.model, 1024, d.vocab);
+  dr.sync(d.seq);
+  dr.start_tree(policy, greedy());
+  dr.grow_to(40, 4);
+  const int32_t favourite = dr.tree().tokens[1];
+
+  SamplingParams s = greedy();
+  s.logit_bias = {{favourite, -INFINITY}};
+  s.presence_penalty = 1000;  // nothing the window holds is ever among the best children
+  dr.sync(d.seq);
+  dr.start_tree(policy, s);
+  dr.grow_to(40, 4);
+  const TokenTree& t = dr.tree();
+  REQUIRE(t.size() == 41);
+  for (int32_t i = 1; i < t.size(); ++i) {
+    CAPTURE(i);
+    const int32_t tok = t.tokens[size_t(i)];
+    CHECK(tok != favourite);
+    std::vector<int32_t> history(d.seq.end() - std::min<ptrdiff_t>(64, ptrdiff_t(d.seq.size())), d.seq.end());
+    for (int32_t a = t.parent[size_t(i)]; a > 0; a = t.parent[size_t(a)]) history.push_back(t.tokens[size_t(a)]);
+    CHECK(std::find(history.begin(), history.end(), tok) == history.end());
+  }
+}
 
 TEST_CASE("a re-rooted tree grows exactly like a fresh tree from the bonus token") {
   Draft d;
