@@ -1,7 +1,7 @@
 #pragma once
 // gpt-oss's "harmony" chat format: a conversation rendered as gpt-oss's own chat template
-// (openai-gpt-oss-*.jinja, the one its GGUFs carry) renders it with the generation prompt
-// and no tools. Every message is "<|start|>{role}<|message|>{text}<|end|>":
+// (openai-gpt-oss-*.jinja, the one its GGUFs carry) renders it with the generation prompt.
+// Every message is "<|start|>{role}<|message|>{text}<|end|>":
 //   - first a system message the template writes itself: the model identity, "Knowledge
 //     cutoff: 2024-06", "Current date: {YYYY-MM-DD}" (strftime_now: the local date),
 //     "Reasoning: {low|medium|high}" and the list of valid channels;
@@ -11,9 +11,16 @@
 //   - an assistant message is "<|start|>assistant<|channel|>final<|message|>{content}<|end|>":
 //     its reasoning (reasoning_content, the template's `thinking`) is never written back, the
 //     template keeps a past answer's analysis only when rendering without the generation
-//     prompt (training) or for tool calls, which flashspec does not take;
+//     prompt (training) or before a tool call;
+//   - with tools: the system message says calls go to the commentary channel, the developer
+//     message gets a "# Tools" section (harmony_tools_namespace), an assistant's tool call is
+//     "<|start|>assistant to=functions.{name}<|channel|>commentary json<|message|>{arguments}<|call|>"
+//     (its first call only, after its analysis unless a later answer is final), and a tool
+//     message is "<|start|>functions.{name} to=assistant<|channel|>commentary<|message|>{content as a
+//     JSON string}<|end|>", {name} the last call's;
 //   - the generation prompt is "<|start|>assistant": the model writes its channel next.
 // Text is never trimmed. The markers are single special tokens; everything else is text.
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
 #include <string>
@@ -50,7 +57,12 @@ struct HarmonySettings {
 // an empty conversation, or for an assistant message whose content or reasoning holds
 // <|channel|> tags: a client that pasted the model's raw output. The template refuses the
 // analysis and final channels so; flashspec refuses any channel, an unknown one included.
-std::vector<HarmonyPiece> render_harmony(std::span<const ChatMessage> messages, const HarmonySettings& s);
+std::vector<HarmonyPiece> render_harmony(std::span<const ChatMessage> messages, const HarmonySettings& s,
+                                         const nlohmann::ordered_json& tools = nlohmann::ordered_json::array());
+// The developer message's "# Tools" section after its heading: OpenAI tool definitions as
+// the TypeScript namespace gpt-oss's template writes (core/chat_harmony_tools.cpp). Error
+// naming the tool for one without a description (the template fails on it).
+std::string harmony_tools_namespace(const nlohmann::ordered_json& tools);
 // A later turn of `flashspec chat`: the user's message and the generation prompt.
 void harmony_user_turn(std::vector<HarmonyPiece>& out, std::string_view user);
 // A past answer as the history holds it, after its "<|start|>assistant":

@@ -488,6 +488,7 @@ std::vector<int32_t> ChatFormat::render(std::span<const ChatMessage> messages, c
   if (with_tools) {
     if (style_ == ChatStyle::ChatML) render_chatml_tools(parts, messages, tools);
     else if (style_ == ChatStyle::Llama3) render_llama3_tools(parts, messages, tools);
+    else if (style_ == ChatStyle::Harmony) add_harmony(parts, render_harmony(messages, harmony_settings(), tools));
     else throw Error(std::string("tools: the ") + chat_style_name(style_) + " chat format has no tool calls");
     return tokenize(parts);
   }

@@ -26,7 +26,8 @@ bool is_tool_response(const std::string& s) {
   return s.starts_with("<tool_response>") && s.ends_with("</tool_response>");
 }
 
-// A call's arguments as an object (they arrive as JSON text, OpenAI's form).
+}  // namespace
+
 nlohmann::ordered_json arguments_object(const ToolCall& c, size_t message) {
   nlohmann::ordered_json j = nlohmann::ordered_json::parse(c.arguments, nullptr, false);
   if (j.is_discarded() || !j.is_object())
@@ -34,8 +35,6 @@ nlohmann::ordered_json arguments_object(const ToolCall& c, size_t message) {
                 "\" are not a JSON object");
   return j;
 }
-
-}  // namespace
 
 void ChatFormat::render_chatml_tools(std::vector<Part>& parts, std::span<const ChatMessage> messages,
                                      const nlohmann::ordered_json& tools) const {
@@ -164,6 +163,7 @@ std::optional<ToolCallSyntax> ChatFormat::tool_call_syntax() const {
   switch (style_) {
     case ChatStyle::ChatML: return ToolCallSyntax::Hermes;
     case ChatStyle::Llama3: return ToolCallSyntax::Llama3Json;
+    case ChatStyle::Harmony: return ToolCallSyntax::Harmony;
     case ChatStyle::Jinja: return template_tools_;
     default: return std::nullopt;
   }

@@ -85,18 +85,25 @@ void HarmonyStream::header_done() {
   size_t to_at = h.find(" to=");
   to_at = to_at != std::string_view::npos ? to_at + 4 : h.rfind("to=", 0) == 0 ? 3 : std::string_view::npos;
   const std::string_view recipient = to_at == std::string_view::npos ? "" : field_after(h, to_at);
-  if (!recipient.empty() && recipient != "assistant") sink_ = Sink::Dropped;
-  else if (channel == "analysis") sink_ = Sink::Reasoning;
+  constexpr std::string_view kFunctions = "functions.";
+  if (recipient.starts_with(kFunctions) && recipient.size() > kFunctions.size()) {
+    sink_ = Sink::Call;
+    call_name_ = recipient.substr(kFunctions.size());
+    call_body_.clear();
+  } else if (!recipient.empty() && recipient != "assistant") {
+    sink_ = Sink::Dropped;
+  } else if (channel == "analysis") sink_ = Sink::Reasoning;
   else sink_ = Sink::Content;
   header_.clear();
   first_header_ = false;
   state_ = State::Body;
 }
 
-void HarmonyStream::send(HarmonyText& out, std::string_view s) const {
+void HarmonyStream::send(HarmonyText& out, std::string_view s) {
   switch (sink_) {
     case Sink::Reasoning: out.reasoning += s; break;
     case Sink::Content: out.content += s; break;
+    case Sink::Call: call_body_ += s; break;
     case Sink::Dropped: break;
   }
 }
@@ -143,6 +150,12 @@ void HarmonyStream::run(HarmonyText& out, bool at_end) {
       if (at_end) header_.clear();  // a header cut short shows nothing
       return;
     }
+    if (state_ == State::Body && sink_ == Sink::Call) {  // the call's message ended
+      const size_t first = call_body_.find_first_not_of(" \t\r\n");
+      const size_t last = call_body_.find_last_not_of(" \t\r\n");
+      out.calls.push_back({call_name_, first == std::string::npos ? "" : call_body_.substr(first, last - first + 1)});
+      sink_ = Sink::Dropped;
+    }
     if (state_ == State::Header) {
       if (h.marker == kMessage) {
         header_done();
@@ -169,6 +182,7 @@ HarmonyText parse_harmony(std::string_view answer) {
   const HarmonyText rest = s.flush();
   out.reasoning += rest.reasoning;
   out.content += rest.content;
+  out.calls.insert(out.calls.end(), rest.calls.begin(), rest.calls.end());
   return out;
 }
 

@@ -7,8 +7,9 @@
 //   - channel analysis -> reasoning (OpenAI's reasoning_content);
 //   - channel final, commentary (a preamble meant for the user), a missing or an unknown
 //     channel -> content: the model's text is never lost to a header it got wrong;
-//   - a message addressed to someone else (" to=functions.x": a tool call, which flashspec
-//     does not run) -> dropped.
+//   - a message addressed to a function (" to=functions.x") -> a tool call: x and the
+//     message's body (its arguments, trimmed), given out when the body ends;
+//   - a message addressed to anyone else (a builtin tool, " to=browser.search") -> dropped.
 // <|return|> and <|call|> end the answer, and so does a header for another role (the model
 // starting the user's turn): done() then says to stop. The text fed in is what the tokens
 // spell, the markers as their text (ChatFormat::output_piece); a marker split over pushes is
@@ -16,12 +17,16 @@
 // header that grows past 256 bytes, or at the end) has its text passed on as content.
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "core/tool_calls.h"
 
 namespace flashspec {
 
 struct HarmonyText {
-  std::string reasoning;  // analysis channel
-  std::string content;    // what the user reads
+  std::string reasoning;        // analysis channel
+  std::string content;          // what the user reads
+  std::vector<ToolCall> calls;  // calls whose message ended
 };
 
 class HarmonyStream {
@@ -34,7 +39,7 @@ class HarmonyStream {
 
  private:
   enum class State { Header, Body, Between, Raw, Done };
-  enum class Sink { Reasoning, Content, Dropped };
+  enum class Sink { Reasoning, Content, Call, Dropped };
   void run(HarmonyText& out, bool at_end);
   void header_done();  // <|message|> seen: route the body by the header
   // After <|start|>, whether the header names a role other than assistant; `closed`: the
@@ -42,12 +47,13 @@ class HarmonyStream {
   bool foreign_role(bool closed);
   // The answer's first header holds no marker: it may be a model that writes no harmony.
   bool raw_first_header() const;
-  void send(HarmonyText& out, std::string_view s) const;
+  void send(HarmonyText& out, std::string_view s);
 
   State state_ = State::Header;  // the generation prompt opened the first header
   Sink sink_ = Sink::Content;
   bool first_header_ = true, expect_role_ = false;
   std::string pending_, header_;
+  std::string call_name_, call_body_;  // Sink::Call: the function, and its body so far
 };
 
 // A whole answer at once.

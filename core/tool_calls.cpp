@@ -117,8 +117,14 @@ ToolCallText ToolCallReader::finish() {
 }
 
 void ToolCallReader::run(ToolCallText& out, bool at_end) {
-  if (syntax_ == ToolCallSyntax::Llama3Json) run_whole_json(out, at_end);
-  else run_tagged(out, at_end);
+  if (syntax_ == ToolCallSyntax::Harmony) {  // calls were read apart, from the messages' headers
+    out.content += pending_;
+    pending_.clear();
+  } else if (syntax_ == ToolCallSyntax::Llama3Json) {
+    run_whole_json(out, at_end);
+  } else {
+    run_tagged(out, at_end);
+  }
 }
 
 void ToolCallReader::run_tagged(ToolCallText& out, bool at_end) {

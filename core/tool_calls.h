@@ -8,7 +8,8 @@
 //     stays a string, anything else is read as JSON when it parses).
 //   - Llama 3.1 JSON: the whole answer is {"name": "f", "parameters": {...}}, possibly after
 //     <|python_tag|>.
-// (gpt-oss's harmony calls are messages addressed "to=functions.f": core/harmony_stream.h.)
+//   - Harmony (gpt-oss): a call is a message addressed "to=functions.f", its body the
+//     arguments; core/harmony_stream.h reads them, and this reader passes the text through.
 //
 // ToolCallReader reads an answer as it streams: text outside calls passes on as content,
 // text that may be the start of a call is held back until it is known, and a call is given
@@ -23,7 +24,7 @@
 
 namespace flashspec {
 
-enum class ToolCallSyntax : uint8_t { Hermes, QwenXml, Llama3Json };
+enum class ToolCallSyntax : uint8_t { Hermes, QwenXml, Llama3Json, Harmony };
 
 struct ToolCall {
   std::string name;

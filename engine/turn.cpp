@@ -23,6 +23,11 @@ void TurnText::route(const HarmonyText& t) {
     if (r_.on_reasoning) r_.on_reasoning(t.reasoning);
   }
   emit(stops_.push(t.content));
+  if (!r_.read_tool_calls) return;
+  for (const ToolCall& c : t.calls) {
+    calls_.push_back(c);
+    if (r_.on_tool_call) r_.on_tool_call(c);
+  }
 }
 
 GenerateOptions TurnText::options() {
@@ -40,14 +45,13 @@ GenerateOptions TurnText::options() {
   const int32_t turn_end = r_.turn_end;
   g.is_end = [&tok, turn_end](int32_t id) { return tok.is_end_of_generation(id) || (turn_end >= 0 && id == turn_end); };
   g.on_token = [this, is_end = g.is_end](int32_t id) {
-    if (is_end(id)) {  // end markers are not text
-      end_token_ = true;
-      return;
-    }
-    // Harmony's markers go to its parser spelled out (some print as nothing): they are the
-    // message structure that routes the text.
+    const bool end = is_end(id);  // end markers are not text
+    end_token_ = end_token_ || end;
+    // Harmony's markers, the ending ones too (<|call|> closes a call's message), go to its
+    // parser spelled out (some print as nothing): they are the message structure that
+    // routes the text.
     if (harmony_) route(channels_.push(utf8_.push(r_.format->output_piece(id))));
-    else show(stops_.push(utf8_.push(tok_.token_to_piece(id))));
+    else if (!end) show(stops_.push(utf8_.push(tok_.token_to_piece(id))));
   };
   g.should_stop = [this] {
     if (!cancelled_ && r_.cancelled && r_.cancelled()) cancelled_ = true;
@@ -69,6 +73,7 @@ TurnResult TurnText::finish(GenerationResult res) {
   TurnResult out;
   out.text = std::move(text_);
   if (harmony_) out.reasoning = std::move(reasoning_text_);
+  out.tool_calls = std::move(calls_);
   out.tokens = std::move(res.tokens);
   out.logits = std::move(res.logits);
   out.logprobs = std::move(res.logprobs);

@@ -10,7 +10,7 @@
 //   - a harmony answer (gpt-oss) is split into its reasoning (the analysis channel) and its
 //     content (the final channel): its marker tokens are read as the message structure they
 //     spell (ChatFormat::output_piece, HarmonyStream), never shown; stop texts apply to the
-//     content only;
+//     content only; its tool calls are read apart when tools were offered;
 //   - text goes out in whole UTF-8 characters.
 // It reports why the turn finished and its statistics, including what the weight stream
 // read meanwhile. A turn keeps all its state in its own objects, so several turns can run
@@ -53,6 +53,10 @@ struct TurnRequest {
   std::function<void(const std::string&)> on_text;  // visible text, as it becomes final
   // Harmony: the reasoning (analysis channel), as it becomes final; unset: not shown.
   std::function<void(const std::string&)> on_reasoning;
+  // Harmony: the answer's tool calls (messages to a function) are read (tools were offered)
+  // and each handed on once whole; otherwise such messages are dropped.
+  bool read_tool_calls = false;
+  std::function<void(const ToolCall&)> on_tool_call;
   std::function<bool()> cancelled;                  // asked after each token
 };
 
@@ -62,6 +66,7 @@ struct TurnResult {
   // Harmony: the reasoning, apart from the text (what on_reasoning was given, or would have
   // been); nullopt for formats whose reasoning is not split out.
   std::optional<std::string> reasoning;
+  std::vector<ToolCall> tool_calls;  // harmony, with read_tool_calls: the calls read
   AnswerEnd finish = AnswerEnd::Length;
   std::vector<std::vector<float>> logits;
   GenerationStats stats;        // stats.prompt_tokens: rows this turn prefilled
@@ -94,6 +99,7 @@ class TurnText {
   const bool harmony_;
   HarmonyStream channels_;  // harmony only
   std::string text_, reasoning_text_;
+  std::vector<ToolCall> calls_;
   bool end_token_ = false, cancelled_ = false;
 };
 

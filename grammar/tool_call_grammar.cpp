@@ -97,6 +97,9 @@ Expr qwen_xml_call(GrammarDef& def, const ToolFunction& f, size_t i) {
 }  // namespace
 
 GrammarDef tool_call_grammar(ToolCallSyntax syntax, const std::vector<ToolFunction>& functions, bool parallel) {
+  // Harmony's calls are a message header's recipient and a special token, which a grammar over
+  // the text cannot write (the server refuses a forced choice for it).
+  if (syntax == ToolCallSyntax::Harmony) throw Error("tool_choice: a forced tool call cannot be written in harmony");
   if (functions.empty()) throw Error("tool call grammar: no function to call");
   GrammarDef def;
   const uint32_t root = def.rule_id("root");

@@ -125,17 +125,22 @@ TEST_CASE("harmony: renderings are gpt-oss's template's, byte for byte, and it r
   const HarmonyVocab v;
   ChatFormat f = harmony_format(v);
   REQUIRE(f.style() == ChatStyle::Harmony);
-  const nlohmann::json ref = read_json(std::string(FS_SOURCE_DIR) + "/tests/reference/chat-gptoss.json");
-  REQUIRE(ref.size() >= 12);
-  int rendered = 0, refused = 0;
+  const nlohmann::ordered_json ref = read_ordered_json(std::string(FS_SOURCE_DIR) + "/tests/reference/chat-gptoss.json");
+  REQUIRE(ref.size() >= 24);
+  int rendered = 0, refused = 0, with_tools = 0;
   for (const auto& c : ref) {
     CAPTURE(c.dump());
     Msgs msgs;
     for (const auto& j : c.at("messages")) {
       const std::optional<ChatRole> role = parse_chat_role(j.at("role").get<std::string>());
       REQUIRE(role.has_value());
-      msgs.push_back({*role, j.at("content").get<std::string>(), j.value("reasoning_content", std::string())});
+      ChatMessage m{*role, j.at("content").get<std::string>(), j.value("reasoning_content", std::string())};
+      for (const auto& t : j.value("tool_calls", nlohmann::ordered_json::array()))
+        m.tool_calls.push_back({t.at("function").at("name").get<std::string>(), t.at("function").at("arguments").get<std::string>()});
+      msgs.push_back(std::move(m));
     }
+    const nlohmann::ordered_json tools = c.value("tools", nlohmann::ordered_json::array());
+    with_tools += !tools.empty();
     // No reasoning_effort: the template's default, medium (what thinking on states).
     const std::string effort = c.value("reasoning_effort", std::string("medium"));
     HarmonySettings s;
@@ -145,21 +150,22 @@ TEST_CASE("harmony: renderings are gpt-oss's template's, byte for byte, and it r
     f.set_reasoning_effort(effort);
     if (c.contains("error")) {
       ++refused;
-      CHECK_THROWS_AS(render_harmony(msgs, s), Error);
-      CHECK_THROWS_AS(f.render(msgs), Error);
+      CHECK_THROWS_AS(render_harmony(msgs, s, tools), Error);
+      CHECK_THROWS_AS(f.render(msgs, tools), Error);
       continue;
     }
     ++rendered;
     const std::string text = c.at("text");
-    CHECK(harmony_text(render_harmony(msgs, s)) == text);
-    const std::vector<int32_t> ids = f.render(msgs);
+    CHECK(harmony_text(render_harmony(msgs, s, tools)) == text);
+    const std::vector<int32_t> ids = f.render(msgs, tools);
     CHECK(v.text(ids) == text);
     // The markers are single tokens: the ids are the text's with specials parsed (but for the
     // conversation whose user typed markers, which the tokenizer decides about).
     if (text.find("I typed") == std::string::npos) CHECK(ids == v.tok.encode(text, false, true));
   }
-  CHECK(rendered >= 12);
-  CHECK(refused >= 2);
+  CHECK(rendered >= 19);
+  CHECK(refused >= 5);
+  CHECK(with_tools >= 10);
 }
 
 TEST_CASE("harmony: chosen by the template's <|channel|>, by the vocabulary without a template, or by name") {
@@ -324,14 +330,35 @@ TEST_CASE("harmony answers: final only, commentary, several messages, tool calls
       "<|start|>assistant<|channel|>final<|message|>Done.<|return|>");
   CHECK(multi.reasoning == "one. two.");
   CHECK(multi.content == "Working on it. Done.");
-  // A tool call (flashspec runs none) is dropped and ends the answer with <|call|>.
+  // A tool call is read apart (the function and its arguments) and ends the answer with <|call|>.
   HarmonyStream call;
   const HarmonyText c = call.push(
       "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant<|channel|>commentary "
-      "to=functions.get_weather <|constrain|>json<|message|>{\"city\":\"Paris\"}<|call|>");
+      "to=functions.get_weather <|constrain|>json<|message|> {\"city\":\"Paris\"}\n<|call|>");
   CHECK(c.reasoning == "Need weather.");
   CHECK(c.content.empty());
+  REQUIRE(c.calls.size() == 1);
+  CHECK(c.calls[0] == ToolCall{"get_weather", "{\"city\":\"Paris\"}"});
   CHECK(call.done());
+  // The recipient before the channel (as the template writes past calls), streamed in pieces:
+  // the call comes out once its message ends, not before.
+  HarmonyStream pieces;
+  size_t calls = 0;
+  for (const std::string_view piece : {" to=functions.", "add<|chan", "nel|>commentary json<|mess", "age|>{\"a\": 2,",
+                                       " \"b\": 3}"})
+    calls += pieces.push(piece).calls.size();
+  CHECK(calls == 0);
+  const HarmonyText end = pieces.push("<|call|>");
+  REQUIRE(end.calls.size() == 1);
+  CHECK(end.calls[0] == ToolCall{"add", "{\"a\": 2, \"b\": 3}"});
+  // Cut short inside a call: no call, and its arguments are not content either.
+  const HarmonyText cut = parse_harmony("<|channel|>commentary to=functions.add<|message|>{\"a\": 2");
+  CHECK(cut.calls.empty());
+  CHECK(cut.content.empty());
+  // A builtin tool's message is dropped.
+  const HarmonyText builtin = parse_harmony("<|channel|>analysis to=browser.search<|message|>{\"q\": 1}<|call|>");
+  CHECK(builtin.calls.empty());
+  CHECK(builtin.content.empty());
   CHECK(parse_harmony("<|channel|>commentary to=assistant<|message|>to you<|end|>").content == "to you");
   // The model starting the user's message: the answer ends there.
   HarmonyStream other;

@@ -106,6 +106,30 @@ TEST_CASE("harmony turn: gpt-oss's marker tokens split the answer into reasoning
   }
 }
 
+TEST_CASE("harmony turn: a call addressed to a function is read apart when tools were offered, dropped otherwise") {
+  const Gptoss& g = gptoss();
+  const std::vector<int32_t> answer = g.ids(
+      "<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>commentary "
+      "to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}<|call|>");
+  TurnRequest r = harmony_request();
+  r.read_tool_calls = true;
+  std::vector<ToolCall> handed;
+  r.on_tool_call = [&](const ToolCall& c) { handed.push_back(c); };
+  const Driven d = drive(answer, r, g.tok);
+  const std::vector<ToolCall> expected = {{"get_weather", "{\"city\": \"Paris\"}"}};
+  CHECK(d.result.tool_calls == expected);
+  CHECK(handed == expected);
+  CHECK(*d.result.reasoning == "Need the weather.");
+  CHECK(d.result.text.empty());
+  CHECK_FALSE(d.marker_shown);
+  CHECK(d.result.finish == AnswerEnd::EndToken);
+  CHECK(d.fed == answer.size());
+
+  const Driven dropped = drive(answer, harmony_request(), g.tok);
+  CHECK(dropped.result.tool_calls.empty());
+  CHECK(dropped.result.text.empty());
+}
+
 TEST_CASE("harmony chat --think: the reasoning is marked as Qwen3's shows") {
   ReasoningDisplay d;
   std::string out = d.reasoning("Plan: ");

@@ -209,6 +209,50 @@ TEST_CASE("serve harmony: a past answer's reasoning_content is dropped as the te
   CHECK(srv.stop(SIGTERM) == 0);
 }
 
+TEST_CASE("serve harmony: tools reach the developer message, past calls and results render as the template's, forced choices are a 400") {
+  const Gptoss& g = gptoss();
+  ServerProcess srv({"-m", g.path, "-t", "1"});
+  CAPTURE(srv.log());
+  const nlohmann::ordered_json tools = nlohmann::ordered_json::parse(R"([{"type": "function", "function": {
+      "name": "get_weather", "description": "Get the weather.",
+      "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}])");
+  const std::string q = "Weather in Paris?";
+  auto ask = [&](json messages, json extra = json::object()) {
+    json body = {{"messages", std::move(messages)}, {"tools", json::parse(tools.dump())}, {"max_tokens", 3}, {"temperature", 0}};
+    body.update(extra);
+    return http_post(srv.port(), "/v1/chat/completions", body);
+  };
+  const HttpResponse first = ask(json::array({{{"role", "user"}, {"content", q}}}));
+  CAPTURE(first.body);
+  REQUIRE(first.status == 200);
+  CHECK(first.json().at("usage").at("prompt_tokens") == g.format.render(Msgs{{ChatRole::User, q}}, tools).size());
+  CHECK(g.format.render(Msgs{{ChatRole::User, q}}, tools).size() > g.format.render(Msgs{{ChatRole::User, q}}).size());
+
+  // A round trip as a client sends it back: the call (arguments as JSON text) and its result.
+  const json call = {{"id", "call_1"}, {"type", "function"},
+                     {"function", {{"name", "get_weather"}, {"arguments", "{\"city\": \"Paris\"}"}}}};
+  const json round = json::array({{{"role", "user"}, {"content", q}},
+                                  {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", json::array({call})}},
+                                  {{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "21C"}}});
+  const HttpResponse second = ask(round);
+  CAPTURE(second.body);
+  REQUIRE(second.status == 200);
+  ChatMessage called{ChatRole::Assistant, ""};
+  called.tool_calls = {{"get_weather", "{\"city\": \"Paris\"}"}};
+  ChatMessage result{ChatRole::Tool, "21C"};
+  result.tool_call_id = "call_1";
+  CHECK(second.json().at("usage").at("prompt_tokens") == g.format.render(Msgs{{ChatRole::User, q}, called, result}, tools).size());
+
+  for (const json& choice : {json("required"), json{{"type", "function"}, {"function", {{"name", "get_weather"}}}}})
+    check_refused(ask(json::array({{{"role", "user"}, {"content", q}}}), {{"tool_choice", choice}}), "tool_choice",
+                  "tool_choice: \"required\" and a named function are not supported with this model's chat format (harmony",
+                  "unsupported_parameter");
+  check_refused(ask(json::array({{{"role", "user"}, {"content", q}}}),
+                    {{"tools", json::array({{{"type", "function"}, {"function", {{"name", "nodesc"}}}}})}}),
+                "messages", "tools[0] (nodesc): gpt-oss's chat template writes each function's description");
+  CHECK(srv.stop(SIGTERM) == 0);
+}
+
 TEST_CASE("serve: reasoning_effort is refused where the template states none (Qwen3)") {
   ServerProcess srv({"-m", model_path("tiny-qwen3"), "-t", "1"});
   CAPTURE(srv.log());

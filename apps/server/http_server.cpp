@@ -304,6 +304,7 @@ RunRequest HttpServer::prepare_one(const GenRequest& g, const ToolRequest& tools
       throw bad_request(e.what(), "messages");
     }
     r.hide_reasoning = f.reasons() && !g.thinking;
+    r.read_tool_calls = tools.reads_calls() && format_.tool_call_syntax() == ToolCallSyntax::Harmony;
     if (!format_.stop_text().empty()) r.stop.push_back(format_.stop_text());
   } else if (prompt->tokenized) {
     // Token ids as sent (no BOS added), each one of the vocabulary's.
@@ -502,7 +503,10 @@ void HttpServer::stream_answer(Job& job, httplib::DataSink& sink) {
           [&, i](const ToolCall& c, int64_t index) { send_chunk(i, tool_call_chunk_json(job.meta, i, c, index)); });
   for (size_t i = 0; i < job.runs.size(); ++i) {
     RunRequest& run = job.runs[i];
-    if (job.tools) run.on_text = [&, i](const std::string& text) { calls[i].push(text); };
+    if (job.tools) {
+      run.on_text = [&, i](const std::string& text) { calls[i].push(text); };
+      run.on_tool_call = [&, i](const ToolCall& c) { calls[i].call(c); };
+    }
     else run.on_text = [&, i](const std::string& text) { send_chunk(i, chunk_json(job.meta, i, text, false, nullptr)); };
     run.on_reasoning = [&, i](const std::string& text) { send_chunk(i, reasoning_chunk_json(job.meta, i, text)); };
     if (run.top_logprobs >= 0) run.on_logprob = [&, i](const TokenLogprob& lp) { pending[i].tokens.push_back(lp); };

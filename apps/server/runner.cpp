@@ -121,6 +121,8 @@ TurnRequest turn_request(const RunRequest& r, const ChatFormat& format, bool ign
   t.format = r.chat ? &format : nullptr;  // a completion's text is read as plain text
   t.on_text = r.on_text;
   t.on_reasoning = r.on_reasoning;
+  t.read_tool_calls = r.read_tool_calls;
+  t.on_tool_call = r.on_tool_call;
   t.cancelled = r.cancelled;
   t.top_logprobs = r.top_logprobs;
   t.on_logprob = r.on_logprob;
@@ -132,6 +134,7 @@ RunResult run_result(TurnResult g, int64_t prompt_tokens, grammar::GrammarConstr
   out.prompt_tokens = prompt_tokens;
   out.text = std::move(g.text);
   out.reasoning = std::move(g.reasoning);
+  out.tool_calls = std::move(g.tool_calls);
   out.tokens = std::move(g.tokens);
   out.logprobs = std::move(g.logprobs);
   out.stats = std::move(g.stats);

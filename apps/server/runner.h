@@ -49,6 +49,10 @@ struct RunRequest {
   std::function<void(const std::string&)> on_text;  // visible text, as it becomes final
   // Harmony chats: the reasoning (analysis channel), as it becomes final.
   std::function<void(const std::string&)> on_reasoning;
+  // Harmony chats offered tools: its calls are read apart (TurnRequest::read_tool_calls),
+  // each handed on once whole.
+  bool read_tool_calls = false;
+  std::function<void(const ToolCall&)> on_tool_call;
   std::function<bool()> cancelled;                  // asked after each token
   // Structured output: the compiled rule's shared node masks (grammar_cache.h); the
   // runner makes the generation's own GrammarConstraint over them. Null: none.
@@ -71,7 +75,7 @@ struct RunResult {
   GenerationStats stats;         // stats.prompt_tokens: rows this request prefilled
   std::optional<MaskCounts> grammar;  // a constrained generation's masking
   std::vector<TokenLogprob> logprobs;  // one per generated token, with top_logprobs >= 0
-  std::vector<ToolCall> tool_calls;    // read back from the text (the HTTP layer's ToolReading)
+  std::vector<ToolCall> tool_calls;    // harmony's read apart, then all (the HTTP layer's ToolReading)
 };
 
 // The passes of a BatchRunner so far, and the sequences it runs now (metrics).

@@ -35,9 +35,11 @@ void ToolReading::Choice::finish(RunResult& r) {
 
 void ToolReading::read_whole(RunResult& r) const {
   ToolCallText t = parse_tool_calls(syntax_, r.text, parameters_);
+  std::vector<ToolCall> calls = std::move(r.tool_calls);
+  calls.insert(calls.end(), t.calls.begin(), t.calls.end());
   ToolCallIds ids;
-  for (ToolCall& c : t.calls) c.id = ids.next();
-  set_calls(r, std::move(t.content), std::move(t.calls));
+  for (ToolCall& c : calls) c.id = ids.next();
+  set_calls(r, std::move(t.content), std::move(calls));
 }
 
 }  // namespace flashspec::server

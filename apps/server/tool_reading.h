@@ -26,6 +26,8 @@ class ToolReading {
     Choice(const ToolReading& reading, std::function<void(const std::string&)> on_content,
            std::function<void(const ToolCall&, int64_t)> on_call);
     void push(const std::string& text) { take(reader_.push(text)); }
+    // A call read apart from the text (harmony's).
+    void call(const ToolCall& c) { take({"", {c}}); }
     // The answer is over: what was held back is sent, and `r` gets the content and calls.
     void finish(RunResult& r);
 
@@ -39,7 +41,8 @@ class ToolReading {
     std::vector<ToolCall> calls_;
   };
 
-  // A whole (not streamed) answer: its text becomes the content, and its calls are read.
+  // A whole (not streamed) answer: its text becomes the content, and its calls are read
+  // (after those read apart, harmony's, already in r.tool_calls).
   void read_whole(RunResult& r) const;
 
  private:
