@@ -147,6 +147,18 @@ void harmony_past_answer(std::vector<HarmonyPiece>& out, std::string_view conten
   marker(out, kEnd);
 }
 
+std::vector<HarmonyPiece> harmony_call_opening(std::string_view function) {
+  std::vector<HarmonyPiece> out;
+  marker(out, kChannel);
+  text(out, "commentary to=functions." + std::string(function));
+  if (function.empty()) return out;
+  text(out, " ");
+  marker(out, kConstrain);
+  text(out, "json");
+  marker(out, kMessage);
+  return out;
+}
+
 std::string harmony_text(const std::vector<HarmonyPiece>& pieces) {
   std::string s;
   for (const HarmonyPiece& p : pieces) s += p.text;

@@ -68,6 +68,11 @@ void harmony_user_turn(std::vector<HarmonyPiece>& out, std::string_view user);
 // A past answer as the history holds it, after its "<|start|>assistant":
 // "<|channel|>final<|message|>{content}<|end|>" (render_harmony's assistant message).
 void harmony_past_answer(std::vector<HarmonyPiece>& out, std::string_view content);
+// The first header of an answer that must call `function`, after the generation prompt:
+// "<|channel|>commentary to=functions.{function} <|constrain|>json<|message|>", the model's
+// own way of writing a call (a forced tool_choice prefills it). With `function` empty (a
+// choice among several) it stops after "to=functions.": the call's grammar writes the rest.
+std::vector<HarmonyPiece> harmony_call_opening(std::string_view function);
 // The rendering as one string, markers spelled out (what the template's text is).
 std::string harmony_text(const std::vector<HarmonyPiece>& pieces);
 

@@ -602,6 +602,14 @@ void ChatFormat::add_harmony(std::vector<Part>& parts, const std::vector<Harmony
   }
 }
 
+std::vector<int32_t> ChatFormat::harmony_call_opening(std::string_view function) const {
+  if (style_ != ChatStyle::Harmony) throw Error("internal: a harmony call opening in another chat format");
+  std::vector<Part> parts;
+  for (const HarmonyPiece& p : flashspec::harmony_call_opening(function))
+    parts.push_back(p.marker ? marker(p.text) : Part{-1, p.text});
+  return tokenize(parts);
+}
+
 bool ChatFormat::is_harmony_marker(int32_t id) const {
   if (style_ != ChatStyle::Harmony || id < 0) return false;
   for (const int32_t m : {h_start_, h_message_, h_channel_, h_end_, h_constrain_, turn_end_, call_})

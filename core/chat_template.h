@@ -189,6 +189,9 @@ class ChatFormat {
                               const nlohmann::ordered_json& tools = nlohmann::ordered_json::array()) const;
   // The syntax this format's answers write tool calls in; nullopt when it has none.
   std::optional<ToolCallSyntax> tool_call_syntax() const;
+  // Harmony: harmony_call_opening(function) as tokens to append to a rendered prompt (a
+  // marker the vocabulary lacks, <|constrain|>, as text).
+  std::vector<int32_t> harmony_call_opening(std::string_view function) const;
 
   // True for a token that ends the assistant's turn in this style (besides the
   // tokenizer's end-of-generation tokens), e.g. <|im_end|>; harmony's <|return|> and <|call|>.

@@ -57,6 +57,9 @@ struct TurnRequest {
   // and each handed on once whole; otherwise such messages are dropped.
   bool read_tool_calls = false;
   std::function<void(const ToolCall&)> on_tool_call;
+  // Harmony: the answer's beginning that the prompt already holds (a forced call's header,
+  // prefilled), read first; when the constraint completes the call, the call is whole.
+  std::string harmony_opening;
   std::function<bool()> cancelled;                  // asked after each token
 };
 

@@ -97,9 +97,6 @@ Expr qwen_xml_call(GrammarDef& def, const ToolFunction& f, size_t i) {
 }  // namespace
 
 GrammarDef tool_call_grammar(ToolCallSyntax syntax, const std::vector<ToolFunction>& functions, bool parallel) {
-  // Harmony's calls are a message header's recipient and a special token, which a grammar over
-  // the text cannot write (the server refuses a forced choice for it).
-  if (syntax == ToolCallSyntax::Harmony) throw Error("tool_choice: a forced tool call cannot be written in harmony");
   if (functions.empty()) throw Error("tool call grammar: no function to call");
   GrammarDef def;
   const uint32_t root = def.rule_id("root");
@@ -118,7 +115,9 @@ GrammarDef tool_call_grammar(ToolCallSyntax syntax, const std::vector<ToolFuncti
       throw Error("tool " + json_name(f.name) + ": parameters: " + e.what());
     }
     const Expr a = Expr::ref(import_grammar(def, args, "f" + std::to_string(i) + "-"));
-    if (syntax == ToolCallSyntax::Hermes)
+    if (syntax == ToolCallSyntax::Harmony)  // after the prefilled header (one function: all of it)
+      calls.push_back(functions.size() == 1 ? a : Expr::seq({Expr::literal(f.name + " <|constrain|>json<|message|>"), a}));
+    else if (syntax == ToolCallSyntax::Hermes)
       calls.push_back(Expr::seq({Expr::literal("<tool_call>\n{\"name\": " + json_name(f.name) + ", \"arguments\": "), a,
                                  Expr::literal("}\n</tool_call>")}));
     else
@@ -127,7 +126,7 @@ GrammarDef tool_call_grammar(ToolCallSyntax syntax, const std::vector<ToolFuncti
   }
   const uint32_t call = def.fresh_rule("call");
   def.define(call, Expr::alt(std::move(calls)));
-  if (parallel && syntax != ToolCallSyntax::Llama3Json)
+  if (parallel && syntax != ToolCallSyntax::Llama3Json && syntax != ToolCallSyntax::Harmony)
     def.define(root, Expr::seq({Expr::ref(call), Expr::star(Expr::seq({Expr::literal("\n"), Expr::ref(call)}))}));
   else
     def.define(root, Expr::ref(call));

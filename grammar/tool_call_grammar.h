@@ -9,6 +9,10 @@
 //   Qwen XML:    <tool_call>\n<function=f>\n<parameter=k>\nVALUE\n</parameter>\n...</function>\n</tool_call>
 //                (joined by "\n"; a string VALUE is raw text without '<', any other JSON;
 //                schemas with $ref are refused: a property's grammar stands alone)
+//   Harmony:     what follows the call's header prefilled after the generation prompt
+//                (core/chat_harmony.h harmony_call_opening): ARGS for one function, else
+//                f <|constrain|>json<|message|>ARGS after "to=functions." (one call; the
+//                markers as text, which the answer's parser reads as it reads markers)
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>

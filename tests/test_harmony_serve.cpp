@@ -209,7 +209,7 @@ TEST_CASE("serve harmony: a past answer's reasoning_content is dropped as the te
   CHECK(srv.stop(SIGTERM) == 0);
 }
 
-TEST_CASE("serve harmony: tools reach the developer message, past calls and results render as the template's, forced choices are a 400") {
+TEST_CASE("serve harmony: tools reach the developer message, past calls and results render as the template's, forced calls are whole") {
   const Gptoss& g = gptoss();
   ServerProcess srv({"-m", g.path, "-t", "1"});
   CAPTURE(srv.log());
@@ -243,10 +243,57 @@ TEST_CASE("serve harmony: tools reach the developer message, past calls and resu
   result.tool_call_id = "call_1";
   CHECK(second.json().at("usage").at("prompt_tokens") == g.format.render(Msgs{{ChatRole::User, q}, called, result}, tools).size());
 
-  for (const json& choice : {json("required"), json{{"type", "function"}, {"function", {{"name", "get_weather"}}}}})
-    check_refused(ask(json::array({{{"role", "user"}, {"content", q}}}), {{"tool_choice", choice}}), "tool_choice",
-                  "tool_choice: \"required\" and a named function are not supported with this model's chat format (harmony",
-                  "unsupported_parameter");
+  // Forced calls: the header is prefilled and the arguments generated under the schema, so even
+  // random weights answer with a whole call (enums keep the arguments short).
+  const json forced_tools = json::parse(R"([
+      {"type": "function", "function": {"name": "get_weather", "description": "Get the weather.",
+       "parameters": {"type": "object", "properties": {"city": {"type": "string", "enum": ["Paris", "Rome"]}},
+                      "required": ["city"], "additionalProperties": false}}},
+      {"type": "function", "function": {"name": "add", "description": "Add.",
+       "parameters": {"type": "object", "properties": {"a": {"type": "integer", "enum": [1, 2]}},
+                      "required": ["a"], "additionalProperties": false}}}])");
+  const json named = {{"type", "function"}, {"function", {{"name", "add"}}}};
+  for (const json& choice : {named, json("required")}) {
+    for (const bool stream : {false, true}) {
+      CAPTURE(choice.dump());
+      CAPTURE(stream);
+      json body = {{"messages", json::array({{{"role", "user"}, {"content", q}}})}, {"tools", forced_tools},
+                   {"tool_choice", choice}, {"max_tokens", 40}, {"temperature", 0}, {"stream", stream}};
+      std::string name, arguments, finish;
+      if (stream) {
+        const HttpResponse r = http_post(srv.port(), "/v1/chat/completions", body);
+        CAPTURE(r.body);
+        REQUIRE(r.status == 200);
+        const std::vector<json> chunks = sse_events(r.body);
+        for (const json& chunk : chunks) {
+          if (chunk.at("choices").empty()) continue;
+          const json& c = chunk.at("choices").at(0);
+          if (c.contains("delta") && c["delta"].contains("tool_calls")) {
+            const json& call = c["delta"]["tool_calls"].at(0);
+            name = call.at("function").at("name");
+            arguments = call.at("function").at("arguments");
+          }
+          if (!c.at("finish_reason").is_null()) finish = c["finish_reason"];
+        }
+      } else {
+        const HttpResponse r = http_post(srv.port(), "/v1/chat/completions", body);
+        CAPTURE(r.body);
+        REQUIRE(r.status == 200);
+        const json c = r.json().at("choices").at(0);
+        REQUIRE(c.at("message").at("tool_calls").size() == 1);
+        name = c["message"]["tool_calls"][0]["function"]["name"];
+        arguments = c["message"]["tool_calls"][0]["function"]["arguments"];
+        finish = c.at("finish_reason");
+        CHECK(c.at("message").at("content").is_null());
+      }
+      CHECK(finish == "tool_calls");
+      const json args = json::parse(arguments);
+      if (choice == named) CHECK(name == "add");
+      REQUIRE((name == "add" || name == "get_weather"));
+      if (name == "add") CHECK((args == json{{"a", 1}} || args == json{{"a", 2}}));
+      else CHECK((args == json{{"city", "Paris"}} || args == json{{"city", "Rome"}}));
+    }
+  }
   check_refused(ask(json::array({{{"role", "user"}, {"content", q}}}),
                     {{"tools", json::array({{{"type", "function"}, {"function", {{"name", "nodesc"}}}}})}}),
                 "messages", "tools[0] (nodesc): gpt-oss's chat template writes each function's description");

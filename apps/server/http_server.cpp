@@ -13,6 +13,7 @@
 #include "apps/server/api_error.h"
 #include "apps/server/body_reader.h"
 #include "apps/server/tool_reading.h"
+#include "core/chat_harmony.h"
 #include "core/error.h"
 #include "core/gguf.h"
 #include "core/printable.h"
@@ -305,6 +306,14 @@ RunRequest HttpServer::prepare_one(const GenRequest& g, const ToolRequest& tools
     }
     r.hide_reasoning = f.reasons() && !g.thinking;
     r.read_tool_calls = tools.reads_calls() && format_.tool_call_syntax() == ToolCallSyntax::Harmony;
+    if (r.read_tool_calls && tools.forces_call()) {
+      // A forced harmony call: its header is prefilled after the generation prompt, and the
+      // calls' grammar writes the rest.
+      const std::string fn = tools.forced_functions.size() == 1 ? tools.forced_functions[0].name : "";
+      const std::vector<int32_t> opening = f.harmony_call_opening(fn);
+      r.prompt.insert(r.prompt.end(), opening.begin(), opening.end());
+      r.harmony_opening = harmony_text(harmony_call_opening(fn));
+    }
     if (!format_.stop_text().empty()) r.stop.push_back(format_.stop_text());
   } else if (prompt->tokenized) {
     // Token ids as sent (no BOS added), each one of the vocabulary's.

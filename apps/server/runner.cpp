@@ -123,6 +123,7 @@ TurnRequest turn_request(const RunRequest& r, const ChatFormat& format, bool ign
   t.on_reasoning = r.on_reasoning;
   t.read_tool_calls = r.read_tool_calls;
   t.on_tool_call = r.on_tool_call;
+  t.harmony_opening = r.harmony_opening;
   t.cancelled = r.cancelled;
   t.top_logprobs = r.top_logprobs;
   t.on_logprob = r.on_logprob;

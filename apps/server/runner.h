@@ -53,6 +53,7 @@ struct RunRequest {
   // each handed on once whole.
   bool read_tool_calls = false;
   std::function<void(const ToolCall&)> on_tool_call;
+  std::string harmony_opening;  // TurnRequest::harmony_opening (a forced call's header)
   std::function<bool()> cancelled;                  // asked after each token
   // Structured output: the compiled rule's shared node masks (grammar_cache.h); the
   // runner makes the generation's own GrammarConstraint over them. Null: none.

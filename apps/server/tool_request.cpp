@@ -85,10 +85,6 @@ ToolRequest parse_tool_request(const json& body, std::optional<ToolCallSyntax> s
   if (r.tools.empty()) return r;
   if (!syntax) throw bad_request("tools: this model's chat format has no tool calls", "tools");
   if (r.forces_call()) {
-    if (*syntax == ToolCallSyntax::Harmony)
-      throw bad_request("tool_choice: \"required\" and a named function are not supported with this model's chat format "
-                        "(harmony, whose calls no grammar over text can force); \"auto\" is",
-                        "tool_choice", "unsupported_parameter");
     if (r.choice == ToolRequest::Choice::Named)
       std::erase_if(functions, [&](const grammar::ToolFunction& f) { return f.name != r.named; });
     r.forced_syntax = *syntax;
@@ -98,8 +94,8 @@ ToolRequest parse_tool_request(const json& body, std::optional<ToolCallSyntax> s
 }
 
 std::shared_ptr<const grammar::Grammar> ToolRequest::compile_forced() const {
-  // Llama 3.1's syntax holds one call per answer.
-  const bool several = parallel && forced_syntax != ToolCallSyntax::Llama3Json;
+  // Llama 3.1's syntax and harmony hold one call per answer.
+  const bool several = parallel && forced_syntax != ToolCallSyntax::Llama3Json && forced_syntax != ToolCallSyntax::Harmony;
   try {
     return grammar::compile_tool_call_grammar(forced_syntax, forced_functions, several);
   } catch (const Error& e) {
