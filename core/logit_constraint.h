@@ -32,6 +32,14 @@ class LogitConstraint {
   // a token has probability 1 under the rule whatever the model says, so a draft may
   // append it without asking the draft model, and the target always accepts it.
   virtual std::optional<int32_t> forced(State s) = 0;
+
+  // The state after `tokens` from the start (nullopt when the rule refuses one).
+  std::optional<State> replay(std::span<const int32_t> tokens) {
+    std::optional<State> s = start();
+    for (const int32_t t : tokens)
+      if (!(s = advance(*s, t))) return std::nullopt;
+    return s;
+  }
 };
 
 }  // namespace flashspec

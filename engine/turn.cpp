@@ -10,16 +10,6 @@ TurnText::TurnText(const Tokenizer& tok, const TurnRequest& r)
   if (harmony_) route(channels_.push(r.harmony_opening));
 }
 
-namespace {
-// The constraint is complete after `tokens`: nothing but the end may follow.
-bool completes(LogitConstraint& c, std::span<const int32_t> tokens) {
-  std::optional<LogitConstraint::State> s = c.start();
-  for (const int32_t t : tokens)
-    if (!(s = c.advance(*s, t))) return false;
-  return c.must_end(*s);
-}
-}  // namespace
-
 void TurnText::emit(const std::string& s) {
   if (s.empty()) return;
   text_ += s;
@@ -79,8 +69,9 @@ TurnResult TurnText::finish(GenerationResult res) {
     route(channels_.push(utf8_.flush()));
     // A prefilled call whose arguments the constraint completed: the model would write
     // <|call|> next, and the generation stopped before it.
-    if (!r_.harmony_opening.empty() && r_.constraint && completes(*r_.constraint, res.tokens))
-      route(channels_.push(harmony::kCall));
+    if (!r_.harmony_opening.empty() && r_.constraint)
+      if (const auto s = r_.constraint->replay(res.tokens); s && r_.constraint->must_end(*s))
+        route(channels_.push(harmony::kCall));
     route(channels_.flush());
     if (!stops_.stopped()) emit(stops_.flush());
   } else {

@@ -12,13 +12,6 @@ GrammarConstraint::GrammarConstraint(std::shared_ptr<const Grammar> grammar, std
 GrammarConstraint::GrammarConstraint(std::shared_ptr<NodeMaskCache> masks)
     : masker_(std::move(masks)), bits_(masker_.mask_words()) {}
 
-std::optional<LogitConstraint::State> GrammarConstraint::replay(std::span<const int32_t> tokens) {
-  std::optional<State> s = start();
-  for (const int32_t t : tokens)
-    if (!(s = advance(*s, t))) return std::nullopt;
-  return s;
-}
-
 void GrammarConstraint::mask(std::span<float> logits, State s) {
   masker_.fill_mask(MatchState{s}, bits_);
   // A grammar never dead-ends on bytes, but a vocabulary may lack every token that spells

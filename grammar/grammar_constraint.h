@@ -29,8 +29,6 @@ class GrammarConstraint final : public LogitConstraint {
 
   TokenMasker& masker() { return masker_; }
   const TokenMasker& masker() const { return masker_; }
-  // The state after `tokens` from the start (nullopt when the grammar refuses one).
-  std::optional<State> replay(std::span<const int32_t> tokens);
 
  private:
   TokenMasker masker_;

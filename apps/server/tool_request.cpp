@@ -94,10 +94,9 @@ ToolRequest parse_tool_request(const json& body, std::optional<ToolCallSyntax> s
 }
 
 std::shared_ptr<const grammar::Grammar> ToolRequest::compile_forced() const {
-  // Llama 3.1's syntax and harmony hold one call per answer.
-  const bool several = parallel && forced_syntax != ToolCallSyntax::Llama3Json && forced_syntax != ToolCallSyntax::Harmony;
+  // The grammar keeps syntaxes that hold one call per answer (Llama 3.1's, harmony) to one.
   try {
-    return grammar::compile_tool_call_grammar(forced_syntax, forced_functions, several);
+    return grammar::compile_tool_call_grammar(forced_syntax, forced_functions, parallel);
   } catch (const Error& e) {
     throw bad_request(e.what(), "tools");
   }
