@@ -80,9 +80,9 @@ int run_inspect(const InspectArgs& a) {
   const KvType k_type = a.kv_types.key_type(), v_type = a.kv_types.value_type();
   const uint64_t kv_per_token = uint64_t(c.attention_layers()) * (kv_bytes(k_type, c.kv_dim()) + kv_bytes(v_type, c.kv_dim()));
   const int64_t ctx = a.ctx > 0 ? a.ctx : c.context_length;
-  // By kind of layer: windowed layers in a ring on the CPU (with room for a step of 64
-  // rows; a draft's larger trees widen it).
-  const KvFootprint kv = kv_footprint(c, k_type, v_type, ctx, LlamaModel::kRingStepRows, a.backend != "cuda");
+  // By kind of layer: windowed layers in a ring (with room for a step of 64 rows; a
+  // draft's larger trees widen it), on every backend.
+  const KvFootprint kv = kv_footprint(c, k_type, v_type, ctx, LlamaModel::kRingStepRows);
   std::map<std::string, int64_t> bytes_by_type;
   int64_t total = 0;
   for (const auto& t : f.tensors()) {

@@ -66,6 +66,9 @@ struct AttentionArgs {
   // block_rows + j % block_rows of k and v. Null: position j is row j. Host memory only.
   const int32_t* blocks = nullptr;
   int64_t block_rows = 0;
+  // A sliding window's ring (model/kv_cache.h WindowRing), without blocks: position j is
+  // at row j % ring_rows. 0: no ring. Needs no table, so any backend reads it.
+  int64_t ring_rows = 0;
   // Sliding-window attention (Gemma 3's local layers, gpt-oss's windowed ones): a query at
   // position p sees the keys at positions p - window + 1 .. p; 0 sees all. Committed row j
   // is position j; a causal batch's masked row m is position n_past + m; a token tree's

@@ -98,6 +98,7 @@ void LlamaModel::attention_block(int64_t l, const LayerWeights& w, std::span<con
                                .v_type = kv.value_type(),
                                .blocks = kv.block_table(),
                                .block_rows = kv.block_rows(),
+                               .ring_rows = kv.ring() ? kv.rows_per_layer() : 0,
                                .window = blocks.window,
                                .sinks = w[AttnSinks]};
       if (step < n)

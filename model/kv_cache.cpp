@@ -42,8 +42,6 @@ KvCache::KvCache(Backend& be, int64_t n_layers, int64_t kv_dim, int64_t capacity
   check_row_fits(key_type, kv_dim, "keys (--kv-type, -ctk)");
   check_row_fits(value_type, kv_dim, "values (--kv-type, -ctv)");
   ring_rows_ = ring_rows(ring);
-  const int64_t ring_blocks = ring_rows_ / kRingBlockRows;
-  for (int64_t b = 0; b * kRingBlockRows < capacity; ++b) blocks_.push_back(int32_t(b % ring_blocks));
   const size_t rows = size_t(n_layers) * size_t(ring_rows_);
   k_ = BackendBuffer(be, rows * key_row_bytes());
   v_ = BackendBuffer(be, rows * value_row_bytes());
@@ -112,7 +110,7 @@ void KvCache::adopt(const std::vector<int32_t>& blocks, int64_t rows) {
 }
 
 void KvCache::move_rows(int64_t dst, int64_t src, int64_t n) {
-  if (block_table()) {
+  if (pool_ || ring()) {
     // Row by row, lowest first: a row is only overwritten once it has been moved.
     for (int64_t i = 0; i < n; ++i)
       for (int64_t l = 0; l < n_layers_; ++l) {

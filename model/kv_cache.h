@@ -33,9 +33,8 @@ class KvCache final : public SequenceState {
   // cost far less accuracy than quantized keys.
   KvCache(Backend& be, int64_t n_layers, int64_t kv_dim, int64_t capacity, KvType key_type = KvType::F16,
           KvType value_type = KvType::F16);
-  // A ring of `ring`'s rows for `capacity` positions of windowed layers. Attention reads
-  // it through a block table that repeats the ring's blocks (blocks()), so host-memory
-  // backends only, as paged caches.
+  // A ring of `ring`'s rows for `capacity` positions of windowed layers: position p at
+  // row p mod ring_rows (AttentionArgs::ring_rows), on any backend.
   KvCache(Backend& be, int64_t n_layers, int64_t kv_dim, int64_t capacity, KvType key_type, KvType value_type,
           WindowRing ring);
   // Paged: at most `capacity` positions in blocks of `pool`. The first `prefix_rows`
@@ -52,11 +51,11 @@ class KvCache final : public SequenceState {
   bool ring() const { return ring_rows_ > 0; }
   // Rows one layer holds: a ring's, or one per position.
   int64_t rows_per_layer() const { return ring() ? ring_rows_ : capacity_; }
-  // Paged or a ring: the blocks holding positions 0, block_rows, 2 block_rows, ... (what
-  // attention reads through), and positions per block.
+  // Paged: the blocks holding positions 0, block_rows, 2 block_rows, ... (what attention
+  // reads through), and positions per block.
   const std::vector<int32_t>& blocks() const { return blocks_; }
-  int64_t block_rows() const { return pool_ ? pool_->block_rows() : ring() ? kRingBlockRows : 0; }
-  const int32_t* block_table() const { return pool_ || ring() ? blocks_.data() : nullptr; }
+  int64_t block_rows() const { return pool_ ? pool_->block_rows() : 0; }
+  const int32_t* block_table() const { return pool_ ? blocks_.data() : nullptr; }
 
   int64_t capacity() const { return capacity_; }
   int64_t committed() const override { return committed_; }
@@ -79,14 +78,15 @@ class KvCache final : public SequenceState {
     return pool_ ? pool_->values(l) : v_.get<uint8_t>() + size_t(l) * size_t(rows_per_layer()) * value_row_bytes();
   }
   int64_t physical_row(int64_t pos) const {
-    if (!block_table()) return pos;
+    if (ring()) return pos % ring_rows_;
+    if (!pool_) return pos;
     const int64_t br = block_rows();
     return int64_t(blocks_[size_t(pos / br)]) * br + pos % br;
   }
-  // Positions from `pos` on that lie in consecutive rows (the rest of its block, paged or
-  // in a ring).
+  // Positions from `pos` on that lie in consecutive rows (the rest of its block, or of
+  // the ring before it wraps).
   int64_t contiguous_rows(int64_t pos) const {
-    return block_table() ? block_rows() - pos % block_rows() : capacity_ - pos;
+    return ring() ? ring_rows_ - pos % ring_rows_ : pool_ ? block_rows() - pos % block_rows() : capacity_ - pos;
   }
   // Bytes of keys and values this cache holds (a paged one: none of its own).
   uint64_t bytes() const { return k_.size() + v_.size(); }
@@ -121,7 +121,7 @@ class KvCache final : public SequenceState {
   // rows before n have been overwritten since keeps none (returns 0).
   int64_t truncate(int64_t n) override;
 
-  // A ring's blocks: small, so that a ring costs the window and little more.
+  // A ring's rows come in multiples of this (small: a ring costs the window and little more).
   static constexpr int64_t kRingBlockRows = 16;
   // The rows of a ring: a pass's first query reads window - 1 rows before it, its last
   // row is slack - 1 after it; whole blocks.

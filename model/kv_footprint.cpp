@@ -6,7 +6,7 @@
 namespace flashspec {
 
 KvFootprint kv_footprint(const LlamaConfig& c, KvType key_type, KvType value_type, int64_t context,
-                         int64_t pass_rows, bool host_memory) {
+                         int64_t pass_rows) {
   KvFootprint f;
   for (int64_t l = 0; l < c.n_layers; ++l) {
     if (c.recurrent(l)) continue;
@@ -19,7 +19,7 @@ KvFootprint kv_footprint(const LlamaConfig& c, KvType key_type, KvType value_typ
   f.layer_token_bytes = kv_bytes(key_type, c.kv_dim()) + kv_bytes(value_type, c.kv_dim());
   if (f.windowed_layers > 0) f.ring_rows = KvCache::ring_rows(WindowRing{c.sliding_window, pass_rows});
   // A ring only where it saves rows, beside global layers that keep the sequence's length.
-  f.ring = f.windowed_layers > 0 && f.global_layers > 0 && host_memory && f.ring_rows < context;
+  f.ring = f.windowed_layers > 0 && f.global_layers > 0 && f.ring_rows < context;
   return f;
 }
 

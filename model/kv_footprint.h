@@ -24,9 +24,8 @@ struct KvFootprint {
 };
 
 // The cache of `context` positions of a model of config `c` whose passes add at most
-// `pass_rows` rows, on a backend with host memory or not (rings need host memory: the
-// CUDA kernels read positions in order).
+// `pass_rows` rows.
 KvFootprint kv_footprint(const LlamaConfig& c, KvType key_type, KvType value_type, int64_t context,
-                         int64_t pass_rows, bool host_memory);
+                         int64_t pass_rows);
 
 }  // namespace flashspec

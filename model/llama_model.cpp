@@ -152,7 +152,7 @@ void LlamaModel::forward_many(std::span<const SequenceBatch> seqs) {
 
 SequenceCache LlamaModel::make_cache(int64_t capacity) const {
   const LlamaConfig& c = config_;
-  const KvFootprint f = kv_footprint(c, key_type_, value_type_, capacity, ring_slack(), backend_.host_memory());
+  const KvFootprint f = kv_footprint(c, key_type_, value_type_, capacity, ring_slack());
   if (!f.ring)
     return make_cache(KvCache(backend_, c.attention_layers(), c.kv_dim(), capacity, key_type_, value_type_));
   std::vector<int32_t> slots(size_t(c.n_layers), -1);

@@ -86,9 +86,8 @@ class LlamaModel {
   KvType key_type() const { return key_type_; }
   KvType value_type() const { return value_type_; }
   // What one sequence of at most `capacity` positions keeps between passes: KV rows of
-  // the attention layers (a model with windowed and global layers on a host-memory
-  // backend: the windowed layers' in a ring of the window and one pass's rows), the
-  // recurrent layers' state.
+  // the attention layers (a model with windowed and global layers: the windowed layers'
+  // in a ring of the window and one pass's rows), the recurrent layers' state.
   SequenceCache make_cache(int64_t capacity) const;
   // The same around KV rows of its own (a paged pool's), every attention layer's.
   SequenceCache make_cache(KvCache kv) const;

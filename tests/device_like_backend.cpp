@@ -455,7 +455,10 @@ void DeviceLikeBackend::rope(float* x, const int32_t* positions, int64_t T, int6
 
 void DeviceLikeBackend::attention(std::span<const AttentionArgs> calls) {
   for (const AttentionArgs& a : calls) {
-    const int64_t n = (a.n_past + a.n_masked) * a.n_kv_heads * a.head_dim;
+    // Rows read: one per position, or a window's ring (a device has no block table).
+    if (a.blocks) throw Error("device-like backend: a block table is host memory");
+    const int64_t rows = a.ring_rows > 0 ? std::min(a.ring_rows, a.n_past + a.n_masked) : a.n_past + a.n_masked;
+    const int64_t n = rows * a.n_kv_heads * a.head_dim;
     check(a.q, floats(a.T * a.n_heads * a.head_dim), "queries");
     check(a.k, kv_bytes(a.k_type, n), "key rows");
     check(a.v, kv_bytes(a.v_type, n), "value rows");

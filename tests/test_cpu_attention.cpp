@@ -122,6 +122,18 @@ double worst_error(const AttentionArgs& a, const Cache& c) {
   return worst;
 }
 
+// The ISA builds of the work items this CPU runs; the others are skipped, visibly.
+std::vector<Isa> supported_isas() {
+  std::vector<Isa> isas;
+  for (Isa i : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+    if (cpu::isa_supported(i))
+      isas.push_back(i);
+    else
+      MESSAGE("skipping attention built for " << std::string(cpu::isa_name(i)) << ": not supported by this CPU");
+  }
+  return isas;
+}
+
 bool same_bits(const float* a, const float* b, int64_t n) { return std::memcmp(a, b, size_t(n) * sizeof(float)) == 0; }
 
 // One call as a job of its own.
@@ -160,13 +172,7 @@ void check_batch_and_tree(const Shape& s, const Cache& cache, const std::vector<
 }  // namespace
 
 TEST_CASE("cpu attention: every ISA build against a double reference, a row alone equals it in a batch or a tree, calls alone equal them in one job") {
-  std::vector<Isa> isas;
-  for (Isa i : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
-    if (cpu::isa_supported(i))
-      isas.push_back(i);
-    else
-      MESSAGE("skipping attention built for " << std::string(cpu::isa_name(i)) << ": not supported by this CPU");
-  }
+  const std::vector<Isa> isas = supported_isas();
   ThreadPool pool(2);
   std::mt19937 rng(7);
   std::normal_distribution<float> nd(0.0f, 1.0f);
@@ -224,9 +230,7 @@ TEST_CASE("cpu attention: sliding windows and sinks, against a double reference 
   // block); sinks of either sign. Every ISA build: against the reference, a causal row
   // alone equals it in the batch, a tree row equals its path committed (the window counted
   // along the path, not in cache rows).
-  std::vector<Isa> isas;
-  for (Isa i : {Isa::Scalar, Isa::Avx2, Isa::Avx512})
-    if (cpu::isa_supported(i)) isas.push_back(i);
+  const std::vector<Isa> isas = supported_isas();
   ThreadPool pool(2);
   std::mt19937 rng(11);
   std::normal_distribution<float> nd(0.0f, 1.0f);
@@ -260,4 +264,52 @@ TEST_CASE("cpu attention: sliding windows and sinks, against a double reference 
           }
         }
     }
+}
+
+TEST_CASE("cpu attention: a window's ring (position j at row j mod ring_rows) reads as the whole cache, bit for bit") {
+  // The ring holds every position once, later ones over earlier ones: the window and the
+  // pass's rows are the last to land, what the window hides may be overwritten. Rings of
+  // the smallest size (window - 1 + T), which wraps inside the pass's rows, and of a
+  // 16-row multiple as KvCache makes them; causal batches and a tree; with sinks.
+  const std::vector<Isa> isas = supported_isas();
+  ThreadPool pool(2);
+  std::mt19937 rng(12);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int parent[6] = {-1, 0, 1, 2, 3, 0};
+  const int64_t n_past = 70, T = 6;
+  const Shape s{4, 2, 32};
+  const int64_t kv_dim = s.n_kv_heads * s.head_dim, q_dim = s.n_heads * s.head_dim;
+  std::vector<float> q(size_t(T * q_dim)), sinks(size_t(s.n_heads));
+  for (float& x : q) x = nd(rng);
+  for (float& x : sinks) x = 2.0f * nd(rng);
+  std::vector<uint8_t> mask(size_t(T * T), 0);
+  for (int64_t i = 0; i < T; ++i)
+    for (int64_t j = i; j >= 0; j = parent[j]) mask[size_t(i * T + j)] = 1;
+  for (KvType type : {KvType::F32, KvType::F16, KvType::Q8_0}) {
+    CAPTURE(std::string(kv_type_name(type)));
+    const Cache cache(type, type, kv_dim, n_past + T, rng);
+    for (int64_t window : {1, 3, 5, 64})
+      for (const int64_t ring_rows : {window - 1 + T, (window - 1 + T + 15) / 16 * 16}) {
+        CAPTURE(window);
+        CAPTURE(ring_rows);
+        Cache ring(type, type, kv_dim, ring_rows, rng);
+        for (int64_t j = 0; j < n_past + T; ++j) ring.copy_row(cache, j, j % ring_rows);
+        for (const uint8_t* m : {static_cast<const uint8_t*>(nullptr), static_cast<const uint8_t*>(mask.data())})
+          for (Isa isa : isas) {
+            CAPTURE(m != nullptr);
+            CAPTURE(std::string(cpu::isa_name(isa)));
+            std::vector<float> want(q.size()), got(q.size());
+            AttentionArgs whole = args(s, cache, q.data(), want.data(), T, n_past, T, m);
+            whole.window = window;
+            whole.sinks = sinks.data();
+            attend(whole, pool, isa);
+            AttentionArgs ringed = args(s, ring, q.data(), got.data(), T, n_past, T, m);
+            ringed.window = window;
+            ringed.sinks = sinks.data();
+            ringed.ring_rows = ring_rows;
+            attend(ringed, pool, isa);
+            CHECK(same_bits(got.data(), want.data(), int64_t(q.size())));
+          }
+      }
+  }
 }

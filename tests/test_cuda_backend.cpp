@@ -221,7 +221,7 @@ TEST_CASE("cuda backend: row and element kernels agree with the CPU backend") {
   }
 }
 
-TEST_CASE("cuda backend: tree-masked attention with grouped KV heads, every key and value type, agrees with the CPU") {
+TEST_CASE("cuda backend: tree-masked attention with grouped KV heads, every key and value type, windows, their rings and sinks, agrees with the CPU") {
   const std::unique_ptr<Backend> gpu = gpu_or_skip();
   if (!gpu) return;
   CpuBackend cpu(1);
@@ -287,6 +287,25 @@ TEST_CASE("cuda backend: tree-masked attention with grouped KV heads, every key 
             // float sums differ (order, fused multiply-adds, the CPU's double sum of exps); a
             // misread q8_0 value would be off by a whole code step (~1e-2).
             CHECK(worst < (v_type == KvType::F16 ? 5e-3 : 5e-4));
+            if (window == 0) continue;
+            // The same cache in a window's ring of the fewest rows (window - 1 + the pass's),
+            // position j at row j mod ring_rows, later positions over earlier ones: the
+            // same output as the whole cache.
+            const int64_t ring_rows = window - 1 + n_masked;
+            const size_t k_row = kv_bytes(k_type, row), v_row = kv_bytes(v_type, row);
+            std::vector<uint8_t> kr(size_t(ring_rows) * k_row), vr(size_t(ring_rows) * v_row);
+            for (int64_t j = 0; j < n_keys; ++j) {
+              std::memcpy(kr.data() + size_t(j % ring_rows) * k_row, k.data() + size_t(j) * k_row, k_row);
+              std::memcpy(vr.data() + size_t(j % ring_rows) * v_row, v.data() + size_t(j) * v_row, v_row);
+            }
+            const BackendBuffer krg = to_gpu(*gpu, kr), vrg = to_gpu(*gpu, vr);
+            AttentionArgs in_ring = on_gpu;
+            in_ring.k = krg.get();
+            in_ring.v = vrg.get();
+            in_ring.ring_rows = ring_rows;
+            gpu->attention({&in_ring, 1});
+            const std::vector<float> ringed = from_gpu<float>(*gpu, og, q.size());
+            CHECK(ringed == got);
           }
         }
       }

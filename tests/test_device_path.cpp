@@ -351,3 +351,36 @@ TEST_CASE("device path: speculative trees on asynchronous queues, staged and str
   CHECK(got.tokens == want.tokens);
   CHECK(got.stats.target_passes < want.stats.target_passes);
 }
+
+TEST_CASE("device path: windowed layers keep their rings in backend memory, tiny-gemma3 and tiny-gptoss match the CPU bit for bit, trees lossless") {
+  // A 240-token prompt wraps the 16-token windows' 80-row rings three times; trees commit
+  // their accepted rows inside the rings.
+  std::vector<int32_t> prompt(240);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t(1000 + (i * 7919) % 50000);
+  for (const char* name : {"tiny-gemma3", "tiny-gptoss"}) {
+    CAPTURE(name);
+    CpuBackend cpu(2);
+    LlamaModel ref(made_fixture_path(name), cpu);
+    GenerateOptions o = greedy(40, 4);
+    const GenerationResult want = generate_target_only(ref, prompt, o);
+    DeviceLikeBackend dev, dev_draft;
+    {
+      LlamaModel target(made_fixture_path(name), dev), draft(made_fixture_path(name), dev_draft);
+      keep_layers_in_backend(target);
+      keep_layers_in_backend(draft);
+      const SequenceCache probe = target.make_cache(1000);
+      REQUIRE(probe.ring() != nullptr);
+      CHECK(probe.ring()->rows_per_layer() == 80);
+      const GenerationResult got = generate_target_only(target, prompt, o);
+      CHECK(got.tokens == want.tokens);
+      CHECK(bit_identical(got.logits, want.logits));
+      SpeculationParams p{.mode = SpeculationParams::Mode::Tree};
+      p.node_budget = 12;
+      o.logits_positions = 0;
+      const GenerationResult spec = generate_speculative(target, draft, prompt, o, p);
+      CHECK(spec.tokens == want.tokens);
+      CHECK(spec.stats.target_passes < want.stats.target_passes);
+    }
+    CHECK(dev.live_allocations() == 0);
+  }
+}

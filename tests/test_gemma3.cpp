@@ -105,7 +105,7 @@ TEST_CASE("gemma3: the windowed layers keep a ring of the window and a step, and
   CHECK(cache.ring()->rows_per_layer() == 80);
   const uint64_t row = 2 * kv_bytes(KvType::F32, c.kv_dim());
   CHECK(cache.kv_bytes() == (1 * 1000 + 5 * 80) * row);  // one global layer, five windowed
-  const KvFootprint f = kv_footprint(c, KvType::F32, KvType::F32, 1000, LlamaModel::kRingStepRows, true);
+  const KvFootprint f = kv_footprint(c, KvType::F32, KvType::F32, 1000, LlamaModel::kRingStepRows);
   CHECK(f.total_bytes() == cache.kv_bytes());
 
   SUBCASE("llama.cpp's logits through rings that wrap around") {

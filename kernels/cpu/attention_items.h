@@ -239,14 +239,17 @@ void attend_items(const AttentionArgs& a, const TreeKeys& tree, std::atomic<int6
   const Side keys{static_cast<const uint8_t*>(a.k), a.k_type, kv_bytes(a.k_type, a.n_kv_heads * hd)};
   const Side values{static_cast<const uint8_t*>(a.v), a.v_type, kv_bytes(a.v_type, a.n_kv_heads * hd)};
   // fn(row, i, run) for the runs of cache rows [j0, j0 + n) of one side that lie one after
-  // another (the rest of a paged cache's block, or all of them): `row` holds position
-  // j0 + i. Row addresses are walked, not computed per row (a block lookup divides).
+  // another (the rest of a paged cache's block or of a ring, or all of them): `row` holds
+  // position j0 + i. Row addresses are walked, not computed per row (a lookup divides).
   auto for_each_run = [&a](const Side& side, int64_t j0, int64_t n, auto fn) {
     for (int64_t j = j0; j < j0 + n;) {
       int64_t at = j, run = j0 + n - j;
       if (a.blocks) {
         at = int64_t(a.blocks[j / a.block_rows]) * a.block_rows + j % a.block_rows;
         run = std::min(run, a.block_rows - j % a.block_rows);
+      } else if (a.ring_rows > 0) {
+        at = j % a.ring_rows;
+        run = std::min(run, a.ring_rows - at);
       }
       fn(side.base + size_t(at) * side.row_bytes, j - j0, run);
       j += run;

@@ -2,8 +2,8 @@
 // round the query to fp16 before its dot products, fp16 values round the probabilities
 // (normalised) to fp16 before they weight the value rows; an f32 or q8_0 side rounds
 // nothing (q8_0 values read as scale * code, as the CPU dequantizes them); exp() cut to 0
-// below -88. Keys and values may have different types (-ctk/-ctv). Sliding windows and
-// sinks as AttentionArgs defines them.
+// below -88. Keys and values may have different types (-ctk/-ctv). Sliding windows, their
+// rings and sinks as AttentionArgs defines them.
 //
 // One block per (query row, head), three sweeps over the keys: the maximum score, the
 // sum of exponentials, then the weighted sum of value rows in chunks whose
@@ -64,6 +64,9 @@ __global__ void attention_kernel(AttentionArgs a) {
   const uint8_t* mrow = a.mask ? a.mask + t * a.n_masked : nullptr;
   const int64_t causal_limit = a.n_masked - a.T + t;  // without a mask: the last masked row t sees
   const int64_t first = g * hd;                        // this KV head's first value in a row
+  // The cache row of position j: in a window's ring, j mod its rows (a position the
+  // window hides may have been overwritten, but is never read).
+  auto row = [&](int64_t j) { return a.ring_rows > 0 ? j % a.ring_rows : j; };
 
   for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) q16[d] = KCache::round(q[d]);
   if (threadIdx.x == 0 && a.window > 0) {
@@ -86,7 +89,8 @@ __global__ void attention_kernel(AttentionArgs a) {
     if (j >= a.n_past && (mrow ? !mrow[j - a.n_past] : j - a.n_past > causal_limit)) return -INFINITY;
     if (a.window > 0 && (mrow && j >= a.n_past ? j - a.n_past < window_cut : j < window_lo)) return -INFINITY;
     float s = 0.0f;
-    for (int64_t d = 0; d < hd; ++d) s += q16[d] * KCache::at(a.k, j, first + d, kv_stride);
+    const int64_t r = row(j);
+    for (int64_t d = 0; d < hd; ++d) s += q16[d] * KCache::at(a.k, r, first + d, kv_stride);
     return s * a.scale;
   };
   auto weight = [&](float s, float mx) {  // exp(s - mx), 0 below the cut (and for masked keys)
@@ -115,7 +119,7 @@ __global__ void attention_kernel(AttentionArgs a) {
     __syncthreads();
     if (threadIdx.x < hd) {
       for (int64_t j = 0; j < n; ++j)
-        if (prob[j] != 0.0f) acc += prob[j] * VCache::at(a.v, c0 + j, first + threadIdx.x, kv_stride);
+        if (prob[j] != 0.0f) acc += prob[j] * VCache::at(a.v, row(c0 + j), first + threadIdx.x, kv_stride);
     }
   }
   if (threadIdx.x < hd) a.out[(t * a.n_heads + h) * hd + threadIdx.x] = acc;
