@@ -122,6 +122,15 @@ double worst_error(const AttentionArgs& a, const Cache& c) {
   return worst;
 }
 
+// The T x T mask of a token tree whose node i has parent[i] (-1: the root): each node
+// sees itself and its ancestors.
+std::vector<uint8_t> tree_mask(const int* parent, int64_t T) {
+  std::vector<uint8_t> mask(size_t(T * T), 0);
+  for (int64_t i = 0; i < T; ++i)
+    for (int64_t j = i; j >= 0; j = parent[j]) mask[size_t(i * T + j)] = 1;
+  return mask;
+}
+
 // The ISA builds of the work items this CPU runs; the others are skipped, visibly.
 std::vector<Isa> supported_isas() {
   std::vector<Isa> isas;
@@ -245,9 +254,7 @@ TEST_CASE("cpu attention: sliding windows and sinks, against a double reference 
       std::vector<float> q(size_t(T * q_dim)), sinks(size_t(s.n_heads));
       for (float& x : q) x = nd(rng);
       for (float& x : sinks) x = 3.0f * nd(rng);
-      std::vector<uint8_t> mask(size_t(T * T), 0);
-      for (int64_t i = 0; i < T; ++i)
-        for (int64_t j = i; j >= 0; j = parent[j]) mask[size_t(i * T + j)] = 1;
+      const std::vector<uint8_t> mask = tree_mask(parent, T);
       const double tolerance = type == KvType::F16 ? 2e-3 : 2e-5;
       for (int64_t window : {1, 3, 5, 64, 73})
         for (const float* sink : {static_cast<const float*>(nullptr), static_cast<const float*>(sinks.data())}) {
@@ -282,9 +289,7 @@ TEST_CASE("cpu attention: a window's ring (position j at row j mod ring_rows) re
   std::vector<float> q(size_t(T * q_dim)), sinks(size_t(s.n_heads));
   for (float& x : q) x = nd(rng);
   for (float& x : sinks) x = 2.0f * nd(rng);
-  std::vector<uint8_t> mask(size_t(T * T), 0);
-  for (int64_t i = 0; i < T; ++i)
-    for (int64_t j = i; j >= 0; j = parent[j]) mask[size_t(i * T + j)] = 1;
+  const std::vector<uint8_t> mask = tree_mask(parent, T);
   for (KvType type : {KvType::F32, KvType::F16, KvType::Q8_0}) {
     CAPTURE(std::string(kv_type_name(type)));
     const Cache cache(type, type, kv_dim, n_past + T, rng);
