@@ -1106,6 +1106,10 @@ int run(int argc, char** argv) {
       throw Error(shape.empty() ? std::string("--shape is missing; ") + kUsage
                                 : "unknown --shape '" + shape + "' (known: qwen35moe-35b-a3b, gptoss-20b, gemma3-12b)");
     if (out.empty()) throw Error(std::string("no output file; ") + kUsage);
+    // The shape and its tokenizer, then one write for all of them.
+    Shape s;
+    Metadata tok;
+    uint64_t n_vocab = 0;
     if (shape == "gptoss-20b") {
       GgmlType mtype;
       if (type == "bf16") mtype = GgmlType::BF16;
@@ -1113,35 +1117,28 @@ int run(int argc, char** argv) {
       else throw Error(type.empty() ? std::string("--type is missing (bf16 or q8_0)")
                                     : "unknown --type '" + type + "' for gptoss-20b (bf16 or q8_0)");
       if (gptoss_tokenizer.empty()) throw Error("--shape gptoss-20b needs --gptoss-tokenizer DIR; " + std::string(kUsage));
-      Shape s = gptoss_20b(mtype);
-      if (layers) s.layers = *layers;
-      uint64_t n_vocab = 0;
-      Metadata tok = gptoss_tokenizer_metadata(gptoss_tokenizer, n_vocab);
-      write_model(out, s, std::move(tok), int64_t(n_vocab));
-      return 0;
+      s = gptoss_20b(mtype);
+      tok = gptoss_tokenizer_metadata(gptoss_tokenizer, n_vocab);
+    } else {
+      GgmlType qtype;
+      if (type == "q4_0") qtype = GgmlType::Q4_0;
+      else if (type == "q8_0") qtype = GgmlType::Q8_0;
+      else throw Error(type.empty() ? std::string("--type is missing (q4_0 or q8_0)")
+                                    : "unknown --type '" + type + "' (q4_0 or q8_0)");
+      if (shape == "gemma3-12b") {
+        if (gemma3_tokenizer.empty()) throw Error("--shape gemma3-12b needs --gemma3-tokenizer DIR; " + std::string(kUsage));
+        s = gemma3_12b(qtype);
+        tok = gemma3_tokenizer_metadata(gemma3_tokenizer, n_vocab);
+      } else {
+        if (models.empty()) {
+          const char* env = std::getenv("FLASHSPEC_SHARED_DIR");
+          models = std::string(env && *env ? env : FS_SHARED_DIR) + "/models";
+        }
+        s = qwen35moe_35b_a3b(qtype);
+        tok = tokenizer_metadata(models, s.vocab_rows, n_vocab);
+      }
     }
-    GgmlType qtype;
-    if (type == "q4_0") qtype = GgmlType::Q4_0;
-    else if (type == "q8_0") qtype = GgmlType::Q8_0;
-    else throw Error(type.empty() ? std::string("--type is missing (q4_0 or q8_0)")
-                                  : "unknown --type '" + type + "' (q4_0 or q8_0)");
-    if (shape == "gemma3-12b") {
-      if (gemma3_tokenizer.empty()) throw Error("--shape gemma3-12b needs --gemma3-tokenizer DIR; " + std::string(kUsage));
-      Shape s = gemma3_12b(qtype);
-      if (layers) s.layers = *layers;
-      uint64_t n_vocab = 0;
-      Metadata tok = gemma3_tokenizer_metadata(gemma3_tokenizer, n_vocab);
-      write_model(out, s, std::move(tok), int64_t(n_vocab));
-      return 0;
-    }
-    if (models.empty()) {
-      const char* env = std::getenv("FLASHSPEC_SHARED_DIR");
-      models = std::string(env && *env ? env : FS_SHARED_DIR) + "/models";
-    }
-    Shape s = qwen35moe_35b_a3b(qtype);
     if (layers) s.layers = *layers;
-    uint64_t n_vocab = 0;
-    Metadata tok = tokenizer_metadata(models, s.vocab_rows, n_vocab);
     write_model(out, s, std::move(tok), int64_t(n_vocab));
     return 0;
   }
