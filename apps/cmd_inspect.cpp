@@ -39,8 +39,10 @@ struct InspectArgs {
 };
 
 // A mixture-of-experts model's size: all parameters vs those one token uses (every
-// tensor but the experts, plus experts_used of each layer's experts), and the layer bytes
-// a token reads (dense parts and its experts; the embedding and head stay resident).
+// tensor but the experts, plus experts_used of each layer's experts; of an embedding table
+// that is not also the head, the one row a token looks up: model cards count active
+// parameters so, gpt-oss-20b's 3.6 B among them), and the layer bytes a token reads (dense
+// parts and its experts; the embedding and head stay resident).
 struct MoeSummary {
   int64_t params_total = 0, params_active = 0;
   uint64_t dense_bytes = 0, expert_bytes = 0;
@@ -48,19 +50,21 @@ struct MoeSummary {
 
 MoeSummary moe_summary(const GgufFile& f, const LlamaConfig& c, const ModelWeights& w) {
   MoeSummary m;
-  for (const auto& t : f.tensors()) m.params_total += t.elements();
+  int64_t expert_params = 0;  // the experts' matrices and their biases (gpt-oss): GGUF names them *_exps.*
+  for (const auto& t : f.tensors()) {
+    m.params_total += t.elements();
+    if (t.name.find("_exps.") != std::string::npos) expert_params += t.elements();
+  }
   if (!c.moe()) return m;
-  int64_t expert_params = 0;
   for (int64_t l = 0; l < w.n_layers(); ++l)
     for (const LayerMatrixTensor& x : w.layer_matrices(l)) {
-      if (x.spec.experts > 1) {
-        expert_params += x.tensor->elements();
+      if (x.spec.experts > 1)
         m.expert_bytes += x.tensor->nbytes / uint64_t(x.spec.experts) * uint64_t(c.n_experts_used);
-      } else {
+      else
         m.dense_bytes += x.tensor->nbytes;
-      }
     }
-  m.params_active = m.params_total - expert_params / c.n_experts * (c.n_experts - c.n_experts_used);
+  const int64_t unread_embedding = c.tied_output ? 0 : (c.n_vocab - 1) * c.dim;
+  m.params_active = m.params_total - expert_params / c.n_experts * (c.n_experts - c.n_experts_used) - unread_embedding;
   return m;
 }
 

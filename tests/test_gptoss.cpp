@@ -97,6 +97,23 @@ TEST_CASE("gpt-oss: speculation is lossless on tiny-gptoss with trees and chains
   check_lossless_across_window(gptoss(), {gptoss(), near_copy(near)}, 96);
 }
 
+TEST_CASE("gpt-oss: inspect counts the parameters a token uses as the model card does: experts_used of each layer's experts, one embedding row") {
+  const CliResult r = run_cli({"inspect", gptoss(), "--json"});
+  REQUIRE(r.exit_code == 0);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  REQUIRE_FALSE(j["tied_output"].get<bool>());
+  const int64_t experts = j["moe"]["experts"], used = j["moe"]["experts_used"];
+  int64_t total = 0, unused = 0;
+  const GgufFile f = GgufFile::open(gptoss());
+  for (const GgufTensorInfo& t : f.tensors()) {
+    total += t.elements();
+    if (t.name.find("_exps.") != std::string::npos) unused += t.elements() / experts * (experts - used);
+    if (t.name == "token_embd.weight") unused += t.elements() - t.dims[0];  // all rows but the one looked up
+  }
+  CHECK(j["moe"]["params_total"] == total);
+  CHECK(j["moe"]["params_active"] == total - unused);
+}
+
 TEST_CASE("gpt-oss: a file missing a tensor or key of its family, or with a wrongly sized MXFP4 tensor, is one error line") {
   TempFile f("gptoss-broken");
   auto generate_with = [&](const std::string& path) {

@@ -690,7 +690,9 @@ TEST_CASE("cli: inspect shows an MoE model's total and active parameters and whe
   CHECK(moe["experts"] == 8);
   CHECK(moe["experts_used"] == 2);
   // Experts: 2 layers x 3 tensors x 8 x 48 x 64 parameters, of which a token uses 2 of 8.
+  // The embedding is the head too, so all of it counts.
   const int64_t experts = 2 * 3 * 8 * 48 * 64;
+  REQUIRE(j["tied_output"].get<bool>());
   CHECK(moe["params_total"].get<int64_t>() - moe["params_active"].get<int64_t>() == experts / 8 * 6);
   CHECK(moe["token_expert_bytes"].get<int64_t>() == 2 * 2 * 3 * 48 * 64 * 4);
   const nlohmann::json& x = j["placement"]["stream"]["experts"];

@@ -58,7 +58,8 @@ ConnectionServer::ConnectionServer(const ConnectionPolicy& policy)
   set_keep_alive_max_count(kMaxRequestsPerConnection);
   // An answer after which the connection closes says so (httplib only says it when the
   // client asked): a refusal before the body, a failed read, the server stopping.
-  set_post_routing_handler([this](const httplib::Request&, httplib::Response& res) {
+  set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (on_answer_) on_answer_(req, res);
     const ClientStream* s = current();
     if (!s || !(s->closing() || stopping())) return;
     res.headers.erase("Keep-Alive");

@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <functional>
 #include <list>
 #include <mutex>
 #include <optional>
@@ -58,6 +59,11 @@ class ConnectionServer final : public httplib::Server {
   // What a request whose head could not be read is told: 408 (too slow), 431 (too large),
   // 503 (shutting down); nothing for a client that closed or went idle.
   std::optional<ApiError> head_error(const ClientStream& s) const;
+  // Called with every answer just before it is written (httplib's logger runs after the
+  // write, so a client that read an answer and asked /metrics at once could miss it).
+  // Set before serve().
+  using AnswerHook = std::function<void(const httplib::Request&, const httplib::Response&)>;
+  void on_answer(AnswerHook hook) { on_answer_ = std::move(hook); }
   size_t open_connections() const { return counts_.open(); }
   uint64_t refused_connections() const { return refused_total_.load(); }
 
@@ -80,6 +86,7 @@ class ConnectionServer final : public httplib::Server {
   void reap(bool all);
 
   const ConnectionPolicy policy_;
+  AnswerHook on_answer_;
   ShutdownLatch stop_;
   ConnectionCounts counts_;
   std::atomic<uint64_t> refused_total_{0};

@@ -174,7 +174,7 @@ HttpServer::HttpServer(Engine& engine, ServeOptions o)
     log_internal_error(req, cause);
     reply_error(req, res, ApiError(500, "server_error", "internal_error", "internal error"));
   });
-  http_->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+  http_->on_answer([this](const httplib::Request& req, const httplib::Response& res) {
     metrics_.count_response(req.path, res.status);
   });
   add_routes();
