@@ -216,36 +216,58 @@ void ChatFormat::user_turn(std::vector<Part>& parts, std::string_view user) cons
   assistant_header(parts);
 }
 
+// ChatML, Llama 3, Zephyr and Gemma write every turn alike: a header naming the role, the
+// text, an end. open_turn writes the header, close_turn the end.
+void ChatFormat::open_turn(std::vector<Part>& parts, const std::string& role) const {
+  switch (style_) {
+    case ChatStyle::ChatML:
+      parts.push_back({im_start_, {}});
+      parts.push_back({-1, role + "\n"});
+      break;
+    case ChatStyle::Llama3:
+      parts.push_back({start_header_, {}});
+      parts.push_back({-1, role});
+      parts.push_back({end_header_, {}});
+      parts.push_back({-1, "\n\n"});
+      break;
+    case ChatStyle::Zephyr:
+      parts.push_back(marker(std::string("<|").append(role).append("|>")));
+      parts.push_back({-1, "\n"});
+      break;
+    case ChatStyle::Gemma:
+      parts.push_back({start_turn_, {}});
+      parts.push_back({-1, role + "\n"});
+      break;
+    default:
+      throw Error("chat format: turns of this style are not written by open_turn");
+  }
+}
+
+void ChatFormat::close_turn(std::vector<Part>& parts) const {
+  parts.push_back({style_ == ChatStyle::Zephyr ? tok_->eos() : turn_end_, {}});
+  if (style_ != ChatStyle::Llama3) parts.push_back({-1, "\n"});
+}
+
+void ChatFormat::whole_turn(std::vector<Part>& parts, const std::string& role, const std::string& text) const {
+  open_turn(parts, role);
+  parts.push_back({-1, text});
+  close_turn(parts);
+}
+
 void ChatFormat::system_message(std::vector<Part>& parts, const std::string& sys) const {
   switch (style_) {
     case ChatStyle::Plain:
       parts.push_back({-1, sys + "\n"});
       break;
     case ChatStyle::Llama2:  // nested in the first [INST]: see first_turn and render_llama2
-      break;
-    case ChatStyle::ChatML:
-      parts.push_back({im_start_, {}});
-      parts.push_back({-1, "system\n" + sys});
-      parts.push_back({turn_end_, {}});
-      parts.push_back({-1, "\n"});
-      break;
-    case ChatStyle::Llama3:
-      parts.push_back({start_header_, {}});
-      parts.push_back({-1, "system"});
-      parts.push_back({end_header_, {}});
-      parts.push_back({-1, "\n\n" + sys});
-      parts.push_back({turn_end_, {}});
-      break;
-    case ChatStyle::Zephyr:
-      parts.push_back(marker("<|system|>"));
-      parts.push_back({-1, "\n" + sys});
-      parts.push_back({tok_->eos(), {}});
-      parts.push_back({-1, "\n"});
-      break;
-    case ChatStyle::Gemma:  // folded into the first user turn: see first_turn and render_gemma
-      break;
+    case ChatStyle::Gemma:   // folded into the first user turn: see first_turn and render_gemma
     case ChatStyle::Harmony:  // rendered whole by render_harmony
     case ChatStyle::Jinja:    // and by the template
+      break;
+    case ChatStyle::ChatML:
+    case ChatStyle::Llama3:
+    case ChatStyle::Zephyr:
+      whole_turn(parts, "system", sys);
       break;
   }
 }
@@ -259,29 +281,12 @@ void ChatFormat::user_message(std::vector<Part>& parts, const std::string& u) co
       parts.push_back({-1, "[INST] " + u + " [/INST]"});
       break;
     case ChatStyle::ChatML:
-      parts.push_back({im_start_, {}});
-      parts.push_back({-1, "user\n" + u});
-      parts.push_back({turn_end_, {}});
-      parts.push_back({-1, "\n"});
-      break;
     case ChatStyle::Llama3:
-      parts.push_back({start_header_, {}});
-      parts.push_back({-1, "user"});
-      parts.push_back({end_header_, {}});
-      parts.push_back({-1, "\n\n" + u});
-      parts.push_back({turn_end_, {}});
-      break;
     case ChatStyle::Zephyr:
-      parts.push_back(marker("<|user|>"));
-      parts.push_back({-1, "\n" + u});
-      parts.push_back({tok_->eos(), {}});
-      parts.push_back({-1, "\n"});
+      whole_turn(parts, "user", u);
       break;
     case ChatStyle::Gemma:
-      parts.push_back({start_turn_, {}});
-      parts.push_back({-1, "user\n" + trimmed(u)});
-      parts.push_back({turn_end_, {}});
-      parts.push_back({-1, "\n"});
+      whole_turn(parts, "user", trimmed(u));
       break;
     case ChatStyle::Harmony:  // rendered whole by render_harmony
     case ChatStyle::Jinja:    // and by the template
@@ -297,8 +302,7 @@ void ChatFormat::assistant_header(std::vector<Part>& parts) const {
     case ChatStyle::Llama2:
       break;  // the answer follows [/INST] directly
     case ChatStyle::ChatML:
-      parts.push_back({im_start_, {}});
-      parts.push_back({-1, "assistant\n"});
+      open_turn(parts, "assistant");
       if (reasons() && !thinking_) {
         parts.push_back({think_open_, {}});
         parts.push_back({-1, "\n\n"});
@@ -307,18 +311,11 @@ void ChatFormat::assistant_header(std::vector<Part>& parts) const {
       }
       break;
     case ChatStyle::Llama3:
-      parts.push_back({start_header_, {}});
-      parts.push_back({-1, "assistant"});
-      parts.push_back({end_header_, {}});
-      parts.push_back({-1, "\n\n"});
-      break;
     case ChatStyle::Zephyr:
-      parts.push_back(marker("<|assistant|>"));
-      parts.push_back({-1, "\n"});
+      open_turn(parts, "assistant");
       break;
     case ChatStyle::Gemma:
-      parts.push_back({start_turn_, {}});
-      parts.push_back({-1, "model\n"});
+      open_turn(parts, "model");
       break;
     case ChatStyle::Harmony:  // rendered whole by render_harmony
     case ChatStyle::Jinja:    // and by the template
@@ -354,29 +351,14 @@ void ChatFormat::assistant_message(std::vector<Part>& parts, const std::string& 
       parts.push_back({tok_->eos(), {}});
       break;
     case ChatStyle::ChatML:
-      parts.push_back({im_start_, {}});
-      parts.push_back({-1, "assistant\n" + (reasons() ? without_reasoning(a) : a)});
-      parts.push_back({turn_end_, {}});
-      parts.push_back({-1, "\n"});
+      whole_turn(parts, "assistant", reasons() ? without_reasoning(a) : a);
       break;
     case ChatStyle::Llama3:
-      parts.push_back({start_header_, {}});
-      parts.push_back({-1, "assistant"});
-      parts.push_back({end_header_, {}});
-      parts.push_back({-1, "\n\n" + a});
-      parts.push_back({turn_end_, {}});
-      break;
     case ChatStyle::Zephyr:
-      parts.push_back(marker("<|assistant|>"));
-      parts.push_back({-1, "\n" + a});
-      parts.push_back({tok_->eos(), {}});
-      parts.push_back({-1, "\n"});
+      whole_turn(parts, "assistant", a);
       break;
     case ChatStyle::Gemma:
-      parts.push_back({start_turn_, {}});
-      parts.push_back({-1, "model\n" + trimmed(a)});
-      parts.push_back({turn_end_, {}});
-      parts.push_back({-1, "\n"});
+      whole_turn(parts, "model", trimmed(a));
       break;
     case ChatStyle::Harmony:  // rendered whole by render_harmony
     case ChatStyle::Jinja:    // and by the template

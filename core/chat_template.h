@@ -223,6 +223,11 @@ class ChatFormat {
   void user_message(std::vector<Part>& parts, const std::string& user) const;
   void assistant_message(std::vector<Part>& parts, const std::string& answer) const;
   void assistant_header(std::vector<Part>& parts) const;
+  // A turn's header and end in the styles whose turns all look alike (ChatML, Llama 3,
+  // Zephyr, Gemma), and a whole turn.
+  void open_turn(std::vector<Part>& parts, const std::string& role) const;
+  void close_turn(std::vector<Part>& parts) const;
+  void whole_turn(std::vector<Part>& parts, const std::string& role, const std::string& text) const;
   void render_llama2(std::vector<Part>& parts, std::span<const ChatMessage> messages) const;
   void render_gemma(std::vector<Part>& parts, std::span<const ChatMessage> messages) const;
   // core/chat_template_jinja.cpp
