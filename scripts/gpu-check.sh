@@ -11,46 +11,58 @@
 #   4. end to end: a 7B-shape Q4_0 target inflated from the fixture (~3.7 GB, written
 #      once to MODEL_DIR and kept) streamed with a VRAM budget below its size and
 #      salty279K drafting: target alone vs --tree auto, greedy, tokens compared.
-# Exits non-zero when any step failed; every log is in MODEL_DIR.
+# Exits non-zero when any step failed; every log is in MODEL_DIR. (The device-like backend's
+# tests, "device path*", run on the CPU in CI and need fixtures made with npm: not here.)
 #
 #   scripts/gpu-check.sh [MODEL_DIR] [VRAM_BUDGET (default 2G)]
 #
-# Builds into build-gpu for this GPU's architecture, unless FS_BIN names a folder of
-# binaries built elsewhere (the GPU machines lent to this project have the CUDA toolkit
-# but not the Debian libraries, and nothing can be installed there: build on Debian with
-# the default CUDA architectures, which include sm_90, and bring build/bin along).
-# Where the inflation is slow (it ran past 6 minutes on a 16-core GPU machine whose
-# Python was the image's own), make MODEL_DIR/7b-q4_0.gguf ahead of time.
+# On a lent GPU machine (the CUDA toolkit but none of the Debian libraries, nothing to
+# install, the repository alone travels): FS_PACK=DIR names a folder scripts/gpu-pack.sh
+# made on Debian (binaries, their libraries, the shared models), carried along. Without
+# FS_PACK it builds into build-gpu for this GPU's architecture (a machine with the libraries).
+# The 7B-shape inflation takes minutes (5 on a 2-core Debian VM, past 6 on a GPU machine
+# once), so it runs in the background from the start, beside the tests and the gpubench.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 DIR=${1:-/tmp/flashspec-models}
 VRAM=${2:-2G}
-SHARED=${FLASHSPEC_SHARED_DIR:-../shared}
 mkdir -p "$DIR"
 failed=()
 
-if [[ -n ${FS_BIN:-} ]]; then
-  BIN=$FS_BIN
+if [[ -n ${FS_PACK:-} ]]; then
+  BIN=$FS_PACK/bin
+  export LD_LIBRARY_PATH=$FS_PACK/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  export FLASHSPEC_SHARED_DIR=${FLASHSPEC_SHARED_DIR:-$FS_PACK/shared}
 else
   cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=native >/dev/null &&
     cmake --build build-gpu -j"$(nproc)" || { echo "gpu-check: the build failed" >&2; exit 1; }
   BIN=build-gpu/bin
 fi
+SHARED=${FLASHSPEC_SHARED_DIR:-../shared}
+STORIES=$SHARED/models/stories260K.gguf
 
-for group in 'cuda backend*' 'block format*' 'cuda model*' 'device path*'; do
+BIG=$DIR/7b-q4_0.gguf
+inflating=
+if [[ ! -f $BIG ]]; then
+  python3 "$SHARED/tools/gguf_inflate.py" "$STORIES" "$BIG.part" --dim 4096 --ff 11008 --layers 32 --type q4_0 \
+    >"$DIR/inflate.log" 2>&1 &
+  inflating=$!  # python3's own pid, so that the early exit below can stop it
+fi
+
+for group in 'cuda backend*' 'block format*' 'cuda model*'; do
   log=$DIR/tests-${group%%\**}.log
   log=${log// /-}
   "$BIN/flashspec_tests" -tc="$group" -s >"$log" 2>&1 || failed+=("tests '$group' ($log)")
   grep -E 'MESSAGE|test cases:|assertions:' "$log" | sed "s|^|$group: |"
   if grep -q 'CUDA tests skipped' "$log"; then
     echo "gpu-check: the CUDA tests skipped (no usable GPU?)" >&2
+    [[ -n $inflating ]] && kill "$inflating" 2>/dev/null
     exit 1
   fi
 done
 
 "$BIN/flashspec-gpubench" --iters 20 | tee "$DIR/gpubench.jsonl" || failed+=(gpubench)
 
-STORIES=$SHARED/models/stories260K.gguf
 for kv in f16 f32 q8_0; do
   for be in cpu cuda; do
     "$BIN/flashspec" generate -m "$STORIES" -p "Once upon a time" -n 64 --temp 0 --ignore-eos \
@@ -58,10 +70,8 @@ for kv in f16 f32 q8_0; do
   done
 done
 
-BIG=$DIR/7b-q4_0.gguf
-if [[ ! -f $BIG ]]; then
-  python3 "$SHARED/tools/gguf_inflate.py" "$STORIES" "$BIG.part" --dim 4096 --ff 11008 --layers 32 --type q4_0 &&
-    mv "$BIG.part" "$BIG" || failed+=("the 7B-shape file")
+if [[ -n $inflating ]]; then
+  if wait "$inflating"; then mv "$BIG.part" "$BIG"; else failed+=("the 7B-shape file ($DIR/inflate.log)"); fi
 fi
 P="Once upon a time, there was a little girl named Lily"
 common=(-m "$BIG" --backend cuda --stream --vram-budget "$VRAM" -p "$P" -n 64 --temp 0 --ignore-eos --json)
@@ -74,24 +84,34 @@ fi
 python3 - "$DIR" <<'PY' || failed+=("a comparison")
 import json, sys, os
 d = sys.argv[1]
-def load(name):
-    with open(os.path.join(d, name)) as f:
-        return json.load(f)
+def load(name):  # None for a run that wrote nothing readable (its failure is listed already)
+    try:
+        with open(os.path.join(d, name)) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        print(f"{name}: missing or not JSON")
+        return None
 ok = True
 for kv in ("f16", "f32", "q8_0"):
-    cpu, gpu = load(f"kv-{kv}-cpu.json")["tokens"], load(f"kv-{kv}-cuda.json")["tokens"]
+    cpu, gpu = load(f"kv-{kv}-cpu.json"), load(f"kv-{kv}-cuda.json")
+    if cpu is None or gpu is None:
+        ok = False
+        continue
+    cpu, gpu = cpu["tokens"], gpu["tokens"]
     same = next((i for i, (a, b) in enumerate(zip(cpu, gpu)) if a != b), min(len(cpu), len(gpu)))
     print(f"--kv-type {kv}: cuda matches the cpu for {same} of {len(cpu)} greedy tokens")
     ok &= same == len(cpu)
-if os.path.exists(os.path.join(d, "main-auto.json")):
-    a, b = load("main-alone.json"), load("main-auto.json")
+a, b = load("main-alone.json"), load("main-auto.json")
+if a is None or b is None:
+    ok = False
+else:
+    rate = lambda r: r["stats"]["generated"] / r["stats"]["decode_ms"] * 1e3
     for name, r in (("target alone", a), ("--tree auto", b)):
         s = r["stats"]
-        print(f"{name}: {s['generated'] / s['decode_ms'] * 1e3:.2f} tok/s decode, tau {s['tau']:.2f}, "
+        print(f"{name}: {rate(r):.2f} tok/s decode, tau {s['tau']:.2f}, "
               f"I/O busy {s['io_busy']:.2f}, {s['read_gbps']:.2f} GB/s read")
     same = a["tokens"] == b["tokens"]
-    print(f"greedy tokens identical: {same}; speedup "
-          f"{(b['stats']['generated'] / b['stats']['decode_ms']) / (a['stats']['generated'] / a['stats']['decode_ms']):.2f}x")
+    print(f"greedy tokens identical: {same}; speedup {rate(b) / rate(a):.2f}x")
     ok &= same
 sys.exit(0 if ok else 1)
 PY

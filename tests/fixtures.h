@@ -10,11 +10,15 @@
 
 namespace flashspec::testing {
 
-inline std::string model_path(const std::string& name) {
-  return std::string(FS_SHARED_DIR) + "/models/" + name + ".gguf";
+// The shared fixtures' folder: $FLASHSPEC_SHARED_DIR when set (the scripts' variable; it lets
+// a test binary run on another machine, scripts/gpu-pack.sh), else the build's.
+inline std::string shared_dir() {
+  const char* env = std::getenv("FLASHSPEC_SHARED_DIR");
+  return env && *env ? std::string(env) : std::string(FS_SHARED_DIR);
 }
+inline std::string model_path(const std::string& name) { return shared_dir() + "/models/" + name + ".gguf"; }
 inline std::string reference_path(const std::string& name) {
-  return std::string(FS_SHARED_DIR) + "/reference/" + name + ".llamacpp.json";
+  return shared_dir() + "/reference/" + name + ".llamacpp.json";
 }
 inline std::string cli_path() { return FS_CLI_PATH; }
 
@@ -39,7 +43,7 @@ inline std::string made_fixture_path(const std::string& name) {
   static std::mutex mutex;
   static bool ran = false;
   static std::string failure;  // the script's command and status when it failed
-  const std::string cmd = "FS_MAKE_FIXTURES_BIN='" FS_MAKE_FIXTURES_BIN "' FLASHSPEC_SHARED_DIR='" FS_SHARED_DIR
+  const std::string cmd = "FS_MAKE_FIXTURES_BIN='" FS_MAKE_FIXTURES_BIN "' FLASHSPEC_SHARED_DIR='" + shared_dir() +
                           "' '" FS_SOURCE_DIR "/scripts/make-fixtures.sh' '" FS_FIXTURE_DIR "'";
   std::lock_guard lock(mutex);
   if (!ran && !current()) {

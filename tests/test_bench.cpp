@@ -626,7 +626,7 @@ TEST_CASE("bench: several drafts in one run, the target alone once, each draft i
 
 TEST_CASE("bench: Spec-Bench's set on tiny-qwen3 reports all 13 categories, questions in its chat template") {
   TempDir dir;
-  const std::string questions = std::string(FS_SHARED_DIR) + "/data/spec_bench_question.jsonl";
+  const std::string questions = shared_dir() + "/data/spec_bench_question.jsonl";
   const CliResult r = run_cli({"bench", "-m", model_path("tiny-qwen3"), "--target-only", "-n", "2", "--ignore-eos",
                                "-t", "2", "--prompts", questions, "--max-prompts", "26", "--out", dir.path + "/q"});
   CAPTURE(r.err);

@@ -19,6 +19,7 @@
 #include "core/error.h"
 #include "core/gguf.h"
 #include "core/mapped_file.h"
+#include "tests/fixtures.h"
 #include "tests/gguf_writer.h"
 
 using namespace flashspec;
@@ -26,7 +27,7 @@ using namespace flashspec::testing;
 
 namespace {
 
-const std::string kModels = FS_SHARED_DIR "/models/";
+const std::string kModels = shared_dir() + "/models/";
 const std::string kStories = kModels + "stories260K.gguf";
 const std::string kWideQ4KM = kModels + "stories260K-wide-q4_k_m.gguf";
 
@@ -434,7 +435,7 @@ TEST_CASE("gguf: missing, unreadable and non-regular files") {
   const std::string missing = "/nonexistent-dir-flashspec/model.gguf";
   CHECK(open_error(missing) == missing + ": cannot open: No such file or directory");
 
-  const std::string dir = FS_SHARED_DIR "/models";
+  const std::string dir = shared_dir() + "/models";
   CHECK(open_error(dir) == dir + ": is a directory");
 
   CHECK(contains(open_error(std::string("/dev/null")), "/dev/null: not a regular file"));

@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/gguf.h"
 #include "jinja/template.h"
+#include "tests/fixtures.h"
 
 namespace {
 
@@ -85,7 +86,7 @@ std::string sha256_hex(const std::string& data) {
 std::string template_source(const ordered_json& t) {
   const std::string source = t["source"], path = t["path"];
   if (source == "gguf") {
-    const auto gguf = flashspec::GgufFile::open(std::string(FS_SHARED_DIR) + "/" + path);
+    const auto gguf = flashspec::GgufFile::open(flashspec::testing::shared_dir() + "/" + path);
     const std::string* text = gguf.get_string("tokenizer.chat_template");
     REQUIRE_MESSAGE(text != nullptr, path);
     return *text;

@@ -35,13 +35,13 @@ struct TempDir {
 };
 
 int make_fixtures(const std::string& out_dir) {
-  const std::string cmd = "'" FS_MAKE_FIXTURES_BIN "' '" FS_SHARED_DIR "/models' '" + out_dir + "'";
+  const std::string cmd = "'" FS_MAKE_FIXTURES_BIN "' '" + shared_dir() + "/models' '" + out_dir + "'";
   return std::system(cmd.c_str());
 }
 
 // The whole script, as the tests' made_fixture_path() runs it (Gemma 3's tokenizer included).
 int make_fixtures_script(const std::string& out_dir) {
-  const std::string cmd = "FS_MAKE_FIXTURES_BIN='" FS_MAKE_FIXTURES_BIN "' FLASHSPEC_SHARED_DIR='" FS_SHARED_DIR
+  const std::string cmd = "FS_MAKE_FIXTURES_BIN='" FS_MAKE_FIXTURES_BIN "' FLASHSPEC_SHARED_DIR='" + shared_dir() +
                           "' '" FS_SOURCE_DIR "/scripts/make-fixtures.sh' '" + out_dir + "'";
   return std::system(cmd.c_str());
 }

@@ -786,7 +786,7 @@ TEST_CASE("stream: peak RSS stays within the RAM budget plus the fixed overhead"
   return;
 #endif
   const std::string python = "/usr/bin/python3";
-  const std::string inflate = std::string(FS_SHARED_DIR) + "/tools/gguf_inflate.py";
+  const std::string inflate = shared_dir() + "/tools/gguf_inflate.py";
   if (::access(python.c_str(), X_OK) != 0 || ::access(inflate.c_str(), R_OK) != 0 ||
       std::system((python + " -c 'import numpy' 2>/dev/null").c_str()) != 0) {
     MESSAGE("skipped: needs /usr/bin/python3 with numpy and " << inflate);

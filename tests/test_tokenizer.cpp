@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/gguf.h"
 #include "core/tokenizer.h"
+#include "tests/fixtures.h"
 #include "tests/gguf_writer.h"
 #include "tests/json_file.h"
 #include "tests/vocab_image.h"
@@ -20,7 +21,7 @@ using namespace flashspec::testing;
 
 namespace {
 
-const std::string kShared = FS_SHARED_DIR;
+const std::string kShared = shared_dir();
 const char* const kReferenceModels[] = {
     "stories260K",          "salty279K",           "stories260K-wide-f32",
     "stories260K-wide-q8_0", "stories260K-wide-q4_0", "stories260K-wide-q4_k_m",

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Packs, on this Debian machine, everything scripts/gpu-check.sh needs on a lent GPU machine,
+# into one folder that the device tool carries there. Those machines have the CUDA toolkit
+# but none of the Debian libraries flashspec links (liburing, libedit, PCRE2, ...), and only
+# the repository travels to them, not ../shared beside it. A GPU lease is about 15 minutes,
+# so nothing is built there.
+#
+#   scripts/gpu-pack.sh [DIR]        (default: gpu-pack, which .gitignore ignores)
+#
+#   DIR/bin     flashspec, flashspec_tests, flashspec-gpubench, libflashspec-cuda.so, from
+#               build/ (built first when missing; the plugin must hold sm_90 code)
+#   DIR/lib     every library they load but glibc's own, libstdc++ included (the machine's
+#               may be older than the GCC 12 one they were linked against)
+#   DIR/shared  the models the CUDA tests and the main job read, and the tool that inflates
+#               stories260K to the 7B shape
+#
+# Then, there:  FS_PACK=DIR scripts/gpu-check.sh [MODEL_DIR] [VRAM_BUDGET]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DIR=${1:-gpu-pack}
+SHARED=${FLASHSPEC_SHARED_DIR:-../shared}
+BIN=build/bin
+PROGRAMS=(flashspec flashspec_tests flashspec-gpubench libflashspec-cuda.so)
+
+missing=0
+for p in "${PROGRAMS[@]}"; do [[ -f $BIN/$p ]] || missing=1; done
+if ((missing)); then
+  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build build -j"$(nproc)"
+fi
+for p in "${PROGRAMS[@]}"; do
+  [[ -f $BIN/$p ]] || { echo "gpu-pack: no $BIN/$p after the build (is nvcc on the PATH?)" >&2; exit 1; }
+done
+# H100 and H200 are sm_90: the build's architectures (the default set, or the 90 alone that
+# scripts/test.sh picks without a GPU) must hold it.
+archs=$(sed -n 's/^CMAKE_CUDA_ARCHITECTURES:[A-Z]*=//p' build/CMakeCache.txt)
+if [[ -n $archs && ! ";$archs;" =~ \;90(-real)?\; ]]; then
+  echo "gpu-pack: build/ is configured for CUDA architectures '$archs', without 90 (H100/H200)" >&2
+  exit 1
+fi
+
+rm -rf "$DIR"
+mkdir -p "$DIR/bin" "$DIR/lib" "$DIR/shared/models" "$DIR/shared/tools"
+for p in "${PROGRAMS[@]}"; do
+  cp "$BIN/$p" "$DIR/bin/"
+  strip --strip-unneeded "$DIR/bin/$p"
+done
+# The libraries as ldd resolves them here, less glibc's (the loader, libc, libm, ...: those
+# must come from the machine itself) and the kernel's vDSO.
+for p in "${PROGRAMS[@]}"; do ldd "$BIN/$p"; done |
+  awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
+  grep -vE '/(libc|libm|libdl|libpthread|librt|libresolv|ld-linux[^/]*)\.so' |
+  while read -r lib; do cp -L "$lib" "$DIR/lib/"; done
+cp "$SHARED/models/stories260K.gguf" "$SHARED/models/salty279K.gguf" "$DIR/shared/models/"
+cp "$SHARED/tools/gguf_inflate.py" "$DIR/shared/tools/"
+
+# What runs there must run here from the pack alone.
+LD_LIBRARY_PATH=$DIR/lib "$DIR/bin/flashspec" --version >/dev/null
+LD_LIBRARY_PATH=$DIR/lib "$DIR/bin/flashspec_tests" -ltc >/dev/null
+echo "gpu-pack: $(du -sh "$DIR" | cut -f1) in $DIR (the device tool carries at most 64 MiB with the repository);" \
+  "there: FS_PACK=$DIR scripts/gpu-check.sh"
