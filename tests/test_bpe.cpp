@@ -19,6 +19,7 @@
 #include "tests/fixtures.h"
 #include "tests/gguf_writer.h"
 #include "tests/json_file.h"
+#include "tests/tokenizer_reference.h"
 #include "tests/vocab_image.h"
 
 using namespace flashspec;
@@ -99,15 +100,9 @@ TEST_CASE("bpe: ids identical to HF tokenizers on the reference strings (Llama 3
                        Case{"tiny-qwen2", "tokenizer-qwen3"}}) {
     CAPTURE(c.model);
     const Tokenizer& tok = tokenizer_of(c.model);
-    const nlohmann::json ref = read_json(std::string(FS_SHARED_DIR) + "/reference/" + c.reference + ".json");
+    const nlohmann::json ref = read_json(shared_dir() + "/reference/" + c.reference + ".json");
     REQUIRE(ref.size() >= 60);
-    for (const auto& r : ref) {
-      const std::string text = r["text"];
-      CAPTURE(text);
-      CHECK(tok.encode(text, false) == r["ids"].get<std::vector<int32_t>>());
-      if (r.contains("ids_parse_special"))
-        CHECK(tok.encode(text, false, true) == r["ids_parse_special"].get<std::vector<int32_t>>());
-    }
+    check_tokenizer_reference(tok, ref);
   }
 }
 

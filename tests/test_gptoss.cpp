@@ -19,6 +19,7 @@
 #include "target/streamed_layers.h"
 #include "tests/cli_error.h"
 #include "tests/cli_runner.h"
+#include "tests/derived_fixture.h"
 #include "tests/fixtures.h"
 #include "tests/gguf_writer.h"
 #include "tests/hybrid_reference.h"
@@ -39,22 +40,6 @@ std::string gptoss() { return made_fixture_path("tiny-gptoss"); }
 // hundreds of positions. An F16 cache's rounding does the same at every position (logits
 // move by 0.5 within ten), so F16 is held to llama.cpp only through the other families.
 constexpr double kTolerance = 5e-2;
-
-// A near copy of the fixture as a draft: every attention sink lowered by 0.5, so that it
-// agrees with the fixture mostly but not always and tree passes accept paths of every depth.
-std::string near_copy(const TempFile& f) {
-  GgufWriter w = GgufWriter::from(GgufFile::open(gptoss()));
-  for (int l = 0;; ++l) {
-    TensorSpec* t = w.tensor("blk." + std::to_string(l) + ".attn_sinks.weight");
-    if (!t) break;
-    REQUIRE(t->type == uint32_t(GgmlType::F32));
-    auto* v = reinterpret_cast<float*>(t->data.data());
-    for (size_t i = 0; i < t->data.size() / sizeof(float); ++i) v[i] -= 0.5f;
-  }
-  w.write(f.path);
-  return f.path;
-}
-
 
 }  // namespace
 
@@ -93,8 +78,12 @@ TEST_CASE("gpt-oss: tiny-gptoss matches llama.cpp streamed from storage, expert 
 }
 
 TEST_CASE("gpt-oss: speculation is lossless on tiny-gptoss with trees and chains deeper than the window") {
-  TempFile near("gptoss-near");
-  check_lossless_across_window(gptoss(), {gptoss(), near_copy(near)}, 96);
+  // A near copy as a draft: every attention sink lowered by 0.5, so that it agrees with the
+  // fixture mostly but not always and tree passes accept paths of every depth.
+  const std::string& near = derived_fixture("tiny-gptoss-near", gptoss(), [](GgufWriter& w) {
+    transform_tensors(w, "attn_sinks.weight", [](float v) { return v - 0.5f; });
+  });
+  check_lossless_across_window(gptoss(), {gptoss(), near}, 96);
 }
 
 TEST_CASE("gpt-oss: inspect counts the parameters a token uses as the model card does: experts_used of each layer's experts, one embedding row") {
