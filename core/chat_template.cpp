@@ -238,7 +238,10 @@ void ChatFormat::open_turn(std::vector<Part>& parts, const std::string& role) co
       parts.push_back({start_turn_, {}});
       parts.push_back({-1, role + "\n"});
       break;
-    default:
+    case ChatStyle::Plain:
+    case ChatStyle::Llama2:
+    case ChatStyle::Harmony:
+    case ChatStyle::Jinja:
       throw Error("chat format: turns of this style are not written by open_turn");
   }
 }
