@@ -9,6 +9,7 @@
 
 #include "apps/text_input.h"
 #include "core/error.h"
+#include "core/json_bounds.h"
 #include "core/printable.h"
 
 namespace flashspec {
@@ -32,6 +33,7 @@ void for_each_line(const std::string& text, F f) {
 }
 
 BenchPrompt json_prompt(std::string_view line, const std::string& where) {
+  if (const std::optional<std::string> e = json_bounds_error(line)) throw Error(where + *e);
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(line);

@@ -374,7 +374,7 @@ std::vector<std::vector<int32_t>> tokenize_prompts(const Engine& engine, const s
   std::optional<ChatFormat> chat;
   std::vector<std::vector<int32_t>> out;
   for (const BenchPrompt& p : prompts) {
-    if (p.chat && !chat) chat.emplace(chat_format_for(engine, "auto", "bench"));
+    if (p.chat && !chat) chat.emplace(chat_format_for(engine, ChatFormatChoice{}, "bench"));
     out.push_back(p.chat ? chat->first_turn(p.text, "") : engine.tokenizer().encode(p.text, true));
   }
   return out;

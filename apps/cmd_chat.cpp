@@ -49,7 +49,7 @@ struct ChatArgs {
   RunOptions run;
   bool json = false;
   std::string system;
-  std::string format = "auto";
+  ChatFormatChoice format;
   bool think = false;
 };
 

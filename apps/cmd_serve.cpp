@@ -13,6 +13,7 @@
 #include "apps/server/http_server.h"
 #include "apps/server/serve_options.h"
 #include "apps/server/signals.h"
+#include "apps/server/thread_stack.h"
 #include "core/error.h"
 #include "engine/engine.h"
 
@@ -35,8 +36,9 @@ int run_serve(ServeArgs& a) {
   o.default_max_tokens = a.run.n_predict;
   o.ignore_eos = a.run.ignore_eos;
   // Before any thread starts (the engine's pools, httplib's), so that every thread
-  // inherits the mask and only the watcher takes SIGINT/SIGTERM.
+  // inherits the mask and only the watcher takes SIGINT/SIGTERM, and the stated stack.
   server::BlockedSignals blocked;
+  server::set_thread_stack_size(server::kThreadStackBytes);
   a.run.engine.parallel = o.parallel;
   Engine engine(a.run.engine);
   if (auto n = over_budget_notice(engine.plan())) std::fprintf(stderr, "%s\n", n->c_str());

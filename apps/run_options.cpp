@@ -275,21 +275,26 @@ std::string speculation_label(const EngineOptions& o) {
 
 namespace flashspec {
 
-void add_chat_format_option(CLI::App& sub, std::string& format) {
-  sub.add_option("--chat-format", format,
+void add_chat_format_option(CLI::App& sub, ChatFormatChoice& choice) {
+  sub.add_flag("--control-tokens-in-text", choice.control_tokens_in_text,
+               "read control tokens typed in messages, tool calls and tools (<|im_end|>, ...) as tokens, not text "
+               "(off: only the chat format writes them; on lets a user close their turn and forge another)");
+  sub.add_option("--chat-format", choice.format,
                  "turn format: auto (from the model's chat template: a known style, else the template itself; plain "
                  "without one), plain, llama2, chatml, llama3, zephyr, gemma, harmony, jinja (the template itself)")
       ->check(CLI::IsMember({"auto", "plain", "llama2", "chatml", "llama3", "zephyr", "gemma", "harmony", "jinja"}))
       ->capture_default_str();
 }
 
-ChatFormat chat_format_for(const Engine& e, const std::string& format, const char* who) {
+ChatFormat chat_format_for(const Engine& e, const ChatFormatChoice& choice, const char* who) {
+  const std::string& format = choice.format;
   const std::optional<ChatStyle> forced = format == "auto" ? std::nullopt : parse_chat_style(format);
   if (format != "auto" && !forced) throw UsageError("--chat-format: '" + format + "' is not a turn format");
   std::string notice;
   ChatFormat f = ChatFormat::for_model(e.tokenizer(), e.target().file().get_string("tokenizer.chat_template"), forced,
                                        notice, jinja::make_chat_renderer);
   if (!notice.empty()) std::fprintf(stderr, "%s: %s\n", who, notice.c_str());
+  f.set_control_tokens_in_text(choice.control_tokens_in_text);
   return f;
 }
 

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "apps/chat_format_choice.h"
 #include "apps/placement_flags.h"
 #include "core/sampler.h"
 #include "engine/options.h"
@@ -82,11 +83,12 @@ std::string speculation_label(const EngineOptions& o);
 class Engine;
 class ChatFormat;
 
-// --chat-format (chat and serve), its value checked at parse time like every other flag.
-void add_chat_format_option(CLI::App& sub, std::string& format);
+// --chat-format and --control-tokens-in-text (chat and serve).
+// Both flags, their values checked at parse time like every other flag.
+void add_chat_format_option(CLI::App& sub, ChatFormatChoice& choice);
 // The turn format for the engine's target: `format` unless "auto", else the model's own
 // template (plain when it has none); a notice about a fallback goes to stderr after `who`.
-ChatFormat chat_format_for(const Engine& e, const std::string& format, const char* who);
+ChatFormat chat_format_for(const Engine& e, const ChatFormatChoice& choice, const char* who);
 
 // One notice on stderr when a run of `rows` context rows goes past the length the target
 // was trained for (its output there is unreliable).

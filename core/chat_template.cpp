@@ -188,7 +188,7 @@ std::vector<int32_t> ChatFormat::tokenize(const std::vector<Part>& parts) const 
   std::string text;  // adjacent text parts are one fragment, as in the templated string
   auto flush_text = [&] {
     if (text.empty()) return;
-    const std::vector<int32_t> ids = tok_->encode(text, false);
+    const std::vector<int32_t> ids = tok_->encode(text, false, control_tokens_in_text_);
     out.insert(out.end(), ids.begin(), ids.end());
     text.clear();
   };

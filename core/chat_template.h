@@ -64,6 +64,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/byte_range.h"
 #include "core/tokenizer.h"
 #include "core/tool_calls.h"
 
@@ -101,11 +102,18 @@ std::optional<ChatRole> parse_chat_role(std::string_view name);
 
 // A chat template engine's rendering of a whole conversation (jinja/chat_renderer.h renders
 // the GGUF's own Jinja template). `date` (YYYY-MM-DD) is the day strftime_now gives; "" for
-// today's. Error (one line) where the template refuses the conversation.
+// today's. Error (one line) where the template refuses the conversation. `markup` holds the
+// byte ranges of the text that the template wrote itself (its literals, and the context's
+// bos_token and eos_token): control tokens are read there only, never in the conversation's
+// strings (messages, tool calls and results, tools).
+struct RenderedChat {
+  std::string text;
+  ByteRanges markup;
+};
 class ChatTemplateRenderer {
  public:
   virtual ~ChatTemplateRenderer() = default;
-  virtual std::string render(const nlohmann::ordered_json& context, std::string_view date) const = 0;
+  virtual RenderedChat render(const nlohmann::ordered_json& context, std::string_view date) const = 0;
 };
 // Makes a renderer from a template's source; Error when it does not parse.
 using MakeChatRenderer = std::function<std::shared_ptr<const ChatTemplateRenderer>(std::string_view source)>;
@@ -145,6 +153,10 @@ class ChatFormat {
   // thinking is then off unless set.
   bool reasons() const { return think_open_ >= 0 || style_ == ChatStyle::Harmony; }
   void set_thinking(bool on) { thinking_ = on; }
+  // Reads control tokens typed in messages, tool calls and tools as tokens (off: as text,
+  // the default). For the rare user who builds turns by hand inside a message; it lets any
+  // user of a server close their turn and write another role's.
+  void set_control_tokens_in_text(bool on) { control_tokens_in_text_ = on; }
   // Harmony: the reasoning effort ("low", "medium" or "high"; Error otherwise), instead of
   // the one thinking implies; "" goes back to that.
   void set_reasoning_effort(std::string_view effort);
@@ -250,6 +262,7 @@ class ChatFormat {
   // harmony's markers (turn_end_ is its <|return|>; <|constrain|> may be absent)
   int32_t h_start_ = -1, h_message_ = -1, h_channel_ = -1, h_end_ = -1, h_constrain_ = -1, call_ = -1;
   bool thinking_ = false;
+  bool control_tokens_in_text_ = false;
   std::string stop_text_, default_system_, effort_, date_;
   std::shared_ptr<const ChatTemplateRenderer> renderer_;  // the jinja style's
   std::optional<ToolCallSyntax> template_tools_;           // the jinja style's tool calls

@@ -1,11 +1,12 @@
 // The jinja chat style: a conversation rendered by the model's own template
 // (ChatTemplateRenderer), with the context Hugging Face's apply_chat_template gives it, then
-// tokenized with the template's control tokens parsed out of the text, as llama.cpp's server
-// tokenizes a rendered prompt.
+// tokenized with the control tokens that the template itself wrote (its markup,
+// jinja/markup.h) read as tokens, and those in messages and tools read as plain text.
 #include <algorithm>
 
 #include "core/chat_template.h"
 #include "core/error.h"
+#include "core/json_bounds.h"
 
 namespace flashspec {
 
@@ -29,7 +30,7 @@ const char* role_name(ChatRole r) {
 ojson call_json(const ToolCall& c, bool arguments_as_object) {
   ojson arguments = c.arguments;
   if (arguments_as_object) {
-    ojson parsed = ojson::parse(c.arguments, nullptr, false);
+    ojson parsed = parse_json_bounded<ojson>(c.arguments);
     if (parsed.is_object()) arguments = std::move(parsed);
   }
   ojson call = ojson::object();
@@ -64,8 +65,11 @@ std::vector<int32_t> ChatFormat::render_jinja(std::span<const ChatMessage> messa
   if (!tools.empty()) context["tools"] = tools;
   // Reasoning templates read enable_thinking (Qwen3's: off writes an empty think block).
   if (reasons()) context["enable_thinking"] = thinking_;
-  const std::string text = renderer_->render(context, date_);
-  std::vector<int32_t> ids = tok_->encode(text, /*add_special=*/false, /*parse_special=*/true);
+  const RenderedChat r = renderer_->render(context, date_);
+  // Control tokens where the template wrote them, never out of the conversation's text
+  // (unless asked for the old reading, which parsed them anywhere).
+  std::vector<int32_t> ids = control_tokens_in_text_ ? tok_->encode(r.text, /*add_special=*/false, /*parse_special=*/true)
+                                                     : tok_->encode_marked(r.text, r.markup);
   // Templates that write {{ bos_token }} themselves have it; the others get it from the
   // vocabulary, as llama.cpp's server adds it (never twice).
   if (tok_->add_bos() && tok_->bos() >= 0 && (ids.empty() || ids.front() != tok_->bos()))

@@ -10,6 +10,7 @@
 #include "core/chat_template.h"
 #include "core/chat_template_text.h"
 #include "core/error.h"
+#include "core/json_bounds.h"
 #include "core/json_text.h"
 
 namespace flashspec {
@@ -29,7 +30,7 @@ bool is_tool_response(const std::string& s) {
 }  // namespace
 
 nlohmann::ordered_json arguments_object(const ToolCall& c, size_t message) {
-  nlohmann::ordered_json j = nlohmann::ordered_json::parse(c.arguments, nullptr, false);
+  nlohmann::ordered_json j = parse_json_bounded<nlohmann::ordered_json>(c.arguments);
   if (j.is_discarded() || !j.is_object())
     throw Error("messages[" + std::to_string(message) + "].tool_calls: the arguments of \"" + c.name +
                 "\" are not a JSON object");

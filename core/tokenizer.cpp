@@ -210,12 +210,44 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
   return out;
 }
 
-void Tokenizer::encode_text(std::string_view text, bool parse_special, std::vector<int32_t>& out) const {
-  const AddedTokens& added = parse_special ? *all_added_ : *user_defined_;
+std::vector<int32_t> Tokenizer::encode_marked(std::string_view text, const ByteRanges& control_ranges) const {
+  std::vector<int32_t> out;
+  encode_text(text, false, out, &control_ranges);
+  return out;
+}
+
+namespace {
+
+bool within(const ByteRanges& ranges, size_t begin, size_t end) {
+  // The last range starting at or before `begin`.
+  auto it = std::upper_bound(ranges.begin(), ranges.end(), begin, [](size_t b, const ByteRange& r) { return b < r.begin; });
+  if (it == ranges.begin()) return false;
+  --it;
+  return end <= it->end;
+}
+
+}  // namespace
+
+AddedTokens::Hit Tokenizer::next_added(std::string_view text, size_t from, const ByteRanges* control_ranges) const {
+  AddedTokens::Hit hit = all_added_->find(text, from);
+  while (control_ranges && hit.id >= 0 && token_type(hit.id) != TokenType::UserDefined &&
+         !within(*control_ranges, hit.pos, hit.pos + hit.len)) {
+    // A control token's text where the template did not write it: plain text, but a
+    // user-defined token starting at the same byte still splits there.
+    const AddedTokens::Hit user = user_defined_->find(text, hit.pos);
+    if (user.id >= 0 && user.pos == hit.pos) return user;
+    hit = all_added_->find(text, hit.pos + 1);
+  }
+  return hit;
+}
+
+void Tokenizer::encode_text(std::string_view text, bool parse_special, std::vector<int32_t>& out,
+                            const ByteRanges* control_ranges) const {
   bool after_special = true;  // the text's start counts as following a special token
   size_t pos = 0;
   while (pos < text.size()) {
-    const AddedTokens::Hit hit = added.find(text, pos);
+    const AddedTokens::Hit hit = control_ranges ? next_added(text, pos, control_ranges)
+                                                : (parse_special ? *all_added_ : *user_defined_).find(text, pos);
     const size_t end = hit.pos == std::string_view::npos ? text.size() : hit.pos;
     if (end > pos) {
       encode_fragment(text.substr(pos, end - pos), after_special, out);

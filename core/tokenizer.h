@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/byte_range.h"
 #include "core/token_type.h"
 #include "core/utf8.h"
 #include "core/vocab.h"
@@ -37,6 +38,10 @@ class Tokenizer {
   // `parse_special` control tokens written in the text are matched as tokens; without, it
   // is plain text. Invalid UTF-8 bytes become byte tokens, so decode() gives them back.
   std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special = false) const;
+  // A chat template's rendering: control tokens are matched only where they lie wholly
+  // inside `control_ranges` (the template's own text); elsewhere (a message, a tool's
+  // schema) they are plain text, as encode() without parse_special reads them.
+  std::vector<int32_t> encode_marked(std::string_view text, const ByteRanges& control_ranges) const;
 
   // The bytes a token contributes to the output text, as llama.cpp's token_to_piece:
   // normal tokens as the text they spell, byte tokens as that byte, user-defined tokens
@@ -64,7 +69,12 @@ class Tokenizer {
 
  private:
   // Splits text at added tokens and encodes the pieces between them.
-  void encode_text(std::string_view text, bool parse_special, std::vector<int32_t>& out) const;
+  // With `control_ranges`, control tokens are matched only inside them (`parse_special` unused).
+  void encode_text(std::string_view text, bool parse_special, std::vector<int32_t>& out,
+                   const ByteRanges* control_ranges = nullptr) const;
+  // The first added token at or after `from` that may stand there: user-defined ones
+  // anywhere, control ones inside `control_ranges` (null: anywhere).
+  AddedTokens::Hit next_added(std::string_view text, size_t from, const ByteRanges* control_ranges) const;
   void encode_fragment(std::string_view text, bool after_special, std::vector<int32_t>& out) const;
   void encode_bpe(std::string_view text, std::vector<int32_t>& out) const;
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/json_bounds.h"
 #include "core/json_text.h"
 
 namespace flashspec {
@@ -27,7 +28,8 @@ size_t partial_marker(std::string_view s, std::string_view marker) {
 }
 
 std::optional<nlohmann::ordered_json> parse_json(std::string_view s) {
-  nlohmann::ordered_json j = nlohmann::ordered_json::parse(s, nullptr, /*allow_exceptions=*/false);
+  // A model's text, deep as it likes: refused past the nesting everything else is bounded by.
+  nlohmann::ordered_json j = parse_json_bounded<nlohmann::ordered_json>(s);
   if (j.is_discarded()) return std::nullopt;
   return j;
 }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/json_bounds.h"
 #include "grammar/regex.h"
 
 namespace flashspec::grammar {
@@ -27,6 +28,10 @@ const std::vector<std::string> kTypes = {"object", "array", "string", "number", 
 constexpr int kMaxDepth = 128;
 constexpr uint64_t kMaxItems = 4096;
 constexpr uint64_t kMaxLength = 10000;
+// A schema's size, measured before it is compiled: values in all (objects, arrays,
+// scalars) and members of one "properties" (an object's layout is built member by member).
+constexpr size_t kMaxValues = 50000;
+constexpr size_t kMaxProperties = 2000;
 
 // Formats as anchored patterns, each matching only valid values (never a superset of what
 // a validator such as ajv-formats accepts: days within their month, Feb 29 left out).
@@ -81,6 +86,7 @@ class SchemaCompiler {
   SchemaCompiler(const json& root, const JsonOptions& options) : root_(root), parts_(def_, options) {}
 
   GrammarDef run() {
+    measure(root_);
     const uint32_t root = def_.rule_id("root");
     refs_["#"] = root;
     def_.define(root, compile(root_, "#", 0));
@@ -91,6 +97,25 @@ class SchemaCompiler {
  private:
   [[noreturn]] static void fail(const std::string& path, const std::string& what) {
     throw Error("json schema: at " + path + ": " + what);
+  }
+
+  // The schema's size against the limits, without recursion, before any work on it.
+  static void measure(const json& root) {
+    std::vector<const json*> pending = {&root};
+    size_t values = 0;
+    while (!pending.empty()) {
+      const json& v = *pending.back();
+      pending.pop_back();
+      if (++values > kMaxValues) fail("#", "more than " + std::to_string(kMaxValues) + " JSON values in the schema");
+      if (v.is_object()) {
+        if (const auto p = v.find("properties"); p != v.end() && p->is_object() && p->size() > kMaxProperties)
+          fail("#", "an object schema with " + std::to_string(p->size()) + " properties (at most " +
+                        std::to_string(kMaxProperties) + ")");
+        for (const auto& member : v) pending.push_back(&member);
+      } else if (v.is_array()) {
+        for (const auto& item : v) pending.push_back(&item);
+      }
+    }
   }
 
   // The constraint keywords of a schema object (annotations left out).
@@ -386,6 +411,17 @@ class SchemaCompiler {
   std::map<std::string, uint32_t> refs_;  // "$ref" text -> its rule
 };
 
+// Schema text from a file or a flag: its nesting and width measured before it is parsed
+// (the compiler's own limits apply to a parsed value, too late for a million-level file).
+json parse_schema_text(std::string_view schema) {
+  if (const std::optional<std::string> e = json_bounds_error(schema)) throw Error("json schema: " + *e);
+  try {
+    return json::parse(schema);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(std::string("json schema: not valid JSON: ") + e.what());
+  }
+}
+
 }  // namespace
 
 GrammarDef json_schema_to_grammar(const nlohmann::ordered_json& schema, const JsonOptions& options) {
@@ -393,13 +429,7 @@ GrammarDef json_schema_to_grammar(const nlohmann::ordered_json& schema, const Js
 }
 
 GrammarDef json_schema_to_grammar(std::string_view schema, const JsonOptions& options) {
-  json parsed;
-  try {
-    parsed = json::parse(schema);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(std::string("json schema: not valid JSON: ") + e.what());
-  }
-  return json_schema_to_grammar(parsed, options);
+  return json_schema_to_grammar(parse_schema_text(schema), options);
 }
 
 std::shared_ptr<const Grammar> compile_json_schema(const nlohmann::ordered_json& schema, const JsonOptions& options) {
@@ -414,13 +444,7 @@ std::shared_ptr<const Grammar> compile_json_schema(const nlohmann::ordered_json&
 }
 
 std::shared_ptr<const Grammar> compile_json_schema(std::string_view schema, const JsonOptions& options) {
-  json parsed;
-  try {
-    parsed = json::parse(schema);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(std::string("json schema: not valid JSON: ") + e.what());
-  }
-  return compile_json_schema(parsed, options);
+  return compile_json_schema(parse_schema_text(schema), options);
 }
 
 }  // namespace flashspec::grammar

@@ -14,7 +14,7 @@ class ChatRenderer final : public ChatTemplateRenderer {
  public:
   explicit ChatRenderer(std::string_view source) : template_(source) {}
 
-  std::string render(const nlohmann::ordered_json& context, std::string_view date) const override {
+  RenderedChat render(const nlohmann::ordered_json& context, std::string_view date) const override {
     RenderOptions options;
     int y = 0, m = 0, d = 0;
     if (!date.empty()) {
@@ -22,7 +22,8 @@ class ChatRenderer final : public ChatTemplateRenderer {
         throw Error("chat template: the date '" + std::string(date) + "' is not YYYY-MM-DD");
       options.now = DateTime{y, m, d, 0, 0};
     }
-    return template_.render(context, options);
+    MarkedText out = template_.render_marked(context, options, {"bos_token", "eos_token"});
+    return {std::move(out.text), std::move(out.markup)};
   }
 
  private:

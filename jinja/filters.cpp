@@ -17,15 +17,15 @@ std::string type_error(const std::string& filter, const Value& v) {
 }
 
 // The element strings Array.prototype.join makes of `.value`s: none / undefined as "".
-std::string join_values(Interpreter& in, const List& items, const std::string& sep) {
+// The items' strings with their markup (a list of template literals joined stays markup).
+Value join_values(Interpreter& in, const List& items, const Value& sep) {
   const TextLimits lim = in.text_limits();
-  std::string out;
+  MarkedText out;
   for (size_t i = 0; i < items.size(); ++i) {
-    if (i) out += sep;
-    if (!items[i].is_null() && !items[i].is_undefined()) out += js_string(items[i], lim);
-    if (out.size() > lim.max_bytes) throw EvalError("string longer than the limit");
+    if (i) append_js_string(out, sep, lim);
+    if (!items[i].is_null() && !items[i].is_undefined()) append_js_string(out, items[i], lim);
   }
-  return out;
+  return in.make_string(std::move(out));
 }
 
 std::string indent_lines(const std::string& s, const std::string& pad, bool first, bool blank) {
@@ -101,7 +101,7 @@ Value named_filter(Interpreter& in, const Value& operand, const std::string& nam
     if (name == "length") return Value::integer(static_cast<double>(items.size()));
     if (name == "reverse") return in.make_array(List(items.rbegin(), items.rend()));
     if (name == "sort") return sorted(in, operand, false, false, Value::null());
-    if (name == "join") return in.make_string(join_values(in, items, ""));
+    if (name == "join") return join_values(in, items, Value::string(""));
     if (name == "string") {
       std::string out;
       JsonOptions o;
@@ -135,7 +135,7 @@ Value named_filter(Interpreter& in, const Value& operand, const std::string& nam
       }
       return m;
     }
-    if (name == "trim") return in.make_string(std::string(js_trim(s)));
+    if (name == "trim") return in.make_substring(operand, js_trim(s));
     if (name == "indent") return in.make_string(indent_lines(s, "    ", false, false));
     if (name == "join" || name == "string") return operand;
     if (name == "int") {
@@ -225,7 +225,7 @@ Value called_filter(Interpreter& in, const Value& operand, const Node& call, con
       for (size_t b = 0; b < s.size();) {
         size_t n = 0;
         utf8_decode(s, b, &n);
-        parts.push_back(Value::string(s.substr(b, n)));
+        parts.push_back(in.make_substring(operand, std::string_view(s).substr(b, n)));
         b += n;
       }
       in.tick(parts.size());
@@ -236,12 +236,8 @@ Value called_filter(Interpreter& in, const Value& operand, const Node& call, con
     }
     auto [args, kwargs] = in.arguments(call.kids, 1, env);
     const Value* sep = positional_or_keyword(args, 0, kwargs, "separator");
-    std::string separator;
-    if (sep) {
-      if (sep->kind != Kind::String) throw EvalError("separator must be a string");
-      separator = *sep->str;
-    }
-    return in.make_string(join_values(in, parts, separator));
+    if (sep && sep->kind != Kind::String) throw EvalError("separator must be a string");
+    return join_values(in, parts, sep ? *sep : Value::string(""));
   }
   if (name == "int" || name == "float") {
     auto [args, kwargs] = in.arguments(call.kids, 1, env);

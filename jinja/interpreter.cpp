@@ -1,5 +1,6 @@
 #include "jinja/interpreter.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 
@@ -73,15 +74,37 @@ Value Interpreter::make_string(std::string s) {
   return Value::string(std::move(s));
 }
 
-void Interpreter::append(std::string& out, std::string_view text) {
+Value Interpreter::make_string(MarkedText t) {
+  if (t.size() > options_.limits.max_output_bytes)
+    throw EvalError("string longer than the limit of " + std::to_string(options_.limits.max_output_bytes) + " bytes");
+  tick(t.size() / 64);
+  return Value::marked(std::move(t));
+}
+
+Value Interpreter::make_substring(const Value& whole, std::string_view part) {
+  const size_t begin = size_t(part.data() - whole.str->data());
+  Value v = make_string(std::string(part));
+  v.markup = slice_markup(whole.markup_of(), begin, begin + part.size());
+  return v;
+}
+
+void Interpreter::append(MarkedText& out, std::string_view text, const Markup* markup) {
   if (out.size() + text.size() > options_.limits.max_output_bytes)
     throw Error("template: output longer than the limit of " + std::to_string(options_.limits.max_output_bytes) +
                 " bytes");
   tick(text.size() / 64);
-  out.append(text);
+  out.append(text, markup);
 }
 
-std::string Interpreter::run(const std::vector<NodePtr>& program, const nlohmann::ordered_json& context) {
+// What {{ v }} writes: a string with its markup; any other value's printing is data (a
+// list or object printed holds the context's strings).
+void Interpreter::append_value(MarkedText& out, const Value& v) {
+  if (v.kind == Kind::String) return append(out, *v.str, v.markup_of());
+  append(out, display(v, text_limits()), nullptr);
+}
+
+MarkedText Interpreter::run(const std::vector<NodePtr>& program, const nlohmann::ordered_json& context,
+                            const std::vector<std::string>& markup_keys) {
   auto globals = std::make_shared<Env>();
   install_globals(*this, *globals);
   if (!context.is_null()) {
@@ -94,10 +117,12 @@ std::string Interpreter::run(const std::vector<NodePtr>& program, const nlohmann
     }
     for (const auto& [key, value] : ctx.map->entries()) {
       if (globals->vars.find(key)) throw Error("template: variable already declared: " + key);
-      globals->vars.set(key, value);
+      const bool markup = value.kind == Kind::String &&
+                          std::find(markup_keys.begin(), markup_keys.end(), key) != markup_keys.end();
+      globals->vars.set(key, markup ? Value::markup_string(value.s()) : value);
     }
   }
-  std::string out;
+  MarkedText out;
   try {
     exec(program, globals, out);
   } catch (const LoopSignal&) {
@@ -106,15 +131,20 @@ std::string Interpreter::run(const std::vector<NodePtr>& program, const nlohmann
   return out;
 }
 
-void Interpreter::exec(const std::vector<NodePtr>& body, const std::shared_ptr<Env>& env, std::string& out) {
+void Interpreter::exec(const std::vector<NodePtr>& body, const std::shared_ptr<Env>& env, MarkedText& out) {
   for (const NodePtr& n : body) exec_one(*n, env, out);
 }
 
-void Interpreter::exec_one(const Node& n, const std::shared_ptr<Env>& env, std::string& out) {
+void Interpreter::exec_one(const Node& n, const std::shared_ptr<Env>& env, MarkedText& out) {
   DepthGuard guard(*this);
   tick();
   switch (n.kind) {
-    case NodeKind::String: append(out, n.text); return;
+    case NodeKind::String: {  // the text between tags
+      const ByteRange all{0, n.text.size()};
+      const Markup whole{all};
+      append(out, n.text, &whole);
+      return;
+    }
     case NodeKind::If: {
       const bool yes = truthy(eval(*n.kids[0], env));
       exec(yes ? n.body : n.alternate, env, out);
@@ -125,7 +155,7 @@ void Interpreter::exec_one(const Node& n, const std::shared_ptr<Env>& env, std::
     case NodeKind::Macro: env->vars.set(n.text, make_macro(n, "'" + n.text + "'", nullptr)); return;
     case NodeKind::CallBlock: exec_call_block(n, env, out); return;
     case NodeKind::FilterBlock: {
-      std::string text;
+      MarkedText text;
       exec(n.body, env, text);
       Value v;
       try {
@@ -133,7 +163,7 @@ void Interpreter::exec_one(const Node& n, const std::shared_ptr<Env>& env, std::
       } catch (const EvalError& e) {
         throw Error(source_location(source_, n.offset) + ": " + e.what());
       }
-      if (!v.is_null() && !v.is_undefined()) append(out, display(v, text_limits()));
+      if (!v.is_null() && !v.is_undefined()) append_value(out, v);
       return;
     }
     case NodeKind::Break: throw LoopSignal{true};
@@ -141,14 +171,10 @@ void Interpreter::exec_one(const Node& n, const std::shared_ptr<Env>& env, std::
     default: {
       const Value v = eval(n, env);
       if (v.is_null() || v.is_undefined()) return;
-      if (v.kind == Kind::String) {
-        append(out, *v.str);
-      } else {
-        try {
-          append(out, display(v, text_limits()));
-        } catch (const EvalError& e) {
-          throw Error(source_location(source_, n.offset) + ": " + e.what());
-        }
+      try {
+        append_value(out, v);
+      } catch (const EvalError& e) {
+        throw Error(source_location(source_, n.offset) + ": " + e.what());
       }
     }
   }
@@ -169,7 +195,7 @@ void Interpreter::bind_target(const Node& target, const Value& v, Env& env) {
   }
 }
 
-void Interpreter::exec_for(const Node& n, const std::shared_ptr<Env>& env, std::string& out) {
+void Interpreter::exec_for(const Node& n, const std::shared_ptr<Env>& env, MarkedText& out) {
   auto scope = std::make_shared<Env>(env);
   const Node& target = *n.kids[0];
   const Node* filter = nullptr;
@@ -234,7 +260,7 @@ void Interpreter::exec_for(const Node& n, const std::shared_ptr<Env>& env, std::
     try {
       exec(n.body, scope, out);
     } catch (const LoopSignal& s) {
-      out.resize(mark);
+      out.truncate(mark);
       if (s.is_break) break;
       continue;
     }
@@ -243,14 +269,14 @@ void Interpreter::exec_for(const Node& n, const std::shared_ptr<Env>& env, std::
   if (no_iteration) exec(n.alternate, scope, out);
 }
 
-void Interpreter::exec_set(const Node& n, const std::shared_ptr<Env>& env, std::string&) {
+void Interpreter::exec_set(const Node& n, const std::shared_ptr<Env>& env, MarkedText&) {
   Value rhs;
   if (n.kids[1]) {
     rhs = eval(*n.kids[1], env);
   } else {
-    std::string text;
+    MarkedText text;
     exec(n.body, env, text);
-    rhs = Value::string(std::move(text));
+    rhs = Value::marked(std::move(text));
   }
   const Node& target = *n.kids[0];
   auto fail = [&](const std::string& what) -> void { throw Error(source_location(source_, n.offset) + ": " + what); };
@@ -326,13 +352,13 @@ Value Interpreter::make_macro(const Node& n, const std::string& display_name, st
   return Value::function([this, node, display_name, closure](std::vector<Value>& args, const std::shared_ptr<Env>& scope) {
     auto local = std::make_shared<Env>(closure ? closure : scope);
     bind_macro_args(*node, display_name, args, local);
-    std::string text;
+    MarkedText text;
     exec(node->body, local, text);
     return make_string(std::move(text));
   });
 }
 
-void Interpreter::exec_call_block(const Node& n, const std::shared_ptr<Env>& env, std::string& out) {
+void Interpreter::exec_call_block(const Node& n, const std::shared_ptr<Env>& env, MarkedText& out) {
   const Node& call = *n.kids[0];
   Value caller = make_macro(n, "None", env);
   auto [args, kwargs] = arguments(call.kids, 1, env);
@@ -349,7 +375,7 @@ void Interpreter::exec_call_block(const Node& n, const std::shared_ptr<Env>& env
   } catch (const EvalError& e) {
     throw Error(source_location(source_, n.offset) + ": " + e.what());
   }
-  if (!result.is_null() && !result.is_undefined()) append(out, display(result, text_limits()));
+  if (!result.is_null() && !result.is_undefined()) append_value(out, result);
 }
 
 std::pair<std::vector<Value>, Map> Interpreter::arguments(const std::vector<NodePtr>& nodes, size_t first,
@@ -399,7 +425,7 @@ Value Interpreter::eval_inner(const Node& n, const std::shared_ptr<Env>& env) {
   switch (n.kind) {
     case NodeKind::Integer: return Value::integer(n.number);
     case NodeKind::Float: return Value::floating(n.number);
-    case NodeKind::String: return Value::string(n.text);
+    case NodeKind::String: return Value::markup_string(n.text);  // a literal
     case NodeKind::Identifier: {
       const Value* v = env->lookup(n.text);
       return v ? *v : Value::undefined();
@@ -608,7 +634,13 @@ Value Interpreter::eval_binary(const Node& n, const std::shared_ptr<Env>& env) {
   }
   if (left.is_null() || right.is_null()) throw EvalError("Cannot perform operation on null values");
   const TextLimits lim = text_limits();
-  if (op == "~") return make_string(js_string(left, lim) + js_string(right, lim));
+  auto concat = [&] {
+    MarkedText t;
+    append_js_string(t, left, lim);
+    append_js_string(t, right, lim);
+    return make_string(std::move(t));
+  };
+  if (op == "~") return concat();
   const bool left_numeric = left.is_number() || left.kind == Kind::Boolean;
   const bool right_numeric = right.is_number() || right.kind == Kind::Boolean;
   if (op == "**" && left_numeric && right_numeric) {
@@ -651,8 +683,7 @@ Value Interpreter::eval_binary(const Node& n, const std::shared_ptr<Env>& env) {
       return Value::boolean(op == "in" ? member : !member);
     }
   }
-  if ((left.kind == Kind::String || right.kind == Kind::String) && op == "+")
-    return make_string(js_string(left, lim) + js_string(right, lim));
+  if ((left.kind == Kind::String || right.kind == Kind::String) && op == "+") return concat();
   if (left.kind == Kind::String && right.kind == Kind::String && (op == "in" || op == "not in")) {
     const bool member = right.str->find(*left.str) != std::string::npos;
     return Value::boolean(op == "in" ? member : !member);

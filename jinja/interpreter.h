@@ -33,7 +33,10 @@ class Interpreter {
   Interpreter(std::string_view source, const RenderOptions& options);
   ~Interpreter();
 
-  std::string run(const std::vector<NodePtr>& program, const nlohmann::ordered_json& context);
+  // The rendering with its markup (jinja/markup.h). Every string of the context is data,
+  // but for the top-level keys in `markup_keys` (a chat context's bos_token, eos_token).
+  MarkedText run(const std::vector<NodePtr>& program, const nlohmann::ordered_json& context,
+                 const std::vector<std::string>& markup_keys);
 
   // For the builtins.
   void tick(uint64_t units = 1);
@@ -42,7 +45,10 @@ class Interpreter {
   Value make_array(List items, Kind kind = Kind::Array);
   Value make_object(std::shared_ptr<Map> m, Kind kind = Kind::Object);
   Value make_namespace(std::shared_ptr<Map> m);
-  Value make_string(std::string s);
+  Value make_string(std::string s);  // data
+  Value make_string(MarkedText t);
+  // `part`, a view into string value `whole`, as a string keeping its markup.
+  Value make_substring(const Value& whole, std::string_view part);
   // Positional arguments (with *spread) and keyword arguments (with **spread) of a call.
   std::pair<std::vector<Value>, Map> arguments(const std::vector<NodePtr>& nodes, size_t first,
                                                 const std::shared_ptr<Env>& env);
@@ -50,12 +56,13 @@ class Interpreter {
 
  private:
   struct DepthGuard;
-  void exec(const std::vector<NodePtr>& body, const std::shared_ptr<Env>& env, std::string& out);
-  void exec_one(const Node& n, const std::shared_ptr<Env>& env, std::string& out);
-  void exec_for(const Node& n, const std::shared_ptr<Env>& env, std::string& out);
-  void exec_set(const Node& n, const std::shared_ptr<Env>& env, std::string& out);
-  void exec_call_block(const Node& n, const std::shared_ptr<Env>& env, std::string& out);
-  void append(std::string& out, std::string_view text);
+  void exec(const std::vector<NodePtr>& body, const std::shared_ptr<Env>& env, MarkedText& out);
+  void exec_one(const Node& n, const std::shared_ptr<Env>& env, MarkedText& out);
+  void exec_for(const Node& n, const std::shared_ptr<Env>& env, MarkedText& out);
+  void exec_set(const Node& n, const std::shared_ptr<Env>& env, MarkedText& out);
+  void exec_call_block(const Node& n, const std::shared_ptr<Env>& env, MarkedText& out);
+  void append(MarkedText& out, std::string_view text, const Markup* markup);
+  void append_value(MarkedText& out, const Value& v);
   Value eval_inner(const Node& n, const std::shared_ptr<Env>& env);
   Value eval_member(const Node& n, const std::shared_ptr<Env>& env);
   Value eval_slice(const Value& object, const Node& slice, const std::shared_ptr<Env>& env);

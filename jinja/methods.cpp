@@ -219,12 +219,13 @@ Value builtin_member(Interpreter& in, const Value& object, const std::string& na
     auto method = [&](auto body) { return Value::function([str, ip, body](Args& args, const Scope&) { return body(*ip, *str, args); }); };
     if (name == "upper") return method([](Interpreter& i, const std::string& s, Args&) { return i.make_string(js_upper(s)); });
     if (name == "lower") return method([](Interpreter& i, const std::string& s, Args&) { return i.make_string(js_lower(s)); });
-    if (name == "strip")
-      return method([](Interpreter& i, const std::string& s, Args&) { return i.make_string(std::string(js_trim(s))); });
-    if (name == "lstrip")
-      return method([](Interpreter& i, const std::string& s, Args&) { return i.make_string(std::string(js_trim_start(s))); });
-    if (name == "rstrip")
-      return method([](Interpreter& i, const std::string& s, Args&) { return i.make_string(std::string(js_trim_end(s))); });
+    // The trims keep the markup of what they keep (templates trim literal-and-message text).
+    auto trim = [&](std::string_view (*cut)(std::string_view)) {
+      return Value::function([object, ip, cut](Args&, const Scope&) { return ip->make_substring(object, cut(*object.str)); });
+    };
+    if (name == "strip") return trim(js_trim);
+    if (name == "lstrip") return trim(js_trim_start);
+    if (name == "rstrip") return trim(js_trim_end);
     if (name == "title") return method([](Interpreter& i, const std::string& s, Args&) { return i.make_string(title_case(s)); });
     if (name == "capitalize")
       return method([](Interpreter& i, const std::string& s, Args&) { return i.make_string(capitalize(s)); });

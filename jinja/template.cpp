@@ -15,8 +15,13 @@ Template::Template(std::string_view source, const TemplateLimits& limits) : sour
 }
 
 std::string Template::render(const nlohmann::ordered_json& context, const RenderOptions& options) const {
+  return render_marked(context, options, {}).text;
+}
+
+MarkedText Template::render_marked(const nlohmann::ordered_json& context, const RenderOptions& options,
+                                   const std::vector<std::string>& markup_keys) const {
   Interpreter interpreter(source_, options);
-  return interpreter.run(program_, context);
+  return interpreter.run(program_, context, markup_keys);
 }
 
 }  // namespace flashspec::jinja

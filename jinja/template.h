@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "jinja/ast.h"
+#include "jinja/markup.h"
 #include "jinja/options.h"
 #include "jinja/parser.h"
 
@@ -28,6 +29,10 @@ class Template {
   explicit Template(std::string_view source, const TemplateLimits& limits = {});
 
   std::string render(const nlohmann::ordered_json& context, const RenderOptions& options = {}) const;
+  // The rendering with the byte ranges that are the template's own text (jinja/markup.h):
+  // the context's strings are data, but for the top-level keys named in `markup_keys`.
+  MarkedText render_marked(const nlohmann::ordered_json& context, const RenderOptions& options,
+                           const std::vector<std::string>& markup_keys) const;
 
  private:
   std::string source_;

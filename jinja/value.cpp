@@ -95,6 +95,18 @@ Value Value::string(std::string s) {
   return v;
 }
 
+Value Value::markup_string(std::string s) {
+  Value v = string(std::move(s));
+  v.markup = all_markup(v.str->size());
+  return v;
+}
+
+Value Value::marked(MarkedText t) {
+  Value v = string(std::move(t.text));
+  if (!t.markup.empty()) v.markup = std::make_shared<const Markup>(std::move(t.markup));
+  return v;
+}
+
 Value Value::array(List items, Kind kind) {
   Value v;
   v.kind = kind;
@@ -286,6 +298,14 @@ std::string js_string(const Value& v, const TextLimits& lim, size_t depth) {
     case Kind::Namespace: return "[object Map]";
     default: return display(v, lim, depth);
   }
+}
+
+void append_js_string(MarkedText& out, const Value& v, const TextLimits& lim) {
+  if (v.kind == Kind::String)
+    out.append(*v.str, v.markup_of());
+  else
+    out.append_data(js_string(v, lim));
+  check_size(out.text, lim);
 }
 
 void to_json(std::string& out, const Value& v, const JsonOptions& o, const TextLimits& lim, size_t depth) {

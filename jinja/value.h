@@ -15,6 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "jinja/markup.h"
+
 namespace flashspec::jinja {
 
 // A failure inside a value operation or builtin, without a position: the interpreter adds
@@ -61,6 +63,7 @@ struct Value {
   Kind kind = Kind::Undefined;
   double number = 0;  // Integer, Float; Boolean as 0 / 1
   std::shared_ptr<const std::string> str;
+  std::shared_ptr<const Markup> markup;  // String: its bytes from the template's source (jinja/markup.h)
   std::shared_ptr<const List> list;  // Array, Tuple (never changed once made)
   std::shared_ptr<Map> map;          // Object, KwArgs, Namespace
   std::shared_ptr<const NativeFn> fn;
@@ -73,7 +76,10 @@ struct Value {
   static Value floating(double d) { Value v; v.kind = Kind::Float; v.number = d; return v; }
   // A JavaScript number: integral values are integers.
   static Value js_number(double d);
+  // A string of data (no markup); markup_string: the template's own text; marked: as built.
   static Value string(std::string s);
+  static Value markup_string(std::string s);
+  static Value marked(MarkedText t);
   static Value array(List items, Kind kind = Kind::Array);
   static Value object(std::shared_ptr<Map> m, Kind kind = Kind::Object);
   static Value function(NativeFn f);
@@ -86,7 +92,9 @@ struct Value {
   bool is_attr_container() const { return is_object() || kind == Kind::Namespace; }
   bool as_bool() const { return number != 0; }
   const std::string& s() const { return *str; }
+  const Markup* markup_of() const { return markup.get(); }
 };
+
 
 // Python-like truthiness as the reference computes it (empty array / object false; a
 // namespace or a function always true).
@@ -106,6 +114,8 @@ struct TextLimits {
 std::string display(const Value& v, const TextLimits& lim, size_t depth = 0);
 // String(v.value): what `~`, `+` with a string, join and raise_exception see.
 std::string js_string(const Value& v, const TextLimits& lim, size_t depth = 0);
+// Appends js_string(v): a string with its markup, anything else as data.
+void append_js_string(MarkedText& out, const Value& v, const TextLimits& lim);
 
 struct JsonOptions {
   long indent = 0;  // 0: none

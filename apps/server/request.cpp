@@ -8,6 +8,7 @@
 #include "apps/server/api_error.h"
 #include "apps/server/json_field.h"
 #include "apps/server/tool_request.h"
+#include "core/json_bounds.h"
 #include "core/printable.h"
 #include "core/utf8.h"
 
@@ -294,26 +295,43 @@ void require_json(const std::string& content_type) {
   }
 }
 
+namespace {
+
+// The DOM builder, remembering the last object key it passed: where a value it cannot hold
+// (a number beyond a double, 1e400) was found, so that the error names the field.
+struct KeyTrackingParser : nlohmann::detail::json_sax_dom_parser<json> {
+  explicit KeyTrackingParser(json& root) : json_sax_dom_parser(root, /*allow_exceptions=*/true) {}
+  bool key(std::string& k) {
+    last_key = k;
+    return json_sax_dom_parser::key(k);
+  }
+  std::string last_key;
+};
+
+}  // namespace
+
 nlohmann::json parse_body(const std::string& body) {
   if (utf8_valid_prefix(body) != body.size())
     throw bad_request("the request body is not valid UTF-8 (invalid byte at offset " +
                           std::to_string(utf8_valid_prefix(body)) + ")",
                       {}, "invalid_utf8");
-  // The last object key the parser passed: where a value it cannot hold (a number beyond
-  // a double, 1e400) was found, so that the error names the field.
-  std::string key;
-  const json::parser_callback_t track = [&key](int, json::parse_event_t event, json& parsed) {
-    if (event == json::parse_event_t::key && parsed.is_string()) key = parsed.get<std::string>();
-    return true;
-  };
+  // Nesting and object width are measured before the parse (core/json_bounds.h): what is
+  // done with the value later recurses once per level, on a connection thread's stack, and
+  // the ordered copies of schemas and tools cost the square of an object's width.
+  if (const std::optional<std::string> e = json_bounds_error(body))
+    throw bad_request(*e + ": the limit of a request body", {}, "invalid_json");
+  // nlohmann's parser with a callback rescans an object's members each time one of them
+  // ends (a 60,000-member object took 41 s): its plain DOM builder, told each key, instead.
   json j;
+  KeyTrackingParser builder(j);
   try {
-    j = json::parse(body, track);
+    json::sax_parse(body, &builder);
   } catch (const json::exception& e) {
     // Any of the parser's errors (syntax: parse_error; a number out of range:
     // out_of_range) is the client's: 400, in our words, never the library's tag.
     std::string what = e.what();
     if (const size_t p = what.find("] "); p != std::string::npos) what.erase(0, p + 2);  // "[json.exception...] "
+    const std::string& key = builder.last_key;
     if (e.id == 406)  // number overflow
       throw bad_request((key.empty() ? std::string("a number") : key) + ": " + what +
                             " (numbers must fit a double)",

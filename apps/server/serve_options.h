@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/chat_format_choice.h"
 #include "core/sampler.h"
 
 namespace flashspec::server {
@@ -20,7 +21,7 @@ struct ServeOptions {
   int64_t max_connections = 256;            // open at once, in total
   int64_t max_client_connections = 64;      // open at once from one client address
   std::string model_id;                     // the name /v1/models lists (default: target file name)
-  std::string chat_format = "auto";
+  flashspec::ChatFormatChoice chat_format;
   SamplingParams sampling;                  // defaults of the request fields
   bool seed_given = false;                  // --seed: requests without a seed use it
   int64_t default_max_tokens = 512;         // max_tokens of a request that sets none

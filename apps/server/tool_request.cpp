@@ -5,6 +5,7 @@
 #include "apps/server/api_error.h"
 #include "apps/server/json_field.h"
 #include "core/error.h"
+#include "core/json_bounds.h"
 #include "grammar/tool_call_grammar.h"
 
 namespace flashspec::server {
@@ -117,6 +118,8 @@ std::vector<ToolCall> parse_message_tool_calls(const json& calls, const std::str
     if (args && args->is_string()) text = args->get<std::string>();
     else if (args && args->is_object()) text = args->dump();
     else if (args) throw bad_request(w + ": function.arguments must be a JSON string", "messages");
+    if (const std::optional<std::string> e = json_bounds_error(text))
+      throw bad_request(w + ": function.arguments: " + *e, "messages");
     const json parsed = json::parse(text, nullptr, false);
     if (parsed.is_discarded() || !parsed.is_object())
       throw bad_request(w + ": function.arguments is not a JSON object", "messages");
