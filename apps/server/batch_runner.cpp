@@ -46,6 +46,8 @@ void add_share(StreamCounters& acc, const StreamCounters& d, size_t i, size_t n)
 struct BatchRunner::Job {
   explicit Job(const RunRequest& r) : request(r) {}
   const RunRequest& request;
+  uint64_t group = 0;  // the request's (its choices share it)
+  uint64_t order = 0;  // handed over in this order
   RunResult result;
   std::exception_ptr error;
   bool done = false;
@@ -99,31 +101,43 @@ std::optional<BatchGauges> BatchRunner::batch() const {
 RunResult BatchRunner::run(const GenerationQueue::Ticket& turn, const RunRequest& r) {
   if (!turn.has_turn()) throw std::logic_error("internal: a generation ran without a turn of the queue");
   Job job(r);
-  std::unique_lock lk(m_);
-  if (quit_) throw Error("the server is shutting down");
-  pending_.push_back(&job);
-  work_cv_.notify_all();
-  done_cv_.wait(lk, [&] { return job.done; });
+  hand_over({&job});
   if (job.error) std::rethrow_exception(job.error);
   return std::move(job.result);
 }
 
 std::vector<RunResult> BatchRunner::run_all(const GenerationQueue::Ticket& turn, const std::vector<RunRequest>& rs) {
   if (!turn.has_turn()) throw std::logic_error("internal: a generation ran without a turn of the queue");
-  // All handed over at once: they join the batch side by side as its slots and pool allow.
+  // All handed over at once, as one group: they join the batch side by side as its slots
+  // and pool allow, the rest as slots free (in waves when there are more than slots).
   std::vector<std::unique_ptr<Job>> jobs;
-  for (const RunRequest& r : rs) jobs.push_back(std::make_unique<Job>(r));
-  std::unique_lock lk(m_);
-  if (quit_) throw Error("the server is shutting down");
-  for (auto& j : jobs) pending_.push_back(j.get());
-  work_cv_.notify_all();
-  done_cv_.wait(lk, [&] { return std::all_of(jobs.begin(), jobs.end(), [](const auto& j) { return j->done; }); });
+  std::vector<Job*> group;
+  for (const RunRequest& r : rs) {
+    jobs.push_back(std::make_unique<Job>(r));
+    group.push_back(jobs.back().get());
+  }
+  hand_over(std::move(group));
   std::vector<RunResult> out;
   for (auto& j : jobs) {
     if (j->error) std::rethrow_exception(j->error);
     out.push_back(std::move(j->result));
   }
   return out;
+}
+
+void BatchRunner::hand_over(std::vector<Job*> jobs) {
+  std::unique_lock lk(m_);
+  if (quit_) throw Error("the server is shutting down");
+  const uint64_t group = next_group_++;
+  for (Job* j : jobs) {
+    j->group = group;
+    j->order = next_job_++;
+    pending_.push_back(j);
+  }
+  work_cv_.notify_all();
+  // The engine thread answers every job it is handed (finished, failed or cancelled), and
+  // every waiting one when it quits.
+  done_cv_.wait(lk, [&] { return std::all_of(jobs.begin(), jobs.end(), [](const Job* j) { return j->done; }); });
 }
 
 void BatchRunner::complete(Job& job, RunResult r, std::exception_ptr e) {
@@ -138,11 +152,15 @@ void BatchRunner::complete(Job& job, RunResult r, std::exception_ptr e) {
 
 void BatchRunner::engine_loop() {
   RunningList running;
-  std::deque<Job*> waiting;  // handed over, waiting for room in the KV pool, in arrival order
+  std::deque<Job*> waiting;  // handed over, waiting for a slot or room in the KV pool
   for (;;) {
     {
       std::unique_lock lk(m_);
-      work_cv_.wait(lk, [&] { return quit_ || !pending_.empty() || !running.empty(); });
+      // Never asleep while a job waits: with nothing running, the next admission starts it
+      // (or fails it) at once. (Waiting here for new work while jobs waited for a slot, after
+      // the last running sequence had ended in the same pass as the others, left a request
+      // whose n exceeded --parallel unanswered for ever, its turn and the engine with it.)
+      work_cv_.wait(lk, [&] { return quit_ || !pending_.empty() || !running.empty() || !waiting.empty(); });
       waiting.insert(waiting.end(), pending_.begin(), pending_.end());
       pending_.clear();
       if (quit_) {
@@ -153,21 +171,8 @@ void BatchRunner::engine_loop() {
         return;
       }
     }
-    // A client gone while its request waited for room: it never started.
-    for (auto it = waiting.begin(); it != waiting.end();) {
-      if (!(*it)->request.cancelled || !(*it)->request.cancelled()) {
-        ++it;
-        continue;
-      }
-      RunResult r;
-      r.finish = Finish::Cancelled;
-      r.prompt_tokens = int64_t((*it)->request.prompt.size());
-      complete(**it, std::move(r), nullptr);
-      it = waiting.erase(it);
-    }
-    // First come, first served: a request that must wait for blocks holds back the later
-    // ones, so a large request is not starved by small ones.
-    while (!waiting.empty() && admit(*waiting.front(), running)) waiting.pop_front();
+    drop_cancelled(waiting);
+    admit_waiting(waiting, running);
     retire(running);  // a client gone before its first pass, or while its prompt is prefilled
     if (!running.empty()) {
       step(running);
@@ -177,13 +182,53 @@ void BatchRunner::engine_loop() {
   }
 }
 
+void BatchRunner::drop_cancelled(std::deque<Job*>& waiting) {
+  // A client gone (or a shutdown's cut) while its job waited for a slot: it never started.
+  for (auto it = waiting.begin(); it != waiting.end();) {
+    if (!(*it)->request.cancelled || !(*it)->request.cancelled()) {
+      ++it;
+      continue;
+    }
+    RunResult r;
+    r.finish = Finish::Cancelled;
+    r.prompt_tokens = int64_t((*it)->request.prompt.size());
+    Job& job = **it;
+    it = waiting.erase(it);
+    complete(job, std::move(r), nullptr);
+  }
+}
+
+void BatchRunner::admit_waiting(std::deque<Job*>& waiting, RunningList& running) {
+  while (!waiting.empty()) {
+    // The next slot goes to the group running the fewest sequences, its earliest job
+    // (ties: the earliest job of all).
+    auto runs_of = [&](uint64_t group) {
+      return std::count_if(running.begin(), running.end(), [&](const auto& s) { return s->job.group == group; });
+    };
+    auto best = waiting.begin();
+    auto best_runs = runs_of((*best)->group);
+    for (auto it = std::next(waiting.begin()); it != waiting.end(); ++it) {
+      const auto n = runs_of((*it)->group);
+      if (n < best_runs || (n == best_runs && (*it)->order < (*best)->order)) {
+        best = it;
+        best_runs = n;
+      }
+    }
+    // No slot, or no blocks yet: it holds back the later ones (a large request is not
+    // starved by small ones), and the running sequences' slots and blocks come back as
+    // they end.
+    if (!admit(**best, running)) return;
+    waiting.erase(best);
+  }
+}
+
 bool BatchRunner::admit(Job& job, RunningList& running) {
   try {
     if (!batch_) batch_ = engine_.new_batch(max_sequences_, capacity_, engine_.options().batch);
     // Error (this request alone fails) when it could never fit the pool.
     if (!batch_->has_room(job.request.prompt, job.request.max_tokens)) {
       if (running.empty()) throw Error("internal: no room for a request in an empty batch");
-      return false;  // the running sequences' blocks come back as they end
+      return false;  // the running sequences' slots and blocks come back as they end
     }
     auto s = std::make_unique<Running>(job, format_, ignore_eos_, engine_.tokenizer());
     GenerateOptions g = s->text.options();

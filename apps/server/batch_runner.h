@@ -10,6 +10,16 @@
 // then hands its answer back. The requests' callbacks (on_text, cancelled) run on the
 // engine thread, as with one session.
 //
+// A request's choices (n, and several prompts on /v1/completions: up to 64) are jobs of one
+// group, whatever N is: those beyond the free slots wait for one and join as others leave,
+// in waves, and the request is answered once every job of its group has ended. A slot that
+// frees goes to the waiting job whose group runs the fewest sequences (ties: the earlier
+// job), so a request's 64 choices do not hold back another request beside it: a request
+// with none running takes the next slot that frees (the queue gives at most N requests a
+// turn). A job that must wait for blocks of the KV pool holds back the later ones (a large
+// prompt is not starved by small ones). The engine thread sleeps only while nothing runs
+// and nothing waits.
+//
 // A request the batch refuses (its context does not fit) fails alone, with the error a
 // single session would give. A pass that fails fails every request in it (each rethrows
 // the error on its HTTP thread), and the engine thread goes on with a new batch.
@@ -53,9 +63,15 @@ class BatchRunner : public Runner {
 
   // On the engine thread:
   void engine_loop();
-  // Starts the job's sequence, or fails the job; false (nothing done) while the KV pool
-  // has no room for it yet.
+  // Starts the job's sequence, or fails the job; false (nothing done) while the batch has
+  // no slot or the KV pool no room for it yet.
   bool admit(Job& job, RunningList& running);
+  // Admits waiting jobs while slots and blocks allow, the fewest-running group's first.
+  void admit_waiting(std::deque<Job*>& waiting, RunningList& running);
+  // Answers the waiting jobs whose clients have gone (or that a shutdown cut) as cancelled.
+  void drop_cancelled(std::deque<Job*>& waiting);
+  // Hands a group of jobs (one request's) to the engine thread and waits for all of them.
+  void hand_over(std::vector<Job*> jobs);
   // One pass; a failed pass fails every running job and starts a new batch.
   void step(RunningList& running);
   // Takes out the sequences that finished or must stop and answers their jobs.
@@ -78,6 +94,7 @@ class BatchRunner : public Runner {
   mutable std::mutex m_;
   std::condition_variable work_cv_, done_cv_;
   std::deque<Job*> pending_;  // handed over, not admitted yet
+  uint64_t next_group_ = 0, next_job_ = 0;  // one group per request, its jobs in order
   BatchGauges gauges_;        // published after every pass
   bool quit_ = false;
   std::thread thread_;  // last: starts once everything above exists

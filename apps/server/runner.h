@@ -107,8 +107,9 @@ class Runner {
   // generation (the runner goes on serving).
   virtual RunResult run(const GenerationQueue::Ticket& turn, const RunRequest& r) = 0;
   // Several generations for one request (n > 1, several prompts), results in order: one
-  // after another here; a BatchRunner runs them side by side. After one is cancelled the
-  // rest are not started (they come back cancelled).
+  // after another here; a BatchRunner runs them side by side, as many as it has free slots,
+  // the rest as slots free. After one is cancelled the rest are not started (they come
+  // back cancelled).
   virtual std::vector<RunResult> run_all(const GenerationQueue::Ticket& turn, const std::vector<RunRequest>& rs);
   // What the batch did (a BatchRunner), else nullopt.
   virtual std::optional<BatchGauges> batch() const { return std::nullopt; }

@@ -7,6 +7,7 @@
 #include <signal.h>
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <thread>
 
@@ -29,9 +30,16 @@ class BlockedSignals {
 
 // Calls on_signal(signo, n) on its own thread for the n-th SIGINT/SIGTERM (n = 1, 2, ...)
 // until destroyed. Needs a BlockedSignals alive around it.
+// The first signal also sets a last resort: should the process still run `exit_deadline`
+// later (an orderly shutdown ends well within it; a generation or a client that held it
+// past its steps would be a bug), it says so on stderr and ends at once with exit code
+// kOverdueExit, so that a stop signal always ends the server within that time. Zero: none.
 class SignalWatcher {
  public:
-  explicit SignalWatcher(std::function<void(int signo, int count)> on_signal);
+  static constexpr std::chrono::milliseconds kExitDeadline{4500};
+  static constexpr int kOverdueExit = 3;
+  explicit SignalWatcher(std::function<void(int signo, int count)> on_signal,
+                         std::chrono::milliseconds exit_deadline = kExitDeadline);
   ~SignalWatcher();
   SignalWatcher(const SignalWatcher&) = delete;
   SignalWatcher& operator=(const SignalWatcher&) = delete;
