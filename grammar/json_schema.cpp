@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/json_bounds.h"
+#include "core/printable.h"
 #include "grammar/regex.h"
 
 namespace flashspec::grammar {
@@ -96,7 +97,9 @@ class SchemaCompiler {
 
  private:
   [[noreturn]] static void fail(const std::string& path, const std::string& what) {
-    throw Error("json schema: at " + path + ": " + what);
+    // One line: keys, $refs and type names come from the client (control bytes escaped),
+    // and a path 128 levels deep is cut.
+    throw Error("json schema: at " + printable(path, 240) + ": " + printable(what, 480));
   }
 
   // The schema's size against the limits, without recursion, before any work on it.
@@ -165,7 +168,10 @@ class SchemaCompiler {
       return compile(all[0], path + "/allOf/0", depth + 1);
     }
     std::vector<Expr> alts;
-    if (s.value("nullable", false)) alts.push_back(parts_.null());
+    if (const auto nullable = s.find("nullable"); nullable != s.end()) {
+      if (!nullable->is_boolean()) fail(path, "\"nullable\" must be true or false");
+      if (nullable->get<bool>()) alts.push_back(parts_.null());
+    }
     if (s.contains("anyOf")) {
       only(s, path, "anyOf", {"nullable"});
       const json& any = s["anyOf"];

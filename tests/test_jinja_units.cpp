@@ -175,3 +175,15 @@ TEST_CASE("jinja limits can be set per render") {
   CHECK(render("{% macro f(n) %}{% if n > 0 %}{{ n }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(10) }}") ==
         "10987654321");
 }
+
+TEST_CASE("jinja: errors are one line whatever the template puts in them") {
+  for (const char* source : {"{{ 'a\\\nb' }}", "{{ raise_exception('line one\nline two') }}", "{{ x |\n\n\x01 }}"}) {
+    CAPTURE(source);
+    try {
+      Template(source).render(nlohmann::ordered_json::object());
+      FAIL("no error");
+    } catch (const flashspec::Error& e) {
+      CHECK(std::string(e.what()).find_first_of("\r\n") == std::string::npos);
+    }
+  }
+}
