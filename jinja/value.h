@@ -33,25 +33,7 @@ const char* kind_name(Kind k);
 struct Value;
 using List = std::vector<Value>;
 
-// Insertion-ordered string-keyed map: searched in order while small (a loop's `loop` object,
-// a message), with a hash index once it grows.
-class Map {
- public:
-  static constexpr size_t kLinear = 16;
-  const Value* find(std::string_view key) const;
-  void set(const std::string& key, Value v);
-  bool erase(const std::string& key);
-  // Adds a key the caller knows is not there yet (no search: a loop's `loop` object per iteration).
-  void add_new(std::string key, Value v);
-  void reserve(size_t n) { entries_.reserve(n); }
-  size_t size() const { return entries_.size(); }
-  const std::vector<std::pair<std::string, Value>>& entries() const { return entries_; }
-  void clear();
-
- private:
-  std::vector<std::pair<std::string, Value>> entries_;
-  std::unordered_map<std::string, size_t> index_;
-};
+class Map;
 
 class Interpreter;
 struct Env;
@@ -93,6 +75,26 @@ struct Value {
   bool as_bool() const { return number != 0; }
   const std::string& s() const { return *str; }
   const Markup* markup_of() const { return markup.get(); }
+};
+
+// Insertion-ordered string-keyed map: searched in order while small (a loop's `loop` object,
+// a message), with a hash index once it grows.
+class Map {
+ public:
+  static constexpr size_t kLinear = 16;
+  const Value* find(std::string_view key) const;
+  void set(const std::string& key, Value v);
+  bool erase(const std::string& key);
+  // Adds a key the caller knows is not there yet (no search: a loop's `loop` object per iteration).
+  void add_new(std::string key, Value v);
+  void reserve(size_t n) { entries_.reserve(n); }
+  size_t size() const { return entries_.size(); }
+  const std::vector<std::pair<std::string, Value>>& entries() const { return entries_; }
+  void clear();
+
+ private:
+  std::vector<std::pair<std::string, Value>> entries_;
+  std::unordered_map<std::string, size_t> index_;
 };
 
 

@@ -25,7 +25,7 @@ TEST_CASE("json bounds: nesting past the depth is found at its bracket, strings 
 TEST_CASE("json bounds: an object's members are counted at its own level, arrays are not limited") {
   const JsonBounds b{8, 3};
   CHECK_FALSE(json_bounds_error(R"({"a":1,"b":{"x":1,"y":2,"z":3},"c":"::::"})", b));
-  CHECK(json_bounds_error(R"({"a":1,"b":2,"c":3,"d":4})", b) == "a JSON object with more than 3 members (at byte 21)");
+  CHECK(json_bounds_error(R"({"a":1,"b":2,"c":3,"d":4})", b) == "a JSON object with more than 3 members (at byte 22)");
   CHECK_FALSE(json_bounds_error("[1,2,3,4,5,6,7,8,9]", b));
   CHECK_FALSE(json_bounds_error(R"([{"a":1,"b":2,"c":3},{"a":1,"b":2,"c":3}])", b));
 }
