@@ -18,6 +18,7 @@
 #include "jinja/chat_renderer.h"
 #include "tests/chat_messages.h"
 #include "tests/cli_runner.h"
+#include "tests/chat_model.h"
 #include "tests/fixtures.h"
 #include "tests/json_file.h"
 
@@ -27,16 +28,7 @@ using ojson = nlohmann::ordered_json;
 
 namespace {
 
-struct Model {
-  GgufFile file;
-  Tokenizer tok;
-  explicit Model(const std::string& path) : file(GgufFile::open(path)), tok(Tokenizer::from_gguf(file)) {}
-  ChatFormat format(std::optional<ChatStyle> forced) const {
-    std::string notice;
-    return ChatFormat::for_model(tok, file.get_string("tokenizer.chat_template"), forced, notice,
-                                 jinja::make_chat_renderer);
-  }
-};
+using Model = ChatModel;
 
 ojson read_ordered(const std::string& name) {
   return read_ordered_json(std::string(FS_SOURCE_DIR) + "/tests/reference/" + name);

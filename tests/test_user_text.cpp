@@ -16,6 +16,7 @@
 #include "core/tokenizer.h"
 #include "jinja/chat_renderer.h"
 #include "jinja/template.h"
+#include "tests/chat_model.h"
 #include "tests/fixtures.h"
 #include "tests/harmony_fixture.h"
 
@@ -25,16 +26,7 @@ using ojson = nlohmann::ordered_json;
 
 namespace {
 
-struct Model {
-  GgufFile file;
-  Tokenizer tok;
-  explicit Model(const std::string& path) : file(GgufFile::open(path)), tok(Tokenizer::from_gguf(file)) {}
-  ChatFormat format(std::optional<ChatStyle> forced) const {
-    std::string notice;
-    return ChatFormat::for_model(tok, file.get_string("tokenizer.chat_template"), forced, notice,
-                                 jinja::make_chat_renderer);
-  }
-};
+using Model = ChatModel;
 
 // How many times each control token occurs.
 std::map<int32_t, int> control_counts(const Tokenizer& tok, const std::vector<int32_t>& ids) {
