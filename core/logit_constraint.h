@@ -9,6 +9,7 @@
 // node, and forking is assigning. One object serves one sequence at a time (its methods may
 // fill caches, so they are not const and not thread-safe).
 #include <cstdint>
+#include <exception>
 #include <optional>
 #include <span>
 
@@ -32,6 +33,12 @@ class LogitConstraint {
   // a token has probability 1 under the rule whatever the model says, so a draft may
   // append it without asking the draft model, and the target always accepts it.
   virtual std::optional<int32_t> forced(State s) = 0;
+  // Why the rule could not go on, if it could not (a grammar too ambiguous to match, no
+  // token left to continue): from then on it masks nothing, accepts every token and asks for
+  // the end, so that the generation stops at its next token without failing the other
+  // sequences of a batch pass, and its end raises this error (Session::generate,
+  // BatchSession::take). Null while the rule is fine.
+  virtual std::exception_ptr failure() const { return nullptr; }
 
   // The state after `tokens` from the start (nullopt when the rule refuses one).
   std::optional<State> replay(std::span<const int32_t> tokens) {

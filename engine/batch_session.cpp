@@ -212,7 +212,11 @@ GenerationResult BatchSession::take(int64_t id) {
   if (!(*it)->done) retire(**it);  // a client gone: what it computed may serve the next one
   GenerationResult r = std::move((*it)->result);
   r.stats.generated = int64_t(r.tokens.size());
+  LogitConstraint* const constraint = (*it)->opt.constraint;
   seqs_.erase(it);
+  // This sequence's rule could not go on (LogitConstraint::failure): its error, its alone.
+  if (constraint)
+    if (const std::exception_ptr failed = constraint->failure()) std::rethrow_exception(failed);
   return r;
 }
 

@@ -60,6 +60,8 @@ GenerationResult Session::generate(std::span<const int32_t> input, const Generat
   pipeline_.run_pass({&run}, {});
   while (!run.done) pipeline_.run_pass({}, {&run});
   resync();
+  if (opt.constraint)
+    if (const std::exception_ptr failed = opt.constraint->failure()) std::rethrow_exception(failed);
   return std::move(run.result);
 }
 

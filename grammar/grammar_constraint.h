@@ -26,6 +26,7 @@ class GrammarConstraint final : public LogitConstraint {
   std::optional<State> advance(State s, int32_t token) override;
   bool must_end(State s) override;
   std::optional<int32_t> forced(State s) override;
+  std::exception_ptr failure() const override { return failure_; }
 
   TokenMasker& masker() { return masker_; }
   const TokenMasker& masker() const { return masker_; }
@@ -33,6 +34,10 @@ class GrammarConstraint final : public LogitConstraint {
  private:
   TokenMasker masker_;
   std::vector<uint64_t> bits_;  // mask scratch, one word per 64 tokens
+  std::exception_ptr failure_;  // the Error that stopped the rule (LogitConstraint::failure)
+  // f(), or `if_failed` once the rule has failed (f's Error recorded as the failure).
+  template <class T, class F>
+  T or_failed(T if_failed, F&& f);
 };
 
 }  // namespace flashspec::grammar

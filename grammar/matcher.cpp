@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <bit>
+#include <string>
+
+#include "core/error.h"
 
 namespace flashspec::grammar {
 
@@ -19,10 +22,34 @@ MatchState Matcher::accept_bytes(MatchState s, std::string_view bytes) {
   return s;
 }
 
+namespace {
+
+// An ambiguous grammar (root ::= ("a" root?)+) has a number of parses, and so of distinct
+// stacks, that grows exponentially with the bytes matched: the work and memory of a step are
+// bounded here, and passing a bound fails the generation with one line instead of hanging
+// it. Grammars that describe data (JSON, schemas, tool calls) stay far below: a few dozen
+// stack tops per state.
+constexpr size_t kMaxTops = 4096;             // stack tops in one state
+constexpr size_t kMaxStepPairs = 1 << 16;     // (node, stack) pairs expanded in one step
+constexpr size_t kMaxFrames = size_t(1) << 22;  // frames a matcher holds (~64 MB with their index)
+
+[[noreturn]] void too_ambiguous(const std::string& what) {
+  throw TooAmbiguous("grammar: too ambiguous to match: " + what +
+              " (it allows one text in exponentially many ways; write it so that each text parses one way)");
+}
+
+}  // namespace
+
 uint32_t Matcher::frame(uint32_t node, uint32_t parent) {
   const uint64_t key = (uint64_t(node) << 32) | parent;
   auto [it, added] = frame_index_.try_emplace(key, uint32_t(frames_.size()));
-  if (added) frames_.push_back({node, parent});
+  if (added) {
+    if (frames_.size() >= kMaxFrames) {
+      frame_index_.erase(it);
+      too_ambiguous("more than " + std::to_string(kMaxFrames) + " stack frames");
+    }
+    frames_.push_back({node, parent});
+  }
   return it->second;
 }
 
@@ -31,6 +58,7 @@ void Matcher::close(uint32_t node, uint32_t parent) {
   const Grammar& g = *grammar_;
   auto enqueue = [&](uint32_t t, uint32_t p) {
     if (sc.seen(t, p)) return;
+    if (++sc.expanded > kMaxStepPairs) too_ambiguous("more than " + std::to_string(kMaxStepPairs) + " parses at one byte");
     sc.work.push_back({t, p});
   };
   enqueue(node, parent);
@@ -71,6 +99,7 @@ void Matcher::Scratch::reset() {
   visited.clear();
   if (!visited_big.empty()) visited_big = {};
   flags = 0;
+  expanded = 0;
 }
 
 uint32_t Matcher::intern_state() {
@@ -78,6 +107,7 @@ uint32_t Matcher::intern_state() {
   std::sort(sc.tops.begin(), sc.tops.end());
   sc.tops.erase(std::unique(sc.tops.begin(), sc.tops.end()), sc.tops.end());
   if (sc.tops.empty() && sc.flags == 0) return MatchState::kDeadId;
+  if (sc.tops.size() > kMaxTops) too_ambiguous("more than " + std::to_string(kMaxTops) + " parses at once");
   std::string key(1, char(sc.flags));
   key.append(reinterpret_cast<const char*>(sc.tops.data()), sc.tops.size() * sizeof(uint32_t));
   auto [it, added] = state_index_.try_emplace(std::move(key), uint32_t(states_.size()));

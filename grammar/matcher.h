@@ -14,7 +14,9 @@
 // A Matcher owns the frames, states and rows: it is not thread-safe (stepping fills its
 // tables), there is one per sequence being generated, and a MatchState means something
 // only to the Matcher that made it. Nothing is freed before the Matcher: what it holds
-// grows with the distinct stacks a generation visits, which max_tokens bounds.
+// grows with the distinct stacks a generation visits, which max_tokens bounds for grammars
+// that parse a text one way; an ambiguous one multiplies them with every byte, so a step's
+// work, a state's stacks and the frames held are bounded (Error "grammar: too ambiguous").
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -24,9 +26,16 @@
 #include <unordered_set>
 #include <vector>
 
+#include "core/error.h"
 #include "grammar/grammar.h"
 
 namespace flashspec::grammar {
+
+// A grammar that turned out too ambiguous to match while a text was matched (the bounds in
+// matcher.cpp): the rule's fault, not the program's (the server answers 400).
+struct TooAmbiguous : Error {
+  using Error::Error;
+};
 
 struct MatchState {
   static constexpr uint32_t kDeadId = UINT32_MAX;
@@ -104,6 +113,7 @@ class Matcher {
     std::vector<uint64_t> visited;
     std::unordered_set<uint64_t> visited_big;
     uint8_t flags = 0;
+    size_t expanded = 0;  // pairs expanded in this step (bounded: matcher.cpp)
     bool seen(uint32_t node, uint32_t parent);  // marks the pair; true if it was already
     void reset();
   };

@@ -175,7 +175,14 @@ TEST_CASE("serve bounds: the CLI refuses a 10,000-level schema file at once, in 
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   CHECK(r.exit_code == 1);
   CHECK(r.err.find("JSON nested deeper than 512 levels") != std::string::npos);
-  CHECK(r.max_rss_kb < 100 * 1024);
+  // A child's ru_maxrss starts from its parent's resident size at the fork (Linux records the
+  // forked copy's peak at exec): exact when this case runs alone, as ctest runs it.
+  rusage self{};
+  getrusage(RUSAGE_SELF, &self);
+  if (self.ru_maxrss < 50 * 1024)
+    CHECK(r.max_rss_kb < 100 * 1024);
+  else
+    MESSAGE("peak RSS not checked: this test process is already " << self.ru_maxrss << " KB (run the case alone)");
   CHECK(seconds < 5.0);  // ~30 s before (a deadline, not a benchmark)
   MESSAGE("refused in " << seconds * 1000 << " ms, peak RSS " << r.max_rss_kb << " KB");
 }

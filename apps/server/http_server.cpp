@@ -18,6 +18,7 @@
 #include "core/gguf.h"
 #include "core/printable.h"
 #include "engine/engine.h"
+#include "grammar/matcher.h"
 #include "model/llama_model.h"
 
 namespace flashspec::server {
@@ -100,6 +101,7 @@ struct HttpServer::Job {
   std::optional<ToolReading> tools;  // the answers' tool calls are read back (tools offered)
   std::optional<GenerationQueue::Ticket> ticket;
   ClientStream* conn = nullptr;  // the request's connection (lives while its handler runs)
+  std::string rule_param;        // the field whose grammar masks the answer ("" for none)
   Clock::time_point arrival, queued, turn;  // queued: checked (and its rule compiled), in line
   RequestTiming timing;
 };
@@ -398,6 +400,7 @@ void HttpServer::complete(const httplib::Request& req, httplib::Response& res, c
     const GrammarCache::Found found = grammars_.get(key, [&] { return tools.compile_forced(); });
     for (RunRequest& r : job->runs) r.grammar = found.masks;
     job->meta.grammar = {{"cached", found.cached}, {"compile_ms", found.compile_ms}};
+    job->rule_param = "tool_choice";
   }
   if (g.output.kind != OutputRule::Kind::None) {
     // A harmony answer is channels and their markers, which no JSON grammar lets through.
@@ -411,6 +414,7 @@ void HttpServer::complete(const httplib::Request& req, httplib::Response& res, c
     const GrammarCache::Found found = grammars_.get(g.output, schema);
     for (RunRequest& r : job->runs) r.grammar = found.masks;
     job->meta.grammar = {{"cached", found.cached}, {"compile_ms", found.compile_ms}};
+    job->rule_param = g.output.param;
   }
 
   job->queued = Clock::now();
@@ -464,6 +468,11 @@ std::vector<RunResult> HttpServer::run_job(Job& job) {
   try {
     rs = job.runs.size() == 1 ? std::vector<RunResult>{runner_->run(*job.ticket, job.runs[0])}
                               : runner_->run_all(*job.ticket, job.runs);
+  } catch (const grammar::TooAmbiguous& e) {
+    // Found only while matching the answer: the client's rule, said as a 400 (streamed:
+    // an error event), and the server goes on.
+    job.ticket.reset();
+    throw bad_request(e.what(), job.rule_param, "grammar_too_ambiguous");
   } catch (...) {
     job.ticket.reset();
     throw;
@@ -524,6 +533,10 @@ void HttpServer::stream_answer(Job& job, httplib::DataSink& sink) {
   std::vector<RunResult> rs;
   try {
     rs = run_job(job);
+  } catch (const ApiError& e) {
+    send(sse_event(e.body()));
+    sink.done();
+    return;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "[flashspec serve] %s: internal error: %s\n", job.meta.id.c_str(), printable(e.what(), 600).c_str());
     send(sse_event(ApiError(500, "server_error", "internal_error", "internal error").body()));
