@@ -6,7 +6,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string_view>
+
+#include "core/error.h"
 
 namespace flashspec::fuzz {
 
@@ -31,6 +34,19 @@ inline void check_message(const char* harness, std::string_view msg, std::string
   if (verbose()) std::fprintf(stderr, "%s: error: %.*s\n", harness, int(msg.size()), msg.data());
   if (msg.substr(0, prefix.size()) != prefix) bug(harness, "message lacks its prefix", msg);
   if (!lax && msg.find_first_of("\r\n") != std::string_view::npos) bug(harness, "message is not one line", msg);
+}
+
+// compile()'s result, or nullopt when it refuses the input with flashspec::Error (whose
+// message must start with `prefix` and be one line).
+template <class Compile>
+auto compiled_or_refused(const char* harness, std::string_view prefix, Compile&& compile)
+    -> std::optional<decltype(compile())> {
+  try {
+    return compile();
+  } catch (const Error& e) {
+    check_message(harness, e.what(), prefix);
+    return std::nullopt;
+  }
 }
 
 }  // namespace flashspec::fuzz

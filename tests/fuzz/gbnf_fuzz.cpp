@@ -21,13 +21,9 @@ constexpr const char* kHarness = "gbnf_fuzz";
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
-  std::shared_ptr<const Grammar> g;
-  try {
-    g = compile_gbnf(text);
-  } catch (const Error& e) {
-    fuzz::check_message(kHarness, e.what(), "grammar: ");
-    return 0;
-  }
+  const auto compiled = fuzz::compiled_or_refused(kHarness, "grammar: ", [&] { return compile_gbnf(text); });
+  if (!compiled) return 0;
+  const std::shared_ptr<const Grammar>& g = *compiled;
   const std::string printed = g->definition().to_gbnf();
   try {
     compile_gbnf(printed);

@@ -26,25 +26,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   RegexOptions opt;
   opt.json_string = (data[0] & 1) != 0;
   const std::string_view pattern(reinterpret_cast<const char*>(data) + 1, size - 1);
-  Expr e;
-  try {
-    e = compile_regex(pattern, opt);
-  } catch (const Error& err) {
-    fuzz::check_message(kHarness, err.what(), "pattern: ");
-    return 0;
-  }
+  std::optional<Expr> e = fuzz::compiled_or_refused(kHarness, "pattern: ", [&] { return compile_regex(pattern, opt); });
+  if (!e) return 0;
   GrammarDef def;
   const uint32_t root = def.rule_id("root");
-  def.define(root, Expr::seq({Expr::literal("\""), std::move(e), Expr::literal("\"")}));
+  def.define(root, Expr::seq({Expr::literal("\""), std::move(*e), Expr::literal("\"")}));
   def.root = root;
-  std::shared_ptr<const Grammar> g;
-  try {
-    g = Grammar::compile(def);
-  } catch (const Error& err) {
-    fuzz::check_message(kHarness, err.what(), "grammar: ");
-    return 0;
-  }
+  const auto g = fuzz::compiled_or_refused(kHarness, "grammar: ", [&] { return Grammar::compile(def); });
+  if (!g) return 0;
   std::string choice(pattern.rbegin(), pattern.rend());
-  fuzz::walk_matcher(kHarness, g, choice);
+  fuzz::walk_matcher(kHarness, *g, choice);
   return 0;
 }
