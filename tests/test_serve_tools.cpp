@@ -306,3 +306,23 @@ TEST_CASE("serve tools: the official openai npm client runs a tool round trip, s
     CHECK(round_trips >= 2);
   }
 }
+
+TEST_CASE("serve tools: a forced call's arguments follow the client's key order, not a sorted one") {
+  ServerProcess srv({"-m", model_path("tiny-qwen3"), "-t", "1"});
+  CAPTURE(srv.log());
+  // Raw text: the test's own json would sort the keys before they are sent.
+  HttpRequest rq;
+  rq.path = "/v1/chat/completions";
+  rq.body = R"({"messages": [{"role": "user", "content": "Set it."}], "max_tokens": 64, "temperature": 0,
+               "tool_choice": "required",
+               "tools": [{"type": "function", "function": {"name": "set", "parameters": {"type": "object",
+                 "properties": {"zeta": {"type": "integer"}, "alpha": {"type": "integer"}},
+                 "required": ["zeta", "alpha"], "additionalProperties": false}}}]})";
+  const HttpResponse r = http_call(srv.port(), rq);
+  CAPTURE(r.body);
+  REQUIRE(r.status == 200);
+  const json calls = r.json().at("choices").at(0).at("message").at("tool_calls");
+  REQUIRE(calls.size() >= 1);
+  const std::string args = calls[0].at("function").at("arguments");
+  CHECK(args.find("\"zeta\"") < args.find("\"alpha\""));
+}

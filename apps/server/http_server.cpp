@@ -382,7 +382,15 @@ void HttpServer::complete(const httplib::Request& req, httplib::Response& res, c
   const GenRequest g = chat ? parse_chat_request(body, opt_.sampling) : parse_completion_request(body, opt_.sampling);
   // Any model name is this server's one model (as llama-server answers): clients written
   // for another service send theirs, and the answer names the model that wrote it.
-  const ToolRequest tools = chat ? parse_tool_request(g.tool_fields, format_.tool_call_syntax()) : ToolRequest{};
+  // Tools again from the text, in the client's key order (the body's json sorts keys).
+  std::optional<nlohmann::ordered_json> ordered_tools;
+  if (chat && g.tool_fields.contains("tools")) {
+    const nlohmann::ordered_json doc = nlohmann::ordered_json::parse(text);  // parsed before: bounded and valid
+    ordered_tools = doc.at("tools");
+  }
+  const ToolRequest tools =
+      chat ? parse_tool_request(g.tool_fields, ordered_tools ? &*ordered_tools : nullptr, format_.tool_call_syntax())
+           : ToolRequest{};
   job->runs = prepare(g, tools);
   job->n = g.n;
   if (tools.reads_calls()) job->tools.emplace(*format_.tool_call_syntax(), tools.parameters);

@@ -20,11 +20,18 @@ ApiError tool_error(const std::string& where, const std::string& what) {
 
 }  // namespace
 
-ToolRequest parse_tool_request(const json& body, std::optional<ToolCallSyntax> syntax) {
+ToolRequest parse_tool_request(const json& body, const nlohmann::ordered_json* ordered_tools,
+                               std::optional<ToolCallSyntax> syntax) {
   ToolRequest r;
   std::vector<grammar::ToolFunction> functions;
   if (const json* tools = field(body, "tools")) {
     if (!tools->is_array()) throw bad_request("tools: must be an array", "tools");
+    // The definitions as sent: the template writes them, the forced-call grammar writes
+    // arguments in their properties' order.
+    // (Checked equal to what was validated, keys aside, whatever duplicate keys did.)
+    const nlohmann::ordered_json as_sent = ordered_tools && json::parse(ordered_tools->dump()) == *tools
+                                               ? *ordered_tools
+                                               : nlohmann::ordered_json::parse(tools->dump());
     std::set<std::string> names;
     for (size_t i = 0; i < tools->size(); ++i) {
       const json& t = (*tools)[i];
@@ -50,10 +57,9 @@ ToolRequest parse_tool_request(const json& body, std::optional<ToolCallSyntax> s
         if (it.key() != "name" && it.key() != "description" && it.key() != "parameters" && it.key() != "strict")
           throw tool_error(named_where, "function." + it.key() + " is not a field of a function");
       r.parameters[n] = params ? *params : json::object();
-      functions.push_back({n, params ? nlohmann::ordered_json::parse(params->dump()) : nlohmann::ordered_json::object()});
+      functions.push_back({n, params ? as_sent.at(i).at("function").at("parameters") : nlohmann::ordered_json::object()});
     }
-    // Keep the client's key order: the template writes the definitions as sent.
-    r.tools = nlohmann::ordered_json::parse(tools->dump());
+    r.tools = as_sent;
   }
   r.choice = r.tools.empty() ? ToolRequest::Choice::None : ToolRequest::Choice::Auto;
   if (const json* c = field(body, "tool_choice")) {

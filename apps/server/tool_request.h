@@ -44,7 +44,10 @@ struct ToolRequest {
 
 // The tool fields of `body`. `syntax`: the chat format's call syntax (nullopt: the format
 // has none, and tools are a 400).
-ToolRequest parse_tool_request(const nlohmann::json& body, std::optional<ToolCallSyntax> syntax);
+// `ordered_tools`: the same "tools" array with the client's key order (nlohmann::json sorts
+// keys), which the prompt and the forced-call grammar keep; null: as `body` has them.
+ToolRequest parse_tool_request(const nlohmann::json& body, const nlohmann::ordered_json* ordered_tools,
+                               std::optional<ToolCallSyntax> syntax);
 
 // An assistant message's "tool_calls" (`where` names it in errors, e.g. "messages[2]").
 std::vector<ToolCall> parse_message_tool_calls(const nlohmann::json& calls, const std::string& where);
