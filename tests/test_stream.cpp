@@ -770,15 +770,18 @@ TEST_CASE("stream: inspect shows the VRAM tier in front of the stream") {
 
 // ---------------------------------------------------------------- peak RSS
 
-// The stated fixed overhead on top of --ram-budget, 16 MiB: the process itself (binary,
-// libc/libstdc++, CLI, thread stacks: ~7 MiB for a tiny resident model), the
-// KV cache and activations, and the file pages touched through the mapping (GGUF
-// header, embedding rows, output head, norm vectors). Measured ~10 MiB on the 24-layer
-// q8_0 model below (budget 0: 35 MB peak with a 25 MB ring; budget 64M: 72 MB peak with
-// 62.6 MB of resident layers + ring). The ring counts against the budget whenever the
-// budget holds it; below that, the minimum ring (2 slots of the biggest layer) is an
-// extra overhead, reported by inspect and the CLI as "over the budget".
-constexpr long kFixedOverheadKb = 16 * 1024;
+// The stated fixed overhead on top of --ram-budget, 20 MiB: the process itself (binary,
+// libc/libstdc++, CLI, thread stacks: 13 MB for a tiny resident model), the KV cache and
+// activations, and the file pages touched through the mapping (GGUF header, embedding
+// rows, output head, norm vectors). On the 24-layer q8_0 model below it was ~10 MiB when
+// first measured (budget 64M: 72 MB peak) and had grown with the program to ~15.8 MiB
+// (budget 0: 41.8 MB peak with a 25 MB ring; budget 64M: 78.6-78.8 MB, 62.6 MB of it
+// resident layers + ring; AMD EPYC, 2 vCPUs), 100-300 KB under the 16 MiB this stated
+// then, so that the test failed now and then. The memory plan (issue 64) is to state it
+// per part. The ring counts against the budget whenever the budget holds it; below that,
+// the minimum ring (2 slots of the biggest layer) is an extra overhead, reported by
+// inspect and the CLI as "over the budget".
+constexpr long kFixedOverheadKb = 20 * 1024;
 
 TEST_CASE("stream: peak RSS stays within the RAM budget plus the fixed overhead") {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
