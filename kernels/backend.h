@@ -219,7 +219,8 @@ class Backend {
   virtual void add(float* y, const float* x, int64_t n) = 0;
 
   // Gemma's and gpt-oss's ops. Their defaults go through the host (download, compute,
-  // upload); the CPU and CUDA backends have their own.
+  // upload). The CPU backend has its own for all three; CUDA has its own swiglu_oai_mul
+  // only, so Gemma's gelu_mul and scale go through the host there.
   // gate[i] = gelu(gate[i]) * up[i], GELU as kernels/gelu.h computes it (GeGLU).
   virtual void gelu_mul(float* gate, const float* up, int64_t n) {
     std::vector<float> g(static_cast<size_t>(n)), u(static_cast<size_t>(n));

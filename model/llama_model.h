@@ -4,8 +4,10 @@
 // (activations.h), its weights and layer table, and what a sequence carries between
 // passes (sequence_state.h: the KV cache, its pool and shared prefix blocks).
 //
-// A llama-family model (llama, qwen2, qwen3): its file, config and weights, and the one
-// forward pass that serves prefill, plain decoding and token-tree verification alike.
+// The model of every family flashspec reads (llama, Mixtral-style MoE llamas, qwen2, qwen3,
+// qwen3moe, qwen35, qwen35moe, gemma3, gpt-oss: the README's table), its file, config and
+// weights, and the one forward pass that serves prefill, plain decoding and token-tree
+// verification alike; the families differ in the layer blocks they are built from.
 #include <algorithm>
 #include <cstdint>
 #include <memory>

@@ -1,7 +1,8 @@
 #pragma once
 // The target's LayerSource when streaming: a WeightStream over the model's per-layer
-// matrices, handing out LayerWeights views into the stream's buffers. It joins target/
-// (model weights) and offload/ (byte-level streaming), so it lives above both.
+// matrices, handing out LayerWeights views into the stream's buffers. It joins model/
+// (the layers' weights) and offload/ (byte-level streaming), so it lives in target/, above
+// both (target/ decides where the target's layers live and how they arrive).
 #include <array>
 #include <cstdint>
 #include <vector>
