@@ -228,10 +228,10 @@ bool within(const ByteRanges& ranges, size_t begin, size_t end) {
 
 }  // namespace
 
-AddedTokens::Hit Tokenizer::next_added(std::string_view text, size_t from, const ByteRanges* control_ranges) const {
+AddedTokens::Hit Tokenizer::next_added(std::string_view text, size_t from, const ByteRanges& control_ranges) const {
   AddedTokens::Hit hit = all_added_->find(text, from);
-  while (control_ranges && hit.id >= 0 && token_type(hit.id) != TokenType::UserDefined &&
-         !within(*control_ranges, hit.pos, hit.pos + hit.len)) {
+  while (hit.id >= 0 && token_type(hit.id) != TokenType::UserDefined &&
+         !within(control_ranges, hit.pos, hit.pos + hit.len)) {
     // A control token's text where the template did not write it: plain text, but a
     // user-defined token starting at the same byte still splits there.
     const AddedTokens::Hit user = user_defined_->find(text, hit.pos);
@@ -246,7 +246,7 @@ void Tokenizer::encode_text(std::string_view text, bool parse_special, std::vect
   bool after_special = true;  // the text's start counts as following a special token
   size_t pos = 0;
   while (pos < text.size()) {
-    const AddedTokens::Hit hit = control_ranges ? next_added(text, pos, control_ranges)
+    const AddedTokens::Hit hit = control_ranges ? next_added(text, pos, *control_ranges)
                                                 : (parse_special ? *all_added_ : *user_defined_).find(text, pos);
     const size_t end = hit.pos == std::string_view::npos ? text.size() : hit.pos;
     if (end > pos) {

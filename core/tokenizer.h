@@ -73,8 +73,8 @@ class Tokenizer {
   void encode_text(std::string_view text, bool parse_special, std::vector<int32_t>& out,
                    const ByteRanges* control_ranges = nullptr) const;
   // The first added token at or after `from` that may stand there: user-defined ones
-  // anywhere, control ones inside `control_ranges` (null: anywhere).
-  AddedTokens::Hit next_added(std::string_view text, size_t from, const ByteRanges* control_ranges) const;
+  // anywhere, control ones inside `control_ranges`.
+  AddedTokens::Hit next_added(std::string_view text, size_t from, const ByteRanges& control_ranges) const;
   void encode_fragment(std::string_view text, bool after_special, std::vector<int32_t>& out) const;
   void encode_bpe(std::string_view text, std::vector<int32_t>& out) const;
 

@@ -73,14 +73,23 @@ size_t estimate(const Expr& e, const RefSize& ref_size) {
   return 0;
 }
 
-// A rule is recursive when it reaches itself through references: it names itself, or it is
-// in a strongly connected component of more than one rule (Tarjan's, with its own stacks, in
-// time linear in the references).
-std::vector<uint8_t> recursive_rules(const std::vector<std::vector<uint32_t>>& refs) {
+// The rules' strongly connected components (Tarjan's, with its own stacks, in time linear
+// in the references: a chain of 100,000 rules naming each other is a GBNF file a client may
+// send). A rule is recursive when it reaches itself: it names itself, or its component has
+// more than one rule. `order` lists every rule after all the rules it reaches outside its
+// own component, as Tarjan's algorithm completes components.
+struct RuleGraph {
+  std::vector<uint8_t> recursive;
+  std::vector<uint32_t> order;
+};
+
+RuleGraph rule_graph(const std::vector<std::vector<uint32_t>>& refs) {
   const size_t n = refs.size();
   constexpr uint32_t kUnseen = UINT32_MAX;
+  RuleGraph g{std::vector<uint8_t>(n, 0), {}};
+  g.order.reserve(n);
   std::vector<uint32_t> index(n, kUnseen), low(n, 0);
-  std::vector<uint8_t> on_stack(n, 0), recursive(n, 0);
+  std::vector<uint8_t> on_stack(n, 0);
   std::vector<uint32_t> component;                 // Tarjan's stack
   std::vector<std::pair<uint32_t, size_t>> calls;  // a rule, and the next of its refs to follow
   uint32_t counter = 0;
@@ -97,7 +106,7 @@ std::vector<uint8_t> recursive_rules(const std::vector<std::vector<uint32_t>>& r
       const uint32_t r = calls.back().first;
       if (calls.back().second < refs[r].size()) {
         const uint32_t q = refs[r][calls.back().second++];
-        if (q == r) recursive[r] = 1;
+        if (q == r) g.recursive[r] = 1;
         if (index[q] == kUnseen)
           enter(q);
         else if (on_stack[q])
@@ -112,12 +121,13 @@ std::vector<uint8_t> recursive_rules(const std::vector<std::vector<uint32_t>>& r
       const bool cycle = component.size() - begin > 1;
       for (size_t i = begin; i < component.size(); ++i) {
         on_stack[component[i]] = 0;
-        if (cycle) recursive[component[i]] = 1;
+        if (cycle) g.recursive[component[i]] = 1;
+        g.order.push_back(component[i]);
       }
       component.resize(begin);
     }
   }
-  return recursive;
+  return g;
 }
 
 }  // namespace
@@ -126,40 +136,19 @@ std::vector<size_t> plan_inlining(const GrammarDef& def) {
   const size_t n = def.rules.size();
   std::vector<std::vector<uint32_t>> refs(n);
   for (uint32_t r = 0; r < n; ++r) collect_refs(def.rules[r].body, refs[r]);
-  const std::vector<uint8_t> recursive = recursive_rules(refs);
+  const RuleGraph graph = rule_graph(refs);
+  const std::vector<uint8_t>& recursive = graph.recursive;
   // Sizes and longest matches, counting the rules inlined into them, computed for each
-  // rule after the rules it names. Non-recursive rules form a DAG; a depth-first walk with
-  // its own stack orders it (a chain of 100,000 rules naming each other is a GBNF file a
-  // client may send: no recursion as deep as the chain).
+  // non-recursive rule after the rules it names (they form a DAG, in graph.order).
   std::vector<size_t> size(n, kNeverInline), longest(n, SIZE_MAX);
-  std::vector<uint8_t> state(n, 0);  // 0 unseen, 1 on the walk's stack, 2 computed
   auto inlined = [&](uint32_t r) {
     return !recursive[r] && r != def.root && longest[r] <= kInlineBytes && size[r] <= kInlineNodes;
   };
-  auto compute = [&](uint32_t r) {
+  for (const uint32_t r : graph.order) {
+    if (recursive[r]) continue;
     const Expr& body = def.rules[r].body;
     longest[r] = max_length(body, [&](uint32_t q) { return longest[q]; });
     size[r] = estimate(body, [&](uint32_t q) { return inlined(q) ? size[q] : size_t(1); });
-  };
-  std::vector<std::pair<uint32_t, size_t>> walk;  // a rule, and the next of its refs to visit
-  for (uint32_t start = 0; start < n; ++start) {
-    if (state[start] != 0 || recursive[start]) continue;
-    walk.push_back({start, 0});
-    state[start] = 1;
-    while (!walk.empty()) {
-      auto& [r, next] = walk.back();
-      if (next < refs[r].size()) {
-        const uint32_t q = refs[r][next++];
-        if (state[q] == 0 && !recursive[q]) {
-          state[q] = 1;
-          walk.push_back({q, 0});
-        }
-        continue;
-      }
-      compute(r);
-      state[r] = 2;
-      walk.pop_back();
-    }
   }
   std::vector<size_t> plan(n, kNeverInline);
   for (uint32_t r = 0; r < n; ++r)

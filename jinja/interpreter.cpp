@@ -88,11 +88,15 @@ Value Interpreter::make_substring(const Value& whole, std::string_view part) {
   return v;
 }
 
-void Interpreter::append(MarkedText& out, std::string_view text, const Markup* markup) {
-  if (out.size() + text.size() > options_.limits.max_output_bytes)
+void Interpreter::make_room(const MarkedText& out, size_t bytes) {
+  if (out.size() + bytes > options_.limits.max_output_bytes)
     throw Error("template: output longer than the limit of " + std::to_string(options_.limits.max_output_bytes) +
                 " bytes");
-  tick(text.size() / 64);
+  tick(bytes / 64);
+}
+
+void Interpreter::append(MarkedText& out, std::string_view text, const Markup* markup) {
+  make_room(out, text.size());
   out.append(text, markup);
 }
 
@@ -139,12 +143,10 @@ void Interpreter::exec_one(const Node& n, const std::shared_ptr<Env>& env, Marke
   DepthGuard guard(*this);
   tick();
   switch (n.kind) {
-    case NodeKind::String: {  // the text between tags
-      const ByteRange all{0, n.text.size()};
-      const Markup whole{all};
-      append(out, n.text, &whole);
+    case NodeKind::String:  // the text between tags
+      make_room(out, n.text.size());
+      out.append_markup(n.text);
       return;
-    }
     case NodeKind::If: {
       const bool yes = truthy(eval(*n.kids[0], env));
       exec(yes ? n.body : n.alternate, env, out);

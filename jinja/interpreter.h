@@ -61,6 +61,8 @@ class Interpreter {
   void exec_for(const Node& n, const std::shared_ptr<Env>& env, MarkedText& out);
   void exec_set(const Node& n, const std::shared_ptr<Env>& env, MarkedText& out);
   void exec_call_block(const Node& n, const std::shared_ptr<Env>& env, MarkedText& out);
+  // Checks that `bytes` more fit the output and counts them as work.
+  void make_room(const MarkedText& out, size_t bytes);
   void append(MarkedText& out, std::string_view text, const Markup* markup);
   void append_value(MarkedText& out, const Value& v);
   Value eval_inner(const Node& n, const std::shared_ptr<Env>& env);

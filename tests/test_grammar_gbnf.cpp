@@ -195,3 +195,10 @@ item ::= [\u00e9] | "\t")");
     CHECK(matches(a, s) == matches(b, s));
   CHECK(matches(b, "a\"b\x01é\té"));
 }
+
+TEST_CASE("gbnf: errors quote control bytes escaped, on one line") {
+  // gbnf_fuzz: a backslash before a newline in a literal put the raw newline in the message.
+  CHECK(error_of("root ::= \"a\\\n\"") == "grammar: line 1:12: unknown escape '\\\\x0a'");
+  CHECK(error_of(std::string("root ::= \"\\\0\"", 13)) == "grammar: line 1:11: unknown escape '\\\\x00'");
+  CHECK(error_of("root ::= \"a\" \x01") == "grammar: line 1:14: unexpected '\\x01'");
+}

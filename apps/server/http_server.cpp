@@ -382,15 +382,16 @@ void HttpServer::complete(const httplib::Request& req, httplib::Response& res, c
   const GenRequest g = chat ? parse_chat_request(body, opt_.sampling) : parse_completion_request(body, opt_.sampling);
   // Any model name is this server's one model (as llama-server answers): clients written
   // for another service send theirs, and the answer names the model that wrote it.
-  // Tools again from the text, in the client's key order (the body's json sorts keys).
-  std::optional<nlohmann::ordered_json> ordered_tools;
-  if (chat && g.tool_fields.contains("tools")) {
-    const nlohmann::ordered_json doc = nlohmann::ordered_json::parse(text);  // parsed before: bounded and valid
-    ordered_tools = doc.at("tools");
-  }
+  // The body again, in the client's key order (`body` sorts keys), for what keeps that order:
+  // tools (the prompt, forced calls' arguments) and a schema. Parsed once, when one is sent;
+  // parse_body passed it, so it is valid and within the bounds.
+  std::optional<nlohmann::ordered_json> ordered_body;
+  if ((chat && g.tool_fields.contains("tools")) || g.output.kind == OutputRule::Kind::JsonSchema)
+    ordered_body = nlohmann::ordered_json::parse(text);
+  const nlohmann::ordered_json* ordered_tools =
+      ordered_body && ordered_body->contains("tools") ? &ordered_body->at("tools") : nullptr;
   const ToolRequest tools =
-      chat ? parse_tool_request(g.tool_fields, ordered_tools ? &*ordered_tools : nullptr, format_.tool_call_syntax())
-           : ToolRequest{};
+      chat ? parse_tool_request(g.tool_fields, ordered_tools, format_.tool_call_syntax()) : ToolRequest{};
   job->runs = prepare(g, tools);
   job->n = g.n;
   if (tools.reads_calls()) job->tools.emplace(*format_.tool_call_syntax(), tools.parameters);
@@ -418,7 +419,7 @@ void HttpServer::complete(const httplib::Request& req, httplib::Response& res, c
     // Compiled here, on the request's own thread, before it queues: a bad rule is a 400
     // and a large one delays no generation.
     const std::string schema =
-        g.output.kind == OutputRule::Kind::JsonSchema ? ordered_schema_text(text, g.output) : std::string();
+        g.output.kind == OutputRule::Kind::JsonSchema ? ordered_schema_text(*ordered_body, g.output) : std::string();
     const GrammarCache::Found found = grammars_.get(g.output, schema);
     for (RunRequest& r : job->runs) r.grammar = found.masks;
     job->meta.grammar = {{"cached", found.cached}, {"compile_ms", found.compile_ms}};

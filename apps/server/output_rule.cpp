@@ -88,10 +88,8 @@ OutputRule parse_output_rule(const json& body) {
   return rule;
 }
 
-std::string ordered_schema_text(const std::string& body, const OutputRule& rule) {
-  // The body parsed before (parse_body): valid, so this parse cannot fail.
-  const nlohmann::ordered_json doc = nlohmann::ordered_json::parse(body);
-  return doc.at(nlohmann::ordered_json::json_pointer(rule.schema_pointer)).dump();
+std::string ordered_schema_text(const nlohmann::ordered_json& ordered_body, const OutputRule& rule) {
+  return ordered_body.at(nlohmann::ordered_json::json_pointer(rule.schema_pointer)).dump();
 }
 
 }  // namespace flashspec::server

@@ -28,6 +28,7 @@ OutputRule parse_output_rule(const nlohmann::json& body);
 
 // The schema of a JsonSchema rule as compact JSON text, its objects' keys in the order the
 // client wrote them (the grammar cache's key: the same schema however it is spaced).
-std::string ordered_schema_text(const std::string& body, const OutputRule& rule);
+// `ordered_body`: the request body parsed as nlohmann::ordered_json.
+std::string ordered_schema_text(const nlohmann::ordered_json& ordered_body, const OutputRule& rule);
 
 }  // namespace flashspec::server

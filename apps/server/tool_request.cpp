@@ -29,9 +29,8 @@ ToolRequest parse_tool_request(const json& body, const nlohmann::ordered_json* o
     // The definitions as sent: the template writes them, the forced-call grammar writes
     // arguments in their properties' order.
     // (Checked equal to what was validated, keys aside, whatever duplicate keys did.)
-    const nlohmann::ordered_json as_sent = ordered_tools && json::parse(ordered_tools->dump()) == *tools
-                                               ? *ordered_tools
-                                               : nlohmann::ordered_json::parse(tools->dump());
+    const nlohmann::ordered_json as_sent =
+        ordered_tools && json(*ordered_tools) == *tools ? *ordered_tools : nlohmann::ordered_json(*tools);
     std::set<std::string> names;
     for (size_t i = 0; i < tools->size(); ++i) {
       const json& t = (*tools)[i];
