@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.h"
+#include "apps/inspect_routing.h"
 #include "apps/output.h"
 #include "apps/run_options.h"
 #include "core/error.h"
@@ -36,6 +37,7 @@ struct InspectArgs {
   KvTypeFlags kv_types;
   int64_t ctx = 0;
   PlacementOptions placement;
+  RoutingRunArgs routing;  // --routing: routing statistics instead of the file's description
 };
 
 // A mixture-of-experts model's size: all parameters vs those one token uses (every
@@ -274,9 +276,25 @@ Action register_inspect(CLI::App& app) {
   sub->add_option("-d,--draft", args->draft, "self:TYPE: show the self-draft (the model quantized at load) in the plan");
   sub->add_option("-c,--ctx,--ctx-size", args->ctx, "context to size the KV cache for (default: the trained length)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
-  return [args] {
+  CLI::Option* routing =
+      sub->add_option("--routing", args->routing.prompts,
+                      "PROMPTS: routing statistics of a mixture-of-experts model over these prompts and their greedy "
+                      "continuations, run resident on the CPU (one prompt per line, or bench's JSON lines)");
+  sub->add_option("-n,--n-predict", args->routing.n_predict, "with --routing: greedy tokens generated after each prompt")
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 20))
+      ->needs(routing)
+      ->capture_default_str();
+  sub->add_option("-t,--threads", args->routing.threads, "with --routing: CPU threads (default: all cores)")
+      ->check(CLI::Range(1, 1024))
+      ->needs(routing);
+  return [args, routing] {
     check_placement_flags(args->placement, args->backend);
-    return run_inspect(*args);
+    if (routing->count() == 0) return run_inspect(*args);
+    if (args->backend != "cpu" || args->placement.stream || !args->draft.empty())
+      throw UsageError("--routing runs the model alone, resident on the CPU: without --backend cuda, --stream or -d");
+    args->routing.model = args->path;
+    args->routing.json = args->json;
+    return run_inspect_routing(args->routing);
   };
 }
 

@@ -195,6 +195,13 @@ LlamaConfig LlamaConfig::from_gguf(const GgufFile& f) {
   };
   c.dim = require("embedding_length", 1, kMaxDim);
   c.n_layers = require("block_count", 1, kMaxLayers);
+  // Multi-token-prediction (nextn) layers are the last blocks of the file, after the main
+  // layers (as llama.cpp's converters write Qwen3.5/3.6, GLM-4.5 and DeepSeek-V3): the
+  // model's forward runs only the main ones.
+  if (auto v = f.get_uint(p + "nextn_predict_layers")) {
+    c.mtp_layers = bounded(path, p + "nextn_predict_layers", *v, 0, c.n_layers - 1);
+    c.n_layers -= c.mtp_layers;
+  }
   c.n_heads = require("attention.head_count", 1, kMaxHeads);
   c.n_kv_heads = c.n_heads;
   if (auto v = f.get_uint(p + "attention.head_count_kv"))

@@ -52,7 +52,8 @@ struct LlamaConfig {
   Arch family = Arch::Llama;  // qwen3moe: Qwen3 (its attention), with n_experts > 0; qwen35moe: Qwen35
   int64_t n_vocab = 0;     // rows of token_embd.weight
   int64_t dim = 0;         // residual width
-  int64_t n_layers = 0;
+  int64_t n_layers = 0;    // the main layers (block_count less the MTP layers)
+  int64_t mtp_layers = 0;  // nextn_predict_layers: blocks n_layers.. predict further ahead
   int64_t n_heads = 0;
   int64_t n_kv_heads = 0;  // < n_heads for grouped-query attention
   int64_t head_dim = 0;    // may differ from dim / n_heads (Qwen3)

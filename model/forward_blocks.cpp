@@ -229,6 +229,7 @@ void LlamaModel::experts_ffn_block(int64_t l, const LayerWeights& w, int64_t T, 
     logits = router_host_.data();
   }
   routing_ = route_rows({logits, size_t(T * E)}, T, E, k, c.gating);
+  if (routing_observer_) routing_observer_->routed(l, routing_);
   batches_ = group_by_expert(routing_, E);
   const std::vector<int32_t>& experts = batches_.experts;
   layers_->route(l, experts);  // a streaming source starts reading the routed experts now
@@ -271,12 +272,20 @@ void LlamaModel::guess_experts(int64_t layer, const float* in, int64_t T, float*
   // changes little from one layer to the next, so this picks most of the experts the
   // next layer will route to (84% on the OLMoE-shape fixture), and their reads overlap
   // this layer's experts and the next layer's attention instead of following its router.
-  const std::optional<WeightMatrix> router = layers_->router_ahead(layer);
+  std::optional<WeightMatrix> router = layers_->router_ahead(layer);
+  const bool read_ahead = router.has_value();
+  // An observer is told the guess also where nothing is read ahead (a resident model), so
+  // that it measures how well the read-ahead would do; the router is then the mapping's,
+  // which only a host-memory backend can read.
+  if (!router && routing_observer_ && backend_.host_memory() && arch_.layers[size_t(layer)].ffn == FfnBlock::Experts)
+    router = weights_.layer(layer)[LayerMatrix::Router];
   if (!router) return;
   const LlamaConfig& c = config_;
   backend_.matmul(*router, in, T, logits);  // the routing of this layer has been taken from `logits`
   // (Without the next router's bias, where it has one: a guess need not be exact.)
   const Routing guess = route_rows({logits, size_t(T * c.n_experts)}, T, c.n_experts, c.n_experts_used, c.gating);
+  if (routing_observer_) routing_observer_->guessed(layer, guess);
+  if (!read_ahead) return;
   // Likeliest first: by the routing weight the rows give each expert, summed.
   std::vector<float> weight(size_t(c.n_experts), 0.0f);
   for (size_t i = 0; i < guess.expert.size(); ++i) weight[size_t(guess.expert[i])] += guess.weight[i];

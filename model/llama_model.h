@@ -123,6 +123,10 @@ class LlamaModel {
   ReadProgress read_progress() const { return layers_ ? layers_->read_progress() : ReadProgress{}; }
   // Mixture-of-experts models: the experts passes have routed to and read so far.
   ExpertCounters expert_counters() const;
+  // Mixture-of-experts models: tells `o` each pass's routing and guesses (null: nobody,
+  // the default). A resident model on a host-memory backend guesses for it even where
+  // nothing is read ahead; `o` must outlive the passes it watches.
+  void set_routing_observer(RoutingObserver* o) { routing_observer_ = o; }
 
  private:
   // One sequence's rows of one pass: a chunk of its batch (the mask's columns are its
@@ -204,6 +208,7 @@ class LlamaModel {
   ExpertBatches batches_;
   std::vector<int64_t> expert_bytes_;
   ExpertCounters expert_counters_;
+  RoutingObserver* routing_observer_ = nullptr;
 };
 
 }  // namespace flashspec

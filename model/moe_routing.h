@@ -42,4 +42,19 @@ struct ExpertBatches {
 };
 ExpertBatches group_by_expert(const Routing& r, int64_t n_experts);
 
+// Watches a model's routing (LlamaModel::set_routing_observer; none by default): what
+// `flashspec inspect --routing` measures (model/routing_stats.h) is the routing the
+// forward pass itself decides, not a re-derivation of it. At each mixture-of-experts
+// layer of a pass, guessed() (from the second such layer on) and then routed() are told
+// about all the pass's rows, every sequence's, in order.
+class RoutingObserver {
+ public:
+  virtual ~RoutingObserver() = default;
+  // The experts the layer before's FFN input guesses for `layer` (LlamaModel::guess_experts:
+  // `layer`'s router over those rows, without its bias), per row.
+  virtual void guessed(int64_t layer, const Routing& guess) = 0;
+  // The experts the rows route to at `layer`.
+  virtual void routed(int64_t layer, const Routing& r) = 0;
+};
+
 }  // namespace flashspec

@@ -25,6 +25,18 @@
 //       random weights at the Qwen3.5-35B-A3B shape (~20 GB at q4_0), gpt-oss-20b's
 //       (~13.8 GB at bf16, ~12.1 GB at q8_0) or Gemma 3 12B's (~6.6 GB at q4_0), for
 //       benchmarks only; streamed to disk, never held in memory.
+//   flashspec-make-fixtures --inflate SRC.gguf --shape qwen35moe-35b-a3b|qwen35-27b
+//                           --type q4_0|q8_0|f32 [--layers N] OUT.gguf
+//       a small trained qwen35 / qwen35moe model (its MTP layers too) widened to the real
+//       model's widths and layer count, computing the source's function where the
+//       arithmetic allows: its residual copied, heads and DeltaNet channels placed or
+//       copied, extra neurons and identity layers' outputs zero (tests/fixture_inflate.cpp
+//       derives each step and says what rounds). The vocabulary, expert count, experts per
+//       token, head tying and tokenizer stay the source's. --type: the large matrices' (the
+//       router, alpha / beta and the convolution keep their types, the norms are F32; f32
+//       is for exactness tests, and keeps F16 / BF16 matrices as they are). The shapes
+//       qwen35-wide-test and qwen35moe-wide-test (dim 256, 12 layers) serve
+//       tests/test_inflate.cpp. Streamed, tensor by tensor.
 //
 // Every file is byte-identical from run to run and from machine to machine: the random
 // numbers come from splitmix64 and a polar Box-Muller whose logarithm is computed here with
@@ -62,7 +74,10 @@
 #include "core/gguf_encode.h"
 #include "core/half.h"
 #include "tests/fixture_gptoss_tokenizer.h"
+#include "tests/fixture_inflate.h"
 #include "tests/fixture_metadata.h"
+#include "tests/fixture_shape.h"
+#include "tests/fixture_stream.h"
 
 #include <nlohmann/json.hpp>
 
@@ -76,7 +91,9 @@ constexpr const char* kUsage =
     "usage: flashspec-make-fixtures SHARED_MODELS_DIR OUT_DIR [--gemma3-tokenizer DIR] [--gptoss-tokenizer DIR] | "
     "flashspec-make-fixtures --shape qwen35moe-35b-a3b --type q4_0|q8_0 [--layers N] [--models SHARED_MODELS_DIR] "
     "OUT.gguf | flashspec-make-fixtures --shape gptoss-20b --type bf16|q8_0 --gptoss-tokenizer DIR [--layers N] OUT.gguf | "
-    "flashspec-make-fixtures --shape gemma3-12b --type q4_0|q8_0 --gemma3-tokenizer DIR [--layers N] OUT.gguf";
+    "flashspec-make-fixtures --shape gemma3-12b --type q4_0|q8_0 --gemma3-tokenizer DIR [--layers N] OUT.gguf | "
+    "flashspec-make-fixtures --inflate SRC.gguf --shape qwen35moe-35b-a3b|qwen35-27b|qwen35-wide-test|qwen35moe-wide-test "
+    "--type q4_0|q8_0|f32 [--layers N] OUT.gguf";
 constexpr uint64_t kAlignment = 32;
 
 // ---- deterministic random numbers ----
@@ -147,36 +164,7 @@ struct Rng {
   bool has_spare = false;
 };
 
-// ---- the model shapes ----
-
-struct Shape {
-  std::string arch;  // qwen35, qwen35moe, gemma3 or gpt-oss
-  std::string name;  // general.name
-  uint32_t layers = 8, context = 4096, embd = 64, ffn = 128;
-  uint32_t heads = 4, heads_kv = 2, head_dim = 32;
-  float rms_eps = 1e-6f, rope_base = 1e7f;
-  uint32_t rope_dims = 16;
-  std::array<int32_t, 4> rope_sections{3, 3, 2, 0};
-  uint32_t conv_kernel = 4, ssm_state = 16, ssm_groups = 2, ssm_dt_rank = 4, ssm_inner = 64;
-  uint32_t attn_interval = 4;
-  bool moe = false;
-  uint32_t experts = 0, experts_used = 0, expert_ffn = 0, shexp_ffn = 0;
-  uint64_t vocab_rows = 0;  // 0: the tokenizer's token count; more: padded with unused tokens
-  uint64_t seed = 0;
-  GgmlType matrix_type = GgmlType::F32;  // the large matrices (and token_embd when not F32)
-  GgmlType embd_type = GgmlType::F16;
-  bool output_head = false;  // an output.weight of its own (else the head is token_embd)
-  uint32_t file_type = 1;  // general.file_type (llama_ftype): 1 F16, 2 Q4_0, 7 Q8_0, 38 MXFP4_MOE
-  double embd_std = 1.0;           // of token_embd's values
-  double output_norm_scale = 1.0;  // output_norm.weight's values are this times 1 + 0.1 N(0, 1)
-  // gemma3: the sliding window (tokens), the local layers' RoPE base, the global layers'
-  // linear RoPE scaling factor (0: none).
-  uint32_t sliding_window = 0;
-  float rope_base_swa = 10000.0f, rope_scale_linear = 0.0f;
-  // gpt-oss: YaRN RoPE scaling (factor, the context it extends, the converter's betas).
-  float yarn_factor = 0.0f, yarn_beta_fast = 32.0f, yarn_beta_slow = 1.0f;
-  uint32_t yarn_orig_context = 0;
-};
+// ---- the model shapes (struct Shape: tests/fixture_shape.h) ----
 
 Shape tiny_qwen35() {
   Shape s;
@@ -229,6 +217,63 @@ Shape qwen35moe_35b_a3b(GgmlType type) {
   s.file_type = type == GgmlType::Q4_0 ? 2 : 7;
   s.name = std::string("qwen35moe-35b-a3b-shape-random-") + (type == GgmlType::Q4_0 ? "q4_0" : "q8_0");
   return s;
+}
+
+// Qwen3.5-27B's widths (its config.json; llama.cpp's qwen35 of 64 layers, LLM_TYPE_27B):
+// dense, 24 heads over 4 KV heads of 256, 16 key / 48 value DeltaNet heads of 128. Only
+// --inflate uses it (a trained model widened to it), so it has no vocabulary or seed.
+Shape qwen35_27b() {
+  Shape s;
+  s.arch = "qwen35";
+  s.name = "qwen35-27b";
+  s.layers = 64;
+  s.context = 262144;
+  s.embd = 5120;
+  s.ffn = 17408;
+  s.heads = 24;
+  s.heads_kv = 4;
+  s.head_dim = 256;
+  s.rope_dims = 64;
+  s.rope_sections = {11, 11, 10, 0};
+  s.ssm_state = 128;
+  s.ssm_groups = 16;
+  s.ssm_dt_rank = 48;
+  s.ssm_inner = 6144;
+  return s;
+}
+
+// Small widths for tests/test_inflate.cpp: wider than tiny-qwen35* and the trained fixtures
+// (dim 64, heads 4 / 2 of 32 or 16, RoPE 16 or 8, state 16, 2 / 4 DeltaNet heads) along
+// every axis that --inflate widens, so that a test widens them in a moment.
+Shape qwen35_wide_test(bool moe) {
+  Shape s;
+  s.arch = moe ? "qwen35moe" : "qwen35";
+  s.name = moe ? "qwen35moe-wide-test" : "qwen35-wide-test";
+  s.layers = 12;
+  s.embd = 256;
+  s.ffn = moe ? 128 : 384;
+  s.heads = 8;
+  s.heads_kv = 2;
+  s.head_dim = 64;
+  s.rope_dims = 32;
+  s.rope_sections = {6, 5, 5, 0};
+  s.ssm_state = 32;
+  s.ssm_groups = 4;
+  s.ssm_dt_rank = 8;
+  s.ssm_inner = 256;
+  s.moe = moe;
+  s.expert_ffn = moe ? 64 : 0;
+  s.shexp_ffn = moe ? 128 : 0;
+  return s;
+}
+
+// The shapes --inflate widens to, by --shape name.
+std::optional<Shape> inflate_shape(const std::string& name) {
+  if (name == "qwen35moe-35b-a3b") return qwen35moe_35b_a3b(GgmlType::Q4_0);  // its widths; the type is --inflate's
+  if (name == "qwen35-27b") return qwen35_27b();
+  if (name == "qwen35-wide-test") return qwen35_wide_test(false);
+  if (name == "qwen35moe-wide-test") return qwen35_wide_test(true);
+  return std::nullopt;
 }
 
 // Gemma 3 at a tiny shape, laid out as llama.cpp's convert_hf_to_gguf.py writes a Gemma 3
@@ -844,96 +889,7 @@ std::vector<Plan> tensor_plan(const Shape& s, int64_t n_vocab) {
   return out;
 }
 
-// ---- the streaming writer ----
-
-// The temporary file being written, removed on SIGINT/SIGTERM (a fixed buffer: the handler
-// may only call async-signal-safe functions).
-char g_temp_path[4096];
-
-extern "C" void on_signal(int sig) {
-  if (g_temp_path[0] != '\0') ::unlink(g_temp_path);
-  ::_exit(128 + sig);
-}
-
-std::string errno_text() { return std::strerror(errno); }
-
-class StreamFile {
- public:
-  // A temporary file beside `path`, renamed to it by commit().
-  explicit StreamFile(std::string path) : path_(std::move(path)) {
-    const std::filesystem::path p(path_);
-    const std::string dir = p.parent_path().empty() ? "." : p.parent_path().string();
-    std::string tmpl = dir + "/." + p.filename().string() + ".tmp-XXXXXX";
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back('\0');
-    fd_ = ::mkstemp(buf.data());
-    if (fd_ < 0) throw Error(path_ + ": cannot create a temporary file in " + dir + ": " + errno_text());
-    temp_ = buf.data();
-    if (temp_.size() < sizeof g_temp_path) std::memcpy(g_temp_path, temp_.c_str(), temp_.size() + 1);
-    const mode_t mask = ::umask(0);  // mkstemp makes 0600; a model file is as readable as any other
-    ::umask(mask);
-    ::fchmod(fd_, 0666 & ~mask);
-    buf_.reserve(kBuffer);
-  }
-  StreamFile(const StreamFile&) = delete;
-  StreamFile& operator=(const StreamFile&) = delete;
-  ~StreamFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_) ::unlink(temp_.c_str());
-    g_temp_path[0] = '\0';
-  }
-
-  uint64_t position() const { return pos_; }
-  void write(const void* data, size_t n) {
-    const uint8_t* p = static_cast<const uint8_t*>(data);
-    pos_ += n;
-    while (n > 0) {
-      const size_t take = std::min(n, kBuffer - buf_.size());
-      buf_.insert(buf_.end(), p, p + take);
-      p += take;
-      n -= take;
-      if (buf_.size() == kBuffer) flush();
-    }
-  }
-  void pad_to(uint64_t at) {
-    static const uint8_t zeros[64] = {};
-    while (pos_ < at) write(zeros, size_t(std::min<uint64_t>(sizeof zeros, at - pos_)));
-  }
-  void commit() {
-    flush();
-    if (::fsync(fd_) != 0) throw Error(temp_ + ": fsync failed: " + errno_text());
-    if (::close(fd_) != 0) {
-      fd_ = -1;
-      throw Error(temp_ + ": close failed: " + errno_text());
-    }
-    fd_ = -1;
-    if (::rename(temp_.c_str(), path_.c_str()) != 0)
-      throw Error(path_ + ": cannot rename " + temp_ + " into place: " + errno_text());
-    committed_ = true;
-    g_temp_path[0] = '\0';
-  }
-
- private:
-  static constexpr size_t kBuffer = size_t(8) << 20;
-  void flush() {
-    const uint8_t* p = buf_.data();
-    size_t n = buf_.size();
-    while (n > 0) {
-      const ssize_t w = ::write(fd_, p, n);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) throw Error(temp_ + ": write failed: " + errno_text());
-      p += w;
-      n -= size_t(w);
-    }
-    buf_.clear();
-  }
-
-  std::string path_, temp_;
-  int fd_ = -1;
-  bool committed_ = false;
-  uint64_t pos_ = 0;
-  std::vector<uint8_t> buf_;
-};
+// ---- writing the tensors (the streaming writer StreamFile: tests/fixture_stream.h) ----
 
 // Mean square of the codes (q - 8) of Q4_0 and q of Q8_0 when the codes are uniform.
 constexpr double kQ4Mean2 = (16.0 * 16.0 - 1.0) / 12.0 + 0.25;
@@ -1070,6 +1026,27 @@ void write_model(const std::string& path, const Shape& s, Metadata tokenizer, in
 
 // ---- command line ----
 
+// --inflate SRC --shape NAME --type T [--layers N] OUT (tests/fixture_inflate.h).
+int run_inflate(const std::string& src, const std::string& shape, const std::string& type,
+                std::optional<uint32_t> layers, const std::string& out) {
+  std::optional<Shape> s = inflate_shape(shape);
+  if (!s)
+    throw Error(shape.empty() ? std::string("--inflate needs --shape; ") + kUsage
+                              : "unknown --shape '" + shape +
+                                    "' for --inflate (known: qwen35moe-35b-a3b, qwen35-27b, qwen35-wide-test, "
+                                    "qwen35moe-wide-test)");
+  GgmlType t;
+  if (type == "q4_0") t = GgmlType::Q4_0;
+  else if (type == "q8_0") t = GgmlType::Q8_0;
+  else if (type == "f32") t = GgmlType::F32;
+  else throw Error(type.empty() ? std::string("--type is missing (q4_0, q8_0 or f32)")
+                                : "unknown --type '" + type + "' for --inflate (q4_0, q8_0 or f32)");
+  if (out.empty()) throw Error(std::string("no output file; ") + kUsage);
+  if (layers) s->layers = *layers;
+  inflate_model(src, *s, shape, t, out);
+  return 0;
+}
+
 int run(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.size() == 1 && (args[0] == "-h" || args[0] == "--help")) {
@@ -1077,7 +1054,7 @@ int run(int argc, char** argv) {
     return 0;
   }
   if (!args.empty() && args[0].starts_with("--")) {
-    std::string shape, type, out, models, gptoss_tokenizer, gemma3_tokenizer;
+    std::string shape, type, out, models, gptoss_tokenizer, gemma3_tokenizer, inflate;
     std::optional<uint32_t> layers;
     for (size_t i = 0; i < args.size(); ++i) {
       const std::string& a = args[i];
@@ -1087,6 +1064,7 @@ int run(int argc, char** argv) {
       };
       if (a == "--shape") shape = value();
       else if (a == "--type") type = value();
+      else if (a == "--inflate") inflate = value();
       else if (a == "--models") models = value();
       else if (a == "--gptoss-tokenizer") gptoss_tokenizer = value();
       else if (a == "--gemma3-tokenizer") gemma3_tokenizer = value();
@@ -1101,6 +1079,11 @@ int run(int argc, char** argv) {
       } else if (a.starts_with("-")) throw Error("unknown option '" + a + "'; " + kUsage);
       else if (out.empty()) out = a;
       else throw Error("more than one output file ('" + out + "', '" + a + "'); " + kUsage);
+    }
+    if (!inflate.empty()) {
+      if (!models.empty() || !gptoss_tokenizer.empty() || !gemma3_tokenizer.empty())
+        throw Error("--inflate keeps the source's tokenizer: no --models or --*-tokenizer; " + std::string(kUsage));
+      return run_inflate(inflate, shape, type, layers, out);
     }
     if (shape != "qwen35moe-35b-a3b" && shape != "gptoss-20b" && shape != "gemma3-12b")
       throw Error(shape.empty() ? std::string("--shape is missing; ") + kUsage
