@@ -538,6 +538,9 @@ Action register_bench(CLI::App& app) {
                                      "write DIR/bench.jsonl, .csv, .svg (default: a new folder bench-DATE-TIME)");
   sub->add_option("--out", args->out_prefix, "write PREFIX.jsonl, PREFIX.csv, PREFIX.svg")->excludes(dir);
   return [args, sub] {
+    if (args->run.spec_type == kMtpDraft && std::find(args->drafts.begin(), args->drafts.end(), kMtpDraft) == args->drafts.end())
+      args->drafts.push_back(kMtpDraft);
+    args->run.spec_type.clear();  // in the drafts compared now
     // The run options' checks see one draft: a model where one is given (--lookup adds to
     // its trees), else lookup.
     const auto model = std::find_if(args->drafts.begin(), args->drafts.end(), [](const std::string& d) { return d != kLookupDraft; });

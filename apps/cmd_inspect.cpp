@@ -70,6 +70,30 @@ MoeSummary moe_summary(const GgufFile& f, const LlamaConfig& c, const ModelWeigh
   return m;
 }
 
+// The multi-token-prediction layer where the file has one: what it is and what it keeps
+// resident when it drafts (-d mtp).
+std::string mtp_ffn_kind(const LlamaConfig& c, const ModelWeights& w) {
+  if (!w.layer(w.mtp_layer())[LayerVector::FfnNorm]) return "none";
+  return c.moe() ? "experts" : "dense";
+}
+
+nlohmann::json mtp_json(const LlamaConfig& c, const ModelWeights& w) {
+  return {{"layers", c.mtp_layers},
+          {"block", w.mtp_layer()},
+          {"ffn", mtp_ffn_kind(c, w)},
+          {"own_head", w.mtp_head.data != w.output.data},
+          {"resident_bytes", w.mtp_bytes()}};
+}
+
+std::string mtp_line(const LlamaConfig& c, const ModelWeights& w) {
+  const std::string ffn = mtp_ffn_kind(c, w);
+  return "  MTP layer (nextn, block " + std::to_string(w.mtp_layer()) + (c.mtp_layers > 1 ? ", the first of " + std::to_string(c.mtp_layers) : "") +
+         "): gated attention" + (ffn == "none" ? "" : " + " + ffn + " FFN") + ", eh_proj; " +
+         format_bytes(w.mtp_bytes()) + " resident with -d mtp, head " +
+         (w.mtp_head.data != w.output.data ? "its own (output_extra)" : "the model's") +
+         "; the forward never runs it\n";
+}
+
 int run_inspect(const InspectArgs& a) {
   const GgufFile f = GgufFile::open(a.path);
   const LlamaConfig c = LlamaConfig::from_gguf(f);
@@ -80,7 +104,10 @@ int run_inspect(const InspectArgs& a) {
                 std::to_string(c.n_vocab) + " rows");
   const std::optional<GgmlType> self = self_draft_type(a.draft);
   const uint64_t self_bytes = self ? quantized_model_bytes(f, QuantizeOptions::self_draft(*self)) : 0;
-  const PlacementPlan plan = plan_placement(f, w, a.placement, a.backend == "cuda", self_bytes,
+  PlacementOptions placement = a.placement;
+  placement.mtp = a.draft == kMtpDraft;
+  if (placement.mtp && !w.has_mtp()) throw Error(no_mtp_layer(a.path));
+  const PlacementPlan plan = plan_placement(f, w, placement, a.backend == "cuda", self_bytes,
                                             a.backend == "cuda" ? std::numeric_limits<uint64_t>::max()
                                                                 : probe_host_memory().available());
   const KvType k_type = a.kv_types.key_type(), v_type = a.kv_types.value_type();
@@ -160,6 +187,7 @@ int run_inspect(const InspectArgs& a) {
                        {"global_bytes", kv.global_bytes()},
                        {"windowed_bytes", kv.windowed_bytes()},
                        {"total_bytes", kv.total_bytes()}};
+    if (w.has_mtp()) j["mtp"] = mtp_json(c, w);
     if (c.hybrid())
       j["hybrid"] = {{"layer_kinds", kinds},
                      {"recurrent_layers", recurrent_layers},
@@ -228,6 +256,7 @@ int run_inspect(const InspectArgs& a) {
                   format_bytes(record_bytes).c_str(), format_bytes(record_bytes * uint64_t(recurrent_layers)).c_str());
     out += buf;
   }
+  if (w.has_mtp()) out += mtp_line(c, w);
   std::snprintf(buf, sizeof buf, "  KV cache (K %s, V %s%s): %s per token, %s for %lld tokens\n",
                 kv_type_name(k_type), kv_type_name(v_type),
                 c.hybrid() ? (", attention layers only: " + std::to_string(c.attention_layers()) + " of " +
@@ -273,7 +302,7 @@ Action register_inspect(CLI::App& app) {
   sub->add_option("--backend", args->backend, "backend to plan for")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   add_placement_flags(*sub, args->placement);
   add_kv_type_options(*sub, args->kv_types);
-  sub->add_option("-d,--draft", args->draft, "self:TYPE: show the self-draft (the model quantized at load) in the plan");
+  sub->add_option("-d,--draft", args->draft, "self:TYPE: show the self-draft (the model quantized at load) in the plan; mtp: the MTP layer resident");
   sub->add_option("-c,--ctx,--ctx-size", args->ctx, "context to size the KV cache for (default: the trained length)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
   CLI::Option* routing =

@@ -68,7 +68,10 @@ void add_run_options(CLI::App& sub, RunOptions& o, int64_t n_predict, const std:
   sub.add_option("-m,--model", e.target_path, "target model (GGUF)")->required();
   sub.add_option("-d,--draft,--model-draft", e.draft_path,
                  "draft model (GGUF) for speculative decoding (llama.cpp: -md); 'lookup': draft by prompt lookup "
-                 "(continuations of earlier text), no model; self:TYPE: the target quantized to TYPE");
+                 "(continuations of earlier text), no model; self:TYPE: the target quantized to TYPE; 'mtp': the "
+                 "target's own MTP (nextn) layer, resident");
+  sub.add_option("--spec-type", o.spec_type, "speculation type as ik_llama.cpp spells it: 'mtp' is -d mtp")
+      ->check(CLI::IsMember({"mtp"}));
   o.n_predict = n_predict;  // before the option: it shows the default it holds
   sub.add_option("-n,--n-predict", o.n_predict, n_help + " (-1: until end of text or the context is full)")
       ->check(CLI::Range(int64_t(-1), int64_t(1) << 24))
@@ -148,6 +151,13 @@ void finish_run_options(const CLI::App& sub, RunOptions& o) {
   check_placement_flags(e.placement, e.backend);
 
   auto given = [&](const char* name) { return sub.get_option_no_throw(name) && sub.get_option_no_throw(name)->count() > 0; };
+  if (o.spec_type == kMtpDraft) {
+    if (!e.draft_path.empty() && e.draft_path != kMtpDraft)
+      throw UsageError("--spec-type mtp drafts with the target's MTP layer: drop -d " + e.draft_path);
+    e.draft_path = kMtpDraft;
+  }
+  if (e.draft_path == kMtpDraft && given("--pregrow"))
+    throw UsageError("-d mtp drafts from the rows of the pass that just ended: there is nothing to pre-grow (drop --pregrow)");
   const bool spec_flags = given("--draft-max") || given("--tree-width") || given("--pregrow") ||
                           given("--tree-children") || (o.speculation_flags && (given("--chain") || given("--tree")));
   if (!o.speculation_flags && e.draft_path.empty()) return;  // bench: a target-only sweep
@@ -262,7 +272,9 @@ void add_penalty_options(CLI::App& sub, SamplingParams& s) {
 std::string speculation_label(const EngineOptions& o) {
   if (o.draft_path.empty()) return "target only";
   const SpeculationRequest& s = o.speculation;
-  const std::string lookup = o.draft_path == kLookupDraft ? "lookup " : s.lookup ? "+lookup " : "";
+  const std::string lookup = o.draft_path == kLookupDraft ? "lookup "
+                             : o.draft_path == kMtpDraft ? (s.lookup ? "mtp+lookup " : "mtp ")
+                             : s.lookup ? "+lookup " : "";
   switch (s.mode) {
     case SpeculationMode::Chain: return lookup + "chain " + std::to_string(s.chain_length);
     case SpeculationMode::Tree: return lookup + "tree " + std::to_string(s.tree_size);

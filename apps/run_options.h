@@ -41,6 +41,7 @@ struct RunOptions {
   int64_t chain = 0;
   std::string tree;
   int64_t draft_max = 0;
+  std::string spec_type;  // --spec-type (ik_llama.cpp's spelling): "mtp" is -d mtp
   // False for bench, whose --chain / --tree are sweep axes it checks itself.
   bool speculation_flags = true;
   KvTypeFlags kv_types;

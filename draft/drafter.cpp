@@ -4,7 +4,6 @@
 #include <cmath>
 
 #include "core/error.h"
-#include "core/sampler_penalties.h"
 #include "model/llama_model.h"
 
 namespace flashspec {
@@ -23,7 +22,7 @@ void Drafter::reset() {
   cache_.truncate(0);
   to_feed_.clear();
   tree_ = TokenTree(0);
-  heap_.clear();
+  frontier_.clear();
 }
 
 void Drafter::sync(std::span<const int32_t> seq) {
@@ -41,7 +40,7 @@ SequenceBatch Drafter::root_feed() {
   state_.assign(1, root_state_);
   forced_child_.assign(1, 0);
   fed_ = 1;
-  heap_.clear();
+  frontier_.clear();
   feed_tokens_ = draft_ids(to_feed_);
   feed_positions_ = consecutive_positions(cache_.committed() + cache_.pending(), int64_t(feed_tokens_.size()));
   return {ForwardBatch{feed_tokens_, feed_positions_, {}}, &cache_, LogitRows::Last, &feed_logits_};
@@ -109,12 +108,7 @@ void Drafter::constrain(LogitConstraint* c, LogitConstraint::State root) {
 }
 
 int32_t Drafter::add_node(int32_t token, int32_t parent, double logp) {
-  LogitConstraint::State state = 0;
-  if (constraint_) {
-    const std::optional<LogitConstraint::State> next = constraint_->advance(state_[size_t(parent)], token);
-    if (!next) throw Error("internal: the draft proposed a token its rule refuses");
-    state = *next;
-  }
+  const LogitConstraint::State state = rule_state_after(constraint_, state_[size_t(parent)], token);
   const int32_t id = tree_.add(token, parent, logp);
   row_of_node_.push_back(-1);
   state_.push_back(state);
@@ -133,18 +127,7 @@ void Drafter::add_forced_run(int32_t node, int64_t nodes) {
 }
 
 std::span<const float> Drafter::allowed(std::span<const float> l, int32_t node) {
-  const bool adjusts = sampling_.adjusts_logits();
-  if (!constraint_ && !adjusts) return l;
-  masked_.assign(l.begin(), l.end());
-  if (adjusts) {
-    std::vector<int32_t> path;  // the node's tokens below the root, deepest first
-    for (int32_t n = node; n > 0; n = tree_.parent[size_t(n)]) path.push_back(tree_.tokens[size_t(n)]);
-    PenaltyWindow window(sampling_, history_);
-    for (auto t = path.rbegin(); t != path.rend(); ++t) window.push(*t);
-    window.apply(masked_);
-  }
-  if (constraint_) constraint_->mask(masked_, state_[size_t(node)]);
-  return masked_;
+  return frontier_.allowed(l, tree_, node, sampling_, history_, constraint_, state_[size_t(node)]);
 }
 
 SequenceBatch Drafter::root_batch(const SpeculationParams& policy, const SamplingParams& sampling) {
@@ -167,11 +150,9 @@ std::optional<SequenceBatch> Drafter::level_batch(int64_t nodes, int32_t width) 
       fed_ = tree_.size();
       return feed_batch(batch);
     }
-    if (heap_.empty()) return std::nullopt;
-    for (int32_t i = 0; i < width && tree_.size() - 1 < nodes && !heap_.empty(); ++i) {
-      std::pop_heap(heap_.begin(), heap_.end());
-      const Candidate c = heap_.back();
-      heap_.pop_back();
+    if (frontier_.empty()) return std::nullopt;
+    for (int32_t i = 0; i < width && tree_.size() - 1 < nodes && !frontier_.empty(); ++i) {
+      const DraftCandidate c = frontier_.pop();
       add_forced_run(add_node(c.token, c.parent, c.logp), nodes);
     }
   }
@@ -199,16 +180,7 @@ void Drafter::grow_chain(int64_t length, const SamplingParams& sampling, Rng& rn
   for (int64_t i = 0; i < length; ++i) {
     if (constraint_ && constraint_->must_end(state_[size_t(node)])) return;
     const std::span<const float> l = allowed(usable(logits, 0), node);
-    int32_t x;
-    if (sampled) {
-      std::vector<float> q;
-      sampling_distribution(sampling, l, q);
-      x = sample_from(q, rng);
-      tree_.draft_dist[size_t(node)] = std::move(q);
-    } else {
-      x = argmax(l);
-    }
-    const int32_t child = add_node(x, node, 0.0);
+    const int32_t child = add_node(chain_token(tree_, node, l, sampling, rng), node, 0.0);
     if (sampled) tree_.drawn[size_t(node)] = child;
     node = child;
     if (i + 1 < length) {
@@ -230,26 +202,7 @@ void Drafter::start_tree(const SpeculationParams& policy, const SamplingParams& 
 void Drafter::push_children(int32_t node, std::span<const float> drafted) {
   // Nothing is verified after the rule's end: the sequence stops there.
   if (constraint_ && constraint_->must_end(state_[size_t(node)])) return;
-  const std::span<const float> l = allowed(drafted, node);
-  // log-softmax at the sampling temperature (over the allowed tokens, under a rule); only
-  // the top candidates are kept
-  float mx = -INFINITY;
-  for (float v : l) mx = std::max(mx, v);
-  if (mx == -INFINITY) return;  // the rule allows no token the draft knows
-  double sum = 0.0;
-  for (float v : l) sum += std::exp((double(v) - mx) * inv_temp_);
-  const double log_z = std::log(sum);
-  order_.resize(l.size());
-  for (size_t i = 0; i < l.size(); ++i) order_[i] = int32_t(i);
-  const size_t k = std::min<size_t>(size_t(max_children_), l.size());
-  std::partial_sort(order_.begin(), order_.begin() + k, order_.end(),
-                    [&](int32_t a, int32_t b) { return l[size_t(a)] > l[size_t(b)]; });
-  for (size_t i = 0; i < k; ++i) {
-    if (l[size_t(order_[i])] == -INFINITY) break;  // refused by the rule
-    const double lp = (double(l[size_t(order_[i])]) - mx) * inv_temp_ - log_z;
-    heap_.push_back({tree_.logp[size_t(node)] + lp, node, order_[i]});
-    std::push_heap(heap_.begin(), heap_.end());
-  }
+  frontier_.push_children(tree_, node, allowed(drafted, node), max_children_, inv_temp_);
 }
 
 void Drafter::grow_to(int64_t nodes, int32_t width, const std::atomic<bool>* stop) {
@@ -301,12 +254,11 @@ bool Drafter::reroot(const Acceptance& acc) {
   }
   cache_.commit(kept, still_pending);
 
-  std::vector<Candidate> frontier;
-  for (const Candidate& c : heap_)
+  std::vector<DraftCandidate> frontier;
+  for (const DraftCandidate& c : frontier_.candidates())
     if (new_id[size_t(c.parent)] >= 0)
       frontier.push_back({c.logp - tree_.logp[size_t(b)], new_id[size_t(c.parent)], c.token});
-  heap_ = std::move(frontier);
-  std::make_heap(heap_.begin(), heap_.end());
+  frontier_.assign(std::move(frontier));
   std::vector<LogitConstraint::State> states(size_t(sub.size()));
   std::vector<uint8_t> forced(size_t(sub.size()));
   for (int32_t old = b; old < tree_.size(); ++old)

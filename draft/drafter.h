@@ -18,6 +18,7 @@
 #include "model/sequence_cache.h"
 #include "core/sampler.h"
 #include "core/token_tree.h"
+#include "draft/draft_frontier.h"
 #include "draft/speculation_params.h"
 #include "model/llama_model.h"
 
@@ -82,17 +83,6 @@ class Drafter {
   void absorb_level();
 
  private:
-  struct Candidate {
-    double logp;
-    int32_t parent, token;
-    // Ties broken by ids so that growth is deterministic whatever the heap's history.
-    bool operator<(const Candidate& o) const {
-      if (logp != o.logp) return logp < o.logp;
-      if (parent != o.parent) return parent > o.parent;
-      return token > o.token;
-    }
-  };
-
   // The tree nodes `nodes` as one pending-row batch (in feed_*), logits for all of them.
   SequenceBatch feed_batch(std::span<const int32_t> nodes);
   // The root's batch: the sequence tail not yet in the cache (resets the tree).
@@ -131,15 +121,13 @@ class Drafter {
   LogitConstraint::State root_state_ = 0;
   std::vector<LogitConstraint::State> state_;
   std::vector<uint8_t> forced_child_;
-  std::vector<float> masked_;  // scratch of allowed()
   // The sampling the tree is drawn for, and the sequence up to the root (penalties
   // count it).
   SamplingParams sampling_;
   std::vector<int32_t> history_;
-  std::vector<Candidate> heap_;  // best-first frontier (std::push_heap order)
+  DraftFrontier frontier_;
   int32_t max_children_ = 8;
   double inv_temp_ = 1.0;
-  std::vector<int32_t> order_;  // scratch of push_children
   // The batch of the draft forward in progress and its logits.
   std::vector<int32_t> feed_nodes_, feed_tokens_, feed_positions_;
   std::vector<uint8_t> feed_mask_;

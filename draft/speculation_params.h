@@ -64,6 +64,9 @@ struct SpeculationParams {
   // node_budget); --tree auto weighs them against the draft's nodes.
   bool lookup = false;
   LookupParams lookup_params;
+  // The target's own MTP layer drafts (-d mtp, draft/mtp_drafter.h): no draft model, and
+  // no pre-growing (it drafts from the rows of the pass that just ended).
+  bool mtp = false;
 
   bool chain() const { return mode == Mode::Chain; }
   bool auto_budget() const { return mode == Mode::Auto; }

@@ -192,6 +192,7 @@ void BatchSession::retire(Sequence& s) {
     prefixes_->remember(s.seq, s.cache->kv().blocks(), std::min<int64_t>(s.cache->committed(), int64_t(s.seq.size())));
   s.cache.reset();  // its blocks go back at once, not when the caller takes the result
   s.drafter.reset();
+  s.mtp.reset();
 }
 
 BatchSession::Sequence& BatchSession::get(int64_t id) const {

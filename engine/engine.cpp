@@ -31,8 +31,9 @@ void check_vocab_rows(const Tokenizer& tok, const LlamaModel& m, const std::stri
 // What a run speculates with: the request's sizes as one node budget, and what the
 // request leaves open decided from the run. `draft_share`: the draft's weight bytes over
 // the target's (0: prompt lookup, no draft model).
-SpeculationParams resolve_speculation(const SpeculationRequest& r, const EngineOptions& o, double draft_share) {
-  const bool lookup_only = draft_share == 0.0;
+SpeculationParams resolve_speculation(const SpeculationRequest& r, const EngineOptions& o, double draft_share,
+                                      bool mtp = false) {
+  const bool lookup_only = draft_share == 0.0 && !mtp;
   SpeculationParams p;
   p.mode = r.mode;
   p.node_budget = r.size();
@@ -53,7 +54,8 @@ SpeculationParams resolve_speculation(const SpeculationRequest& r, const EngineO
   // pre-growing has been benchmarked for greedy streamed runs only. Prompt lookup has no
   // draft model to grow anything.
   constexpr double kSmallDraftShare = 1.0 / 32;
-  p.pregrow = lookup_only ? 0 : r.pregrow.value_or(o.placement.stream && o.greedy && draft_share <= kSmallDraftShare ? 4 : 0);
+  p.mtp = mtp;
+  p.pregrow = lookup_only || mtp ? 0 : r.pregrow.value_or(o.placement.stream && o.greedy && draft_share <= kSmallDraftShare ? 4 : 0);
   // A large draft drafts on the critical path, a forward per tree level: wider levels,
   // fewer of them (8B streamed, 1B-shape draft, --tree auto's 64-node trees: 16 levels of
   // 4 took 409-441 ms per pass, 8 levels of 8 304-344 ms, with the same 31 passes for
@@ -74,6 +76,11 @@ std::optional<GgmlType> self_draft_type(const std::string& path) {
   return t;
 }
 
+std::string no_mtp_layer(const std::string& path) {
+  return "-d mtp: " + printable(path) + " has no MTP layer (no nextn_predict_layers, no blk.N.nextn.* tensors); "
+         "only models that ship one (Qwen3.5/3.6) draft with it";
+}
+
 std::unique_ptr<Backend> make_backend(const std::string& name, int threads) {
   if (name != "cuda") return std::make_unique<CpuBackend>(threads);
   return load_cuda_backend(0);
@@ -91,6 +98,8 @@ Engine::Engine(const EngineOptions& o) : opt_(o) {
   const uint64_t self_bytes = self_type ? quantized_model_bytes(target_->file(), self_q) : 0;
   const bool host = backend_->host_memory();
   placement_ = o.placement;
+  placement_.mtp = o.draft_path == kMtpDraft;
+  if (placement_.mtp && !target_->has_mtp()) throw Error(no_mtp_layer(o.target_path));
   // Passes carrying several sequences' rows compute each layer for about as long as it
   // reads, and a reader one layer ahead then idles behind every layer that computes
   // longer than it reads and every resident layer (tl1b streamed at 1.4 GB/s, 160 MB
@@ -105,8 +114,15 @@ Engine::Engine(const EngineOptions& o) : opt_(o) {
   tokenizer_ = Tokenizer::from_gguf(target_->file());
   check_vocab_rows(tokenizer_, *target_, o.target_path);
   if (o.draft_path.empty()) return;
-  if (o.draft_path == kLookupDraft) {  // no draft model: the text so far drafts
-    policy_ = resolve_speculation(o.speculation, o, 0.0);
+  if (o.draft_path == kLookupDraft || placement_.mtp) {  // no draft model: the text so far, or the MTP layer
+    double share = 0.0;
+    if (placement_.mtp) {
+      target_->place_mtp();
+      // Each MTP forward reads the layer and the head (a vocabulary's worth of rows).
+      share = double(target_->weights().mtp_bytes() + uint64_t(matrix_bytes(target_->weights().mtp_head))) /
+              double(target_->file().file_size());
+    }
+    policy_ = resolve_speculation(o.speculation, o, share, placement_.mtp);
     cap_auto_rows();
     check_fixed_tree_memory();
     set_tree_rows();

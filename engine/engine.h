@@ -35,6 +35,13 @@ std::unique_ptr<Backend> make_backend(const std::string& name, int threads);
 // reachable as ./lookup).
 inline constexpr const char* kLookupDraft = "lookup";
 
+// -d mtp: the target's own multi-token-prediction layer drafts (draft/mtp_drafter.h),
+// resident beside the head, from the target's hidden rows (a file of that name is
+// reachable as ./mtp).
+inline constexpr const char* kMtpDraft = "mtp";
+// The one error line for -d mtp on a file without an MTP layer.
+std::string no_mtp_layer(const std::string& path);
+
 // -d self:TYPE: the draft is the target's own weights quantized to TYPE at load, kept
 // resident (fast range-based quantization: q8_0, q4_0, q5_0, q5_1). The type a draft
 // path names, or nullopt for a draft file; Error for self: with another type.

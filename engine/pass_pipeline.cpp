@@ -64,7 +64,7 @@ PassPipeline::PassPipeline(LlamaModel& target, LlamaModel* draft, std::optional<
                            const BudgetPolicy* learned)
     : target_(target), draft_(policy ? draft : nullptr), policy_(policy) {
   if (!policy_) return;
-  if (!draft && !policy_->lookup) throw Error("internal: speculation without a draft");
+  if (!draft && !policy_->lookup && !policy_->mtp) throw Error("internal: speculation without a draft");
   if (!policy_->auto_budget()) return;
   if (learned) {
     auto_budget_.emplace(*learned);
@@ -73,15 +73,20 @@ PassPipeline::PassPipeline(LlamaModel& target, LlamaModel* draft, std::optional<
   // Until drafting is measured, a draft forward is priced at the draft's share of the
   // target's bytes (decoding reads every weight once) on the draft's own threads, where
   // the target's pool has every core: a per-forward ratio to the target's one-row compute.
+  // The MTP layer computes on the target's backend, reading itself and the head.
+  const ModelWeights& tw = target.weights();
   const double ratio = draft ? double(draft->file().file_size()) / double(target.file().file_size()) *
                                    double(target.backend().threads()) / double(draft->backend().threads())
-                             : 0.0;
+                       : policy_->mtp ? double(tw.mtp_bytes() + uint64_t(matrix_bytes(tw.mtp_head))) /
+                                            double(target.file().file_size())
+                                      : 0.0;
   const LlamaConfig& c = target.config();
   auto_budget_.emplace(policy_->node_budget, ratio, ExpertShape{c.n_layers, c.n_experts, c.n_experts_used});
 }
 
 void PassPipeline::equip(SequenceRun& s, int64_t rows, bool pre_grow) const {
   if (policy_ && policy_->lookup) s.lookup.emplace(policy_->lookup_params);
+  if (policy_ && policy_->mtp) s.mtp.emplace(target_, rows + policy_->max_tree_nodes() + 2);
   if (!draft_) return;
   // The draft also holds the unprocessed tail of the last round besides its own tree.
   s.drafter.emplace(*draft_, rows + policy_->max_tree_nodes() + 2, int32_t(target_.config().n_vocab));
@@ -107,6 +112,19 @@ double PassPipeline::draft(const std::vector<SequenceRun*>& decode) {
     s->rec.draft_start = ms_between(s->added, t0);
     s->cand = TokenTree(s->seq.back());
     s->picked.clear();
+    if (s->mtp && horizon_ > 0) {
+      // After passes that drafted nothing, the positions the MTP layer has not read are
+      // read apart, priced as catching up; after a drafted pass they go in the proposal's
+      // first forward (the accepted path and the bonus token, as the draft model's tail).
+      const auto t = Clock::now();
+      const int64_t behind = s->drafted ? 0 : s->mtp->catch_up(s->seq);
+      if (behind > 0) {
+        s->rec.catch_up_ms = ms_between(t, Clock::now());
+        if (auto_budget_) auto_budget_->observe_catch_up(behind, s->rec.catch_up_ms);
+      }
+      s->mtp->constrain(s->opt.constraint, s->constraint_state);
+      s->cand = s->mtp->propose(s->seq, *policy_, horizon_, s->opt.sampling, s->rng);
+    }
     if (!s->drafter || horizon_ == 0) continue;
     // A tree grown ahead (pre-grown) kept its nodes' states; a new one starts from the
     // sequence's.
@@ -157,7 +175,9 @@ double PassPipeline::draft(const std::vector<SequenceRun*>& decode) {
   }
   for (SequenceRun* s : decode) {
     s->draft_nodes = s->rec.drafted = s->cand.size() - 1;
-    if (s->lookup) add_lookup_branches(*s->lookup, *policy_, s->drafter.has_value(), s->seq, s->draft_nodes, s->cand);
+    if (s->lookup)
+      add_lookup_branches(*s->lookup, *policy_, s->drafter.has_value() || s->mtp.has_value(), s->seq, s->draft_nodes,
+                          s->cand);
     s->tree = s->cand;
     // Under a constraint (structured output) the draft proposed legal tokens only;
     // lookup branches may hold refused ones, dropped before --tree auto weighs the
@@ -201,13 +221,14 @@ void PassPipeline::run_pass(const std::vector<SequenceRun*>& prefill, const std:
     s->positions = consecutive_positions(at, s->prefill);
     const bool last = at + s->prefill == int64_t(s->seq.size());
     batches.push_back({ForwardBatch{std::span(s->seq).subspan(size_t(at), size_t(s->prefill)), s->positions, {}},
-                       &*s->cache, last ? LogitRows::Last : LogitRows::None, &s->logits});
+                       &*s->cache, last ? LogitRows::Last : LogitRows::None, &s->logits, s->mtp ? &s->hidden : nullptr});
   }
   for (SequenceRun* s : decode) {
     s->positions = s->tree.positions(s->cache->committed());
     // The root alone is the next row of a causal sequence: no mask to read.
     s->mask = s->tree.size() > 1 ? s->tree.ancestor_mask() : std::vector<uint8_t>{};
-    batches.push_back({ForwardBatch{s->tree.tokens, s->positions, s->mask}, &*s->cache, LogitRows::All, &s->logits});
+    batches.push_back({ForwardBatch{s->tree.tokens, s->positions, s->mask}, &*s->cache, LogitRows::All, &s->logits,
+                       s->mtp ? &s->hidden : nullptr});
     rows += s->tree.size();
   }
 
@@ -261,6 +282,7 @@ void PassPipeline::run_pass(const std::vector<SequenceRun*>& prefill, const std:
 }
 
 void PassPipeline::finish_prefill(SequenceRun& s) {
+  if (s.mtp) s.mtp->add_hidden(s.cache->committed(), s.hidden);
   s.cache->commit_first(s.prefill);
   GenerationStats& st = s.result.stats;
   const bool whole = s.cache->committed() >= int64_t(s.seq.size());  // else more of the prompt to come
@@ -287,9 +309,10 @@ void PassPipeline::finish_prefill(SequenceRun& s) {
     s.rec.emitted = 1;
     // The draft reads the prompt now, as the target just did; --tree auto starting
     // without drafting leaves it to the first pass that drafts, if any does.
-    if (!stop && s.drafter && !(auto_budget_ && auto_budget_->draft_horizon() == 0)) {
+    if (!stop && (s.drafter || s.mtp) && !(auto_budget_ && auto_budget_->draft_horizon() == 0)) {
       const auto t = Clock::now();
-      s.drafter->catch_up(s.seq);
+      if (s.drafter) s.drafter->catch_up(s.seq);
+      if (s.mtp) s.mtp->catch_up(s.seq);
       st.draft_ms += ms_between(t, Clock::now());
     }
   }
@@ -308,6 +331,7 @@ void PassPipeline::finish_tree(SequenceRun& s, PreGrowth& growth) {
   // node's path: bias and penalties for its own history, then the constraint's mask.
   penalise_tree_logits(s.opt.sampling, s.seq, s.tree, rows, n_vocab);
   if (LogitConstraint* c = s.opt.constraint) mask_tree_logits(*c, tree_states(*c, s.tree, s.constraint_state), rows, n_vocab);
+  const int64_t root_pos = s.cache->committed();
   const TreeOutcome out = settle_tree(s.tree, s.logits, n_vocab, s.opt.sampling, s.rng, *s.cache,
                                       s.opt.logits_positions, s.result.logits, st, [&](int32_t tok, int64_t row) {
                                         if (s.opt.top_logprobs >= 0)
@@ -316,14 +340,17 @@ void PassPipeline::finish_tree(SequenceRun& s, PreGrowth& growth) {
                                         return emit(s, tok);
                                       });
   s.rec.emitted = int64_t(out.emitted.tokens);
+  // The MTP layer reads the target's rows of the root and the accepted path next round,
+  // whoever proposed them (a prompt-lookup branch too).
+  if (s.mtp) s.mtp->add_accepted(root_pos, out.acc.path, s.hidden);
   if (auto_budget_) auto_budget_->observe_acceptance(s.tree, out.acc.path);
   finish_growth(s, growth);
   // The drafter keeps the rows of its own nodes on the accepted path, up to the first
   // lookup node; its next sync queues the rest. A path cut at a lookup node has no
   // bonus: no grown subtree is under it.
   s.pregrown = false;
-  s.drafted = s.drafter && s.draft_nodes > 0;
-  if (s.drafted) {
+  s.drafted = (s.drafter || s.mtp) && s.draft_nodes > 0;
+  if (s.drafted && s.drafter) {
     const Acceptance own = drafter_path(out.acc, s.picked, s.draft_nodes);
     if (s.worker && own.bonus >= 0) s.pregrown = s.drafter->reroot(own);
     else s.drafter->advance(own);

@@ -14,6 +14,7 @@
 #include "core/token_tree.h"
 #include "draft/draft_worker.h"
 #include "draft/drafter.h"
+#include "draft/mtp_drafter.h"
 #include "draft/prompt_lookup.h"
 #include "engine/generate_options.h"
 #include "model/sequence_cache.h"
@@ -27,6 +28,7 @@ struct SequenceRun {
   std::optional<SequenceCache> cache;  // the target's state; a batch frees it when the sequence ends
   std::optional<Drafter> drafter;      // with a draft model
   std::optional<PromptLookup> lookup;  // -d lookup, --lookup
+  std::optional<MtpDrafter> mtp;       // -d mtp
   // Pre-grows the next tree on the draft's own thread while the target verifies
   // (a single sequence under an overlapped policy); declared after the drafter it uses.
   std::unique_ptr<DraftWorker> worker;
@@ -50,6 +52,7 @@ struct SequenceRun {
   std::vector<int32_t> positions;
   std::vector<uint8_t> mask;
   std::vector<float> logits;
+  std::vector<float> hidden;  // -d mtp: the target's hidden rows of the pass (what its MTP layer reads)
 
   // A new generation after `input` (appended to the sequence).
   void begin(GenerateOptions o) {

@@ -22,6 +22,7 @@ void Session::reset() {
   run_->cache->truncate(0);
   run_->seq.clear();
   if (run_->drafter) run_->drafter->reset();
+  if (run_->mtp) run_->mtp->reset();
 }
 
 void Session::rewind(int64_t n) {
@@ -31,6 +32,7 @@ void Session::rewind(int64_t n) {
   if (seq.empty()) return reset();
   run_->cache->truncate(std::min(run_->cache->committed(), n));  // every kept token keeps its row
   if (run_->drafter) run_->drafter->sync(seq);
+  if (run_->mtp) run_->mtp->sync(seq);
 }
 
 void Session::resync() {
@@ -38,6 +40,7 @@ void Session::resync() {
   const int64_t keep = std::min<int64_t>(cache.committed(), int64_t(run_->seq.size()) - 1);
   cache.truncate(std::max<int64_t>(keep, 0));
   if (run_->drafter && !run_->seq.empty()) run_->drafter->sync(run_->seq);
+  if (run_->mtp) run_->mtp->sync(run_->seq);
 }
 
 GenerationResult Session::generate(std::span<const int32_t> input, const GenerateOptions& opt) {

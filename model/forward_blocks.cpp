@@ -215,7 +215,8 @@ void LlamaModel::dense_ffn_block(int64_t l, const LayerWeights& w, int64_t T, co
   be.add(a.x, a.xb, T * c.dim);
 }
 
-void LlamaModel::experts_ffn_block(int64_t l, const LayerWeights& w, int64_t T, const Activations& a) {
+void LlamaModel::experts_ffn_block(int64_t l, const LayerWeights& w, int64_t T, const Activations& a,
+                                   LayerSource& src) {
   const LlamaConfig& c = config_;
   Backend& be = backend_;
   const int64_t E = c.n_experts, k = c.n_experts_used, F = c.expert_ffn_dim;
@@ -229,12 +230,14 @@ void LlamaModel::experts_ffn_block(int64_t l, const LayerWeights& w, int64_t T, 
     logits = router_host_.data();
   }
   routing_ = route_rows({logits, size_t(T * E)}, T, E, k, c.gating);
-  if (routing_observer_) routing_observer_->routed(l, routing_);
   batches_ = group_by_expert(routing_, E);
   const std::vector<int32_t>& experts = batches_.experts;
-  layers_->route(l, experts);  // a streaming source starts reading the routed experts now
-  expert_counters_.routed += int64_t(experts.size());
-  expert_counters_.routed_bytes += int64_t(experts.size()) * expert_bytes_[size_t(l)];
+  src.route(l, experts);  // a streaming source starts reading the routed experts now
+  if (l < c.n_layers) {  // the main layers' (the MTP layer's reads nothing, drafts apart)
+    if (routing_observer_) routing_observer_->routed(l, routing_);
+    expert_counters_.routed += int64_t(experts.size());
+    expert_counters_.routed_bytes += int64_t(experts.size()) * expert_bytes_[size_t(l)];
+  }
   if (l + 1 < c.n_layers) guess_experts(l + 1, a.xb, T, a.router);
 
   // Each expert multiplies the rows routed to it together; its input rows are no longer
@@ -245,11 +248,11 @@ void LlamaModel::experts_ffn_block(int64_t l, const LayerWeights& w, int64_t T, 
   be.gather_rows(a.xb, T, batches_.row.data(), T * k, c.dim, a.expert_rows);
   std::vector<int32_t> left = experts;
   while (!left.empty()) {
-    const auto next = left.begin() + std::ptrdiff_t(layers_->ready_among(l, left));
+    const auto next = left.begin() + std::ptrdiff_t(src.ready_among(l, left));
     const size_t i = size_t(std::lower_bound(experts.begin(), experts.end(), *next) - experts.begin());  // ascending
     left.erase(next);
     const int64_t first = batches_.begin[i], n = batches_.begin[i + 1] - first;
-    const ExpertWeights ew = layers_->expert(l, w, experts[i]);
+    const ExpertWeights ew = src.expert(l, w, experts[i]);
     float* x = a.expert_rows + first * c.dim;
     float* gate = a.gate + first * F;
     float* up = a.up + first * F;
@@ -260,7 +263,7 @@ void LlamaModel::experts_ffn_block(int64_t l, const LayerWeights& w, int64_t T, 
     gated_activation(be, arch_.layers[size_t(l)].activation, gate, up, n * F);
     be.matmul(ew.down, gate, n, x);
     if (const float* b = w[LayerVector::DownExpsBias]) be.add_bias(x, b + experts[i] * c.dim, n, c.dim);
-    layers_->done_with(l, experts[i]);
+    src.done_with(l, experts[i]);
   }
   be.weighted_sum_rows(a.expert_rows, T * k, batches_.slot.data(), routing_.weight.data(), T, k, c.dim, a.xb);
   if (c.shared_expert_ffn_dim > 0) be.add(a.xb, a.shared, T * c.dim);  // routed + shared, as llama.cpp sums them
@@ -293,6 +296,24 @@ void LlamaModel::guess_experts(int64_t layer, const float* in, int64_t T, float*
   std::stable_sort(experts.begin(), experts.end(),
                    [&](int32_t a, int32_t b) { return weight[size_t(a)] > weight[size_t(b)]; });
   layers_->guess(layer, experts);
+}
+
+void LlamaModel::hidden_rows(std::span<const PassPart> parts, const Activations& a) {
+  // Each part's rows normed in place of their own rows of xb (output_head then gathers
+  // the logit rows into xb from the start, over rows already copied out).
+  const LlamaConfig& c = config_;
+  int64_t r0 = 0;
+  for (const PassPart& p : parts) {
+    const int64_t n = int64_t(p.chunk.tokens.size());
+    if (p.hidden) {
+      float* rows = a.xb + r0 * c.dim;
+      backend_.rmsnorm(a.x + r0 * c.dim, placed_.output_norm, n, c.dim, c.rms_eps, rows);
+      const size_t bytes = size_t(n * c.dim) * sizeof(float);
+      if (backend_.host_memory()) std::memcpy(p.hidden, rows, bytes);
+      else backend_.download(p.hidden, rows, bytes);
+    }
+    r0 += n;
+  }
 }
 
 void LlamaModel::output_head(std::span<const PassPart> parts, const Activations& a) {

@@ -16,6 +16,12 @@ Architecture architecture_of(const LlamaConfig& c) {
     layer.post_norms = c.post_norms;
     a.layers.push_back(layer);
   }
+  if (c.mtp_layers > 0) {
+    LayerBlocks mtp = a.layers.back();
+    mtp.mixer = MixerBlock::Attention;
+    mtp.window = 0;
+    a.layers.push_back(mtp);
+  }
   return a;
 }
 

@@ -42,7 +42,10 @@ struct LayerBlocks {
 };
 
 struct Architecture {
-  std::vector<LayerBlocks> layers;  // one per layer, in order
+  // One per layer, in order; then, where the model has one, its multi-token-prediction
+  // layer (index n_layers: full attention, the model's FFN kind), which only
+  // LlamaModel::forward_mtp runs.
+  std::vector<LayerBlocks> layers;
 };
 
 // The description of a model of config `c` (llama, qwen2, qwen3, qwen3moe and

@@ -25,14 +25,17 @@ ExpertWeights LayerWeights::expert(int64_t e) const {
   return x;
 }
 
-LayerSpec layer_spec(const LlamaConfig& c, int64_t l) {
+namespace {
+
+// A layer's tensors: a recurrent mixer or attention, then the FFN (none where `ffn` is false).
+LayerSpec spec_of(const LlamaConfig& c, bool recurrent, bool ffn) {
   using M = LayerMatrix;
   using V = LayerVector;
   const bool qwen2 = c.family == Arch::Qwen2;
   const bool gptoss = c.family == Arch::GptOss;  // biases everywhere, sinks
   const bool qk_norm = c.family == Arch::Qwen3 || c.family == Arch::Qwen35 || c.family == Arch::Gemma3;
   LayerSpec s;
-  if (c.recurrent(l)) {
+  if (recurrent) {
     const DeltaNetShape& d = c.delta;
     s.matrices = {
         {M::Qkv, "attn_qkv", c.dim, d.conv_dim()},
@@ -50,7 +53,7 @@ LayerSpec layer_spec(const LlamaConfig& c, int64_t l) {
         {M::Out, "attn_output", c.q_dim(), c.dim},
     };
   }
-  if (c.n_experts > 0) {
+  if (ffn && c.n_experts > 0) {
     const int64_t e = c.n_experts, f = c.expert_ffn_dim;
     s.matrices.push_back({M::Router, "ffn_gate_inp", c.dim, e});
     s.matrices.push_back({M::GateExps, "ffn_gate_exps", c.dim, f, e, ReadUnit::ExpertSlices});
@@ -61,18 +64,16 @@ LayerSpec layer_spec(const LlamaConfig& c, int64_t l) {
       s.matrices.push_back({M::ShUp, "ffn_up_shexp", c.dim, sh});
       s.matrices.push_back({M::ShDown, "ffn_down_shexp", sh, c.dim});
     }
-  } else {
+  } else if (ffn) {
     s.matrices.push_back({M::Gate, "ffn_gate", c.dim, c.ffn_dim});
     s.matrices.push_back({M::Up, "ffn_up", c.dim, c.ffn_dim});
     s.matrices.push_back({M::Down, "ffn_down", c.ffn_dim, c.dim});
   }
   // The FFN's norm: Qwen3.5 and gpt-oss name it after attention (it normalises attention's sum).
   const bool norm_after_attention = c.family == Arch::Qwen35 || gptoss;
-  s.vectors = {
-      {V::AttnNorm, "attn_norm.weight", c.dim, true},
-      {V::FfnNorm, norm_after_attention ? "post_attention_norm.weight" : "ffn_norm.weight", c.dim, true},
-  };
-  if (c.recurrent(l)) {
+  s.vectors = {{V::AttnNorm, "attn_norm.weight", c.dim, true}};
+  if (ffn) s.vectors.push_back({V::FfnNorm, norm_after_attention ? "post_attention_norm.weight" : "ffn_norm.weight", c.dim, true});
+  if (recurrent) {
     const DeltaNetShape& d = c.delta;
     s.vectors.push_back({V::Conv, "ssm_conv1d.weight", d.conv_kernel, true, d.conv_dim()});
     s.vectors.push_back({V::DtBias, "ssm_dt.bias", d.v_heads, true});
@@ -89,8 +90,8 @@ LayerSpec layer_spec(const LlamaConfig& c, int64_t l) {
     s.vectors.push_back({V::QNorm, "attn_q_norm.weight", c.head_dim, qk_norm});
     s.vectors.push_back({V::KNorm, "attn_k_norm.weight", c.head_dim, qk_norm});
   }
-  if (c.shared_expert_ffn_dim > 0) s.vectors.push_back({V::ShExpGate, "ffn_gate_inp_shexp.weight", c.dim, true});
-  if (gptoss) {  // the router's bias; each expert's biases, a row per expert
+  if (ffn && c.shared_expert_ffn_dim > 0) s.vectors.push_back({V::ShExpGate, "ffn_gate_inp_shexp.weight", c.dim, true});
+  if (gptoss && ffn) {  // the router's bias; each expert's biases, a row per expert
     const int64_t e = c.n_experts, f = c.expert_ffn_dim;
     s.vectors.push_back({V::RouterBias, "ffn_gate_inp.bias", e, true});
     s.vectors.push_back({V::GateExpsBias, "ffn_gate_exps.bias", f, true, e});
@@ -101,6 +102,19 @@ LayerSpec layer_spec(const LlamaConfig& c, int64_t l) {
     s.vectors.push_back({V::AttnPostNorm, "post_attention_norm.weight", c.dim, true});
     s.vectors.push_back({V::FfnPostNorm, "post_ffw_norm.weight", c.dim, true});
   }
+  return s;
+}
+
+}  // namespace
+
+LayerSpec layer_spec(const LlamaConfig& c, int64_t l) { return spec_of(c, c.recurrent(l), true); }
+
+LayerSpec mtp_layer_spec(const LlamaConfig& c, bool ffn) {
+  LayerSpec s = spec_of(c, false, ffn);
+  s.matrices.push_back({LayerMatrix::EhProj, "nextn.eh_proj", 2 * c.dim, c.dim});
+  s.vectors.push_back({LayerVector::ENorm, "nextn.enorm.weight", c.dim, true});
+  s.vectors.push_back({LayerVector::HNorm, "nextn.hnorm.weight", c.dim, true});
+  s.vectors.push_back({LayerVector::SharedHeadNorm, "nextn.shared_head_norm.weight", c.dim, false});
   return s;
 }
 

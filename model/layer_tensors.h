@@ -25,22 +25,26 @@ struct LlamaConfig;
 // models) have the q-k-v channels before the convolution (Qkv), the output gate (Z), the
 // per-head decay and write-strength inputs (Alpha, Beta) and SsmOut instead. Dense layers
 // have the FFN's Gate/Up/Down; mixture-of-experts layers have Router and the three expert
-// tensors instead, and may have a shared expert (ShGate/ShUp/ShDown).
+// tensors instead, and may have a shared expert (ShGate/ShUp/ShDown). A multi-token-
+// prediction layer also has EhProj, which mixes a token's embedding and a hidden row.
 enum class LayerMatrix : uint8_t {
   Q, K, V, Out, Qkv, Z, Alpha, Beta, SsmOut,
-  Gate, Up, Down, Router, GateExps, UpExps, DownExps, ShGate, ShUp, ShDown
+  Gate, Up, Down, Router, GateExps, UpExps, DownExps, ShGate, ShUp, ShDown, EhProj
 };
 // The layer's small tensors: norms, biases, and a DeltaNet layer's convolution taps and
 // per-head constants, kept resident as f32 whatever the placement. gpt-oss's attention
 // sinks (one logit per head), router bias and experts' biases (one row per expert) too.
+// A multi-token-prediction layer's norms of the embedding and hidden halves of its input
+// (ENorm, HNorm) and of its output before the head (SharedHeadNorm).
 enum class LayerVector : uint8_t {
   AttnNorm, FfnNorm, BiasQ, BiasK, BiasV, BiasOut, QNorm, KNorm,
   Conv, DtBias, A, SsmNorm, ShExpGate, AttnPostNorm, FfnPostNorm,
-  AttnSinks, RouterBias, GateExpsBias, UpExpsBias, DownExpsBias
+  AttnSinks, RouterBias, GateExpsBias, UpExpsBias, DownExpsBias,
+  ENorm, HNorm, SharedHeadNorm
 };
 
-constexpr size_t kLayerMatrices = size_t(LayerMatrix::ShDown) + 1;
-constexpr size_t kLayerVectors = size_t(LayerVector::DownExpsBias) + 1;
+constexpr size_t kLayerMatrices = size_t(LayerMatrix::EhProj) + 1;
+constexpr size_t kLayerVectors = size_t(LayerVector::SharedHeadNorm) + 1;
 
 // How a streamed pass reads a matrix: whole, or only the slices of the experts its rows
 // were routed to.
@@ -70,6 +74,11 @@ struct LayerSpec {
   std::vector<VectorSpec> vectors;
 };
 LayerSpec layer_spec(const LlamaConfig& c, int64_t l);
+// The multi-token-prediction (nextn) layer, block c.n_layers of the file (Qwen3.5/3.6 as
+// llama.cpp's converter writes them): a full attention layer whatever its index, the
+// model's FFN kind (none where `ffn` is false: some dense Qwen3.5 files have none there),
+// and the nextn tensors (eh_proj, enorm, hnorm; shared_head_norm where the file has it).
+LayerSpec mtp_layer_spec(const LlamaConfig& c, bool ffn);
 
 // One expert of a mixture-of-experts layer: a SwiGLU FFN, down(silu(gate x) * up x).
 struct ExpertWeights {

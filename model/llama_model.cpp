@@ -114,6 +114,7 @@ void LlamaModel::forward_many(std::span<const SequenceBatch> seqs) {
       if (seqs[j].cache == s.cache) throw Error("internal: two batches of one pass share a cache");
     const int64_t first_logit = s.rows == LogitRows::All ? 0 : s.rows == LogitRows::Last ? T - 1 : T;
     s.logits->resize(size_t((T - first_logit) * c.n_vocab));
+    if (s.hidden) s.hidden->resize(size_t(T * c.dim));
     prog.push_back({T, P0, first_logit});
   }
   file_.check_unchanged();  // a shrunk file would fault on the mapping mid-pass
@@ -141,7 +142,8 @@ void LlamaModel::forward_many(std::span<const SequenceBatch> seqs) {
       }
       const int64_t from = std::max<int64_t>(g.first_logit - a, 0);
       float* out = from < n ? seqs[i].logits->data() + (a + from - g.first_logit) * c.n_vocab : nullptr;
-      parts.push_back({chunk, seqs[i].cache, from, out});
+      float* hidden = seqs[i].hidden ? seqs[i].hidden->data() + a * c.dim : nullptr;
+      parts.push_back({chunk, seqs[i].cache, from, out, hidden});
       g.done += n;
       room -= n;
     }
@@ -208,11 +210,12 @@ void LlamaModel::forward_pass(std::span<const PassPart> parts) {
     }
     switch (blocks.ffn) {
       case FfnBlock::Dense: dense_ffn_block(l, w, T, a); break;
-      case FfnBlock::Experts: experts_ffn_block(l, w, T, a); break;
+      case FfnBlock::Experts: experts_ffn_block(l, w, T, a, *layers_); break;
     }
     layers_->release(l);
   }
   for (const PassPart& p : parts) p.cache->add_pending(int64_t(p.chunk.tokens.size()));
+  hidden_rows(parts, a);
   output_head(parts, a);
 }
 

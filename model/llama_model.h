@@ -26,6 +26,7 @@
 #include "model/layer_source.h"
 #include "model/model_weights.h"
 #include "model/moe_routing.h"
+#include "model/mtp_weights.h"
 #include "model/placed_weights.h"
 
 namespace flashspec {
@@ -54,6 +55,20 @@ struct SequenceBatch {
   SequenceCache* cache;
   LogitRows rows;
   std::vector<float>* logits;
+  // Where wanted (an MTP drafter reads them): every row's hidden state after the final
+  // norm, what the head reads, dim floats per row.
+  std::vector<float>* hidden = nullptr;
+};
+
+// Rows of a model's multi-token-prediction layer: row i reads token tokens[i] at
+// positions[i] with hidden[i] (dim floats, host memory): the target's hidden row (after
+// its final norm) at the position before, or the MTP layer's own output row there when it
+// drafts on from its own guess.
+struct MtpBatch {
+  std::span<const int32_t> tokens;
+  std::span<const int32_t> positions;
+  std::span<const float> hidden;
+  std::span<const uint8_t> mask;  // over the pending rows and the batch, as ForwardBatch's; empty: causal
 };
 
 class LlamaModel {
@@ -128,6 +143,21 @@ class LlamaModel {
   // nothing is read ahead; `o` must outlive the passes it watches.
   void set_routing_observer(RoutingObserver* o) { routing_observer_ = o; }
 
+  // ---- the multi-token-prediction layer, where the file has one (mtp_forward.cpp) ----
+  bool has_mtp() const { return weights_.has_mtp(); }
+  // Places the MTP layer resident for drafting (model/mtp_weights.h); returns the bytes
+  // it took. Error where the file has none.
+  uint64_t place_mtp();
+  // One sequence's MTP state: its KV rows (the layer attends over the positions it has
+  // seen), committed and rolled back as any SequenceCache.
+  SequenceCache make_mtp_cache(int64_t capacity) const;
+  // Runs the MTP layer over the rows (their K/V appended to `cache` as pending rows, as
+  // forward() does): logits (n_vocab per row) of the last or every row, each predicting
+  // the token after the next, and those rows' outputs after the shared head norm (dim per
+  // row), the hidden rows of a further application.
+  void forward_mtp(const MtpBatch& b, SequenceCache& cache, LogitRows rows, std::vector<float>& logits,
+                   std::vector<float>& out);
+
  private:
   // One sequence's rows of one pass: a chunk of its batch (the mask's columns are its
   // pending rows and the chunk's), its cache, and its rows [logit_from, size) whose
@@ -137,6 +167,7 @@ class LlamaModel {
     SequenceCache* cache;
     int64_t logit_from;
     float* out;
+    float* hidden = nullptr;  // the chunk's normed hidden rows (host memory), where wanted
   };
   // Rows of all the parts: the pass's T.
   static int64_t rows_of(std::span<const PassPart> parts) {
@@ -172,13 +203,21 @@ class LlamaModel {
   void shared_expert(const LayerWeights& w, int64_t T, const Activations& a);
   // Routes each row to its experts (decided on the host), runs each routed expert over
   // its rows in the order their weights arrive, and sums their outputs by the weights.
-  void experts_ffn_block(int64_t l, const LayerWeights& w, int64_t T, const Activations& a);
+  // `src` hands out the experts' slices (the model's layer source, or the resident MTP layer).
+  void experts_ffn_block(int64_t l, const LayerWeights& w, int64_t T, const Activations& a, LayerSource& src);
   // Streaming experts: guesses the experts `layer` will route to from the rows `in` of the
   // layer before it, for the source to read ahead (`logits`: T x experts of scratch).
   void guess_experts(int64_t layer, const float* in, int64_t T, float* logits);
   // The final norm and the head over the rows that want logits, written where each part
   // wants them; Error on a logit that is not finite.
   void output_head(std::span<const PassPart> parts, const Activations& a);
+  // The parts that want them: their rows after the final norm, copied to the host.
+  void hidden_rows(std::span<const PassPart> parts, const Activations& a);
+  // One MTP pass of at most max_batch_ rows (forward_mtp's chunks); logits and outputs of
+  // rows [first, T) land at `logits` and `out`.
+  void mtp_pass(const MtpBatch& b, SequenceCache& cache, int64_t first, float* logits, float* out);
+  // The MTP layer's input: eh_proj over each row's normed embedding and normed hidden row.
+  void mtp_input(const MtpBatch& b, const int32_t* tokens, const Activations& a);
   void check_finite(const PassPart& p) const;
 
   GgufFile file_;
@@ -209,6 +248,11 @@ class LlamaModel {
   std::vector<int64_t> expert_bytes_;
   ExpertCounters expert_counters_;
   RoutingObserver* routing_observer_ = nullptr;
+  // The MTP layer once placed, and its scratch: the embedding and hidden halves of its
+  // input (backend memory) and the order that interleaves them.
+  std::unique_ptr<PlacedMtp> mtp_;
+  BackendBuffer mtp_in_;
+  std::vector<int32_t> mtp_order_;
 };
 
 }  // namespace flashspec

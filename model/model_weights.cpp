@@ -79,7 +79,7 @@ std::vector<float> imrope_text_factors(const LlamaConfig& c) {
 }  // namespace
 
 ModelWeights::ModelWeights(const GgufFile& f, const LlamaConfig& c)
-    : file_base_(f.bytes().data()), n_experts_(c.n_experts), experts_used_(c.n_experts_used) {
+    : file_base_(f.bytes().data()), n_layers_(c.n_layers), n_experts_(c.n_experts), experts_used_(c.n_experts_used) {
   const std::string path = printable(f.path());
   embedding = matrix_at(expect(f, "token_embd.weight", {c.dim, c.n_vocab}), file_base_);
   output = c.tied_output ? embedding : matrix_at(expect(f, "output.weight", {c.dim, c.n_vocab}), file_base_);
@@ -100,20 +100,37 @@ ModelWeights::ModelWeights(const GgufFile& f, const LlamaConfig& c)
     throw Error(path + ": rope scaling 'llama3' needs the tensor 'rope_freqs.weight', which the file lacks");
   }
 
-  for (int64_t l = 0; l < c.n_layers; ++l) {
-    const LayerSpec spec = layer_spec(c, l);
-    const std::string p = "blk." + std::to_string(l) + ".";
-    std::array<int64_t, kLayerVectors> v;
-    v.fill(-1);
-    for (const VectorSpec& vs : spec.vectors) {
-      const GgufTensorInfo* t = vs.required ? &f.require_tensor(p + vs.name) : f.find_tensor(p + vs.name);
-      if (t) v[size_t(vs.id)] = append_vector(f, *t, vs.n, vectors_, vs.rows);
-    }
-    layer_vectors_.push_back(v);
-    std::vector<LayerMatrixTensor> m;
-    for (const MatrixSpec& ms : spec.matrices) m.push_back({ms, &expect(f, p + ms.name + ".weight", ms.dims())});
-    layer_matrices_.push_back(std::move(m));
+  for (int64_t l = 0; l < c.n_layers; ++l) add_layer(f, l, layer_spec(c, l));
+  // The first MTP layer only: the one the drafter applies recursively (files with more
+  // than one, DeepSeek-style chains of them, would use them in turn).
+  if (c.mtp_layers > 0) {
+    const std::string p = "blk." + std::to_string(c.n_layers) + ".";
+    const bool ffn = f.find_tensor(p + (c.moe() ? "ffn_gate_inp.weight" : "ffn_gate.weight")) != nullptr;
+    add_layer(f, c.n_layers, mtp_layer_spec(c, ffn));
+    // Its own head where the file has one (llama.cpp's `output_extra`), else the model's.
+    const GgufTensorInfo* head = f.find_tensor("output_extra.weight");
+    mtp_head = head ? matrix_at(check_shape(f, *head, {c.dim, c.n_vocab}), file_base_) : output;
   }
+}
+
+void ModelWeights::add_layer(const GgufFile& f, int64_t l, const LayerSpec& spec) {
+  const std::string p = "blk." + std::to_string(l) + ".";
+  std::array<int64_t, kLayerVectors> v;
+  v.fill(-1);
+  for (const VectorSpec& vs : spec.vectors) {
+    const GgufTensorInfo* t = vs.required ? &f.require_tensor(p + vs.name) : f.find_tensor(p + vs.name);
+    if (t) v[size_t(vs.id)] = append_vector(f, *t, vs.n, vectors_, vs.rows);
+  }
+  layer_vectors_.push_back(v);
+  std::vector<LayerMatrixTensor> m;
+  for (const MatrixSpec& ms : spec.matrices) m.push_back({ms, &expect(f, p + ms.name + ".weight", ms.dims())});
+  layer_matrices_.push_back(std::move(m));
+}
+
+uint64_t ModelWeights::mtp_bytes() const {
+  if (!has_mtp()) return 0;
+  const uint64_t head = mtp_head.data == output.data ? 0 : uint64_t(mtp_head.rows * row_bytes(mtp_head.type, mtp_head.cols));
+  return layer_bytes(mtp_layer()) + head;
 }
 
 uint64_t ModelWeights::layer_bytes(int64_t l) const {

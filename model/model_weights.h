@@ -29,11 +29,21 @@ class ModelWeights {
   WeightMatrix embedding{};  // [n_vocab rows, dim cols]: row t is token t's embedding
   WeightMatrix output{};     // [n_vocab rows, dim cols]; the embedding itself when the head is tied
 
-  int64_t n_layers() const { return int64_t(layer_matrices_.size()); }
+  // The main layers: what a forward pass runs, places, streams and quantizes.
+  int64_t n_layers() const { return n_layers_; }
+  // The multi-token-prediction (nextn) layer where the file has one: layer index
+  // mtp_layer() (= n_layers(), the block after the main ones) of layer_matrices(),
+  // layer_bytes(), layer() and layer_from(), never part of the main layers. It reads the
+  // hidden rows through mtp_head (the model's head unless the file has one of its own).
+  bool has_mtp() const { return int64_t(layer_matrices_.size()) > n_layers_; }
+  int64_t mtp_layer() const { return n_layers_; }
+  WeightMatrix mtp_head{};
+  // Bytes the MTP layer keeps resident when it drafts: its matrices and a head of its own.
+  uint64_t mtp_bytes() const;
   // Mixture of experts: experts per layer and per token (0 for a dense model).
   int64_t n_experts() const { return n_experts_; }
   int64_t experts_used() const { return experts_used_; }
-  // The matrices layer l has, in table order (the order of every per-matrix array of a
+  // The matrices layer l has (the MTP layer's too), in table order (the order of every per-matrix array of a
   // layer below: data pointers, stream extents, staged copies).
   const std::vector<LayerMatrixTensor>& layer_matrices(int64_t l) const { return layer_matrices_.at(size_t(l)); }
   // Bytes of layer l's matrices in the file (what a streamed pass reads of it).
@@ -57,7 +67,11 @@ class ModelWeights {
   }
 
  private:
+  // Validates and records block l's tensors as `spec` lists them.
+  void add_layer(const GgufFile& f, int64_t l, const LayerSpec& spec);
+
   const uint8_t* file_base_;
+  int64_t n_layers_ = 0;
   int64_t n_experts_ = 0, experts_used_ = 0;
   std::vector<std::vector<LayerMatrixTensor>> layer_matrices_;
   // Per layer and LayerVector: where the vector starts in vectors_ (-1: absent).

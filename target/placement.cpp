@@ -53,6 +53,7 @@ PlacementPlan plan_placement(const GgufFile& f, const ModelWeights& w, const Pla
   PlacementPlan p;
   p.gpu = gpu;
   p.self_draft_bytes = self_draft_bytes;
+  p.mtp_bytes = o.mtp ? w.mtp_bytes() : 0;
   p.ram_budget = o.ram_budget;
   const std::vector<std::vector<TensorExtent>> extents = layer_extents(w);
   const int64_t n = int64_t(extents.size());
@@ -81,16 +82,16 @@ PlacementPlan plan_placement(const GgufFile& f, const ModelWeights& w, const Pla
   for (int64_t l = 0; l < p.n_vram; ++l) p.homes[size_t(l)] = LayerHome::Vram;
   if (o.stream && p.n_vram < n) {
     PlacementOptions so = o;
-    so.ram_budget -= std::min(so.ram_budget, self_draft_bytes + o.pass_reserve);
+    so.ram_budget -= std::min(so.ram_budget, self_draft_bytes + p.mtp_bytes + o.pass_reserve);
     p.stream = WeightStream::plan_for({extents.begin() + p.n_vram, extents.end()}, stream_options(so, 0, w.experts_used(), gpu));
-    const uint64_t taken = self_draft_bytes + p.stream->memory_bytes();
+    const uint64_t taken = self_draft_bytes + p.mtp_bytes + p.stream->memory_bytes();
     p.spare_bytes = o.ram_budget > taken ? o.ram_budget - taken : 0;
     for (int64_t l = p.n_vram; l < n; ++l)
       p.homes[size_t(l)] = p.stream->layers[size_t(l - p.n_vram)].resident
                                ? (gpu ? LayerHome::PinnedRam : LayerHome::Ram)
                                : LayerHome::Streamed;
   } else if (!gpu) {
-    uint64_t all = p.fixed_bytes;
+    uint64_t all = p.fixed_bytes + p.mtp_bytes;
     for (uint64_t b : p.layer_bytes) all += b;
     p.mapped_reason = why_mapped(all, o.mmap, memory_available);
     if (p.mapped_reason.empty()) p.homes.assign(size_t(n), LayerHome::Ram);
@@ -141,6 +142,7 @@ std::string PlacementPlan::describe() const {
   if (!mapped_reason.empty()) s += " (" + mapped_reason + ")";
   s += "; " + format_bytes(fixed_bytes) + " embedding, head and vectors resident";
   if (self_draft_bytes) s += "; self-draft " + format_bytes(self_draft_bytes) + " resident";
+  if (mtp_bytes) s += "; MTP layer " + format_bytes(mtp_bytes) + " resident";
   if (auto_rows_cap)
     s += "; --tree auto verifies at most " + std::to_string(auto_rows_cap) + " rows (their activations, " +
          format_bytes(spare_bytes) + ", within --ram-budget)";
@@ -153,6 +155,7 @@ nlohmann::json PlacementPlan::to_json() const {
   for (int64_t l = 0; l < n_layers(); ++l)
     layers.push_back({{"home", home_name(homes[size_t(l)])}, {"bytes", layer_bytes[size_t(l)]}});
   nlohmann::json j = {{"gpu", gpu}, {"layers", layers}, {"fixed_bytes", fixed_bytes}, {"self_draft_bytes", self_draft_bytes}};
+  if (mtp_bytes) j["mtp_bytes"] = mtp_bytes;
   if (!mapped_reason.empty()) j["mapped_reason"] = mapped_reason;
   if (!draft_home.empty()) j["draft_home"] = draft_home;
   if (gpu) j["vram"] = {{"n_layers", n_vram}, {"bytes", vram_layer_bytes}, {"slot_bytes", vram_slot_bytes}};

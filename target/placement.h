@@ -63,6 +63,7 @@ struct PlacementPlan {
   std::optional<LayerPlan> stream;    // the weight stream of layers n_vram.. (with --stream)
   uint64_t fixed_bytes = 0;           // embedding, output head, 1-D tensors: always resident
   uint64_t self_draft_bytes = 0;      // a self-draft (-d self:TYPE), taken out of --ram-budget
+  uint64_t mtp_bytes = 0;             // the MTP layer drafting (-d mtp), resident, out of --ram-budget
   uint64_t ram_budget = 0;            // --ram-budget (0: none given, the stream reads with its smallest ring)
   // With --stream: --ram-budget less the self-draft and the stream's memory, what the
   // activations of a pass may take (at least PlacementOptions::pass_reserve, unless the

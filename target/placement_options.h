@@ -23,6 +23,9 @@ struct PlacementOptions {
   // With stream: bytes of --ram-budget kept out of the layers' reach: the activations of
   // the passes --tree auto may verify (Engine), so that its larger trees fit the budget.
   uint64_t pass_reserve = 0;
+  // The model's MTP layer drafts (-d mtp): its bytes stay resident beside the head, taken
+  // out of --ram-budget like a self-draft's (Engine).
+  bool mtp = false;
   // CPU: true (--mmap) reads weights through the file mapping; false (--no-mmap) copies
   // them into memory at load; unset copies what fits in the memory available and is too
   // large for the CPU's caches (target/placement.h). The copy decodes faster; the mapping

@@ -32,13 +32,14 @@ inline std::vector<std::vector<TensorExtent>> layer_extents(const ModelWeights& 
 }
 
 // Tensor bytes outside the streamed matrices (embedding, output head, norms): they stay
-// in the mapping (or ModelWeights' copy) whatever the budget, a fixed overhead.
+// in the mapping (or ModelWeights' copy) whatever the budget, a fixed overhead. An MTP
+// layer's matrices are not among them: resident when it drafts, never read otherwise.
 inline uint64_t fixed_tensor_bytes(const GgufFile& f, const ModelWeights& w) {
   uint64_t total = 0;
   for (const GgufTensorInfo& t : f.tensors()) total += t.nbytes;
   for (const auto& l : layer_extents(w))
     for (const TensorExtent& e : l) total -= e.bytes;
-  return total;
+  return total - w.mtp_bytes();
 }
 
 // The weight stream's options for a placement; `file_size` (0: unchecked) is the size the
