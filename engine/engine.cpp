@@ -118,9 +118,7 @@ Engine::Engine(const EngineOptions& o) : opt_(o) {
     double share = 0.0;
     if (placement_.mtp) {
       target_->place_mtp();
-      // Each MTP forward reads the layer and the head (a vocabulary's worth of rows).
-      share = double(target_->weights().mtp_bytes() + uint64_t(matrix_bytes(target_->weights().mtp_head))) /
-              double(target_->file().file_size());
+      share = double(target_->weights().mtp_forward_bytes()) / double(target_->file().file_size());
     }
     policy_ = resolve_speculation(o.speculation, o, share, placement_.mtp);
     cap_auto_rows();

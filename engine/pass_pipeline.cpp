@@ -74,11 +74,9 @@ PassPipeline::PassPipeline(LlamaModel& target, LlamaModel* draft, std::optional<
   // target's bytes (decoding reads every weight once) on the draft's own threads, where
   // the target's pool has every core: a per-forward ratio to the target's one-row compute.
   // The MTP layer computes on the target's backend, reading itself and the head.
-  const ModelWeights& tw = target.weights();
   const double ratio = draft ? double(draft->file().file_size()) / double(target.file().file_size()) *
                                    double(target.backend().threads()) / double(draft->backend().threads())
-                       : policy_->mtp ? double(tw.mtp_bytes() + uint64_t(matrix_bytes(tw.mtp_head))) /
-                                            double(target.file().file_size())
+                       : policy_->mtp ? double(target.weights().mtp_forward_bytes()) / double(target.file().file_size())
                                       : 0.0;
   const LlamaConfig& c = target.config();
   auto_budget_.emplace(policy_->node_budget, ratio, ExpertShape{c.n_layers, c.n_experts, c.n_experts_used});

@@ -8,6 +8,7 @@
 #include "core/half.h"
 #include "core/printable.h"
 #include "kernels/cpu/matmul.h"
+#include "model/placed_weights.h"
 
 namespace flashspec {
 
@@ -129,8 +130,12 @@ void ModelWeights::add_layer(const GgufFile& f, int64_t l, const LayerSpec& spec
 
 uint64_t ModelWeights::mtp_bytes() const {
   if (!has_mtp()) return 0;
-  const uint64_t head = mtp_head.data == output.data ? 0 : uint64_t(mtp_head.rows * row_bytes(mtp_head.type, mtp_head.cols));
+  const uint64_t head = mtp_head.data == output.data ? 0 : uint64_t(matrix_bytes(mtp_head));
   return layer_bytes(mtp_layer()) + head;
+}
+
+uint64_t ModelWeights::mtp_forward_bytes() const {
+  return has_mtp() ? layer_bytes(mtp_layer()) + uint64_t(matrix_bytes(mtp_head)) : 0;
 }
 
 uint64_t ModelWeights::layer_bytes(int64_t l) const {

@@ -40,6 +40,9 @@ class ModelWeights {
   WeightMatrix mtp_head{};
   // Bytes the MTP layer keeps resident when it drafts: its matrices and a head of its own.
   uint64_t mtp_bytes() const;
+  // Bytes one MTP forward reads: its matrices and the head it reads through (its own or
+  // the model's), what a draft forward is priced by.
+  uint64_t mtp_forward_bytes() const;
   // Mixture of experts: experts per layer and per token (0 for a dense model).
   int64_t n_experts() const { return n_experts_; }
   int64_t experts_used() const { return experts_used_; }

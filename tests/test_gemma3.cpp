@@ -7,7 +7,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,12 +17,12 @@
 #include "model/llama_model.h"
 #include "offload/layer_plan.h"
 #include "offload/weight_stream.h"
-#include "target/streamed_layers.h"
 #include "tests/cli_runner.h"
 #include "tests/derived_fixture.h"
 #include "tests/fixtures.h"
 #include "tests/gguf_writer.h"
 #include "tests/hybrid_reference.h"
+#include "tests/streamed_model.h"
 #include "tests/window_speculation.h"
 
 using namespace flashspec;
@@ -62,12 +61,8 @@ TEST_CASE("gemma3: tiny-gemma3 matches llama.cpp streamed from storage") {
   CpuBackend backend(2);
   LlamaModel model(gemma3(), backend);
   model.set_kv_types(KvType::F32, KvType::F32);
-  StreamOptions o;
-  o.ram_budget = 0;  // every layer through the smallest ring
-  auto src = std::make_unique<StreamedLayers>(model.file(), model.weights(), o);
-  WeightStream& ws = src->stream();
+  const WeightStream& ws = stream_from_storage(model, 0);  // every layer through the smallest ring
   CHECK(ws.plan().n_resident == 0);
-  model.set_layer_source(std::move(src));
   check_against_hybrid_reference(model, "tiny-gemma3", "tiny-gemma3 streamed, F32 KV", kF32Tolerance);
   CHECK(ws.counters().bytes_read > 0);
 }

@@ -7,7 +7,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -16,13 +15,13 @@
 #include "model/layer_blocks.h"
 #include "model/llama_model.h"
 #include "offload/weight_stream.h"
-#include "target/streamed_layers.h"
 #include "tests/cli_error.h"
 #include "tests/cli_runner.h"
 #include "tests/derived_fixture.h"
 #include "tests/fixtures.h"
 #include "tests/gguf_writer.h"
 #include "tests/hybrid_reference.h"
+#include "tests/streamed_model.h"
 #include "tests/window_speculation.h"
 
 using namespace flashspec;
@@ -66,12 +65,8 @@ TEST_CASE("gpt-oss: tiny-gptoss matches llama.cpp streamed from storage, expert 
   CpuBackend backend(2);
   LlamaModel model(gptoss(), backend);
   model.set_kv_types(KvType::F32, KvType::F32);
-  StreamOptions o;
-  o.ram_budget = 0;  // every layer through the smallest ring
-  auto src = std::make_unique<StreamedLayers>(model.file(), model.weights(), o);
-  WeightStream& ws = src->stream();
+  const WeightStream& ws = stream_from_storage(model, 0);  // every layer through the smallest ring
   CHECK(ws.plan().n_resident == 0);
-  model.set_layer_source(std::move(src));
   check_against_hybrid_reference(model, "tiny-gptoss", "tiny-gptoss streamed, F32 KV", kTolerance, true);
   CHECK(ws.counters().bytes_read > 0);
   CHECK(model.expert_counters().routed > 0);

@@ -6,7 +6,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -15,13 +14,13 @@
 #include "model/llama_model.h"
 #include "offload/layer_plan.h"
 #include "offload/weight_stream.h"
-#include "target/streamed_layers.h"
 #include "tests/cli_error.h"
 #include "tests/cli_runner.h"
 #include "tests/fixtures.h"
 #include "tests/gguf_writer.h"
 #include "tests/hybrid_reference.h"
 #include "tests/json_file.h"
+#include "tests/streamed_model.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;
@@ -71,15 +70,10 @@ TEST_CASE("hybrid: tiny-qwen35 and tiny-qwen35moe match llama.cpp streamed from 
     // then half the layers' bytes (some layers resident, the rest streamed).
     for (const uint64_t budget : {uint64_t(0), whole.streamed_bytes / 2}) {
       CAPTURE(budget);
-      StreamOptions o;
-      o.ram_budget = budget;
-      o.experts_used = model.config().n_experts_used;
-      auto src = std::make_unique<StreamedLayers>(model.file(), model.weights(), o);
-      WeightStream& ws = src->stream();
+      const WeightStream& ws = stream_from_storage(model, budget, model.config().n_experts_used);
       CHECK(ws.plan().n_resident < int(model.config().n_layers));
       if (budget == 0) CHECK(ws.plan().n_resident == 0);
       CHECK(ws.plan().experts.has_value() == model.config().moe());
-      model.set_layer_source(std::move(src));
       check_against_hybrid_reference(model, name,
                                      name + " streamed, budget " + std::to_string(budget) + ", F32 KV",
                                      kF32Tolerance);

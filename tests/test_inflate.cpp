@@ -49,8 +49,10 @@ CliResult inflate(const std::string& src, const std::string& shape, const std::s
 // (what a pass reads; two experts of near-equal probability may swap ranks).
 struct RoutingLog : RoutingObserver {
   std::map<int64_t, std::vector<int32_t>> experts;
+  int64_t k = 0;  // experts per row
   void guessed(int64_t, const Routing&) override {}
   void routed(int64_t layer, const Routing& r) override {
+    k = r.k;
     auto& v = experts[layer];
     for (int64_t t = 0; t < r.rows; ++t) {
       const auto row = r.expert.begin() + long(t * r.k);
@@ -128,8 +130,9 @@ void check_routing(const Trace& src, const Trace& wide, const std::map<int64_t, 
 
 // For the mapped layers: the share of rows routed to exactly the same experts, and the
 // mean share of a row's experts in common.
-std::pair<double, double> routing_agreement(const Trace& src, const Trace& wide, const std::map<int64_t, int64_t>& mapped,
-                                            int64_t k) {
+std::pair<double, double> routing_agreement(const Trace& src, const Trace& wide, const std::map<int64_t, int64_t>& mapped) {
+  const int64_t k = src.routing.k;
+  REQUIRE(k > 0);
   int64_t rows = 0, same_rows = 0, common = 0;
   for (const auto& [from, to] : mapped) {
     const std::vector<int32_t>& a = src.routing.experts.at(from);
@@ -279,8 +282,9 @@ TEST_CASE("inflate: the trained fixtures widened to Q8_0 decode and route as the
     CHECK(worst < kTrainedTolerance);
     check_greedy_but_near_ties(a, b, worst);
     if (!c.routed.empty()) {
-      const auto [rows, experts] = routing_agreement(a, b, c.routed, 8);
-      MESSAGE(c.source << " widened to Q8_0: " << rows << " of the rows routed to the same 8 experts in every source layer, "
+      const auto [rows, experts] = routing_agreement(a, b, c.routed);
+      MESSAGE(c.source << " widened to Q8_0: " << rows << " of the rows routed to the same " << a.routing.k
+                       << " experts in every source layer, "
                        << experts << " of the experts the same");
       CHECK(experts >= 0.97);
     }

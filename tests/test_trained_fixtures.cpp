@@ -8,17 +8,16 @@
 
 #include <nlohmann/json.hpp>
 
-#include <memory>
 #include <string>
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
 #include "model/llama_model.h"
 #include "offload/layer_plan.h"
-#include "target/streamed_layers.h"
 #include "tests/cli_runner.h"
 #include "tests/fixtures.h"
 #include "tests/hybrid_reference.h"
+#include "tests/streamed_model.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;
@@ -65,14 +64,9 @@ TEST_CASE("trained fixtures: the main layers match llama.cpp streamed from stora
     CpuBackend backend(2);
     LlamaModel model(trained_path(name), backend);
     model.set_kv_types(KvType::F32, KvType::F32);
-    StreamOptions o;
-    o.ram_budget = 0;  // every layer through the ring
-    o.experts_used = model.config().n_experts_used;
-    auto src = std::make_unique<StreamedLayers>(model.file(), model.weights(), o);
-    WeightStream& ws = src->stream();
+    const WeightStream& ws = stream_from_storage(model, 0, model.config().n_experts_used);  // every layer through the ring
     CHECK(ws.plan().n_resident == 0);
     CHECK(ws.plan().layers.size() == 8);
-    model.set_layer_source(std::move(src));
     check_against_hybrid_reference(model, name, name + " streamed, F32 KV", kTolerance);
     CHECK(ws.counters().bytes_read > 0);
   }

@@ -8,10 +8,7 @@ import numpy as np
 import torch
 
 import gguf_file
-
-
-def rms_norm(x, w, eps):
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+from qwen35 import rms_norm
 
 
 class Llama:
