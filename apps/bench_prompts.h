@@ -1,4 +1,8 @@
 #pragma once
+// apps/ holds the programs: the `flashspec` CLI (one cmd_*.cpp per command, registered
+// in commands.h, and the flags, inputs and reports the commands share), its HTTP server
+// (apps/server/), and the benchmark tools (iobench/, grammarbench/, gpubench/).
+//
 // The prompt sets `flashspec bench` reads: its own JSON lines ({"prompt": ...}),
 // Spec-Bench's questions ({"question_id", "category", "turns": [...]}: the first turn,
 // rendered with the target's chat template) and plain text, one prompt per line.

@@ -98,7 +98,7 @@ struct BenchRow {
   std::string io_bw = "0";  // --io-bw as given
   double io_bw_bytes = 0;   // bytes/s (0: no cap)
   bool streamed = false;    // target layers (or, of a mixture of experts, its experts) were read from storage
-  std::string placement;    // PlacementPlan::describe() of this configuration's engine
+  std::string placement;    // MemoryPlan::describe() of this configuration's engine
 
   int64_t prompts = 0, reps = 0, n_predict = 0;
   // Sequences generated together (--parallel): 0 runs one session per prompt in turn;

@@ -33,13 +33,13 @@
 #include "apps/reasoning_display.h"
 #include "apps/run_options.h"
 #include "apps/stats_report.h"
-#include "core/chat_template.h"
-#include "engine/engine.h"
+#include "chat/chat_template.h"
 #include "core/error.h"
 #include "core/gguf.h"
 #include "core/printable.h"
+#include "engine/engine.h"
+#include "model/model.h"
 #include "offload/weight_stream.h"
-#include "model/llama_model.h"
 
 namespace flashspec {
 
@@ -94,54 +94,85 @@ void print_stats(const std::optional<GenerationStats>& last, const Totals& t, co
                (long long)s.tokens().size(), (long long)usable);
 }
 
-int run_chat(const ChatArgs& a) {
-  Engine engine(a.run.engine);
-  if (auto n = over_budget_notice(engine.plan())) std::fprintf(stderr, "%s\n", n->c_str());
-  ChatFormat fmt = chat_format_for(engine, a.format, "flashspec");
-  fmt.set_thinking(a.think);
-  const bool hide_reasoning = fmt.reasons() && !a.think;
-  Session session = engine.new_session(engine.session_context());
-  warn_past_training_context(engine, engine.usable_context());
+void print_banner(const EngineOptions& eo, Engine& engine, const ChatFormat& fmt, bool hide_reasoning,
+                  const std::string& config) {
+  std::fprintf(stderr,
+               "flashspec chat: %s%s%s | %s format%s | %s | %s, %s | context %lld\n"
+               "/reset /stats /quit; arrows and Ctrl-R recall earlier lines; Ctrl-C stops an answer, twice at "
+               "the prompt exits.\n",
+               eo.target_path.c_str(), eo.draft_path.empty() ? "" : " drafted by ", eo.draft_path.c_str(),
+               chat_style_name(fmt.style()), hide_reasoning ? " (reasoning hidden; --think shows it)" : "",
+               config.c_str(), engine.backend().name().c_str(), engine.plan().describe().c_str(),
+               (long long)engine.usable_context());
+}
 
-  const bool interactive = ::isatty(STDIN_FILENO) == 1;
-  const EngineOptions& eo = a.run.engine;
-  const std::string config = speculation_label(eo);
-  if (interactive)
-    std::fprintf(stderr,
-                 "flashspec chat: %s%s%s | %s format%s | %s | %s, %s | context %lld\n"
-                 "/reset /stats /quit; arrows and Ctrl-R recall earlier lines; Ctrl-C stops an answer, twice at "
-                 "the prompt exits.\n",
-                 eo.target_path.c_str(), eo.draft_path.empty() ? "" : " drafted by ", eo.draft_path.c_str(),
-                 chat_style_name(fmt.style()), hide_reasoning ? " (reasoning hidden; --think shows it)" : "",
-                 config.c_str(), engine.backend().name().c_str(), engine.plan().describe().c_str(),
-                 (long long)engine.usable_context());
+// An answer's text to stdout as it streams, its leading space dropped; harmony with
+// --think shows its reasoning as Qwen3's shows.
+struct AnswerDisplay {
+  bool strip_space = true;
+  ReasoningDisplay marks;
+  void show(const std::string& s) {
+    std::string_view v = s;
+    if (strip_space) {
+      if (!v.empty() && v.front() == ' ') v.remove_prefix(1);
+      strip_space = v.empty();
+    }
+    print_stdout(v);
+  }
+};
 
-  SigintGuard sigint;
-  const std::unique_ptr<LineSource> in = make_line_source(sigint);
-  Totals totals;
-  std::optional<GenerationStats> last_stats;
-  AnswerEnd last_end = AnswerEnd::Length;
-  int32_t last_token = -1;
+// The conversation of one `chat` run: its lines read, commands done, turns answered.
+class ChatLoop {
+ public:
+  ChatLoop(const ChatArgs& a, Engine& engine, ChatFormat& fmt, Session& session, bool interactive, bool hide_reasoning,
+           std::string config)
+      : a_(a), engine_(engine), fmt_(fmt), session_(session), interactive_(interactive),
+        hide_reasoning_(hide_reasoning), config_(std::move(config)) {
+    if (!a.system.empty()) history_.push_back({ChatRole::System, a.system});
+  }
+  int run();
+
+ private:
+  enum class Command { None, Done, Quit };
+  Command command(const std::string& cmd);
+  std::optional<std::vector<int32_t>> turn_input(const std::string& message);
+  TurnRequest answer_request(size_t input_size, AnswerDisplay& display) const;
+  void answer(const std::string& message);
+  void report(const TurnResult& r, AnswerEnd how) const;
+
+  const ChatArgs& a_;
+  Engine& engine_;
+  ChatFormat& fmt_;
+  Session& session_;
+  const bool interactive_, hide_reasoning_;
+  const std::string config_;
+  Totals totals_;
+  std::optional<GenerationStats> last_stats_;
+  AnswerEnd last_end_ = AnswerEnd::Length;
+  int32_t last_token_ = -1;
   // Where the last answer starts in the session (-1: none yet) and its text: what a format
   // that rewrites answers (harmony) writes again in their place.
-  int64_t answer_start = -1;
-  std::string last_answer;
+  int64_t answer_start_ = -1;
+  std::string last_answer_;
   // The jinja format re-renders the whole conversation each turn: its messages so far.
-  std::vector<ChatMessage> history;
-  if (!a.system.empty()) history.push_back({ChatRole::System, a.system});
-  int64_t turn = 0;
+  std::vector<ChatMessage> history_;
+  int64_t turn_ = 0;
+};
+
+int ChatLoop::run() {
+  SigintGuard sigint;
+  const std::unique_ptr<LineSource> in = make_line_source(sigint);
   bool interrupt_armed = false;  // one Ctrl-C at the prompt seen
   std::string line;
-
   for (;;) {
     const LineSource::Status st = in->read_line(line);
     if (st == LineSource::Status::Eof) {
-      if (interactive) print_stdout("\n");
+      if (interactive_) print_stdout("\n");
       return 0;
     }
     if (st == LineSource::Status::Interrupted) {
       if (interrupt_armed) {
-        if (interactive) print_stdout("\n");
+        if (interactive_) print_stdout("\n");
         return 0;
       }
       interrupt_armed = true;
@@ -152,117 +183,149 @@ int run_chat(const ChatArgs& a) {
     const size_t first = line.find_first_not_of(" \t");
     if (first == std::string::npos) continue;
     const std::string cmd = line.substr(first, line.find_last_not_of(" \t") - first + 1);
-    if (cmd == "/quit" || cmd == "/exit") return 0;
-    if (cmd == "/reset") {
-      session.reset();
-      history.resize(a.system.empty() ? 0 : 1);
-      last_end = AnswerEnd::Length;
-      last_token = -1;
-      answer_start = -1;
-      std::fprintf(stderr, "[conversation reset]\n");
-      continue;
-    }
-    if (cmd == "/stats") {
-      print_stats(last_stats, totals, session, engine.usable_context(), config, a.run.sampling.seed, !a.run.sampling.greedy());
-      continue;
-    }
-    if (cmd == "/help" || (cmd[0] == '/' && cmd.rfind("//", 0) != 0)) {
-      if (cmd != "/help") std::fprintf(stderr, "unknown command %s. ", in_quotes(cmd).c_str());
-      std::fprintf(stderr, "commands: /reset /stats /quit (start a message with // to send a literal /)\n");
-      continue;
-    }
-    const std::string message = cmd.rfind("//", 0) == 0 ? cmd.substr(1) : cmd;
-
-    std::vector<int32_t> input;
-    if (fmt.renders_whole_conversation()) {
-      history.push_back({ChatRole::User, message});
-      try {
-        input = fmt.render(history);
-      } catch (const Error& e) {  // the template refuses the conversation (raise_exception)
-        history.pop_back();
-        std::fprintf(stderr, "flashspec: %s\n", e.what());
-        continue;
-      }
-      // Prefill only what differs from the session (at least one token, for its logits).
-      const std::vector<int32_t>& held = session.tokens();
-      size_t same = size_t(std::mismatch(held.begin(), held.end(), input.begin(), input.end()).first - held.begin());
-      same = std::min(same, input.size() - 1);
-      session.rewind(int64_t(same));
-      input.erase(input.begin(), input.begin() + int64_t(same));
-    } else if (session.tokens().empty()) {
-      input = fmt.first_turn(message, a.system);
-    } else if (fmt.rewrites_answers() && answer_start >= 0) {
-      session.rewind(answer_start);
-      input = fmt.next_turn_replacing(last_answer, message);
-    } else {
-      input = fmt.next_turn(message, last_end, last_token);
-    }
-    const int64_t input_start = int64_t(session.tokens().size());
-    TurnRequest req;
-    req.sampling = a.run.sampling;
-    // -n -1: until end of text or the context is full.
-    req.max_tokens = a.run.n_predict >= 0 ? a.run.n_predict
-                                          : engine.tokens_left(int64_t(session.tokens().size() + input.size()));
-    req.ignore_eos = a.run.ignore_eos;
-    req.turn_end = fmt.turn_end_token();
-    req.stop = {fmt.stop_text()};
-    req.hide_reasoning = hide_reasoning;
-    req.format = &fmt;
-    req.cancelled = [] { return SigintGuard::pending(); };
-    bool strip_space = true;  // the display drops the answer's leading space
-    auto display = [&](const std::string& s) {
-      std::string_view v = s;
-      if (strip_space) {
-        if (!v.empty() && v.front() == ' ') v.remove_prefix(1);
-        strip_space = v.empty();
-      }
-      print_stdout(v);
-    };
-    ReasoningDisplay marks;  // harmony with --think: its reasoning as Qwen3's shows
-    if (!a.json) {
-      req.on_text = [&](const std::string& s) { display(a.think ? marks.content(s) : s); };
-      if (a.think) req.on_reasoning = [&](const std::string& s) { display(marks.reasoning(s)); };
-    }
-    TurnResult r;
-    try {
-      r = run_turn(engine, session, input, req);
-    } catch (const Error& e) {
-      if (std::string_view(e.what()).rfind("context full", 0) != 0) throw;
-      std::fprintf(stderr, "flashspec: %s; /reset starts a new conversation\n", e.what());
-      continue;
-    }
-    if (!a.json) print_stdout(marks.finish() + "\n");
-    // A Ctrl-C that came after the last token still marks the answer interrupted.
-    const AnswerEnd how = SigintGuard::take() ? AnswerEnd::Cancelled : r.finish;
-
-    ++turn;
-    last_end = how;
-    last_token = r.tokens.empty() ? -1 : r.tokens.back();
-    answer_start = input_start + int64_t(input.size());
-    last_answer = r.text;
-    if (fmt.renders_whole_conversation()) history.push_back({ChatRole::Assistant, r.text});
-    last_stats = r.stats;
-    totals.add(r.stats);
-
-    if (a.json) {
-      nlohmann::json j = {{"turn", turn},
-                          {"prompt_tokens", r.stats.prompt_tokens},
-                          {"history_tokens", int64_t(session.tokens().size())},
-                          {"stop", end_name(how)},
-                          {"tokens", r.tokens},
-                          {"text", r.text},
-                          {"stats", stats_json(r.stats)}};
-      if (r.reasoning) j["reasoning"] = *r.reasoning;
-      print_stdout(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
-    } else {
-      if (how == AnswerEnd::Cancelled) std::fprintf(stderr, "[interrupted]\n");
-      std::fprintf(stderr, "[%lld tokens, %.1f tok/s, tau %.2f%s, prefilled %lld rows, ttft %.0f ms]\n",
-                   (long long)r.stats.generated, r.stats.tokens_per_s(), r.stats.tau(),
-                   r.stats.drafted ? (", accepted " + std::to_string(int(100.0 * r.stats.acceptance() + 0.5)) + "%").c_str()
-                                   : "",
-                   (long long)r.stats.prompt_tokens, r.stats.ttft_ms);
-    }
+    const Command c = command(cmd);
+    if (c == Command::Quit) return 0;
+    if (c == Command::Done) continue;
+    answer(cmd.rfind("//", 0) == 0 ? cmd.substr(1) : cmd);
   }
+}
+
+// A line that is a command (/quit, /reset, /stats, /help, an unknown one), done; None
+// for a message.
+ChatLoop::Command ChatLoop::command(const std::string& cmd) {
+  if (cmd == "/quit" || cmd == "/exit") return Command::Quit;
+  if (cmd == "/reset") {
+    session_.reset();
+    history_.resize(a_.system.empty() ? 0 : 1);
+    last_end_ = AnswerEnd::Length;
+    last_token_ = -1;
+    answer_start_ = -1;
+    std::fprintf(stderr, "[conversation reset]\n");
+    return Command::Done;
+  }
+  if (cmd == "/stats") {
+    print_stats(last_stats_, totals_, session_, engine_.usable_context(), config_, a_.run.sampling.seed,
+                !a_.run.sampling.greedy());
+    return Command::Done;
+  }
+  if (cmd == "/help" || (cmd[0] == '/' && cmd.rfind("//", 0) != 0)) {
+    if (cmd != "/help") std::fprintf(stderr, "unknown command %s. ", in_quotes(cmd).c_str());
+    std::fprintf(stderr, "commands: /reset /stats /quit (start a message with // to send a literal /)\n");
+    return Command::Done;
+  }
+  return Command::None;
+}
+
+// The tokens this turn prefills for `message` (the session rewound where the format
+// writes earlier text again); none when the template refuses the conversation.
+std::optional<std::vector<int32_t>> ChatLoop::turn_input(const std::string& message) {
+  if (fmt_.renders_whole_conversation()) {
+    history_.push_back({ChatRole::User, message});
+    std::vector<int32_t> input;
+    try {
+      input = fmt_.render(history_);
+    } catch (const Error& e) {  // the template refuses the conversation (raise_exception)
+      history_.pop_back();
+      std::fprintf(stderr, "flashspec: %s\n", e.what());
+      return std::nullopt;
+    }
+    // Prefill only what differs from the session (at least one token, for its logits).
+    const std::vector<int32_t>& held = session_.tokens();
+    size_t same = size_t(std::mismatch(held.begin(), held.end(), input.begin(), input.end()).first - held.begin());
+    same = std::min(same, input.size() - 1);
+    session_.rewind(int64_t(same));
+    input.erase(input.begin(), input.begin() + int64_t(same));
+    return input;
+  }
+  if (session_.tokens().empty()) return fmt_.first_turn(message, a_.system);
+  if (fmt_.rewrites_answers() && answer_start_ >= 0) {
+    session_.rewind(answer_start_);
+    return fmt_.next_turn_replacing(last_answer_, message);
+  }
+  return fmt_.next_turn(message, last_end_, last_token_);
+}
+
+TurnRequest ChatLoop::answer_request(size_t input_size, AnswerDisplay& display) const {
+  // -n -1: until end of text or the context is full.
+  const int64_t used = int64_t(session_.tokens().size() + input_size);
+  TurnRequest req = turn_request(a_.run, a_.run.n_predict >= 0 ? a_.run.n_predict : engine_.tokens_left(used));
+  req.turn_end = fmt_.turn_end_token();
+  req.stop = {fmt_.stop_text()};
+  req.hide_reasoning = hide_reasoning_;
+  req.format = &fmt_;
+  req.cancelled = [] { return SigintGuard::pending(); };
+  if (!a_.json) {
+    const bool think = a_.think;
+    req.on_text = [&display, think](const std::string& s) { display.show(think ? display.marks.content(s) : s); };
+    if (think) req.on_reasoning = [&display](const std::string& s) { display.show(display.marks.reasoning(s)); };
+  }
+  return req;
+}
+
+void ChatLoop::answer(const std::string& message) {
+  const std::optional<std::vector<int32_t>> input = turn_input(message);
+  if (!input) return;
+  const int64_t input_start = int64_t(session_.tokens().size());
+  AnswerDisplay display;
+  const TurnRequest req = answer_request(input->size(), display);
+  TurnResult r;
+  try {
+    r = run_turn(engine_, session_, *input, req);
+  } catch (const Error& e) {
+    if (std::string_view(e.what()).rfind("context full", 0) != 0) throw;
+    std::fprintf(stderr, "flashspec: %s; /reset starts a new conversation\n", e.what());
+    return;
+  }
+  if (!a_.json) print_stdout(display.marks.finish() + "\n");
+  // A Ctrl-C that came after the last token still marks the answer interrupted.
+  const AnswerEnd how = SigintGuard::take() ? AnswerEnd::Cancelled : r.finish;
+
+  ++turn_;
+  last_end_ = how;
+  last_token_ = r.tokens.empty() ? -1 : r.tokens.back();
+  answer_start_ = input_start + int64_t(input->size());
+  last_answer_ = r.text;
+  if (fmt_.renders_whole_conversation()) history_.push_back({ChatRole::Assistant, r.text});
+  last_stats_ = r.stats;
+  totals_.add(r.stats);
+  report(r, how);
+}
+
+// The answer's JSON line (--json), or its one-line stats on stderr.
+void ChatLoop::report(const TurnResult& r, AnswerEnd how) const {
+  if (a_.json) {
+    nlohmann::json j = {{"turn", turn_},
+                        {"prompt_tokens", r.stats.prompt_tokens},
+                        {"history_tokens", int64_t(session_.tokens().size())},
+                        {"stop", end_name(how)},
+                        {"tokens", r.tokens},
+                        {"text", r.text},
+                        {"stats", stats_json(r.stats)}};
+    if (r.reasoning) j["reasoning"] = *r.reasoning;
+    print_stdout(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+    return;
+  }
+  if (how == AnswerEnd::Cancelled) std::fprintf(stderr, "[interrupted]\n");
+  std::fprintf(stderr, "[%lld tokens, %.1f tok/s, tau %.2f%s, prefilled %lld rows, ttft %.0f ms]\n",
+               (long long)r.stats.generated, r.stats.tokens_per_s(), r.stats.tau(),
+               r.stats.drafted ? (", accepted " + std::to_string(int(100.0 * r.stats.acceptance() + 0.5)) + "%").c_str()
+                               : "",
+               (long long)r.stats.prompt_tokens, r.stats.ttft_ms);
+}
+
+int run_chat(const ChatArgs& a) {
+  Engine engine(a.run.engine);
+  if (auto n = budget_notice(engine.plan())) std::fprintf(stderr, "%s\n", n->c_str());
+  ChatFormat fmt = chat_format_for(engine, a.format, "flashspec");
+  fmt.set_thinking(a.think);
+  const bool hide_reasoning = fmt.reasons() && !a.think;
+  Session session = engine.new_session(engine.session_context());
+  warn_past_training_context(engine, engine.usable_context());
+
+  const bool interactive = ::isatty(STDIN_FILENO) == 1;
+  std::string config = speculation_label(a.run.engine);
+  if (interactive) print_banner(a.run.engine, engine, fmt, hide_reasoning, config);
+  return ChatLoop(a, engine, fmt, session, interactive, hide_reasoning, std::move(config)).run();
 }
 
 }  // namespace

@@ -11,7 +11,7 @@
 #include "core/error.h"
 #include "core/printable.h"
 #include "engine/engine.h"
-#include "model/llama_model.h"
+#include "model/model.h"
 
 namespace flashspec {
 
@@ -50,7 +50,7 @@ int run_generate(const GenerateArgs& a) {
   // So is the grammar: a bad schema fails before a model loads.
   std::shared_ptr<const grammar::Grammar> output_grammar = compile_constraint(a.constraint);
   Engine engine(a.run.engine);
-  if (auto n = over_budget_notice(engine.plan())) std::fprintf(stderr, "%s\n", n->c_str());
+  if (auto n = budget_notice(engine.plan())) std::fprintf(stderr, "%s\n", n->c_str());
   const Tokenizer& tok = engine.tokenizer();
   const int64_t n_vocab = engine.target().config().n_vocab;
   for (const auto& [token, bias] : a.run.sampling.logit_bias)
@@ -64,10 +64,7 @@ int run_generate(const GenerateArgs& a) {
   engine.context_for(int64_t(prompt_tokens.size()), n_predict);  // refuses a --ctx too small, before any output
   warn_past_training_context(engine, int64_t(prompt_tokens.size()) + n_predict);
 
-  TurnRequest req;
-  req.sampling = a.run.sampling;
-  req.max_tokens = n_predict;
-  req.ignore_eos = a.run.ignore_eos;
+  TurnRequest req = turn_request(a.run, n_predict);
   req.logits_positions = a.logits;
   req.top_logprobs = a.top_logprobs;
   if (!a.json) {

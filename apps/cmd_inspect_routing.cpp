@@ -9,14 +9,14 @@
 #include "apps/inspect_routing.h"
 #include "apps/output.h"
 #include "apps/run_options.h"
-#include "core/chat_template.h"
+#include "chat/chat_template.h"
 #include "core/error.h"
 #include "core/gguf.h"
-#include "core/llama_config.h"
+#include "core/model_config.h"
 #include "core/printable.h"
 #include "core/sampler.h"
 #include "engine/engine.h"
-#include "model/llama_model.h"
+#include "model/model.h"
 #include "model/routing_stats.h"
 
 namespace flashspec {
@@ -30,7 +30,7 @@ struct RunTotals {
 // One prompt and up to n greedy tokens after it, each generated token fed back in a pass
 // of its own (as plain decoding runs it), so that its routing is counted too; a prompt is
 // one causal run (passes of at most the batch's rows), its rows consecutive tokens.
-int64_t run_sequence(LlamaModel& model, const Tokenizer& tok, const std::vector<int32_t>& prompt, int64_t n,
+int64_t run_sequence(Model& model, const Tokenizer& tok, const std::vector<int32_t>& prompt, int64_t n,
                      RoutingStats& stats) {
   stats.begin_sequence();
   SequenceCache cache = model.make_cache(int64_t(prompt.size()) + n + 1);
@@ -86,7 +86,7 @@ LayerRoutingStats uniform_baseline(const RoutingStats& s) {
   return u;
 }
 
-std::string routing_json(const RoutingRunArgs& a, const LlamaConfig& c, const RoutingStats& s, const RunTotals& t) {
+std::string routing_json(const RoutingRunArgs& a, const ModelConfig& c, const RoutingStats& s, const RunTotals& t) {
   const std::vector<LayerRoutingStats> layers = s.layers();
   nlohmann::json per_layer = nlohmann::json::array();
   for (const LayerRoutingStats& x : layers) per_layer.push_back(layer_json(x, s));
@@ -130,7 +130,7 @@ std::string table_row(const std::string& name, const LayerRoutingStats& x) {
   return row + "\n";
 }
 
-std::string routing_text(const RoutingRunArgs& a, const LlamaConfig& c, const RoutingStats& s, const RunTotals& t) {
+std::string routing_text(const RoutingRunArgs& a, const ModelConfig& c, const RoutingStats& s, const RunTotals& t) {
   const std::vector<LayerRoutingStats> layers = s.layers();
   const LayerRoutingStats mean = RoutingStats::mean(layers);
   char buf[512];
@@ -167,7 +167,7 @@ std::string routing_text(const RoutingRunArgs& a, const LlamaConfig& c, const Ro
 
 int run_inspect_routing(const RoutingRunArgs& a) {
   const std::vector<BenchPrompt> prompts = load_bench_prompts(a.prompts);
-  const LlamaConfig c = LlamaConfig::from_gguf(GgufFile::open(a.model));
+  const ModelConfig c = ModelConfig::from_gguf(GgufFile::open(a.model));
   if (!c.moe())
     throw Error(printable(a.model) + ": " + c.arch + " is not a mixture-of-experts model: --routing measures how a "
                                                      "router picks experts");
@@ -175,7 +175,7 @@ int run_inspect_routing(const RoutingRunArgs& a) {
   o.target_path = a.model;
   o.threads = a.threads;
   Engine engine(o);
-  LlamaModel& model = engine.target();
+  Model& model = engine.target();
   RoutingStats stats(model.config().n_layers, c.n_experts, c.n_experts_used);
   model.set_routing_observer(&stats);
   std::optional<ChatFormat> chat;  // Spec-Bench's questions: a user's first turn, as bench renders them

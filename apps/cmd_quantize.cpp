@@ -10,6 +10,7 @@
 #include "apps/commands.h"
 #include "apps/output.h"
 #include "core/error.h"
+#include "core/units.h"
 #include "core/gguf.h"
 #include "core/printable.h"
 #include "engine/quantize.h"

@@ -41,7 +41,7 @@ int run_serve(ServeArgs& a) {
   server::set_thread_stack_size(server::kThreadStackBytes);
   a.run.engine.parallel = o.parallel;
   Engine engine(a.run.engine);
-  if (auto n = over_budget_notice(engine.plan())) std::fprintf(stderr, "%s\n", n->c_str());
+  if (auto n = budget_notice(engine.plan())) std::fprintf(stderr, "%s\n", n->c_str());
   warn_past_training_context(engine, engine.usable_context());
   server::HttpServer http(engine, o);
   const int port = http.bind();

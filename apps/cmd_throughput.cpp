@@ -27,7 +27,7 @@
 #include "core/error.h"
 #include "core/ggml_type.h"
 #include "engine/engine.h"
-#include "model/llama_model.h"
+#include "model/model.h"
 
 namespace flashspec {
 
@@ -64,7 +64,7 @@ struct Measure {
 
 // Prefill of n tokens (pp) or n decode steps after a 1-token prompt (tg), once, after
 // `depth` tokens of context (untimed).
-double run_once(LlamaModel& model, bool prefill, int64_t n, int64_t depth) {
+double run_once(Model& model, bool prefill, int64_t n, int64_t depth) {
   const int64_t n_vocab = model.config().n_vocab;
   // Token ids spread over the vocabulary; content does not change the cost.
   auto tokens = [n_vocab](int64_t count, int64_t salt) {
@@ -104,7 +104,7 @@ struct TreeTimes {
   double tree_ms = 0, chain_ms = 0, commit_ms = 0;
 };
 
-TreeTimes run_tree(LlamaModel& model, int64_t n, int64_t depth) {
+TreeTimes run_tree(Model& model, int64_t n, int64_t depth) {
   const int64_t n_vocab = model.config().n_vocab;
   std::vector<float> logits;
   auto context = [&] {
@@ -150,7 +150,7 @@ TreeTimes run_tree(LlamaModel& model, int64_t n, int64_t depth) {
 // only the experts a token routes to) and the output head (the embedding contributes one
 // row).
 uint64_t decode_weight_bytes(Engine& engine) {
-  const PlacementPlan& plan = engine.plan();
+  const MemoryPlan& plan = engine.plan();
   uint64_t b = 0;
   for (uint64_t l : plan.token_layer_bytes) b += l;
   const WeightMatrix& head = engine.target().weights().output;
@@ -175,7 +175,7 @@ std::optional<SpeedOfLight> speed_of_light(const ThroughputArgs& a, Engine& engi
 
 int run_throughput(const ThroughputArgs& a) {
   Engine engine(a.run.engine);
-  LlamaModel& model = engine.target();
+  Model& model = engine.target();
   std::vector<Measure> ms;
   for (int64_t d : a.depth) {
     const std::string at = d > 0 ? " @ d" + std::to_string(d) : "";

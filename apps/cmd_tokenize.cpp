@@ -11,7 +11,7 @@
 #include "core/error.h"
 #include "core/gguf.h"
 #include "core/printable.h"
-#include "core/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace flashspec {
 

@@ -37,7 +37,7 @@ void add_placement_flags(CLI::App& sub, PlacementOptions& p) {
 void add_stream_flags(CLI::App& sub, PlacementOptions& p, CLI::Option* stream) {
   const std::string with = stream ? "with --stream: " : "";
   CLI::Option* added[] = {
-      sub.add_option("--ram-budget", p.ram_budget, with + "RAM for resident target layers and the read ring, e.g. 2G")
+      sub.add_option("--ram-budget", p.ram_budget, with + "RAM for the target's resident layers and read ring, the draft and a pass's activations, e.g. 2G (embedding, head and KV cache come on top: inspect shows the plan)")
           ->transform(size_value()),
       sub.add_option("--io-depth", p.io.depth, with + "io_uring requests in flight")
           ->check(CLI::Range(1, 4096))

@@ -5,13 +5,13 @@
 #include <limits>
 #include <random>
 
-#include "core/chat_template.h"
+#include "chat/chat_template.h"
 #include "core/error.h"
 #include "core/printable.h"
 #include "core/units.h"
 #include "engine/engine.h"
 #include "jinja/chat_renderer.h"
-#include "model/llama_model.h"
+#include "model/model.h"
 
 namespace flashspec {
 
@@ -137,6 +137,14 @@ void add_run_options(CLI::App& sub, RunOptions& o, int64_t n_predict, const std:
   add_placement_flags(sub, p);
 }
 
+TurnRequest turn_request(const RunOptions& o, int64_t max_tokens) {
+  TurnRequest t;
+  t.sampling = o.sampling;
+  t.max_tokens = max_tokens;
+  t.ignore_eos = o.ignore_eos;
+  return t;
+}
+
 void describe(CLI::App& sub, const std::string& name, const std::string& description) {
   if (CLI::Option* opt = sub.get_option_no_throw(name)) opt->description(description);
 }
@@ -180,18 +188,15 @@ void finish_run_options(const CLI::App& sub, RunOptions& o) {
   }
   if (o.chain > 0) {
     if (given("--draft-max")) throw UsageError("--draft-max and --chain K both set the draft length: give one");
-    s.mode = SpeculationMode::Chain;
-    s.chain_length = o.chain;
+    s.set(SpeculationMode::Chain, o.chain);
     return;
   }
   if (o.tree.empty() || o.tree == "auto") {
-    s.mode = SpeculationMode::Auto;
-    if (o.draft_max > 0) s.auto_max = o.draft_max;
+    s.set(SpeculationMode::Auto, o.draft_max > 0 ? o.draft_max : s.auto_max);
     return;
   }
   if (given("--draft-max")) throw UsageError("--draft-max and --tree B both set the draft size: give one (--draft-max caps --tree auto)");
-  s.mode = SpeculationMode::Tree;
-  s.tree_size = budget_number(o.tree);
+  s.set(SpeculationMode::Tree, budget_number(o.tree));
 }
 
 namespace {

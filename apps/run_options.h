@@ -13,6 +13,7 @@
 #include "apps/placement_flags.h"
 #include "core/sampler.h"
 #include "engine/options.h"
+#include "engine/turn.h"
 
 namespace flashspec {
 
@@ -54,6 +55,9 @@ void add_run_options(CLI::App& sub, RunOptions& o, int64_t n_predict = kDefaultN
 // After parsing: fills o.engine from the flags, draws the seed, and refuses combinations
 // that would be ignored. Error (one line) on a conflict.
 void finish_run_options(const CLI::App& sub, RunOptions& o);
+// The turn a run asks for: its sampling and --ignore-eos, generating up to `max_tokens`
+// (-n, or with -n -1 what the context leaves).
+TurnRequest turn_request(const RunOptions& o, int64_t max_tokens);
 // A new description for option `name` of `sub` (a shared flag that means more, or
 // something else, in that subcommand).
 void describe(CLI::App& sub, const std::string& name, const std::string& description);

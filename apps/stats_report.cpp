@@ -4,6 +4,8 @@
 #include <fstream>
 #include <string>
 
+#include "core/units.h"
+
 namespace flashspec {
 
 uint64_t peak_rss_bytes() {
@@ -166,15 +168,23 @@ std::optional<std::string> slower_than_target_notice(const GenerationStats& s) {
   return std::string(buf);
 }
 
-std::optional<std::string> over_budget_notice(const PlacementPlan& plan) {
+std::optional<std::string> budget_notice(const MemoryPlan& plan) {
   // No --ram-budget given (the GPU main job's habit: --vram-budget alone) asks for nothing
-  // but the smallest ring: nothing to warn about.
-  if (!plan.stream || plan.ram_budget == 0 || !plan.stream->ring_over_budget()) return std::nullopt;
+  // but the smallest ring: nothing to say.
+  if (!plan.stream || plan.ram_budget == 0) return std::nullopt;
   const LayerPlan& st = *plan.stream;
-  return "[flashspec] notice: the stream needs at least " + format_bytes(st.fixed_bytes()) +
-         " (its smallest read ring" + (st.experts ? std::string(" and expert staging") : std::string()) +
-         ") and the budget leaves it " + format_bytes(st.ram_budget) + ": this run holds " +
-         format_bytes(st.memory_bytes() - st.ram_budget) + " over --ram-budget (raise it by at least that)";
+  const std::string draft = plan.draft_bytes ? "the draft's " + format_bytes(plan.draft_bytes) + " and " : "";
+  const uint64_t held = plan.draft_bytes + st.memory_bytes();
+  if (held > plan.ram_budget)
+    return "[flashspec] notice: the stream needs at least " + format_bytes(st.fixed_bytes()) + " (its smallest read ring" +
+           (st.experts ? std::string(" and expert staging") : std::string()) + ") and --ram-budget " +
+           format_bytes(plan.ram_budget) + (plan.draft_bytes ? " after the draft's " + format_bytes(plan.draft_bytes) : "") +
+           " leaves it " + format_bytes(st.layer_memory) + ": this run holds " + format_bytes(held - plan.ram_budget) +
+           " over --ram-budget (raise it by at least that)";
+  if (!plan.draft_bytes) return std::nullopt;
+  return "[flashspec] --ram-budget " + format_bytes(plan.ram_budget) + ": " + draft + "the target's layers and ring " +
+         format_bytes(st.memory_bytes()) + " (" + std::to_string(st.n_resident) + " of " +
+         std::to_string(st.layers.size()) + " layers resident)";
 }
 
 }  // namespace flashspec

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/stats.h"
-#include "target/placement.h"
+#include "target/memory_plan.h"
 
 namespace flashspec {
 
@@ -36,8 +36,9 @@ std::string chrome_trace(const GenerationStats& s);
 std::optional<double> target_only_ms_per_token(const GenerationStats& s);
 // A one-line suggestion when the speculative run was slower than that estimate.
 std::optional<std::string> slower_than_target_notice(const GenerationStats& s);
-// A one-line notice when the plan holds more than --ram-budget (the smallest ring the
-// stream can read through is over it): a run must not go over its budget silently.
-std::optional<std::string> over_budget_notice(const PlacementPlan& plan);
+// With --stream and --ram-budget: a one-line notice when the plan holds more than the
+// budget (the smallest ring, and the draft, are over it), else where a draft takes part of
+// the budget, one line saying what it leaves the target.
+std::optional<std::string> budget_notice(const MemoryPlan& plan);
 
 }  // namespace flashspec

@@ -1,4 +1,8 @@
 #pragma once
+// core/ holds what every other folder builds on: the GGUF reader and writer, the model's
+// config, sampling, token trees and the acceptance rules, statistics, errors, GGML types,
+// half floats, UTF-8 and bounds on untrusted JSON.
+//
 // Lossless acceptance rules: given the target's distribution at every tree node, pick
 // the accepted path and one bonus token so that the emitted tokens are distributed
 // exactly as if sampled from the target alone.

@@ -311,18 +311,23 @@ GgufFile GgufFile::parse(std::span<const uint8_t> bytes, std::string name) {
   return f;
 }
 
-void GgufFile::parse_all() {
-  Parser p(bytes_, printable(path_));
+namespace {
 
-  // Header.
+// The header's counts, each checked against the bytes left for what it counts.
+struct GgufCounts {
+  uint64_t n_tensors, n_kv;
+};
+
+// The magic, the version (into `version`) and the counts.
+GgufCounts read_header(Parser& p, uint32_t& version) {
   static constexpr uint8_t kMagic[4] = {'G', 'G', 'U', 'F'};
   const size_t have = std::min<size_t>(4, p.size());
   if (have > 0 && std::memcmp(p.data(), kMagic, have) != 0) p.fail("not a GGUF file (bad magic)");
   p.take(4, [] { return std::string("the magic"); });
-  version_ = p.read<uint32_t>([] { return std::string("the version"); });
-  if (version_ != 2 && version_ != 3) {
-    std::string msg = "unsupported GGUF version " + std::to_string(version_);
-    const uint32_t swapped = __builtin_bswap32(version_);
+  version = p.read<uint32_t>([] { return std::string("the version"); });
+  if (version != 2 && version != 3) {
+    std::string msg = "unsupported GGUF version " + std::to_string(version);
+    const uint32_t swapped = __builtin_bswap32(version);
     if (swapped == 2 || swapped == 3) msg += " (a big-endian file? only little-endian GGUF is supported)";
     p.fail(msg);
   }
@@ -334,10 +339,15 @@ void GgufFile::parse_all() {
   if (n_tensors > p.remaining() / kMinTensorInfoBytes)
     p.fail("tensor count " + std::to_string(n_tensors) + " is too large for the remaining " +
            std::to_string(p.remaining()) + " bytes of the file");
+  return {n_tensors, n_kv};
+}
 
-  // Metadata.
-  kv_.reserve(size_t(n_kv));
-  kv_index_.reserve(size_t(n_kv));
+// The n_kv metadata entries, in file order into kv and by key into index (a key twice
+// fails).
+void read_metadata(Parser& p, uint64_t n_kv, std::vector<std::pair<std::string, GgufValue>>& kv,
+                   std::unordered_map<std::string, size_t>& index) {
+  kv.reserve(size_t(n_kv));
+  index.reserve(size_t(n_kv));
   for (uint64_t i = 0; i < n_kv; ++i) {
     const std::string_view key =
         p.read_string([&] { return "the key of metadata entry " + std::to_string(i); });
@@ -346,95 +356,101 @@ void GgufFile::parse_all() {
       p.fail("key " + in_quotes(key) + " has unknown value type " + std::to_string(type));
     GgufValue value =
         p.read_value(GgufValueType(type), 0, [&] { return "the value of key " + in_quotes(key); });
-    auto [it, inserted] = kv_index_.try_emplace(std::string(key), kv_.size());
+    auto [it, inserted] = index.try_emplace(std::string(key), kv.size());
     if (!inserted) p.fail("duplicate metadata key " + in_quotes(key));
-    kv_.emplace_back(it->first, std::move(value));
+    kv.emplace_back(it->first, std::move(value));
   }
+}
 
-  alignment_ = 32;
-  if (const GgufValue* a = find("general.alignment")) {
-    const auto v = a->as_uint();
-    if (!v)
-      p.fail("key 'general.alignment' has type " + describe_type(*a) +
-             ", expected an unsigned integer");
-    if (*v == 0 || (*v & (*v - 1)) != 0)
-      p.fail("general.alignment " + std::to_string(*v) + " is not a nonzero power of two");
-    if (*v > kMaxAlignment)
-      p.fail("general.alignment " + std::to_string(*v) + " is too large (at most " +
-             std::to_string(kMaxAlignment) + ")");
-    alignment_ = *v;
+// general.alignment's value (null: absent, 32), checked.
+uint64_t read_alignment(const Parser& p, const GgufValue* a) {
+  if (!a) return 32;
+  const auto v = a->as_uint();
+  if (!v)
+    p.fail("key 'general.alignment' has type " + describe_type(*a) +
+           ", expected an unsigned integer");
+  if (*v == 0 || (*v & (*v - 1)) != 0)
+    p.fail("general.alignment " + std::to_string(*v) + " is not a nonzero power of two");
+  if (*v > kMaxAlignment)
+    p.fail("general.alignment " + std::to_string(*v) + " is too large (at most " +
+           std::to_string(kMaxAlignment) + ")");
+  return *v;
+}
+
+// Tensor `shown`'s n_dims dimensions into dims, each positive; returns their product
+// (failing where it overflows).
+int64_t read_dims(Parser& p, const std::string& shown, uint32_t n_dims, std::vector<int64_t>& dims) {
+  dims.reserve(n_dims);
+  int64_t elements = 1;
+  for (uint32_t d = 0; d < n_dims; ++d) {
+    const uint64_t raw = p.read<uint64_t>([&] {
+      return "dimension " + std::to_string(d) + " of tensor " + shown;
+    });
+    if (raw == 0 || raw > uint64_t(std::numeric_limits<int64_t>::max()))
+      p.fail("tensor " + shown + " dimension " + std::to_string(d) + " is " +
+             std::to_string(int64_t(raw)) + " (must be positive)");
+    const int64_t dim = int64_t(raw);
+    if (__builtin_mul_overflow(elements, dim, &elements))
+      p.fail("tensor " + shown + " element count overflows");
+    dims.push_back(dim);
   }
+  return elements;
+}
 
-  // Tensor infos. The count was checked against the bytes left after the header; the
-  // metadata used some of those, so reserve only what can still fit (a short file then
-  // fails below as truncated, naming the field).
-  const uint64_t fit = std::min<uint64_t>(n_tensors, p.remaining() / kMinTensorInfoBytes);
-  tensors_.reserve(size_t(fit));
-  tensor_index_.reserve(size_t(fit));
-  for (uint64_t i = 0; i < n_tensors; ++i) {
-    const std::string_view name =
-        p.read_string([&] { return "the name of tensor " + std::to_string(i); });
-    const std::string shown = in_quotes(name);
-    const uint32_t n_dims =
-        p.read<uint32_t>([&] { return "the dimension count of tensor " + shown; });
-    if (n_dims < 1 || n_dims > kMaxDims)
-      p.fail("tensor " + shown + " has " + std::to_string(n_dims) + " dimensions (must be 1 to " +
-             std::to_string(kMaxDims) + ")");
-    GgufTensorInfo t;
-    t.name = std::string(name);
-    t.dims.reserve(n_dims);
-    int64_t elements = 1;
-    for (uint32_t d = 0; d < n_dims; ++d) {
-      const uint64_t raw = p.read<uint64_t>([&] {
-        return "dimension " + std::to_string(d) + " of tensor " + shown;
-      });
-      if (raw == 0 || raw > uint64_t(std::numeric_limits<int64_t>::max()))
-        p.fail("tensor " + shown + " dimension " + std::to_string(d) + " is " +
-               std::to_string(int64_t(raw)) + " (must be positive)");
-      const int64_t dim = int64_t(raw);
-      if (__builtin_mul_overflow(elements, dim, &elements))
-        p.fail("tensor " + shown + " element count overflows");
-      t.dims.push_back(dim);
-    }
-    const uint32_t type = p.read<uint32_t>([&] { return "the type of tensor " + shown; });
-    const std::optional<TypeTraits> tr = type_traits(type);
-    if (!tr) p.fail("tensor " + shown + " has unsupported type " + std::to_string(type));
-    t.type = GgmlType(type);
-    t.offset = p.read<uint64_t>([&] { return "the data offset of tensor " + shown; });
-    if (t.dims[0] % tr->block_elems != 0)
-      p.fail("tensor " + shown + " row length " + std::to_string(t.dims[0]) +
-             " is not a multiple of the " + std::string(tr->name) + " block size " +
-             std::to_string(tr->block_elems));
-    const std::optional<int64_t> row = row_bytes_checked(t.type, t.dims[0]);
-    int64_t nbytes = 0;
-    if (!row || __builtin_mul_overflow(*row, elements / t.dims[0], &nbytes))
-      p.fail("tensor " + shown + " byte size overflows");
-    t.nbytes = uint64_t(nbytes);
-    if (t.offset % alignment_ != 0)
-      p.fail("tensor " + shown + " data offset " + std::to_string(t.offset) +
-             " is not a multiple of the alignment " + std::to_string(alignment_));
-    auto [it, inserted] = tensor_index_.try_emplace(t.name, tensors_.size());
-    if (!inserted) p.fail("duplicate tensor name " + shown);
-    tensors_.push_back(std::move(t));
-  }
+// Tensor info i: name, dimensions, type and data offset (a multiple of `alignment`),
+// with its byte size; checked, but not against the file's size or the other tensors.
+GgufTensorInfo read_tensor_info(Parser& p, uint64_t i, uint64_t alignment) {
+  const std::string_view name =
+      p.read_string([&] { return "the name of tensor " + std::to_string(i); });
+  const std::string shown = in_quotes(name);
+  const uint32_t n_dims =
+      p.read<uint32_t>([&] { return "the dimension count of tensor " + shown; });
+  if (n_dims < 1 || n_dims > kMaxDims)
+    p.fail("tensor " + shown + " has " + std::to_string(n_dims) + " dimensions (must be 1 to " +
+           std::to_string(kMaxDims) + ")");
+  GgufTensorInfo t;
+  t.name = std::string(name);
+  const int64_t elements = read_dims(p, shown, n_dims, t.dims);
+  const uint32_t type = p.read<uint32_t>([&] { return "the type of tensor " + shown; });
+  const std::optional<TypeTraits> tr = type_traits(type);
+  if (!tr) p.fail("tensor " + shown + " has unsupported type " + std::to_string(type));
+  t.type = GgmlType(type);
+  t.offset = p.read<uint64_t>([&] { return "the data offset of tensor " + shown; });
+  if (t.dims[0] % tr->block_elems != 0)
+    p.fail("tensor " + shown + " row length " + std::to_string(t.dims[0]) +
+           " is not a multiple of the " + std::string(tr->name) + " block size " +
+           std::to_string(tr->block_elems));
+  const std::optional<int64_t> row = row_bytes_checked(t.type, t.dims[0]);
+  int64_t nbytes = 0;
+  if (!row || __builtin_mul_overflow(*row, elements / t.dims[0], &nbytes))
+    p.fail("tensor " + shown + " byte size overflows");
+  t.nbytes = uint64_t(nbytes);
+  if (t.offset % alignment != 0)
+    p.fail("tensor " + shown + " data offset " + std::to_string(t.offset) +
+           " is not a multiple of the alignment " + std::to_string(alignment));
+  return t;
+}
 
-  // Data section: after the tensor infos, rounded up to the alignment.
-  const uint64_t end_of_infos = p.pos();
-  data_offset_ = (end_of_infos + (alignment_ - 1)) / alignment_ * alignment_;
-  const unsigned __int128 file_size = bytes_.size();
-  for (GgufTensorInfo& t : tensors_) {
-    const unsigned __int128 a = (unsigned __int128)data_offset_ + t.offset;
+// Each tensor's file_offset: its offset past the data section's start, which must keep
+// its bytes inside the file.
+void place_tensor_data(const Parser& p, std::vector<GgufTensorInfo>& tensors, uint64_t data_offset,
+                       unsigned __int128 file_size) {
+  for (GgufTensorInfo& t : tensors) {
+    const unsigned __int128 a = (unsigned __int128)data_offset + t.offset;
     const unsigned __int128 b = a + t.nbytes;
     if (b > file_size)
       p.fail("tensor " + in_quotes(t.name) + " data [" + u128_str(a) + ", " + u128_str(b) +
              ") lies outside the file (size " + u128_str(file_size) + ")");
     t.file_offset = uint64_t(a);
   }
-  // No two tensors' bytes may overlap: a tensor whose bytes do not match its shape and
-  // type (a block format's row size misjudged, data cut short) shows as one reaching into
-  // the next, which would otherwise be read as garbage.
+}
+
+// No two tensors' bytes may overlap: a tensor whose bytes do not match its shape and
+// type (a block format's row size misjudged, data cut short) shows as one reaching into
+// the next, which would otherwise be read as garbage.
+void check_no_overlap(const Parser& p, const std::vector<GgufTensorInfo>& tensors) {
   std::vector<const GgufTensorInfo*> by_offset;
-  for (const GgufTensorInfo& t : tensors_) by_offset.push_back(&t);
+  for (const GgufTensorInfo& t : tensors) by_offset.push_back(&t);
   std::sort(by_offset.begin(), by_offset.end(),
             [](const GgufTensorInfo* x, const GgufTensorInfo* y) { return x->offset < y->offset; });
   for (size_t i = 1; i < by_offset.size(); ++i) {
@@ -444,6 +460,35 @@ void GgufFile::parse_all() {
       p.fail("tensor " + in_quotes(prev.name) + " (" + std::to_string(prev.nbytes) + " bytes for its shape and type) overlaps tensor " +
              in_quotes(next.name) + ": its data is not the size its shape says");
   }
+}
+
+}  // namespace
+
+void GgufFile::parse_all() {
+  Parser p(bytes_, printable(path_));
+  const GgufCounts counts = read_header(p, version_);
+  read_metadata(p, counts.n_kv, kv_, kv_index_);
+  alignment_ = read_alignment(p, find("general.alignment"));
+
+  // Tensor infos. The count was checked against the bytes left after the header; the
+  // metadata used some of those, so reserve only what can still fit (a short file then
+  // fails below as truncated, naming the field).
+  const uint64_t n_tensors = counts.n_tensors;
+  const uint64_t fit = std::min<uint64_t>(n_tensors, p.remaining() / kMinTensorInfoBytes);
+  tensors_.reserve(size_t(fit));
+  tensor_index_.reserve(size_t(fit));
+  for (uint64_t i = 0; i < n_tensors; ++i) {
+    GgufTensorInfo t = read_tensor_info(p, i, alignment_);
+    auto [it, inserted] = tensor_index_.try_emplace(t.name, tensors_.size());
+    if (!inserted) p.fail("duplicate tensor name " + in_quotes(t.name));
+    tensors_.push_back(std::move(t));
+  }
+
+  // Data section: after the tensor infos, rounded up to the alignment.
+  const uint64_t end_of_infos = p.pos();
+  data_offset_ = (end_of_infos + (alignment_ - 1)) / alignment_ * alignment_;
+  place_tensor_data(p, tensors_, data_offset_, bytes_.size());
+  check_no_overlap(p, tensors_);
 }
 
 const GgufValue* GgufFile::find(std::string_view key) const {

@@ -4,8 +4,9 @@
 // compiler, a template walking it) recurses once per level: a 2 MB body of a million '['
 // overflowed a connection thread's stack. And nlohmann::ordered_json (schemas and tools keep
 // their key order) finds a key by a linear search, so an object of n members costs n^2 to
-// build: 60,000 members took 9 s. So text nested deeper, or with a wider object, than the
-// bounds is refused first, in one pass over the bytes without recursion.
+// build, and one of tens of thousands of members holds a thread far too long. So text
+// nested deeper, or with a wider object, than the bounds is refused first, in one pass
+// over the bytes without recursion.
 #include <cstddef>
 #include <optional>
 #include <string>

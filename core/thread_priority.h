@@ -5,7 +5,7 @@
 // the core at once when a target thread wakes: verification, on the critical path, runs
 // at full speed. (nice 19 was not enough: the target's threads meet at a barrier after
 // every operation, and a draft thread holding a core for a scheduler slice delayed each
-// barrier; an 8B streamed verification took 1.4x as long.) Entering SCHED_IDLE needs no
+// barrier, so verification slowed as a whole.) Entering SCHED_IDLE needs no
 // privilege; leaving it does, so only threads that are background for life call this.
 #include <pthread.h>
 #include <sched.h>

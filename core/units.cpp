@@ -3,6 +3,7 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 namespace flashspec {
@@ -30,6 +31,16 @@ std::optional<double> parse_size(std::string_view s) {
   else if (suf == "TI") mult = 1024.0 * 1024 * 1024 * 1024;
   else return std::nullopt;
   return v * mult;
+}
+
+std::string format_bytes(uint64_t bytes) {
+  char buf[64];
+  const double b = double(bytes);
+  if (b >= 1e9) std::snprintf(buf, sizeof buf, "%.2f GB", b / 1e9);
+  else if (b >= 1e6) std::snprintf(buf, sizeof buf, "%.1f MB", b / 1e6);
+  else if (b >= 1e3) std::snprintf(buf, sizeof buf, "%.1f KB", b / 1e3);
+  else std::snprintf(buf, sizeof buf, "%llu B", (unsigned long long)bytes);
+  return buf;
 }
 
 }  // namespace flashspec

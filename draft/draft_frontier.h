@@ -1,4 +1,9 @@
 #pragma once
+// draft/ holds the drafters: a resident draft model's chains and best-first trees
+// (drafter.h), the MTP layer's (mtp_drafter.h), the worker that pre-grows trees while the
+// target verifies, prompt lookup, and the speculation settings every command fills
+// (speculation_params.h).
+//
 // The best-first frontier both tree drafters grow from (a draft model's, draft/drafter.h,
 // and the MTP layer's, draft/mtp_drafter.h), SpecExec-style: a node's children are its best
 // tokens after the sampling's penalties along its path and a rule's mask, ranked among every

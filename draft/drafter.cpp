@@ -4,11 +4,11 @@
 #include <cmath>
 
 #include "core/error.h"
-#include "model/llama_model.h"
+#include "model/model.h"
 
 namespace flashspec {
 
-Drafter::Drafter(LlamaModel& model, int64_t capacity, int32_t vocab_limit)
+Drafter::Drafter(Model& model, int64_t capacity, int32_t vocab_limit)
     : model_(model),
       cache_(model.make_cache(capacity)),
       vocab_limit_(int32_t(std::min<int64_t>(vocab_limit, model.config().n_vocab))) {}

@@ -20,16 +20,16 @@
 #include "core/token_tree.h"
 #include "draft/draft_frontier.h"
 #include "draft/speculation_params.h"
-#include "model/llama_model.h"
+#include "model/model.h"
 
 namespace flashspec {
 
-class LlamaModel;
+class Model;
 
 class Drafter {
  public:
   // `vocab_limit`: ids at or above it are never proposed (the target's vocabulary size).
-  Drafter(LlamaModel& model, int64_t capacity, int32_t vocab_limit);
+  Drafter(Model& model, int64_t capacity, int32_t vocab_limit);
 
   // Makes the cache a prefix of `seq` (cutting what is not in it) and queues the rest;
   // the last token of seq is the root of the next tree.
@@ -71,7 +71,7 @@ class Drafter {
   // ---- trees of several drafters grown in lockstep (engine/batch_session.h) ----
   // The drafters share one draft model: each step hands out the batch its next draft
   // forward runs (in the drafter's own buffers, on its own cache), the caller runs all
-  // drafters' batches as one LlamaModel::forward_many and then has each absorb its
+  // drafters' batches as one Model::forward_many and then has each absorb its
   // logits. The trees grow exactly as start_tree + grow_to grow them.
   // The root of a new tree below the last token of the synced sequence.
   SequenceBatch root_batch(const SpeculationParams& policy, const SamplingParams& sampling);
@@ -105,7 +105,7 @@ class Drafter {
   std::span<const float> allowed(std::span<const float> l, int32_t node);
   std::span<const float> usable(const std::vector<float>& logits, size_t row) const;
 
-  LlamaModel& model_;
+  Model& model_;
   SequenceCache cache_;
   int32_t vocab_limit_;
   std::vector<int32_t> to_feed_;      // sequence tokens the draft has not processed; last = root

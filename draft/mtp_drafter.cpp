@@ -8,7 +8,7 @@
 
 namespace flashspec {
 
-MtpDrafter::MtpDrafter(LlamaModel& target, int64_t capacity)
+MtpDrafter::MtpDrafter(Model& target, int64_t capacity)
     : target_(target),
       cache_(target.make_mtp_cache(capacity)),
       dim_(target.config().dim),

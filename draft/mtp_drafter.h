@@ -26,7 +26,7 @@
 #include "core/token_tree.h"
 #include "draft/draft_frontier.h"
 #include "draft/speculation_params.h"
-#include "model/llama_model.h"
+#include "model/model.h"
 #include "model/sequence_cache.h"
 
 namespace flashspec {
@@ -34,7 +34,7 @@ namespace flashspec {
 class MtpDrafter {
  public:
   // `capacity`: positions the sequence may reach, plus the largest tree.
-  MtpDrafter(LlamaModel& target, int64_t capacity);
+  MtpDrafter(Model& target, int64_t capacity);
 
   // The target's hidden rows of positions first, first + 1, ... (dim floats each), from a
   // pass over them; rows from `first` on replace what was held (a rewound sequence).
@@ -82,7 +82,7 @@ class MtpDrafter {
   std::span<const float> allowed(std::span<const float> l, int32_t node);
   bool must_end(int32_t node) const { return constraint_ && constraint_->must_end(state_[size_t(node)]); }
 
-  LlamaModel& target_;
+  Model& target_;
   SequenceCache cache_;
   int64_t dim_, n_vocab_;
   std::vector<int64_t> row_pos_;  // the position of each committed row

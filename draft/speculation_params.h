@@ -44,6 +44,11 @@ struct SpeculationRequest {
 
   // The size asked for in the mode asked for.
   int64_t size() const { return mode == Mode::Chain ? chain_length : mode == Mode::Tree ? tree_size : auto_max; }
+  // Asks for mode m of size n (size() then gives n).
+  void set(Mode m, int64_t n) {
+    mode = m;
+    (m == Mode::Chain ? chain_length : m == Mode::Tree ? tree_size : auto_max) = n;
+  }
 };
 
 struct SpeculationParams {
@@ -77,15 +82,15 @@ struct SpeculationParams {
   // Most candidate nodes one pass verifies (the root not counted).
   int64_t max_verified() const { return node_budget + (lookup && !auto_budget() ? lookup_params.max_depth : 0); }
   // Rows a draft forward feeds for little more than the time of one. The Engine sets 8 for a
-  // large draft: a 1B-shape draft's forward on 2 CPU cores took 21-26 ms for 1 row, 27
-  // for 4, 33 for 8, 60 for 12. A tiny draft keeps 4: its forwards cost next to nothing
-  // at any width, and narrow levels keep its trees deep.
+  // large draft: its forward reads the draft's weights once whatever the rows, so up to
+  // about 8 rows cost little more than 1, and past that the rows' compute takes over. A
+  // tiny draft keeps 4: its forwards cost next to nothing at any width, and narrow levels
+  // keep its trees deep.
   int32_t cheap_rows = 4;
   // Nodes fed per draft pass for a tree of `b` nodes: up to 4 for small trees (a draft
-  // forward costs about one read of the draft's weights whether it feeds 1 row or 4: an
-  // 8B streamed target with a 1B-shape draft, --tree 8: 293 -> 71 ms of drafting per
-  // pass, 1.64x -> 2.00x the target alone), up to cheap_rows from 32 nodes on, b/16 for
-  // large trees.
+  // forward costs about one read of the draft's weights whether it feeds 1 row or 4, so
+  // feeding 4 cuts a small tree's drafting to about a quarter), up to cheap_rows from 32
+  // nodes on, b/16 for large trees.
   int32_t width_for(int64_t b) const {
     if (tree_width > 0) return tree_width;
     const int64_t w = std::max({std::min<int64_t>(b / 2, 4), std::min<int64_t>(b / 4, cheap_rows), b / 16});

@@ -1,4 +1,9 @@
 #pragma once
+// engine/ holds the engine above draft/ and target/: a target and its drafter loaded
+// together (engine.h), the pass pipeline that drafts, verifies and settles, sessions of
+// one sequence or several, the `--tree auto` budget policy and its acceptance models, one
+// turn of a chat or a request, and quantizing at load.
+//
 // Predicts how likely the target is to accept each node of a draft tree, from the
 // draft's own cumulative log-probability of the node and its depth, calibrated online
 // against what the target actually accepted.

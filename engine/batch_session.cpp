@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "model/llama_model.h"
+#include "model/model.h"
 
 namespace flashspec {
 
@@ -14,7 +14,7 @@ struct BatchSession::Sequence : SequenceRun {
   int64_t divergence = 0;
 };
 
-BatchSession::BatchSession(LlamaModel& target, LlamaModel* draft, std::optional<SpeculationParams> policy,
+BatchSession::BatchSession(Model& target, Model* draft, std::optional<SpeculationParams> policy,
                            int64_t capacity, int64_t max_sequences, int64_t prefill_rows, int64_t kv_rows)
     : target_(target),
       pipeline_(target, draft, policy),
@@ -27,7 +27,7 @@ BatchSession::BatchSession(LlamaModel& target, LlamaModel* draft, std::optional<
   if (target.backend().host_memory()) {
     // Untouched blocks cost address space only: the pool's memory is what sequences use.
     const int64_t rows = kv_rows > 0 ? kv_rows : capacity * max_sequences;
-    const LlamaConfig& c = target.config();
+    const ModelConfig& c = target.config();
     pool_.emplace(target.backend(), c.attention_layers(), c.kv_dim(), (rows + kKvBlockRows - 1) / kKvBlockRows,
                   kKvBlockRows, target.key_type(), target.value_type());
     prefixes_.emplace(*pool_);
@@ -248,11 +248,10 @@ void BatchSession::schedule(std::vector<SequenceRun*>& prefill, std::vector<Sequ
   // sequences a prompt goes in two halves unless the pass's weight reads leave room for
   // half its rows to compute for free (BudgetPolicy::free_rows). Where they do not, the
   // pass is bound by compute, and halves double the decoding streams' passes carrying it
-  // but halve the time each grows by (tl1b served on a fast disk, three streams: 756-869
-  // ms with the 155-token prompt whole, 400-465 ms in halves, against ~140 ms alone), for
-  // one short pass more before the new prompt's first token. Where they do, a second pass
-  // costs a second read of the weights while the growth it saves is mostly hidden under
-  // the reads (the same at --io-bw 1G: one pass of 804-850 ms, or two of 680-760).
+  // but halve the time each grows by (a whole prompt made those passes several times as
+  // long as alone), for one short pass more before the new prompt's first token. Where
+  // they do, a second pass costs a second read of the weights while the growth it saves
+  // is mostly hidden under the reads.
   const bool decoding = std::any_of(seqs_.begin(), seqs_.end(), [](const auto& s) { return !s->done && !s->prefilling(); });
   const BudgetPolicy* auto_budget = pipeline_.budget_policy();
   const int64_t free_rows = decoding && auto_budget ? auto_budget->free_rows(prefill_rows_) : 0;

@@ -10,7 +10,7 @@
 // class decides which sequences and rows each pass carries, and owns their KV memory.
 //
 // Each sequence has its own caches (target and draft), sampler state and prompt-lookup
-// index, and every row of a pass attends only to its own sequence (LlamaModel::
+// index, and every row of a pass attends only to its own sequence (Model::
 // forward_many), so a sequence's answer does not depend on its neighbours: greedy, it is
 // the target's greedy answer; sampled with a seed, it is the same alone or beside others
 // (the target-draw acceptance rule draws one token per emitted token, whatever the tree).
@@ -45,7 +45,7 @@
 
 namespace flashspec {
 
-class LlamaModel;
+class Model;
 
 // The paged pool's state (all zero without one).
 struct KvFigures {
@@ -62,7 +62,7 @@ class BatchSession {
   // be null with a lookup-only or no policy) is shared by all sequences, each with its
   // own cache of it.
   // `kv_rows`: positions of the paged pool (0: capacity for every sequence at once).
-  BatchSession(LlamaModel& target, LlamaModel* draft, std::optional<SpeculationParams> policy, int64_t capacity,
+  BatchSession(Model& target, Model* draft, std::optional<SpeculationParams> policy, int64_t capacity,
                int64_t max_sequences, int64_t prefill_rows, int64_t kv_rows = 0);
   static constexpr int64_t kKvBlockRows = 16;
   ~BatchSession();
@@ -134,7 +134,7 @@ class BatchSession {
   void retire(Sequence& s);
   Sequence& get(int64_t id) const;
 
-  LlamaModel& target_;
+  Model& target_;
   PassPipeline pipeline_;
   const int64_t capacity_, max_sequences_, prefill_rows_;
   int64_t scratch_rows_;

@@ -39,9 +39,9 @@ BudgetPolicy::BudgetPolicy(int64_t max_budget, double draft_cost_ratio, ExpertSh
   // No speculation, then powers of two and the midpoints 1.5 x 2^k: fine enough to land
   // near the point where compute starts to exceed the I/O floor. From 16 on, one node
   // less, so that a pass (its root row included) fills whole tiles of 16 rows: the AMX
-  // matmuls multiply 16 tokens at a time, and a 65th row cost a second read of every
-  // weight (8B resident, 1B-shape draft: 64 rows 876-913 ms, 65 rows 969-977 ms);
-  // elsewhere one node less is at most 1/16 of a tree.
+  // matmuls multiply 16 tokens at a time, and a 65th row costs a second read of every
+  // weight, a whole tile's time for one row; elsewhere one node less is at most 1/16 of a
+  // tree.
   budgets_.push_back(0);
   const int64_t top = std::max<int64_t>(1, max_budget);
   auto add = [&](int64_t b) { budgets_.push_back(b >= 16 ? b - 1 : b); };
@@ -142,9 +142,9 @@ int64_t BudgetPolicy::draft_horizon() const {
   // moving, that is free where the draft is cheap next to the pass (a streamed or large
   // target): one step, or two, so that a short run reaches the best size sooner. Later,
   // one step every kGrowEvery passes keeps what larger trees are worth measured; every
-  // pass would cost the steady state that drafting for good (8B streamed, 1B-shape
-  // draft: 424 ms of drafting per pass for 41 rows verified, against tree-32's 204 ms
-  // for 33, 0.86x its speed).
+  // pass would cost the steady state that drafting for good (a larger tree's drafting
+  // grows faster than the rows it adds to verification, so the run ends up slower than
+  // at the chosen size).
   const size_t i = index(best_);
   if (i + 1 == budgets_.size()) return best_;
   const double pass_ms = verify_ms(best_) + draft_ms(best_);

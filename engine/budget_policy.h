@@ -15,10 +15,9 @@
 //    storage's time for a pass's streamed weights at the rate it reads them (0 for a
 //    resident target). Not the time of passes that waited for weights: where compute and
 //    reads are about even, a pass waits for some layers and outruns others, and takes well
-//    over both (tl1b streamed at 1.4 GB/s, four sequences: 131-row passes of 437-458 ms
-//    against 342 ms of reads), which made every budget up to there look free. A budget
-//    already tried uses its own measured mean instead (the passes whose rows fall in its
-//    grid step, several trees' roots included), which holds those pipeline effects;
+//    over both, which made every budget up to there look free. A budget already tried
+//    uses its own measured mean instead (the passes whose rows fall in its grid step,
+//    several trees' roots included), which holds those pipeline effects;
 //    A mixture-of-experts target instead reads and multiplies the union of the experts its
 //    rows route to, which grows with the rows whether the weights stream or not: a budget
 //    not tried yet costs the measured time per routed expert times its expected union

@@ -5,24 +5,25 @@
 #include "core/error.h"
 #include "core/host_memory.h"
 #include "core/printable.h"
-#include "core/vocab_compat.h"
+#include "core/units.h"
 #include "engine/quantize.h"
-#include "target/streamed_layers.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/quantize_fast.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/cuda_loader.h"
-#include "offload/weight_stream.h"
 #include "model/activations.h"
-#include "model/llama_model.h"
+#include "model/model.h"
+#include "offload/weight_stream.h"
 #include "target/loaded_layers.h"
 #include "target/staged_layers.h"
+#include "target/streamed_layers.h"
+#include "tokenizer/vocab_compat.h"
 
 namespace flashspec {
 
 namespace {
 
-void check_vocab_rows(const Tokenizer& tok, const LlamaModel& m, const std::string& path) {
+void check_vocab_rows(const Tokenizer& tok, const Model& m, const std::string& path) {
   if (tok.n_vocab() != m.config().n_vocab)
     throw Error(printable(path) + ": tokenizer has " + std::to_string(tok.n_vocab()) + " tokens but the embedding has " +
                 std::to_string(m.config().n_vocab) + " rows");
@@ -43,12 +44,11 @@ SpeculationParams resolve_speculation(const SpeculationRequest& r, const EngineO
   p.lookup_params = r.lookup_params;
   // Pre-growing by default only when the target streams and the draft is small. A
   // resident target on the CPU keeps every core busy, and a draft thread beside its pool
-  // slows it more than it saves (measured: 2x slower on 2 cores with a small resident
-  // target); a streamed pass waits for storage and leaves cores idle. But a draft forward
-  // also reads its weights: a large draft growing beside a verification competes for
-  // memory bandwidth and caches even at idle priority (8B streamed, 1B-shape draft at 14%
-  // of the bytes: verification 763 -> 948 ms, 3.48 -> 3.06 tok/s with --tree 8), while
-  // salty279K beside the same target costs nothing. Tree shapes then depend on timing, but
+  // slows it more than it saves; a streamed pass waits for storage and leaves cores idle.
+  // But a draft forward also reads its weights: a large draft growing beside a
+  // verification competes for memory bandwidth and caches even at idle priority and
+  // slows it, while a draft of a few hundred KB beside it costs nothing. Tree shapes then
+  // depend on timing, but
   // the tokens do not: a tree's acceptance draws one target sample per emitted token, so
   // a seed reproduces a sampled run either way. Only greedy by default because
   // pre-growing has been benchmarked for greedy streamed runs only. Prompt lookup has no
@@ -57,9 +57,8 @@ SpeculationParams resolve_speculation(const SpeculationRequest& r, const EngineO
   p.mtp = mtp;
   p.pregrow = lookup_only || mtp ? 0 : r.pregrow.value_or(o.placement.stream && o.greedy && draft_share <= kSmallDraftShare ? 4 : 0);
   // A large draft drafts on the critical path, a forward per tree level: wider levels,
-  // fewer of them (8B streamed, 1B-shape draft, --tree auto's 64-node trees: 16 levels of
-  // 4 took 409-441 ms per pass, 8 levels of 8 304-344 ms, with the same 31 passes for
-  // 4 prompts x 32 tokens).
+  // fewer of them (a forward of 8 rows costs it little more than one of 4, and the trees
+  // accept as much).
   if (draft_share > kSmallDraftShare) p.cheap_rows = 8;
   return p;
 }
@@ -76,6 +75,13 @@ std::optional<GgmlType> self_draft_type(const std::string& path) {
   return t;
 }
 
+DraftKind draft_kind(const std::string& draft_path) {
+  if (draft_path.empty()) return DraftKind::None;
+  if (draft_path == kLookupDraft) return DraftKind::Lookup;
+  if (draft_path == kMtpDraft) return DraftKind::Mtp;
+  return draft_path.rfind("self:", 0) == 0 ? DraftKind::Self : DraftKind::File;
+}
+
 std::string no_mtp_layer(const std::string& path) {
   return "-d mtp: " + printable(path) + " has no MTP layer (no nextn_predict_layers, no blk.N.nextn.* tensors); "
          "only models that ship one (Qwen3.5/3.6) draft with it";
@@ -89,75 +95,88 @@ std::unique_ptr<Backend> make_backend(const std::string& name, int threads) {
 Engine::Engine(const EngineOptions& o) : opt_(o) {
   const int threads = thread_count(o.threads);
   const std::optional<GgmlType> self_type = self_draft_type(o.draft_path);
+  const bool mtp = o.draft_path == kMtpDraft;
   backend_ = make_backend(o.backend, threads);
-  target_ = std::make_unique<LlamaModel>(o.target_path, *backend_);
+  target_ = std::make_unique<Model>(o.target_path, *backend_);
   target_->set_kv_types(o.k_type, o.v_type);
   target_->set_max_batch(o.batch);
+  if (mtp && !target_->has_mtp()) throw Error(no_mtp_layer(o.target_path));
+  tokenizer_ = Tokenizer::from_gguf(target_->file());
+  check_vocab_rows(tokenizer_, *target_, o.target_path);
   // A self-draft is quantized from the target even when the target itself is quantized.
   const QuantizeOptions self_q = QuantizeOptions::self_draft(self_type.value_or(GgmlType::Q8_0));
   const uint64_t self_bytes = self_type ? quantized_model_bytes(target_->file(), self_q) : 0;
-  const bool host = backend_->host_memory();
-  placement_ = o.placement;
-  placement_.mtp = o.draft_path == kMtpDraft;
-  if (placement_.mtp && !target_->has_mtp()) throw Error(no_mtp_layer(o.target_path));
-  // Passes carrying several sequences' rows compute each layer for about as long as it
-  // reads, and a reader one layer ahead then idles behind every layer that computes
-  // longer than it reads and every resident layer (tl1b streamed at 1.4 GB/s, 160 MB
-  // budget, 4 sequences: passes of 394 ms with two ring slots, 368 with three, 7% more
-  // read per pass): a third slot lets it run two layers ahead.
-  if (o.parallel > 1) placement_.ring_slots = std::max(placement_.ring_slots, kBatchRingSlots);
-  if (placement_.stream && !o.draft_path.empty() && o.speculation.mode == SpeculationMode::Auto)
-    placement_.pass_reserve = Activations::tree_pass_bytes(target_->config(), kReservedAutoRows);
-  plan_ = plan_placement(target_->file(), target_->weights(), placement_, !host, self_bytes,
-                         host ? probe_host_memory().available() : std::numeric_limits<uint64_t>::max());
+  if (!o.draft_path.empty() && o.draft_path != kLookupDraft && !mtp) open_draft_backend(threads);
+  if (draft_backend_ && !self_type) open_draft(o.draft_path);
+  if (!o.draft_path.empty()) policy_ = resolve_speculation(o.speculation, o, draft_share(self_bytes), mtp);
+  plan_ = plan_memory(target_->file(), target_->config(), target_->weights(), plan_request(self_bytes));
   place_target_layers();
-  tokenizer_ = Tokenizer::from_gguf(target_->file());
-  check_vocab_rows(tokenizer_, *target_, o.target_path);
-  if (o.draft_path.empty()) return;
-  if (o.draft_path == kLookupDraft || placement_.mtp) {  // no draft model: the text so far, or the MTP layer
-    double share = 0.0;
-    if (placement_.mtp) {
-      target_->place_mtp();
-      share = double(target_->weights().mtp_forward_bytes()) / double(target_->file().file_size());
-    }
-    policy_ = resolve_speculation(o.speculation, o, share, placement_.mtp);
-    cap_auto_rows();
-    check_fixed_tree_memory();
-    set_tree_rows();
-    return;
-  }
-  // On the CPU every core, at the lowest priority: drafting before a pass is on the
-  // critical path with the cores otherwise idle (one thread drafted a 1B-shape model at
-  // half the speed), and pre-growing beside a verification then takes only the cycles
-  // the target leaves while it waits for storage (at equal priority it slowed an 8B
-  // streamed verification by a third). On a GPU its own stream, so that it can overlap
-  // the target's passes.
-  draft_backend_ = o.backend == "cuda" ? make_backend(o.backend, 1)
-                                       : std::make_unique<CpuBackend>(threads, ThreadPool::Priority::Background);
+  if (!policy_) return;
+  if (plan_.auto_rows_cap) policy_->node_budget = plan_.auto_rows_cap;
+  if (mtp) target_->place_mtp();
   if (self_type) {
     ThreadPool pool(threads);
     self_draft_image_.reserve(size_t(self_bytes) + (size_t(1) << 20));
     quantize_model(target_->file(), self_q, pool, [&](std::span<const uint8_t> b) {
       self_draft_image_.insert(self_draft_image_.end(), b.begin(), b.end());
     });
-    draft_ = std::make_unique<LlamaModel>(GgufFile::parse(self_draft_image_, o.draft_path + " of " + o.target_path),
-                                          *draft_backend_);
-  } else {
-    draft_ = std::make_unique<LlamaModel>(o.draft_path, *draft_backend_);
+    draft_ = std::make_unique<Model>(GgufFile::parse(self_draft_image_, o.draft_path + " of " + o.target_path),
+                                     *draft_backend_);
+    prepare_draft();
+  } else if (draft_) {
+    if (draft_backend_->host_memory() && plan_.draft_mapped_reason.empty()) load_into_memory(*draft_);
   }
-  if (!draft_backend_->host_memory()) keep_layers_in_backend(*draft_);
-  else if (!self_type) load_draft();
-  draft_->set_kv_types(o.k_type, o.v_type);
-  draft_->set_max_batch(o.batch);
-  const Tokenizer draft_tok = Tokenizer::from_gguf(draft_->file());
-  check_vocab_rows(draft_tok, *draft_, o.draft_path);
-  check_vocab_compatible(draft_tok, o.draft_path, tokenizer_, o.target_path);
-  policy_ = resolve_speculation(o.speculation, o,
-                                double(self_type ? self_bytes : draft_->file().file_size()) /
-                                    double(target_->file().file_size()));
-  cap_auto_rows();
-  check_fixed_tree_memory();
+  if (draft_ && !draft_backend_->host_memory()) keep_layers_in_backend(*draft_);
   set_tree_rows();
+}
+
+void Engine::open_draft_backend(int threads) {
+  // On the CPU every core, at the lowest priority: drafting before a pass is on the
+  // critical path with the cores otherwise idle, and pre-growing beside a verification
+  // then takes only the cycles the target leaves while it waits for storage (at equal
+  // priority it slowed a streamed verification). On a GPU its own stream, so that it can
+  // overlap the target's passes.
+  draft_backend_ = opt_.backend == "cuda" ? make_backend(opt_.backend, 1)
+                                          : std::make_unique<CpuBackend>(threads, ThreadPool::Priority::Background);
+}
+
+void Engine::open_draft(const std::string& path) {
+  draft_ = std::make_unique<Model>(path, *draft_backend_);
+  prepare_draft();
+  const Tokenizer draft_tok = Tokenizer::from_gguf(draft_->file());
+  check_vocab_rows(draft_tok, *draft_, path);
+  check_vocab_compatible(draft_tok, path, tokenizer_, opt_.target_path);
+}
+
+void Engine::prepare_draft() {
+  draft_->set_kv_types(opt_.k_type, opt_.v_type);
+  draft_->set_max_batch(opt_.batch);
+}
+
+double Engine::draft_share(uint64_t self_bytes) const {
+  const double target = double(target_->file().file_size());
+  if (opt_.draft_path == kMtpDraft) return double(target_->weights().mtp_forward_bytes()) / target;
+  if (self_bytes) return double(self_bytes) / target;
+  return draft_ ? double(draft_->file().file_size()) / target : 0.0;
+}
+
+PlanRequest Engine::plan_request(uint64_t self_bytes) const {
+  PlanRequest r;
+  r.placement = opt_.placement;
+  r.gpu = !backend_->host_memory();
+  if (!r.gpu) r.memory_available = probe_host_memory().available();
+  r.draft = draft_kind(opt_.draft_path);
+  // A draft file's weights in VRAM take no host memory.
+  if (r.draft == DraftKind::Self) r.draft_bytes = self_bytes;
+  if (r.draft == DraftKind::File && draft_backend_->host_memory()) r.draft_bytes = draft_->file().file_size();
+  if (policy_ && policy_->auto_budget()) r.auto_rows = policy_->node_budget;
+  if (policy_ && !policy_->auto_budget()) r.fixed_rows = policy_->max_verified() + 1;
+  r.sequences = std::max<int64_t>(opt_.parallel, 1);
+  r.context = usable_context();
+  r.batch = opt_.batch;
+  r.key_type = opt_.k_type;
+  r.value_type = opt_.v_type;
+  return r;
 }
 
 void Engine::set_tree_rows() {
@@ -167,48 +186,16 @@ void Engine::set_tree_rows() {
   if (draft_) draft_->set_max_tree_rows(policy_->max_tree_nodes() + 2);
 }
 
-void Engine::check_fixed_tree_memory() const {
-  const LlamaConfig& c = target_->config();
-  if (!policy_ || policy_->auto_budget() || !c.hybrid() || !backend_->host_memory()) return;
-  const uint64_t need = Activations::tree_pass_bytes(c, policy_->max_verified() + 1);
-  const uint64_t have = probe_host_memory().available();
-  if (need > have)
-    throw Error("a pass of " + std::to_string(policy_->max_verified() + 1) + " draft rows on " + opt_.target_path +
-                " takes " + format_bytes(need) + " (each node records its recurrent layers' state changes), more than the " +
-                format_bytes(have) + " of memory available: draft fewer (--tree, --chain) or use --tree auto");
-}
-
-void Engine::cap_auto_rows() {
-  if (!policy_ || !policy_->auto_budget() || !plan_.stream || plan_.stream->ring_over_budget()) return;
-  const LlamaConfig& c = target_->config();
-  if (Activations::tree_pass_bytes(c, policy_->node_budget) <= plan_.spare_bytes) return;
-  int64_t lo = 1, hi = policy_->node_budget;  // the most rows whose pass memory fits: in [lo, hi)
-  while (hi - lo > 1) {
-    const int64_t mid = lo + (hi - lo) / 2;
-    (Activations::tree_pass_bytes(c, mid) <= plan_.spare_bytes ? lo : hi) = mid;
-  }
-  policy_->node_budget = plan_.auto_rows_cap = lo;
-}
-
 Engine::~Engine() = default;
 
-void Engine::load_draft() {
-  const std::string why = why_mapped(draft_->file().file_size(), opt_.placement.mmap, probe_host_memory().available());
-  if (!why.empty()) {
-    plan_.draft_home = "draft mapped (" + why + ")";
-    return;
-  }
-  plan_.draft_home = "draft " + format_bytes(load_into_memory(*draft_)) + " in ram";
-}
-
 void Engine::place_target_layers() {
-  LlamaModel& t = *target_;
+  Model& t = *target_;
   const int64_t n = plan_.n_layers();
   std::unique_ptr<LayerSource> host;  // layers outside VRAM, in host memory
   if (plan_.stream) {
-    auto streamed = std::make_unique<StreamedLayers>(
-        t.file(), t.weights(), *plan_.stream,
-        stream_options(placement_, t.file().file_size(), t.config().n_experts_used, plan_.gpu), plan_.n_vram);
+    StreamOptions so;
+    static_cast<IoOptions&>(so) = opt_.placement.io;
+    auto streamed = std::make_unique<StreamedLayers>(t.file(), t.weights(), *plan_.stream, so, plan_.n_vram);
     stream_ = &streamed->stream();
     host = std::move(streamed);
   }
@@ -242,7 +229,7 @@ Session Engine::new_session(int64_t ctx) {
 
 std::unique_ptr<BatchSession> Engine::new_batch(int64_t max_sequences, int64_t ctx, int64_t prefill_rows,
                                                int64_t kv_rows) {
-  const LlamaConfig& c = target_->config();
+  const ModelConfig& c = target_->config();
   const uint64_t per_position =
       uint64_t(c.attention_layers()) * (kv_bytes(target_->key_type(), c.kv_dim()) + kv_bytes(target_->value_type(), c.kv_dim()));
   if (kv_rows == 0 && opt_.kv_budget > 0) {
@@ -290,14 +277,7 @@ StreamCounters Engine::stream_counters() const { return stream_ ? stream_->count
 
 void Engine::add_stream_stats(GenerationStats& s, const StreamCounters& before) const {
   if (!stream_) return;
-  const StreamCounters d = stream_->counters().since(before);
-  s.bytes_read = int64_t(d.bytes_read);
-  s.read_busy_ms = d.read_busy_ms;
-  s.io_wait_ms = d.io_wait_ms;
-  s.expert_hits = d.expert_hits;
-  s.expert_reads = d.expert_reads;
-  s.expert_guesses = d.expert_guesses;
-  s.expert_guess_hits = d.expert_guess_hits;
+  set_stream_stats(s, stream_->counters().since(before));
 }
 
 }  // namespace flashspec

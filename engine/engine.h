@@ -12,19 +12,19 @@
 #include <vector>
 
 #include "core/ggml_type.h"
-#include "core/tokenizer.h"
 #include "draft/drafter.h"
-#include "engine/options.h"
-#include "target/placement.h"
 #include "engine/batch_session.h"
+#include "engine/options.h"
 #include "engine/session.h"
 #include "engine/turn.h"
 #include "offload/stream_counters.h"
+#include "target/memory_plan.h"
+#include "tokenizer/tokenizer.h"
 
 namespace flashspec {
 
 class Backend;
-class LlamaModel;
+class Model;
 class WeightStream;
 
 // The compute backend `name` names ("cpu" or "cuda"); `threads` is for the CPU. Error
@@ -46,6 +46,8 @@ std::string no_mtp_layer(const std::string& path);
 // resident (fast range-based quantization: q8_0, q4_0, q5_0, q5_1). The type a draft
 // path names, or nullopt for a draft file; Error for self: with another type.
 std::optional<GgmlType> self_draft_type(const std::string& draft_path);
+// What -d `draft_path` drafts with (target/memory_plan.h's kinds).
+DraftKind draft_kind(const std::string& draft_path);
 
 class Engine {
  public:
@@ -56,10 +58,10 @@ class Engine {
 
   const EngineOptions& options() const { return opt_; }
   const Tokenizer& tokenizer() const { return tokenizer_; }
-  LlamaModel& target() { return *target_; }
-  const LlamaModel& target() const { return *target_; }
-  LlamaModel* draft() { return draft_.get(); }
-  const PlacementPlan& plan() const { return plan_; }
+  Model& target() { return *target_; }
+  const Model& target() const { return *target_; }
+  Model* draft() { return draft_.get(); }
+  const MemoryPlan& plan() const { return plan_; }
   Backend& backend() { return *backend_; }
   bool speculative() const { return policy_.has_value(); }
   const std::optional<SpeculationParams>& policy() const { return policy_; }
@@ -102,27 +104,26 @@ class Engine {
 
  private:
   void place_target_layers();
-  // A draft model file on the CPU: copied out of its mapping into memory where it fits.
-  void load_draft();
-  // --tree auto beside a streamed target: its largest pass is the rows whose activations
-  // fit what --ram-budget leaves after the layers (the plan keeps kReservedAutoRows' worth),
-  // so that no probe of a larger tree goes over the budget.
-  void cap_auto_rows();
-  // A fixed tree or chain on a hybrid target: its nodes' recurrent records must fit the
-  // memory there is (Error otherwise, rather than a pass that runs out of it).
-  void check_fixed_tree_memory() const;
-  // The rows a tree keeps pending, for the models' sliding-window rings (LlamaModel::set_max_tree_rows).
+  // The draft's backend and, for a draft file, the file, mapped (its size is a claim on
+  // the memory plan; it is copied into memory, or not, as the plan says).
+  void open_draft_backend(int threads);
+  void open_draft(const std::string& path);
+  void prepare_draft();  // KV types and batch size, as the target's
+  // The draft's weight bytes over the target's (0: prompt lookup, no draft model).
+  double draft_share(uint64_t self_bytes) const;
+  // What the memory plan is made for: the flags, the draft and its passes, the context.
+  // `self_bytes`: a self-draft's quantized bytes (0: none).
+  PlanRequest plan_request(uint64_t self_bytes) const;
+  // The rows a tree keeps pending, for the models' sliding-window rings (Model::set_max_tree_rows).
   void set_tree_rows();
-  static constexpr int64_t kReservedAutoRows = 64;
 
   EngineOptions opt_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Backend> draft_backend_;  // the draft's own: it runs on its own thread
-  std::unique_ptr<LlamaModel> target_;
+  std::unique_ptr<Model> target_;
   std::vector<uint8_t> self_draft_image_;  // -d self:TYPE: the quantized copy, read by draft_
-  std::unique_ptr<LlamaModel> draft_;
-  PlacementOptions placement_;  // as asked, with what the engine adds (ring slots, the pass reserve)
-  PlacementPlan plan_;          // made once from placement_; every layer source follows it
+  std::unique_ptr<Model> draft_;
+  MemoryPlan plan_;  // made once, before anything loads; every layer source and the draft follow it
   std::optional<SpeculationParams> policy_;  // set when speculating
   // --tree auto's prices and acceptance as the last generate() left them: the next one
   // starts from them (a server's or chat's session keeps learning across its turns; a

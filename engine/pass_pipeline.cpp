@@ -7,7 +7,7 @@
 #include "core/sampler_penalties.h"
 #include "engine/constrained_tree.h"
 #include "engine/penalised_tree.h"
-#include "model/llama_model.h"
+#include "model/model.h"
 
 namespace flashspec {
 
@@ -60,7 +60,7 @@ class PassPipeline::PreGrowth {
   std::vector<DraftWorker*> running_;
 };
 
-PassPipeline::PassPipeline(LlamaModel& target, LlamaModel* draft, std::optional<SpeculationParams> policy,
+PassPipeline::PassPipeline(Model& target, Model* draft, std::optional<SpeculationParams> policy,
                            const BudgetPolicy* learned)
     : target_(target), draft_(policy ? draft : nullptr), policy_(policy) {
   if (!policy_) return;
@@ -78,7 +78,7 @@ PassPipeline::PassPipeline(LlamaModel& target, LlamaModel* draft, std::optional<
                                    double(target.backend().threads()) / double(draft->backend().threads())
                        : policy_->mtp ? double(target.weights().mtp_forward_bytes()) / double(target.file().file_size())
                                       : 0.0;
-  const LlamaConfig& c = target.config();
+  const ModelConfig& c = target.config();
   auto_budget_.emplace(policy_->node_budget, ratio, ExpertShape{c.n_layers, c.n_experts, c.n_experts_used});
 }
 

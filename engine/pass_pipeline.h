@@ -26,7 +26,7 @@
 
 namespace flashspec {
 
-class LlamaModel;
+class Model;
 
 // What the passes so far carried (metrics).
 struct BatchCounters {
@@ -46,7 +46,7 @@ class PassPipeline {
   // `policy` absent: target-only decoding. With a policy, `draft` (null when the policy
   // drafts by prompt lookup alone) proposes trees. `learned`: --tree auto starts from
   // what an earlier run's policy learnt instead of from scratch.
-  PassPipeline(LlamaModel& target, LlamaModel* draft, std::optional<SpeculationParams> policy,
+  PassPipeline(Model& target, Model* draft, std::optional<SpeculationParams> policy,
                const BudgetPolicy* learned = nullptr);
 
   // Gives a sequence what its drafting needs: a drafter whose cache holds `rows`
@@ -87,8 +87,8 @@ class PassPipeline {
   // Step 5.
   void observe(const std::vector<SequenceRun*>& decode, int64_t rows, const TargetPassTimes& t, double drafted_ms);
 
-  LlamaModel& target_;
-  LlamaModel* draft_;
+  Model& target_;
+  Model* draft_;
   std::optional<SpeculationParams> policy_;
   std::optional<BudgetPolicy> auto_budget_;  // --tree auto: learns across every pass
   int64_t horizon_ = 0;  // draft nodes the pass in progress drafted to

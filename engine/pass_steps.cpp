@@ -4,11 +4,11 @@
 #include <chrono>
 #include <vector>
 
-#include "model/llama_model.h"
+#include "model/model.h"
 
 namespace flashspec {
 
-TargetPassTimes time_target_pass(const LlamaModel& target, const std::function<void()>& pass) {
+TargetPassTimes time_target_pass(const Model& target, const std::function<void()>& pass) {
   const double wait0 = target.weight_wait_ms();
   const ReadProgress read0 = target.read_progress();
   const ExpertCounters experts0 = target.expert_counters();

@@ -19,7 +19,7 @@
 
 namespace flashspec {
 
-class LlamaModel;
+class Model;
 
 // What one target pass took, from the target's counters around `pass`: its time, the
 // part spent waiting for streamed weights, the storage's time for a pass's streamed
@@ -29,7 +29,7 @@ struct TargetPassTimes {
   double target_ms = 0, io_wait_ms = 0, storage_ms = 0;
   ExpertCounters experts;
 };
-TargetPassTimes time_target_pass(const LlamaModel& target, const std::function<void()>& pass);
+TargetPassTimes time_target_pass(const Model& target, const std::function<void()>& pass);
 
 // Adds prompt-lookup branches for `seq` (whose last token is the root) to `tree`, whose
 // first `draft_nodes` nodes the draft model proposed (none for a sampled chain: rejection

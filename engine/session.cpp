@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "model/llama_model.h"
+#include "model/model.h"
 
 namespace flashspec {
 
@@ -11,7 +11,7 @@ int64_t Session::scratch_rows(const std::optional<SpeculationParams>& policy) {
   return 2 + (policy ? policy->max_verified() : 0);
 }
 
-Session::Session(LlamaModel& target, LlamaModel* draft, std::optional<SpeculationParams> policy,
+Session::Session(Model& target, Model* draft, std::optional<SpeculationParams> policy,
                  int64_t capacity, const BudgetPolicy* learned)
     : pipeline_(target, draft, policy, learned), run_(std::make_unique<SequenceRun>()) {
   run_->cache.emplace(target.make_cache(capacity));

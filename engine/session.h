@@ -17,7 +17,7 @@
 
 namespace flashspec {
 
-class LlamaModel;
+class Model;
 
 // A single-sequence view of the pass pipeline (engine/pass_pipeline.h).
 class Session {
@@ -28,7 +28,7 @@ class Session {
   // needs a backend of its own.
   // `learned`: --tree auto starts from what an earlier session's policy learnt (costs and
   // acceptance of this target and draft on this machine) instead of from scratch.
-  Session(LlamaModel& target, LlamaModel* draft, std::optional<SpeculationParams> policy, int64_t capacity,
+  Session(Model& target, Model* draft, std::optional<SpeculationParams> policy, int64_t capacity,
           const BudgetPolicy* learned = nullptr);
 
   GenerationResult generate(std::span<const int32_t> input, const GenerateOptions& opt);

@@ -1,6 +1,6 @@
 #include "engine/turn.h"
 
-#include "core/chat_harmony.h"
+#include "chat/chat_harmony.h"
 #include "engine/engine.h"
 
 namespace flashspec {
@@ -78,14 +78,10 @@ TurnResult TurnText::finish(GenerationResult res) {
     if (!stops_.stopped()) show(stops_.push(utf8_.flush()) + stops_.flush());
     if (r_.hide_reasoning) emit(reasoning_.flush());
   }
-  TurnResult out;
+  TurnResult out{std::move(res)};
   out.text = std::move(text_);
   if (harmony_) out.reasoning = std::move(reasoning_text_);
   out.tool_calls = std::move(calls_);
-  out.tokens = std::move(res.tokens);
-  out.logits = std::move(res.logits);
-  out.logprobs = std::move(res.logprobs);
-  out.stats = std::move(res.stats);
   if (cancelled_) out.finish = AnswerEnd::Cancelled;
   else if (stops_.stopped()) out.finish = AnswerEnd::StopText;
   else if ((end_token_ || (harmony_ && channels_.done())) && !r_.ignore_eos) out.finish = AnswerEnd::EndToken;

@@ -22,13 +22,14 @@
 #include <string>
 #include <vector>
 
-#include "core/chat_template.h"
-#include "core/harmony_stream.h"
+#include "chat/chat_template.h"
+#include "chat/harmony_stream.h"
 #include "core/sampler.h"
 #include "core/stats.h"
-#include "core/tokenizer.h"
 #include "core/utf8.h"
+#include "engine/generate_options.h"
 #include "engine/session.h"
+#include "tokenizer/tokenizer.h"
 
 namespace flashspec {
 
@@ -63,17 +64,16 @@ struct TurnRequest {
   std::function<bool()> cancelled;                  // asked after each token
 };
 
-struct TurnResult {
-  std::vector<int32_t> tokens;  // generated ids (a final end token included)
+// The generation's result (tokens: the generated ids, a final end token included;
+// stats.prompt_tokens: rows this turn prefilled; logits; logprobs, one per token with
+// top_logprobs >= 0) and what the turn read from it.
+struct TurnResult : GenerationResult {
   std::string text;             // the visible answer (what on_text was given)
   // Harmony: the reasoning, apart from the text (what on_reasoning was given, or would have
   // been); nullopt for formats whose reasoning is not split out.
   std::optional<std::string> reasoning;
   std::vector<ToolCall> tool_calls;  // harmony, with read_tool_calls: the calls read
   AnswerEnd finish = AnswerEnd::Length;
-  std::vector<std::vector<float>> logits;
-  GenerationStats stats;        // stats.prompt_tokens: rows this turn prefilled
-  std::vector<TokenLogprob> logprobs;  // one per token, with top_logprobs >= 0
 };
 
 // One turn's answer text as its tokens become final: the filters above, fed by the

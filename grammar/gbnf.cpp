@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/printable.h"
 #include "core/utf8.h"
+#include "grammar/char_class.h"
 
 namespace flashspec::grammar {
 
@@ -49,7 +50,7 @@ class Parser {
 
   // "line L:C" of byte `at`. Every rule reference asks (its place, should the rule never be
   // defined), so the count goes on from the last place asked, not from the start: counting
-  // from the start made a 100,000-rule file cost 131 s.
+  // from the start made parsing quadratic in the file's size.
   std::string where(size_t at) const {
     at = std::min(at, s_.size());
     if (at < where_.at) where_ = {};
@@ -249,11 +250,8 @@ class Parser {
     bool valid = false;
     const size_t n = utf8_scan(s_, pos_, valid);
     if (!valid || n == 0) fail("invalid UTF-8");
-    uint32_t cp = uint8_t(s_[pos_]);
-    if (n > 1) {
-      cp &= 0xFFu >> (n + 1);
-      for (size_t k = 1; k < n; ++k) cp = (cp << 6) | (uint8_t(s_[pos_ + k]) & 0x3F);
-    }
+    size_t length = 0;
+    const uint32_t cp = utf8_decode(s_, pos_, &length);
     pos_ += n;
     return cp;
   }
@@ -275,34 +273,37 @@ class Parser {
     std::string bytes;
     while (peek() != '"') {
       if (at_end() || peek() == '\n') fail("unterminated literal");
-      append_utf8(bytes, parse_char());
+      utf8_append(bytes, parse_char());
     }
     ++pos_;
     return Expr::literal(std::move(bytes));
   }
 
+  // GBNF's side of a character class (grammar/char_class.h): bytes, members that are
+  // characters or character escapes, a class that also runs out at a line's end, errors
+  // that point at the member or range at fault.
+  class ClassReader final : public ClassSyntax {
+   public:
+    explicit ClassReader(Parser& p) : p_(p) {}
+    uint32_t unit(size_t ahead) const override {
+      return p_.pos_ + ahead < p_.s_.size() ? uint8_t(p_.s_[p_.pos_ + ahead]) : kEnd;
+    }
+    void skip() override { ++p_.pos_; }
+    size_t position() const override { return p_.pos_; }
+    bool unterminated() const override { return p_.at_end() || p_.peek() == '\n'; }
+    Member member() override {
+      const uint32_t cp = p_.parse_char();
+      return {{{cp, cp}}, true};
+    }
+    [[noreturn]] void fail(const std::string& what, size_t at) const override { p_.fail(what, at); }
+
+   private:
+    Parser& p_;
+  };
+
   Expr parse_class() {
-    ++pos_;  // '['
-    bool negate = false;
-    if (peek() == '^') {
-      negate = true;
-      ++pos_;
-    }
-    std::vector<CodeRange> ranges;
-    while (peek() != ']') {
-      if (at_end() || peek() == '\n') fail("unterminated character class");
-      const size_t begin = pos_;
-      const uint32_t lo = parse_char();
-      uint32_t hi = lo;
-      if (peek() == '-' && pos_ + 1 < s_.size() && s_[pos_ + 1] != ']') {
-        ++pos_;
-        hi = parse_char();
-        if (hi < lo) fail("character range is reversed", begin);
-      }
-      ranges.push_back({lo, hi});
-    }
-    ++pos_;
-    return Expr::cls(std::move(ranges), negate);
+    ClassReader reader(*this);
+    return parse_char_class(reader);
   }
 
   std::string_view s_;

@@ -1,4 +1,8 @@
 #pragma once
+// grammar/ holds constrained decoding: grammars (GBNF, JSON Schema, regex patterns)
+// compiled to byte automata, the matcher that runs them, and the token masks they give
+// over a vocabulary.
+//
 // GBNF, the grammar format of llama.cpp's grammar field, as a documented subset:
 //
 //   root   ::= object ws          # a rule: a name, "::=", alternatives; '#' starts a comment

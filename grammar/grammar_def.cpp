@@ -4,6 +4,8 @@
 #include <cctype>
 #include <cstdio>
 
+#include "core/utf8.h"
+
 namespace flashspec::grammar {
 
 std::vector<CodeRange> normalize_ranges(std::vector<CodeRange> ranges, bool negate) {
@@ -132,24 +134,6 @@ int64_t GrammarDef::find(std::string_view name) const {
   return it == index_.end() ? -1 : int64_t(it->second);
 }
 
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += char(cp);
-  } else if (cp < 0x800) {
-    out += char(0xC0 | (cp >> 6));
-    out += char(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += char(0xE0 | (cp >> 12));
-    out += char(0x80 | ((cp >> 6) & 0x3F));
-    out += char(0x80 | (cp & 0x3F));
-  } else {
-    out += char(0xF0 | (cp >> 18));
-    out += char(0x80 | ((cp >> 12) & 0x3F));
-    out += char(0x80 | ((cp >> 6) & 0x3F));
-    out += char(0x80 | (cp & 0x3F));
-  }
-}
-
 namespace {
 
 std::string hex_escape(uint32_t cp) {
@@ -168,7 +152,7 @@ std::string class_char(uint32_t cp) {
   if (cp == ']' || cp == '[' || cp == '\\' || cp == '^' || cp == '-') return std::string("\\") + char(cp);
   if (cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp < 0xA0)) return hex_escape(cp);
   std::string s;
-  append_utf8(s, cp);
+  utf8_append(s, cp);
   return s;
 }
 

@@ -71,7 +71,4 @@ struct GrammarDef {
   std::unordered_map<std::string, uint32_t> index_;  // name -> rule
 };
 
-// Appends the UTF-8 encoding of a code point (no checks: callers pass valid scalars).
-void append_utf8(std::string& out, uint32_t cp);
-
 }  // namespace flashspec::grammar

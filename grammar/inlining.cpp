@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/utf8.h"
 #include "grammar/utf8_ranges.h"
 
 namespace flashspec::grammar {
@@ -17,7 +18,7 @@ size_t max_length(const Expr& e, const RefLength& ref_length) {
     case Expr::Kind::Literal: return e.text.size();
     case Expr::Kind::Class: {
       const uint32_t top = e.ranges.empty() ? 0 : e.ranges.back().hi;
-      return top < 0x80 ? 1 : top < 0x800 ? 2 : top < 0x10000 ? 3 : 4;
+      return size_t(utf8_length(top));
     }
     case Expr::Kind::Ref: return ref_length(e.rule);
     case Expr::Kind::Seq: {

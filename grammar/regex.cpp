@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/utf8.h"
+#include "grammar/char_class.h"
 
 namespace flashspec::grammar {
 
@@ -59,12 +60,8 @@ class RegexParser {
       bool valid = false;
       const size_t n = utf8_scan(pattern, i, valid);
       if (!valid || n == 0) throw Error("pattern: invalid UTF-8");
-      uint32_t cp = uint8_t(pattern[i]);
-      if (n > 1) {
-        cp &= 0xFFu >> (n + 1);
-        for (size_t k = 1; k < n; ++k) cp = (cp << 6) | (uint8_t(pattern[i + k]) & 0x3F);
-      }
-      cps_.push_back(cp);
+      size_t length = 0;
+      cps_.push_back(utf8_decode(pattern, i, &length));
       i += n;
     }
   }
@@ -281,43 +278,35 @@ class RegexParser {
     }
   }
 
+  // A pattern's side of a character class (grammar/char_class.h): code points, members
+  // that are a code point or an escape (class escapes such as \d among them), errors that
+  // point where reading stopped, as all of a pattern's errors do.
+  class ClassReader final : public ClassSyntax {
+   public:
+    explicit ClassReader(RegexParser& p) : p_(p) {}
+    uint32_t unit(size_t ahead) const override { return p_.peek(ahead); }
+    void skip() override { ++p_.pos_; }
+    size_t position() const override { return p_.pos_; }
+    bool unterminated() const override { return p_.at_end(); }
+    Member member() override {
+      if (p_.peek() == '\\') {
+        Expr e = p_.parse_escape(true);
+        const bool single = e.ranges.size() == 1 && e.ranges[0].lo == e.ranges[0].hi;
+        return {std::move(e.ranges), single};
+      }
+      const uint32_t c = p_.peek();
+      ++p_.pos_;
+      return {{{c, c}}, true};
+    }
+    [[noreturn]] void fail(const std::string& what, size_t) const override { p_.fail(what); }
+
+   private:
+    RegexParser& p_;
+  };
+
   Expr parse_class() {
-    ++pos_;  // '['
-    bool negate = false;
-    if (peek() == '^') {
-      negate = true;
-      ++pos_;
-    }
-    std::vector<CodeRange> ranges;
-    // One class member: a code point (as a one-range list) or an escape class like \d.
-    auto member = [&](bool& single) -> std::vector<CodeRange> {
-      if (peek() == '\\') {
-        Expr e = parse_escape(true);
-        single = e.ranges.size() == 1 && e.ranges[0].lo == e.ranges[0].hi;
-        return e.ranges;
-      }
-      single = true;
-      const uint32_t c = peek();
-      ++pos_;
-      return {{c, c}};
-    };
-    while (peek() != ']') {
-      if (at_end()) fail("unterminated character class");
-      bool single_lo = false;
-      std::vector<CodeRange> lo = member(single_lo);
-      if (peek() == '-' && peek(1) != ']' && pos_ + 1 < cps_.size()) {
-        ++pos_;
-        bool single_hi = false;
-        std::vector<CodeRange> hi = member(single_hi);
-        if (!single_lo || !single_hi) fail("a class escape cannot bound a range");
-        if (hi[0].lo < lo[0].lo) fail("character range is reversed");
-        ranges.push_back({lo[0].lo, hi[0].lo});
-      } else {
-        ranges.insert(ranges.end(), lo.begin(), lo.end());
-      }
-    }
-    ++pos_;
-    return Expr::cls(std::move(ranges), negate);
+    ClassReader reader(*this);
+    return parse_char_class(reader);
   }
 
   const RegexOptions& opt_;

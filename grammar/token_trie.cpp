@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "core/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace flashspec::grammar {
 

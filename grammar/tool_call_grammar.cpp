@@ -49,7 +49,7 @@ namespace {
 // in the schema's order, the required ones always and the others optionally, a string's
 // VALUE raw text without '<' (the reader ends a value at the first "</parameter>"; a
 // string enum is one of its values) and any other's JSON under the property's schema, as
-// the reader (core/tool_calls.cpp) types values by the declared "type".
+// the reader (chat/tool_calls.cpp) types values by the declared "type".
 Expr qwen_xml_call(GrammarDef& def, const ToolFunction& f, size_t i) {
   const nlohmann::ordered_json& p = f.parameters;
   if (has_ref(p) || p.contains("$defs") || p.contains("definitions"))

@@ -1,7 +1,7 @@
 #pragma once
 // The grammar of a forced tool call (OpenAI's tool_choice "required" or a named function):
 // the answer is one call (or, with parallel calls, several) in the syntax the model's chat
-// template taught it (core/tool_calls.h), naming one of the allowed functions, with
+// template taught it (chat/tool_calls.h), naming one of the allowed functions, with
 // arguments that satisfy that function's parameters schema (json_schema.h). Generated under
 // it, a call always parses back and its arguments always validate.
 //   Hermes:      <tool_call>\n{"name": "f", "arguments": ARGS}\n</tool_call>   (joined by "\n")
@@ -10,7 +10,7 @@
 //                (joined by "\n"; a string VALUE is raw text without '<', any other JSON;
 //                schemas with $ref are refused: a property's grammar stands alone)
 //   Harmony:     what follows the call's header prefilled after the generation prompt
-//                (core/chat_harmony.h harmony_call_opening): ARGS for one function, else
+//                (chat/chat_harmony.h harmony_call_opening): ARGS for one function, else
 //                f <|constrain|>json<|message|>ARGS after "to=functions." (one call; the
 //                markers as text, which the answer's parser reads as it reads markers)
 #include <memory>
@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "core/tool_calls.h"
+#include "chat/tool_calls.h"
 #include "grammar/grammar.h"
 #include "grammar/grammar_def.h"
 

@@ -3,17 +3,17 @@
 #include <algorithm>
 #include <string>
 
+#include "core/utf8.h"
+
 namespace flashspec::grammar {
 
 namespace {
-
-int encoded_length(uint32_t cp) { return cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4; }
 
 // Splits [lo, hi] (both of one encoded length) until each piece is a product of byte
 // ranges: piece by piece, the low 6*i bits of lo must be all zero and those of hi all one
 // wherever lo and hi differ above them; otherwise the range is cut at that boundary.
 void split(uint32_t lo, uint32_t hi, std::vector<Utf8Sequence>& out) {
-  const int n = encoded_length(lo);
+  const int n = utf8_length(lo);
   for (int i = 1; i < n; ++i) {
     const uint32_t m = (uint32_t(1) << (6 * i)) - 1;
     if ((lo & ~m) != (hi & ~m)) {
@@ -30,8 +30,8 @@ void split(uint32_t lo, uint32_t hi, std::vector<Utf8Sequence>& out) {
     }
   }
   std::string a, b;
-  append_utf8(a, lo);
-  append_utf8(b, hi);
+  utf8_append(a, lo);
+  utf8_append(b, hi);
   Utf8Sequence seq;
   for (size_t k = 0; k < a.size(); ++k) seq.push_back({uint8_t(a[k]), uint8_t(b[k])});
   out.push_back(std::move(seq));

@@ -1,4 +1,8 @@
 #pragma once
+// jinja/ holds the Jinja engine chat templates (GGUF tokenizer.chat_template) are rendered
+// with, as @huggingface/jinja renders them: lexer, parser, this syntax tree, values, the
+// interpreter with its filters, methods and globals, and the chat renderer.
+//
 // The syntax tree of a template: one node type whose fields mean what its kind says (listed
 // per kind below), so that the parser and the interpreter stay small. Heights are bounded by
 // the parser (TemplateLimits::max_nesting), so walking and freeing a tree never recurses deeply.

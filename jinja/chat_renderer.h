@@ -1,10 +1,10 @@
 #pragma once
-// The chat template renderer of the jinja chat style (core/chat_template.h): a GGUF's
+// The chat template renderer of the jinja chat style (chat/chat_template.h): a GGUF's
 // tokenizer.chat_template parsed once, rendered per conversation.
 #include <memory>
 #include <string_view>
 
-#include "core/chat_template.h"
+#include "chat/chat_template.h"
 
 namespace flashspec::jinja {
 

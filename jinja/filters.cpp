@@ -184,176 +184,218 @@ const Value* positional_or_keyword(const std::vector<Value>& args, size_t i, con
   return kwargs.find(key);
 }
 
+// tojson's keyword arguments: indent, ensure_ascii, sort_keys, separators.
+JsonOptions tojson_options(const Map& kwargs) {
+  JsonOptions o;
+  if (const Value* v = kwargs.find("indent")) {
+    if (v->kind == Kind::Integer) o.indent = static_cast<long>(v->number);
+    else if (!v->is_null()) throw EvalError("If set, indent must be a number");
+  }
+  if (const Value* v = kwargs.find("ensure_ascii")) {
+    if (v->kind != Kind::Boolean) throw EvalError("If set, ensure_ascii must be a boolean");
+    o.ensure_ascii = v->as_bool();
+  }
+  if (const Value* v = kwargs.find("sort_keys")) {
+    if (v->kind != Kind::Boolean) throw EvalError("If set, sort_keys must be a boolean");
+    o.sort_keys = v->as_bool();
+  }
+  if (const Value* v = kwargs.find("separators")) {
+    if (v->is_list()) {
+      if (v->list->size() != 2 || (*v->list)[0].kind != Kind::String || (*v->list)[1].kind != Kind::String)
+        throw EvalError("separators must be a tuple of two strings");
+      o.custom_separators = true;
+      o.item_sep = *(*v->list)[0].str;
+      o.key_sep = *(*v->list)[1].str;
+    } else if (!v->is_null()) {
+      throw EvalError("If set, separators must be a tuple of two strings");
+    }
+  }
+  if (o.indent > 1000) throw EvalError("tojson indent too large");
+  return o;
+}
+
+// A called filter's name and what it was called with, for the filters below: each
+// evaluates the arguments where the reference does (after checking the operand, for some).
+struct FilterCall {
+  Interpreter& in;
+  const Value& operand;
+  const Node& call;
+  const std::shared_ptr<Env>& env;
+  const std::string& name;
+  std::pair<std::vector<Value>, Map> arguments() const { return in.arguments(call.kids, 1, env); }
+};
+
+Value tojson_filter(const FilterCall& c) {
+  auto [args, kwargs] = c.arguments();
+  const JsonOptions o = tojson_options(kwargs);
+  std::string out;
+  to_json(out, c.operand, o, c.in.text_limits());
+  return c.in.make_string(std::move(out));
+}
+
+// A string's characters, or a list's items, joined by `separator`.
+Value join_filter(const FilterCall& c) {
+  List parts;
+  if (c.operand.kind == Kind::String) {
+    const std::string& s = *c.operand.str;
+    for (size_t b = 0; b < s.size();) {
+      size_t n = 0;
+      utf8_decode(s, b, &n);
+      parts.push_back(c.in.make_substring(c.operand, std::string_view(s).substr(b, n)));
+      b += n;
+    }
+    c.in.tick(parts.size());
+  } else if (c.operand.is_list()) {
+    parts = *c.operand.list;
+  } else {
+    throw EvalError(type_error(c.name, c.operand));
+  }
+  auto [args, kwargs] = c.arguments();
+  const Value* sep = positional_or_keyword(args, 0, kwargs, "separator");
+  if (sep && sep->kind != Kind::String) throw EvalError("separator must be a string");
+  return join_values(c.in, parts, sep ? *sep : Value::string(""));
+}
+
+// int(default) and float(default).
+Value number_filter(const FilterCall& c) {
+  const bool to_int = c.name == "int";
+  const Value& operand = c.operand;
+  auto [args, kwargs] = c.arguments();
+  const Value* d = positional_or_keyword(args, 0, kwargs, "default");
+  const Value fallback = d ? *d : (to_int ? Value::integer(0) : Value::floating(0));
+  if (operand.kind == Kind::String) {
+    const double v = to_int ? js_parse_int(*operand.str) : js_parse_float(*operand.str);
+    if (std::isnan(v)) return fallback;
+    return to_int ? Value::integer(v) : Value::floating(v);
+  }
+  if (operand.is_number()) return operand;
+  if (operand.kind == Kind::Boolean) return to_int ? Value::integer(operand.number) : Value::floating(operand.number);
+  throw EvalError(type_error(c.name, operand));
+}
+
+Value default_filter(const FilterCall& c) {
+  auto [args, kwargs] = c.arguments();
+  const Value fallback = args.empty() ? Value::string("") : args[0];
+  const Value* flag = positional_or_keyword(args, 1, kwargs, "boolean");
+  bool boolean = false;
+  if (flag) {
+    if (flag->kind != Kind::Boolean) throw EvalError("`default` filter flag must be a boolean");
+    boolean = flag->as_bool();
+  }
+  if (c.operand.is_undefined() || (boolean && !truthy(c.operand))) return fallback;
+  return c.operand;
+}
+
+Value sort_filter(const FilterCall& c) {
+  auto [args, kwargs] = c.arguments();
+  const Value* r = positional_or_keyword(args, 0, kwargs, "reverse");
+  const Value* cs = positional_or_keyword(args, 1, kwargs, "case_sensitive");
+  const Value* at = positional_or_keyword(args, 2, kwargs, "attribute");
+  if (r && r->kind != Kind::Boolean) throw EvalError("reverse must be a boolean");
+  if (cs && cs->kind != Kind::Boolean) throw EvalError("case_sensitive must be a boolean");
+  if (at && at->kind != Kind::String && at->kind != Kind::Integer && !at->is_null())
+    throw EvalError("attribute must be a string, integer, or null");
+  return sorted(c.in, c.operand, r && r->as_bool(), cs && cs->as_bool(), at ? *at : Value::null());
+}
+
+// selectattr / rejectattr(attribute[, test[, argument]]): the arguments are string
+// literals, not evaluated.
+Value select_attr_filter(const FilterCall& c) {
+  const std::string& name = c.name;
+  const bool select = name == "selectattr";
+  const List& items = *c.operand.list;
+  for (const Value& v : items)
+    if (!v.is_attr_container()) throw EvalError("`" + name + "` can only be applied to array of objects");
+  const auto& kids = c.call.kids;
+  for (size_t i = 1; i < kids.size(); ++i)
+    if (kids[i]->kind != NodeKind::String) throw EvalError("arguments of `" + name + "` must be strings");
+  std::vector<std::string> a;
+  for (size_t i = 1; i < kids.size(); ++i) a.push_back(kids[i]->text);
+  if (a.empty()) throw EvalError("`" + name + "` needs an attribute name");
+  List out;
+  for (const Value& item : items) {
+    c.in.tick();
+    const Value* attr = item.map->find(a[0]);
+    bool result = false;
+    if (attr) {
+      if (a.size() >= 2) {
+        std::vector<Value> targs{*attr};
+        if (a.size() >= 3) targs.push_back(Value::string(a[2]));
+        result = run_test(a[1], targs);
+      } else {
+        result = truthy(*attr);
+      }
+    }
+    if (select == result) out.push_back(item);
+  }
+  return c.in.make_array(std::move(out));
+}
+
+Value map_filter(const FilterCall& c) {
+  auto [args, kwargs] = c.arguments();
+  const Value* attribute = kwargs.find("attribute");
+  if (!attribute) throw EvalError("`map` expressions without `attribute` set are not currently supported.");
+  if (attribute->kind != Kind::String) throw EvalError("attribute must be a string");
+  const Value* fallback = kwargs.find("default");
+  List out;
+  for (const Value& item : *c.operand.list) {
+    if (!item.is_attr_container()) throw EvalError("items in map must be an object");
+    Value v = attribute_path(item, *attribute->str);
+    out.push_back(v.is_undefined() && fallback ? *fallback : v);
+  }
+  return c.in.make_array(std::move(out));
+}
+
+// indent(width, first, blank).
+Value indent_filter(const FilterCall& c) {
+  auto [args, kwargs] = c.arguments();
+  const Value* w = positional_or_keyword(args, 0, kwargs, "width");
+  const Value* first = positional_or_keyword(args, 1, kwargs, "first");
+  const Value* blank = positional_or_keyword(args, 2, kwargs, "blank");
+  double width = 4;
+  if (w) {
+    if (w->kind != Kind::Integer) throw EvalError("width must be a number");
+    width = w->number;
+  }
+  if (width < 0 || width > 1000) throw EvalError("Invalid count value: " + js_number(width));
+  const std::string pad(static_cast<size_t>(width), ' ');
+  const std::string& s = *c.operand.str;
+  const size_t lines = static_cast<size_t>(std::count(s.begin(), s.end(), '\n')) + 1;
+  if (s.size() + lines * pad.size() > c.in.text_limits().max_bytes) throw EvalError("string longer than the limit");
+  return c.in.make_string(indent_lines(s, pad, first && truthy(*first), blank && truthy(*blank)));
+}
+
+// The operand's own method of the filter's name, called with the arguments (keyword
+// ones as a last KwArgs argument: always for a string's replace, where there are some for
+// an object's methods).
+Value member_filter(const FilterCall& c, const Value& fn, bool kwargs_always) {
+  auto [args, kwargs] = c.arguments();
+  if (kwargs_always || kwargs.size() > 0)
+    args.push_back(Value::object(std::make_shared<Map>(std::move(kwargs)), Kind::KwArgs));
+  return (*fn.fn)(args, c.env);
+}
+
 Value called_filter(Interpreter& in, const Value& operand, const Node& call, const std::shared_ptr<Env>& env) {
-  const std::string& name = call.kids[0]->text;
-  const TextLimits lim = in.text_limits();
-  if (name == "tojson") {
-    auto [args, kwargs] = in.arguments(call.kids, 1, env);
-    JsonOptions o;
-    if (const Value* v = kwargs.find("indent")) {
-      if (v->kind == Kind::Integer) o.indent = static_cast<long>(v->number);
-      else if (!v->is_null()) throw EvalError("If set, indent must be a number");
-    }
-    if (const Value* v = kwargs.find("ensure_ascii")) {
-      if (v->kind != Kind::Boolean) throw EvalError("If set, ensure_ascii must be a boolean");
-      o.ensure_ascii = v->as_bool();
-    }
-    if (const Value* v = kwargs.find("sort_keys")) {
-      if (v->kind != Kind::Boolean) throw EvalError("If set, sort_keys must be a boolean");
-      o.sort_keys = v->as_bool();
-    }
-    if (const Value* v = kwargs.find("separators")) {
-      if (v->is_list()) {
-        if (v->list->size() != 2 || (*v->list)[0].kind != Kind::String || (*v->list)[1].kind != Kind::String)
-          throw EvalError("separators must be a tuple of two strings");
-        o.custom_separators = true;
-        o.item_sep = *(*v->list)[0].str;
-        o.key_sep = *(*v->list)[1].str;
-      } else if (!v->is_null()) {
-        throw EvalError("If set, separators must be a tuple of two strings");
-      }
-    }
-    if (o.indent > 1000) throw EvalError("tojson indent too large");
-    std::string out;
-    to_json(out, operand, o, lim);
-    return in.make_string(std::move(out));
-  }
-  if (name == "join") {
-    List parts;
-    if (operand.kind == Kind::String) {
-      const std::string& s = *operand.str;
-      for (size_t b = 0; b < s.size();) {
-        size_t n = 0;
-        utf8_decode(s, b, &n);
-        parts.push_back(in.make_substring(operand, std::string_view(s).substr(b, n)));
-        b += n;
-      }
-      in.tick(parts.size());
-    } else if (operand.is_list()) {
-      parts = *operand.list;
-    } else {
-      throw EvalError(type_error(name, operand));
-    }
-    auto [args, kwargs] = in.arguments(call.kids, 1, env);
-    const Value* sep = positional_or_keyword(args, 0, kwargs, "separator");
-    if (sep && sep->kind != Kind::String) throw EvalError("separator must be a string");
-    return join_values(in, parts, sep ? *sep : Value::string(""));
-  }
-  if (name == "int" || name == "float") {
-    auto [args, kwargs] = in.arguments(call.kids, 1, env);
-    const Value* d = positional_or_keyword(args, 0, kwargs, "default");
-    const Value fallback = d ? *d : (name == "int" ? Value::integer(0) : Value::floating(0));
-    if (operand.kind == Kind::String) {
-      const double v = name == "int" ? js_parse_int(*operand.str) : js_parse_float(*operand.str);
-      if (std::isnan(v)) return fallback;
-      return name == "int" ? Value::integer(v) : Value::floating(v);
-    }
-    if (operand.is_number()) return operand;
-    if (operand.kind == Kind::Boolean)
-      return name == "int" ? Value::integer(operand.number) : Value::floating(operand.number);
-    throw EvalError(type_error(name, operand));
-  }
-  if (name == "default") {
-    auto [args, kwargs] = in.arguments(call.kids, 1, env);
-    const Value fallback = args.empty() ? Value::string("") : args[0];
-    const Value* flag = positional_or_keyword(args, 1, kwargs, "boolean");
-    bool boolean = false;
-    if (flag) {
-      if (flag->kind != Kind::Boolean) throw EvalError("`default` filter flag must be a boolean");
-      boolean = flag->as_bool();
-    }
-    if (operand.is_undefined() || (boolean && !truthy(operand))) return fallback;
-    return operand;
-  }
+  const FilterCall c{in, operand, call, env, call.kids[0]->text};
+  const std::string& name = c.name;
+  if (name == "tojson") return tojson_filter(c);
+  if (name == "join") return join_filter(c);
+  if (name == "int" || name == "float") return number_filter(c);
+  if (name == "default") return default_filter(c);
   if (operand.is_list()) {
-    const List& items = *operand.list;
-    if (name == "sort") {
-      auto [args, kwargs] = in.arguments(call.kids, 1, env);
-      const Value* r = positional_or_keyword(args, 0, kwargs, "reverse");
-      const Value* cs = positional_or_keyword(args, 1, kwargs, "case_sensitive");
-      const Value* at = positional_or_keyword(args, 2, kwargs, "attribute");
-      if (r && r->kind != Kind::Boolean) throw EvalError("reverse must be a boolean");
-      if (cs && cs->kind != Kind::Boolean) throw EvalError("case_sensitive must be a boolean");
-      if (at && at->kind != Kind::String && at->kind != Kind::Integer && !at->is_null())
-        throw EvalError("attribute must be a string, integer, or null");
-      return sorted(in, operand, r && r->as_bool(), cs && cs->as_bool(), at ? *at : Value::null());
-    }
-    if (name == "selectattr" || name == "rejectattr") {
-      const bool select = name == "selectattr";
-      for (const Value& v : items)
-        if (!v.is_attr_container()) throw EvalError("`" + name + "` can only be applied to array of objects");
-      for (size_t i = 1; i < call.kids.size(); ++i)
-        if (call.kids[i]->kind != NodeKind::String) throw EvalError("arguments of `" + name + "` must be strings");
-      std::vector<std::string> a;
-      for (size_t i = 1; i < call.kids.size(); ++i) a.push_back(call.kids[i]->text);
-      if (a.empty()) throw EvalError("`" + name + "` needs an attribute name");
-      List out;
-      for (const Value& item : items) {
-        in.tick();
-        const Value* attr = item.map->find(a[0]);
-        bool result = false;
-        if (attr) {
-          if (a.size() >= 2) {
-            std::vector<Value> targs{*attr};
-            if (a.size() >= 3) targs.push_back(Value::string(a[2]));
-            result = run_test(a[1], targs);
-          } else {
-            result = truthy(*attr);
-          }
-        }
-        if (select == result) out.push_back(item);
-      }
-      return in.make_array(std::move(out));
-    }
-    if (name == "map") {
-      auto [args, kwargs] = in.arguments(call.kids, 1, env);
-      const Value* attribute = kwargs.find("attribute");
-      if (!attribute) throw EvalError("`map` expressions without `attribute` set are not currently supported.");
-      if (attribute->kind != Kind::String) throw EvalError("attribute must be a string");
-      const Value* fallback = kwargs.find("default");
-      List out;
-      for (const Value& item : items) {
-        if (!item.is_attr_container()) throw EvalError("items in map must be an object");
-        Value v = attribute_path(item, *attribute->str);
-        out.push_back(v.is_undefined() && fallback ? *fallback : v);
-      }
-      return in.make_array(std::move(out));
-    }
+    if (name == "sort") return sort_filter(c);
+    if (name == "selectattr" || name == "rejectattr") return select_attr_filter(c);
+    if (name == "map") return map_filter(c);
     throw EvalError("Unknown ArrayValue filter: " + name);
   }
   if (operand.kind == Kind::String) {
-    if (name == "indent") {
-      auto [args, kwargs] = in.arguments(call.kids, 1, env);
-      const Value* w = positional_or_keyword(args, 0, kwargs, "width");
-      const Value* first = positional_or_keyword(args, 1, kwargs, "first");
-      const Value* blank = positional_or_keyword(args, 2, kwargs, "blank");
-      double width = 4;
-      if (w) {
-        if (w->kind != Kind::Integer) throw EvalError("width must be a number");
-        width = w->number;
-      }
-      if (width < 0 || width > 1000) throw EvalError("Invalid count value: " + js_number(width));
-      const std::string pad(static_cast<size_t>(width), ' ');
-      const std::string& s = *operand.str;
-      const size_t lines = static_cast<size_t>(std::count(s.begin(), s.end(), '\n')) + 1;
-      if (s.size() + lines * pad.size() > lim.max_bytes) throw EvalError("string longer than the limit");
-      return in.make_string(indent_lines(s, pad, first && truthy(*first), blank && truthy(*blank)));
-    }
-    if (name == "replace") {
-      const Value fn = builtin_member(in, operand, "replace");
-      auto [args, kwargs] = in.arguments(call.kids, 1, env);
-      args.push_back(Value::object(std::make_shared<Map>(std::move(kwargs)), Kind::KwArgs));
-      return (*fn.fn)(args, env);
-    }
+    if (name == "indent") return indent_filter(c);
+    if (name == "replace") return member_filter(c, builtin_member(in, operand, "replace"), true);
     throw EvalError("Unknown StringValue filter: " + name);
   }
   if (operand.is_object()) {
     const Value fn = builtin_member(in, operand, name);
-    if (fn.kind == Kind::Function) {
-      auto [args, kwargs] = in.arguments(call.kids, 1, env);
-      if (kwargs.size() > 0) args.push_back(Value::object(std::make_shared<Map>(std::move(kwargs)), Kind::KwArgs));
-      return (*fn.fn)(args, env);
-    }
+    if (fn.kind == Kind::Function) return member_filter(c, fn, false);
     throw EvalError("Unknown ObjectValue filter: " + name);
   }
   throw EvalError(type_error(name, operand));

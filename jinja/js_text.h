@@ -7,11 +7,9 @@
 #include <string>
 #include <string_view>
 
-namespace flashspec::jinja {
+#include "core/utf8.h"  // utf8_decode, utf8_append: the code points these rules walk
 
-// The code point starting at s[i] and its byte length (a malformed byte reads as itself, length 1).
-char32_t utf8_decode(std::string_view s, size_t i, size_t* length);
-void utf8_append(std::string& out, char32_t cp);
+namespace flashspec::jinja {
 
 // JavaScript's \s: ASCII whitespace, NBSP, the Unicode space separators, line separators, BOM.
 bool js_is_space(char32_t cp);

@@ -189,6 +189,15 @@ class Lexer {
   std::vector<Token> run();
 
  private:
+  // Each lexes one kind of token at pos_ and says whether it did.
+  bool lex_text();
+  bool lex_comment();
+  bool lex_open_trim();
+  bool lex_close_trim();
+  bool lex_signed_number(char c);
+  bool lex_fixed();
+  bool lex_literal(char c);
+  [[noreturn]] void fail_unexpected_character() const;
   [[noreturn]] void fail(size_t pos, const std::string& what) const {
     throw Error(source_location(original_, origin(pos)) + ": " + what);
   }
@@ -212,6 +221,7 @@ class Lexer {
   const std::string& s_;
   size_t pos_ = 0;
   std::vector<Token> tokens_;
+  int brace_depth_ = 0;  // inside an object literal "}}" closes braces, not the expression
 };
 
 void Lexer::strip_trailing_whitespace() {
@@ -274,147 +284,168 @@ std::string Lexer::read_string(char quote) {
   return out;
 }
 
+// Template text up to the next tag, after a tag (or at the start).
+bool Lexer::lex_text() {
+  const bool outside =
+      tokens_.empty() || last() == Tok::CloseStatement || last() == Tok::CloseExpression || last() == Tok::Comment;
+  if (!outside) return false;
+  const size_t start = pos_;
+  while (pos_ < s_.size() &&
+         !(s_[pos_] == '{' && pos_ + 1 < s_.size() && (s_[pos_ + 1] == '%' || s_[pos_ + 1] == '{' || s_[pos_ + 1] == '#')))
+    ++pos_;
+  if (pos_ == start) return false;
+  push(Tok::Text, s_.substr(start, pos_ - start), start);
+  return true;
+}
+
+// {# ... #}, with its dashes trimming the whitespace around it.
+bool Lexer::lex_comment() {
+  if (!at("{#")) return false;
+  const size_t start = pos_;
+  pos_ += 2;
+  const bool strip_before = pos_ < s_.size() && s_[pos_] == '-';
+  if (strip_before) ++pos_;
+  const size_t end = s_.find("#}", pos_);
+  if (end == std::string::npos) fail(start, "missing end of comment tag");
+  std::string comment = s_.substr(pos_, end - pos_);
+  const bool strip_after = !comment.empty() && comment.back() == '-';
+  if (strip_after) comment.pop_back();
+  if (strip_before) strip_trailing_whitespace();
+  push(Tok::Comment, std::move(comment), start);
+  pos_ = end + 2;
+  if (strip_after) skip_whitespace();
+  return true;
+}
+
+// {%- and {{-: the tag, the text's trailing whitespace trimmed.
+bool Lexer::lex_open_trim() {
+  if (at("{%-")) {
+    strip_trailing_whitespace();
+    push(Tok::OpenStatement, "{%", pos_);
+    pos_ += 3;
+    return true;
+  }
+  if (at("{{-")) {
+    strip_trailing_whitespace();
+    push(Tok::OpenExpression, "{{", pos_);
+    brace_depth_ = 0;
+    pos_ += 3;
+    return true;
+  }
+  return false;
+}
+
+// -%} and -}}: the tag, the whitespace after it skipped.
+bool Lexer::lex_close_trim() {
+  if (at("-%}")) {
+    push(Tok::CloseStatement, "%}", pos_);
+  } else if (at("-}}")) {
+    push(Tok::CloseExpression, "}}", pos_);
+  } else {
+    return false;
+  }
+  pos_ += 3;
+  skip_whitespace();
+  return true;
+}
+
+// A '-' or '+' where no operand comes before it: a signed number, or else a unary operator.
+bool Lexer::lex_signed_number(char c) {
+  if (c != '-' && c != '+') return false;
+  const Tok prev = last();
+  if (tokens_.empty() || prev == Tok::Text) fail(pos_, std::string("unexpected character: ") + c);
+  const bool binary = prev == Tok::Identifier || prev == Tok::Number || prev == Tok::String ||
+                      prev == Tok::CloseParen || prev == Tok::CloseBracket;
+  if (binary) return false;
+  const size_t start = pos_++;
+  std::string num = read_digits();
+  if (!num.empty() && pos_ + 1 < s_.size() && s_[pos_] == '.' && is_digit(s_[pos_ + 1])) {
+    ++pos_;
+    num += "." + read_digits();
+  }
+  if (num.empty())
+    push(Tok::Unary, std::string(1, c), start);
+  else
+    push(Tok::Number, std::string(1, c) + num, start);
+  return true;
+}
+
+struct Fixed {
+  std::string_view text;
+  Tok type;
+};
+// Longest first where one is a prefix of another ("**" before "*", "//" before "/").
+constexpr Fixed kFixed[] = {
+    {"{%", Tok::OpenStatement}, {"%}", Tok::CloseStatement}, {"{{", Tok::OpenExpression},
+    {"}}", Tok::CloseExpression}, {"(", Tok::OpenParen},     {")", Tok::CloseParen},
+    {"{", Tok::OpenBrace},       {"}", Tok::CloseBrace},     {"[", Tok::OpenBracket},
+    {"]", Tok::CloseBracket},    {",", Tok::Comma},          {".", Tok::Dot},
+    {":", Tok::Colon},           {"|", Tok::Pipe},           {"<=", Tok::Comparison},
+    {">=", Tok::Comparison},     {"==", Tok::Comparison},    {"!=", Tok::Comparison},
+    {"<", Tok::Comparison},      {">", Tok::Comparison},     {"+", Tok::Additive},
+    {"-", Tok::Additive},        {"~", Tok::Additive},       {"**", Tok::Power},
+    {"*", Tok::Multiplicative},  {"//", Tok::Multiplicative}, {"/", Tok::Multiplicative},
+    {"%", Tok::Multiplicative},  {"=", Tok::Equals},
+};
+
+// A tag, bracket or operator of kFixed.
+bool Lexer::lex_fixed() {
+  for (const Fixed& f : kFixed) {
+    if (f.type == Tok::CloseExpression && brace_depth_ > 0) continue;
+    if (!at(f.text)) continue;
+    push(f.type, std::string(f.text), pos_);
+    if (f.type == Tok::OpenExpression) brace_depth_ = 0;
+    if (f.type == Tok::OpenBrace) ++brace_depth_;
+    if (f.type == Tok::CloseBrace) --brace_depth_;
+    pos_ += f.text.size();
+    return true;
+  }
+  return false;
+}
+
+// A string literal, an unsigned number or an identifier.
+bool Lexer::lex_literal(char c) {
+  const size_t start = pos_;
+  if (c == '\'' || c == '"') {
+    ++pos_;
+    std::string str = read_string(c);
+    push(Tok::String, std::move(str), start);
+    return true;
+  }
+  if (is_digit(c)) {
+    std::string num = read_digits();
+    if (last() != Tok::Dot && pos_ + 1 < s_.size() && s_[pos_] == '.' && is_digit(s_[pos_ + 1])) {
+      ++pos_;
+      num += "." + read_digits();
+    }
+    push(Tok::Number, std::move(num), start);
+    return true;
+  }
+  if (is_word(c)) {
+    while (pos_ < s_.size() && is_word(s_[pos_])) ++pos_;
+    push(Tok::Identifier, s_.substr(start, pos_ - start), start);
+    return true;
+  }
+  return false;
+}
+
+void Lexer::fail_unexpected_character() const {
+  size_t n = 0;
+  const char32_t cp = utf8_decode(s_, pos_, &n);
+  std::string shown;
+  utf8_append(shown, cp);
+  fail(pos_, "unexpected character: " + shown);
+}
+
 std::vector<Token> Lexer::run() {
-  struct Fixed {
-    std::string_view text;
-    Tok type;
-  };
-  // Longest first where one is a prefix of another ("**" before "*", "//" before "/").
-  static constexpr Fixed kFixed[] = {
-      {"{%", Tok::OpenStatement}, {"%}", Tok::CloseStatement}, {"{{", Tok::OpenExpression},
-      {"}}", Tok::CloseExpression}, {"(", Tok::OpenParen},     {")", Tok::CloseParen},
-      {"{", Tok::OpenBrace},       {"}", Tok::CloseBrace},     {"[", Tok::OpenBracket},
-      {"]", Tok::CloseBracket},    {",", Tok::Comma},          {".", Tok::Dot},
-      {":", Tok::Colon},           {"|", Tok::Pipe},           {"<=", Tok::Comparison},
-      {">=", Tok::Comparison},     {"==", Tok::Comparison},    {"!=", Tok::Comparison},
-      {"<", Tok::Comparison},      {">", Tok::Comparison},     {"+", Tok::Additive},
-      {"-", Tok::Additive},        {"~", Tok::Additive},       {"**", Tok::Power},
-      {"*", Tok::Multiplicative},  {"//", Tok::Multiplicative}, {"/", Tok::Multiplicative},
-      {"%", Tok::Multiplicative},  {"=", Tok::Equals},
-  };
-  int brace_depth = 0;  // inside an object literal "}}" closes braces, not the expression
-
   while (pos_ < s_.size()) {
-    const bool outside = tokens_.empty() || last() == Tok::CloseStatement || last() == Tok::CloseExpression ||
-                         last() == Tok::Comment;
-    if (outside) {
-      const size_t start = pos_;
-      while (pos_ < s_.size() &&
-             !(s_[pos_] == '{' && pos_ + 1 < s_.size() && (s_[pos_ + 1] == '%' || s_[pos_ + 1] == '{' || s_[pos_ + 1] == '#')))
-        ++pos_;
-      if (pos_ > start) {
-        push(Tok::Text, s_.substr(start, pos_ - start), start);
-        continue;
-      }
-    }
-
-    if (at("{#")) {
-      const size_t start = pos_;
-      pos_ += 2;
-      const bool strip_before = pos_ < s_.size() && s_[pos_] == '-';
-      if (strip_before) ++pos_;
-      const size_t end = s_.find("#}", pos_);
-      if (end == std::string::npos) fail(start, "missing end of comment tag");
-      std::string comment = s_.substr(pos_, end - pos_);
-      const bool strip_after = !comment.empty() && comment.back() == '-';
-      if (strip_after) comment.pop_back();
-      if (strip_before) strip_trailing_whitespace();
-      push(Tok::Comment, std::move(comment), start);
-      pos_ = end + 2;
-      if (strip_after) skip_whitespace();
-      continue;
-    }
-    if (at("{%-")) {
-      strip_trailing_whitespace();
-      push(Tok::OpenStatement, "{%", pos_);
-      pos_ += 3;
-      continue;
-    }
-    if (at("{{-")) {
-      strip_trailing_whitespace();
-      push(Tok::OpenExpression, "{{", pos_);
-      brace_depth = 0;
-      pos_ += 3;
-      continue;
-    }
-
+    if (lex_text() || lex_comment() || lex_open_trim()) continue;
     skip_whitespace();
     if (pos_ >= s_.size()) break;
-    if (at("-%}")) {
-      push(Tok::CloseStatement, "%}", pos_);
-      pos_ += 3;
-      skip_whitespace();
-      continue;
-    }
-    if (at("-}}")) {
-      push(Tok::CloseExpression, "}}", pos_);
-      pos_ += 3;
-      skip_whitespace();
-      continue;
-    }
-
+    if (lex_close_trim()) continue;
     const char c = s_[pos_];
-    if (c == '-' || c == '+') {
-      const Tok prev = last();
-      if (tokens_.empty() || prev == Tok::Text) fail(pos_, std::string("unexpected character: ") + c);
-      const bool binary = prev == Tok::Identifier || prev == Tok::Number || prev == Tok::String ||
-                          prev == Tok::CloseParen || prev == Tok::CloseBracket;
-      if (!binary) {
-        const size_t start = pos_++;
-        std::string num = read_digits();
-        if (!num.empty() && pos_ + 1 < s_.size() && s_[pos_] == '.' && is_digit(s_[pos_ + 1])) {
-          ++pos_;
-          num += "." + read_digits();
-        }
-        if (num.empty())
-          push(Tok::Unary, std::string(1, c), start);
-        else
-          push(Tok::Number, std::string(1, c) + num, start);
-        continue;
-      }
-    }
-
-    bool matched = false;
-    for (const Fixed& f : kFixed) {
-      if (f.type == Tok::CloseExpression && brace_depth > 0) continue;
-      if (!at(f.text)) continue;
-      push(f.type, std::string(f.text), pos_);
-      if (f.type == Tok::OpenExpression) brace_depth = 0;
-      if (f.type == Tok::OpenBrace) ++brace_depth;
-      if (f.type == Tok::CloseBrace) --brace_depth;
-      pos_ += f.text.size();
-      matched = true;
-      break;
-    }
-    if (matched) continue;
-
-    if (c == '\'' || c == '"') {
-      const size_t start = pos_++;
-      std::string str = read_string(c);
-      push(Tok::String, std::move(str), start);
-      continue;
-    }
-    if (is_digit(c)) {
-      const size_t start = pos_;
-      std::string num = read_digits();
-      if (last() != Tok::Dot && pos_ + 1 < s_.size() && s_[pos_] == '.' && is_digit(s_[pos_ + 1])) {
-        ++pos_;
-        num += "." + read_digits();
-      }
-      push(Tok::Number, std::move(num), start);
-      continue;
-    }
-    if (is_word(c)) {
-      const size_t start = pos_;
-      while (pos_ < s_.size() && is_word(s_[pos_])) ++pos_;
-      push(Tok::Identifier, s_.substr(start, pos_ - start), start);
-      continue;
-    }
-    size_t n = 0;
-    const char32_t cp = utf8_decode(s_, pos_, &n);
-    std::string shown;
-    utf8_append(shown, cp);
-    fail(pos_, "unexpected character: " + shown);
+    if (lex_signed_number(c) || lex_fixed() || lex_literal(c)) continue;
+    fail_unexpected_character();
   }
   return std::move(tokens_);
 }

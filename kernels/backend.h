@@ -1,4 +1,9 @@
 #pragma once
+// kernels/ holds the compute backends: this interface (ops, backend memory, the copy
+// queue), the CPU backend (cpu/), the CUDA backend (cuda/, loaded as a plugin:
+// cuda_loader.h), which ops a backend runs through the host (host_fallback.h), and the
+// host arithmetic of ops that every backend shares (delta_net, expert_rows, gelu, ...).
+//
 // The compute interface the model forward is written against. Each backend (cpu/,
 // cuda/) implements these ops on memory it owns; the forward never touches numbers
 // itself, so the same forward serves every backend.
@@ -14,6 +19,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kernels/delta_net.h"
@@ -156,10 +162,23 @@ struct ReadBandwidth {
   int passes = 0;            // passes timed
 };
 
+// An op a backend runs through the host, downloading its operands, computing on the host
+// and uploading the result (kernels/host_fallback.h).
+struct HostFallbackOp {
+  std::string_view name;     // the Backend member
+  std::string_view used_by;  // the models whose forward calls it
+  constexpr bool operator==(const HostFallbackOp&) const = default;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
+  // The ops below whose host defaults this backend keeps, having no kernel of its own for
+  // them; empty where it has one for every op. A fact of the class, not of the device:
+  // each backend answers host_fallbacks_of<itself>() (kernels/host_fallback.h). An op
+  // given a host default must be added to kHostDefaultOps there.
+  virtual std::span<const HostFallbackOp> host_fallback_ops() const = 0;
   // Host threads its ops compute on (a GPU backend's ops run on the device: 1).
   virtual int threads() const { return 1; }
 
@@ -219,8 +238,7 @@ class Backend {
   virtual void add(float* y, const float* x, int64_t n) = 0;
 
   // Gemma's and gpt-oss's ops. Their defaults go through the host (download, compute,
-  // upload). The CPU backend has its own for all three; CUDA has its own swiglu_oai_mul
-  // only, so Gemma's gelu_mul and scale go through the host there.
+  // upload); host_fallback_ops() says which of these ops a backend leaves to them.
   // gate[i] = gelu(gate[i]) * up[i], GELU as kernels/gelu.h computes it (GeGLU).
   virtual void gelu_mul(float* gate, const float* up, int64_t n) {
     std::vector<float> g(static_cast<size_t>(n)), u(static_cast<size_t>(n));

@@ -4,8 +4,11 @@
 #include <unistd.h>
 
 #include <climits>
+#include <cstdio>
+#include <mutex>
 
 #include "core/error.h"
+#include "kernels/host_fallback.h"
 
 namespace flashspec {
 
@@ -21,6 +24,18 @@ std::string executable_dir() {
   return path.substr(0, path.rfind('/') + 1);
 }
 
+// Says once per process (the draft has a backend of its own) which ops have no CUDA
+// kernel: a model that uses them runs, but slower than the GPU would.
+void tell_host_fallbacks(const Backend& be) {
+  static std::once_flag told;
+  std::call_once(told, [&] {
+    const std::span<const HostFallbackOp> ops = be.host_fallback_ops();
+    if (ops.empty()) return;
+    std::fprintf(stderr, "[flashspec] --backend cuda: %zu ops have no CUDA kernel and run through the host "
+                 "(download, compute, upload): %s\n", ops.size(), describe_host_fallbacks(ops).c_str());
+  });
+}
+
 }  // namespace
 
 std::unique_ptr<Backend> load_cuda_backend(int device) {
@@ -34,12 +49,16 @@ std::unique_ptr<Backend> load_cuda_backend(int device) {
   std::string error;
   Backend* be = entry(device, &error);
   if (!be) throw Error(error);
-  return std::unique_ptr<Backend>(be);
+  std::unique_ptr<Backend> backend(be);
+  tell_host_fallbacks(*backend);
+  return backend;
 }
 #else
 std::unique_ptr<Backend> load_cuda_backend(int) {
   throw Error("--backend cuda: this build of flashspec has no CUDA backend (nvcc was not found when it was configured)");
 }
 #endif
+
+std::span<const HostFallbackOp> cuda_host_fallback_ops() { return kCudaHostFallbackOps; }
 
 }  // namespace flashspec

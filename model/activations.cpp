@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <array>
 
-#include "core/llama_config.h"
+#include "core/model_config.h"
 #include "model/recurrent_state.h"
 
 namespace flashspec {
@@ -12,7 +12,7 @@ namespace {
 
 // Floats of each view, in the order of Activations' members.
 constexpr size_t kViews = 18;
-std::array<int64_t, kViews> view_sizes(const LlamaConfig& c, int64_t T) {
+std::array<int64_t, kViews> view_sizes(const ModelConfig& c, int64_t T) {
   const int64_t routed = T * c.n_experts_used;
   const int64_t hidden = c.moe() ? routed * c.expert_ffn_dim : T * c.ffn_dim;
   const DeltaNetShape& d = c.delta;
@@ -28,18 +28,18 @@ int64_t aligned(int64_t floats) { return (floats + 63) / 64 * 64; }
 
 }  // namespace
 
-uint64_t Activations::bytes(const LlamaConfig& c, int64_t T) {
+uint64_t Activations::bytes(const ModelConfig& c, int64_t T) {
   int64_t floats = 0;
   for (int64_t n : view_sizes(c, T)) floats += aligned(n);
   return uint64_t(floats) * sizeof(float);
 }
 
-uint64_t Activations::tree_pass_bytes(const LlamaConfig& c, int64_t T) {
+uint64_t Activations::tree_pass_bytes(const ModelConfig& c, int64_t T) {
   const int64_t recurrent = c.n_layers - c.attention_layers();
   return bytes(c, T) + uint64_t(T * recurrent * RecurrentState::record_floats(c.delta)) * sizeof(float);
 }
 
-Activations Activations::carve(float* base, const LlamaConfig& c, int64_t T) {
+Activations Activations::carve(float* base, const ModelConfig& c, int64_t T) {
   std::array<float*, kViews> v{};
   int64_t at = 0;
   const std::array<int64_t, kViews> sizes = view_sizes(c, T);

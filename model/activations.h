@@ -1,12 +1,17 @@
 #pragma once
+// model/ holds the model that draft and target both run: its class (model.h), its
+// forward pass built from layer blocks (layer_blocks.h, forward_blocks.cpp) over named
+// activations (this file), its weights and layer table, and what a sequence carries
+// between passes (sequence_state.h: the KV cache, its pool and shared prefix blocks).
+//
 // The activations of one forward pass of T rows, in backend memory: named views into one
 // buffer the model keeps between passes, each with its shape beside it. Blocks read and
-// write them by name (model/llama_model.h, forward_blocks.cpp).
+// write them by name (model/model.h, forward_blocks.cpp).
 #include <cstdint>
 
 namespace flashspec {
 
-struct LlamaConfig;
+struct ModelConfig;
 
 struct Activations {
   float* x;            // T x dim: the residual stream
@@ -38,13 +43,13 @@ struct Activations {
 
   // Bytes the activations of T rows take (each view 256-byte aligned, as the buffer is):
   // what a larger tree costs in memory besides its KV rows.
-  static uint64_t bytes(const LlamaConfig& c, int64_t T);
+  static uint64_t bytes(const ModelConfig& c, int64_t T);
   // What a pass verifying a tree of T rows takes beyond its weights and KV rows: the
   // activations, and for a hybrid model the nodes' records per recurrent layer
   // (model/recurrent_state.h), which --tree auto's largest tree must fit too.
-  static uint64_t tree_pass_bytes(const LlamaConfig& c, int64_t T);
+  static uint64_t tree_pass_bytes(const ModelConfig& c, int64_t T);
   // The views of T rows laid out from `base` (which holds bytes(c, T)).
-  static Activations carve(float* base, const LlamaConfig& c, int64_t T);
+  static Activations carve(float* base, const ModelConfig& c, int64_t T);
 };
 
 }  // namespace flashspec

@@ -1,11 +1,11 @@
-// The blocks a forward pass composes (LlamaModel::forward_pass), one function each.
+// The blocks a forward pass composes (Model::forward_pass), one function each.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "core/error.h"
 #include "core/printable.h"
-#include "model/llama_model.h"
+#include "model/model.h"
 #include "model/moe_routing.h"
 #include "kernels/rope_angle.h"
 
@@ -24,7 +24,7 @@ void gated_activation(Backend& be, Activation act, float* gate, const float* up,
 
 // How layer l's queries and keys turn: Gemma 3's windowed layers with a RoPE of their own
 // (another base, no scaling), YaRN where the file asks for it, else the model's RoPE.
-RopeParams rope_of(const LlamaConfig& c, const LayerBlocks& blocks, const float* factors) {
+RopeParams rope_of(const ModelConfig& c, const LayerBlocks& blocks, const float* factors) {
   if (blocks.window > 0 && c.family == Arch::Gemma3) return RopeParams{c.n_rot, c.rope_freq_base_swa, 1.0f, c.rope_neox, nullptr};
   RopeParams r{c.n_rot, c.rope_freq_base, c.rope_freq_scale, c.rope_neox, factors};
   if (c.yarn.ext_factor != 0.0f) {
@@ -37,11 +37,11 @@ RopeParams rope_of(const LlamaConfig& c, const LayerBlocks& blocks, const float*
 
 }  // namespace
 
-void LlamaModel::attention_block(int64_t l, const LayerWeights& w, std::span<const PassPart> parts,
+void Model::attention_block(int64_t l, const LayerWeights& w, std::span<const PassPart> parts,
                                  const BatchInputs& in, const Activations& a) {
   using enum LayerMatrix;
   using enum LayerVector;
-  const LlamaConfig& c = config_;
+  const ModelConfig& c = config_;
   Backend& be = backend_;
   const int64_t T = rows_of(parts);
 
@@ -64,51 +64,7 @@ void LlamaModel::attention_block(int64_t l, const LayerWeights& w, std::span<con
   be.rope(a.q, in.positions, T, c.n_heads, c.head_dim, rope);
   be.rope(a.k, in.positions, T, c.n_kv_heads, c.head_dim, rope);
 
-  attention_calls_.clear();
-  int64_t r0 = 0;  // the part's first row in the pass
-  for (size_t i = 0; i < parts.size(); ++i) {
-    int64_t slot = 0;  // the layer's rows among its cache's layers
-    const KvCache& kv = parts[i].cache->kv_of(l, slot);
-    const int64_t n = int64_t(parts[i].chunk.tokens.size());
-    // A causal run longer than a window ring's spare rows goes in steps that fit it, each
-    // step's rows stored and attended to before the next step's overwrite the ring.
-    const int64_t step = kv.ring() && !in.masks[i] ? std::min(n, kv.slack()) : n;
-    for (int64_t d = 0; d < n; d += step) {
-      const int64_t rows = std::min(step, n - d), first_row = kv.committed() + kv.pending() + d;
-      for (int64_t done = 0; done < rows;) {  // in runs of consecutive rows (a paged cache's or a ring's blocks)
-        const int64_t run = std::min(rows - done, kv.contiguous_rows(first_row + done));
-        const int64_t from = (r0 + d + done) * c.kv_dim();
-        be.store_kv(a.k + from, kv.key_row(slot, first_row + done), run * c.kv_dim(), kv.key_type());
-        be.store_kv(a.v + from, kv.value_row(slot, first_row + done), run * c.kv_dim(), kv.value_type());
-        done += run;
-      }
-      const AttentionArgs call{.q = a.q + (r0 + d) * c.q_dim(),
-                               .k = kv.keys(slot),
-                               .v = kv.values(slot),
-                               .mask = in.masks[i],
-                               .out = a.att + (r0 + d) * c.q_dim(),
-                               .T = rows,
-                               .n_past = kv.committed(),
-                               .n_masked = kv.pending() + d + rows,
-                               .n_heads = c.n_heads,
-                               .n_kv_heads = c.n_kv_heads,
-                               .head_dim = c.head_dim,
-                               .scale = c.attention_scale > 0.0f ? c.attention_scale : 1.0f / std::sqrt(float(c.head_dim)),
-                               .k_type = kv.key_type(),
-                               .v_type = kv.value_type(),
-                               .blocks = kv.block_table(),
-                               .block_rows = kv.block_rows(),
-                               .ring_rows = kv.ring() ? kv.rows_per_layer() : 0,
-                               .window = blocks.window,
-                               .sinks = w[AttnSinks]};
-      if (step < n)
-        be.attention({&call, 1});
-      else
-        attention_calls_.push_back(call);
-    }
-    r0 += n;
-  }
-  be.attention(attention_calls_);
+  attend_parts(l, w, parts, in, a);  // into a.att
   if (c.attn_output_gate) be.sigmoid_mul(a.att, a.gate2, T, c.q_dim(), false);
   be.matmul(w[Out], a.att, T, a.xb);
   if (w[BiasOut]) be.add_bias(a.xb, w[BiasOut], T, c.dim);
@@ -116,7 +72,44 @@ void LlamaModel::attention_block(int64_t l, const LayerWeights& w, std::span<con
   be.add(a.x, a.xb, T * c.dim);
 }
 
-void LlamaModel::begin_recurrent_rows(std::span<const PassPart> parts) {
+void Model::attend_parts(int64_t l, const LayerWeights& w, std::span<const PassPart> parts, const BatchInputs& in,
+                              const Activations& a) {
+  const ModelConfig& c = config_;
+  const float scale = c.attention_scale > 0.0f ? c.attention_scale : 1.0f / std::sqrt(float(c.head_dim));
+  attention_calls_.clear();
+  int64_t r0 = 0;  // the part's first row in the pass
+  for (size_t i = 0; i < parts.size(); ++i) {
+    int64_t slot = 0;  // the layer's rows among its cache's layers
+    const KvCache& kv = parts[i].cache->kv_of(l, slot);
+    const int64_t n = int64_t(parts[i].chunk.tokens.size());
+    const int64_t step = kv.attention_step(n, in.masks[i] != nullptr);
+    for (int64_t d = 0; d < n; d += step) {
+      const int64_t rows = std::min(step, n - d);
+      kv.store_rows(backend_, slot, kv.committed() + kv.pending() + d, rows, a.k + (r0 + d) * c.kv_dim(),
+                    a.v + (r0 + d) * c.kv_dim());
+      AttentionArgs call = kv.attention_args(slot);
+      call.q = a.q + (r0 + d) * c.q_dim();
+      call.mask = in.masks[i];
+      call.out = a.att + (r0 + d) * c.q_dim();
+      call.T = rows;
+      call.n_masked = kv.pending() + d + rows;
+      call.n_heads = c.n_heads;
+      call.n_kv_heads = c.n_kv_heads;
+      call.head_dim = c.head_dim;
+      call.scale = scale;
+      call.window = arch_.layers[size_t(l)].window;
+      call.sinks = w[LayerVector::AttnSinks];
+      if (step < n)
+        backend_.attention({&call, 1});
+      else
+        attention_calls_.push_back(call);
+    }
+    r0 += n;
+  }
+  backend_.attention(attention_calls_);
+}
+
+void Model::begin_recurrent_rows(std::span<const PassPart> parts) {
   // A row's parent is the last row before it that it sees: its own parent in a tree
   // (whose mask shows a row its ancestors), the row before it in a causal run.
   std::vector<int32_t> parents;
@@ -141,11 +134,11 @@ void LlamaModel::begin_recurrent_rows(std::span<const PassPart> parts) {
   }
 }
 
-void LlamaModel::delta_net_block(int64_t l, const LayerWeights& w, std::span<const PassPart> parts,
+void Model::delta_net_block(int64_t l, const LayerWeights& w, std::span<const PassPart> parts,
                                  const Activations& a) {
   using enum LayerMatrix;
   using enum LayerVector;
-  const LlamaConfig& c = config_;
+  const ModelConfig& c = config_;
   const DeltaNetShape& d = c.delta;
   Backend& be = backend_;
   const int64_t T = rows_of(parts);
@@ -188,9 +181,9 @@ void LlamaModel::delta_net_block(int64_t l, const LayerWeights& w, std::span<con
   be.add(a.x, a.xb, T * c.dim);
 }
 
-void LlamaModel::shared_expert(const LayerWeights& w, int64_t T, const Activations& a) {
+void Model::shared_expert(const LayerWeights& w, int64_t T, const Activations& a) {
   using enum LayerMatrix;
-  const LlamaConfig& c = config_;
+  const ModelConfig& c = config_;
   Backend& be = backend_;
   const int64_t F = c.shared_expert_ffn_dim;
   be.matmul(w[ShGate], a.xb, T, a.sh_gate);
@@ -202,9 +195,9 @@ void LlamaModel::shared_expert(const LayerWeights& w, int64_t T, const Activatio
   be.sigmoid_mul(a.shared, a.sh_w, T, c.dim, true);
 }
 
-void LlamaModel::dense_ffn_block(int64_t l, const LayerWeights& w, int64_t T, const Activations& a) {
+void Model::dense_ffn_block(int64_t l, const LayerWeights& w, int64_t T, const Activations& a) {
   using enum LayerMatrix;
-  const LlamaConfig& c = config_;
+  const ModelConfig& c = config_;
   Backend& be = backend_;
   be.rmsnorm(a.x, w[LayerVector::FfnNorm], T, c.dim, c.rms_eps, a.xb);
   be.matmul(w[Gate], a.xb, T, a.gate);
@@ -215,9 +208,9 @@ void LlamaModel::dense_ffn_block(int64_t l, const LayerWeights& w, int64_t T, co
   be.add(a.x, a.xb, T * c.dim);
 }
 
-void LlamaModel::experts_ffn_block(int64_t l, const LayerWeights& w, int64_t T, const Activations& a,
+void Model::experts_ffn_block(int64_t l, const LayerWeights& w, int64_t T, const Activations& a,
                                    LayerSource& src) {
-  const LlamaConfig& c = config_;
+  const ModelConfig& c = config_;
   Backend& be = backend_;
   const int64_t E = c.n_experts, k = c.n_experts_used, F = c.expert_ffn_dim;
   be.rmsnorm(a.x, w[LayerVector::FfnNorm], T, c.dim, c.rms_eps, a.xb);
@@ -270,7 +263,7 @@ void LlamaModel::experts_ffn_block(int64_t l, const LayerWeights& w, int64_t T, 
   be.add(a.x, a.xb, T * c.dim);
 }
 
-void LlamaModel::guess_experts(int64_t layer, const float* in, int64_t T, float* logits) {
+void Model::guess_experts(int64_t layer, const float* in, int64_t T, float* logits) {
   // The next layer's router applied to this layer's FFN input: the residual stream
   // changes little from one layer to the next, so this picks most of the experts the
   // next layer will route to (84% on the OLMoE-shape fixture), and their reads overlap
@@ -283,7 +276,7 @@ void LlamaModel::guess_experts(int64_t layer, const float* in, int64_t T, float*
   if (!router && routing_observer_ && backend_.host_memory() && arch_.layers[size_t(layer)].ffn == FfnBlock::Experts)
     router = weights_.layer(layer)[LayerMatrix::Router];
   if (!router) return;
-  const LlamaConfig& c = config_;
+  const ModelConfig& c = config_;
   backend_.matmul(*router, in, T, logits);  // the routing of this layer has been taken from `logits`
   // (Without the next router's bias, where it has one: a guess need not be exact.)
   const Routing guess = route_rows({logits, size_t(T * c.n_experts)}, T, c.n_experts, c.n_experts_used, c.gating);
@@ -298,10 +291,10 @@ void LlamaModel::guess_experts(int64_t layer, const float* in, int64_t T, float*
   layers_->guess(layer, experts);
 }
 
-void LlamaModel::hidden_rows(std::span<const PassPart> parts, const Activations& a) {
+void Model::hidden_rows(std::span<const PassPart> parts, const Activations& a) {
   // Each part's rows normed in place of their own rows of xb (output_head then gathers
   // the logit rows into xb from the start, over rows already copied out).
-  const LlamaConfig& c = config_;
+  const ModelConfig& c = config_;
   int64_t r0 = 0;
   for (const PassPart& p : parts) {
     const int64_t n = int64_t(p.chunk.tokens.size());
@@ -316,8 +309,8 @@ void LlamaModel::hidden_rows(std::span<const PassPart> parts, const Activations&
   }
 }
 
-void LlamaModel::output_head(std::span<const PassPart> parts, const Activations& a) {
-  const LlamaConfig& c = config_;
+void Model::output_head(std::span<const PassPart> parts, const Activations& a) {
+  const ModelConfig& c = config_;
   Backend& be = backend_;
   // The rows that want logits, gathered (normed) into xb, go through the head in one matmul.
   int64_t n_out = 0, r0 = 0, outputs = 0;
@@ -358,7 +351,7 @@ void LlamaModel::output_head(std::span<const PassPart> parts, const Activations&
   }
 }
 
-void LlamaModel::check_finite(const PassPart& p) const {
+void Model::check_finite(const PassPart& p) const {
   // NaN or Inf logits (broken weights, an overflow) would be sampled as garbage, silently.
   const int64_t n_vocab = config_.n_vocab;
   for (int64_t r = p.logit_from; r < int64_t(p.chunk.tokens.size()); ++r) {

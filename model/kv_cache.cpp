@@ -55,6 +55,29 @@ KvCache::KvCache(KvPool& pool, int64_t capacity, std::vector<int32_t> prefix, in
     throw Error("internal: kv cache: invalid paged shape");
 }
 
+void KvCache::store_rows(Backend& be, int64_t l, int64_t pos, int64_t n, const float* k, const float* v) const {
+  for (int64_t done = 0; done < n;) {
+    const int64_t run = std::min(n - done, contiguous_rows(pos + done));
+    const int64_t from = done * kv_dim_;
+    be.store_kv(k + from, key_row(l, pos + done), run * kv_dim_, key_type_);
+    be.store_kv(v + from, value_row(l, pos + done), run * kv_dim_, value_type_);
+    done += run;
+  }
+}
+
+AttentionArgs KvCache::attention_args(int64_t l) const {
+  AttentionArgs a{};
+  a.k = keys(l);
+  a.v = values(l);
+  a.n_past = committed_;
+  a.k_type = key_type_;
+  a.v_type = value_type_;
+  a.blocks = block_table();
+  a.block_rows = block_rows();
+  a.ring_rows = ring() ? rows_per_layer() : 0;
+  return a;
+}
+
 KvCache::KvCache(KvCache&& o) noexcept
     : be_(o.be_), n_layers_(o.n_layers_), kv_dim_(o.kv_dim_), capacity_(o.capacity_), key_type_(o.key_type_),
       value_type_(o.value_type_), committed_(o.committed_), pending_(o.pending_), k_(std::move(o.k_)),

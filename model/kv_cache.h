@@ -7,6 +7,7 @@
 // The rows live in the backend's memory (VRAM for a GPU backend), next to the kernels
 // that read them: in a buffer of the cache's own, or (paged) in blocks of a KvPool that
 // several sequences' caches share, listed in the cache's block table.
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -92,6 +93,19 @@ class KvCache final : public SequenceState {
   uint64_t bytes() const { return k_.size() + v_.size(); }
   uint8_t* key_row(int64_t l, int64_t pos) const { return keys(l) + size_t(physical_row(pos)) * key_row_bytes(); }
   uint8_t* value_row(int64_t l, int64_t pos) const { return values(l) + size_t(physical_row(pos)) * value_row_bytes(); }
+
+  // Stores n rows of layer l from position `pos` on, keys k and values v (n x kv_dim()
+  // floats each) in the cache's types on `be`, run by run of consecutive rows (a paged
+  // cache's blocks, a ring's rows before it wraps).
+  void store_rows(Backend& be, int64_t l, int64_t pos, int64_t n, const float* k, const float* v) const;
+  // An attention call's cache side for layer l: its keys and values and their types, the
+  // committed rows (n_past) and where positions lie (block table, ring); the caller sets
+  // the rest.
+  AttentionArgs attention_args(int64_t l) const;
+  // Rows of a pass's run of n rows (a token tree's, or causal) stored and attended to at a
+  // time: a causal run longer than a ring's spare rows goes in steps that fit them, each
+  // step's rows stored and attended to before the next step's overwrite the ring.
+  int64_t attention_step(int64_t n, bool tree) const { return ring() && !tree ? std::min(n, slack_) : n; }
 
   // Error unless T more rows fit after the committed and pending ones.
   void check_room(int64_t T) const;

@@ -1,11 +1,11 @@
 #include "model/kv_footprint.h"
 
-#include "core/llama_config.h"
+#include "core/model_config.h"
 #include "model/kv_cache.h"
 
 namespace flashspec {
 
-KvFootprint kv_footprint(const LlamaConfig& c, KvType key_type, KvType value_type, int64_t context,
+KvFootprint kv_footprint(const ModelConfig& c, KvType key_type, KvType value_type, int64_t context,
                          int64_t pass_rows) {
   KvFootprint f;
   for (int64_t l = 0; l < c.n_layers; ++l) {

@@ -1,14 +1,14 @@
 #pragma once
 // What one sequence's KV cache costs, by kind of attention layer: global layers keep
 // every position, windowed ones (Gemma 3's local layers, gpt-oss's windowed ones) a ring
-// of the window plus one pass's rows where LlamaModel::make_cache gives them one.
+// of the window plus one pass's rows where Model::make_cache gives them one.
 #include <cstdint>
 
 #include "kernels/backend.h"
 
 namespace flashspec {
 
-struct LlamaConfig;
+struct ModelConfig;
 
 struct KvFootprint {
   int64_t global_layers = 0, windowed_layers = 0;
@@ -25,7 +25,7 @@ struct KvFootprint {
 
 // The cache of `context` positions of a model of config `c` whose passes add at most
 // `pass_rows` rows.
-KvFootprint kv_footprint(const LlamaConfig& c, KvType key_type, KvType value_type, int64_t context,
+KvFootprint kv_footprint(const ModelConfig& c, KvType key_type, KvType value_type, int64_t context,
                          int64_t pass_rows);
 
 }  // namespace flashspec

@@ -1,10 +1,10 @@
 #include "model/layer_blocks.h"
 
-#include "core/llama_config.h"
+#include "core/model_config.h"
 
 namespace flashspec {
 
-Architecture architecture_of(const LlamaConfig& c) {
+Architecture architecture_of(const ModelConfig& c) {
   Architecture a;
   for (int64_t l = 0; l < c.n_layers; ++l) {
     LayerBlocks layer;

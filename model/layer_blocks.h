@@ -1,6 +1,6 @@
 #pragma once
 // What an architecture is, layer by layer: the blocks each layer's forward composes.
-// LlamaModel::forward_pass runs, per layer, its mixer block and then its FFN block; each
+// Model::forward_pass runs, per layer, its mixer block and then its FFN block; each
 // reads the residual stream, normalises it, computes, and adds its output back. An
 // architecture is a description here (architecture_of) plus the blocks it needs that
 // the others do not have; the loop over layers does not change.
@@ -9,7 +9,7 @@
 
 namespace flashspec {
 
-struct LlamaConfig;
+struct ModelConfig;
 
 // How a layer's tokens see each other.
 enum class MixerBlock : uint8_t {
@@ -44,7 +44,7 @@ struct LayerBlocks {
 struct Architecture {
   // One per layer, in order; then, where the model has one, its multi-token-prediction
   // layer (index n_layers: full attention, the model's FFN kind), which only
-  // LlamaModel::forward_mtp runs.
+  // Model::forward_mtp runs.
   std::vector<LayerBlocks> layers;
 };
 
@@ -53,6 +53,6 @@ struct Architecture {
 // DeltaNet mixers with attention every full_attention_interval layers; gemma3: windowed
 // and global attention layers, post-norms, GeGLU; gpt-oss: windowed and global attention
 // with sinks, experts with the clamped SwiGLU).
-Architecture architecture_of(const LlamaConfig& c);
+Architecture architecture_of(const ModelConfig& c);
 
 }  // namespace flashspec

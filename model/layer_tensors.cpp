@@ -1,6 +1,6 @@
 #include "model/layer_tensors.h"
 
-#include "core/llama_config.h"
+#include "core/model_config.h"
 
 namespace flashspec {
 
@@ -28,7 +28,7 @@ ExpertWeights LayerWeights::expert(int64_t e) const {
 namespace {
 
 // A layer's tensors: a recurrent mixer or attention, then the FFN (none where `ffn` is false).
-LayerSpec spec_of(const LlamaConfig& c, bool recurrent, bool ffn) {
+LayerSpec spec_of(const ModelConfig& c, bool recurrent, bool ffn) {
   using M = LayerMatrix;
   using V = LayerVector;
   const bool qwen2 = c.family == Arch::Qwen2;
@@ -107,9 +107,9 @@ LayerSpec spec_of(const LlamaConfig& c, bool recurrent, bool ffn) {
 
 }  // namespace
 
-LayerSpec layer_spec(const LlamaConfig& c, int64_t l) { return spec_of(c, c.recurrent(l), true); }
+LayerSpec layer_spec(const ModelConfig& c, int64_t l) { return spec_of(c, c.recurrent(l), true); }
 
-LayerSpec mtp_layer_spec(const LlamaConfig& c, bool ffn) {
+LayerSpec mtp_layer_spec(const ModelConfig& c, bool ffn) {
   LayerSpec s = spec_of(c, false, ffn);
   s.matrices.push_back({LayerMatrix::EhProj, "nextn.eh_proj", 2 * c.dim, c.dim});
   s.vectors.push_back({LayerVector::ENorm, "nextn.enorm.weight", c.dim, true});

@@ -19,7 +19,7 @@
 
 namespace flashspec {
 
-struct LlamaConfig;
+struct ModelConfig;
 
 // The layer's matrices. Attention layers have Q/K/V/Out; Gated DeltaNet layers (hybrid
 // models) have the q-k-v channels before the convolution (Qkv), the output gate (Z), the
@@ -73,12 +73,12 @@ struct LayerSpec {
   std::vector<MatrixSpec> matrices;
   std::vector<VectorSpec> vectors;
 };
-LayerSpec layer_spec(const LlamaConfig& c, int64_t l);
+LayerSpec layer_spec(const ModelConfig& c, int64_t l);
 // The multi-token-prediction (nextn) layer, block c.n_layers of the file (Qwen3.5/3.6 as
 // llama.cpp's converter writes them): a full attention layer whatever its index, the
 // model's FFN kind (none where `ffn` is false: some dense Qwen3.5 files have none there),
 // and the nextn tensors (eh_proj, enorm, hnorm; shared_head_norm where the file has it).
-LayerSpec mtp_layer_spec(const LlamaConfig& c, bool ffn);
+LayerSpec mtp_layer_spec(const ModelConfig& c, bool ffn);
 
 // One expert of a mixture-of-experts layer: a SwiGLU FFN, down(silu(gate x) * up x).
 struct ExpertWeights {

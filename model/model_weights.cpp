@@ -64,7 +64,7 @@ int64_t append_vector(const GgufFile& f, const GgufTensorInfo& t, int64_t n, std
 // time, height or width component (all the token's position) or from the fourth, which
 // text sets to 0 (ggml's IMROPE sector rule). The pairs of the fourth do not turn: an
 // infinite divisor makes their angle 0. Empty when every pair turns, as in real files.
-std::vector<float> imrope_text_factors(const LlamaConfig& c) {
+std::vector<float> imrope_text_factors(const ModelConfig& c) {
   const std::array<int32_t, 4>& s = c.rope_sections;
   const int64_t sectors = int64_t(s[0]) + s[1] + s[2] + s[3];
   std::vector<float> f(size_t(c.n_rot / 2), 1.0f);
@@ -79,7 +79,7 @@ std::vector<float> imrope_text_factors(const LlamaConfig& c) {
 
 }  // namespace
 
-ModelWeights::ModelWeights(const GgufFile& f, const LlamaConfig& c)
+ModelWeights::ModelWeights(const GgufFile& f, const ModelConfig& c)
     : file_base_(f.bytes().data()), n_layers_(c.n_layers), n_experts_(c.n_experts), experts_used_(c.n_experts_used) {
   const std::string path = printable(f.path());
   embedding = matrix_at(expect(f, "token_embd.weight", {c.dim, c.n_vocab}), file_base_);

@@ -5,7 +5,7 @@
 #include <span>
 #include <vector>
 
-#include "core/llama_config.h"
+#include "core/model_config.h"
 #include "kernels/weight_matrix.h"
 #include "model/layer_tensors.h"
 
@@ -24,7 +24,7 @@ struct LayerMatrixTensor {
 class ModelWeights {
  public:
   // Checks every tensor's presence, shape and type; Error "PATH: tensor 'X' ..." otherwise.
-  ModelWeights(const GgufFile& f, const LlamaConfig& c);
+  ModelWeights(const GgufFile& f, const ModelConfig& c);
 
   WeightMatrix embedding{};  // [n_vocab rows, dim cols]: row t is token t's embedding
   WeightMatrix output{};     // [n_vocab rows, dim cols]; the embedding itself when the head is tied

@@ -1,7 +1,7 @@
 #pragma once
 // Which experts each row of a pass goes to, and how the pass batches the experts' work.
 //
-// Routing is llama.cpp's build_moe_ffn, in two gatings (core/llama_config.h):
+// Routing is llama.cpp's build_moe_ffn, in two gatings (core/model_config.h):
 // SoftmaxTopK, with normalised weights (what it applies to qwen3moe and to Mixtral-style
 // llama files): p = softmax(router logits) over all experts; the k experts of largest p
 // are chosen (equal p: the lowest id first; llama.cpp's partial sort leaves the order of
@@ -17,7 +17,7 @@
 #include <span>
 #include <vector>
 
-#include "core/llama_config.h"
+#include "core/model_config.h"
 
 namespace flashspec {
 
@@ -42,7 +42,7 @@ struct ExpertBatches {
 };
 ExpertBatches group_by_expert(const Routing& r, int64_t n_experts);
 
-// Watches a model's routing (LlamaModel::set_routing_observer; none by default): what
+// Watches a model's routing (Model::set_routing_observer; none by default): what
 // `flashspec inspect --routing` measures (model/routing_stats.h) is the routing the
 // forward pass itself decides, not a re-derivation of it. At each mixture-of-experts
 // layer of a pass, guessed() (from the second such layer on) and then routed() are told
@@ -50,7 +50,7 @@ ExpertBatches group_by_expert(const Routing& r, int64_t n_experts);
 class RoutingObserver {
  public:
   virtual ~RoutingObserver() = default;
-  // The experts the layer before's FFN input guesses for `layer` (LlamaModel::guess_experts:
+  // The experts the layer before's FFN input guesses for `layer` (Model::guess_experts:
   // `layer`'s router over those rows, without its bias), per row.
   virtual void guessed(int64_t layer, const Routing& guess) = 0;
   // The experts the rows route to at `layer`.

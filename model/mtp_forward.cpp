@@ -1,4 +1,4 @@
-// The multi-token-prediction layer's forward (LlamaModel::forward_mtp), as ik_llama.cpp's
+// The multi-token-prediction layer's forward (Model::forward_mtp), as ik_llama.cpp's
 // build_qwen35_mtp / build_qwen35moe_mtp compute it: for a row of token t at position p
 // with h the hidden row (after the final norm) at p - 1,
 //   x = eh_proj [rms(emb(t)) enorm ; rms(h) hnorm]
@@ -12,11 +12,11 @@
 
 #include "core/error.h"
 #include "core/printable.h"
-#include "model/llama_model.h"
+#include "model/model.h"
 
 namespace flashspec {
 
-uint64_t LlamaModel::place_mtp() {
+uint64_t Model::place_mtp() {
   if (!weights_.has_mtp())
     throw Error(printable(file_.path()) + ": the file has no MTP layer (nextn_predict_layers)");
   if (mtp_) return 0;
@@ -24,7 +24,7 @@ uint64_t LlamaModel::place_mtp() {
   return mtp_->bytes();
 }
 
-SequenceCache LlamaModel::make_mtp_cache(int64_t capacity) const {
+SequenceCache Model::make_mtp_cache(int64_t capacity) const {
   // One attention layer's rows, found at the MTP layer's index (the blocks look them up
   // by layer).
   std::vector<int32_t> slots(size_t(config_.n_layers + 1), -1);
@@ -32,9 +32,9 @@ SequenceCache LlamaModel::make_mtp_cache(int64_t capacity) const {
   return SequenceCache(KvCache(backend_, 1, config_.kv_dim(), capacity, key_type_, value_type_), std::move(slots));
 }
 
-void LlamaModel::forward_mtp(const MtpBatch& b, SequenceCache& cache, LogitRows rows, std::vector<float>& logits,
+void Model::forward_mtp(const MtpBatch& b, SequenceCache& cache, LogitRows rows, std::vector<float>& logits,
                              std::vector<float>& out) {
-  const LlamaConfig& c = config_;
+  const ModelConfig& c = config_;
   if (!mtp_) throw Error("internal: an MTP forward before place_mtp()");
   const int64_t T = int64_t(b.tokens.size());
   if (T == 0 || int64_t(b.positions.size()) != T || int64_t(b.hidden.size()) != T * c.dim)
@@ -59,8 +59,8 @@ void LlamaModel::forward_mtp(const MtpBatch& b, SequenceCache& cache, LogitRows 
   }
 }
 
-void LlamaModel::mtp_input(const MtpBatch& b, const int32_t* tokens, const Activations& a) {
-  const LlamaConfig& c = config_;
+void Model::mtp_input(const MtpBatch& b, const int32_t* tokens, const Activations& a) {
+  const ModelConfig& c = config_;
   Backend& be = backend_;
   const LayerWeights& w = mtp_->layer();
   const int64_t T = int64_t(b.tokens.size());
@@ -84,8 +84,8 @@ void LlamaModel::mtp_input(const MtpBatch& b, const int32_t* tokens, const Activ
   be.matmul(w[LayerMatrix::EhProj], joined, T, a.x);
 }
 
-void LlamaModel::mtp_pass(const MtpBatch& b, SequenceCache& cache, int64_t first, float* logits, float* out) {
-  const LlamaConfig& c = config_;
+void Model::mtp_pass(const MtpBatch& b, SequenceCache& cache, int64_t first, float* logits, float* out) {
+  const ModelConfig& c = config_;
   Backend& be = backend_;
   const LayerWeights& w = mtp_->layer();
   const int64_t T = int64_t(b.tokens.size()), l = c.n_layers;

@@ -37,7 +37,7 @@ class PlacedMtp {
 };
 
 // The MTP layer as a layer source of one layer, for the blocks that take their expert
-// slices from a source (LlamaModel::experts_ffn_block): whole, resident.
+// slices from a source (Model::experts_ffn_block): whole, resident.
 class HeldLayer final : public LayerSource {
  public:
   explicit HeldLayer(const LayerWeights& w) : w_(w) {}

@@ -7,7 +7,7 @@
 
 namespace flashspec {
 
-RecurrentState::RecurrentState(const LlamaConfig& c) : shape_(c.delta) {
+RecurrentState::RecurrentState(const ModelConfig& c) : shape_(c.delta) {
   const size_t n = size_t(state_floats(shape_));
   for (int64_t l = 0; l < c.n_layers; ++l) {
     if (!c.recurrent(l)) continue;

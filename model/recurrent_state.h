@@ -18,7 +18,7 @@
 #include <span>
 #include <vector>
 
-#include "core/llama_config.h"
+#include "core/model_config.h"
 #include "kernels/delta_net.h"
 #include "model/sequence_state.h"
 
@@ -26,7 +26,7 @@ namespace flashspec {
 
 class RecurrentState final : public SequenceState {
  public:
-  explicit RecurrentState(const LlamaConfig& c);
+  explicit RecurrentState(const ModelConfig& c);
 
   // Full states a sequence holds per layer: committed, the one before the last commit
   // (truncate), and the end of the last causal run (anchor).

@@ -6,7 +6,7 @@
 // - reuse: of a token's k experts, the fraction the token before it (same sequence) also
 //   used; an expert cache and a chain of drafted tokens live on it.
 // - guess: of a row's k experts, the fraction the guess from the layer before finds
-//   (LlamaModel::guess_experts: this layer's router over the layer before's FFN input,
+//   (Model::guess_experts: this layer's router over the layer before's FFN input,
 //   top-k per row), which is what the read-ahead of streamed experts fetches.
 // - entropy of the layer's expert-use counts over log(experts) (1: all used alike), the
 //   busiest expert's share of the routed slots, and the experts never routed to: an

@@ -1,4 +1,8 @@
 #pragma once
+// offload/ holds streaming weights from storage: I/O options, the io_uring O_DIRECT
+// reader and its bandwidth throttle, the ring of layer slots (weight_stream.h), the layer
+// plan, and the expert read plan and cache of a mixture of experts.
+//
 // RAII page-aligned memory for O_DIRECT reads and for weights copied out of a file
 // mapping: an anonymous private mapping, so its address is page-aligned, it never comes
 // from the heap allocator, and its pages go back to the OS (and out of RSS) when the
@@ -6,10 +10,9 @@
 //
 // Buffers of 2 MiB or more are aligned to 2 MiB and advised as huge pages: a decode step
 // reads every byte of multi-GB weights once, and with 4 KiB pages that is a TLB miss (and,
-// under a shadow-paging hypervisor, a far costlier one) every 4 KiB. Measured on this
-// project's 2-core VM, one 8B-shape decode pass over all Q4_0 matrices: 14-29 GB/s from the
-// file mapping, 28-40 GB/s from a huge-page copy. Where the kernel gives no huge pages
-// the advice is a no-op.
+// under a shadow-paging hypervisor, a far costlier one) every 4 KiB: a decode pass reads
+// a huge-page copy markedly faster than the file mapping (README, "Resident weights on
+// the CPU"). Where the kernel gives no huge pages the advice is a no-op.
 #include <sys/mman.h>
 
 #include <cerrno>

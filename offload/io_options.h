@@ -7,12 +7,13 @@
 namespace flashspec {
 
 struct IoOptions {
-  // io_uring requests in flight, and their size: 32 MB queued, ~7 ms of a 4.5 GB/s device,
-  // in few requests. On 2 cores the reader thread waits for a core while both compute, and
-  // every completion it handles interrupts a compute thread that the other then waits for
-  // at the next barrier. 8 x 1 MB let the queue run dry (a 4.5 GB/s cap delivered 3.8);
-  // 32 x 1 MB kept it full but slowed a 17-row 8B verification from 450 to ~600 ms of
-  // compute; 4 x 8 MB: ~500 ms, and the pass took the storage's time (710 ms of 709).
+  // io_uring requests in flight, and their size: 32 MB queued, several milliseconds of a
+  // fast NVMe device, in few requests. On 2 cores the reader thread waits for a core while
+  // both compute, and every completion it handles interrupts a compute thread that the
+  // other then waits for at the next barrier. 8 x 1 MB let the queue run dry (the reads
+  // fell short of a bandwidth cap); 32 x 1 MB kept it full but slowed the compute of a
+  // verification pass; 4 x 8 MB slowed it far less, and the pass took the storage's time
+  // (the README has the figures, at --io-depth).
   int depth = 4;
   uint64_t request_bytes = uint64_t(8) << 20;  // bytes per request (rounded up to 4 KiB)
   double bandwidth = 0;                        // bytes/s cap of the reads (token bucket), 0: none

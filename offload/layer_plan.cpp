@@ -101,7 +101,7 @@ LayerPlan plan_layers(const std::vector<std::vector<TensorExtent>>& layers, cons
   if (o.align == 0 || (o.align & (o.align - 1)) != 0)
     throw Error("stream plan: alignment must be a power of two");
   LayerPlan p;
-  p.ram_budget = o.ram_budget;
+  p.layer_memory = o.layer_memory;
   uint64_t total = 0;
   bool has_experts = false;
   for (const auto& l : layers) {
@@ -113,7 +113,7 @@ LayerPlan plan_layers(const std::vector<std::vector<TensorExtent>>& layers, cons
       has_experts |= t.experts > 1;
     }
   }
-  if (has_experts && o.expert_granular && total > o.ram_budget) {
+  if (has_experts && o.expert_granular && total > o.layer_memory) {
     // Re-plan the layers without their expert tensors: those stream expert by expert.
     p.experts = expert_layout(layers, o);
     p.layers.clear();
@@ -129,17 +129,17 @@ LayerPlan plan_layers(const std::vector<std::vector<TensorExtent>>& layers, cons
   const uint64_t staging = p.experts ? p.experts->staging_bytes() : 0;
   const int n = int(p.layers.size());
   uint64_t left = 0;  // budget left after the layers: the expert cache's
-  if (total + staging <= o.ram_budget) {
+  if (total + staging <= o.layer_memory) {
     // Every layer (every dense part) fits: no ring, nothing but experts streamed after
     // the first read.
     for (LayerExtent& e : p.layers) e.resident = true;
-    left = o.ram_budget - total - staging;
+    left = o.layer_memory - total - staging;
   } else {
     auto place = [&](int slots) {
       for (LayerExtent& e : p.layers) e.resident = false;
       p.ring_slots = slots;
       p.ring_bytes = uint64_t(slots) * p.slot_bytes;
-      left = o.ram_budget > p.ring_bytes + staging ? o.ram_budget - p.ring_bytes - staging : 0;
+      left = o.layer_memory > p.ring_bytes + staging ? o.layer_memory - p.ring_bytes - staging : 0;
       left -= mark_resident(p.layers, left);
     };
     place(2);
@@ -148,7 +148,7 @@ LayerPlan plan_layers(const std::vector<std::vector<TensorExtent>>& layers, cons
     // this adds at most 1/kLongStream to the reads.
     constexpr int kLongStream = 12;
     const auto streamed = std::count_if(p.layers.begin(), p.layers.end(), [](const LayerExtent& e) { return !e.resident; });
-    if (o.ring_slots > 2 && streamed >= kLongStream && o.ram_budget >= uint64_t(o.ring_slots) * p.slot_bytes + staging)
+    if (o.ring_slots > 2 && streamed >= kLongStream && o.layer_memory >= uint64_t(o.ring_slots) * p.slot_bytes + staging)
       place(o.ring_slots);
   }
   if (p.experts && p.experts->n_layers > 0 && p.experts->slot_bytes > 0)
@@ -166,16 +166,6 @@ LayerPlan plan_layers(const std::vector<std::vector<TensorExtent>>& layers, cons
     }
   }
   return p;
-}
-
-std::string format_bytes(uint64_t bytes) {
-  char buf[64];
-  const double b = double(bytes);
-  if (b >= 1e9) std::snprintf(buf, sizeof buf, "%.2f GB", b / 1e9);
-  else if (b >= 1e6) std::snprintf(buf, sizeof buf, "%.1f MB", b / 1e6);
-  else if (b >= 1e3) std::snprintf(buf, sizeof buf, "%.1f KB", b / 1e3);
-  else std::snprintf(buf, sizeof buf, "%llu B", (unsigned long long)bytes);
-  return buf;
 }
 
 }  // namespace flashspec

@@ -7,8 +7,7 @@
 // layer, but it holds only ring_slots layers, so a block of resident layers computed
 // together (or the draft's work between passes) leaves the storage idle once the ring is
 // full. Spread out, each resident layer's compute hides under the reads of the streamed
-// layers around it (8B shape, 6 of 32 resident, 1B-shape draft, --tree 8: a pass took
-// 741 ms with the first 6 resident, 689 ms with them spread).
+// layers around it.
 //
 // A layer is a handful of tensors (its matrices). Normally they sit back to back in the
 // file, and the layer is read as one covering range [floor4k(first byte), ceil4k(end)):
@@ -46,7 +45,9 @@ struct LayerExtent {
 };
 
 struct PlanOptions {
-  uint64_t ram_budget = 0;                 // bytes for resident layers plus the ring
+  // What the layers may take: resident layers, the ring and expert slots (the memory
+  // plan gives the stream what the RAM budget leaves after its other claims).
+  uint64_t layer_memory = 0;
   // Layer slots of the read ring, >= 2 (one computed, one being read). More let the
   // reader run further ahead; they are taken only where the budget holds them and at
   // least 12 layers stream with two (layer_plan.cpp), else two.
@@ -68,13 +69,13 @@ struct LayerPlan {
   uint64_t ring_bytes = 0;       // ring_slots * slot_bytes
   uint64_t resident_bytes = 0;   // read_bytes of the resident layers
   uint64_t streamed_bytes = 0;   // read_bytes of the streamed layers: bytes read per pass
-  uint64_t ram_budget = 0;
+  uint64_t layer_memory = 0;     // PlanOptions::layer_memory
   uint64_t required_file_size = 0;  // end of the last tensor byte
   // Expert tensors read expert by expert (absent: every tensor is read with its layer).
   std::optional<ExpertPlan> experts;
   // The ring (and the expert staging slots) alone exceed the budget: the minimum is a
   // fixed overhead on top of it.
-  bool ring_over_budget() const { return fixed_bytes() > ram_budget; }
+  bool ring_over_budget() const { return fixed_bytes() > layer_memory; }
   uint64_t fixed_bytes() const { return ring_bytes + (experts ? experts->staging_bytes() : 0); }
   // Layer memory the plan uses: resident layers, the ring, expert slots.
   uint64_t memory_bytes() const { return resident_bytes + ring_bytes + (experts ? experts->memory_bytes() : 0); }
@@ -84,8 +85,5 @@ struct LayerPlan {
 // Error when options are invalid (ring_slots < 2, alignment not a power of two) or the
 // layers' expert tensors disagree (expert count, slice bytes).
 LayerPlan plan_layers(const std::vector<std::vector<TensorExtent>>& layers, const PlanOptions& o);
-
-// Human size for plans and stats: "12.6 MB".
-std::string format_bytes(uint64_t bytes);
 
 }  // namespace flashspec

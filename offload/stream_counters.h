@@ -3,6 +3,8 @@
 // snapshots to attribute I/O to one generation.
 #include <cstdint>
 
+#include "core/stats.h"
+
 namespace flashspec {
 
 struct StreamCounters {
@@ -35,5 +37,17 @@ struct StreamCounters {
     return d;
   }
 };
+
+// A generation's share `d` of the stream's work as its stats' I/O figures: bytes read, the
+// time reads were busy and waited for, the expert cache's counts.
+inline void set_stream_stats(GenerationStats& s, const StreamCounters& d) {
+  s.bytes_read = int64_t(d.bytes_read);
+  s.read_busy_ms = d.read_busy_ms;
+  s.io_wait_ms = d.io_wait_ms;
+  s.expert_hits = d.expert_hits;
+  s.expert_reads = d.expert_reads;
+  s.expert_guesses = d.expert_guesses;
+  s.expert_guess_hits = d.expert_guess_hits;
+}
 
 }  // namespace flashspec

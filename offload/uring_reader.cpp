@@ -76,7 +76,7 @@ UringReader::UringReader(const std::string& path, ReaderOptions o)
   // Burst: what the emulated device holds queued (every request in flight), kept within
   // 2-8 ms of transfer. A bucket smaller than the queue made the cap stricter than a real
   // disk of that rate: when the reader thread waited a few ms for a busy core, the tokens
-  // it missed were lost (a 4.5 GB/s cap delivered 3.8 GB/s at the 8B shape). The 8 ms
+  // it missed were lost (the reads fell short of the cap). The 8 ms
   // bound keeps a slow cap slow: at 6 MB/s a 32 MB queue would bank 5 s of reads. An idle
   // device banks at most this, which a real one with that queue would hold as well.
   if (opt_.bandwidth > 0)

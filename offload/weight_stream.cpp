@@ -10,16 +10,6 @@ namespace {
 constexpr auto kStepWait = std::chrono::milliseconds(20);  // bounds how long a stop waits
 }
 
-LayerPlan WeightStream::plan_for(const std::vector<std::vector<TensorExtent>>& layers, const StreamOptions& o) {
-  PlanOptions po;
-  po.ram_budget = o.ram_budget;
-  po.ring_slots = o.ring_slots;
-  po.align = UringReader::kAlign;
-  po.expert_granular = o.expert_granular;
-  po.experts_used = o.experts_used;
-  return plan_layers(layers, po);
-}
-
 WeightStream::WeightStream(const std::string& path, const std::vector<std::vector<TensorExtent>>& layers,
                            LayerPlan plan, const StreamOptions& o)
     : path_(path), plan_(std::move(plan)), opt_(o) {

@@ -45,29 +45,21 @@
 
 namespace flashspec {
 
-// The reader's options (how to read: depth, request size, bandwidth cap, O_DIRECT, test
-// hooks) and what the stream adds.
+// What the stream needs at run time: how to read (the reader's options: depth, request
+// size, bandwidth cap, O_DIRECT, test hooks) and the file it was planned for. What it
+// reads, and into how much memory, is the LayerPlan's (made by target/memory_plan.h for a
+// model, or plan_layers for bare extents).
 struct StreamOptions : ReaderOptions {
-  uint64_t ram_budget = 0;          // resident layers + ring (+ expert slots), bytes
-  int ring_slots = 2;               // wanted, >= 2 (PlanOptions::ring_slots)
   uint64_t expected_file_size = 0;  // size when the model was opened (0: unchecked)
-  bool expert_granular = true;      // read expert tensors expert by expert (PlanOptions)
-  int64_t experts_used = 0;         // experts a token routes to (PlanOptions)
 };
 
 class WeightStream {
  public:
   // `layers`: per layer, the tensors to stream (expert tensors marked by their expert
-  // count). Reads the resident layers before returning; Error on any I/O problem.
-  WeightStream(const std::string& path, const std::vector<std::vector<TensorExtent>>& layers,
-               const StreamOptions& o)
-      : WeightStream(path, layers, plan_for(layers, o), o) {}
-  // A stream of `layers` that follows a plan made for them already (plan_for: the
-  // target's placement plan).
+  // count), read as `plan` (plan_layers of them) says. Reads the resident layers before
+  // returning; Error on any I/O problem.
   WeightStream(const std::string& path, const std::vector<std::vector<TensorExtent>>& layers, LayerPlan plan,
                const StreamOptions& o);
-  // The plan for these layers and options (what `inspect` shows).
-  static LayerPlan plan_for(const std::vector<std::vector<TensorExtent>>& layers, const StreamOptions& o);
   ~WeightStream();  // stops the I/O thread (mid-pass too), waits for reads in flight
   WeightStream(const WeightStream&) = delete;
   WeightStream& operator=(const WeightStream&) = delete;

@@ -6,15 +6,15 @@
 #include <utility>
 
 #include "core/gguf.h"
-#include "model/llama_model.h"
+#include "model/model.h"
 #include "offload/mapping_copy.h"
 
 namespace flashspec {
 
 LoadedLayers::LoadedLayers(const ModelWeights& w, const Backend* backend) {
   // One buffer for every layer: a small model's layers are a few huge pages instead of
-  // thousands of 4 KiB pages, each a page fault (tens of microseconds under this VM's
-  // hypervisor: per-layer buffers made a 128-token run of a 10 MB model 20 ms slower).
+  // thousands of 4 KiB pages, each a page fault (costly under a hypervisor: per-layer
+  // buffers made a short run of a small model measurably slower).
   constexpr uint64_t kAlign = 64;  // each matrix on a cache line of its own
   std::vector<uint64_t> offsets;
   for (int64_t l = 0; l < w.n_layers(); ++l)
@@ -47,7 +47,7 @@ LoadedLayers::LoadedLayers(const ModelWeights& w, const Backend* backend) {
   }
 }
 
-uint64_t load_into_memory(LlamaModel& m) {
+uint64_t load_into_memory(Model& m) {
   if (!m.file().mapped()) return 0;
   const uint64_t head = m.load_head_into_memory();
   auto loaded = std::make_unique<LoadedLayers>(m.weights(), &m.backend());

@@ -1,11 +1,15 @@
 #pragma once
+// target/ decides where the target's layers live and how they arrive: the memory plan
+// and the options it is made from, and the layer sources that follow it, layers loaded
+// into memory (this file), staged into VRAM (staged_layers.h) or streamed from storage
+// (streamed_layers.h).
+//
 // A model's layers copied out of the file mapping into the process's own memory, once at
-// load, for a host-memory backend: decode reads every weight byte per token, and on this
-// project's VM it reads a huge-page copy at 28-40 GB/s against 14-29 GB/s through the
-// mapping's 4 KiB page-cache pages (see offload/aligned_buffer.h). The cost is a copy at
-// start-up and memory the kernel cannot drop and re-read under pressure, so the engine
-// copies only what fits in the memory available (target/placement.cpp); --mmap keeps the
-// mapping.
+// load, for a host-memory backend: decode reads every weight byte per token, and it
+// reads a huge-page copy markedly faster than the mapping's 4 KiB page-cache pages (see
+// offload/aligned_buffer.h). The cost is a copy at start-up and memory the kernel cannot
+// drop and re-read under pressure, so the engine copies only what fits in the memory
+// available (target/memory_plan.h); --mmap keeps the mapping.
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -17,7 +21,7 @@
 
 namespace flashspec {
 
-class LlamaModel;
+class Model;
 
 class LoadedLayers final : public LayerSource {
  public:
@@ -38,6 +42,6 @@ class LoadedLayers final : public LayerSource {
 // Copies the layers and the output head of `m` (a host-memory backend's model) out of
 // its file mapping into memory and makes them its layer source; returns the bytes
 // copied (0 for a model not read through a mapping).
-uint64_t load_into_memory(LlamaModel& m);
+uint64_t load_into_memory(Model& m);
 
 }  // namespace flashspec

@@ -4,7 +4,7 @@
 
 #include "core/error.h"
 #include "core/gguf.h"
-#include "model/llama_model.h"
+#include "model/model.h"
 #include "model/placed_weights.h"
 
 namespace flashspec {
@@ -132,7 +132,7 @@ void StagedLayers::release(int64_t layer) {
   release_host(host_held_.size());  // whatever has landed, without waiting
 }
 
-void keep_layers_in_backend(LlamaModel& m) {
+void keep_layers_in_backend(Model& m) {
   m.set_layer_source(std::make_unique<StagedLayers>(m.weights(), m.placed().vectors, m.backend(), nullptr,
                                                     m.config().n_layers));
 }

@@ -29,7 +29,7 @@
 
 namespace flashspec {
 
-class LlamaModel;
+class Model;
 
 class StagedLayers final : public LayerSource {
  public:
@@ -95,6 +95,6 @@ class StagedLayers final : public LayerSource {
 
 // Every layer of `m` (a model on a backend with memory of its own) resident in that
 // memory, copied there at its first forward: a GPU draft, or a target that fits.
-void keep_layers_in_backend(LlamaModel& m);
+void keep_layers_in_backend(Model& m);
 
 }  // namespace flashspec

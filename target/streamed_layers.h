@@ -9,7 +9,6 @@
 
 #include "core/error.h"
 #include "core/gguf.h"
-#include "target/placement_options.h"
 #include "offload/weight_stream.h"
 #include "model/layer_source.h"
 #include "model/model_weights.h"
@@ -42,29 +41,15 @@ inline uint64_t fixed_tensor_bytes(const GgufFile& f, const ModelWeights& w) {
   return total - w.mtp_bytes();
 }
 
-// The weight stream's options for a placement; `file_size` (0: unchecked) is the size the
-// model had when it was opened, so a file that changes under the stream is caught. A
-// mixture-of-experts model's experts stream expert by expert, `experts_used` per token,
-// unless `gpu`: a GPU's staging copies whole layers.
-inline StreamOptions stream_options(const PlacementOptions& p, uint64_t file_size, int64_t experts_used = 0,
-                                    bool gpu = false) {
-  StreamOptions o;
-  static_cast<IoOptions&>(o) = p.io;
-  o.ram_budget = p.ram_budget;
-  o.ring_slots = p.ring_slots;
-  o.expected_file_size = file_size;
-  o.experts_used = experts_used;
-  o.expert_granular = !gpu;
-  return o;
-}
-
 // Streams layers first_layer.. (the ones before it are resident elsewhere, e.g. in VRAM:
 // they are neither read nor asked for).
 class StreamedLayers final : public LayerSource {
  public:
-  StreamedLayers(const GgufFile& f, const ModelWeights& w, StreamOptions o, int64_t first_layer = 0)
-      : StreamedLayers(f, w, WeightStream::plan_for(tail(layer_extents(w), first_layer), o), o, first_layer) {}
-  // Following the placement's plan for layers first_layer.. (PlacementPlan::stream):
+  // Planned here from `po` alone (tests and tools that stream a model bare).
+  StreamedLayers(const GgufFile& f, const ModelWeights& w, const PlanOptions& po, StreamOptions o = {},
+                 int64_t first_layer = 0)
+      : StreamedLayers(f, w, plan_layers(tail(layer_extents(w), first_layer), po), std::move(o), first_layer) {}
+  // Following the memory plan's stream for layers first_layer.. (MemoryPlan::stream):
   // the stream reads what the plan says, computed once.
   StreamedLayers(const GgufFile& f, const ModelWeights& w, LayerPlan plan, StreamOptions o, int64_t first_layer)
       : w_(w),

@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/chat_template.h"
+#include "chat/chat_template.h"
 
 namespace flashspec::testing {
 

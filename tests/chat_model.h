@@ -4,10 +4,10 @@
 #include <optional>
 #include <string>
 
-#include "core/chat_template.h"
+#include "chat/chat_template.h"
 #include "core/gguf.h"
-#include "core/tokenizer.h"
 #include "jinja/chat_renderer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace flashspec::testing {
 

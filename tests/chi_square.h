@@ -89,7 +89,7 @@ inline std::function<GenerateOptions(uint64_t)> seeded_runs(int32_t top_k, Logit
 }
 
 // The target alone's side: the triples of its runs (seeds apart from the speculative ones').
-inline std::map<Triple, int> target_triples(LlamaModel& target, std::span<const int32_t> prompt,
+inline std::map<Triple, int> target_triples(Model& target, std::span<const int32_t> prompt,
                                             const std::function<GenerateOptions(uint64_t)>& seeded) {
   return sample_triples([&](uint64_t s) { return generate_target_only(target, prompt, seeded(s + 1000000)); },
                         kSamplingRuns, kTripleFirst);

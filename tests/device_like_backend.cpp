@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/ggml_type.h"
+#include "kernels/host_fallback.h"
 #include "kernels/immediate_copy_queue.h"
 
 namespace flashspec::testing {
@@ -252,6 +253,10 @@ class AsyncCopyQueue final : public CopyQueue {
 };
 
 }  // namespace
+
+std::span<const HostFallbackOp> DeviceLikeBackend::host_fallback_ops() const {
+  return kHostFallbacksOf<DeviceLikeBackend>;
+}
 
 DeviceLikeBackend::DeviceLikeBackend(const DeviceLikeOptions& o) : opt_(o), cpu_(o.threads), op_rng_(o.seed) {
   if (opt_.async) op_thread_ = std::thread([this] { op_loop(); });

@@ -51,6 +51,9 @@ class DeviceLikeBackend final : public Backend {
   DeviceLikeBackend& operator=(const DeviceLikeBackend&) = delete;
 
   std::string name() const override { return opt_.async ? "device-like cpu (async)" : "device-like cpu"; }
+  // Every op with a host default: like a GPU backend without those kernels, it runs them
+  // through downloads and uploads.
+  std::span<const HostFallbackOp> host_fallback_ops() const override;
   bool host_memory() const override { return false; }
   void* alloc(size_t bytes) override;
   // Waits for the queued ops first, as cudaFree waits for the device.

@@ -3,17 +3,17 @@
 // backend (the draft's of one thread, as in the CLI: pre-growing runs it on its own thread).
 #include <string>
 
-#include "core/tokenizer.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "model/llama_model.h"
+#include "model/model.h"
 #include "tests/fixtures.h"
+#include "tokenizer/tokenizer.h"
 
 namespace flashspec::testing {
 
 struct DraftPair {
   CpuBackend backend;
   CpuBackend draft_backend{1};
-  LlamaModel target, draft;
+  Model target, draft;
   Tokenizer tok;
   explicit DraftPair(const std::string& target_name = "stories260K", int target_threads = 2)
       : backend(target_threads),

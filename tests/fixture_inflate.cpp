@@ -80,7 +80,7 @@
 #include "core/gguf.h"
 #include "core/gguf_encode.h"
 #include "core/half.h"
-#include "core/llama_config.h"
+#include "core/model_config.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/quantize_fast.h"
 #include "tests/fixture_metadata.h"
@@ -104,7 +104,7 @@ struct Widths {
   int64_t v_per_k() const { return v_heads / k_heads; }
 };
 
-Widths source_widths(const LlamaConfig& c) {
+Widths source_widths(const ModelConfig& c) {
   Widths w;
   w.dim = c.dim;
   w.layers = c.n_layers;
@@ -186,7 +186,7 @@ bool pair_turns(const std::array<int64_t, 4>& s, int64_t i) {
 // The target's rope.dimension_sections: ones under which each source pair's target pair
 // turns as it does. First the split real Qwen3.5 files use ([11, 11, 10, 0] for 32 pairs:
 // every pair turns), then the source's scaled, which would leave some target pairs still.
-std::array<int64_t, 4> target_sections(const std::string& what, const LlamaConfig& c, const Widths& b) {
+std::array<int64_t, 4> target_sections(const std::string& what, const ModelConfig& c, const Widths& b) {
   std::array<int64_t, 4> src{};
   for (size_t i = 0; i < 4; ++i) src[i] = c.rope_sections[i];
   const int64_t pairs = b.n_rot / 2, k = b.n_rot / c.n_rot;
@@ -297,7 +297,7 @@ void delta_maps(const Widths& a, const Widths& b, Maps& m) {
   for (int64_t c = 0; c < St; ++c) m.state.at[size_t(c)] = c % S;
 }
 
-Maps make_maps(const LlamaConfig& c, const Widths& a, const Widths& b) {
+Maps make_maps(const ModelConfig& c, const Widths& a, const Widths& b) {
   Maps m;
   m.r = b.dim / a.dim;
   m.residual = {a.dim, std::vector<int64_t>(size_t(b.dim))};
@@ -720,7 +720,7 @@ std::vector<Job> plan_jobs(const GgufFile& f, const Widths& a, const Maps& m, co
 }
 
 // Which source layers are Gated DeltaNet (they have attn_qkv), checked against the interval.
-std::vector<bool> source_kinds(const GgufFile& f, const LlamaConfig& c) {
+std::vector<bool> source_kinds(const GgufFile& f, const ModelConfig& c) {
   std::vector<bool> recurrent;
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const bool r = f.find_tensor("blk." + std::to_string(l) + ".attn_qkv.weight") != nullptr;
@@ -738,7 +738,7 @@ uint32_t file_type_of(GgmlType t) { return t == GgmlType::Q4_0 ? 2 : t == GgmlTy
 
 // The source's keys in its order, the widths replaced, and the RMS norms' eps divided by
 // S'/S (see the file's comment); tokenizer keys unchanged.
-Metadata inflated_metadata(const GgufFile& f, const LlamaConfig& c, const Widths& b,
+Metadata inflated_metadata(const GgufFile& f, const ModelConfig& c, const Widths& b,
                            const std::array<int64_t, 4>& sections, const std::string& name, GgmlType type) {
   const std::string A = c.arch + ".";
   const float eps = float(double(c.rms_eps) * double(c.delta.state) / double(b.state));
@@ -808,7 +808,7 @@ void inflate_model(const std::string& src_path, const Shape& target, const std::
     throw Error(what + ": general.architecture is '" + (arch ? *arch : std::string()) +
                 "', not qwen35 or qwen35moe");
   if (*arch != target.arch) throw Error(what + ": the shape is " + target.arch + "'s, the source " + *arch + "'s");
-  const LlamaConfig c = LlamaConfig::from_gguf(f);
+  const ModelConfig c = ModelConfig::from_gguf(f);
   const Widths a = source_widths(c), b = target_widths(target, a);
   check_widenable(what, a, b);
   const std::array<int64_t, 4> sections = target_sections(what, c, b);

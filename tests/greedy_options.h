@@ -23,19 +23,19 @@ inline GenerateOptions greedy(int64_t n, int64_t logits_positions = 0) {
   return o;
 }
 
-inline GenerationResult generate_in_new_session(LlamaModel& target, LlamaModel* draft,
+inline GenerationResult generate_in_new_session(Model& target, Model* draft,
                                                 const std::optional<SpeculationParams>& policy,
                                                 std::span<const int32_t> prompt, const GenerateOptions& opt) {
   Session s(target, draft, policy, int64_t(prompt.size()) + opt.n_predict + Session::scratch_rows(policy));
   return s.generate(prompt, opt);
 }
 
-inline GenerationResult generate_target_only(LlamaModel& target, std::span<const int32_t> prompt,
+inline GenerationResult generate_target_only(Model& target, std::span<const int32_t> prompt,
                                              const GenerateOptions& opt) {
   return generate_in_new_session(target, nullptr, std::nullopt, prompt, opt);
 }
 
-inline GenerationResult generate_speculative(LlamaModel& target, LlamaModel& draft, std::span<const int32_t> prompt,
+inline GenerationResult generate_speculative(Model& target, Model& draft, std::span<const int32_t> prompt,
                                              const GenerateOptions& opt, const SpeculationParams& policy) {
   return generate_in_new_session(target, &draft, policy, prompt, opt);
 }

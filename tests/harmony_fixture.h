@@ -6,13 +6,13 @@
 #include <string_view>
 #include <vector>
 
-#include "core/chat_harmony.h"
-#include "core/chat_template.h"
+#include "chat/chat_harmony.h"
+#include "chat/chat_template.h"
+#include "chat/harmony_stream.h"
 #include "core/gguf.h"
-#include "core/harmony_stream.h"
-#include "core/tokenizer.h"
 #include "core/utf8.h"
 #include "tests/fixtures.h"
+#include "tokenizer/tokenizer.h"
 
 namespace flashspec::testing {
 

@@ -22,10 +22,10 @@
 #include <string>
 #include <vector>
 
-#include "core/tokenizer.h"
-#include "model/llama_model.h"
+#include "model/model.h"
 #include "tests/greedy_options.h"
 #include "tests/json_file.h"
+#include "tokenizer/tokenizer.h"
 
 namespace flashspec::testing {
 
@@ -84,7 +84,7 @@ inline double compare_top(std::span<const float> got, const nlohmann::json& top,
 // logits are within the tolerance (then the rest of that prompt is not compared): for
 // models where last-bit differences are amplified by design (gpt-oss's experts read
 // 8-bit-quantized activations, whose rounding turns an ulp into a step of 1/127).
-inline HybridDiff check_against_hybrid_reference(LlamaModel& model, const std::string& name,
+inline HybridDiff check_against_hybrid_reference(Model& model, const std::string& name,
                                                  const std::string& label, double tolerance,
                                                  bool near_ties = false) {
   const Tokenizer tok = Tokenizer::from_gguf(model.file());

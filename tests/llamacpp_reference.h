@@ -12,16 +12,16 @@
 #include <string>
 #include <vector>
 
-#include "core/tokenizer.h"
-#include "model/llama_model.h"
+#include "model/model.h"
 #include "tests/fixtures.h"
 #include "tests/greedy_options.h"
 #include "tests/json_file.h"
+#include "tokenizer/tokenizer.h"
 
 namespace flashspec::testing {
 
 // `label`: how the message names the run (the model, and what is particular about it).
-inline void check_against_llamacpp(LlamaModel& model, const std::string& name, const std::string& label,
+inline void check_against_llamacpp(Model& model, const std::string& name, const std::string& label,
                                    double tolerance) {
   const Tokenizer tok = Tokenizer::from_gguf(model.file());
   const nlohmann::json refs = read_json(reference_path(name));

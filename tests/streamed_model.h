@@ -6,14 +6,14 @@
 #include <cstdint>
 #include <memory>
 
-#include "model/llama_model.h"
+#include "model/model.h"
 #include "target/streamed_layers.h"
 
 namespace flashspec::testing {
 
-inline WeightStream& stream_from_storage(LlamaModel& model, uint64_t ram_budget, int64_t experts_used = 0) {
-  StreamOptions o;
-  o.ram_budget = ram_budget;
+inline WeightStream& stream_from_storage(Model& model, uint64_t ram_budget, int64_t experts_used = 0) {
+  PlanOptions o;
+  o.layer_memory = ram_budget;
   o.experts_used = experts_used;
   auto src = std::make_unique<StreamedLayers>(model.file(), model.weights(), o);
   WeightStream& ws = src->stream();

@@ -8,12 +8,12 @@
 #include <optional>
 
 #include "core/error.h"
-#include "core/tokenizer.h"
 #include "engine/batch_session.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "model/llama_model.h"
+#include "model/model.h"
 #include "tests/fixtures.h"
 #include "tests/greedy_options.h"
+#include "tokenizer/tokenizer.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;
@@ -23,7 +23,7 @@ namespace {
 struct Models {
   CpuBackend backend{2};
   CpuBackend draft_backend{1};
-  LlamaModel target, draft;
+  Model target, draft;
   Tokenizer tok;
   explicit Models(const std::string& target_name)
       : target(model_path(target_name), backend),
@@ -295,7 +295,7 @@ TEST_CASE("paged attention: a cache in scattered blocks of a pool gives the cont
   for (const char* name : {"stories260K", "tiny-qwen3"}) {
     CAPTURE(name);
     Models m(name);
-    const LlamaConfig& c = m.target.config();
+    const ModelConfig& c = m.target.config();
     const std::vector<int32_t> prompt = m.ids(kPrompts[1]);
     TokenTree t(prompt.back());
     const int32_t a = t.add(42, 0, -0.1);

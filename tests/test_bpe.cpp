@@ -14,13 +14,13 @@
 
 #include "core/error.h"
 #include "core/gguf.h"
-#include "core/tokenizer.h"
 #include "core/utf8.h"
 #include "tests/fixtures.h"
 #include "tests/gguf_writer.h"
 #include "tests/json_file.h"
 #include "tests/tokenizer_reference.h"
 #include "tests/vocab_image.h"
+#include "tokenizer/tokenizer.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;
@@ -32,25 +32,6 @@ const Tokenizer& tokenizer_of(const std::string& model) {
   auto it = cache.find(model);
   if (it == cache.end()) it = cache.emplace(model, Tokenizer::from_gguf(GgufFile::open(model_path(model)))).first;
   return it->second;
-}
-
-// Appends code point cp as UTF-8.
-void put_utf8(uint32_t cp, std::string& s) {
-  if (cp < 0x80) {
-    s += char(cp);
-  } else if (cp < 0x800) {
-    s += char(0xC0 | (cp >> 6));
-    s += char(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    s += char(0xE0 | (cp >> 12));
-    s += char(0x80 | ((cp >> 6) & 0x3F));
-    s += char(0x80 | (cp & 0x3F));
-  } else {
-    s += char(0xF0 | (cp >> 18));
-    s += char(0x80 | ((cp >> 12) & 0x3F));
-    s += char(0x80 | ((cp >> 6) & 0x3F));
-    s += char(0x80 | (cp & 0x3F));
-  }
 }
 
 // GPT-2's byte-to-unicode spelling of byte b (the tokens of a byte-level vocabulary).
@@ -65,7 +46,7 @@ std::string byte_char(int b) {
     return m;
   }();
   std::string s;
-  put_utf8(map[size_t(b)], s);
+  utf8_append(s, map[size_t(b)]);
   return s;
 }
 
@@ -167,7 +148,7 @@ TEST_CASE("bpe: decode(encode(s)) == s for random valid UTF-8, and bytes survive
       const auto [lo, hi] = ranges[pick_range(rng)];
       uint32_t cp = lo + uint32_t(rng() % (hi - lo + 1));
       if (cp >= 0xD800 && cp <= 0xDFFF) cp = 'x';
-      put_utf8(cp, s);
+      utf8_append(s, cp);
     }
     CAPTURE(s);
     CHECK(llama.decode(llama.encode(s, false)) == s);

@@ -14,13 +14,13 @@
 #include <chrono>
 #include <sstream>
 
-#include "core/chat_template.h"
+#include "chat/chat_template.h"
 #include "core/gguf.h"
-#include "core/tokenizer.h"
 #include "tests/cli_runner.h"
 #include "tests/fixtures.h"
 #include "tests/gguf_writer.h"
 #include "tests/json_file.h"
+#include "tokenizer/tokenizer.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;

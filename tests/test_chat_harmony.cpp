@@ -9,14 +9,15 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/chat_harmony.h"
-#include "core/chat_template.h"
+#include "chat/chat_harmony.h"
+#include "chat/chat_template.h"
+#include "chat/harmony_stream.h"
 #include "core/error.h"
-#include "core/harmony_stream.h"
-#include "core/tokenizer.h"
+#include "core/utf8.h"
 #include "tests/gguf_writer.h"
 #include "tests/json_file.h"
 #include "tests/vocab_image.h"
+#include "tokenizer/tokenizer.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;
@@ -33,12 +34,7 @@ std::string byte_char(int b) {
     cp = next;
   }
   std::string s;
-  if (cp < 0x80) {
-    s += char(cp);
-  } else {
-    s += char(0xC0 | (cp >> 6));
-    s += char(0x80 | (cp & 0x3F));
-  }
+  utf8_append(s, char32_t(cp));
   return s;
 }
 

@@ -11,16 +11,16 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/chat_template.h"
+#include "chat/chat_template.h"
 #include "core/error.h"
 #include "core/gguf.h"
-#include "core/tokenizer.h"
 #include "jinja/chat_renderer.h"
 #include "tests/chat_messages.h"
-#include "tests/cli_runner.h"
 #include "tests/chat_model.h"
+#include "tests/cli_runner.h"
 #include "tests/fixtures.h"
 #include "tests/json_file.h"
+#include "tokenizer/tokenizer.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;

@@ -10,23 +10,23 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/chat_template.h"
+#include "chat/chat_template.h"
 #include "core/error.h"
 #include "core/gguf.h"
-#include "core/tokenizer.h"
 #include "tests/fixtures.h"
 #include "tests/json_file.h"
+#include "tokenizer/tokenizer.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;
 
 namespace {
 
-struct Model {
+struct ChatModel {
   GgufFile file;
   Tokenizer tok;
-  explicit Model(const std::string& name) : Model(GgufFile::open(model_path(name))) {}
-  explicit Model(GgufFile f) : file(std::move(f)), tok(Tokenizer::from_gguf(file)) {}
+  explicit ChatModel(const std::string& name) : ChatModel(GgufFile::open(model_path(name))) {}
+  explicit ChatModel(GgufFile f) : file(std::move(f)), tok(Tokenizer::from_gguf(file)) {}
   ChatFormat format(std::optional<ChatStyle> forced = std::nullopt) const {
     std::string notice;
     return ChatFormat::for_model(tok, file.get_string("tokenizer.chat_template"), forced, notice);
@@ -56,7 +56,7 @@ TEST_CASE("chat render: roles") {
 }
 
 TEST_CASE("chat render: plain style is the chat transcript, one text fragment") {
-  const Model m("stories260K");
+  const ChatModel m("stories260K");
   const ChatFormat f = m.format();
   REQUIRE(f.style() == ChatStyle::Plain);
   CHECK(f.render(Msgs{user("Hi")}) == f.first_turn("Hi", ""));
@@ -69,7 +69,7 @@ TEST_CASE("chat render: plain style is the chat transcript, one text fragment") 
 }
 
 TEST_CASE("chat render: Llama 3 is its template's text, contents trimmed") {
-  const Model m("tiny-llama3");
+  const ChatModel m("tiny-llama3");
   const ChatFormat f = m.format();
   REQUIRE(f.style() == ChatStyle::Llama3);
   const std::string text =
@@ -91,7 +91,7 @@ TEST_CASE("chat render: Llama 3 is its template's text, contents trimmed") {
 }
 
 TEST_CASE("chat render: Qwen3 drops earlier reasoning, thinking off adds the empty think block") {
-  const Model m("tiny-qwen3");
+  const ChatModel m("tiny-qwen3");
   ChatFormat f = m.format();
   REQUIRE(f.style() == ChatStyle::ChatML);
   REQUIRE(f.reasons());
@@ -106,7 +106,7 @@ TEST_CASE("chat render: Qwen3 drops earlier reasoning, thinking off adds the emp
 }
 
 TEST_CASE("chat render: user text is never parsed for special tokens") {
-  const Model m("tiny-qwen3");
+  const ChatModel m("tiny-qwen3");
   const ChatFormat f = m.format();
   const int32_t im_start = m.tok.find_token("<|im_start|>");
   REQUIRE(im_start >= 0);
@@ -115,7 +115,7 @@ TEST_CASE("chat render: user text is never parsed for special tokens") {
 }
 
 TEST_CASE("chat render: llama-2 and zephyr shapes, llama-2 needs alternating roles") {
-  const Model m("stories260K");
+  const ChatModel m("stories260K");
   const ChatFormat l2 = m.format(ChatStyle::Llama2);
   const int32_t bos = m.tok.bos(), eos = m.tok.eos();
   CHECK(l2.render(Msgs{sys("S"), user("Hi")}) == l2.first_turn("Hi", "S"));
@@ -135,7 +135,7 @@ TEST_CASE("chat render: llama-2 and zephyr shapes, llama-2 needs alternating rol
 }
 
 TEST_CASE("chat render: Gemma 3 is its template's text, byte for byte, and refuses what the template refuses") {
-  const Model m(GgufFile::open(made_fixture_path("tiny-gemma3")));
+  const ChatModel m(GgufFile::open(made_fixture_path("tiny-gemma3")));
   const ChatFormat f = m.format();
   REQUIRE(f.style() == ChatStyle::Gemma);
   CHECK(parse_chat_style("gemma") == ChatStyle::Gemma);

@@ -8,12 +8,12 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "core/chat_template.h"
+#include "chat/chat_template.h"
 #include "core/error.h"
 #include "core/gguf.h"
-#include "core/tokenizer.h"
 #include "tests/chat_messages.h"
 #include "tests/fixtures.h"
+#include "tokenizer/tokenizer.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;

@@ -11,16 +11,16 @@
 #include <vector>
 
 #include "core/gguf.h"
-#include "core/tokenizer.h"
 #include "engine/session.h"
 #include "grammar/gbnf.h"
 #include "grammar/grammar_constraint.h"
 #include "grammar/token_trie.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "model/llama_model.h"
+#include "model/model.h"
 #include "tests/chi_square.h"
 #include "tests/fixtures.h"
 #include "tests/greedy_options.h"
+#include "tokenizer/tokenizer.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;
@@ -33,7 +33,7 @@ TEST_CASE("constrained sampling: speculation under a grammar keeps the constrain
   const std::vector<int32_t> ids = tok.encode("Once upon a time, there was a little", true);
 
   CpuBackend backend(1), draft_backend(1);
-  LlamaModel t(target_path, backend), d(draft_path, draft_backend);
+  Model t(target_path, backend), d(draft_path, draft_backend);
   const auto seeded = seeded_runs(20, &constraint);
   // The grammar holds: every token the target alone draws under it is lowercase or a space.
   for (int32_t id : generate_target_only(t, ids, seeded(7)).tokens) {

@@ -9,22 +9,22 @@
 #include <cmath>
 #include <memory>
 
-#include "core/tokenizer.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "target/streamed_layers.h"
-#include "model/llama_model.h"
+#include "model/model.h"
 #include "target/staged_layers.h"
-#include "tests/gpu_or_skip.h"
+#include "target/streamed_layers.h"
 #include "tests/fixtures.h"
-#include "tests/json_file.h"
+#include "tests/gpu_or_skip.h"
 #include "tests/greedy_options.h"
+#include "tests/json_file.h"
+#include "tokenizer/tokenizer.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;
 
 namespace {
 
-std::vector<std::vector<int32_t>> reference_prompts(const LlamaModel& m, const std::string& name) {
+std::vector<std::vector<int32_t>> reference_prompts(const Model& m, const std::string& name) {
   const Tokenizer tok = Tokenizer::from_gguf(m.file());
   std::vector<std::vector<int32_t>> out;
   for (const nlohmann::json& r : read_json(reference_path(name)))
@@ -71,7 +71,7 @@ TEST_CASE("cuda model: greedy tokens and logits agree with the CPU on the refere
                        Case{"stories260K-wide-q4_0", 32, 0.5}, Case{"stories260K-wide-q4_k_m", 32, 0.5}}) {
     CAPTURE(std::string(c.name));
     CpuBackend cpu(2);
-    LlamaModel ref(model_path(c.name), cpu), m(model_path(c.name), *gpu);
+    Model ref(model_path(c.name), cpu), m(model_path(c.name), *gpu);
     keep_layers_in_backend(m);
     for (const std::vector<int32_t>& prompt : reference_prompts(ref, c.name)) {
       const GenerationResult want = generate_target_only(ref, prompt, greedy(c.n, c.n));
@@ -99,7 +99,7 @@ TEST_CASE("cuda model: speculative greedy output equals target-only on the GPU")
   const std::unique_ptr<Backend> gpu = gpu_or_skip();
   if (!gpu) return;
   const std::unique_ptr<Backend> gpu_draft = gpu_or_skip();  // a second backend on the same GPU
-  LlamaModel target(model_path("stories260K"), *gpu), draft(model_path("salty279K"), *gpu_draft);
+  Model target(model_path("stories260K"), *gpu), draft(model_path("salty279K"), *gpu_draft);
   keep_layers_in_backend(target);
   keep_layers_in_backend(draft);
   for (const std::vector<int32_t>& prompt : reference_prompts(target, "stories260K")) {
@@ -125,7 +125,7 @@ TEST_CASE("cuda model: layers streamed from storage or the mapping through VRAM 
   const std::unique_ptr<Backend> gpu = gpu_or_skip();
   if (!gpu) return;
   const char* name = "stories260K-wide-q4_0";
-  LlamaModel m(model_path(name), *gpu);
+  Model m(model_path(name), *gpu);
   keep_layers_in_backend(m);
   const std::vector<int32_t> prompt = reference_prompts(m, name)[0];
   const GenerationResult want = generate_target_only(m, prompt, greedy(32, 4));
@@ -135,7 +135,7 @@ TEST_CASE("cuda model: layers streamed from storage or the mapping through VRAM 
       CAPTURE(stream);
       std::unique_ptr<LayerSource> host;
       if (stream)
-        host = std::make_unique<StreamedLayers>(m.file(), m.weights(), StreamOptions{}, in_vram);
+        host = std::make_unique<StreamedLayers>(m.file(), m.weights(), PlanOptions{}, StreamOptions{}, in_vram);
       else
         host = std::make_unique<ResidentLayers>(m.weights());
       // From the mapping the host may run ahead of the GPU by any number of layers.
@@ -161,7 +161,7 @@ TEST_CASE("cuda model: f32 and q8_0 KV caches agree with the CPU's") {
       CAPTURE(std::string(name));
       CAPTURE(std::string(kv_type_name(t)));
       CpuBackend cpu(2);
-      LlamaModel ref(model_path(name), cpu), m(model_path(name), *gpu);
+      Model ref(model_path(name), cpu), m(model_path(name), *gpu);
       keep_layers_in_backend(m);
       ref.set_kv_types(t, t);
       m.set_kv_types(t, t);

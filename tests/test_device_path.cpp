@@ -12,15 +12,15 @@
 #include <thread>
 #include <utility>
 
-#include "core/tokenizer.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "target/streamed_layers.h"
-#include "model/llama_model.h"
+#include "model/model.h"
 #include "target/staged_layers.h"
+#include "target/streamed_layers.h"
 #include "tests/device_like_backend.h"
 #include "tests/fixtures.h"
-#include "tests/json_file.h"
 #include "tests/greedy_options.h"
+#include "tests/json_file.h"
+#include "tokenizer/tokenizer.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;
@@ -38,7 +38,7 @@ struct CpuRun {
 };
 CpuRun cpu_run(const char* name, int64_t n, KvType k = KvType::F16, KvType v = KvType::F16) {
   CpuBackend cpu(2);
-  LlamaModel ref(model_path(name), cpu);
+  Model ref(model_path(name), cpu);
   ref.set_kv_types(k, v);
   const Tokenizer tok = Tokenizer::from_gguf(ref.file());
   CpuRun r{n, tok.encode(read_json(reference_path(name))[0].at("prompt").get<std::string>(), tok.add_bos()), {}};
@@ -47,7 +47,7 @@ CpuRun cpu_run(const char* name, int64_t n, KvType k = KvType::F16, KvType v = K
 }
 
 // m's run of the same prompt: the same tokens and logits as the CPU's.
-GenerationResult check_same_as(LlamaModel& m, const CpuRun& want) {
+GenerationResult check_same_as(Model& m, const CpuRun& want) {
   const GenerationResult got = generate_target_only(m, want.prompt, greedy(want.n, 4));
   CHECK(got.tokens == want.result.tokens);
   CHECK(bit_identical(got.logits, want.result.logits));
@@ -56,11 +56,11 @@ GenerationResult check_same_as(LlamaModel& m, const CpuRun& want) {
 
 // Where staged layers are copied from: the mapping, or a weight stream (a RAM tier after
 // the VRAM one, then its ring).
-std::unique_ptr<LayerSource> host_layers(const LlamaModel& m, bool stream, int64_t resident) {
+std::unique_ptr<LayerSource> host_layers(const Model& m, bool stream, int64_t resident) {
   if (!stream) return std::make_unique<ResidentLayers>(m.weights());
-  StreamOptions o;
-  o.ram_budget = 2 * MiB;
-  return std::make_unique<StreamedLayers>(m.file(), m.weights(), o, resident);
+  PlanOptions o;
+  o.layer_memory = 2 * MiB;
+  return std::make_unique<StreamedLayers>(m.file(), m.weights(), o, StreamOptions{}, resident);
 }
 
 }  // namespace
@@ -72,7 +72,7 @@ TEST_CASE("device path: every weight type, resident in backend memory, matches t
     const CpuRun want = cpu_run(name, 24);
     DeviceLikeBackend dev;
     {
-      LlamaModel m(model_path(name), dev);
+      Model m(model_path(name), dev);
       keep_layers_in_backend(m);
       check_same_as(m, want);
       CHECK(dev.streamed_copies() == 0);  // every layer resident: nothing staged per pass
@@ -85,7 +85,7 @@ TEST_CASE("device path: layers staged through the slot ring, from the mapping or
   const char* name = "stories260K-wide-q8_0";  // 8 layers
   const CpuRun want = cpu_run(name, 16);
   DeviceLikeBackend dev;
-  LlamaModel m(model_path(name), dev);
+  Model m(model_path(name), dev);
   const int64_t n = m.config().n_layers;
   for (int64_t resident : {int64_t(0), int64_t(3), n - 1}) {
     for (bool stream : {false, true}) {
@@ -105,7 +105,7 @@ TEST_CASE("device path: layers staged through the slot ring, from the mapping or
 
 TEST_CASE("device path: the VRAM budget keeps the leading layers that fit beside the ring") {
   CpuBackend cpu(1);
-  LlamaModel m(model_path("stories260K-wide-q4_0"), cpu);
+  Model m(model_path("stories260K-wide-q4_0"), cpu);
   const ModelWeights& w = m.weights();
   const int64_t n = m.config().n_layers;
   // Packed layer sizes (each matrix rounded up to 256 bytes).
@@ -130,9 +130,9 @@ TEST_CASE("device path: the VRAM budget keeps the leading layers that fit beside
 
 TEST_CASE("device path: speculative trees commit KV rows inside backend memory, lossless") {
   CpuBackend cpu(2);
-  LlamaModel ref(model_path("stories260K"), cpu);
+  Model ref(model_path("stories260K"), cpu);
   DeviceLikeBackend dev, dev_draft;
-  LlamaModel target(model_path("stories260K"), dev), draft(model_path("salty279K"), dev_draft);
+  Model target(model_path("stories260K"), dev), draft(model_path("salty279K"), dev_draft);
   keep_layers_in_backend(target);
   keep_layers_in_backend(draft);
   const Tokenizer tok = Tokenizer::from_gguf(ref.file());
@@ -290,7 +290,7 @@ TEST_CASE("device path: staged layers through queues that land copies late and o
       o.seed = seed++;
       DeviceLikeBackend dev(o);
       {
-        LlamaModel m(model_path(name), dev);
+        Model m(model_path(name), dev);
         m.set_layer_source(std::make_unique<StagedLayers>(m.weights(), m.placed().vectors, dev,
                                                           host_layers(m, src.stream, resident), resident, src.holds));
         check_same_as(m, want);
@@ -317,7 +317,7 @@ TEST_CASE("device path: every KV cache type, staged through asynchronous queues,
       o.async = true;
       o.seed = 7 + 3 * uint32_t(k) + uint32_t(v);
       DeviceLikeBackend dev(o);
-      LlamaModel m(model_path(name), dev);
+      Model m(model_path(name), dev);
       m.set_kv_types(k, v);
       m.set_layer_source(std::make_unique<StagedLayers>(m.weights(), m.placed().vectors, dev,
                                                         std::make_unique<ResidentLayers>(m.weights()), 1,
@@ -329,7 +329,7 @@ TEST_CASE("device path: every KV cache type, staged through asynchronous queues,
 
 TEST_CASE("device path: speculative trees on asynchronous queues, staged and streamed target, lossless") {
   CpuBackend cpu(2);
-  LlamaModel ref(model_path("stories260K"), cpu);
+  Model ref(model_path("stories260K"), cpu);
   const Tokenizer tok = Tokenizer::from_gguf(ref.file());
   const nlohmann::json refs = read_json(reference_path("stories260K"));
   const std::vector<int32_t> prompt = tok.encode(refs[1].at("prompt").get<std::string>(), true);
@@ -340,10 +340,10 @@ TEST_CASE("device path: speculative trees on asynchronous queues, staged and str
   o.async = true;
   o.seed = 3;
   DeviceLikeBackend dev(o), dev_draft(o);
-  LlamaModel target(model_path("stories260K"), dev), draft(model_path("salty279K"), dev_draft);
+  Model target(model_path("stories260K"), dev), draft(model_path("salty279K"), dev_draft);
   target.set_layer_source(std::make_unique<StagedLayers>(
       target.weights(), target.placed().vectors, dev,
-      std::make_unique<StreamedLayers>(target.file(), target.weights(), StreamOptions{}, 1), 1));
+      std::make_unique<StreamedLayers>(target.file(), target.weights(), PlanOptions{}, StreamOptions{}, 1), 1));
   keep_layers_in_backend(draft);
   SpeculationParams p{.mode = SpeculationParams::Mode::Tree};
   p.node_budget = 12;
@@ -360,12 +360,12 @@ TEST_CASE("device path: windowed layers keep their rings in backend memory, tiny
   for (const char* name : {"tiny-gemma3", "tiny-gptoss"}) {
     CAPTURE(name);
     CpuBackend cpu(2);
-    LlamaModel ref(made_fixture_path(name), cpu);
+    Model ref(made_fixture_path(name), cpu);
     GenerateOptions o = greedy(40, 4);
     const GenerationResult want = generate_target_only(ref, prompt, o);
     DeviceLikeBackend dev, dev_draft;
     {
-      LlamaModel target(made_fixture_path(name), dev), draft(made_fixture_path(name), dev_draft);
+      Model target(made_fixture_path(name), dev), draft(made_fixture_path(name), dev_draft);
       keep_layers_in_backend(target);
       keep_layers_in_backend(draft);
       const SequenceCache probe = target.make_cache(1000);

@@ -11,13 +11,13 @@
 #include <utility>
 
 #include "core/error.h"
-#include "core/tokenizer.h"
 #include "draft/draft_worker.h"
 #include "draft/drafter.h"
 #include "engine/constrained_tree.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "model/llama_model.h"
+#include "model/model.h"
 #include "tests/fixtures.h"
+#include "tokenizer/tokenizer.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;
@@ -26,7 +26,7 @@ namespace {
 
 struct Draft {
   CpuBackend backend{1};
-  LlamaModel model{model_path("salty279K"), backend};
+  Model model{model_path("salty279K"), backend};
   std::vector<int32_t> seq = Tokenizer::from_gguf(model.file()).encode("Once upon a time, there was", true);
   int32_t vocab = int32_t(model.config().n_vocab);
 };

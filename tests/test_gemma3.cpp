@@ -14,7 +14,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "model/kv_footprint.h"
 #include "model/layer_blocks.h"
-#include "model/llama_model.h"
+#include "model/model.h"
 #include "offload/layer_plan.h"
 #include "offload/weight_stream.h"
 #include "tests/cli_runner.h"
@@ -41,8 +41,8 @@ constexpr double kF16Tolerance = 0.25;
 
 TEST_CASE("gemma3: tiny-gemma3's layers are windowed five in six, and it matches llama.cpp at every position, resident") {
   CpuBackend backend(2);
-  LlamaModel model(gemma3(), backend);
-  const LlamaConfig& c = model.config();
+  Model model(gemma3(), backend);
+  const ModelConfig& c = model.config();
   REQUIRE(c.family == Arch::Gemma3);
   const Architecture a = architecture_of(c);
   for (int64_t l = 0; l < c.n_layers; ++l) {
@@ -59,7 +59,7 @@ TEST_CASE("gemma3: tiny-gemma3's layers are windowed five in six, and it matches
 
 TEST_CASE("gemma3: tiny-gemma3 matches llama.cpp streamed from storage") {
   CpuBackend backend(2);
-  LlamaModel model(gemma3(), backend);
+  Model model(gemma3(), backend);
   model.set_kv_types(KvType::F32, KvType::F32);
   const WeightStream& ws = stream_from_storage(model, 0);  // every layer through the smallest ring
   CHECK(ws.plan().n_resident == 0);
@@ -77,9 +77,9 @@ TEST_CASE("gemma3: speculation is lossless on tiny-gemma3 with trees and chains 
 
 TEST_CASE("gemma3: the windowed layers keep a ring of the window and a step, and still match llama.cpp") {
   CpuBackend backend(2);
-  LlamaModel model(gemma3(), backend);
+  Model model(gemma3(), backend);
   model.set_kv_types(KvType::F32, KvType::F32);
-  const LlamaConfig& c = model.config();
+  const ModelConfig& c = model.config();
   // Rings of 16 - 1 + 64 -> 80 rows, which prompts of up to 636 tokens wrap around eight
   // times, their passes of up to 512 rows attending in steps of 64.
   SequenceCache cache = model.make_cache(1000);
@@ -87,7 +87,7 @@ TEST_CASE("gemma3: the windowed layers keep a ring of the window and a step, and
   CHECK(cache.ring()->rows_per_layer() == 80);
   const uint64_t row = 2 * kv_bytes(KvType::F32, c.kv_dim());
   CHECK(cache.kv_bytes() == (1 * 1000 + 5 * 80) * row);  // one global layer, five windowed
-  const KvFootprint f = kv_footprint(c, KvType::F32, KvType::F32, 1000, LlamaModel::kRingStepRows);
+  const KvFootprint f = kv_footprint(c, KvType::F32, KvType::F32, 1000, Model::kRingStepRows);
   CHECK(f.total_bytes() == cache.kv_bytes());
 
   SUBCASE("llama.cpp's logits through rings that wrap around") {

@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "core/gguf.h"
-#include "core/tokenizer.h"
 #include "tests/fixtures.h"
 #include "tests/json_file.h"
 #include "tests/tokenizer_reference.h"
+#include "tokenizer/tokenizer.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;

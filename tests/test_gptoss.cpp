@@ -13,7 +13,7 @@
 #include "core/gguf.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "model/layer_blocks.h"
-#include "model/llama_model.h"
+#include "model/model.h"
 #include "offload/weight_stream.h"
 #include "tests/cli_error.h"
 #include "tests/cli_runner.h"
@@ -44,8 +44,8 @@ constexpr double kTolerance = 5e-2;
 
 TEST_CASE("gpt-oss: tiny-gptoss's even layers are windowed, its experts MXFP4, and it matches llama.cpp at every position, resident") {
   CpuBackend backend(2);
-  LlamaModel model(gptoss(), backend);
-  const LlamaConfig& c = model.config();
+  Model model(gptoss(), backend);
+  const ModelConfig& c = model.config();
   REQUIRE(c.family == Arch::GptOss);
   CHECK(c.gating == ExpertGating::TopKSoftmax);
   CHECK(c.yarn.ext_factor == 1.0f);
@@ -63,7 +63,7 @@ TEST_CASE("gpt-oss: tiny-gptoss's even layers are windowed, its experts MXFP4, a
 
 TEST_CASE("gpt-oss: tiny-gptoss matches llama.cpp streamed from storage, expert slice by expert slice") {
   CpuBackend backend(2);
-  LlamaModel model(gptoss(), backend);
+  Model model(gptoss(), backend);
   model.set_kv_types(KvType::F32, KvType::F32);
   const WeightStream& ws = stream_from_storage(model, 0);  // every layer through the smallest ring
   CHECK(ws.plan().n_resident == 0);

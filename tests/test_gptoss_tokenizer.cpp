@@ -13,13 +13,13 @@
 #include <string>
 #include <vector>
 
-#include "core/bpe.h"
 #include "core/gguf.h"
-#include "core/tokenizer.h"
 #include "kernels/cpu/matmul.h"
 #include "tests/fixtures.h"
 #include "tests/json_file.h"
 #include "tests/tokenizer_reference.h"
+#include "tokenizer/bpe.h"
+#include "tokenizer/tokenizer.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;
@@ -103,7 +103,7 @@ TEST_CASE("gptoss tokenizer: ids identical to transformers.js on the reference s
 
 // tokenizer.json has ignore_merges (a word that is a token is taken whole, as tiktoken does);
 // llama.cpp b8967 merges every word. Over o200k's vocabulary they agree: every token's bytes
-// merge back into that token, so the choice (core/pretokenizer.cpp) cannot change ids.
+// merge back into that token, so the choice (tokenizer/pretokenizer.cpp) cannot change ids.
 TEST_CASE("gptoss tokenizer: merging a token's bytes gives the token back") {
   const GgufFile& f = gptoss_file();
   Vocab v;

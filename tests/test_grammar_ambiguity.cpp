@@ -15,7 +15,6 @@
 
 #include "core/error.h"
 #include "core/gguf.h"
-#include "core/tokenizer.h"
 #include "grammar/gbnf.h"
 #include "grammar/grammar_constraint.h"
 #include "grammar/matcher.h"
@@ -24,6 +23,7 @@
 #include "tests/http_client.h"
 #include "tests/server_helpers.h"
 #include "tests/server_process.h"
+#include "tokenizer/tokenizer.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;

@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "core/gguf.h"
-#include "core/tokenizer.h"
 #include "grammar/gbnf.h"
 #include "grammar/json_schema.h"
 #include "grammar/token_masker.h"
 #include "tests/fixtures.h"
+#include "tokenizer/tokenizer.h"
 
 using namespace flashspec;
 using namespace flashspec::grammar;

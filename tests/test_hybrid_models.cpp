@@ -11,7 +11,7 @@
 
 #include "core/gguf.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "model/llama_model.h"
+#include "model/model.h"
 #include "offload/layer_plan.h"
 #include "offload/weight_stream.h"
 #include "tests/cli_error.h"
@@ -49,7 +49,7 @@ TEST_CASE("hybrid: tiny-qwen35 and tiny-qwen35moe match llama.cpp at every posit
   for (const std::string name : kHybridModels) {
     CAPTURE(name);
     CpuBackend backend(2);
-    LlamaModel model(made_fixture_path(name), backend);
+    Model model(made_fixture_path(name), backend);
     REQUIRE(model.config().hybrid());
     CHECK(model.config().attention_layers() == 2);
     model.set_kv_types(KvType::F32, KvType::F32);
@@ -63,7 +63,7 @@ TEST_CASE("hybrid: tiny-qwen35 and tiny-qwen35moe match llama.cpp streamed from 
   for (const std::string name : kHybridModels) {
     CAPTURE(name);
     CpuBackend backend(2);
-    LlamaModel model(made_fixture_path(name), backend);
+    Model model(made_fixture_path(name), backend);
     model.set_kv_types(KvType::F32, KvType::F32);
     const LayerPlan whole = plan_layers(layer_extents(model.weights()), PlanOptions{.expert_granular = false});
     // No budget (every layer streams through the smallest ring; MoE experts one by one),

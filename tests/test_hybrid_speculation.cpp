@@ -36,23 +36,23 @@
 #include <sstream>
 
 #include "core/gguf.h"
-#include "core/tokenizer.h"
 #include "engine/batch_session.h"
 #include "engine/engine.h"
 #include "engine/session.h"
 #include "engine/turn.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "model/llama_model.h"
-#include "tests/cli_runner.h"
+#include "model/model.h"
 #include "tests/chi_square.h"
+#include "tests/cli_runner.h"
 #include "tests/derived_fixture.h"
 #include "tests/fixtures.h"
-#include "tests/json_file.h"
 #include "tests/gguf_writer.h"
 #include "tests/greedy_options.h"
 #include "tests/http_client.h"
+#include "tests/json_file.h"
 #include "tests/server_helpers.h"
 #include "tests/server_process.h"
+#include "tokenizer/tokenizer.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;
@@ -104,7 +104,7 @@ std::string policy_name(const std::optional<SpeculationParams>& p) {
 struct Pair {
   CpuBackend backend{2};
   CpuBackend draft_backend{1};  // its own, as in the CLI
-  LlamaModel target, draft;
+  Model target, draft;
   Tokenizer tok;
   Pair(const std::string& target_path, const std::string& draft_path)
       : target(target_path, backend), draft(draft_path, draft_backend), tok(Tokenizer::from_gguf(target.file())) {}
@@ -357,7 +357,7 @@ TEST_CASE("hybrid spec: sampling is lossless: hybrid target with hybrid drafts (
   CAPTURE(ids_text(ids));
 
   CpuBackend backend(1), draft_backend(1);  // one thread: as fast at this size
-  LlamaModel t(target, backend);
+  Model t(target, backend);
   const auto seeded = seeded_runs(20);
   const auto reference = target_triples(t, ids, seeded);
   struct Run {
@@ -365,7 +365,7 @@ TEST_CASE("hybrid spec: sampling is lossless: hybrid target with hybrid drafts (
     SpeculationParams policy;
   };
   for (const Run& run : {Run{near, tree(8)}, Run{near, chain(3)}, Run{other, chain(3)}}) {
-    LlamaModel d(run.draft, draft_backend);
+    Model d(run.draft, draft_backend);
     Session session(t, &d, run.policy, 64);
     check_speculative_sampling(session, ids, seeded, reference,
                                policy_name(run.policy) + " draft " + run.draft);
@@ -632,7 +632,7 @@ struct Conversation {
   std::vector<int32_t> history;  // the session's tokens after turn 1
 };
 
-Conversation converse(LlamaModel& target, LlamaModel* draft, const std::optional<SpeculationParams>& policy,
+Conversation converse(Model& target, Model* draft, const std::optional<SpeculationParams>& policy,
                       const std::vector<int32_t>& first, const std::vector<int32_t>& second, int64_t stop_after,
                       int32_t end_token) {
   Session s(target, draft, policy, 512);

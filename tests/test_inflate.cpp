@@ -21,13 +21,13 @@
 #include <vector>
 
 #include "core/gguf.h"
-#include "core/tokenizer.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/matmul.h"
-#include "model/llama_model.h"
+#include "model/model.h"
 #include "tests/cli_runner.h"
 #include "tests/fixtures.h"
 #include "tests/gguf_writer.h"
+#include "tokenizer/tokenizer.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;
@@ -79,7 +79,7 @@ constexpr int64_t kSteps = 24;
 // that two models' logits stay comparable after their choices part.
 Trace decode(const std::string& path, const std::vector<std::vector<int32_t>>* forced = nullptr) {
   CpuBackend backend(2);
-  LlamaModel model(path, backend);
+  Model model(path, backend);
   model.set_kv_types(KvType::F32, KvType::F32);
   Trace t;
   model.set_routing_observer(&t.routing);

@@ -14,18 +14,18 @@
 
 #include "core/gguf.h"
 #include "core/host_memory.h"
-#include "core/llama_config.h"
-#include "core/tokenizer.h"
-#include "target/placement.h"
+#include "core/model_config.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/matmul_internal.h"
+#include "model/model.h"
 #include "offload/aligned_buffer.h"
-#include "model/llama_model.h"
 #include "target/loaded_layers.h"
+#include "target/memory_plan.h"
 #include "tests/cli_runner.h"
 #include "tests/fixtures.h"
 #include "tests/greedy_options.h"
+#include "tokenizer/tokenizer.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;
@@ -34,7 +34,7 @@ TEST_CASE("loaded weights: generation from the copy equals the mapping's to the 
   CpuBackend backend(2);
   for (const char* name : {"stories260K-wide-q4_0", "stories260K-wide-q4_k_m", "tiny-qwen3", "tiny-qwen3moe"}) {
     CAPTURE(name);
-    LlamaModel m(model_path(name), backend);
+    Model m(model_path(name), backend);
     const Tokenizer tok = Tokenizer::from_gguf(m.file());
     const std::vector<int32_t> prompt = tok.encode("Once upon a time, there was a little", tok.add_bos());
     const GenerationResult mapped = generate_target_only(m, prompt, greedy(16, 4));
@@ -55,7 +55,7 @@ TEST_CASE("loaded weights: an image parsed from memory is left as it is") {
   const std::vector<uint8_t> image((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const std::vector<uint8_t> original = image;
   CpuBackend backend(1);
-  LlamaModel m(GgufFile::parse(image, "image"), backend);
+  Model m(GgufFile::parse(image, "image"), backend);
   CHECK(!m.file().mapped());
   CHECK(load_into_memory(m) == 0);
   CHECK(m.load_head_into_memory() == 0);
@@ -68,7 +68,7 @@ TEST_CASE("loaded weights: a copied layer holds the file's bytes, or with a back
     for (const Backend* packer : {static_cast<const Backend*>(nullptr), static_cast<const Backend*>(&backend)}) {
       CAPTURE(name);
       CAPTURE(packer != nullptr);
-      LlamaModel m(model_path(name), backend);
+      Model m(model_path(name), backend);
       LoadedLayers loaded(m.weights(), packer);
       int64_t packed = 0;
       for (int64_t l = 0; l < m.weights().n_layers(); ++l) {
@@ -110,22 +110,27 @@ TEST_CASE("loaded weights: buffers from 2 MiB on start on a huge-page boundary")
 
 TEST_CASE("loaded weights: the placement copies what fits in the memory available, else keeps the mapping") {
   const GgufFile f = GgufFile::open(model_path("stories260K-wide-q4_0"));
-  const LlamaConfig c = LlamaConfig::from_gguf(f);
+  const ModelConfig c = ModelConfig::from_gguf(f);
   const ModelWeights w(f, c);
-  PlacementOptions o;
+  PlanRequest r;
+  PlacementOptions& o = r.placement;
+  auto plan = [&](uint64_t available) {
+    r.memory_available = available;
+    return plan_memory(f, c, w, r);
+  };
   // A model this small stays mapped unless --no-mmap asks for the copy.
-  const PlacementPlan small = plan_placement(f, w, o, false, 0, uint64_t(8) << 30);
+  const MemoryPlan small = plan(uint64_t(8) << 30);
   CHECK(small.mapped_reason.find("the caches hold it") != std::string::npos);
   for (LayerHome h : small.homes) CHECK(h == LayerHome::Mapped);
   o.mmap = false;
-  const PlacementPlan ample = plan_placement(f, w, o, false, 0, uint64_t(8) << 30);
+  const MemoryPlan ample = plan(uint64_t(8) << 30);
   CHECK(ample.mapped_reason.empty());
   for (LayerHome h : ample.homes) CHECK(h == LayerHome::Ram);
-  const PlacementPlan tight = plan_placement(f, w, o, false, 0, uint64_t(100) << 20);
+  const MemoryPlan tight = plan(uint64_t(100) << 20);
   CHECK(tight.mapped_reason.find("would not fit") != std::string::npos);
   for (LayerHome h : tight.homes) CHECK(h == LayerHome::Mapped);
   o.mmap = true;
-  const PlacementPlan asked = plan_placement(f, w, o, false, 0, uint64_t(8) << 30);
+  const MemoryPlan asked = plan(uint64_t(8) << 30);
   CHECK(asked.mapped_reason == "--mmap");
   for (LayerHome h : asked.homes) CHECK(h == LayerHome::Mapped);
   // The rule by itself: large models are copied by default where they fit.

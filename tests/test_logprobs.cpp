@@ -8,17 +8,17 @@
 #include <cmath>
 #include <limits>
 
-#include "core/tokenizer.h"
 #include "engine/session.h"
 #include "engine/token_logprobs.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "model/llama_model.h"
+#include "model/model.h"
 #include "tests/cli_error.h"
-#include "tests/draft_pair.h"
 #include "tests/cli_runner.h"
+#include "tests/draft_pair.h"
 #include "tests/fixtures.h"
 #include "tests/greedy_options.h"
 #include "tests/json_file.h"
+#include "tokenizer/tokenizer.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;

@@ -10,17 +10,17 @@
 #include <cmath>
 #include <vector>
 
-#include "core/tokenizer.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/rope_angle.h"
-#include "model/llama_model.h"
+#include "model/model.h"
+#include "tests/cli_error.h"
 #include "tests/cli_runner.h"
 #include "tests/fixtures.h"
 #include "tests/gguf_writer.h"
 #include "tests/greedy_options.h"
 #include "tests/json_file.h"
 #include "tests/llamacpp_reference.h"
-#include "tests/cli_error.h"
+#include "tokenizer/tokenizer.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;
@@ -30,7 +30,7 @@ namespace {
 // Every reference prompt of a tiny model, with `kv` keys and values.
 void check_against_llamacpp(const std::string& name, KvType kv, double tolerance) {
   CpuBackend backend(2);
-  LlamaModel model(model_path(name), backend);
+  Model model(model_path(name), backend);
   model.set_kv_types(kv, kv);
   testing::check_against_llamacpp(model, name, name + " (" + std::string(kv_type_name(kv)) + " KV)", tolerance);
 }
@@ -78,7 +78,7 @@ TEST_CASE("tiny-qwen3 (per-head Q/K norms, head size 32) matches llama.cpp") {
 
 TEST_CASE("speculation across families is lossless: tiny-qwen2 drafting tiny-qwen3") {
   CpuBackend backend(2), draft_backend(1);
-  LlamaModel target(model_path("tiny-qwen3"), backend), draft(model_path("tiny-qwen2"), draft_backend);
+  Model target(model_path("tiny-qwen3"), backend), draft(model_path("tiny-qwen2"), draft_backend);
   const Tokenizer tok = Tokenizer::from_gguf(target.file());
   // Four prompts: drafting over a 152k vocabulary on one thread is the slow part here.
   const nlohmann::json refs = read_json(reference_path("tiny-qwen3"));

@@ -19,19 +19,18 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "core/tokenizer.h"
 #include "engine/session.h"
-#include "target/streamed_layers.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "model/model.h"
+#include "model/moe_routing.h"
+#include "offload/aligned_buffer.h"
 #include "offload/expert_cache.h"
 #include "offload/expert_plan.h"
-#include "offload/aligned_buffer.h"
 #include "offload/layer_plan.h"
 #include "offload/uring_reader.h"
 #include "offload/weight_stream.h"
-#include "model/llama_model.h"
-#include "model/moe_routing.h"
 #include "target/staged_layers.h"
+#include "target/streamed_layers.h"
 #include "tests/cli_error.h"
 #include "tests/cli_runner.h"
 #include "tests/device_like_backend.h"
@@ -42,6 +41,7 @@
 #include "tests/llamacpp_reference.h"
 #include "tests/server_helpers.h"
 #include "tests/server_process.h"
+#include "tokenizer/tokenizer.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;
@@ -50,15 +50,15 @@ namespace {
 
 constexpr const char* kMoeModels[] = {"tiny-qwen3moe", "tiny-llama3moe"};
 
-std::vector<int32_t> prompt_of(const LlamaModel& m, const std::string& name, size_t i) {
+std::vector<int32_t> prompt_of(const Model& m, const std::string& name, size_t i) {
   const Tokenizer tok = Tokenizer::from_gguf(m.file());
   return tok.encode(read_json(reference_path(name))[i].at("prompt").get<std::string>(), true);
 }
 
 // A stream over `m`'s layers under `budget` bytes of RAM, experts routed `used` per token.
-std::unique_ptr<StreamedLayers> streamed(const LlamaModel& m, uint64_t budget) {
-  StreamOptions o;
-  o.ram_budget = budget;
+std::unique_ptr<StreamedLayers> streamed(const Model& m, uint64_t budget) {
+  PlanOptions o;
+  o.layer_memory = budget;
   o.experts_used = m.config().n_experts_used;
   return std::make_unique<StreamedLayers>(m.file(), m.weights(), o);
 }
@@ -73,7 +73,7 @@ TEST_CASE("moe: tiny-qwen3moe and tiny-llama3moe match llama.cpp, resident") {
   for (const char* name : kMoeModels) {
     CAPTURE(name);
     CpuBackend backend(2);
-    LlamaModel model(model_path(name), backend);
+    Model model(model_path(name), backend);
     CHECK(model.config().n_experts == 8);
     CHECK(model.config().n_experts_used == 2);
     CHECK(model.config().expert_ffn_dim == 48);
@@ -88,7 +88,7 @@ TEST_CASE("moe: the fixtures match llama.cpp streamed expert by expert with no R
   for (const char* name : kMoeModels) {
     CAPTURE(name);
     CpuBackend backend(2);
-    LlamaModel model(model_path(name), backend);
+    Model model(model_path(name), backend);
     model.set_kv_types(KvType::F32, KvType::F32);
     auto src = streamed(model, 0);
     WeightStream& ws = src->stream();
@@ -106,7 +106,7 @@ TEST_CASE("moe: streamed generation is bit-identical to resident at every budget
   for (const char* name : kMoeModels) {
     CAPTURE(name);
     CpuBackend backend(2);
-    LlamaModel m(model_path(name), backend);
+    Model m(model_path(name), backend);
     const std::vector<int32_t> prompt = prompt_of(m, name, 1);
     const GenerationResult want = generate_target_only(m, prompt, greedy(20, 4));
     const ExpertCounters resident = m.expert_counters();
@@ -213,7 +213,7 @@ TEST_CASE("moe: a row's logits are bit-identical alone or in a batch") {
   for (const char* name : kMoeModels) {
     CAPTURE(name);
     CpuBackend backend(2);
-    LlamaModel m(model_path(name), backend);
+    Model m(model_path(name), backend);
     const std::vector<int32_t> ids = prompt_of(m, name, 3);
     REQUIRE(ids.size() >= 4);
     std::vector<float> batch, one;
@@ -233,7 +233,7 @@ TEST_CASE("moe: speculation is lossless, the model drafting for itself and a sel
   for (const char* name : kMoeModels) {
     CAPTURE(name);
     CpuBackend backend(2), draft_backend(1);
-    LlamaModel target(model_path(name), backend), draft(model_path(name), draft_backend);
+    Model target(model_path(name), backend), draft(model_path(name), draft_backend);
     for (size_t i = 0; i < 8; i += 3) {
       const std::vector<int32_t> ids = prompt_of(target, name, i);
       const GenerationResult want = generate_target_only(target, ids, greedy(24));
@@ -338,23 +338,23 @@ TEST_CASE("moe: the stream plan leaves experts out of the layers and splits the 
   CHECK(p0.ring_over_budget());
 
   // Dense parts resident, then cache slots with what is left (less than the whole model).
-  o.ram_budget = p0.streamed_bytes + x.staging_bytes() + 4 * 1 * x.slot_bytes + 100;
-  CHECK(o.ram_budget < whole.streamed_bytes);
+  o.layer_memory = p0.streamed_bytes + x.staging_bytes() + 4 * 1 * x.slot_bytes + 100;
+  CHECK(o.layer_memory < whole.streamed_bytes);
   const LayerPlan p1 = plan_layers(layers, o);
   CHECK(p1.n_resident == 4);
   CHECK(p1.ring_slots == 0);
   CHECK(p1.experts->cache_slots_per_layer == 1);
-  CHECK(p1.memory_bytes() <= o.ram_budget);
+  CHECK(p1.memory_bytes() <= o.layer_memory);
 
   // Everything fits: whole layers, read once, no expert streaming.
-  o.ram_budget = whole.streamed_bytes;
+  o.layer_memory = whole.streamed_bytes;
   const LayerPlan p2 = plan_layers(layers, o);
   CHECK(!p2.experts);
   CHECK(p2.n_resident == 4);
 
   // Expert tensors that disagree are an error, not a wrong read.
   layers[1][2].experts = 4;
-  o.ram_budget = 0;
+  o.layer_memory = 0;
   CHECK_THROWS_AS(plan_layers(layers, o), Error);
 }
 
@@ -518,13 +518,14 @@ TEST_CASE("moe: the weight stream reads routed experts' bytes into slots, caches
   for (const int64_t cache : {int64_t(0), int64_t(2)}) {
     CAPTURE(cache);
     StreamOptions o;
-    o.experts_used = 1;  // 2 staging slots: a pass of 3 experts reads in waves
     o.request_bytes = 4096;
+    PlanOptions po;
+    po.experts_used = 1;  // 2 staging slots: a pass of 3 experts reads in waves
     // Every dense part resident (the stream then reads experts only) and `cache` slots
     // per layer.
-    const LayerPlan p0 = WeightStream::plan_for(layers, o);
-    o.ram_budget = p0.streamed_bytes + p0.experts->staging_bytes() + uint64_t(cache * 3) * p0.experts->slot_bytes;
-    WeightStream ws(f.path, layers, o);
+    const LayerPlan p0 = plan_layers(layers, po);
+    po.layer_memory = p0.streamed_bytes + p0.experts->staging_bytes() + uint64_t(cache * 3) * p0.experts->slot_bytes;
+    WeightStream ws(f.path, layers, plan_layers(layers, po), o);
     REQUIRE(ws.plan().experts);
     CHECK(ws.plan().experts->staging_slots == 2);
     CHECK(ws.plan().experts->cache_slots_per_layer == cache);
@@ -562,7 +563,7 @@ TEST_CASE("moe: the weight stream reads routed experts' bytes into slots, caches
 TEST_CASE("moe: on a backend with memory of its own, resident and staged, MoE matches the CPU bit for bit") {
   const char* name = "tiny-qwen3moe";
   CpuBackend cpu(2);
-  LlamaModel ref(model_path(name), cpu);
+  Model ref(model_path(name), cpu);
   const std::vector<int32_t> prompt = prompt_of(ref, name, 2);
   const GenerationResult want = generate_target_only(ref, prompt, greedy(12, 3));
   for (const bool async : {false, true}) {
@@ -570,15 +571,14 @@ TEST_CASE("moe: on a backend with memory of its own, resident and staged, MoE ma
     DeviceLikeOptions o;
     o.async = async;
     DeviceLikeBackend dev(o);
-    LlamaModel m(model_path(name), dev);
+    Model m(model_path(name), dev);
     keep_layers_in_backend(m);
     const GenerationResult got = generate_target_only(m, prompt, greedy(12, 3));
     CHECK(got.tokens == want.tokens);
     CHECK(bit_identical(got.logits, want.logits));
     // Staged through the slot ring from a stream of whole layers (a GPU stages whole layers).
-    StreamOptions so;
-    so.expert_granular = false;
-    auto host = std::make_unique<StreamedLayers>(m.file(), m.weights(), so, 1);
+    auto host = std::make_unique<StreamedLayers>(m.file(), m.weights(), PlanOptions{.expert_granular = false},
+                                                 StreamOptions{}, 1);
     m.set_layer_source(std::make_unique<StagedLayers>(m.weights(), m.placed().vectors, dev, std::move(host), 1));
     const GenerationResult staged = generate_target_only(m, prompt, greedy(12, 3));
     CHECK(staged.tokens == want.tokens);
@@ -793,14 +793,13 @@ TEST_CASE("cli: bench, throughput, chat and serve run MoE files unchanged") {
 
 TEST_CASE("moe: an I/O error while reading experts reaches generate() as an Error, and stays") {
   CpuBackend backend(2);
-  LlamaModel m(model_path("tiny-llama3moe"), backend);
+  Model m(model_path("tiny-llama3moe"), backend);
   StreamOptions o;
-  o.experts_used = 2;
   o.request_bytes = 4096;
   // Every read past the first 40 requests fails: the dense parts of the first layers have
   // landed by then, expert reads are under way.
   o.fault = [](uint64_t i, uint64_t) { return i >= 40 ? -EIO : 0; };
-  m.set_layer_source(std::make_unique<StreamedLayers>(m.file(), m.weights(), o));
+  m.set_layer_source(std::make_unique<StreamedLayers>(m.file(), m.weights(), PlanOptions{.experts_used = 2}, o));
   const std::vector<int32_t> prompt = prompt_of(m, "tiny-llama3moe", 0);
   std::string err;
   try {

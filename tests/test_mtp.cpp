@@ -16,7 +16,7 @@
 #include "core/error.h"
 #include "core/gguf.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "model/llama_model.h"
+#include "model/model.h"
 #include "model/model_weights.h"
 #include "tests/chi_square.h"
 #include "tests/cli_runner.h"
@@ -36,7 +36,7 @@ namespace {
 // The MTP layer's logits at positions 0..T-2 of `tokens` (the row at i predicts
 // tokens[i + 2]): the target's hidden rows of one pass, then the MTP layer over
 // tokens[1..] in batches of `step` rows (its KV rows carrying the earlier ones).
-std::vector<float> mtp_logits(LlamaModel& m, const std::vector<int32_t>& tokens, int64_t step) {
+std::vector<float> mtp_logits(Model& m, const std::vector<int32_t>& tokens, int64_t step) {
   const int64_t T = int64_t(tokens.size()), dim = m.config().dim;
   SequenceCache cache = m.make_cache(T + 1);
   std::vector<float> logits, hidden;
@@ -63,7 +63,7 @@ std::vector<float> mtp_logits(LlamaModel& m, const std::vector<int32_t>& tokens,
 // with the MTP layer run in batches of 1, 3 and all rows.
 double worst_against_reference(const std::string& model_path, const std::string& name) {
   CpuBackend backend(2);
-  LlamaModel m(model_path, backend);
+  Model m(model_path, backend);
   m.set_kv_types(KvType::F32, KvType::F32);
   REQUIRE(m.has_mtp());
   CHECK(m.place_mtp() > 0);
@@ -204,7 +204,7 @@ TEST_CASE("MTP: acceptance of greedy chains of 1, 2 and 3 (tokens per target pas
 TEST_CASE("MTP: sampling with -d mtp draws what the target alone draws (chi-square), chains and trees") {
   const std::string name = mtp_fixture_names().front();
   CpuBackend backend(2);
-  LlamaModel target(mtp_fixture_path(name), backend);
+  Model target(mtp_fixture_path(name), backend);
   target.place_mtp();
   const std::vector<int32_t> prompt = {1, 403, 407, 261, 378, 432, 383, 286};  // "Once upon a time, there"
   const auto seeded = seeded_runs(8);
@@ -222,7 +222,7 @@ TEST_CASE("MTP: sampling with -d mtp draws what the target alone draws (chi-squa
 TEST_CASE("MTP: a session's later turns and rewinds keep it lossless") {
   const std::string name = mtp_fixture_names().front();
   CpuBackend backend(2);
-  LlamaModel target(mtp_fixture_path(name), backend);
+  Model target(mtp_fixture_path(name), backend);
   target.place_mtp();
   SpeculationParams p;
   p.mode = SpeculationMode::Chain;
@@ -253,7 +253,8 @@ TEST_CASE("MTP: inspect shows the layer and its bytes, outside the layers a pass
   CHECK(j.at("mtp").at("ffn") == "dense");
   const uint64_t bytes = j.at("mtp").at("resident_bytes").get<uint64_t>();
   CHECK(bytes > 0);
-  CHECK(j.at("placement").at("mtp_bytes") == bytes);
+  CHECK(j.at("placement").at("draft").at("kind") == "mtp");
+  CHECK(j.at("placement").at("draft").at("bytes") == bytes);
   CHECK(j.at("placement").at("layers").size() == 8);       // the main layers alone
   CHECK(j.at("placement").at("stream").at("layers").size() == 8);  // the MTP block is never streamed
 }
@@ -272,13 +273,13 @@ TEST_CASE("MTP: -d mtp without an MTP layer, or a layer with a tensor missing or
   const std::string& missing =
       derived_fixture("mtp-no-hnorm", src, [](GgufWriter& w) { w.remove_tensor("blk.8.nextn.hnorm.weight"); });
   CpuBackend backend(1);
-  CHECK_THROWS_WITH_AS(LlamaModel(missing, backend), doctest::Contains("blk.8.nextn.hnorm.weight"), Error);
+  CHECK_THROWS_WITH_AS(Model(missing, backend), doctest::Contains("blk.8.nextn.hnorm.weight"), Error);
   const std::string& misshapen = derived_fixture("mtp-bad-eh-proj", src, [](GgufWriter& w) {
     TensorSpec* t = w.tensor("blk.8.nextn.eh_proj.weight");
     REQUIRE(t);
     std::swap(t->dims[0], t->dims[1]);  // {dim, 2 dim}: the same bytes, the wrong shape
   });
-  CHECK_THROWS_WITH_AS(LlamaModel(misshapen, backend), doctest::Contains("blk.8.nextn.eh_proj.weight"), Error);
+  CHECK_THROWS_WITH_AS(Model(misshapen, backend), doctest::Contains("blk.8.nextn.eh_proj.weight"), Error);
   const CliResult r = run_cli({"generate", "-m", misshapen, "-p", "hi", "-n", "2"});
   CHECK(r.exit_code == 1);
   CHECK(r.err.find("eh_proj") != std::string::npos);

@@ -10,16 +10,16 @@
 #include <map>
 
 #include "core/sampler_penalties.h"
-#include "core/tokenizer.h"
 #include "engine/penalised_tree.h"
 #include "engine/session.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "model/llama_model.h"
+#include "model/model.h"
 #include "tests/chi_square.h"
 #include "tests/draft_pair.h"
 #include "tests/fixtures.h"
 #include "tests/greedy_options.h"
 #include "tests/json_file.h"
+#include "tokenizer/tokenizer.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;

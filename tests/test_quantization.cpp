@@ -10,13 +10,13 @@
 #include "core/gguf.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/matmul.h"
-#include "model/llama_model.h"
-#include "core/tokenizer.h"
+#include "model/model.h"
 #include "tests/cli_runner.h"
 #include "tests/fixtures.h"
 #include "tests/gguf_writer.h"
-#include "tests/json_file.h"
 #include "tests/greedy_options.h"
+#include "tests/json_file.h"
+#include "tokenizer/tokenizer.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;
@@ -54,7 +54,7 @@ double rms_error(const GgufFile& q, const GgufFile& f32, const std::string& name
 TEST_CASE("quantize: every type writes a file the engine loads, with 2-D weights of the type and 1-D F32") {
   const GgufFile src = GgufFile::open(kWide);
   CpuBackend be(2);
-  LlamaModel f32(kWide, be);
+  Model f32(kWide, be);
   const std::vector<int32_t> prompt = Tokenizer::from_gguf(src).encode("Once upon a time", true);
   const std::vector<int32_t> want = generate_target_only(f32, prompt, greedy(16)).tokens;
   struct Case { const char* name; GgmlType type; double max_rms; };
@@ -82,7 +82,7 @@ TEST_CASE("quantize: every type writes a file the engine loads, with 2-D weights
     for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(out.path).parent_path()))
       CHECK(e.path().string().rfind(out.path + ".tmp-", 0) != 0);
     // The 8-bit and 6-bit copies speak as the F32 model does; all of them run.
-    LlamaModel m(out.path, be);
+    Model m(out.path, be);
     const std::vector<int32_t> got = generate_target_only(m, prompt, greedy(16)).tokens;
     if (c.type == GgmlType::Q8_0 || c.type == GgmlType::Q6_K) CHECK(got == want);
     CHECK(got.size() == 16);
@@ -173,7 +173,8 @@ TEST_CASE("self-draft: a q4_0 copy of the target drafts it losslessly, with long
     REQUIRE(drafted.exit_code == 0);
     const nlohmann::json a = nlohmann::json::parse(alone.out), d = nlohmann::json::parse(drafted.out);
     CHECK(d.at("tokens") == a.at("tokens"));
-    CHECK(d.at("placement").at("self_draft_bytes").get<uint64_t>() > 0);
+    CHECK(d.at("placement").at("draft").at("kind") == "self");
+    CHECK(d.at("placement").at("draft").at("bytes").get<uint64_t>() > 0);
     tau_sum += d.at("stats").at("tau").get<double>();
   }
   MESSAGE("self:q4_0 on stories260K-wide-f32, --tree 64: mean tau " << tau_sum / double(prompts.size()));
@@ -190,7 +191,7 @@ TEST_CASE("kv q8_0: half the bytes per token, perturbs as q8_0 weights do, lossl
   const nlohmann::json q8 = nlohmann::json::parse(run_cli({"inspect", kWide, "--json", "--kv-type", "q8_0"}).out);
   CHECK(q8.at("kv_bytes_per_token").get<double>() / f16.at("kv_bytes_per_token").get<double>() == doctest::Approx(34.0 / 64));
   CpuBackend be(2), draft_be(1);
-  LlamaModel m(kWide, be), draft(model_path("salty279K"), draft_be);
+  Model m(kWide, be), draft(model_path("salty279K"), draft_be);
   const Tokenizer tok = Tokenizer::from_gguf(m.file());
   const auto refs = read_json(reference_path("stories260K-wide-f32"));
   const auto refs_q8 = read_json(reference_path("stories260K-wide-q8_0"));
@@ -255,7 +256,7 @@ TEST_CASE("kv split f16 keys, q8_0 values: f16 K + q8_0 V bytes, greedy text of 
   const double f16_side = f16.at("kv_bytes_per_token").get<double>() / 2;
   CHECK(split.at("kv_bytes_per_token").get<double>() == doctest::Approx(f16_side + f16_side * 34 / 64));
   CpuBackend be(2), draft_be(1);
-  LlamaModel m(kWide, be), draft(model_path("salty279K"), draft_be);
+  Model m(kWide, be), draft(model_path("salty279K"), draft_be);
   draft.set_kv_types(KvType::F16, KvType::Q8_0);
   const Tokenizer tok = Tokenizer::from_gguf(m.file());
   const auto refs = read_json(reference_path("stories260K-wide-f32"));

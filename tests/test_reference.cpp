@@ -4,12 +4,12 @@
 
 #include <cmath>
 
-#include "core/tokenizer.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "model/llama_model.h"
+#include "model/model.h"
 #include "tests/fixtures.h"
-#include "tests/json_file.h"
 #include "tests/greedy_options.h"
+#include "tests/json_file.h"
+#include "tokenizer/tokenizer.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;
@@ -21,7 +21,7 @@ struct Agreement {
   double max_logit_diff[4] = {0, 0, 0, 0};
 };
 
-Agreement compare_with_llamacpp(LlamaModel& model, const Tokenizer& tok, const nlohmann::json& ref,
+Agreement compare_with_llamacpp(Model& model, const Tokenizer& tok, const nlohmann::json& ref,
                                 int64_t n_predict) {
   const std::vector<int32_t> prompt = tok.encode(ref.at("prompt").get<std::string>(), tok.add_bos());
   CHECK(prompt == ref.at("prompt_tokens").get<std::vector<int32_t>>());
@@ -49,7 +49,7 @@ Agreement compare_with_llamacpp(LlamaModel& model, const Tokenizer& tok, const n
 template <class Check>
 void for_each_reference(const std::string& name, int64_t n_predict, Check check) {
   CpuBackend backend(2);
-  LlamaModel model(model_path(name), backend);
+  Model model(model_path(name), backend);
   const Tokenizer tok = Tokenizer::from_gguf(model.file());
   const nlohmann::json refs = read_json(reference_path(name));
   for (const nlohmann::json& ref : refs) {

@@ -21,7 +21,7 @@
 #include "core/gguf.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/thread_pool.h"
-#include "model/llama_model.h"
+#include "model/model.h"
 #include "tests/cli_runner.h"
 #include "tests/fixtures.h"
 #include "tests/gguf_writer.h"
@@ -68,7 +68,7 @@ TEST_CASE("reliability: a later pass over a model that shrank since the last one
   TempFile f("shrink2");
   const std::string model = copy_of("stories260K", f);
   CpuBackend be(1);
-  LlamaModel m(model, be);
+  Model m(model, be);
   const std::vector<int32_t> prompt = {1, 403, 407};
   CHECK(generate_target_only(m, prompt, greedy(4)).tokens.size() == 4);
   std::filesystem::resize_file(model, std::filesystem::file_size(model) / 2);
@@ -278,7 +278,7 @@ TEST_CASE("reliability: a target with more ids than its draft: the draft gets a 
   // first greedy token, so the target emits 515 -- an id the 512-token draft lacks.
   const GgufFile src = GgufFile::open(model_path("stories260K"));
   CpuBackend be(1);
-  LlamaModel plain(model_path("stories260K"), be);
+  Model plain(model_path("stories260K"), be);
   const std::vector<int32_t> prompt = {1, 403, 407, 261, 378};
   const int32_t first = generate_target_only(plain, prompt, greedy(1)).tokens[0];
   GgufWriter w = GgufWriter::from(src);
@@ -305,7 +305,7 @@ TEST_CASE("reliability: a target with more ids than its draft: the draft gets a 
   TempFile f("bigvocab");
   w.write(f.path);
   CpuBackend draft_be(1);
-  LlamaModel target(f.path, be), draft(model_path("salty279K"), draft_be);
+  Model target(f.path, be), draft(model_path("salty279K"), draft_be);
   const GenerationResult want = generate_target_only(target, prompt, greedy(24));
   CHECK(std::count(want.tokens.begin(), want.tokens.end(), 515) > 0);
   SpeculationParams p{.mode = SpeculationParams::Mode::Tree};

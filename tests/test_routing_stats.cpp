@@ -11,9 +11,8 @@
 
 #include <unistd.h>
 
-#include "core/tokenizer.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "model/llama_model.h"
+#include "model/model.h"
 #include "model/routing_stats.h"
 #include "offload/layer_plan.h"
 #include "target/streamed_layers.h"
@@ -21,6 +20,7 @@
 #include "tests/cli_runner.h"
 #include "tests/fixtures.h"
 #include "tests/greedy_options.h"
+#include "tokenizer/tokenizer.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;
@@ -129,8 +129,8 @@ TEST_CASE("routing stats: independent uniform routing's union") {
 
 TEST_CASE("routing stats: watching changes no logit, and sees the guesses the read-ahead makes") {
   CpuBackend backend(2);
-  LlamaModel m(model_path("tiny-qwen3moe"), backend);
-  const LlamaConfig& c = m.config();
+  Model m(model_path("tiny-qwen3moe"), backend);
+  const ModelConfig& c = m.config();
   const std::vector<int32_t> prompt = Tokenizer::from_gguf(m.file()).encode("The quick brown fox jumps", true);
   const GenerationResult plain = generate_target_only(m, prompt, greedy(12, 4));
   RoutingStats resident(c.n_layers, c.n_experts, c.n_experts_used);
@@ -143,8 +143,8 @@ TEST_CASE("routing stats: watching changes no logit, and sees the guesses the re
   // router_ahead and are what it reads ahead; they must be the resident run's.
   const LayerPlan by_expert = plan_layers(layer_extents(m.weights()), PlanOptions{.experts_used = c.n_experts_used});
   REQUIRE(by_expert.experts);
-  StreamOptions o;
-  o.ram_budget = by_expert.streamed_bytes + by_expert.experts->staging_bytes() +
+  PlanOptions o;
+  o.layer_memory = by_expert.streamed_bytes + by_expert.experts->staging_bytes() +
                  uint64_t(c.n_layers) * 3 * by_expert.experts->slot_bytes;
   o.experts_used = c.n_experts_used;
   auto src = std::make_unique<StreamedLayers>(m.file(), m.weights(), o);

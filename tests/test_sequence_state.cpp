@@ -11,7 +11,7 @@
 #include "core/token_tree.h"
 #include "engine/pass_steps.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "model/llama_model.h"
+#include "model/model.h"
 #include "tests/fixtures.h"
 
 using namespace flashspec;
@@ -19,7 +19,7 @@ using namespace flashspec::testing;
 
 namespace {
 
-std::vector<float> next_logits(LlamaModel& m, SequenceCache& cache, int32_t token) {
+std::vector<float> next_logits(Model& m, SequenceCache& cache, int32_t token) {
   std::vector<float> logits;
   const int32_t t[1] = {token};
   m.forward_causal(t, cache, LogitRows::Last, logits);
@@ -34,7 +34,7 @@ TEST_CASE("sequence state: a hybrid's recurrent state follows a prefill, a tree 
   // committed together by the one interface; the state at the end of the accepted path
   // is the one plain decoding of the same tokens reaches, bit for bit.
   CpuBackend cpu(2);
-  LlamaModel m(made_fixture_path("tiny-qwen35"), cpu);
+  Model m(made_fixture_path("tiny-qwen35"), cpu);
   SequenceCache cache = m.make_cache(64);
   REQUIRE(cache.recurrent() != nullptr);
   const RecurrentState& rec = *cache.recurrent();

@@ -10,9 +10,9 @@
 #include <algorithm>
 
 #include "core/gguf.h"
-#include "core/tokenizer.h"
 #include "tests/server_helpers.h"
 #include "tests/server_process.h"
+#include "tokenizer/tokenizer.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;

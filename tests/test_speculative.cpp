@@ -8,16 +8,16 @@
 #include <map>
 
 #include "engine/session.h"
-#include "core/tokenizer.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "model/llama_model.h"
-#include "tests/cli_runner.h"
+#include "model/model.h"
 #include "tests/chi_square.h"
+#include "tests/cli_runner.h"
+#include "tests/draft_pair.h"
 #include "tests/fixtures.h"
 #include "tests/gguf_writer.h"
-#include "tests/json_file.h"
-#include "tests/draft_pair.h"
 #include "tests/greedy_options.h"
+#include "tests/json_file.h"
+#include "tokenizer/tokenizer.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;

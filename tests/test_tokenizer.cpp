@@ -10,11 +10,11 @@
 
 #include "core/error.h"
 #include "core/gguf.h"
-#include "core/tokenizer.h"
 #include "tests/fixtures.h"
 #include "tests/gguf_writer.h"
 #include "tests/json_file.h"
 #include "tests/vocab_image.h"
+#include "tokenizer/tokenizer.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;

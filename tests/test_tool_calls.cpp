@@ -1,4 +1,4 @@
-// Tool calls read back from answers in each family's syntax (core/tool_calls.h), whole and
+// Tool calls read back from answers in each family's syntax (chat/tool_calls.h), whole and
 // streamed byte by byte, and the grammar that forces a call (grammar/tool_call_grammar.h):
 // the texts the chat templates write for a call are accepted, calls naming another function
 // or with arguments outside the schema are refused, and what it accepts parses back.
@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
+#include "chat/tool_calls.h"
 #include "core/error.h"
-#include "core/tool_calls.h"
 #include "grammar/matcher.h"
-#include "tests/matcher_accepts.h"
 #include "grammar/tool_call_grammar.h"
+#include "tests/matcher_accepts.h"
 
 using namespace flashspec;
 using namespace flashspec::grammar;

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
-#include "model/llama_model.h"
+#include "model/model.h"
 #include "offload/layer_plan.h"
 #include "tests/cli_runner.h"
 #include "tests/fixtures.h"
@@ -42,8 +42,8 @@ TEST_CASE("trained fixtures: the MTP block is read apart and the main layers mat
   for (const std::string name : kTrained) {
     CAPTURE(name);
     CpuBackend backend(2);
-    LlamaModel model(trained_path(name), backend);
-    const LlamaConfig& c = model.config();
+    Model model(trained_path(name), backend);
+    const ModelConfig& c = model.config();
     CHECK(c.n_layers == 8);
     CHECK(c.mtp_layers == 1);
     CHECK(c.attention_layers() == 2);
@@ -62,7 +62,7 @@ TEST_CASE("trained fixtures: the main layers match llama.cpp streamed from stora
   for (const std::string name : kTrained) {
     CAPTURE(name);
     CpuBackend backend(2);
-    LlamaModel model(trained_path(name), backend);
+    Model model(trained_path(name), backend);
     model.set_kv_types(KvType::F32, KvType::F32);
     const WeightStream& ws = stream_from_storage(model, 0, model.config().n_experts_used);  // every layer through the ring
     CHECK(ws.plan().n_resident == 0);

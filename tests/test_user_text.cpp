@@ -11,14 +11,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/chat_template.h"
+#include "chat/chat_template.h"
 #include "core/gguf.h"
-#include "core/tokenizer.h"
 #include "jinja/chat_renderer.h"
 #include "jinja/template.h"
 #include "tests/chat_model.h"
 #include "tests/fixtures.h"
 #include "tests/harmony_fixture.h"
+#include "tokenizer/tokenizer.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;

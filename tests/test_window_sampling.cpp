@@ -14,7 +14,7 @@
 
 #include "engine/session.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "model/llama_model.h"
+#include "model/model.h"
 #include "tests/chi_square.h"
 #include "tests/derived_fixture.h"
 #include "tests/fixtures.h"
@@ -37,11 +37,11 @@ void check_sampling_across_window(const std::string& name, int top_k, const std:
   for (int32_t i = 0; i < 14; ++i) ids.push_back(int32_t((i * 977 + 2) % kRows));
 
   CpuBackend backend(1), draft_backend(1);  // one thread: as fast at this size
-  LlamaModel t(target, backend);
+  Model t(target, backend);
   REQUIRE(t.config().sliding_window == 16);
   const auto seeded = seeded_runs(top_k);
   const auto reference = target_triples(t, ids, seeded);
-  LlamaModel d(near, draft_backend);
+  Model d(near, draft_backend);
   for (const SpeculationParams& policy : {SpeculationParams{.mode = SpeculationParams::Mode::Tree, .node_budget = 8},
                                           SpeculationParams{.mode = SpeculationParams::Mode::Chain, .node_budget = 3}}) {
     Session session(t, &d, policy, 64);

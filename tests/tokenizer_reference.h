@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "core/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace flashspec::testing {
 

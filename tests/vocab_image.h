@@ -8,8 +8,8 @@
 
 #include "core/error.h"
 #include "core/gguf.h"
-#include "core/tokenizer.h"
 #include "tests/gguf_writer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace flashspec::testing {
 

@@ -147,130 +147,149 @@ void matvec_q8_grids(cuda::CudaBackend& be, int device, int iters, double d2d_gb
   }
 }
 
+// Device memory bandwidth: 1 GiB device-to-device, in GB/s (bytes read + written).
+double d2d_bandwidth(Backend& be, int iters) {
+  const size_t copy_bytes = size_t(1) << 30;
+  BackendBuffer a(be, copy_bytes), b(be, copy_bytes);
+  const double d2d_s = seconds_per_iter(iters, be, [&] { be.copy(b.get(), a.get(), copy_bytes); });
+  const double d2d_gbps = 2.0 * double(copy_bytes) / d2d_s / 1e9;
+  print({{"test", "d2d_copy"}, {"bytes", copy_bytes}, {"gbps", d2d_gbps}});
+  return d2d_gbps;
+}
+
+struct Shape {
+  int64_t rows, cols;
+};
+
+// Mat-vec (T = 1) and batched matmul of one weight type at one shape.
+void matmul_shape(cuda::CudaBackend& be, int iters, double d2d_gbps, GgmlType t, Shape s, std::mt19937& rng) {
+  const std::vector<uint8_t> host = random_matrix(t, s.rows, s.cols, rng);
+  // Calls go to the copies in turn; one matrix called again and again is read from
+  // L2, timed beside it.
+  const std::vector<BackendBuffer> ws = device_copies(be, host);
+  const size_t copies = ws.size();
+  std::vector<WeightMatrix> wms;
+  for (const BackendBuffer& w : ws) wms.push_back(WeightMatrix{t, w.get(), s.rows, s.cols});
+  for (int64_t T : {1, 16, 64, 256}) {
+    std::vector<float> xh(size_t(T * s.cols));
+    for (float& v : xh) v = float(int(rng() % 2001) - 1000) / 1000.0f;
+    BackendBuffer x(be, xh.size() * 4), y(be, size_t(T * s.rows) * 4);
+    be.upload(x.get(), xh.data(), xh.size() * 4);
+    size_t turn = 0;
+    const auto call = [&] { be.matmul(wms[turn++ % copies], x.get<float>(), T, y.get<float>()); };
+    const double sec = device_seconds_per_iter(std::max<int>(iters, int(2 * copies)), be, call);
+    nlohmann::json j = {{"test", T == 1 ? "matvec" : "matmul"}, {"type", std::string(type_name(t))},
+                        {"rows", s.rows}, {"cols", s.cols}, {"T", T}, {"us", sec * 1e6},
+                        {"launched_back_to_back_us", seconds_per_iter(iters, be, call) * 1e6}};
+    if (T == 1) {
+      const double gbps = double(host.size()) / sec / 1e9;
+      const auto hot = [&] { be.matmul(wms[0], x.get<float>(), T, y.get<float>()); };
+      j["weight_gbps"] = gbps;
+      j["fraction_of_d2d"] = gbps / d2d_gbps;
+      j["l2_hot_us"] = device_seconds_per_iter(iters, be, hot) * 1e6;
+    } else {
+      j["tflops"] = 2.0 * double(T * s.rows * s.cols) / sec / 1e12;
+    }
+    print(j);
+  }
+}
+
+// Seconds per host -> device copy of `layer` bytes: a plain cudaMemcpy from cudaMallocHost
+// memory.
+double pinned_memcpy_seconds(Backend& be, int iters, BackendBuffer& dst, size_t layer) {
+  void* pinned = nullptr;
+  check(cudaMallocHost(&pinned, layer), "cudaMallocHost");
+  std::memset(pinned, 1, layer);
+  const double plain_s = seconds_per_iter(iters, be, [&] {
+    check(cudaMemcpy(dst.get(), pinned, layer, cudaMemcpyHostToDevice), "cudaMemcpy");
+  });
+  cudaFreeHost(pinned);
+  return plain_s;
+}
+
+// Seconds per host -> device copy of a layer from `map` through the backend's copy queue,
+// in seven copies as StagedLayers makes (one per matrix).
+double copy_queue_seconds(Backend& be, int iters, BackendBuffer& dst, void* map, size_t layer) {
+  const std::unique_ptr<CopyQueue> q = be.make_copy_queue();
+  q->pin(map, layer);
+  const size_t part = layer / 7 / 256 * 256;
+  return seconds_per_iter(iters, be, [&] {
+    for (size_t i = 0; i < 7; ++i) {
+      const size_t off = i * part, n = i == 6 ? layer - off : part;
+      q->copy_in(dst.get<uint8_t>() + off, static_cast<uint8_t*>(map) + off, n);
+    }
+    q->order_ops_after_copies();
+    q->wait_host();
+  });
+}
+
+// Copies overlapping compute, as a streamed pass needs them: the layer copy on the queue
+// alone, mat-vecs on the compute stream alone (as many as take about as long), then both
+// issued together. overlap = time hidden / the shorter of the two: 1 when the copy engine
+// and the SMs are busy at once, 0 when one waits for the other.
+void copy_compute_overlap(Backend& be, int iters, BackendBuffer& dst, void* map, size_t layer, std::mt19937& rng) {
+  const std::unique_ptr<CopyQueue> q = be.make_copy_queue();
+  q->pin(map, layer);
+  auto copy_layer = [&] {
+    q->copy_in(dst.get(), map, layer);
+    q->wait_host();
+  };
+  const std::vector<uint8_t> host = random_matrix(GgmlType::Q4_0, 11008, 4096, rng);
+  BackendBuffer w(be, host.size()), x(be, 4096 * 4), y(be, 11008 * 4);
+  be.upload(w.get(), host.data(), host.size());
+  std::vector<float> xh(4096, 0.5f);
+  be.upload(x.get(), xh.data(), xh.size() * 4);
+  const WeightMatrix wm{GgmlType::Q4_0, w.get(), 11008, 4096};
+  const double one_mv = seconds_per_iter(iters, be, [&] { be.matmul(wm, x.get<float>(), 1, y.get<float>()); });
+  const double copy_s = seconds_per_iter(iters, be, copy_layer);
+  const int mvs = std::max(1, int(copy_s / one_mv));
+  auto compute = [&] {
+    for (int i = 0; i < mvs; ++i) be.matmul(wm, x.get<float>(), 1, y.get<float>());
+  };
+  const double compute_s = seconds_per_iter(iters, be, compute);
+  const double both_s = seconds_per_iter(iters, be, [&] {
+    q->copy_in(dst.get(), map, layer);
+    compute();
+    q->wait_host();
+  });
+  print({{"test", "copy_compute_overlap"},
+         {"copy_ms", copy_s * 1e3},
+         {"compute_ms", compute_s * 1e3},
+         {"both_ms", both_s * 1e3},
+         {"overlap", (copy_s + compute_s - both_s) / std::min(copy_s, compute_s)}});
+}
+
 int run(int device, int iters) {
   const std::unique_ptr<Backend> be = cuda::make_backend(device);
   std::printf("{\"backend\":\"%s\"}\n", be->name().c_str());
   auto& cuda_be = dynamic_cast<cuda::CudaBackend&>(*be);
   std::mt19937 rng(1);
 
-  // Device memory bandwidth: 1 GiB device-to-device.
-  const size_t copy_bytes = size_t(1) << 30;
-  BackendBuffer a(*be, copy_bytes), b(*be, copy_bytes);
-  const double d2d_s = seconds_per_iter(iters, *be, [&] { be->copy(b.get(), a.get(), copy_bytes); });
-  const double d2d_gbps = 2.0 * double(copy_bytes) / d2d_s / 1e9;
-  print({{"test", "d2d_copy"}, {"bytes", copy_bytes}, {"gbps", d2d_gbps}});
-
+  const double d2d_gbps = d2d_bandwidth(*be, iters);
   for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K})
     for (int64_t rows : {4096, 11008}) matvec_q8_grids(cuda_be, device, iters, d2d_gbps, t, rows, 4096, rng);
 
   // Mat-vec and batched matmul on 7B shapes.
-  struct Shape { int64_t rows, cols; };
   for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q5_K, GgmlType::Q3_K,
-                     GgmlType::Q2_K, GgmlType::Q5_0, GgmlType::IQ4_NL, GgmlType::F16}) {
-    for (Shape s : {Shape{4096, 4096}, Shape{11008, 4096}, Shape{4096, 11008}}) {
-      if (s.cols % traits(t).block_elems) continue;
-      const std::vector<uint8_t> host = random_matrix(t, s.rows, s.cols, rng);
-      // Calls go to the copies in turn; one matrix called again and again is read from
-      // L2, timed beside it.
-      const std::vector<BackendBuffer> ws = device_copies(*be, host);
-      const size_t copies = ws.size();
-      std::vector<WeightMatrix> wms;
-      for (const BackendBuffer& w : ws) wms.push_back(WeightMatrix{t, w.get(), s.rows, s.cols});
-      for (int64_t T : {1, 16, 64, 256}) {
-        std::vector<float> xh(size_t(T * s.cols));
-        for (float& v : xh) v = float(int(rng() % 2001) - 1000) / 1000.0f;
-        BackendBuffer x(*be, xh.size() * 4), y(*be, size_t(T * s.rows) * 4);
-        be->upload(x.get(), xh.data(), xh.size() * 4);
-        size_t turn = 0;
-        const auto call = [&] { be->matmul(wms[turn++ % copies], x.get<float>(), T, y.get<float>()); };
-        const double sec = device_seconds_per_iter(std::max<int>(iters, int(2 * copies)), cuda_be, call);
-        nlohmann::json j = {{"test", T == 1 ? "matvec" : "matmul"}, {"type", std::string(type_name(t))},
-                            {"rows", s.rows}, {"cols", s.cols}, {"T", T}, {"us", sec * 1e6},
-                            {"launched_back_to_back_us", seconds_per_iter(iters, *be, call) * 1e6}};
-        if (T == 1) {
-          const double gbps = double(host.size()) / sec / 1e9;
-          const auto hot = [&] { be->matmul(wms[0], x.get<float>(), T, y.get<float>()); };
-          j["weight_gbps"] = gbps;
-          j["fraction_of_d2d"] = gbps / d2d_gbps;
-          j["l2_hot_us"] = device_seconds_per_iter(iters, cuda_be, hot) * 1e6;
-        } else {
-          j["tflops"] = 2.0 * double(T * s.rows * s.cols) / sec / 1e12;
-        }
-        print(j);
-      }
-    }
-  }
+                     GgmlType::Q2_K, GgmlType::Q5_0, GgmlType::IQ4_NL, GgmlType::F16})
+    for (Shape s : {Shape{4096, 4096}, Shape{11008, 4096}, Shape{4096, 11008}})
+      if (s.cols % traits(t).block_elems == 0) matmul_shape(cuda_be, iters, d2d_gbps, t, s, rng);
 
   // Host -> device: plain pinned cudaMemcpy vs a layer through the copy queue from a
   // registered anonymous mapping (the weight stream's buffers), 7B Q4_0 layer size.
   const size_t layer = 113 * (size_t(1) << 20);
   BackendBuffer dst(*be, layer);
-  void* pinned = nullptr;
-  check(cudaMallocHost(&pinned, layer), "cudaMallocHost");
-  std::memset(pinned, 1, layer);
-  const double plain_s = seconds_per_iter(iters, *be, [&] {
-    check(cudaMemcpy(dst.get(), pinned, layer, cudaMemcpyHostToDevice), "cudaMemcpy");
-  });
-  cudaFreeHost(pinned);
+  const double plain_s = pinned_memcpy_seconds(*be, iters, dst, layer);
   void* map = ::mmap(nullptr, layer, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (map == MAP_FAILED) throw Error("cannot map a host buffer");
   std::memset(map, 1, layer);
-  double queue_s = 0;
-  {
-    const std::unique_ptr<CopyQueue> q = be->make_copy_queue();
-    q->pin(map, layer);
-    // Seven copies per layer, as StagedLayers makes (one per matrix).
-    const size_t part = layer / 7 / 256 * 256;
-    queue_s = seconds_per_iter(iters, *be, [&] {
-      for (size_t i = 0; i < 7; ++i) {
-        const size_t off = i * part, n = i == 6 ? layer - off : part;
-        q->copy_in(dst.get<uint8_t>() + off, static_cast<uint8_t*>(map) + off, n);
-      }
-      q->order_ops_after_copies();
-      q->wait_host();
-    });
-  }
+  const double queue_s = copy_queue_seconds(*be, iters, dst, map, layer);
   print({{"test", "h2d"},
          {"bytes", layer},
          {"pinned_memcpy_gbps", double(layer) / plain_s / 1e9},
          {"copy_queue_gbps", double(layer) / queue_s / 1e9},
          {"ratio", plain_s / queue_s}});
-
-  // Copies overlapping compute, as a streamed pass needs them: the layer copy on the queue
-  // alone, mat-vecs on the compute stream alone (as many as take about as long), then both
-  // issued together. overlap = time hidden / the shorter of the two: 1 when the copy engine
-  // and the SMs are busy at once, 0 when one waits for the other.
-  {
-    const std::unique_ptr<CopyQueue> q = be->make_copy_queue();
-    q->pin(map, layer);
-    auto copy_layer = [&] {
-      q->copy_in(dst.get(), map, layer);
-      q->wait_host();
-    };
-    const std::vector<uint8_t> host = random_matrix(GgmlType::Q4_0, 11008, 4096, rng);
-    BackendBuffer w(*be, host.size()), x(*be, 4096 * 4), y(*be, 11008 * 4);
-    be->upload(w.get(), host.data(), host.size());
-    std::vector<float> xh(4096, 0.5f);
-    be->upload(x.get(), xh.data(), xh.size() * 4);
-    const WeightMatrix wm{GgmlType::Q4_0, w.get(), 11008, 4096};
-    const double one_mv = seconds_per_iter(iters, *be, [&] { be->matmul(wm, x.get<float>(), 1, y.get<float>()); });
-    const double copy_s = seconds_per_iter(iters, *be, copy_layer);
-    const int mvs = std::max(1, int(copy_s / one_mv));
-    auto compute = [&] {
-      for (int i = 0; i < mvs; ++i) be->matmul(wm, x.get<float>(), 1, y.get<float>());
-    };
-    const double compute_s = seconds_per_iter(iters, *be, compute);
-    const double both_s = seconds_per_iter(iters, *be, [&] {
-      q->copy_in(dst.get(), map, layer);
-      compute();
-      q->wait_host();
-    });
-    print({{"test", "copy_compute_overlap"},
-           {"copy_ms", copy_s * 1e3},
-           {"compute_ms", compute_s * 1e3},
-           {"both_ms", both_s * 1e3},
-           {"overlap", (copy_s + compute_s - both_s) / std::min(copy_s, compute_s)}});
-  }
+  copy_compute_overlap(*be, iters, dst, map, layer, rng);
   ::munmap(map, layer);
   return 0;
 }

@@ -22,9 +22,9 @@
 
 #include "core/error.h"
 #include "core/gguf.h"
-#include "core/tokenizer.h"
 #include "grammar/json_schema.h"
 #include "grammar/token_masker.h"
+#include "tokenizer/tokenizer.h"
 
 namespace {
 

@@ -17,7 +17,7 @@
 #include "core/units.h"
 #include "engine/engine.h"
 #include "offload/weight_stream.h"
-#include "model/llama_model.h"
+#include "model/model.h"
 
 namespace {
 

@@ -1,4 +1,8 @@
 #pragma once
+// apps/server/ holds `flashspec serve`: the HTTP layer and its connections, the
+// OpenAI-compatible requests and answers (tools and output rules included), the queue and
+// runners that generate on the engine, and the metrics.
+//
 // Errors the server answers with, in OpenAI's shape and with the HTTP status that fits:
 //   {"error": {"message": "...", "type": "invalid_request_error", "param": "max_tokens", "code": "..."}}
 // Handlers throw ApiError; the HTTP layer turns it into the response.

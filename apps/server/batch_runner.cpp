@@ -81,14 +81,7 @@ BatchRunner::BatchRunner(Engine& engine, const ChatFormat& format, bool ignore_e
       gauges_{.max_sequences = max_sequences_, .kv = batch_->kv_figures()},
       thread_([this] { engine_loop(); }) {}
 
-BatchRunner::~BatchRunner() {
-  {
-    std::lock_guard lk(m_);
-    quit_ = true;
-  }
-  work_cv_.notify_all();
-  thread_.join();
-}
+BatchRunner::~BatchRunner() { stop_engine_thread(m_, quit_, work_cv_, thread_); }
 
 // A request beyond it is a 400 with the numbers (HttpServer::prepare), before it queues.
 int64_t BatchRunner::max_sequence() const { return max_rows_ - scratch_rows_; }
@@ -185,7 +178,7 @@ void BatchRunner::engine_loop() {
 void BatchRunner::drop_cancelled(std::deque<Job*>& waiting) {
   // A client gone (or a shutdown's cut) while its job waited for a slot: it never started.
   for (auto it = waiting.begin(); it != waiting.end();) {
-    if (!(*it)->request.cancelled || !(*it)->request.cancelled()) {
+    if (!(*it)->request.turn.cancelled || !(*it)->request.turn.cancelled()) {
       ++it;
       continue;
     }
@@ -226,7 +219,7 @@ bool BatchRunner::admit(Job& job, RunningList& running) {
   try {
     if (!batch_) batch_ = engine_.new_batch(max_sequences_, capacity_, engine_.options().batch);
     // Error (this request alone fails) when it could never fit the pool.
-    if (!batch_->has_room(job.request.prompt, job.request.max_tokens)) {
+    if (!batch_->has_room(job.request.prompt, job.request.turn.max_tokens)) {
       if (running.empty()) throw Error("internal: no room for a request in an empty batch");
       return false;  // the running sequences' slots and blocks come back as they end
     }
@@ -271,14 +264,7 @@ void BatchRunner::retire(RunningList& running) {
     std::exception_ptr error;
     try {
       GenerationResult g = batch_->take(s.id);  // frees its caches now
-      GenerationStats& st = g.stats;
-      st.bytes_read = int64_t(s.stream.bytes_read);
-      st.read_busy_ms = s.stream.read_busy_ms;
-      st.io_wait_ms = s.stream.io_wait_ms;
-      st.expert_hits = s.stream.expert_hits;
-      st.expert_reads = s.stream.expert_reads;
-      st.expert_guesses = s.stream.expert_guesses;
-      st.expert_guess_hits = s.stream.expert_guess_hits;
+      set_stream_stats(g.stats, s.stream);
       r = run_result(s.text.finish(std::move(g)), int64_t(s.job.request.prompt.size()), s.constraint.get());
     } catch (...) {
       error = std::current_exception();

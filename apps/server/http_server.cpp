@@ -13,13 +13,13 @@
 #include "apps/server/api_error.h"
 #include "apps/server/body_reader.h"
 #include "apps/server/tool_reading.h"
-#include "core/chat_harmony.h"
+#include "chat/chat_harmony.h"
 #include "core/error.h"
 #include "core/gguf.h"
 #include "core/printable.h"
 #include "engine/engine.h"
 #include "grammar/matcher.h"
-#include "model/llama_model.h"
+#include "model/model.h"
 
 namespace flashspec::server {
 
@@ -306,17 +306,17 @@ RunRequest HttpServer::prepare_one(const GenRequest& g, const ToolRequest& tools
     } catch (const Error& e) {
       throw bad_request(e.what(), "messages");
     }
-    r.hide_reasoning = f.reasons() && !g.thinking;
-    r.read_tool_calls = tools.reads_calls() && format_.tool_call_syntax() == ToolCallSyntax::Harmony;
-    if (r.read_tool_calls && tools.forces_call()) {
+    r.turn.hide_reasoning = f.reasons() && !g.thinking;
+    r.turn.read_tool_calls = tools.reads_calls() && format_.tool_call_syntax() == ToolCallSyntax::Harmony;
+    if (r.turn.read_tool_calls && tools.forces_call()) {
       // A forced harmony call: its header is prefilled after the generation prompt, and the
       // calls' grammar writes the rest.
       const std::string fn = tools.forced_functions.size() == 1 ? tools.forced_functions[0].name : "";
       const std::vector<int32_t> opening = f.harmony_call_opening(fn);
       r.prompt.insert(r.prompt.end(), opening.begin(), opening.end());
-      r.harmony_opening = harmony_text(harmony_call_opening(fn));
+      r.turn.harmony_opening = harmony_text(harmony_call_opening(fn));
     }
-    if (!format_.stop_text().empty()) r.stop.push_back(format_.stop_text());
+    if (!format_.stop_text().empty()) r.turn.stop.push_back(format_.stop_text());
   } else if (prompt->tokenized) {
     // Token ids as sent (no BOS added), each one of the vocabulary's.
     const int32_t n_vocab = engine_.tokenizer().n_vocab();
@@ -330,8 +330,8 @@ RunRequest HttpServer::prepare_one(const GenRequest& g, const ToolRequest& tools
     r.prompt = engine_.tokenizer().encode(prompt->text, true);
     if (r.prompt.empty()) throw bad_request("prompt: it tokenizes to nothing (empty, and the model adds no BOS)", "prompt");
   }
-  r.stop.insert(r.stop.end(), g.stop.begin(), g.stop.end());
-  r.sampling = g.sampling;
+  r.turn.stop.insert(r.turn.stop.end(), g.stop.begin(), g.stop.end());
+  r.turn.sampling = g.sampling;
 
   const int64_t n_prompt = int64_t(r.prompt.size()), limit = runner_->max_sequence();
   const int64_t room = limit - n_prompt;
@@ -345,9 +345,9 @@ RunRequest HttpServer::prepare_one(const GenRequest& g, const ToolRequest& tools
                           std::to_string(limit) + " tokens)",
                       "max_tokens", "context_length_exceeded");
   // -n -1 on the command line: a request without max_tokens may fill the context.
-  r.max_tokens = g.max_tokens           ? *g.max_tokens
-                 : opt_.default_max_tokens < 0 ? room
-                                               : std::min(opt_.default_max_tokens, room);
+  r.turn.max_tokens = g.max_tokens           ? *g.max_tokens
+                      : opt_.default_max_tokens < 0 ? room
+                                                    : std::min(opt_.default_max_tokens, room);
   return r;
 }
 
@@ -361,10 +361,10 @@ std::vector<RunRequest> HttpServer::prepare(const GenRequest& g, const ToolReque
   const size_t prompts = g.chat ? 1 : g.prompts.size();
   for (size_t p = 0; p < prompts; ++p) {
     RunRequest base = prepare_one(g, tools, g.chat ? nullptr : &g.prompts[p]);
-    base.top_logprobs = int32_t(g.top_logprobs);
+    base.turn.top_logprobs = int32_t(g.top_logprobs);
     for (int64_t k = 0; k < g.n; ++k) {
       runs.push_back(base);
-      runs.back().sampling.seed = seed + runs.size() - 1;
+      runs.back().turn.sampling.seed = seed + runs.size() - 1;
     }
   }
   return runs;
@@ -443,7 +443,7 @@ void HttpServer::complete(const httplib::Request& req, httplib::Response& res, c
   }
   job->ticket.emplace(std::move(*entry.ticket));
   ClientStream& conn = *job->conn;
-  for (RunRequest& r : job->runs) r.cancelled = [this, &conn] { return conn.peer_gone() || queue_.cut(); };
+  for (RunRequest& r : job->runs) r.turn.cancelled = [this, &conn] { return conn.peer_gone() || queue_.cut(); };
   switch (queue_.wait_turn(*job->ticket, [&conn] { return conn.peer_gone(); })) {
     case GenerationQueue::Wait::Turn: break;
     case GenerationQueue::Wait::Gone: res.status = 499; return;  // nobody reads this answer
@@ -531,13 +531,13 @@ void HttpServer::stream_answer(Job& job, httplib::DataSink& sink) {
   for (size_t i = 0; i < job.runs.size(); ++i) {
     RunRequest& run = job.runs[i];
     if (job.tools) {
-      run.on_text = [&, i](const std::string& text) { calls[i].push(text); };
-      run.on_tool_call = [&, i](const ToolCall& c) { calls[i].call(c); };
+      run.turn.on_text = [&, i](const std::string& text) { calls[i].push(text); };
+      run.turn.on_tool_call = [&, i](const ToolCall& c) { calls[i].call(c); };
     }
-    else run.on_text = [&, i](const std::string& text) { send_chunk(i, chunk_json(job.meta, i, text, false, nullptr)); };
-    run.on_reasoning = [&, i](const std::string& text) { send_chunk(i, reasoning_chunk_json(job.meta, i, text)); };
-    if (run.top_logprobs >= 0) run.on_logprob = [&, i](const TokenLogprob& lp) { pending[i].tokens.push_back(lp); };
-    run.cancelled = [&] { return failed || conn.peer_gone() || queue_.cut(); };
+    else run.turn.on_text = [&, i](const std::string& text) { send_chunk(i, chunk_json(job.meta, i, text, false, nullptr)); };
+    run.turn.on_reasoning = [&, i](const std::string& text) { send_chunk(i, reasoning_chunk_json(job.meta, i, text)); };
+    if (run.turn.top_logprobs >= 0) run.turn.on_logprob = [&, i](const TokenLogprob& lp) { pending[i].tokens.push_back(lp); };
+    run.turn.cancelled = [&] { return failed || conn.peer_gone() || queue_.cut(); };
   }
   std::vector<RunResult> rs;
   try {

@@ -27,10 +27,10 @@
 #include "apps/server/metrics.h"
 #include "apps/server/openai_json.h"
 #include "apps/server/request.h"
-#include "apps/server/tool_request.h"
 #include "apps/server/runner.h"
 #include "apps/server/serve_options.h"
-#include "core/chat_template.h"
+#include "apps/server/tool_request.h"
+#include "chat/chat_template.h"
 
 namespace flashspec {
 class Engine;

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/server/runner.h"
-#include "core/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace flashspec::server {
 

@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/server/output_rule.h"
-#include "core/chat_template.h"
+#include "chat/chat_template.h"
 #include "core/sampler.h"
 
 namespace flashspec::server {

@@ -25,13 +25,15 @@ GenerationRunner::GenerationRunner(Engine& engine, const ChatFormat& format, boo
       ignore_eos_(ignore_eos),
       thread_([this] { engine_loop(); }) {}
 
-GenerationRunner::~GenerationRunner() {
+GenerationRunner::~GenerationRunner() { stop_engine_thread(m_, quit_, cv_, thread_); }
+
+void stop_engine_thread(std::mutex& m, bool& quit, std::condition_variable& cv, std::thread& thread) {
   {
-    std::lock_guard lk(m_);
-    quit_ = true;
+    std::lock_guard lk(m);
+    quit = true;
   }
-  cv_.notify_all();
-  thread_.join();
+  cv.notify_all();
+  thread.join();
 }
 
 void GenerationRunner::engine_loop() {
@@ -110,23 +112,11 @@ std::unique_ptr<grammar::GrammarConstraint> request_constraint(const RunRequest&
 }
 
 TurnRequest turn_request(const RunRequest& r, const ChatFormat& format, bool ignore_eos, LogitConstraint* constraint) {
-  TurnRequest t;
+  TurnRequest t = r.turn;
   t.constraint = constraint;
-  t.sampling = r.sampling;
-  t.max_tokens = r.max_tokens;
   t.ignore_eos = ignore_eos;
   t.turn_end = r.chat ? format.turn_end_token() : -1;
-  t.stop = r.stop;
-  t.hide_reasoning = r.hide_reasoning;
   t.format = r.chat ? &format : nullptr;  // a completion's text is read as plain text
-  t.on_text = r.on_text;
-  t.on_reasoning = r.on_reasoning;
-  t.read_tool_calls = r.read_tool_calls;
-  t.on_tool_call = r.on_tool_call;
-  t.harmony_opening = r.harmony_opening;
-  t.cancelled = r.cancelled;
-  t.top_logprobs = r.top_logprobs;
-  t.on_logprob = r.on_logprob;
   return t;
 }
 

@@ -26,7 +26,7 @@
 
 #include "apps/server/gen_queue.h"
 #include "apps/server/mask_counts.h"
-#include "core/chat_template.h"
+#include "chat/chat_template.h"
 #include "core/sampler.h"
 #include "core/stats.h"
 #include "engine/batch_session.h"
@@ -41,26 +41,17 @@ namespace flashspec::server {
 
 struct RunRequest {
   std::vector<int32_t> prompt;    // the whole rendered prompt
-  SamplingParams sampling;
-  int64_t max_tokens = 0;
-  std::vector<std::string> stop;  // stop texts (for chat, with the style's own)
   bool chat = true;               // also stop at the chat style's end-of-turn token
-  bool hide_reasoning = false;
-  std::function<void(const std::string&)> on_text;  // visible text, as it becomes final
-  // Harmony chats: the reasoning (analysis channel), as it becomes final.
-  std::function<void(const std::string&)> on_reasoning;
-  // Harmony chats offered tools: its calls are read apart (TurnRequest::read_tool_calls),
-  // each handed on once whole.
-  bool read_tool_calls = false;
-  std::function<void(const ToolCall&)> on_tool_call;
-  std::string harmony_opening;  // TurnRequest::harmony_opening (a forced call's header)
-  std::function<bool()> cancelled;                  // asked after each token
   // Structured output: the compiled rule's shared node masks (grammar_cache.h); the
   // runner makes the generation's own GrammarConstraint over them. Null: none.
   std::shared_ptr<grammar::NodeMaskCache> grammar;
-  int32_t top_logprobs = -1;  // logprobs: -1 none, 0 each token's own, K also the top K
-  // Each token's logprob as its token is final (before its text is handed on).
-  std::function<void(const TokenLogprob&)> on_logprob;
+  // The answer as the request asks for it: sampling, max_tokens, stop texts (for chat, with
+  // the style's own), hide_reasoning, the callbacks (on_text; harmony chats' on_reasoning,
+  // and with tools offered read_tool_calls and on_tool_call; on_logprob with top_logprobs
+  // >= 0; cancelled, asked after each token) and harmony_opening (a forced call's header).
+  // What the runner decides is set by turn_request(): the chat format and its end-of-turn
+  // token, --ignore-eos and the constraint.
+  TurnRequest turn;
 };
 
 enum class Finish { Stop, Length, Cancelled, ToolCalls };
@@ -96,6 +87,9 @@ std::unique_ptr<grammar::GrammarConstraint> request_constraint(const RunRequest&
 // constraint, an answer that ends where the grammar is complete (nothing else may follow)
 // finished with "stop", even when that was its max_tokens-th token.
 RunResult run_result(TurnResult g, int64_t prompt_tokens, grammar::GrammarConstraint* constraint);
+// Ends a runner's engine thread: sets `quit` under `m`, wakes the thread, which waits on
+// `cv` for it, and joins it.
+void stop_engine_thread(std::mutex& m, bool& quit, std::condition_variable& cv, std::thread& thread);
 
 class Runner {
  public:

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "core/tool_calls.h"
+#include "chat/tool_calls.h"
 
 namespace flashspec::server {
 

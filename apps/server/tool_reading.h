@@ -1,5 +1,5 @@
 #pragma once
-// The tool calls in a request's answers, read back (core/tool_calls.h) when the request
+// The tool calls in a request's answers, read back (chat/tool_calls.h) when the request
 // offered tools: the answer's text is split into its content and its calls, each call gets
 // an OpenAI id, and an answer that called tools finishes with "tool_calls". A streamed
 // answer is read as its text arrives (one Choice per answer), so content streams as
@@ -11,7 +11,7 @@
 
 #include "apps/server/runner.h"
 #include "apps/server/tool_json.h"
-#include "core/tool_calls.h"
+#include "chat/tool_calls.h"
 
 namespace flashspec::server {
 

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "core/chat_template.h"
-#include "core/tool_calls.h"
+#include "chat/chat_template.h"
+#include "chat/tool_calls.h"
 #include "grammar/tool_call_grammar.h"
 
 

@@ -1,4 +1,8 @@
 #pragma once
+// kernels/cpu/ holds the CPU backend (cpu_backend.h): SIMD kernels chosen at run time
+// (scalar, AVX2, AVX-512, AVX-512 VNNI, AMX), weight packing and quantizers, the thread
+// pool, and the memory-bandwidth probe.
+//
 // Attention over a KV cache on the CPU (see AttentionArgs in kernels/backend.h).
 #include <algorithm>
 #include <atomic>

@@ -14,6 +14,7 @@
 #include "kernels/cpu/memory_bandwidth.h"
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/quantize_fast.h"
+#include "kernels/host_fallback.h"
 #include "kernels/immediate_copy_queue.h"
 
 namespace flashspec {
@@ -21,6 +22,10 @@ namespace flashspec {
 std::string CpuBackend::name() const {
   return "cpu (" + std::string(matmul_isa()) + ", " + std::to_string(pool_.size()) + " threads)";
 }
+
+static_assert(kHostFallbacksOf<CpuBackend>.empty(), "the CPU backend computes every op itself");
+
+std::span<const HostFallbackOp> CpuBackend::host_fallback_ops() const { return kHostFallbacksOf<CpuBackend>; }
 
 void* CpuBackend::alloc(size_t bytes) {
   constexpr size_t kAlign = 256;  // the alignment Backend promises; also whole cache lines

@@ -12,6 +12,8 @@ class CpuBackend final : public Backend {
   explicit CpuBackend(int n_threads, ThreadPool::Priority priority = ThreadPool::Priority::Normal)
       : pool_(n_threads, priority) {}
   std::string name() const override;
+  // Empty: a kernel of its own for every op.
+  std::span<const HostFallbackOp> host_fallback_ops() const override;
   int threads() const override { return pool_.size(); }
   ThreadPool& pool() { return pool_; }
 

@@ -76,10 +76,9 @@ class SpinBarrier {
 // ISA: the VNNI kernels' tiles are 16 rows). Passes of up to 8 tokens stream their
 // weights at memory speed and take 2 chunks per thread, still one to hand over when a
 // thread is delayed by the OS: fewer chunk starts read faster (a chunk's first tile comes
-// without the software prefetch the tiles after it get). 1B-shape decode on 2 threads:
-// 54.4-55.9 tok/s against 51.0-53.6 with 4 per thread; 8B shape 7.35-7.49 against
-// 7.12-7.27. Larger passes are bound by compute and take 8 per thread, which evens out
-// threads of unequal speed.
+// without the software prefetch the tiles after it get), and decode ran faster with 2 per
+// thread than with 4. Larger passes are bound by compute and take 8 per thread, which
+// evens out threads of unequal speed.
 class RowChunks {
  public:
   RowChunks(int64_t rows, int64_t T, int nth) : rows_(rows) {

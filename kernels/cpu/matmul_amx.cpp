@@ -254,9 +254,9 @@ void gemm_q4_0_amx(const WeightMatrix& w, const ActQ8_0& a, int64_t tokens, cons
 // Whole tiles of 16 tokens on tiles. The last T % 16 tokens (and passes of fewer than
 // 16): from 8 of them on, a tile of their own padded with zeros, while the weights are
 // unpacked anyway; fewer, or alone, the VNNI kernel on their activations. Its second read
-// of the weights costs about a tile (1B shape, 2 threads: 48 + 1 tokens 114 ms against
-// 109 for 48; 48 + 15 on VNNI 156 ms, against 132-146 for 64), and a padded tile alone costs
-// more than VNNI's 8-15 tokens (8 tokens: 55 ms against 33).
+// of the weights costs about a tile, so from 8 tail tokens on the padded tile is the
+// cheaper; and a padded tile alone (no whole tiles to share the unpacking with) costs
+// more than the VNNI kernel on 8-15 tokens.
 constexpr int64_t kTailTileFrom = 8;
 using TilesFn = void (*)(const WeightMatrix&, const ActQ8_0&, int64_t, const TailTile*, int64_t, int64_t, float*);
 void split_tokens(const WeightMatrix& w, const ActQ8_0& a, int64_t r0, int64_t r1, float* y, TilesFn tiles,

@@ -11,22 +11,21 @@
 //    result does not depend on its batch (speculative verification relies on it);
 //  - with several tokens, each weight register is multiplied by all of them before the
 //    next (block32_tokens, super_tokens): a token's sums are chains of dependent
-//    vpdpbusd, and interleaving the tokens' chains keeps the multiplier busy (64-row
-//    pass 16% faster on Q4_0 than one token's block after another).
+//    vpdpbusd, and interleaving the tokens' chains keeps the multiplier busy (faster, on a
+//    64-row pass, than one token's block after another).
 // Weights are stored row after row, so a tile first repacks 16 rows of a stretch of
 // blocks into the lane layout (a "panel" of ~20 KB that stays in L1: per block 8 registers
 // of 4 columns x 16 rows, the scales as 16 floats), then every token of the call is
 // multiplied against the panel. The repack is paid once per call and panel, whatever T;
 // with up to 8 tokens there is no panel (each block goes straight from the repack to the
 // multiply; Q4_K's single token fuses the two per column chunk), and for T = 1 it is a
-// few dozen instructions per 16 rows x 32 weights. Measured on one Sapphire Rapids core with the
-// weights in L2, repack plus one token runs at ~17 GB/s of Q4_0 / Q4_K weights (~12.5
-// for Q6_K), about the share of DRAM bandwidth one core gets. On the 2-core Zen 5 VM
-// this project is measured on, one core decoded 8B Q4_0 at 12.7 GB/s where it reads 27.6:
-// bound by the repack. So resident Q4_0 matrices are packed into the lane layout once at
-// load, into the copy that is made anyway (WeightLayout::Lanes16, Q4_0Lanes16 below:
-// 20.0 GB/s on one core, 1.6x the decode speed with 2); streamed ones, read anew every
-// pass, keep the repack.
+// few dozen instructions per 16 rows x 32 weights. With the weights in L2, repack plus
+// one token keeps up with about the share of DRAM bandwidth one core gets; but where a
+// core can read memory faster than that, decode of Q4_0 is bound by the repack, not by
+// memory. So resident Q4_0 matrices are packed into the lane layout once at load, into
+// the copy that is made anyway (WeightLayout::Lanes16, Q4_0Lanes16 below; README, "Resident
+// weights on the CPU", has the speed-up); streamed ones, read anew every pass, keep the
+// repack.
 //
 // Q2_K, Q3_K, Q5_K, the float types and the activation quantizers use the AVX2 code.
 #include "kernels/cpu/matmul_internal.h"
@@ -61,7 +60,7 @@ struct TileRows {
 // The register shape for row_lane_driver.h.
 struct Lanes16 {
   // Tokens multiplied per pass over a panel: their 8 int32 sums and 8 float accumulators
-  // stay in registers (12 measured 4% slower on a 64-row pass: spills).
+  // stay in registers (12 measured slower on a 64-row pass: spills).
   static constexpr int kMaxTok = 8;
   using Reg = __m512i;
   using FReg = __m512;
@@ -310,7 +309,8 @@ struct Q4_0Lanes16 : Blocks32<Q4_0Kind> {
 };
 
 // Writes Q4_0 rows in the Lanes16 layout (kernels/cpu/pack_weights.h) with the
-// transposition Q4_0Kind::prep does. (A scalar packer took a quarter of the 8B file's load.)
+// transposition Q4_0Kind::prep does. (A scalar packer added noticeably to a large
+// model's load.)
 void pack_q4_0(const WeightMatrix& w, uint8_t* dst) {
   const int64_t nb = w.cols / QK4_0, rs = nb * int64_t(sizeof(BlockQ4_0));
   const auto* src = static_cast<const uint8_t*>(w.data);
@@ -437,7 +437,7 @@ struct Q4_KKind : SuperBlocks<Q4_KKind> {
   }
 
   // A single token: the repack fused with the multiply per pair of column chunks, nothing
-  // stored (Q4_K_M decode ~4% faster than through a stored block); the same integer sums
+  // stored (Q4_K_M decode measured faster than through a stored block); the same integer sums
   // and floating-point operations as super_tokens<Q4_KKind, 1>, group after group.
   template <class Prefetch>
   static FS_ALWAYS_INLINE void single(const TileRows& t, const ActQ8_K& a, int64_t b, __m512& f, Prefetch&& pf) {

@@ -14,7 +14,7 @@ namespace flashspec {
 // passes (threads: the pool's). buffer_bytes 0 picks twice the last-level cache, clamped to 256 MiB .. 1 GiB;
 // min_seconds is the least time spent timing (the first, page-faulting touch of the
 // buffer excluded). Takes roughly min_seconds plus the time to fill the buffer once
-// (~0.1-0.5 s with the defaults); allocates the buffer for the call only.
+// (a fraction of a second with the defaults); allocates the buffer for the call only.
 // Throws flashspec::Error if the buffer cannot be allocated.
 ReadBandwidth measure_read_bandwidth(ThreadPool& pool, int64_t buffer_bytes = 0, double min_seconds = 0.25);
 

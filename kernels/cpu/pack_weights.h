@@ -1,9 +1,9 @@
 #pragma once
 // Resident Q4_0 weights rearranged once at load into the layout the AVX-512 VNNI kernel
 // multiplies (WeightLayout::Lanes16), so that decode does not transpose 16 rows per block
-// on every pass. Decode at the 8B shape is bound by that repack on this project's 2-core
-// machines, not by memory: one core multiplied row-major Q4_0 at 12.7 GB/s where it reads
-// memory at 27.6.
+// on every pass. Where a core reads memory faster than it can repack, decode of
+// row-major Q4_0 is bound by that repack, not by memory (README, "Resident weights on the
+// CPU", has the figures).
 //
 // A tile of 16 rows occupies the same bytes as in the file (rows r..r+15, r a multiple of
 // 16), so prefetching and row splits are unchanged. Within a tile of nb blocks:

@@ -111,7 +111,8 @@ void gemm_row_lanes(const WeightMatrix& w, const typename Kind::Act& a, int64_t 
   // The token accumulators, and beyond one group of tokens the panel after them, in one
   // heap block (units of a register): the panel's 10-20 KB would otherwise be fresh stack
   // pages in every pool thread. One group's accumulators (at most 512 bytes) stay on the
-  // stack: a heap block per call was 5-7% of a small model's decode (allocator time).
+  // stack: a heap block per call made allocator time a visible share of a small model's
+  // decode.
   Acc one_group[kMaxTok];
   const std::unique_ptr<Acc[]> buf(T > kMaxTok ? new Acc[size_t(T + PB * U)] : nullptr);
   Acc* const acc = T > kMaxTok ? buf.get() : one_group;
@@ -123,9 +124,9 @@ void gemm_row_lanes(const WeightMatrix& w, const typename Kind::Act& a, int64_t 
     // next tile's stretch is prefetched while this one is multiplied: one linear stream, a
     // tile (9-50 KB) ahead, its lines spread evenly over this tile's blocks (counters, no
     // division per line), as DRAM likes it best. prefetch(share, per) issues a line each
-    // time the shares reach per. Into L2, not L1: on a Sapphire Rapids-class VM the L1
-    // hint held 8B decode at 24 GB/s of the 26-28 the cores read, L2 reached 28.1-28.3
-    // (no prefetch at all: 25.7-26.2).
+    // time the shares reach per. Into L2, not L1: the L1 hint held decode below the rate
+    // the cores read memory at, where the L2 hint reached it (and no prefetch at all fell
+    // between the two).
     const int64_t next_end = r + 2 * kRows < r1 ? r + 2 * kRows : r1;
     const int64_t next_lines = next_end > r + kRows ? ((next_end - r - kRows) * rs + 63) / 64 : 0;
     const uint8_t* pf = base + (r + kRows) * rs;
@@ -142,7 +143,7 @@ void gemm_row_lanes(const WeightMatrix& w, const typename Kind::Act& a, int64_t 
       // One group of tokens: no panel (the same operations). A block's share of the next
       // tile's lines goes out in Kind::kPrefetchSteps steps during its repack: a
       // super-block's lines all at once filled the line-fill buffers and stalled the
-      // repack (Q4_K_M decode read its weights at 72-76% of the machine's bandwidth).
+      // repack (Q4_K_M decode read its weights well below the machine's bandwidth).
       if (T <= kMaxTok) {
         direct_upto<Lanes, Kind, kMaxTok>(int(T), tr, n, a, c0, acc, [&] FS_ALWAYS_INLINE {
           prefetch(next_lines, nb * Kind::kPrefetchSteps);

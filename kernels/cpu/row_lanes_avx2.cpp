@@ -20,7 +20,7 @@
 // while every token is multiplied against it.
 //
 // Q8_0 in this shape (|w| against the token's bytes with w's sign, a madd per product) was
-// measured and left out: 64-row passes 14% faster, decode 5% slower than the row-pair
+// measured and left out: faster on 64-row passes but slower at decode than the row-pair
 // kernel of matmul_avx2.cpp, with or without a fused single-token path.
 #include "kernels/cpu/matmul_avx2.h"
 
@@ -168,7 +168,7 @@ struct Q4_KKind {
 
   // A super-block is 8 rows x 144 bytes: its share of the next tile's prefetch goes out in
   // 8 steps, one per column chunk (all at once, they filled the line-fill buffers and
-  // stalled the repack: decode ran 5-12% below the row-by-row kernel).
+  // stalled the repack: decode ran below the row-by-row kernel).
   static constexpr int kPrefetchSteps = 8;
 
   template <class Prefetch>

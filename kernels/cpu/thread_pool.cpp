@@ -17,8 +17,9 @@
 namespace flashspec {
 
 namespace {
-constexpr int kSpinIterations = 2000;  // ~50 us: covers the gap between ops of a pass, and a
-                                       // pool sharing cores with another process soon sleeps
+constexpr int kSpinIterations = 2000;  // long enough to cover the gap between ops of a
+                                       // pass, short enough that a pool sharing cores with
+                                       // another process soon sleeps
 constexpr uint64_t kClosed = uint64_t(1) << 31;  // entry_: the shared job takes no one more
 constexpr uint64_t kInside = kClosed - 1;        // entry_: workers inside the shared job
 uint64_t entry_tag(uint64_t generation) { return (generation & 0xffffffffu) << 32; }

@@ -36,8 +36,9 @@ class ThreadPool {
   // of it: returns once fn has returned on the calling thread and no other thread is
   // inside fn; a worker that has not entered fn by then skips it. A worker the OS has
   // descheduled -- another process on the cores -- then no longer holds up every op until
-  // it runs again: with one busy process beside it, a 2-thread pool took 3-10x as long
-  // per token as alone, 2x as long as one thread. Errors reach the caller as with run().
+  // it runs again: with one busy process beside it, a pool of as many threads as cores
+  // ran each op at the pace of its slowest thread, slower than one thread alone. Errors
+  // reach the caller as with run().
   void run_shared(const std::function<void(int, int)>& fn);
 
   // Splits [0, n) into chunks of `grain` handed out dynamically (run_shared); fn(begin, end).

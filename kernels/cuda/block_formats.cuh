@@ -1,4 +1,8 @@
 #pragma once
+// kernels/cuda/ holds the CUDA backend (cuda_backend.h): its kernels, VRAM, the copy
+// queue, and cuBLAS loaded at run time. It is built into a plugin (kernels/cuda_plugin/,
+// loaded by kernels/cuda_loader.h) and, for tests and gpubench, a static library.
+//
 // Decoding of weight rows for the CUDA kernels, written once for device and host so that
 // the host tests (tests/test_block_formats.cpp) hold it to the CPU's dequantize_row on
 // machines without a GPU. A row is read in groups of 32 consecutive weights: one Q4_0,
@@ -150,6 +154,77 @@ FS_HD float round_activation(GgmlType type, float v) {
   return v;
 }
 
+// Group g of a k-quant row (super-blocks of 256 weights, 8 groups each).
+FS_HD void decode_kquant_group(GgmlType type, const uint8_t* row, int64_t g, float* out) {
+  switch (type) {
+    case GgmlType::Q2_K: {  // 84 bytes: 16 scale/min bytes, 64 bytes of 2-bit q, d, dmin
+      const uint8_t* b = row + (g / 8) * 84;
+      const int sub = int(g % 8);
+      const float d = half_bits_to_float(read16(b + 80));
+      const float dmin = half_bits_to_float(read16(b + 82));
+      // Weight 32 sub + l: bits 2*(sub%4) of qs[32*(sub/4) + l], sub-block 2 sub + l/16.
+      const uint8_t* q = b + 16 + 32 * (sub / 4);
+      const int shift = 2 * (sub % 4);
+      for (int h = 0; h < 2; ++h) {
+        const uint8_t sm = b[2 * sub + h];
+        const float dl = d * float(sm & 0x0f), ml = dmin * float(sm >> 4);
+        for (int l = 16 * h; l < 16 * h + 16; ++l) out[l] = dl * float((q[l] >> shift) & 3) - ml;
+      }
+      return;
+    }
+    case GgmlType::Q3_K: {  // 110 bytes: 32 hmask, 64 bytes of 2-bit q, 12 scale bytes, d
+      const uint8_t* b = row + (g / 8) * 110;
+      const int sub = int(g % 8);
+      const float d = half_bits_to_float(read16(b + 108));
+      const uint8_t* q = b + 32 + 32 * (sub / 4);
+      const int shift = 2 * (sub % 4);
+      for (int h = 0; h < 2; ++h) {
+        const float dl = d * float(q3_k_scale(b + 96, 2 * sub + h) - 32);
+        for (int l = 16 * h; l < 16 * h + 16; ++l) {
+          const int hi = (b[l] >> sub) & 1;  // hmask[l], bit sub
+          out[l] = dl * float(int(((q[l] >> shift) & 3) | (hi << 2)) - 4);
+        }
+      }
+      return;
+    }
+    case GgmlType::Q4_K:    // 144 bytes: d, dmin, 12 scale bytes, 128 bytes of nibbles
+    case GgmlType::Q5_K: {  // 176 bytes: d, dmin, 12 scale bytes, 32 qh, 128 bytes of nibbles
+      const bool q5 = type == GgmlType::Q5_K;
+      const uint8_t* b = row + (g / 8) * (q5 ? 176 : 144);
+      const int sub = int(g % 8);
+      const float d = half_bits_to_float(read16(b));
+      const float dmin = half_bits_to_float(read16(b + 2));
+      int sc = 0, m = 0;
+      q4_k_scale_min(b + 4, sub, sc, m);
+      const float d1 = d * float(sc), m1 = dmin * float(m);
+      // Each 32 bytes hold sub-blocks 2j (low nibbles) and 2j+1 (high nibbles); Q5_K's bit
+      // 4 of sub-block sub's weight l is bit sub of qh[l].
+      const uint8_t* qh = b + 16;
+      const uint8_t* q = b + (q5 ? 48 : 16) + 32 * (sub / 2);
+      const int shift = (sub % 2) * 4;
+      for (int l = 0; l < 32; ++l)
+        out[l] = d1 * float(((q[l] >> shift) & 0x0f) | (q5 ? ((qh[l] >> sub) & 1) << 4 : 0)) - m1;
+      return;
+    }
+    case GgmlType::Q6_K: {  // 210 bytes: 128 ql, 64 qh, 16 int8 scales, fp16 d
+      const uint8_t* b = row + (g / 8) * 210;
+      const int half = int(g % 8) / 4, run = int(g % 4);
+      const uint8_t* ql = b + 64 * half + (run & 1) * 32;  // runs 1 and 3 read ql[l + 32]
+      const uint8_t* qh = b + 128 + 32 * half;
+      const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192) + 8 * half;
+      const float d = half_bits_to_float(read16(b + 208));
+      const int lo_shift = (run >> 1) * 4;  // runs 2 and 3 take the high nibble
+      for (int l = 0; l < 32; ++l) {
+        const int q = int(((ql[l] >> lo_shift) & 0x0f) | (((qh[l] >> (2 * run)) & 3) << 4)) - 32;
+        out[l] = d * float(sc[l / 16 + 2 * run]) * float(q);
+      }
+      return;
+    }
+    default:
+      return;
+  }
+}
+
 // Weights [32 g, 32 g + n) of a row of `type` into out[0..n) (out[n..32) = 0); n < 32
 // only for the last group of a plain (F32/F16/BF16) row whose length is not a multiple
 // of 32 (quantized rows are whole blocks).
@@ -199,73 +274,17 @@ FS_HD void decode_group(GgmlType type, const uint8_t* row, int64_t g, int n, flo
       }
       return;
     }
-    case GgmlType::Q2_K: {  // 84 bytes: 16 scale/min bytes, 64 bytes of 2-bit q, d, dmin
-      const uint8_t* b = row + (g / 8) * 84;
-      const int sub = int(g % 8);
-      const float d = half_bits_to_float(read16(b + 80));
-      const float dmin = half_bits_to_float(read16(b + 82));
-      // Weight 32 sub + l: bits 2*(sub%4) of qs[32*(sub/4) + l], sub-block 2 sub + l/16.
-      const uint8_t* q = b + 16 + 32 * (sub / 4);
-      const int shift = 2 * (sub % 4);
-      for (int h = 0; h < 2; ++h) {
-        const uint8_t sm = b[2 * sub + h];
-        const float dl = d * float(sm & 0x0f), ml = dmin * float(sm >> 4);
-        for (int l = 16 * h; l < 16 * h + 16; ++l) out[l] = dl * float((q[l] >> shift) & 3) - ml;
-      }
+    case GgmlType::Q2_K:
+    case GgmlType::Q3_K:
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
+    case GgmlType::Q6_K:
+      decode_kquant_group(type, row, g, out);
       return;
-    }
-    case GgmlType::Q3_K: {  // 110 bytes: 32 hmask, 64 bytes of 2-bit q, 12 scale bytes, d
-      const uint8_t* b = row + (g / 8) * 110;
-      const int sub = int(g % 8);
-      const float d = half_bits_to_float(read16(b + 108));
-      const uint8_t* q = b + 32 + 32 * (sub / 4);
-      const int shift = 2 * (sub % 4);
-      for (int h = 0; h < 2; ++h) {
-        const float dl = d * float(q3_k_scale(b + 96, 2 * sub + h) - 32);
-        for (int l = 16 * h; l < 16 * h + 16; ++l) {
-          const int hi = (b[l] >> sub) & 1;  // hmask[l], bit sub
-          out[l] = dl * float(int(((q[l] >> shift) & 3) | (hi << 2)) - 4);
-        }
-      }
-      return;
-    }
     case GgmlType::Q8_0: {  // 34 bytes: fp16 d, 32 int8
       const uint8_t* b = row + g * 34;
       const float d = half_bits_to_float(read16(b));
       for (int i = 0; i < 32; ++i) out[i] = d * float(int8_t(b[2 + i]));
-      return;
-    }
-    case GgmlType::Q4_K:    // 144 bytes: d, dmin, 12 scale bytes, 128 bytes of nibbles
-    case GgmlType::Q5_K: {  // 176 bytes: d, dmin, 12 scale bytes, 32 qh, 128 bytes of nibbles
-      const bool q5 = type == GgmlType::Q5_K;
-      const uint8_t* b = row + (g / 8) * (q5 ? 176 : 144);
-      const int sub = int(g % 8);
-      const float d = half_bits_to_float(read16(b));
-      const float dmin = half_bits_to_float(read16(b + 2));
-      int sc = 0, m = 0;
-      q4_k_scale_min(b + 4, sub, sc, m);
-      const float d1 = d * float(sc), m1 = dmin * float(m);
-      // Each 32 bytes hold sub-blocks 2j (low nibbles) and 2j+1 (high nibbles); Q5_K's bit
-      // 4 of sub-block sub's weight l is bit sub of qh[l].
-      const uint8_t* qh = b + 16;
-      const uint8_t* q = b + (q5 ? 48 : 16) + 32 * (sub / 2);
-      const int shift = (sub % 2) * 4;
-      for (int l = 0; l < 32; ++l)
-        out[l] = d1 * float(((q[l] >> shift) & 0x0f) | (q5 ? ((qh[l] >> sub) & 1) << 4 : 0)) - m1;
-      return;
-    }
-    case GgmlType::Q6_K: {  // 210 bytes: 128 ql, 64 qh, 16 int8 scales, fp16 d
-      const uint8_t* b = row + (g / 8) * 210;
-      const int half = int(g % 8) / 4, run = int(g % 4);
-      const uint8_t* ql = b + 64 * half + (run & 1) * 32;  // runs 1 and 3 read ql[l + 32]
-      const uint8_t* qh = b + 128 + 32 * half;
-      const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192) + 8 * half;
-      const float d = half_bits_to_float(read16(b + 208));
-      const int lo_shift = (run >> 1) * 4;  // runs 2 and 3 take the high nibble
-      for (int l = 0; l < 32; ++l) {
-        const int q = int(((ql[l] >> lo_shift) & 0x0f) | (((qh[l] >> (2 * run)) & 3) << 4)) - 32;
-        out[l] = d * float(sc[l / 16 + 2 * run]) * float(q);
-      }
       return;
     }
     // Plain rows: a fixed 32-step loop (weights past n read as 0) keeps `out` in

@@ -11,6 +11,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_copy_queue.h"
 #include "kernels/cuda/kernels.h"
+#include "kernels/host_fallback.h"
 
 namespace flashspec::cuda {
 
@@ -93,6 +94,13 @@ CudaBackend::~CudaBackend() {
 void CudaBackend::use_device() const { check(cudaSetDevice(device_), "select device " + std::to_string(device_)); }
 
 std::string CudaBackend::name() const { return "cuda (" + device_name_ + ")"; }
+
+// The table the loader and `inspect --backend cuda` read without a device must name what
+// this class leaves to the host: adding a kernel means removing its op from the table.
+static_assert(std::ranges::equal(host_fallbacks_of<CudaBackend>(), kCudaHostFallbackOps),
+              "kernels/host_fallback.h: kCudaHostFallbackOps must list the ops CudaBackend does not override");
+
+std::span<const HostFallbackOp> CudaBackend::host_fallback_ops() const { return kCudaHostFallbackOps; }
 
 void* CudaBackend::alloc(size_t bytes) {
   use_device();

@@ -39,6 +39,9 @@ class CudaBackend final : public Backend {
   CudaBackend& operator=(const CudaBackend&) = delete;
 
   std::string name() const override;
+  // kCudaHostFallbackOps (kernels/host_fallback.h), which must list the ops declared below
+  // as the ones without a kernel.
+  std::span<const HostFallbackOp> host_fallback_ops() const override;
   cudaStream_t stream() const { return stream_.get(); }
   int device() const { return device_; }
 

@@ -22,7 +22,7 @@ constexpr int kWarpsPerBlock = 8;
 // memory once, with coalesced loads, and each lane of each warp takes the dot product of
 // its group. Staging per block rather than per warp matters: at T = 1 a row's
 // activations are 4 to 8 times its quantized weights, and re-reading them for every row
-// held the first GPU run (an H200) to 12% of the device's bandwidth. The staging is
+// held the kernel to a small fraction of the device's bandwidth. The staging is
 // padded to 33 floats per group so that lane l's reads (l*33 + i) fall in 32 different
 // banks. A shuffle reduction sums the lanes.
 template <GgmlType kType>

@@ -9,12 +9,12 @@
 // which shared memory serves without bank conflicts.
 //
 // For one activation row (decoding) each block quantizes the row into shared memory
-// itself and then walks several weight rows: a separate quantizing kernel would cost a
-// launch about as long as a 4096 x 4096 Q4_0 mat-vec at full bandwidth. For more rows a
-// quantizing kernel writes the codes to device memory once and every block reads them
-// (from L1 / L2: they are small next to the weights). Large batches (prefill) stay here
-// rather than going to cuBLAS: 8 rows per weight read already outrun dequantizing the
-// weights to f32 for cuBLAS, and the numbers stay the CPU backend's.
+// itself and then walks several weight rows: a separate quantizing kernel would add a
+// launch to every matmul, which at decode sizes costs about as much as the mat-vec. For
+// more rows a quantizing kernel writes the codes to device memory once and every block
+// reads them (from L1 / L2: they are small next to the weights). Large batches (prefill)
+// stay here rather than going to cuBLAS: 8 rows per weight read already outrun
+// dequantizing the weights to f32 for cuBLAS, and the numbers stay the CPU backend's.
 #include <algorithm>
 #include <utility>
 

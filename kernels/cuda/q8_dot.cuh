@@ -4,7 +4,7 @@
 // are made of).
 //
 // Why: the float mat-vec spends ~4 instructions per weight (decode, convert, multiply),
-// which held the first GPU runs (an H200) to 14-25% of the device's bandwidth. With the
+// which bound it by instructions, well below the device's bandwidth. With the
 // activations quantized once per matmul, a group costs a few loads, eight dp4a and one
 // scale: about 1.3 instructions per weight, so the kernel is bound by memory.
 //

@@ -1,7 +1,7 @@
 // libFuzzer harness for the Jinja chat templates (jinja/template.h): lexer, parser and
 // interpreter. The input is a template, optionally followed by a NUL byte and a message
 // text; the template is parsed (Template(source)) and rendered with a small fixed chat
-// context as the jinja chat style gives it (core/chat_template_jinja.cpp): system, user,
+// context as the jinja chat style gives it (chat/chat_template_jinja.cpp): system, user,
 // assistant with tool calls, tool and assistant messages, tools, add_generation_prompt,
 // bos/eos tokens, and the message text in the user's and the tool's message. Parsing must
 // succeed or throw flashspec::Error "template..." (one line); rendering must succeed or

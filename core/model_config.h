@@ -1,0 +1,134 @@
+#pragma once
+// Hyper-parameters of a llama-family model (archs llama, qwen2, qwen3, qwen3moe, the
+// hybrid qwen35 / qwen35moe, gemma3 and gpt-oss: one decoder graph with per-family options;
+// llama, qwen3moe, qwen35moe and gpt-oss may have mixture-of-experts FFNs), read and
+// validated from GGUF metadata.
+#include <array>
+#include <cstdint>
+#include <string>
+
+namespace flashspec {
+
+class GgufFile;
+
+enum class Arch { Llama, Qwen2, Qwen3, Qwen35, Gemma3, GptOss };
+
+// How a router's logits become the chosen experts and their weights.
+enum class ExpertGating : uint8_t {
+  SoftmaxTopK,  // softmax over all experts, the top k kept, their weights renormalised (Qwen, Mixtral)
+  TopKSoftmax,  // the top k logits, then a softmax over those k alone (gpt-oss)
+};
+
+// YaRN RoPE scaling (gpt-oss), as llama.cpp applies it: low-frequency pairs are
+// interpolated (angle x freq_scale), high-frequency ones kept, a ramp between the
+// correction dims; the rotation is scaled by attn_factor x (1 + 0.1 ln(1/freq_scale)).
+struct YarnRope {
+  int64_t orig_context = 0;  // rope.scaling.original_context_length
+  float ext_factor = 0.0f;   // 0: no YaRN
+  float attn_factor = 1.0f;  // llama.cpp's cparams.yarn_attn_factor
+  float beta_fast = 32.0f, beta_slow = 1.0f;
+};
+
+// A Gated DeltaNet mixer (Qwen3.5's linear attention): a short causal convolution over
+// the projected q, k, v channels, then per value head a state of state x state that each
+// token decays and corrects by the delta rule. Value heads share key heads in groups
+// (v_heads a multiple of k_heads; value head h reads key head h % k_heads).
+struct DeltaNetShape {
+  int64_t conv_kernel = 0;  // ssm.conv_kernel: taps, the current token's included
+  int64_t state = 0;        // ssm.state_size: a head's key (and value) width
+  int64_t k_heads = 0;      // ssm.group_count
+  int64_t v_heads = 0;      // ssm.time_step_rank
+  int64_t key_dim() const { return k_heads * state; }
+  int64_t value_dim() const { return v_heads * state; }
+  int64_t conv_dim() const { return 2 * key_dim() + value_dim(); }  // q, k, v channels
+  // Floats one sequence keeps per layer: the convolution's last conv_kernel - 1 inputs and
+  // the heads' states.
+  int64_t window_floats() const { return (conv_kernel - 1) * conv_dim(); }
+  int64_t state_floats() const { return v_heads * state * state; }
+};
+
+struct ModelConfig {
+  std::string arch;        // general.architecture ("llama", "qwen2", "qwen3", "qwen3moe", "qwen35", "qwen35moe", "gemma3", "gpt-oss")
+  Arch family = Arch::Llama;  // qwen3moe: Qwen3 (its attention), with n_experts > 0; qwen35moe: Qwen35
+  int64_t n_vocab = 0;     // rows of token_embd.weight
+  int64_t dim = 0;         // residual width
+  int64_t n_layers = 0;    // the main layers (block_count less the MTP layers)
+  int64_t mtp_layers = 0;  // nextn_predict_layers: blocks n_layers.. predict further ahead
+  int64_t n_heads = 0;
+  int64_t n_kv_heads = 0;  // < n_heads for grouped-query attention
+  int64_t head_dim = 0;    // may differ from dim / n_heads (Qwen3)
+  int64_t ffn_dim = 0;     // the dense FFN's width (qwen3moe files carry one they do not use)
+  int64_t n_rot = 0;       // leading dims of each head that RoPE rotates
+  int64_t context_length = 0;  // training context; generation may go past it
+  float rms_eps = 1e-5f;
+  float rope_freq_base = 10000.0f;
+  float rope_freq_scale = 1.0f;  // 1 / rope.scaling.factor for linear scaling
+  std::string rope_scaling = "none";  // rope.scaling.type: none, linear, llama3 or yarn
+  YarnRope yarn;
+  // RoPE pairs: llama's adjacent dims (2i, 2i+1), or NeoX's halves (i, i + n_rot/2) as the
+  // Qwen families use.
+  bool rope_neox = false;
+  // Qwen3.5's multi-section RoPE (interleaved): pair i of a head takes its angle from the
+  // position component its section names; for text every component is the position but
+  // the fourth, which is 0 (rope.dimension_sections).
+  bool rope_imrope = false;
+  std::array<int32_t, 4> rope_sections{};
+  bool tied_output = false;  // no output.weight: the embedding is the output head
+  // Hybrid models (qwen35*): every full_attention_interval-th layer is gated attention
+  // (its Q projection also yields a sigmoid gate per head on attention's output), the
+  // others Gated DeltaNet mixers of shape `delta`. 0: attention everywhere.
+  int64_t full_attention_interval = 0;
+  DeltaNetShape delta;
+  bool attn_output_gate = false;
+  // Mixture-of-experts FFN (0 experts: a dense FFN of ffn_dim): each token's router
+  // picks n_experts_used of n_experts SwiGLU experts of width expert_ffn_dim.
+  int64_t n_experts = 0;
+  int64_t n_experts_used = 0;
+  int64_t expert_ffn_dim = 0;
+  // A shared expert beside the routed ones (qwen35moe), scaled per token by the sigmoid
+  // of its own gate; 0: none.
+  int64_t shared_expert_ffn_dim = 0;
+  ExpertGating gating = ExpertGating::SoftmaxTopK;
+
+  // Gemma 3 and gpt-oss: sliding-window attention (`sliding_window` positions) in every
+  // layer but each swa_period-th (gpt-oss: every other layer, the even ones windowed).
+  // Gemma 3's windowed layers have a RoPE of their own (rope_freq_base_swa, no scaling); queries
+  // scaled by attention_scale; the embedding multiplied by embedding_scale; norms after
+  // attention and after the FFN as well as before; GeGLU FFNs.
+  int64_t sliding_window = 0;  // 0: every layer attends to the whole sequence
+  int64_t swa_period = 0;      // 0: every layer is windowed
+  float rope_freq_base_swa = 10000.0f;
+  float attention_scale = 0.0f;  // 0: 1 / sqrt(head_dim)
+  float embedding_scale = 1.0f;
+  bool post_norms = false;
+
+  bool moe() const { return n_experts > 0; }
+  // Whether layer l attends through a sliding window.
+  bool windowed(int64_t l) const {
+    return sliding_window > 0 && (swa_period == 0 || l % swa_period < swa_period - 1);
+  }
+  // Whether layer l is a recurrent (Gated DeltaNet) layer rather than attention.
+  bool recurrent(int64_t l) const {
+    return full_attention_interval > 0 && (l + 1) % full_attention_interval != 0;
+  }
+  bool hybrid() const { return full_attention_interval > 0; }
+  // The layers that keep KV rows (attention), and layer l's place among them.
+  int64_t attention_layers() const { return kv_slot(n_layers); }
+  int64_t kv_slot(int64_t l) const {
+    int64_t n = 0;
+    for (int64_t i = 0; i < l; ++i) n += recurrent(i) ? 0 : 1;
+    return n;
+  }
+  int64_t q_dim() const { return n_heads * head_dim; }
+  int64_t kv_dim() const { return n_kv_heads * head_dim; }
+
+  // Reads {arch}.* keys and checks them against each other and against the tensor
+  // table; Error "PATH: ..." on anything missing, inconsistent or unsupported (an
+  // architecture other than the supported ones, a RoPE scaling other than linear, llama3, yarn, ...).
+  static ModelConfig from_gguf(const GgufFile& f);
+
+  // The architectures from_gguf() accepts, comma separated.
+  static const char* supported_archs() { return "llama, qwen2, qwen3, qwen3moe, qwen35, qwen35moe, gemma3, gpt-oss"; }
+};
+
+}  // namespace flashspec
