@@ -95,7 +95,8 @@ std::unique_ptr<Backend> make_backend(const std::string& name, int threads) {
 Engine::Engine(const EngineOptions& o) : opt_(o) {
   const int threads = thread_count(o.threads);
   const std::optional<GgmlType> self_type = self_draft_type(o.draft_path);
-  const bool mtp = o.draft_path == kMtpDraft;
+  const DraftKind kind = draft_kind(o.draft_path);
+  const bool mtp = kind == DraftKind::Mtp;
   backend_ = make_backend(o.backend, threads);
   target_ = std::make_unique<Model>(o.target_path, *backend_);
   target_->set_kv_types(o.k_type, o.v_type);
@@ -106,9 +107,9 @@ Engine::Engine(const EngineOptions& o) : opt_(o) {
   // A self-draft is quantized from the target even when the target itself is quantized.
   const QuantizeOptions self_q = QuantizeOptions::self_draft(self_type.value_or(GgmlType::Q8_0));
   const uint64_t self_bytes = self_type ? quantized_model_bytes(target_->file(), self_q) : 0;
-  if (!o.draft_path.empty() && o.draft_path != kLookupDraft && !mtp) open_draft_backend(threads);
-  if (draft_backend_ && !self_type) open_draft(o.draft_path);
-  if (!o.draft_path.empty()) policy_ = resolve_speculation(o.speculation, o, draft_share(self_bytes), mtp);
+  if (kind == DraftKind::File || kind == DraftKind::Self) open_draft_backend(threads);
+  if (kind == DraftKind::File) open_draft(o.draft_path);
+  if (kind != DraftKind::None) policy_ = resolve_speculation(o.speculation, o, draft_share(self_bytes), mtp);
   plan_ = plan_memory(target_->file(), target_->config(), target_->weights(), plan_request(self_bytes));
   place_target_layers();
   if (!policy_) return;

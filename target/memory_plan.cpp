@@ -143,11 +143,25 @@ void plan_context(MemoryPlan& p, const ModelConfig& c, const PlanRequest& r) {
   const KvFootprint kv = kv_footprint(c, r.key_type, r.value_type, r.context, Model::kRingStepRows);
   p.kv_positions = r.context * r.sequences;
   p.kv_bytes = kv.total_bytes() * uint64_t(r.sequences);
-  const int64_t recurrent_layers = c.n_layers - c.attention_layers();
   if (c.hybrid())
-    p.state_bytes = uint64_t(recurrent_layers * RecurrentState::state_floats(c.delta)) * sizeof(float) *
-                    uint64_t(r.sequences);
+    p.state_bytes = uint64_t((c.n_layers - c.attention_layers()) * RecurrentState::state_floats(c.delta)) *
+                    sizeof(float) * uint64_t(r.sequences);
   p.prefill_bytes = Activations::bytes(c, std::min(r.batch, r.context));
+}
+
+// "; draft file 549 MB in ram" (empty: no draft weights).
+std::string draft_phrase(const MemoryPlan& p) {
+  switch (p.draft) {
+    case DraftKind::File:
+      if (!p.draft_bytes) return "; draft file in VRAM";
+      return "; draft file " + format_bytes(p.draft_bytes) +
+             (p.draft_mapped_reason.empty() ? " in ram" : " mapped (" + p.draft_mapped_reason + ")");
+    case DraftKind::Self: return "; self-draft " + format_bytes(p.draft_bytes) + " in ram";
+    case DraftKind::Mtp: return p.draft_bytes ? "; MTP layer " + format_bytes(p.draft_bytes) + " resident" : "";
+    case DraftKind::None:
+    case DraftKind::Lookup: return "";
+  }
+  return "";
 }
 
 }  // namespace
@@ -163,7 +177,12 @@ MemoryPlan plan_memory(const GgufFile& f, const ModelConfig& c, const ModelWeigh
   const std::vector<std::vector<TensorExtent>> extents = layer_extents(w);
   const int64_t n = int64_t(extents.size());
   size_layers(p, extents, w.experts_used());
-  p.fixed_bytes = fixed_tensor_bytes(f, w);
+  // Tensor bytes outside the layers' matrices (embedding, head, norms): resident whatever
+  // the budget. The MTP layer's are not among them: resident when it drafts, never read
+  // otherwise.
+  for (const GgufTensorInfo& t : f.tensors()) p.fixed_bytes += t.nbytes;
+  for (uint64_t b : p.layer_bytes) p.fixed_bytes -= b;
+  p.fixed_bytes -= w.mtp_bytes();
   p.homes.assign(size_t(n), LayerHome::Mapped);
   if (r.gpu) plan_vram(p, w, o);
   uint64_t loaded = 0;  // host memory the target's layers take once placed
@@ -171,9 +190,10 @@ MemoryPlan plan_memory(const GgufFile& f, const ModelConfig& c, const ModelWeigh
     plan_stream(p, w, c, extents, r);
     loaded = p.host_layer_bytes();
   } else if (!r.gpu) {
-    uint64_t all = p.fixed_bytes + (r.draft == DraftKind::Mtp ? w.mtp_bytes() : 0);
+    uint64_t all = p.fixed_bytes;
     for (uint64_t b : p.layer_bytes) all += b;
-    p.mapped_reason = why_mapped(all, o.mmap, r.memory_available);
+    // The MTP layer is copied with the target's weights, but counted as the draft's below.
+    p.mapped_reason = why_mapped(all + (r.draft == DraftKind::Mtp ? w.mtp_bytes() : 0), o.mmap, r.memory_available);
     if (p.mapped_reason.empty()) {
       p.homes.assign(size_t(n), LayerHome::Ram);
       loaded = all;
@@ -237,7 +257,7 @@ std::string MemoryPlan::describe() const {
     if (stream->ring_over_budget()) s += " (the minimum ring, over --ram-budget)";
   }
   if (!mapped_reason.empty()) s += " (" + mapped_reason + ")";
-  s += draft_phrase();
+  s += draft_phrase(*this);
   if (ram_budget > 0 && stream) {
     s += "; --ram-budget " + format_bytes(ram_budget) + ": ";
     if (draft_bytes) s += "draft " + format_bytes(draft_bytes) + ", ";
@@ -245,25 +265,11 @@ std::string MemoryPlan::describe() const {
     if (auto_rows_cap) s += " (--tree auto verifies at most " + std::to_string(auto_rows_cap) + " rows)";
   }
   s += "; resident outside the budget, " + format_bytes(overhead_bytes()) + ": the process about " +
-       format_bytes(process_bytes) + ", embedding, head and vectors " + format_bytes(fixed_bytes);
+       format_bytes(kProcessBytes) + ", embedding, head and vectors " + format_bytes(fixed_bytes);
   if (kv_positions) s += ", KV cache of " + std::to_string(kv_positions) + " positions " + format_bytes(kv_bytes);
   if (state_bytes) s += ", recurrent state " + format_bytes(state_bytes);
   if (prefill_bytes) s += ", a prefill pass's activations " + format_bytes(prefill_bytes);
   return s;
-}
-
-std::string MemoryPlan::draft_phrase() const {
-  switch (draft) {
-    case DraftKind::File:
-      if (!draft_bytes) return "; draft file in VRAM";
-      return "; draft file " + format_bytes(draft_bytes) +
-             (draft_mapped_reason.empty() ? " in ram" : " mapped (" + draft_mapped_reason + ")");
-    case DraftKind::Self: return "; self-draft " + format_bytes(draft_bytes) + " in ram";
-    case DraftKind::Mtp: return draft_bytes ? "; MTP layer " + format_bytes(draft_bytes) + " resident" : "";
-    case DraftKind::None:
-    case DraftKind::Lookup: return "";
-  }
-  return "";
 }
 
 nlohmann::json MemoryPlan::to_json() const {
@@ -275,7 +281,7 @@ nlohmann::json MemoryPlan::to_json() const {
                       {"ram_budget", ram_budget},
                       {"draft", {{"kind", draft_kind_name(draft)}, {"bytes", draft_bytes}}},
                       {"overhead", {{"bytes", overhead_bytes()},
-                                    {"process_bytes", process_bytes},
+                                    {"process_bytes", kProcessBytes},
                                     {"fixed_bytes", fixed_bytes},
                                     {"kv_positions", kv_positions},
                                     {"kv_bytes", kv_bytes},

@@ -111,7 +111,6 @@ struct MemoryPlan {
   int64_t auto_rows_cap = 0;
 
   // Outside the budget, stated beside it.
-  uint64_t process_bytes = kProcessBytes;
   uint64_t fixed_bytes = 0;           // embedding, output head, 1-D tensors: always resident
   int64_t kv_positions = 0;           // the KV cache's positions, all sequences
   uint64_t kv_bytes = 0;              // ... and their keys and values
@@ -124,14 +123,13 @@ struct MemoryPlan {
   // Host memory the layers take outside the mapping (resident stream layers and the ring).
   uint64_t host_layer_bytes() const { return stream ? stream->memory_bytes() : 0; }
   // What is resident whatever the budget (stated beside it).
-  uint64_t overhead_bytes() const { return process_bytes + fixed_bytes + kv_bytes + state_bytes + prefill_bytes; }
+  uint64_t overhead_bytes() const { return kProcessBytes + fixed_bytes + kv_bytes + state_bytes + prefill_bytes; }
   // The process itself, whatever the model: the binary, its libraries, the command's
   // own state, the threads' stacks and the reader's queues (a tiny model resident peaks
   // near 14 MB; a streamed one adds the reader and the pages of the file's header).
   static constexpr uint64_t kProcessBytes = 20'000'000;
 
   std::string describe() const;  // lines for `inspect` and the engine's start-up notice
-  std::string draft_phrase() const;  // "; draft file 549 MB in ram" (empty: no draft weights)
   nlohmann::json to_json() const;
 };
 

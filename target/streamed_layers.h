@@ -30,17 +30,6 @@ inline std::vector<std::vector<TensorExtent>> layer_extents(const ModelWeights& 
   return out;
 }
 
-// Tensor bytes outside the streamed matrices (embedding, output head, norms): they stay
-// in the mapping (or ModelWeights' copy) whatever the budget, a fixed overhead. An MTP
-// layer's matrices are not among them: resident when it drafts, never read otherwise.
-inline uint64_t fixed_tensor_bytes(const GgufFile& f, const ModelWeights& w) {
-  uint64_t total = 0;
-  for (const GgufTensorInfo& t : f.tensors()) total += t.nbytes;
-  for (const auto& l : layer_extents(w))
-    for (const TensorExtent& e : l) total -= e.bytes;
-  return total - w.mtp_bytes();
-}
-
 // Streams layers first_layer.. (the ones before it are resident elsewhere, e.g. in VRAM:
 // they are neither read nor asked for).
 class StreamedLayers final : public LayerSource {
