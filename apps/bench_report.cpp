@@ -157,6 +157,11 @@ std::optional<ExpertFigures> BenchRow::experts() const {
   return e;
 }
 
+double BenchRow::bytes_read_per_token() const {
+  const double decode_tokens = double(totals.generated - prompts * reps);  // each run's first token is the prefill's
+  return decode_tokens > 0 ? double(totals.decode_bytes_read) / decode_tokens : 0.0;
+}
+
 std::string BenchRow::placement_label() const {
   if (streamed) return io_bw_bytes > 0 ? "streamed at " + format_rate(io_bw_bytes) : "streamed, unthrottled";
   // A cap with nothing to cap: every layer fitted --ram-budget.
@@ -264,7 +269,8 @@ std::string bench_json_line(const BenchRow& r, const BenchMeta& m) {
             {"decode_passes", r.pass_times.passes}, {"pass_rows", r.rows_per_pass()}, {"pass_ms", pb.total()},
             {"pass_draft_ms", pb.draft}, {"pass_compute_ms", pb.compute}, {"pass_io_wait_ms", pb.io_wait},
             {"pass_other_ms", pb.other}, {"single_row_passes", r.pass_times.single_row_passes},
-            {"verified_draft_nodes", r.pass_times.draft_nodes}, {"verified_lookup_nodes", r.pass_times.lookup_nodes}});
+            {"verified_draft_nodes", r.pass_times.draft_nodes}, {"verified_lookup_nodes", r.pass_times.lookup_nodes},
+            {"bytes_read_per_token", r.bytes_read_per_token()}});
   j["per_prompt"] = per_prompt_json(r.per_prompt);
   nlohmann::json cats = nlohmann::json::object();
   for (const auto& [name, c] : per_category(r))
@@ -287,7 +293,8 @@ std::string bench_csv(const std::vector<BenchRow>& rows, const BenchMeta& m) {
       "backend,cpu,commit,n_predict,prompts,reps,kv_type,seed,prompt_tokens,generated,target_passes,tau,drafted,"
       "accepted,acceptance,accept_by_depth,tokens_per_s,tokens_per_s_stddev,ttft_ms,ttft_ms_stddev,tpot_ms,"
       "tpot_ms_stddev,speedup,speedup_stddev,fastest,bytes_read,read_gbps,io_busy,decode_passes,pass_ms,"
-      "pass_draft_ms,pass_compute_ms,pass_io_wait_ms,pass_other_ms,pass_rows,target,draft,parallel,vs_parallel_1\n";
+      "pass_draft_ms,pass_compute_ms,pass_io_wait_ms,pass_other_ms,pass_rows,target,draft,parallel,vs_parallel_1,"
+      "bytes_read_per_token\n";
   for (const BenchRow& r : rows) {
     const GenerationStats& t = r.totals;
     const bool has_draft = !r.draft.empty();
@@ -307,7 +314,8 @@ std::string bench_csv(const std::vector<BenchRow>& rows, const BenchMeta& m) {
         format_number("%.4f", t.io_busy()), std::to_string(r.pass_times.passes), format_number("%.4f", pb.total()),
         format_number("%.4f", pb.draft), format_number("%.4f", pb.compute), format_number("%.4f", pb.io_wait),
         format_number("%.4f", pb.other), format_number("%.2f", r.rows_per_pass()), m.target_path, has_draft ? r.draft : "",
-        std::to_string(r.parallel), r.vs_one.values.empty() ? "" : format_number("%.4f", r.vs_one.mean())};
+        std::to_string(r.parallel), r.vs_one.values.empty() ? "" : format_number("%.4f", r.vs_one.mean()),
+        format_number("%.0f", r.bytes_read_per_token())};
     for (size_t i = 0; i < cells.size(); ++i) {
       if (i) o += ',';
       o += csv_cell(cells[i]);
@@ -322,7 +330,8 @@ std::string bench_table(const std::vector<BenchRow>& rows) {
   // row (what the policy chose), then the mean pass split as draft + compute + I/O wait.
   std::vector<std::string> head = {"config",   "temp",      "placement", "tau",     "drafted",
                                    "accepted", "accept %",  "rows/pass", "1-row %", "pass ms (draft+compute+io)",
-                                   "tok/s",    "TTFT ms",   "TPOT ms",   "read MB", "read GB/s", "speedup"};
+                                   "tok/s",    "TTFT ms",   "TPOT ms",   "read MB", "read MB/token",
+                                   "read GB/s", "speedup"};
   // Mixture of experts: the union of experts a pass routed to (summed over layers) against
   // its rows, what a token cost in experts and expert bytes read, and the cache's hit rate.
   const bool moe = std::any_of(rows.begin(), rows.end(), [](const BenchRow& r) { return r.experts().has_value(); });
@@ -348,6 +357,8 @@ std::string bench_table(const std::vector<BenchRow>& rows) {
                          format_number("%.3g", pb.compute) + "+" + format_number("%.3g", pb.io_wait) + ")",
                      format_mean_sd("%.1f", r.tokens_per_s), format_mean_sd("%.2f", r.ttft_ms),
                      format_mean_sd("%.3f", r.tpot_ms), format_number("%.1f", double(r.totals.bytes_read) / 1e6),
+                     // what a decode token cost in reads, for every streamed row (blank: resident)
+                     r.streamed ? format_number("%.1f", r.bytes_read_per_token() / 1e6) : "",
                      format_number("%.2f", r.totals.read_gbps()), format_mean_sd("%.2f", r.speedup, "x")});
     if (moe) {
       const ExpertFigures e = r.experts().value_or(ExpertFigures{});

@@ -131,6 +131,12 @@ struct BenchRow {
   // Mean tokens a decode pass verified (root included): the budget --tree auto chose.
   double rows_per_pass() const;
   std::optional<ExpertFigures> experts() const;  // none for a dense target
+  // Target weight bytes read from storage per token after each run's first (what the
+  // decode passes read; 0 when nothing streamed): what a token cost the storage, dense or
+  // mixture of experts, the target alone or speculating. From the totals, not from the
+  // passes: --parallel rows keep no per-pass records, and a prompt prefilled in chunks has
+  // more than one pass before its first decode pass.
+  double bytes_read_per_token() const;
   // "resident", "streamed at 2.1 GB/s" or "streamed, unthrottled": where the target's
   // weights came from, which is what --io-bw means.
   std::string placement_label() const;

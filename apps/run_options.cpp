@@ -155,6 +155,7 @@ void finish_run_options(const CLI::App& sub, RunOptions& o) {
   e.k_type = o.kv_types.key_type();
   e.v_type = o.kv_types.value_type();
   e.greedy = o.sampling.greedy();
+  e.moe = MoeSwitches::from_environment();
   if (!o.seed_given) o.sampling.seed = random_seed();
   check_placement_flags(e.placement, e.backend);
 

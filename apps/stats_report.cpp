@@ -26,7 +26,8 @@ nlohmann::json counts_json(const GenerationStats& s) {
           {"accepted_by_depth", s.accepted_by_depth},
           // time totals and streaming
           {"prefill_ms", s.prefill_ms}, {"decode_ms", s.decode_ms}, {"bytes_read", s.bytes_read},
-          {"read_gbps", s.read_gbps()}, {"io_busy", s.io_busy()}, {"io_wait_ms", s.io_wait_ms}};
+          {"decode_bytes_read", s.decode_bytes_read}, {"read_gbps", s.read_gbps()}, {"io_busy", s.io_busy()},
+          {"io_wait_ms", s.io_wait_ms}};
 }
 
 nlohmann::json stats_json(const GenerationStats& s) {
@@ -45,6 +46,7 @@ nlohmann::json stats_json(const GenerationStats& s) {
                         {"tree_tokens", p.tree_tokens}, {"drafted", p.drafted}, {"draft_nodes", p.draft_nodes},
                         {"lookup_nodes", p.lookup_nodes}, {"emitted", p.emitted},
                         {"predicted_tokens", p.predicted_tokens}, {"predicted_ms", p.predicted_ms}});
+    if (s.bytes_read > 0) timeline.back()["bytes_read"] = p.bytes_read;  // the target streams
     if (experts > 0) {  // a mixture-of-experts target: the pass's expert union and its bytes
       timeline.back()["experts"] = p.experts;
       timeline.back()["expert_bytes"] = p.expert_bytes;
@@ -53,7 +55,8 @@ nlohmann::json stats_json(const GenerationStats& s) {
   }
   nlohmann::json j = counts_json(s);
   j.update({{"tokens_per_s", s.tokens_per_s()}, {"prefill_tokens_per_s", s.prefill_tokens_per_s()},
-            {"ttft_ms", s.ttft_ms}, {"tpot_ms", s.tpot_ms()}, {"draft_ms", s.draft_ms}, {"pregrow_ms", s.pregrow_ms},
+            {"ttft_ms", s.ttft_ms}, {"tpot_ms", s.tpot_ms()},
+            {"bytes_read_per_token", s.bytes_per_token()}, {"draft_ms", s.draft_ms}, {"pregrow_ms", s.pregrow_ms},
             {"timeline", timeline}});
   if (experts > 0) {
     // Per layer the union of the experts a pass's rows routed to, summed over layers;
@@ -66,6 +69,7 @@ nlohmann::json stats_json(const GenerationStats& s) {
     j["expert_cache_hits"] = s.expert_hits;
     j["expert_reads"] = s.expert_reads;
     j["expert_cache_hit_rate"] = s.expert_hit_rate();
+    j["expert_cache_hit_rate_by_layer"] = s.expert_hit_rate_by_layer();  // streamed layers, in order
     j["expert_guesses"] = s.expert_guesses;
     j["expert_guess_hits"] = s.expert_guess_hits;
     j["expert_guess_hit_rate"] = s.expert_guess_rate();
@@ -94,8 +98,11 @@ std::string stats_line(const GenerationStats& s, const std::string& config, uint
     line += " %";
   }
   if (s.bytes_read > 0) {
-    std::snprintf(buf, sizeof buf, " | read %.2f GB at %.2f GB/s, I/O busy %.0f%%, waited %.0f ms",
-                  double(s.bytes_read) / 1e9, s.read_gbps(), 100.0 * s.io_busy(), s.io_wait_ms);
+    std::snprintf(buf, sizeof buf, " | read %.2f GB at %.2f GB/s", double(s.bytes_read) / 1e9, s.read_gbps());
+    line += buf;
+    // What a token cost in reads, without the prompt's pass: it reads for every prompt row.
+    if (s.generated > 1) line += " (" + format_bytes(uint64_t(s.bytes_per_token())) + " per token after the first)";
+    std::snprintf(buf, sizeof buf, ", I/O busy %.0f%%, waited %.0f ms", 100.0 * s.io_busy(), s.io_wait_ms);
     line += buf;
   }
   if (s.expert_hits + s.expert_reads + s.expert_guesses > 0) {

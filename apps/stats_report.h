@@ -15,7 +15,7 @@ namespace flashspec {
 // What the counters of one run and of a sum of runs (GenerationStats::add) both say:
 // counts, tau, acceptance by depth, time totals and the streaming figures (bench records
 // carry them as they are). stats_json, one run's "stats", adds its speeds, TTFT, TPOT,
-// draft times and the pass timeline.
+// bytes read per token, draft times and the pass timeline.
 nlohmann::json counts_json(const GenerationStats& s);
 nlohmann::json stats_json(const GenerationStats& s);
 
@@ -24,7 +24,8 @@ nlohmann::json stats_json(const GenerationStats& s);
 uint64_t peak_rss_bytes();
 
 // One line: configuration, drafted/accepted (acceptance %), tau, acceptance by depth,
-// tokens/s, TTFT and, for streamed runs, bytes read and I/O busy.
+// tokens/s, TTFT and, for streamed runs, bytes read (and per token after the first) and
+// I/O busy.
 std::string stats_line(const GenerationStats& s, const std::string& config, uint64_t seed, bool sampled);
 
 // Chrome trace (chrome://tracing, Perfetto) of the passes: named tracks for the target,

@@ -34,6 +34,8 @@ struct PassRecord {
   double io_wait_ms = 0;    // part of target_ms spent waiting for streamed weights
   double storage_ms = 0;    // the storage's time for a pass's streamed weights at its rate
                             // during this pass (0: nothing streamed)
+  int64_t bytes_read = 0;   // target weight bytes landed from storage during this pass; of a
+                            // pass carrying several sequences, this one's share
   double pregrow_ms = 0;    // draft growing the next tree on its own thread during the pass
   double draft_stall_ms = 0;  // after the pass, waiting for that growth to finish
   int64_t pregrown = 0;     // nodes of this pass's tree that were grown during the previous pass
@@ -62,6 +64,7 @@ struct GenerationStats {
   std::vector<int64_t> drafted_by_depth, accepted_by_depth;
   double prefill_ms = 0, decode_ms = 0, ttft_ms = 0;
   int64_t bytes_read = 0;  // target weight bytes read from storage
+  int64_t decode_bytes_read = 0;  // of those, landed during the passes after the prompt's
   double read_busy_ms = 0;  // time with reads in flight
   double io_wait_ms = 0;    // compute time spent waiting for weights
   double draft_ms = 0;      // time the target waited for the draft (trees, stalls)
@@ -70,12 +73,14 @@ struct GenerationStats {
   // and read from storage for the layer routing to them; experts read ahead as guesses
   // of the next layer's routing, and of those, routed to.
   int64_t expert_hits = 0, expert_reads = 0, expert_guesses = 0, expert_guess_hits = 0;
+  // Per streamed layer: experts routed to, and of those found in the expert cache.
+  std::vector<int64_t> experts_routed_by_layer, expert_hits_by_layer;
   std::vector<PassRecord> passes;
 
   // Adds another run's counters, for totals over runs (chat's session, bench's rows):
   // counts, per-depth counts, times and bytes; not its passes. The rates below hold for
-  // such a sum, except tokens_per_s and tpot_ms, which leave out one first token: a total
-  // over runs counts each run's first token itself.
+  // such a sum, except tokens_per_s, tpot_ms and bytes_per_token, which leave out one first
+  // token: a total over runs counts each run's first token itself.
   void add(const GenerationStats& o) {
     prompt_tokens += o.prompt_tokens;
     generated += o.generated;
@@ -95,6 +100,7 @@ struct GenerationStats {
     decode_ms += o.decode_ms;
     ttft_ms += o.ttft_ms;
     bytes_read += o.bytes_read;
+    decode_bytes_read += o.decode_bytes_read;
     read_busy_ms += o.read_busy_ms;
     io_wait_ms += o.io_wait_ms;
     draft_ms += o.draft_ms;
@@ -103,6 +109,19 @@ struct GenerationStats {
     expert_reads += o.expert_reads;
     expert_guesses += o.expert_guesses;
     expert_guess_hits += o.expert_guess_hits;
+    add_per_layer(experts_routed_by_layer, o.experts_routed_by_layer);
+    add_per_layer(expert_hits_by_layer, o.expert_hits_by_layer);
+  }
+  static void add_per_layer(std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+    if (a.size() < b.size()) a.resize(b.size(), 0);
+    for (size_t i = 0; i < b.size(); ++i) a[i] += b[i];
+  }
+  // Per streamed layer, the share of the experts routed to that the cache held.
+  std::vector<double> expert_hit_rate_by_layer() const {
+    std::vector<double> r;
+    for (size_t l = 0; l < experts_routed_by_layer.size() && l < expert_hits_by_layer.size(); ++l)
+      r.push_back(experts_routed_by_layer[l] ? double(expert_hits_by_layer[l]) / double(experts_routed_by_layer[l]) : 0.0);
+    return r;
   }
 
   // Tokens per target pass, the prefill pass included (it produces the first token).
@@ -117,6 +136,11 @@ struct GenerationStats {
   }
   double prefill_tokens_per_s() const {
     return prefill_ms > 0 ? double(prompt_tokens) * 1000.0 / prefill_ms : 0.0;
+  }
+  // Weight bytes read per token after the first: what each token cost in storage reads.
+  // Leaves out the prompt's pass and the first token it produced, as tokens_per_s does.
+  double bytes_per_token() const {
+    return generated > 1 ? double(decode_bytes_read) / double(generated - 1) : 0.0;
   }
   double read_gbps() const { return read_busy_ms > 0 ? double(bytes_read) / (read_busy_ms * 1e6) : 0.0; }
   double io_busy() const {

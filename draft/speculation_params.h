@@ -72,6 +72,9 @@ struct SpeculationParams {
   // The target's own MTP layer drafts (-d mtp, draft/mtp_drafter.h): no draft model, and
   // no pre-growing (it drafts from the rows of the pass that just ended).
   bool mtp = false;
+  // --tree auto on a mixture of experts: price passes by their experts' bytes
+  // (engine/expert_pass_cost.h; off only to measure what that is worth).
+  bool price_experts_by_bytes = true;
 
   bool chain() const { return mode == Mode::Chain; }
   bool auto_budget() const { return mode == Mode::Auto; }

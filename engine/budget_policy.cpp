@@ -6,7 +6,6 @@
 namespace flashspec {
 
 namespace {
-constexpr double kEma = 0.3;          // weight of the newest time measurement
 constexpr int64_t kExploreEvery = 6;  // passes between re-explorations of a neighbour, at first
 constexpr int64_t kMaxStart = 64;     // largest first horizon
 constexpr double kStartCost = 2.0;    // the first horizon's pass costs at most this times a one-row pass
@@ -19,23 +18,9 @@ constexpr double kNever = 1e12;        // passes to the next probe when none may
 constexpr double kDearDraft = 0.5;     // drafting one node costs this share of a one-row pass: start without
 }  // namespace
 
-void BudgetPolicy::LineFit::add(double x, double y) {
-  n += 1, sx += x, sy += y, sxx += x * x, sxy += x * y;
-}
-
-double BudgetPolicy::LineFit::at(double x) const {
-  if (n == 0) return 0.0;
-  const double den = n * sxx - sx * sx;
-  // One distinct x: no slope to be learnt yet; assume time proportional to x.
-  const double slope = den > 1e-9 ? std::max(0.0, (n * sxy - sx * sy) / den) : sy / std::max(sx, 1e-9);
-  const double intercept = (sy - slope * sx) / n;
-  return std::max(0.0, intercept + slope * x);
-}
-
-void BudgetPolicy::Average::add(double v) { value = n++ ? (1 - kEma) * value + kEma * v : v; }
-
-BudgetPolicy::BudgetPolicy(int64_t max_budget, double draft_cost_ratio, ExpertShape experts)
-    : draft_cost_ratio_(draft_cost_ratio), union_(experts), probe_gap_(kFirstProbeGap) {
+BudgetPolicy::BudgetPolicy(int64_t max_budget, double draft_cost_ratio, ExpertShape experts, bool price_by_bytes)
+    : draft_cost_ratio_(draft_cost_ratio), union_(experts), price_by_bytes_(price_by_bytes),
+      probe_gap_(kFirstProbeGap) {
   // No speculation, then powers of two and the midpoints 1.5 x 2^k: fine enough to land
   // near the point where compute starts to exceed the I/O floor. From 16 on, one node
   // less, so that a pass (its root row included) fills whole tiles of 16 rows: the AMX
@@ -60,9 +45,10 @@ size_t BudgetPolicy::index(int64_t b) const {
 }
 
 double BudgetPolicy::verify_ms(int64_t b) const {
+  if (price_by_bytes_ && expert_cost_.ready()) return expert_cost_.pass_ms(union_.expected(double(b + 1)));
   const size_t i = index(b);
   if (pass_ms_[i].n) return pass_ms_[i].value;
-  const Average& per_expert = ms_per_expert_.n ? ms_per_expert_ : prefill_ms_per_expert_;
+  const MovingAverage& per_expert = ms_per_expert_.n ? ms_per_expert_ : prefill_ms_per_expert_;
   if (per_expert.n) return per_expert.value * union_.expected(double(budgets_[i] + 1));
   return std::max(io_floor_.n ? io_floor_.value : 0.0, compute_fit_.at(double(budgets_[i] + 1)));
 }

@@ -22,7 +22,11 @@
 //    rows route to, which grows with the rows whether the weights stream or not: a budget
 //    not tried yet costs the measured time per routed expert times its expected union
 //    (engine/expert_union.h), so that one row is priced at its own few experts and not
-//    at the mean of the large trees tried so far;
+//    at the mean of the large trees tried so far. Once a pass has been measured, the
+//    price is the bytes those experts read instead (engine/expert_pass_cost.h): the
+//    union's share the expert cache misses, at the storage's rate, against the compute
+//    of the union, every budget priced from every pass (one-row passes included) rather
+//    than from its own few noisy measurements;
 //  - drafting: the draft time a pass waited for, against the draft nodes it grew (a line
 //    through the passes that drafted); nothing for a pass that does not draft.
 // Budget b verifies the b likeliest candidates (an ancestor-closed set: no node is likelier
@@ -45,7 +49,9 @@
 
 #include "core/token_tree.h"
 #include "engine/acceptance_model.h"
+#include "engine/expert_pass_cost.h"
 #include "engine/expert_union.h"
+#include "engine/running_fit.h"
 
 namespace flashspec {
 
@@ -55,7 +61,10 @@ class BudgetPolicy {
   // compute (from their weight bytes and threads), the price of drafting until drafting
   // has been measured; 0: unknown (drafting taken as free until measured).
   // `experts`: the target's routing when it is a mixture of experts.
-  explicit BudgetPolicy(int64_t max_budget, double draft_cost_ratio = 0.0, ExpertShape experts = {});
+  // `price_by_bytes`: price a mixture of experts' passes by the bytes their experts read
+  // (engine/expert_pass_cost.h) once a pass has been measured, not by a time per expert.
+  explicit BudgetPolicy(int64_t max_budget, double draft_cost_ratio = 0.0, ExpertShape experts = {},
+                        bool price_by_bytes = true);
 
   int64_t passes() const { return passes_; }  // observed so far
 
@@ -93,6 +102,8 @@ class BudgetPolicy {
   void observe_pass(int64_t rows, double target_ms, double io_wait_ms, int64_t routed_experts = 0);
   // A target pass that is not a tree (prefill): a cost point for `rows` rows.
   void observe_cost(int64_t rows, double target_ms, double io_wait_ms, int64_t routed_experts = 0);
+  // A mixture-of-experts pass's experts and their reads (every pass, prefill included).
+  void observe_expert_pass(const ExpertPassTimes& p) { expert_cost_.observe(p); }
   // The storage's time for one pass's streamed weights, as measured by the stream during
   // a pass (ReadProgress::pass_storage_ms): the I/O floor. Never called for a resident target.
   void observe_storage(double ms);
@@ -116,17 +127,6 @@ class BudgetPolicy {
   std::vector<double> node_probabilities(const TokenTree& tree) const;
 
  private:
-  // Least-squares line y = a + s x with a non-negative slope.
-  struct LineFit {
-    double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
-    void add(double x, double y);
-    double at(double x) const;
-  };
-  struct Average {  // exponential moving average; n == 0: never measured
-    double value = 0;
-    int64_t n = 0;
-    void add(double v);
-  };
   size_t index(int64_t b) const;  // grid index of the largest candidate <= b
   int64_t first_horizon() const;
   int64_t draft_horizon_probe() const;  // how much a probe drafts
@@ -142,15 +142,17 @@ class BudgetPolicy {
   std::vector<int64_t> budgets_;
   double draft_cost_ratio_;
   AcceptanceModel draft_model_, lookup_model_;
-  std::vector<Average> pass_ms_;       // measured target time, per candidate budget
-  std::vector<Average> draft_tokens_;  // expected tokens of the top-b draft nodes on recent drafted trees
+  std::vector<MovingAverage> pass_ms_;       // measured target time, per candidate budget
+  std::vector<MovingAverage> draft_tokens_;  // expected tokens of the top-b draft nodes on recent drafted trees
   LineFit draft_fit_;                  // critical-path draft ms against draft nodes grown
-  Average catch_up_ms_per_token_;      // the draft reading tokens it did not draft
+  MovingAverage catch_up_ms_per_token_;      // the draft reading tokens it did not draft
   LineFit compute_fit_;
-  Average io_floor_;  // storage time per pass
+  MovingAverage io_floor_;  // storage time per pass
   ExpertUnion union_;
-  Average ms_per_expert_;          // mixture of experts: tree passes' time per routed expert
-  Average prefill_ms_per_expert_;  // the same from every pass, for before a tree pass is timed
+  MovingAverage ms_per_expert_;          // mixture of experts: tree passes' time per routed expert
+  MovingAverage prefill_ms_per_expert_;  // the same from every pass, for before a tree pass is timed
+  bool price_by_bytes_;
+  ExpertPassCost expert_cost_;  // mixture of experts: a pass's price from its experts' bytes
   int64_t passes_ = 0;
   int64_t best_ = 1;           // the budget with the best steady rate (draft nodes), last pass
   int64_t next_explore_ = 6;   // pass count of the next neighbour exploration

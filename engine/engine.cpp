@@ -109,7 +109,10 @@ Engine::Engine(const EngineOptions& o) : opt_(o) {
   const uint64_t self_bytes = self_type ? quantized_model_bytes(target_->file(), self_q) : 0;
   if (kind == DraftKind::File || kind == DraftKind::Self) open_draft_backend(threads);
   if (kind == DraftKind::File) open_draft(o.draft_path);
-  if (kind != DraftKind::None) policy_ = resolve_speculation(o.speculation, o, draft_share(self_bytes), mtp);
+  if (kind != DraftKind::None) {
+    policy_ = resolve_speculation(o.speculation, o, draft_share(self_bytes), mtp);
+    policy_->price_experts_by_bytes = o.moe.byte_pricing;
+  }
   plan_ = plan_memory(target_->file(), target_->config(), target_->weights(), plan_request(self_bytes));
   place_target_layers();
   if (!policy_) return;
@@ -196,6 +199,8 @@ void Engine::place_target_layers() {
   if (plan_.stream) {
     StreamOptions so;
     static_cast<IoOptions&>(so) = opt_.placement.io;
+    so.sure_guesses = opt_.moe.sure_guesses;
+    so.shared_cache = opt_.moe.shared_cache;
     auto streamed = std::make_unique<StreamedLayers>(t.file(), t.weights(), *plan_.stream, so, plan_.n_vram);
     stream_ = &streamed->stream();
     host = std::move(streamed);

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "draft/speculation_params.h"
+#include "engine/moe_switches.h"
 #include "kernels/backend.h"
 #include "target/placement_options.h"
 
@@ -24,6 +25,7 @@ struct EngineOptions {
   PlacementOptions placement;
   SpeculationRequest speculation;        // as asked; ignored without a draft (Engine::policy(): as resolved)
   bool greedy = false;                  // runs will be greedy (chooses the pre-growing default)
+  MoeSwitches moe;                      // a streamed MoE's read-ahead, cache and pricing (all on)
 };
 
 }  // namespace flashspec

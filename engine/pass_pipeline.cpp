@@ -17,12 +17,15 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-// What a pass measured, in the record of each sequence it carried.
-void stamp(PassRecord& rec, const TargetPassTimes& t, double target_start) {
+// What a pass measured, in the record of each sequence it carried (of `carried`). The
+// bytes it read are shared among them, so that a sequence's bytes per token count what
+// it cost, and shares summed over sequences never exceed what the stream read.
+void stamp(PassRecord& rec, const TargetPassTimes& t, double target_start, int64_t carried) {
   rec.target_start = target_start;
   rec.target_ms = t.target_ms;
   rec.io_wait_ms = t.io_wait_ms;
   rec.storage_ms = t.storage_ms;
+  rec.bytes_read = t.bytes_read / carried;
   rec.experts = t.experts.routed;
   rec.expert_bytes = t.experts.routed_bytes;
   rec.expert_bytes_read = t.experts.read_bytes;
@@ -62,7 +65,7 @@ class PassPipeline::PreGrowth {
 
 PassPipeline::PassPipeline(Model& target, Model* draft, std::optional<SpeculationParams> policy,
                            const BudgetPolicy* learned)
-    : target_(target), draft_(policy ? draft : nullptr), policy_(policy) {
+    : target_(target), draft_(policy ? draft : nullptr), policy_(policy), read_mark_(target.read_progress().bytes) {
   if (!policy_) return;
   if (!draft && !policy_->lookup && !policy_->mtp) throw Error("internal: speculation without a draft");
   if (!policy_->auto_budget()) return;
@@ -79,7 +82,8 @@ PassPipeline::PassPipeline(Model& target, Model* draft, std::optional<Speculatio
                        : policy_->mtp ? double(target.weights().mtp_forward_bytes()) / double(target.file().file_size())
                                       : 0.0;
   const ModelConfig& c = target.config();
-  auto_budget_.emplace(policy_->node_budget, ratio, ExpertShape{c.n_layers, c.n_experts, c.n_experts_used});
+  auto_budget_.emplace(policy_->node_budget, ratio, ExpertShape{c.n_layers, c.n_experts, c.n_experts_used},
+                       policy_->price_experts_by_bytes);
 }
 
 void PassPipeline::equip(SequenceRun& s, int64_t rows, bool pre_grow) const {
@@ -250,7 +254,7 @@ void PassPipeline::run_pass(const std::vector<SequenceRun*>& prefill, const std:
     for (SequenceRun* s : decode)
       if (s->worker && s->draft_nodes > 0) growth.start(*s->worker, ahead, policy_->width_for(ahead));
     target_.forward_many(batches);
-  });
+  }, &read_mark_);
 
   ++counters_.passes;
   counters_.rows += rows;
@@ -264,14 +268,14 @@ void PassPipeline::run_pass(const std::vector<SequenceRun*>& prefill, const std:
 
   for (SequenceRun* s : prefill) {
     s->rec = {};
-    stamp(s->rec, t, ms_between(s->added, t0));
+    stamp(s->rec, t, ms_between(s->added, t0), carried);
     s->rec.draft_start = s->rec.target_start;
     s->rec.tree_tokens = s->prefill;
     finish_prefill(*s);
   }
   for (SequenceRun* s : decode) {
     s->rec.draft_ms = drafted_ms;  // the sequences drafted together
-    stamp(s->rec, t, ms_between(s->added, t0));
+    stamp(s->rec, t, ms_between(s->added, t0), carried);
     s->rec.tree_tokens = s->tree.size();
     count_sources(s->tree, s->rec);
     finish_tree(*s, growth);
@@ -355,6 +359,9 @@ void PassPipeline::finish_tree(SequenceRun& s, PreGrowth& growth) {
   }
   st.draft_ms += s.rec.draft_ms + s.rec.draft_stall_ms;
   st.pregrow_ms += s.rec.pregrow_ms;
+  // Here, not from passes[1..]: a prompt prefilled in chunks has several passes before
+  // the first decode pass.
+  st.decode_bytes_read += s.rec.bytes_read;
   st.passes.push_back(s.rec);
   if (out.emitted.stop) end(s);
 }
@@ -413,6 +420,9 @@ void PassPipeline::observe(const std::vector<SequenceRun*>& decode, int64_t rows
     auto_budget_->observe_pass(rows, t.target_ms, t.io_wait_ms, t.experts.routed);
   }
   auto_budget_->observe_storage(t.storage_ms);
+  if (t.experts.routed > 0)
+    auto_budget_->observe_expert_pass(
+        {t.target_ms, t.io_wait_ms, t.experts.routed, t.experts.read_bytes, t.storage_ms_per_byte, decode.empty()});
 }
 
 }  // namespace flashspec

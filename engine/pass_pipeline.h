@@ -92,6 +92,7 @@ class PassPipeline {
   std::optional<SpeculationParams> policy_;
   std::optional<BudgetPolicy> auto_budget_;  // --tree auto: learns across every pass
   int64_t horizon_ = 0;  // draft nodes the pass in progress drafted to
+  uint64_t read_mark_ = 0;  // target weight bytes read when the last pass ended (time_target_pass)
   BatchCounters counters_;
 };
 

@@ -8,7 +8,7 @@
 
 namespace flashspec {
 
-TargetPassTimes time_target_pass(const Model& target, const std::function<void()>& pass) {
+TargetPassTimes time_target_pass(const Model& target, const std::function<void()>& pass, uint64_t* read_mark) {
   const double wait0 = target.weight_wait_ms();
   const ReadProgress read0 = target.read_progress();
   const ExpertCounters experts0 = target.expert_counters();
@@ -17,7 +17,13 @@ TargetPassTimes time_target_pass(const Model& target, const std::function<void()
   TargetPassTimes t;
   t.target_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   t.io_wait_ms = target.weight_wait_ms() - wait0;
-  t.storage_ms = target.read_progress().pass_storage_ms(read0);
+  const ReadProgress read1 = target.read_progress();
+  t.storage_ms = read1.pass_storage_ms(read0);
+  if (read1.bytes > read0.bytes) t.storage_ms_per_byte = (read1.busy_ms - read0.busy_ms) / double(read1.bytes - read0.bytes);
+  // A mark ahead of this pass's start (a stream reopened with fresh counters) is no mark.
+  const uint64_t from = read_mark && *read_mark <= read0.bytes ? *read_mark : read0.bytes;
+  t.bytes_read = int64_t(read1.bytes - from);
+  if (read_mark) *read_mark = read1.bytes;
   t.experts = target.expert_counters().since(experts0);
   return t;
 }

@@ -23,13 +23,22 @@ class Model;
 
 // What one target pass took, from the target's counters around `pass`: its time, the
 // part spent waiting for streamed weights, the storage's time for a pass's streamed
-// weights at the rate it read meanwhile (0: nothing streamed), and (mixture of experts)
-// the experts it routed to and read.
+// weights at the rate it read meanwhile (0: nothing streamed), the weight bytes that
+// landed from storage for it, and (mixture of experts) the experts it routed to and read.
+//
+// `read_mark`, where given, is the count of bytes read when the previous pass ended, moved
+// on to where this one ends: the bytes are counted from there, not from this pass's start,
+// because the stream reads the next pass's first layers ahead while the draft works
+// between passes (a tenth of a speculative run's bytes on the small fixtures), and those
+// bytes serve this pass. Without it, the bytes landed during the pass.
 struct TargetPassTimes {
   double target_ms = 0, io_wait_ms = 0, storage_ms = 0;
+  int64_t bytes_read = 0;
+  double storage_ms_per_byte = 0;  // the storage's busy time per byte landed during the pass (0: none)
   ExpertCounters experts;
 };
-TargetPassTimes time_target_pass(const Model& target, const std::function<void()>& pass);
+TargetPassTimes time_target_pass(const Model& target, const std::function<void()>& pass,
+                                 uint64_t* read_mark = nullptr);
 
 // Adds prompt-lookup branches for `seq` (whose last token is the root) to `tree`, whose
 // first `draft_nodes` nodes the draft model proposed (none for a sampled chain: rejection

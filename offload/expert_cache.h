@@ -15,11 +15,22 @@
 // the layer (an exponential moving count: an expert that was hot long ago loses to one
 // that is hot now, and one busy pass does not outweigh steady use).
 //
+// Shared across layers (`shared_slots`), the number of cache slots a layer has moves with
+// its routing: when a pass starts (every layer has then seen as many passes, so scores
+// compare across layers), a slot moves from the layer whose least used cached expert is
+// least used to the layer whose most used uncached expert is most used, if that one was
+// used at least once more. A layer that reuses experts gains slots from one that routes
+// nearly uniformly (whose slots hit little). One slot per pass: a moved slot's expert is
+// dropped, and a wrong move costs a read.
+//
 // Guesses: while a pass runs layer l, the experts layer l + 1 will likely route to can be
 // read ahead into free staging slots (behind every read the pass is waiting for). When
 // layer l + 1 routes, each guess it routes to is taken as if read for it; the others are
 // dropped (freed, or freed when they land). Only the layer a pass is about to reach has
-// guesses: guessing again, or moving on to another layer, drops older ones.
+// guesses: guessing again, or moving on to another layer, drops older ones. A guess has
+// a rank, its place in the guessed order (likeliest first), and the cache counts how
+// often each rank's reads were routed to: the stream reads ahead, even while storage is
+// the bottleneck, the leading ranks that are nearly always right (sure_guesses()).
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -31,7 +42,8 @@ class ExpertCache {
  public:
   static constexpr double kDecay = 1.0 - 1.0 / 64;  // per pass of a layer: half-life ~44 passes
 
-  ExpertCache(int64_t n_layers, int64_t experts, int64_t staging_slots, int64_t cache_slots_per_layer);
+  ExpertCache(int64_t n_layers, int64_t experts, int64_t staging_slots, int64_t cache_slots_per_layer,
+              bool shared_slots = false);
 
   int64_t n_slots() const { return int64_t(slots_.size()); }
 
@@ -45,6 +57,7 @@ class ExpertCache {
     int64_t layer;
     int32_t expert;
     bool guess = false;  // read ahead, not yet routed to
+    int32_t rank = -1;   // a guess's place in the guessed order
   };
   // Experts that a pass of `layer`, not yet routed, is likely to route to (unique): those
   // not held are queued for reading ahead, replacing any earlier guesses not yet read.
@@ -77,7 +90,14 @@ class ExpertCache {
   int64_t reads() const { return reads_; }
   int64_t guessed() const { return guessed_; }
   int64_t guess_hits() const { return guess_hits_; }
-  // Experts of `layer` held in its cache slots now.
+  // The leading guess ranks each of whose reads were routed to at least `rate` of the
+  // time; a rank with fewer than `samples` reads decided counts as right, so that it gets
+  // read and measured.
+  int64_t sure_guesses(double rate, int64_t samples) const;
+  // Per layer since construction: experts routed to, and of those found in the cache.
+  const std::vector<int64_t>& routed_by_layer() const { return layer_routed_; }
+  const std::vector<int64_t>& hits_by_layer() const { return layer_hits_; }
+  // Experts of `layer` held in cache slots now.
   int64_t cached(int64_t layer) const { return int64_t(cached_[size_t(layer)].size()); }
   bool is_cached(int64_t layer, int32_t e) const;
 
@@ -89,6 +109,7 @@ class ExpertCache {
     bool held = false;    // routed to by the running pass and not done with
     bool orphan = false;  // being read for an abandoned pass: freed when it lands
     bool guess = false;   // read ahead for a layer that has not routed yet
+    int32_t rank = -1;    // of a guess
     int64_t layer = -1;
     int32_t expert = -1;
   };
@@ -97,20 +118,32 @@ class ExpertCache {
   void free_staging(int32_t slot);
   // Frees (or orphans, while being read) a slot holding an unclaimed guess.
   void drop_guess(int32_t slot);
+  // A read guess of `rank` was routed to (or not).
+  void decide_guess(int32_t rank, bool routed);
+  // The cache slot of `layer` an expert scoring `wanted` may take: its least used
+  // expert's (not held), -1 when none is used less.
+  int32_t victim_for(int64_t layer, double wanted) const;
+  // Shared slots, at a pass's start: moves one cache slot between layers (see above).
+  void move_slot();
 
   int64_t n_layers_, experts_, cache_per_layer_;
+  bool shared_;
+  std::vector<double> decay_pow_;      // kDecay^n for n passes, scores being read often
   std::vector<Slot> slots_;
   std::vector<int32_t> where_;         // per (layer, expert): its slot or -1
   std::vector<double> score_;          // per (layer, expert): decayed use count at stamp_
   std::vector<int64_t> stamp_;         // per (layer, expert): the layer's pass count when score_ was set
   std::vector<int64_t> passes_;        // per layer: passes that routed through it
   std::vector<std::vector<int32_t>> cached_;  // per layer: its filled cache slots
+  std::vector<int64_t> quota_;         // per layer: cache slots it may fill
   std::vector<int32_t> free_staging_;  // staging slots neither held nor being read
   std::vector<int32_t> spare_;         // cache slots not yet filled
   std::vector<Read> pending_;          // misses waiting for a staging slot (slot unset), in order
   size_t pending_head_ = 0;
   std::vector<Read> guesses_;          // guesses waiting for a staging slot, read last first
   int64_t hits_ = 0, reads_ = 0, guessed_ = 0, guess_hits_ = 0;
+  std::vector<int64_t> rank_reads_, rank_hits_;  // per guess rank: reads decided, routed to
+  std::vector<int64_t> layer_routed_, layer_hits_;  // per layer: experts routed to, found cached
 };
 
 }  // namespace flashspec

@@ -2,6 +2,7 @@
 // What a weight stream measured since it was opened. Callers take differences of two
 // snapshots to attribute I/O to one generation.
 #include <cstdint>
+#include <vector>
 
 #include "core/stats.h"
 
@@ -21,8 +22,13 @@ struct StreamCounters {
   // experts read ahead as guesses, of which routed to.
   uint64_t expert_bytes_read = 0;
   int64_t expert_reads = 0, expert_hits = 0, expert_guesses = 0, expert_guess_hits = 0;
+  // Per layer of the stream: experts routed to, and of those found in the expert cache.
+  std::vector<int64_t> experts_routed_by_layer, expert_hits_by_layer;
 
   double read_gbps() const { return read_busy_ms > 0 ? double(bytes_read) / (read_busy_ms * 1e6) : 0; }
+  static void subtract(std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+    for (size_t i = 0; i < a.size() && i < b.size(); ++i) a[i] -= b[i];
+  }
   StreamCounters since(const StreamCounters& before) const {
     StreamCounters d = *this;
     d.bytes_read -= before.bytes_read;
@@ -34,6 +40,8 @@ struct StreamCounters {
     d.expert_hits -= before.expert_hits;
     d.expert_guesses -= before.expert_guesses;
     d.expert_guess_hits -= before.expert_guess_hits;
+    subtract(d.experts_routed_by_layer, before.experts_routed_by_layer);
+    subtract(d.expert_hits_by_layer, before.expert_hits_by_layer);
     return d;
   }
 };
@@ -48,6 +56,8 @@ inline void set_stream_stats(GenerationStats& s, const StreamCounters& d) {
   s.expert_reads = d.expert_reads;
   s.expert_guesses = d.expert_guesses;
   s.expert_guess_hits = d.expert_guess_hits;
+  s.experts_routed_by_layer = d.experts_routed_by_layer;
+  s.expert_hits_by_layer = d.expert_hits_by_layer;
 }
 
 }  // namespace flashspec

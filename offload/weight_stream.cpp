@@ -46,7 +46,7 @@ WeightStream::WeightStream(const std::string& path, const std::vector<std::vecto
       for (size_t i : x.tensors[size_t(l)]) tensors.push_back(layers[size_t(l)][i]);
       for (int64_t e = 0; e < x.experts; ++e) slice_reads_.push_back(expert_reads(tensors, e, UringReader::kAlign));
     }
-    experts_.emplace(x.n_layers, x.experts, x.staging_slots, x.cache_slots_per_layer);
+    experts_.emplace(x.n_layers, x.experts, x.staging_slots, x.cache_slots_per_layer, o.shared_cache);
     expert_mem_ = AlignedBuffer(size_t(x.memory_bytes()));
     expert_ranges_left_.assign(size_t(x.total_slots()), 0);
     expert_slot_read_.assign(size_t(x.total_slots()), 0);
@@ -312,7 +312,13 @@ size_t WeightStream::guess_room() {
   last_guess_ = now;
   busy_at_last_guess_ = busy;
   const double bytes_per_ms = busy_ms_ > 0 ? double(reader_->bytes_read()) / busy_ms_ : 0.0;
-  return size_t(idle_ms_ * bytes_per_ms / double(plan_.experts->slot_bytes));
+  const size_t idle_room = size_t(idle_ms_ * bytes_per_ms / double(plan_.experts->slot_bytes));
+  // A guess that is nearly always right costs nothing even when the storage is the
+  // bottleneck: it is read anyway, only sooner, while the pass computes instead of
+  // after it routed. So the leading ranks whose reads were routed to at least
+  // kSureGuess of the time are read ahead whatever the idle time.
+  if (!opt_.sure_guesses) return idle_room;
+  return std::max(idle_room, size_t(experts_->sure_guesses(kSureGuess, kSureGuessSamples)));
 }
 
 const uint8_t* WeightStream::resident_layer(int64_t layer) const {
@@ -367,6 +373,8 @@ StreamCounters WeightStream::counters() const {
   if (experts_) {
     c.expert_reads = experts_->reads();
     c.expert_hits = experts_->hits();
+    c.experts_routed_by_layer = experts_->routed_by_layer();
+    c.expert_hits_by_layer = experts_->hits_by_layer();
     c.expert_guesses = experts_->guessed();
     c.expert_guess_hits = experts_->guess_hits();
   }

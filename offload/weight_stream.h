@@ -51,6 +51,11 @@ namespace flashspec {
 // model, or plan_layers for bare extents).
 struct StreamOptions : ReaderOptions {
   uint64_t expected_file_size = 0;  // size when the model was opened (0: unchecked)
+  // Mixture of experts (on unless a benchmark switches one off to measure it): read ahead
+  // the guess ranks that are nearly always right even while storage is the bottleneck,
+  // and let cache slots move to the layers that reuse experts most (offload/expert_cache.h).
+  bool sure_guesses = true;
+  bool shared_cache = true;
 };
 
 class WeightStream {
@@ -155,6 +160,8 @@ class WeightStream {
   double busy_ms_ = 0, wait_ms_ = 0, resident_ms_ = 0;
   // Guessed experts: how many the storage's idle time has room for (under mu_).
   size_t guess_room();
+  static constexpr double kSureGuess = 0.9;          // a rank routed to this often is read ahead
+  static constexpr int64_t kSureGuessSamples = 32;   // reads of a rank before its rate is trusted
   Clock::time_point last_guess_{};
   double busy_at_last_guess_ = 0, idle_ms_ = 0;
   uint64_t expert_read_bytes_ = 0;

@@ -408,9 +408,17 @@ TEST_CASE("bench: placement labels say resident, streamed at a rate, or streamed
   CHECK(rows[0].at("placement_label").get<std::string>() == "resident");
   CHECK(rows[0].at("streamed").get<bool>() == false);
   CHECK(rows[0].at("bytes_read").get<int64_t>() == 0);
+  CHECK(rows[0].at("bytes_read_per_token").get<double>() == 0);
   CHECK(rows[1].at("placement_label").get<std::string>() == "streamed at 500 MB/s");
   CHECK(rows[1].at("streamed").get<bool>() == true);
   CHECK(rows[1].at("bytes_read").get<int64_t>() > 0);
+  // A dense target streaming its layers: every decode token costs reads, and not more
+  // than the run read.
+  const double per_token = rows[1].at("bytes_read_per_token").get<double>();
+  CHECK(per_token > 0);
+  CHECK(per_token * double(rows[1].at("generated").get<int64_t>() - rows[1].at("prompts").get<int64_t>()) <=
+        doctest::Approx(double(rows[1].at("bytes_read").get<int64_t>())));
+  CHECK(mixed.out.find("read MB/token") != std::string::npos);
   CHECK(rows[1].at("placement").get<std::string>().find("stream") != std::string::npos);
   CHECK(mixed.out.find("unthrottled") == std::string::npos);
   CHECK(mixed.out.find("resident") != std::string::npos);
@@ -445,6 +453,7 @@ TEST_CASE("bench: a mixture of experts streaming only its experts is 'streamed',
   CHECK(rows[0].at("experts_per_pass").get<double>() == 4);  // one row: 2 layers x 2 experts
   CHECK(rows[0].at("experts_per_token").get<double>() == 4);
   CHECK(rows[0].at("expert_bytes_read_per_token").get<double>() > 0);
+  CHECK(rows[0].at("bytes_read_per_token").get<double>() > 0);  // its experts' reads
   CHECK(r.out.find("experts/pass") != std::string::npos);
   CHECK(r.out.find("hit %") != std::string::npos);
   // A dense target's table has no expert columns.

@@ -14,6 +14,8 @@
 
 #include "engine/acceptance_model.h"
 #include "engine/budget_policy.h"
+#include "engine/expert_pass_cost.h"
+#include "engine/moe_switches.h"
 
 using namespace flashspec;
 
@@ -84,10 +86,13 @@ struct SimPair {
 };
 
 struct PassCost {
-  double compute_ms, io_ms;  // the pass takes max of the two; waits for weights the rest
+  double compute_ms, io_ms;  // the pass takes max of the two (plus loss_ms); waits for weights the rest
   double draft_ms_per_node = 0.0;  // the draft's time per node grown, before the pass
   double draft_ms_fixed = 1.0;     // and per pass that drafts at all
   double catch_up_ms_per_token = 0.0;  // the draft reading tokens emitted while it did not draft
+  double loss_ms = 0.0;  // what the overlap of reading and computing loses, per pass
+  double ms() const { return std::max(compute_ms, io_ms) + loss_ms; }
+  double wait_ms() const { return ms() - compute_ms; }
 };
 using Cost = std::function<PassCost(int64_t)>;
 
@@ -96,6 +101,10 @@ using Cost = std::function<PassCost(int64_t)>;
 struct Routing {
   ExpertShape shape;
   double gamma = 1.0;
+  // Streamed: the expert bytes a pass reads per expert routed to (the cache's misses),
+  // told to the policy with the storage's busy time (io_ms), as a stream measures them.
+  // 0: the policy is told nothing of bytes (it prices experts by time).
+  double read_bytes_per_expert = 0.0;
   int64_t routed(int64_t rows) const {
     if (!shape.moe()) return 0;
     const double miss = 1.0 - double(shape.used) / double(shape.experts);
@@ -119,9 +128,15 @@ Outcome run(int64_t fixed, const Cost& cost, const SimPair& pair, int passes, co
             int late = 0) {
   const PassCost one = cost(0);
   BudgetPolicy policy(1024, (one.draft_ms_fixed + one.draft_ms_per_node) / one.compute_ms, routing.shape);
+  const auto tell_bytes = [&](const PassCost& c, int64_t rows, bool prefill) {
+    if (routing.read_bytes_per_expert <= 0) return;
+    const int64_t routed = routing.routed(rows);
+    const int64_t bytes = int64_t(double(routed) * routing.read_bytes_per_expert);
+    policy.observe_expert_pass({c.ms(), c.wait_ms(), routed, bytes, c.io_ms / double(bytes), prefill});
+  };
   const PassCost pre = cost(7);  // an 8-token prompt
-  policy.observe_cost(8, std::max(pre.compute_ms, pre.io_ms), std::max(0.0, pre.io_ms - pre.compute_ms),
-                      routing.routed(8));
+  policy.observe_cost(8, pre.ms(), pre.wait_ms(), routing.routed(8));
+  tell_bytes(pre, 8, true);
   policy.observe_storage(pre.io_ms);
   Outcome o;
   int64_t behind = 0;  // tokens the draft has not read (emitted while it did not draft)
@@ -142,10 +157,10 @@ Outcome run(int64_t fixed, const Cost& cost, const SimPair& pair, int passes, co
     if (fixed < 0) verified = grown.select(policy.choose(grown, draft_ms).nodes);
     const int64_t b = verified.size() - 1;
     const PassCost c = cost(b);
-    const double ms = std::max(c.compute_ms, c.io_ms);
+    const double ms = c.ms();
     const std::vector<int32_t> path = pair.accept(pass, verified);
-    policy.observe(verified, path, ms, std::max(0.0, c.io_ms - c.compute_ms), draft_ms, grown.size() - 1,
-                   routing.routed(b + 1));
+    policy.observe(verified, path, ms, c.wait_ms(), draft_ms, grown.size() - 1, routing.routed(b + 1));
+    tell_bytes(c, b + 1, false);
     policy.observe_storage(c.io_ms);
     o.tokens += double(path.size() + 1);
     if (horizon == 0) behind += int64_t(path.size() + 1);
@@ -286,6 +301,61 @@ TEST_CASE("tree auto: experts shared between rows leave speculation on") {
   CHECK(tree16 >= 1.3 * alone);
   CHECK(got.rate() >= 1.1 * alone);
   CHECK(got.mean_budget() >= 1);
+}
+
+TEST_CASE("tree auto: a streamed MoE priced by its experts' bytes stays near the best, never below the target") {
+  // The trained 35B-A3B-shape file streamed with its dense part resident and 15 of 64
+  // experts per layer cached (40 layers, 8 routed per row, rows routing independently):
+  // a row's misses read at 0.8 ms each (1.77 MB at 2.2 GB/s), the compute is 40 ms of
+  // dense part plus 0.14 ms per expert routed to, and a pass loses 45 ms to the overlap.
+  // One row: 234 ms; two: ~400 ms, for up to twice the tokens: speculation pays a little
+  // or not at all. (Rows routing alike, gamma 0.5, make a tree of 3 pay 1.38x with the
+  // sharper draft; auto misses that, priced by bytes or not: a few early rejections lower
+  // the acceptance model's estimate, drafting goes off, and probes come too rarely to
+  // raise it within 60 passes.)
+  const Routing routing{ExpertShape{40, 64, 8}, 1.0, 0.74 * 1.77e6};
+  const Cost cost = [&](int64_t b) {
+    const double routed = double(routing.routed(b + 1));
+    return PassCost{40.0 + 0.14 * routed, 0.8 * 0.74 * routed, 0.01, 0.5, 0.0, 45.0};
+  };
+  for (const double sharpness : {1.6, 0.8}) {
+    CAPTURE(sharpness);
+    check_auto_near_best(cost, SimPair{.sharpness = sharpness}, routing);
+  }
+}
+
+TEST_CASE("expert pass cost: one-row passes price a tree's pass by the bytes its experts read") {
+  ExpertPassCost cost;
+  CHECK(!cost.ready());
+  // A prompt's pass reads nearly every expert: it teaches the compute line and the
+  // storage's rate, not the cache's misses.
+  cost.observe({1900, 1250, 2256, 4000'000'000, 1800 / 4e9, true});
+  CHECK(!cost.ready());
+  // One-row passes: 320 experts routed, 74% of them read (1.31 MB each), at 2.2 GB/s,
+  // 85 ms of compute, 235 ms in all.
+  for (int i = 0; i < 10; ++i) cost.observe({235, 150, 320, 420'000'000, 190.9 / 420e6, false});
+  REQUIRE(cost.ready());
+  CHECK(cost.read_bytes(320) == doctest::Approx(420e6));
+  CHECK(cost.pass_ms(320) == doctest::Approx(235).epsilon(0.02));
+  // Twice the experts: twice the bytes at the same rate, the compute line between the
+  // two measured points, the same overlap loss: ~426 ms, well under twice one row's.
+  const double two = cost.pass_ms(640);
+  CHECK(two == doctest::Approx(2 * 190.9 + (235 - 190.9)).epsilon(0.02));
+  CHECK(two < 2 * 235);
+  // A resident target reads nothing: its compute line, whatever the experts.
+  ExpertPassCost resident;
+  for (int i = 0; i < 4; ++i) resident.observe({80, 0, 320, 0, 0, false});
+  CHECK(resident.pass_ms(320) == doctest::Approx(80));
+}
+
+TEST_CASE("moe switches: FLASHSPEC_MOE_OFF names the parts a benchmark switches off") {
+  const MoeSwitches all = MoeSwitches::parse("");
+  CHECK((all.byte_pricing && all.sure_guesses && all.shared_cache));
+  const MoeSwitches two = MoeSwitches::parse("guess,cache");
+  CHECK((two.byte_pricing && !two.sure_guesses && !two.shared_cache));
+  CHECK(!MoeSwitches::parse("pricing").byte_pricing);
+  CHECK_THROWS_WITH(MoeSwitches::parse("pricing,readahead"),
+                    doctest::Contains("unknown part 'readahead' (pricing, guess, cache)"));
 }
 
 TEST_CASE("expert union: one row is its own experts, and the growth with rows is learnt from passes") {

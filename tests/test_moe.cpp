@@ -451,6 +451,48 @@ TEST_CASE("moe: more routed experts than staging slots are read in waves, and an
   pass(c, 0, {9, 11, 13});
 }
 
+TEST_CASE("moe: cache slots shared across layers move to the layer that reuses its experts") {
+  // Layer 0 routes to the same 4 experts every pass; layer 1 to 2 new ones each pass
+  // (rotating over its 8). Two slots per layer hold half of layer 0's experts; shared,
+  // layer 1's slots (its experts come back only every 4th pass) move to layer 0.
+  for (const bool shared : {false, true}) {
+    CAPTURE(shared);
+    ExpertCache c(2, 8, 4, 2, shared);
+    int64_t hits_before = 0;
+    for (int p = 0; p < 24; ++p) {
+      hits_before = c.hits();
+      pass(c, 0, {0, 1, 2, 3});
+      pass(c, 1, {int32_t(2 * (p % 4)), int32_t(2 * (p % 4) + 1)});
+    }
+    const int64_t last_pass_hits = c.hits() - hits_before;
+    CHECK(c.cached(0) == (shared ? 4 : 2));
+    CHECK(c.cached(1) == (shared ? 0 : 2));
+    CHECK(last_pass_hits == (shared ? 4 : 2));
+    CHECK(c.cached(0) + c.cached(1) == 4);  // the slots are moved, never added
+  }
+}
+
+TEST_CASE("moe: guess ranks nearly always routed to are sure, the others stop being so once measured") {
+  ExpertCache c(2, 16, 8, 0);
+  CHECK(c.sure_guesses(0.9, 4) == 16);  // nothing measured: every rank is read and measured
+  for (int p = 0; p < 6; ++p) {
+    // Layer 1 is guessed as 0, 1, 2, 3 (likeliest first) and routes to 0, 1, 9 and 10:
+    // ranks 0 and 1 are right every time, ranks 2 and 3 never.
+    c.guess(1, std::vector<int32_t>{0, 1, 2, 3});
+    for (int g = 0; g < 4; ++g) {
+      const auto r = c.next_read();
+      REQUIRE(r);
+      CHECK(r->guess);
+      CHECK(r->rank == g);
+      c.landed(r->slot);
+    }
+    pass(c, 1, {0, 1, 9, 10});
+  }
+  CHECK(c.guess_hits() == 12);
+  CHECK(c.sure_guesses(0.9, 4) == 2);
+  CHECK(c.sure_guesses(0.9, 100) == 16);  // too few reads to judge any rank
+}
+
 // ---- the weight stream reading experts ----
 
 TEST_CASE("moe: guesses of the next layer read after routed misses, taken when routed to, dropped when not") {
@@ -555,6 +597,8 @@ TEST_CASE("moe: the weight stream reads routed experts' bytes into slots, caches
     if (cache == 0) CHECK(c.expert_hits == 0);
     // Two of each layer's three experts stay cached after the first pass.
     if (cache == 2) CHECK(c.expert_hits == 2 * 3 * 2);
+    CHECK(c.experts_routed_by_layer == std::vector<int64_t>(3, 3 * 3));
+    CHECK(c.expert_hits_by_layer == std::vector<int64_t>(3, cache == 2 ? 2 * 2 : 0));
   }
 }
 
@@ -665,6 +709,9 @@ TEST_CASE("cli: generate on MoE files, streamed with --json stats of the experts
     CHECK(j["stats"]["expert_bytes_read"].get<int64_t>() > 0);
     CHECK(j["stats"]["expert_reads"].get<int64_t>() > 0);
     CHECK(j["stats"]["expert_cache_hit_rate"].get<double>() == 0.0);
+    const auto by_layer = j["stats"]["expert_cache_hit_rate_by_layer"].get<std::vector<double>>();
+    CHECK(int64_t(by_layer.size()) == ModelConfig::from_gguf(GgufFile::open(model)).n_layers);
+    CHECK(std::all_of(by_layer.begin(), by_layer.end(), [](double r) { return r == 0.0; }));  // no cache slots
     for (const auto& p : j["stats"]["timeline"]) {
       CHECK(p["experts"].get<int64_t>() >= 4);
       CHECK(p["expert_bytes_read"].get<int64_t>() > 0);

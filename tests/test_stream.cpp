@@ -587,6 +587,10 @@ TEST_CASE("stream: CLI --stream matches the resident run (plain and speculative)
     std::vector<std::string> a = base;
     a.insert(a.end(), extra.begin(), extra.end());
     const nlohmann::json want = cli_json(a);
+    // Resident: nothing read, so no bytes per token and no per-pass bytes.
+    CHECK(want.at("stats").at("decode_bytes_read").get<int64_t>() == 0);
+    CHECK(want.at("stats").at("bytes_read_per_token").get<double>() == 0);
+    CHECK(!want.at("stats").at("timeline")[0].contains("bytes_read"));
     for (const std::vector<std::string>& knobs :
          {std::vector<std::string>{"--stream"}, std::vector<std::string>{"--stream", "--ram-budget", "1M", "--no-direct"},
           std::vector<std::string>{"--stream", "--io-depth", "2", "--io-bw", "2G"}}) {
@@ -599,6 +603,26 @@ TEST_CASE("stream: CLI --stream matches the resident run (plain and speculative)
       CHECK(got.at("stats").at("read_gbps").get<double>() > 0);
       CHECK(got.at("stats").at("io_busy").get<double>() > 0);
       CHECK(got.at("stats").contains("io_wait_ms"));
+      // Bytes per token: what the passes after the prompt's read (the reads ahead between
+      // passes included), over the tokens after the first. Each pass streams the same
+      // layers, so no decode pass reads nothing.
+      const nlohmann::json& st = got.at("stats");
+      const int64_t decode = st.at("decode_bytes_read").get<int64_t>(), total = st.at("bytes_read").get<int64_t>();
+      CHECK(decode > 0);
+      CHECK(decode <= total);
+      const int64_t generated = st.at("generated").get<int64_t>();
+      REQUIRE(generated > 1);
+      CHECK(st.at("bytes_read_per_token").get<double>() == doctest::Approx(double(decode) / double(generated - 1)));
+      int64_t passes_sum = 0, decode_sum = 0;
+      const nlohmann::json& timeline = st.at("timeline");
+      for (size_t p = 0; p < timeline.size(); ++p) {
+        const int64_t b = timeline[p].at("bytes_read").get<int64_t>();
+        if (p > 0) CHECK(b > 0);
+        passes_sum += b;
+        decode_sum += p > 0 ? b : 0;
+      }
+      CHECK(decode_sum == decode);  // a 5-token prompt: one prefill pass
+      CHECK(passes_sum <= total);
     }
   }
 }

@@ -1,0 +1,25 @@
+#pragma once
+// The parts of a streamed mixture of experts' speculation that a benchmark switches off
+// one at a time to measure what each is worth: FLASHSPEC_MOE_OFF=pricing,guess,cache
+// (comma-separated; empty or unset: all on).
+//  - pricing: --tree auto prices a pass by the experts' bytes it is expected to read
+//    (engine/budget_policy.h), not by the experts it routes to;
+//  - guess: the stream reads ahead the guess ranks that are nearly always right even while
+//    storage is the bottleneck, not only in its idle time (offload/weight_stream.h);
+//  - cache: cache slots move between layers by reuse, not a fixed number per layer
+//    (offload/expert_cache.h).
+#include <string_view>
+
+namespace flashspec {
+
+struct MoeSwitches {
+  bool byte_pricing = true;
+  bool sure_guesses = true;
+  bool shared_cache = true;
+
+  // From FLASHSPEC_MOE_OFF; Error naming an unknown part.
+  static MoeSwitches from_environment();
+  static MoeSwitches parse(std::string_view off);
+};
+
+}  // namespace flashspec
