@@ -144,7 +144,7 @@ class BudgetPolicy {
   AcceptanceModel draft_model_, lookup_model_;
   std::vector<MovingAverage> pass_ms_;       // measured target time, per candidate budget
   std::vector<MovingAverage> draft_tokens_;  // expected tokens of the top-b draft nodes on recent drafted trees
-  LineFit draft_fit_;                  // critical-path draft ms against draft nodes grown
+  LineFit draft_fit_;                        // critical-path draft ms against draft nodes grown
   MovingAverage catch_up_ms_per_token_;      // the draft reading tokens it did not draft
   LineFit compute_fit_;
   MovingAverage io_floor_;  // storage time per pass

@@ -41,10 +41,10 @@ class ExpertPassCost {
   double read_bytes(double routed) const { return routed * read_share_.value; }
 
  private:
-  MovingAverage read_share_;   // expert bytes read per expert routed to: the cache's misses
-  MovingAverage ms_per_byte_;  // storage busy time per byte read
+  MovingAverage read_share_;    // expert bytes read per expert routed to: the cache's misses
+  MovingAverage ms_per_byte_;   // storage busy time per byte read
   MovingAverage overlap_loss_;  // pass time over the longer of its read and its compute
-  LineFit compute_;            // compute ms against experts routed to
+  LineFit compute_;             // compute ms against experts routed to
 };
 
 }  // namespace flashspec

@@ -65,7 +65,7 @@ class PassPipeline::PreGrowth {
 
 PassPipeline::PassPipeline(Model& target, Model* draft, std::optional<SpeculationParams> policy,
                            const BudgetPolicy* learned)
-    : target_(target), draft_(policy ? draft : nullptr), policy_(policy), read_mark_(target.read_progress().bytes) {
+    : target_(target), draft_(policy ? draft : nullptr), policy_(policy) {
   if (!policy_) return;
   if (!draft && !policy_->lookup && !policy_->mtp) throw Error("internal: speculation without a draft");
   if (!policy_->auto_budget()) return;
@@ -250,6 +250,9 @@ void PassPipeline::run_pass(const std::vector<SequenceRun*>& prefill, const std:
                                        std::max<int64_t>(horizon_, 2) * (1 + policy_->pregrow_factor()))
                             : policy_->max_tree_nodes();
   const auto t0 = Clock::now();
+  // A prompt's pass counts from its own start: what the stream read before it (between
+  // turns, or before the run's counters were taken) is no part of this run's passes.
+  if (decode.empty()) read_mark_ = kNoReadMark;
   const TargetPassTimes t = time_target_pass(target_, [&] {
     for (SequenceRun* s : decode)
       if (s->worker && s->draft_nodes > 0) growth.start(*s->worker, ahead, policy_->width_for(ahead));

@@ -92,7 +92,10 @@ class PassPipeline {
   std::optional<SpeculationParams> policy_;
   std::optional<BudgetPolicy> auto_budget_;  // --tree auto: learns across every pass
   int64_t horizon_ = 0;  // draft nodes the pass in progress drafted to
-  uint64_t read_mark_ = 0;  // target weight bytes read when the last pass ended (time_target_pass)
+  // Target weight bytes read when the last pass ended (time_target_pass); none yet: the
+  // next pass counts from its own start.
+  static constexpr uint64_t kNoReadMark = UINT64_MAX;
+  uint64_t read_mark_ = kNoReadMark;
   BatchCounters counters_;
 };
 
