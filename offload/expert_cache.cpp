@@ -13,7 +13,7 @@ constexpr size_t kDecayTable = 4096;  // passes after which a count is taken as 
 
 ExpertCache::ExpertCache(int64_t n_layers, int64_t experts, int64_t staging_slots, int64_t cache_slots_per_layer,
                          bool shared_slots)
-    : n_layers_(n_layers), experts_(experts), cache_per_layer_(cache_slots_per_layer), shared_(shared_slots) {
+    : n_layers_(n_layers), experts_(experts), shared_(shared_slots) {
   if (n_layers < 1 || experts < 1 || staging_slots < 1 || cache_slots_per_layer < 0)
     throw Error("internal: expert cache of " + std::to_string(staging_slots) + " staging slots for " +
                 std::to_string(n_layers) + " layers of " + std::to_string(experts) + " experts");

@@ -126,7 +126,7 @@ class ExpertCache {
   // Shared slots, at a pass's start: moves one cache slot between layers (see above).
   void move_slot();
 
-  int64_t n_layers_, experts_, cache_per_layer_;
+  int64_t n_layers_, experts_;
   bool shared_;
   std::vector<double> decay_pow_;      // kDecay^n for n passes, scores being read often
   std::vector<Slot> slots_;

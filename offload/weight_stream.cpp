@@ -361,6 +361,16 @@ int64_t WeightStream::cached_experts(int64_t layer) const {
 }
 
 StreamCounters WeightStream::counters() const {
+  StreamCounters c = totals();
+  std::lock_guard lk(mu_);
+  if (experts_) {
+    c.experts_routed_by_layer = experts_->routed_by_layer();
+    c.expert_hits_by_layer = experts_->hits_by_layer();
+  }
+  return c;
+}
+
+StreamCounters WeightStream::totals() const {
   std::lock_guard lk(mu_);
   StreamCounters c;
   c.bytes_read = reader_->bytes_read() - resident_read_;
@@ -373,8 +383,6 @@ StreamCounters WeightStream::counters() const {
   if (experts_) {
     c.expert_reads = experts_->reads();
     c.expert_hits = experts_->hits();
-    c.experts_routed_by_layer = experts_->routed_by_layer();
-    c.expert_hits_by_layer = experts_->hits_by_layer();
     c.expert_guesses = experts_->guessed();
     c.expert_guess_hits = experts_->guess_hits();
   }

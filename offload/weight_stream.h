@@ -100,6 +100,9 @@ class WeightStream {
   int64_t cached_experts(int64_t layer) const;
 
   StreamCounters counters() const;
+  // The same without the per-layer expert counts, for the callers that read the counters
+  // every pass (pass times, read progress): no per-layer copies on that path.
+  StreamCounters totals() const;
   // Blocks until every expert read issued has landed, wrong guesses' included: the
   // counters' expert bytes (counted when issued) are then in bytes_read too.
   void wait_expert_reads();

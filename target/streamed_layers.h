@@ -83,13 +83,13 @@ class StreamedLayers final : public LayerSource {
   void guess(int64_t layer, std::span<const int32_t> experts) override {
     if (stream_.plan().experts) stream_.guess(layer - first_, experts);
   }
-  double wait_ms() const override { return stream_.counters().io_wait_ms; }
+  double wait_ms() const override { return stream_.totals().io_wait_ms; }
   ReadProgress read_progress() const override {
-    const StreamCounters c = stream_.counters();
+    const StreamCounters c = stream_.totals();
     return {c.bytes_read, c.read_busy_ms, stream_.plan().streamed_bytes};
   }
   ExpertCounters expert_reads() const override {
-    const StreamCounters c = stream_.counters();
+    const StreamCounters c = stream_.totals();
     ExpertCounters x;
     x.read = c.expert_reads;
     x.read_bytes = int64_t(c.expert_bytes_read);
