@@ -151,11 +151,11 @@ struct Inspection {
   Tokenizer tok;
   MemoryPlan plan;
   KvType k_type, v_type;
-  uint64_t kv_per_token;
   int64_t ctx;
   // By kind of layer: windowed layers in a ring (with room for a step of 64 rows; a
   // draft's larger trees widen it), on every backend.
   KvFootprint kv;
+  uint64_t kv_per_token;
   std::map<std::string, int64_t> bytes_by_type;
   int64_t total = 0;
   MoeSummary moe;
@@ -174,9 +174,9 @@ struct Inspection {
         plan(inspect_plan(a, f, c, w)),
         k_type(a.kv_types.key_type()),
         v_type(a.kv_types.value_type()),
-        kv_per_token(uint64_t(c.attention_layers()) * (kv_bytes(k_type, c.kv_dim()) + kv_bytes(v_type, c.kv_dim()))),
         ctx(a.ctx > 0 ? a.ctx : c.context_length),
         kv(kv_footprint(c, k_type, v_type, ctx, Model::kRingStepRows)),
+        kv_per_token(kv.token_bytes()),
         moe(moe_summary(f, c, w)),
         recurrent_layers(c.n_layers - c.attention_layers()),
         state_bytes(uint64_t(recurrent_layers * RecurrentState::state_floats(c.delta)) * sizeof(float)),
@@ -245,6 +245,11 @@ void add_optional_json(nlohmann::json& j, const Inspection& s) {
                 {"token_layer_bytes", s.moe.dense_bytes + s.moe.expert_bytes},
                 {"token_dense_bytes", s.moe.dense_bytes},
                 {"token_expert_bytes", s.moe.expert_bytes}};
+  if (c.per_layer_input_dim > 0)
+    j["per_layer_embeddings"] = {{"width", s.w.ple_table.cols},
+                                 {"type", std::string(type_name(s.w.ple_table.type))},
+                                 {"table_bytes", s.plan.ple_table_bytes},
+                                 {"bytes_per_token", s.plan.ple_row_bytes}};
   if (s.kv.windowed_layers > 0)
     j["kv_cache"] = {{"context", s.ctx},
                      {"global_layers", s.kv.global_layers},
@@ -344,6 +349,12 @@ std::string state_text(const Inspection& s) {
             (long long)s.kv.windowed_layers, (long long)c.sliding_window,
             (long long)(s.kv.ring ? s.kv.ring_rows : s.ctx), s.kv.ring ? " (a ring: the window and 64 rows)" : "",
             format_bytes(s.kv.windowed_bytes()).c_str(), format_bytes(s.kv.total_bytes()).c_str());
+  if (c.per_layer_input_dim > 0)
+    appendf(out,
+            "  per-layer embeddings: %lld layers x %lld values per token (%s), a table of %s left in the file, "
+            "%s read per token (from storage when streamed, never resident)\n",
+            (long long)c.n_layers, (long long)c.per_layer_input_dim, std::string(type_name(s.w.ple_table.type)).c_str(),
+            format_bytes(s.plan.ple_table_bytes).c_str(), format_bytes(s.plan.ple_row_bytes).c_str());
   return out;
 }
 

@@ -1,5 +1,6 @@
 #include "core/model_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 
@@ -26,6 +27,28 @@ int64_t bounded(const std::string& path, const std::string& key, uint64_t v, int
   return int64_t(v);
 }
 
+// A key holding one value for every layer or an array of one per layer (llama.cpp's
+// get_key_or_arr): the per-layer values, or none where the key is absent.
+std::vector<int64_t> per_layer(const GgufFile& f, const std::string& path, const std::string& key, int64_t n_layers,
+                               int64_t lo, int64_t hi) {
+  const GgufValue* v = f.find(key);
+  if (!v) return {};
+  const GgufArray* a = std::get_if<GgufArray>(&v->v);
+  if (!a) return std::vector<int64_t>(size_t(n_layers), bounded(path, key, f.require_uint(key), lo, hi));
+  if (int64_t(a->items.size()) != n_layers)
+    throw Error(path + ": key '" + key + "' holds " + std::to_string(a->items.size()) + " values for " +
+                std::to_string(n_layers) + " layers");
+  std::vector<int64_t> out;
+  for (const GgufValue& item : a->items) {
+    const bool* b = std::get_if<bool>(&item.v);
+    const std::optional<int64_t> i = b ? std::optional<int64_t>(*b ? 1 : 0) : item.as_int();
+    if (!i || *i < lo || *i > hi)
+      throw Error(path + ": key '" + key + "' holds a value outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    out.push_back(*i);
+  }
+  return out;
+}
+
 // The mixture-of-experts keys. qwen3moe must have experts, llama may (the Mixtral layout:
 // llama.expert_count > 0); the others have none. As llama.cpp does, qwen3moe sizes its
 // experts by expert_feed_forward_length and llama by feed_forward_length (it reads no
@@ -35,10 +58,18 @@ void read_experts(const GgufFile& f, const std::string& path, ModelConfig& c) {
   const std::string p = c.arch + ".";
   const std::optional<uint64_t> count = f.get_uint(p + "expert_count");
   const bool moe_arch = c.arch == "qwen3moe" || c.arch == "qwen35moe" || c.arch == "gpt-oss";
+  if (c.arch == "gemma4" && count && *count > 0) {  // 26B-A4B: experts beside a dense FFN
+    c.n_experts = bounded(path, p + "expert_count", *count, 1, kMaxExperts);
+    c.n_experts_used = bounded(path, p + "expert_used_count", f.require_uint(p + "expert_used_count"), 1, c.n_experts);
+    c.expert_ffn_dim =
+        bounded(path, p + "expert_feed_forward_length", f.require_uint(p + "expert_feed_forward_length"), 1, kMaxDim * 8);
+    c.dense_beside_experts = true;
+    return;
+  }
   if (!moe_arch && c.arch != "llama") {
     if (count && *count > 0)
       throw Error(path + ": key '" + p + "expert_count' = " + std::to_string(*count) + ": arch " + in_quotes(c.arch) +
-                  " has no mixture-of-experts layers here (supported: llama, qwen3moe, qwen35moe, gpt-oss)");
+                  " has no mixture-of-experts layers here (supported: llama, qwen3moe, qwen35moe, gemma4, gpt-oss)");
     return;
   }
   if (!count || *count == 0) {
@@ -128,6 +159,61 @@ void read_gemma3(const GgufFile& f, const std::string& path, ModelConfig& c) {
   c.post_norms = true;
 }
 
+// Gemma 4's keys, read as llama.cpp b8967 reads them (llama-model.cpp, LLM_ARCH_GEMMA4):
+// the windowed layers one by one (attention.sliding_window_pattern, an array of flags,
+// or a period), their own head size and RoPE (key_length_swa, rope.dimension_count_swa,
+// rope.freq_base_swa); the last attention.shared_kv_layers layers reuse earlier layers'
+// KV; no query scaling (the Q/K norms set the scale); values RMS-normed; the embedding
+// scaled by sqrt(dim); the logits soft-capped; per-layer token embeddings of
+// embedding_length_per_layer_input per layer. The global layers' proportional RoPE is
+// the file's rope_freqs tensor (pairs past the rotated part divided by 1e30: unrotated).
+void read_gemma4(const GgufFile& f, const std::string& path, ModelConfig& c) {
+  const std::string p = c.arch + ".";
+  c.sliding_window = bounded(path, p + "attention.sliding_window", f.require_uint(p + "attention.sliding_window"), 1,
+                             int64_t(1) << 24);
+  const std::vector<int64_t> swa = per_layer(f, path, p + "attention.sliding_window_pattern", c.n_layers, 0, kMaxLayers);
+  if (swa.empty()) throw Error(path + ": key '" + p + "attention.sliding_window_pattern' is missing (which layers are windowed)");
+  const GgufValue* pattern = f.find(p + "attention.sliding_window_pattern");
+  if (std::get_if<GgufArray>(&pattern->v)) {
+    for (int64_t v : swa) c.swa_layers.push_back(v != 0 ? 1 : 0);
+  } else {
+    c.swa_period = swa[0];  // one value: llama.cpp fills every layer's flag with it
+    for (int64_t l = 0; l < c.n_layers; ++l) c.swa_layers.push_back(swa[0] != 0 ? 1 : 0);
+  }
+  c.head_dim_swa = bounded(path, p + "attention.key_length_swa", f.require_uint(p + "attention.key_length_swa"), 1, kMaxDim);
+  if (auto v = f.get_uint(p + "attention.value_length_swa"); v && int64_t(*v) != c.head_dim_swa)
+    throw Error(path + ": attention.value_length_swa differs from key_length_swa (Gemma 4 needs them equal)");
+  c.n_rot_swa = c.head_dim_swa;
+  if (auto v = f.get_uint(p + "rope.dimension_count_swa"))
+    c.n_rot_swa = bounded(path, p + "rope.dimension_count_swa", *v, 2, c.head_dim_swa);
+  if (c.n_rot_swa % 2 != 0) throw Error(path + ": rope.dimension_count_swa must be even");
+  if (auto b = f.get_float(p + "rope.freq_base_swa")) c.rope_freq_base_swa = float(*b);
+  if (!(c.rope_freq_base_swa > 1.0f && c.rope_freq_base_swa < 1e12f))
+    throw Error(path + ": rope.freq_base_swa must be in (1, 1e12)");
+  int64_t shared = 0;
+  if (auto v = f.get_uint(p + "attention.shared_kv_layers")) shared = bounded(path, p + "attention.shared_kv_layers", *v, 0, kMaxLayers);
+  if (shared >= c.n_layers)
+    throw Error(path + ": key '" + p + "attention.shared_kv_layers' = " + std::to_string(shared) +
+                " leaves no layer of " + std::to_string(c.n_layers) + " keeping keys and values");
+  if (shared > 0) {
+    c.kv_shared_from = c.n_layers - shared;
+    // The layers shared ones read: the last windowed one and the last global one before them.
+    if (c.kv_shared_from < 2 || !c.windowed(c.kv_shared_from - 2) || c.windowed(c.kv_shared_from - 1))
+      throw Error(path + ": key '" + p + "attention.shared_kv_layers' = " + std::to_string(shared) +
+                  ": the two layers before the shared ones must be a windowed and a global layer (the layers they read)");
+  }
+  if (auto v = f.get_uint(p + "embedding_length_per_layer_input"))
+    c.per_layer_input_dim = bounded(path, p + "embedding_length_per_layer_input", *v, 0, kMaxDim);
+  if (auto cap = f.get_float(p + "final_logit_softcapping")) {
+    if (!(*cap >= 0.0 && *cap < 1e6)) throw Error(path + ": final_logit_softcapping must be in [0, 1e6)");
+    c.final_logit_softcap = float(*cap);
+  }
+  c.attention_scale = 1.0f;
+  c.embedding_scale = std::sqrt(float(c.dim));
+  c.post_norms = true;
+  c.value_norm = true;
+}
+
 // gpt-oss's keys, read as llama.cpp b8967 reads them (LLM_ARCH_OPENAI_MOE): a window on
 // the even layers (period 2 unless attention.sliding_window_pattern says otherwise), the
 // same RoPE for all, queries scaled by 1/sqrt(head size), experts chosen on the router's
@@ -168,6 +254,24 @@ void read_yarn(const GgufFile& f, const std::string& path, ModelConfig& c) {
 
 }  // namespace
 
+int64_t ModelConfig::max_q_dim() const {
+  int64_t m = q_dim();
+  for (int64_t l = 0; l < n_layers; ++l) m = std::max(m, q_dim_of(l));
+  return m;
+}
+
+int64_t ModelConfig::max_kv_dim() const {
+  int64_t m = kv_dim();
+  for (int64_t l = 0; l < n_layers; ++l) m = std::max(m, kv_dim_of(l));
+  return m;
+}
+
+int64_t ModelConfig::max_ffn_dim() const {
+  int64_t m = ffn_dim;
+  for (int64_t v : ffn_by_layer) m = std::max(m, v);
+  return m;
+}
+
 ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   ModelConfig c;
   const std::string path = printable(f.path());
@@ -182,6 +286,8 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
     c.family = Arch::Qwen35;  // qwen35moe: its FFN is routed experts plus a shared one
   } else if (c.arch == "gemma3") {
     c.family = Arch::Gemma3;
+  } else if (c.arch == "gemma4") {
+    c.family = Arch::Gemma4;
   } else if (c.arch == "gpt-oss") {
     c.family = Arch::GptOss;
   } else {
@@ -204,16 +310,29 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   }
   c.n_heads = require("attention.head_count", 1, kMaxHeads);
   c.n_kv_heads = c.n_heads;
-  if (auto v = f.get_uint(p + "attention.head_count_kv"))
+  // Gemma 4 may give KV heads and FFN widths per layer (its global layers' fewer KV
+  // heads, E2B's double-wide FFNs in the shared-KV layers); the others one value.
+  const bool per_layer_ok = c.family == Arch::Gemma4;
+  if (per_layer_ok) {
+    c.kv_heads_by_layer = per_layer(f, path, p + "attention.head_count_kv", c.n_layers, 1, c.n_heads);
+    c.ffn_by_layer = per_layer(f, path, p + "feed_forward_length", c.n_layers, 1, kMaxDim * 8);
+    if (c.ffn_by_layer.empty()) throw Error(path + ": missing required key '" + p + "feed_forward_length'");
+    if (!c.kv_heads_by_layer.empty()) c.n_kv_heads = c.kv_heads_by_layer[0];
+    c.ffn_dim = c.ffn_by_layer[0];
+  } else if (auto v = f.get_uint(p + "attention.head_count_kv")) {
     c.n_kv_heads = bounded(path, p + "attention.head_count_kv", *v, 1, c.n_heads);
-  if (c.n_heads % c.n_kv_heads != 0)
-    throw Error(path + ": head_count " + std::to_string(c.n_heads) + " is not a multiple of head_count_kv " +
-                std::to_string(c.n_kv_heads));
+  }
+  for (int64_t l = 0; l < c.n_layers; ++l)
+    if (c.n_heads % c.kv_heads_of(l) != 0)
+      throw Error(path + ": head_count " + std::to_string(c.n_heads) + " is not a multiple of head_count_kv " +
+                  std::to_string(c.kv_heads_of(l)) + (c.kv_heads_by_layer.empty() ? "" : " (layer " + std::to_string(l) + ")"));
   // Models whose every FFN is experts of their own width may leave it out.
-  if ((c.arch == "qwen35moe" || c.arch == "gpt-oss") && !f.get_uint(p + "feed_forward_length"))
-    c.ffn_dim = 0;
-  else
-    c.ffn_dim = require("feed_forward_length", 1, kMaxDim * 8);
+  if (!per_layer_ok) {
+    if ((c.arch == "qwen35moe" || c.arch == "gpt-oss") && !f.get_uint(p + "feed_forward_length"))
+      c.ffn_dim = 0;
+    else
+      c.ffn_dim = require("feed_forward_length", 1, kMaxDim * 8);
+  }
   read_experts(f, path, c);
   if (c.family == Arch::Qwen35) read_hybrid(f, path, c);
   if (auto v = f.get_uint(p + "attention.key_length")) {
@@ -255,7 +374,9 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   }
 
   if (c.family == Arch::Gemma3) read_gemma3(f, path, c);
+  if (c.family == Arch::Gemma4) read_gemma4(f, path, c);
   if (c.family == Arch::GptOss) read_gptoss(f, path, c);
+  if (c.max_q_dim() > kMaxDim) throw Error(path + ": head_count x head size is larger than " + std::to_string(kMaxDim));
 
   const GgufTensorInfo& emb = f.require_tensor("token_embd.weight");
   if (emb.dims.size() != 2 || emb.dims[0] != c.dim)

@@ -1,17 +1,18 @@
 #pragma once
 // Hyper-parameters of a llama-family model (archs llama, qwen2, qwen3, qwen3moe, the
-// hybrid qwen35 / qwen35moe, gemma3 and gpt-oss: one decoder graph with per-family options;
+// hybrid qwen35 / qwen35moe, gemma3, gemma4 and gpt-oss: one decoder graph with per-family options;
 // llama, qwen3moe, qwen35moe and gpt-oss may have mixture-of-experts FFNs), read and
 // validated from GGUF metadata.
 #include <array>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace flashspec {
 
 class GgufFile;
 
-enum class Arch { Llama, Qwen2, Qwen3, Qwen35, Gemma3, GptOss };
+enum class Arch { Llama, Qwen2, Qwen3, Qwen35, Gemma3, Gemma4, GptOss };
 
 // How a router's logits become the chosen experts and their weights.
 enum class ExpertGating : uint8_t {
@@ -48,7 +49,7 @@ struct DeltaNetShape {
 };
 
 struct ModelConfig {
-  std::string arch;        // general.architecture ("llama", "qwen2", "qwen3", "qwen3moe", "qwen35", "qwen35moe", "gemma3", "gpt-oss")
+  std::string arch;        // general.architecture ("llama", "qwen2", "qwen3", "qwen3moe", "qwen35", "qwen35moe", "gemma3", "gemma4", "gpt-oss")
   Arch family = Arch::Llama;  // qwen3moe: Qwen3 (its attention), with n_experts > 0; qwen35moe: Qwen35
   int64_t n_vocab = 0;     // rows of token_embd.weight
   int64_t dim = 0;         // residual width
@@ -102,18 +103,62 @@ struct ModelConfig {
   float embedding_scale = 1.0f;
   bool post_norms = false;
 
+  // Gemma 4 (read_gemma4): the windowed layers listed one by one (else swa_period says),
+  // with a head size and a RoPE width of their own; KV heads and FFN widths that may
+  // differ by layer; the last layers (from kv_shared_from on) keep no keys and values but
+  // read an earlier layer's (kv_source); values RMS-normed without a weight; a dense FFN
+  // beside the routed experts; per-layer token embeddings of per_layer_input_dim per
+  // layer; the logits soft-capped as cap * tanh(logits / cap).
+  std::vector<uint8_t> swa_layers;          // empty: swa_period decides
+  int64_t head_dim_swa = 0, n_rot_swa = 0;  // 0: head_dim, n_rot
+  std::vector<int64_t> kv_heads_by_layer;   // empty: n_kv_heads everywhere
+  std::vector<int64_t> ffn_by_layer;        // empty: ffn_dim everywhere
+  int64_t kv_shared_from = 0;               // 0: every attention layer keeps its KV
+  bool value_norm = false;
+  bool dense_beside_experts = false;
+  int64_t per_layer_input_dim = 0;
+  float final_logit_softcap = 0.0f;  // 0: none
+
   bool moe() const { return n_experts > 0; }
   // Whether layer l attends through a sliding window.
   bool windowed(int64_t l) const {
+    if (!swa_layers.empty()) return size_t(l) < swa_layers.size() && swa_layers[size_t(l)] != 0;
     return sliding_window > 0 && (swa_period == 0 || l % swa_period < swa_period - 1);
   }
+  // Layer l's attention geometry and FFN width.
+  int64_t head_dim_of(int64_t l) const { return head_dim_swa > 0 && windowed(l) ? head_dim_swa : head_dim; }
+  int64_t n_rot_of(int64_t l) const { return n_rot_swa > 0 && windowed(l) ? n_rot_swa : n_rot; }
+  // (A layer index outside the model, as an MTP layer's, gets the model-wide values.)
+  int64_t kv_heads_of(int64_t l) const {
+    return size_t(l) < kv_heads_by_layer.size() ? kv_heads_by_layer[size_t(l)] : n_kv_heads;
+  }
+  int64_t q_dim_of(int64_t l) const { return n_heads * head_dim_of(l); }
+  int64_t kv_dim_of(int64_t l) const { return kv_heads_of(l) * head_dim_of(l); }
+  int64_t ffn_dim_of(int64_t l) const { return size_t(l) < ffn_by_layer.size() ? ffn_by_layer[size_t(l)] : ffn_dim; }
+  // The largest of those over the layers (what a pass's activations are sized for).
+  int64_t max_q_dim() const;
+  int64_t max_kv_dim() const;
+  int64_t max_ffn_dim() const;
+  // Whether attention layer l keeps keys and values of its own, and the layer whose it
+  // reads (itself, or for a shared-KV layer the last earlier layer of its kind that
+  // keeps them, as llama.cpp b8967 pairs them).
+  bool shares_kv(int64_t l) const { return kv_shared_from > 0 && l >= kv_shared_from; }
+  bool keeps_kv(int64_t l) const { return !recurrent(l) && !shares_kv(l); }
+  int64_t kv_source(int64_t l) const { return shares_kv(l) ? kv_shared_from - (windowed(l) ? 2 : 1) : l; }
   // Whether layer l is a recurrent (Gated DeltaNet) layer rather than attention.
   bool recurrent(int64_t l) const {
     return full_attention_interval > 0 && (l + 1) % full_attention_interval != 0;
   }
   bool hybrid() const { return full_attention_interval > 0; }
-  // The layers that keep KV rows (attention), and layer l's place among them.
+  // The attention layers (those that keep KV rows and those that share them), and layer
+  // l's place among them.
   int64_t attention_layers() const { return kv_slot(n_layers); }
+  // The attention layers that keep KV rows of their own.
+  int64_t kv_layers() const {
+    int64_t n = 0;
+    for (int64_t l = 0; l < n_layers; ++l) n += keeps_kv(l) ? 1 : 0;
+    return n;
+  }
   int64_t kv_slot(int64_t l) const {
     int64_t n = 0;
     for (int64_t i = 0; i < l; ++i) n += recurrent(i) ? 0 : 1;
@@ -128,7 +173,7 @@ struct ModelConfig {
   static ModelConfig from_gguf(const GgufFile& f);
 
   // The architectures from_gguf() accepts, comma separated.
-  static const char* supported_archs() { return "llama, qwen2, qwen3, qwen3moe, qwen35, qwen35moe, gemma3, gpt-oss"; }
+  static const char* supported_archs() { return "llama, qwen2, qwen3, qwen3moe, qwen35, qwen35moe, gemma3, gemma4, gpt-oss"; }
 };
 
 }  // namespace flashspec

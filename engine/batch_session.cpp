@@ -1,5 +1,7 @@
 #include "engine/batch_session.h"
 
+#include "model/kv_footprint.h"
+
 #include <algorithm>
 
 #include "core/error.h"
@@ -28,7 +30,7 @@ BatchSession::BatchSession(Model& target, Model* draft, std::optional<Speculatio
     // Untouched blocks cost address space only: the pool's memory is what sequences use.
     const int64_t rows = kv_rows > 0 ? kv_rows : capacity * max_sequences;
     const ModelConfig& c = target.config();
-    pool_.emplace(target.backend(), c.attention_layers(), c.kv_dim(), (rows + kKvBlockRows - 1) / kKvBlockRows,
+    pool_.emplace(target.backend(), kv_widths(c), (rows + kKvBlockRows - 1) / kKvBlockRows,
                   kKvBlockRows, target.key_type(), target.value_type());
     prefixes_.emplace(*pool_);
     if (c.hybrid()) recurrent_prefixes_.emplace(kRecurrentPrefixBytes);

@@ -1,5 +1,7 @@
 #include "engine/engine.h"
 
+#include "model/kv_footprint.h"
+
 #include <algorithm>
 
 #include "core/error.h"
@@ -203,6 +205,7 @@ void Engine::place_target_layers() {
     so.shared_cache = opt_.moe.shared_cache;
     auto streamed = std::make_unique<StreamedLayers>(t.file(), t.weights(), *plan_.stream, so, plan_.n_vram);
     stream_ = &streamed->stream();
+    t.read_per_layer_inputs_from_storage(opt_.placement.io);  // Gemma 4's table stays on storage too
     host = std::move(streamed);
   }
   if (!plan_.gpu) {
@@ -236,8 +239,7 @@ Session Engine::new_session(int64_t ctx) {
 std::unique_ptr<BatchSession> Engine::new_batch(int64_t max_sequences, int64_t ctx, int64_t prefill_rows,
                                                int64_t kv_rows) {
   const ModelConfig& c = target_->config();
-  const uint64_t per_position =
-      uint64_t(c.attention_layers()) * (kv_bytes(target_->key_type(), c.kv_dim()) + kv_bytes(target_->value_type(), c.kv_dim()));
+  const uint64_t per_position = kv_footprint(c, target_->key_type(), target_->value_type(), ctx, 1).token_bytes();
   if (kv_rows == 0 && opt_.kv_budget > 0) {
     kv_rows = int64_t(opt_.kv_budget / per_position);
     if (kv_rows < BatchSession::kKvBlockRows)
@@ -279,11 +281,17 @@ TurnResult Engine::generate(std::span<const int32_t> prompt, const TurnRequest& 
   return out;
 }
 
-StreamCounters Engine::stream_counters() const { return stream_ ? stream_->counters() : StreamCounters{}; }
+StreamCounters Engine::stream_counters() const {
+  if (!stream_) return StreamCounters{};
+  StreamCounters c = stream_->counters();
+  // Gemma 4's per-layer embedding rows come from storage too, through a reader of their own.
+  if (const PleRows* ple = target_->per_layer_rows()) c.bytes_read += ple->bytes_read();
+  return c;
+}
 
 void Engine::add_stream_stats(GenerationStats& s, const StreamCounters& before) const {
   if (!stream_) return;
-  set_stream_stats(s, stream_->counters().since(before));
+  set_stream_stats(s, stream_counters().since(before));
 }
 
 }  // namespace flashspec

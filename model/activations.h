@@ -40,6 +40,14 @@ struct Activations {
   float* sh_up;
   float* shared;
   float* sh_w;
+  // Gemma 4: the per-layer inputs, layer by layer (n_layers x T x per_layer_input_dim,
+  // model/ple_inputs.h), what they are made from (T x n_layers x per_layer_input_dim: the
+  // table's rows, then their sum with the projection), the per-layer input's gate (T x
+  // per_layer_input_dim), and the dense FFN's output beside the experts' (T x dim).
+  float* ple;
+  float* ple_rows;
+  float* ple_gate;
+  float* dense_out;
 
   // Bytes the activations of T rows take (each view 256-byte aligned, as the buffer is):
   // what a larger tree costs in memory besides its KV rows.

@@ -22,10 +22,13 @@ void gated_activation(Backend& be, Activation act, float* gate, const float* up,
   }
 }
 
-// How layer l's queries and keys turn: Gemma 3's windowed layers with a RoPE of their own
-// (another base, no scaling), YaRN where the file asks for it, else the model's RoPE.
-RopeParams rope_of(const ModelConfig& c, const LayerBlocks& blocks, const float* factors) {
-  if (blocks.window > 0 && c.family == Arch::Gemma3) return RopeParams{c.n_rot, c.rope_freq_base_swa, 1.0f, c.rope_neox, nullptr};
+// How layer l's queries and keys turn: Gemma 3's and 4's windowed layers with a RoPE of
+// their own (another base and width, no scaling, no per-pair factors), YaRN where the file
+// asks for it, else the model's RoPE (Gemma 4's global layers: proportional, the factors
+// leaving the pairs past the rotated part still).
+RopeParams rope_of(const ModelConfig& c, int64_t l, const LayerBlocks& blocks, const float* factors) {
+  if (blocks.window > 0 && (c.family == Arch::Gemma3 || c.family == Arch::Gemma4))
+    return RopeParams{c.n_rot_of(l), c.rope_freq_base_swa, 1.0f, c.rope_neox, nullptr};
   RopeParams r{c.n_rot, c.rope_freq_base, c.rope_freq_scale, c.rope_neox, factors};
   if (c.yarn.ext_factor != 0.0f) {
     r.ext_factor = c.yarn.ext_factor;
@@ -44,28 +47,35 @@ void Model::attention_block(int64_t l, const LayerWeights& w, std::span<const Pa
   const ModelConfig& c = config_;
   Backend& be = backend_;
   const int64_t T = rows_of(parts);
+  const int64_t hd = c.head_dim_of(l), kv_heads = c.kv_heads_of(l), kv_dim = c.kv_dim_of(l);
 
   be.rmsnorm(a.x, w[AttnNorm], T, c.dim, c.rms_eps, a.xb);
   if (c.attn_output_gate) {  // each head's queries, then its gate
     be.matmul(w[Q], a.xb, T, a.proj);
-    be.deinterleave(a.proj, T * c.n_heads, c.head_dim, a.q, a.gate2);
+    be.deinterleave(a.proj, T * c.n_heads, hd, a.q, a.gate2);
   } else {
     be.matmul(w[Q], a.xb, T, a.q);
   }
-  be.matmul(w[K], a.xb, T, a.k);
-  be.matmul(w[V], a.xb, T, a.v);
-  if (w[BiasQ]) be.add_bias(a.q, w[BiasQ], T, c.q_dim());
-  if (w[BiasK]) be.add_bias(a.k, w[BiasK], T, c.kv_dim());
-  if (w[BiasV]) be.add_bias(a.v, w[BiasV], T, c.kv_dim());
-  if (w[QNorm]) be.rmsnorm(a.q, w[QNorm], T * c.n_heads, c.head_dim, c.rms_eps, a.q);  // per head, in place
-  if (w[KNorm]) be.rmsnorm(a.k, w[KNorm], T * c.n_kv_heads, c.head_dim, c.rms_eps, a.k);
+  if (w[BiasQ]) be.add_bias(a.q, w[BiasQ], T, c.q_dim_of(l));
+  if (w[QNorm]) be.rmsnorm(a.q, w[QNorm], T * c.n_heads, hd, c.rms_eps, a.q);  // per head, in place
   const LayerBlocks& blocks = arch_.layers[size_t(l)];
-  const RopeParams rope = rope_of(c, blocks, placed_.rope_factors);
-  be.rope(a.q, in.positions, T, c.n_heads, c.head_dim, rope);
-  be.rope(a.k, in.positions, T, c.n_kv_heads, c.head_dim, rope);
+  const RopeParams rope = rope_of(c, l, blocks, placed_.rope_factors);
+  be.rope(a.q, in.positions, T, c.n_heads, hd, rope);
+  if (!c.shares_kv(l)) {  // (a shared-KV layer reads its source layer's rows)
+    be.matmul(w[K], a.xb, T, a.k);
+    if (w[V].rows > 0)
+      be.matmul(w[V], a.xb, T, a.v);
+    else  // Gemma 4's global layers without V: the values are the keys as projected
+      be.copy(a.v, a.k, size_t(T * kv_dim) * sizeof(float));
+    if (w[BiasK]) be.add_bias(a.k, w[BiasK], T, kv_dim);
+    if (w[BiasV]) be.add_bias(a.v, w[BiasV], T, kv_dim);
+    if (w[KNorm]) be.rmsnorm(a.k, w[KNorm], T * kv_heads, hd, c.rms_eps, a.k);
+    if (c.value_norm) be.rmsnorm(a.v, placed_.ones, T * kv_heads, hd, c.rms_eps, a.v);
+    be.rope(a.k, in.positions, T, kv_heads, hd, rope);
+  }
 
   attend_parts(l, w, parts, in, a);  // into a.att
-  if (c.attn_output_gate) be.sigmoid_mul(a.att, a.gate2, T, c.q_dim(), false);
+  if (c.attn_output_gate) be.sigmoid_mul(a.att, a.gate2, T, c.q_dim_of(l), false);
   be.matmul(w[Out], a.att, T, a.xb);
   if (w[BiasOut]) be.add_bias(a.xb, w[BiasOut], T, c.dim);
   if (blocks.post_norms) be.rmsnorm(a.xb, w[AttnPostNorm], T, c.dim, c.rms_eps, a.xb);
@@ -75,27 +85,34 @@ void Model::attention_block(int64_t l, const LayerWeights& w, std::span<const Pa
 void Model::attend_parts(int64_t l, const LayerWeights& w, std::span<const PassPart> parts, const BatchInputs& in,
                               const Activations& a) {
   const ModelConfig& c = config_;
-  const float scale = c.attention_scale > 0.0f ? c.attention_scale : 1.0f / std::sqrt(float(c.head_dim));
+  const int64_t hd = c.head_dim_of(l), q_dim = c.q_dim_of(l), kv_dim = c.kv_dim_of(l);
+  const float scale = c.attention_scale > 0.0f ? c.attention_scale : 1.0f / std::sqrt(float(hd));
+  const bool store = !c.shares_kv(l);
   attention_calls_.clear();
   int64_t r0 = 0;  // the part's first row in the pass
   for (size_t i = 0; i < parts.size(); ++i) {
     int64_t slot = 0;  // the layer's rows among its cache's layers
     const KvCache& kv = parts[i].cache->kv_of(l, slot);
     const int64_t n = int64_t(parts[i].chunk.tokens.size());
+    // A shared-KV layer reads rows its source layer stored earlier in this pass, whole:
+    // its source, of its kind, stepped through a ring the same way.
     const int64_t step = kv.attention_step(n, in.masks[i] != nullptr);
+    if (!store && step < n)
+      throw Error("internal: a shared-KV layer's pass does not fit its ring in one step");
     for (int64_t d = 0; d < n; d += step) {
       const int64_t rows = std::min(step, n - d);
-      kv.store_rows(backend_, slot, kv.committed() + kv.pending() + d, rows, a.k + (r0 + d) * c.kv_dim(),
-                    a.v + (r0 + d) * c.kv_dim());
+      if (store)
+        kv.store_rows(backend_, slot, kv.committed() + kv.pending() + d, rows, a.k + (r0 + d) * kv_dim,
+                      a.v + (r0 + d) * kv_dim);
       AttentionArgs call = kv.attention_args(slot);
-      call.q = a.q + (r0 + d) * c.q_dim();
+      call.q = a.q + (r0 + d) * q_dim;
       call.mask = in.masks[i];
-      call.out = a.att + (r0 + d) * c.q_dim();
+      call.out = a.att + (r0 + d) * q_dim;
       call.T = rows;
       call.n_masked = kv.pending() + d + rows;
       call.n_heads = c.n_heads;
-      call.n_kv_heads = c.n_kv_heads;
-      call.head_dim = c.head_dim;
+      call.n_kv_heads = c.kv_heads_of(l);
+      call.head_dim = hd;
       call.scale = scale;
       call.window = arch_.layers[size_t(l)].window;
       call.sinks = w[LayerVector::AttnSinks];
@@ -196,25 +213,63 @@ void Model::shared_expert(const LayerWeights& w, int64_t T, const Activations& a
 }
 
 void Model::dense_ffn_block(int64_t l, const LayerWeights& w, int64_t T, const Activations& a) {
-  using enum LayerMatrix;
   const ModelConfig& c = config_;
   Backend& be = backend_;
   be.rmsnorm(a.x, w[LayerVector::FfnNorm], T, c.dim, c.rms_eps, a.xb);
-  be.matmul(w[Gate], a.xb, T, a.gate);
-  be.matmul(w[Up], a.xb, T, a.up);
-  gated_activation(be, arch_.layers[size_t(l)].activation, a.gate, a.up, T * c.ffn_dim);
-  be.matmul(w[Down], a.gate, T, a.xb);
+  dense_ffn(l, w, T, a, a.xb);
   if (arch_.layers[size_t(l)].post_norms) be.rmsnorm(a.xb, w[LayerVector::FfnPostNorm], T, c.dim, c.rms_eps, a.xb);
   be.add(a.x, a.xb, T * c.dim);
+}
+
+void Model::dense_ffn(int64_t l, const LayerWeights& w, int64_t T, const Activations& a, float* out) {
+  using enum LayerMatrix;
+  Backend& be = backend_;
+  be.matmul(w[Gate], a.xb, T, a.gate);
+  be.matmul(w[Up], a.xb, T, a.up);
+  gated_activation(be, arch_.layers[size_t(l)].activation, a.gate, a.up, T * config_.ffn_dim_of(l));
+  be.matmul(w[Down], a.gate, T, out);
 }
 
 void Model::experts_ffn_block(int64_t l, const LayerWeights& w, int64_t T, const Activations& a,
                                    LayerSource& src) {
   const ModelConfig& c = config_;
   Backend& be = backend_;
-  const int64_t E = c.n_experts, k = c.n_experts_used, F = c.expert_ffn_dim;
   be.rmsnorm(a.x, w[LayerVector::FfnNorm], T, c.dim, c.rms_eps, a.xb);
-  be.matmul(w[LayerMatrix::Router], a.xb, T, a.router);
+  route_experts(l, w, a.xb, T, a, src);
+  if (c.shared_expert_ffn_dim > 0) shared_expert(w, T, a);  // while xb holds the normed rows
+  run_experts(l, w, T, a, src);
+  if (c.shared_expert_ffn_dim > 0) be.add(a.xb, a.shared, T * c.dim);  // routed + shared, as llama.cpp sums them
+  be.add(a.x, a.xb, T * c.dim);
+}
+
+void Model::dense_and_experts_block(int64_t l, const LayerWeights& w, int64_t T, const Activations& a,
+                                         LayerSource& src) {
+  // Gemma 4's 26B-A4B: a dense FFN and the routed experts read the same residual, each
+  // normed its own way, their outputs normed, summed, and normed once more.
+  using enum LayerVector;
+  const ModelConfig& c = config_;
+  Backend& be = backend_;
+  be.rmsnorm(a.x, w[FfnNorm], T, c.dim, c.rms_eps, a.xb);
+  dense_ffn(l, w, T, a, a.dense_out);
+  be.rmsnorm(a.dense_out, w[DenseOutNorm], T, c.dim, c.rms_eps, a.dense_out);
+  // The router reads the residual RMS-normed, scaled by 1/sqrt(dim) and its own scale.
+  be.rmsnorm(a.x, w[RouterScale], T, c.dim, c.rms_eps, a.xb);
+  be.scale(a.xb, 1.0f / std::sqrt(float(c.dim)), T * c.dim);
+  route_experts(l, w, a.xb, T, a, src);
+  be.rmsnorm(a.x, w[ExpNorm], T, c.dim, c.rms_eps, a.xb);
+  run_experts(l, w, T, a, src);
+  be.rmsnorm(a.xb, w[ExpOutNorm], T, c.dim, c.rms_eps, a.xb);
+  be.add(a.xb, a.dense_out, T * c.dim);
+  be.rmsnorm(a.xb, w[FfnPostNorm], T, c.dim, c.rms_eps, a.xb);
+  be.add(a.x, a.xb, T * c.dim);
+}
+
+void Model::route_experts(int64_t l, const LayerWeights& w, const float* in, int64_t T, const Activations& a,
+                               LayerSource& src) {
+  const ModelConfig& c = config_;
+  Backend& be = backend_;
+  const int64_t E = c.n_experts, k = c.n_experts_used;
+  be.matmul(w[LayerMatrix::Router], in, T, a.router);
   if (w[LayerVector::RouterBias]) be.add_bias(a.router, w[LayerVector::RouterBias], T, E);
   const float* logits = a.router;
   if (!be.host_memory()) {  // routing is decided on the host: T x E floats come down
@@ -223,6 +278,9 @@ void Model::experts_ffn_block(int64_t l, const LayerWeights& w, int64_t T, const
     logits = router_host_.data();
   }
   routing_ = route_rows({logits, size_t(T * E)}, T, E, k, c.gating);
+  // Each expert's output scale (Gemma 4) folded into its rows' weights.
+  if (const float* scale = l < c.n_layers ? weights_.host_vector(l, LayerVector::DownExpsScale) : nullptr)
+    for (size_t i = 0; i < routing_.expert.size(); ++i) routing_.weight[i] *= scale[routing_.expert[i]];
   batches_ = group_by_expert(routing_, E);
   const std::vector<int32_t>& experts = batches_.experts;
   src.route(l, experts);  // a streaming source starts reading the routed experts now
@@ -231,13 +289,18 @@ void Model::experts_ffn_block(int64_t l, const LayerWeights& w, int64_t T, const
     expert_counters_.routed += int64_t(experts.size());
     expert_counters_.routed_bytes += int64_t(experts.size()) * expert_bytes_[size_t(l)];
   }
-  if (l + 1 < c.n_layers) guess_experts(l + 1, a.xb, T, a.router);
+  if (l + 1 < c.n_layers) guess_experts(l + 1, in, T, a.router);
+}
 
+void Model::run_experts(int64_t l, const LayerWeights& w, int64_t T, const Activations& a, LayerSource& src) {
+  const ModelConfig& c = config_;
+  Backend& be = backend_;
+  const int64_t k = c.n_experts_used, F = c.expert_ffn_dim;
+  const std::vector<int32_t>& experts = batches_.experts;
   // Each expert multiplies the rows routed to it together; its input rows are no longer
   // needed once its gate and up have run, so its output rows overwrite them. Experts run
   // in the order their weights arrive: each writes rows of its own, so the order does
   // not change a bit of the result.
-  if (c.shared_expert_ffn_dim > 0) shared_expert(w, T, a);  // while xb holds the normed rows
   be.gather_rows(a.xb, T, batches_.row.data(), T * k, c.dim, a.expert_rows);
   std::vector<int32_t> left = experts;
   while (!left.empty()) {
@@ -245,7 +308,7 @@ void Model::experts_ffn_block(int64_t l, const LayerWeights& w, int64_t T, const
     const size_t i = size_t(std::lower_bound(experts.begin(), experts.end(), *next) - experts.begin());  // ascending
     left.erase(next);
     const int64_t first = batches_.begin[i], n = batches_.begin[i + 1] - first;
-    const ExpertWeights ew = src.expert(l, w, experts[i]);
+    const ExpertWeights ew = src.expert(l, w, experts[i]).split_gate_up();
     float* x = a.expert_rows + first * c.dim;
     float* gate = a.gate + first * F;
     float* up = a.up + first * F;
@@ -259,8 +322,6 @@ void Model::experts_ffn_block(int64_t l, const LayerWeights& w, int64_t T, const
     src.done_with(l, experts[i]);
   }
   be.weighted_sum_rows(a.expert_rows, T * k, batches_.slot.data(), routing_.weight.data(), T, k, c.dim, a.xb);
-  if (c.shared_expert_ffn_dim > 0) be.add(a.xb, a.shared, T * c.dim);  // routed + shared, as llama.cpp sums them
-  be.add(a.x, a.xb, T * c.dim);
 }
 
 void Model::guess_experts(int64_t layer, const float* in, int64_t T, float* logits) {
@@ -340,6 +401,10 @@ void Model::output_head(std::span<const PassPart> parts, const Activations& a) {
     logits_dev_.reserve(be, bytes);
     be.matmul(placed_.output, a.xb, n_out, logits_dev_.get<float>());
     be.download(out, logits_dev_.get(), bytes);
+  }
+  if (const float cap = c.final_logit_softcap; cap > 0.0f) {  // Gemma 4: cap x tanh(logit / cap), as llama.cpp
+    const float inv = 1.0f / cap;
+    for (size_t i = 0; i < size_t(n_out) * per_row; ++i) out[i] = cap * std::tanh(out[i] * inv);
   }
   int64_t row = 0;
   for (const PassPart& p : parts) {

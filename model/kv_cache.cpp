@@ -20,37 +20,42 @@ void check_row_fits(KvType t, int64_t kv_dim, const char* side) {
 
 }  // namespace
 
-KvCache::KvCache(Backend& be, int64_t n_layers, int64_t kv_dim, int64_t capacity, KvType key_type,
-                 KvType value_type)
-    : be_(&be), n_layers_(n_layers), kv_dim_(kv_dim), capacity_(capacity), key_type_(key_type),
-      value_type_(value_type) {
-  if (n_layers < 1 || kv_dim < 1 || capacity < 1) throw Error("kv cache: invalid shape");
-  check_row_fits(key_type, kv_dim, "keys (--kv-type, -ctk)");
-  check_row_fits(value_type, kv_dim, "values (--kv-type, -ctv)");
+KvCache::KvCache(Backend& be, std::vector<int64_t> widths, int64_t capacity, KvType key_type, KvType value_type)
+    : be_(&be), widths_(std::move(widths)), capacity_(capacity), key_type_(key_type), value_type_(value_type) {
+  if (capacity < 1) throw Error("kv cache: invalid shape");
   // Rows are written by a forward pass before any pass reads them, so no clearing.
-  const size_t rows = size_t(n_layers) * size_t(capacity);
-  k_ = BackendBuffer(be, rows * key_row_bytes());
-  v_ = BackendBuffer(be, rows * value_row_bytes());
+  lay_out(capacity);
 }
 
-KvCache::KvCache(Backend& be, int64_t n_layers, int64_t kv_dim, int64_t capacity, KvType key_type,
-                 KvType value_type, WindowRing ring)
-    : be_(&be), n_layers_(n_layers), kv_dim_(kv_dim), capacity_(capacity), key_type_(key_type),
-      value_type_(value_type), window_(ring.window), slack_(ring.slack) {
-  if (n_layers < 1 || kv_dim < 1 || capacity < 1 || ring.window < 1 || ring.slack < 1)
-    throw Error("kv cache: invalid ring shape");
-  check_row_fits(key_type, kv_dim, "keys (--kv-type, -ctk)");
-  check_row_fits(value_type, kv_dim, "values (--kv-type, -ctv)");
+KvCache::KvCache(Backend& be, std::vector<int64_t> widths, int64_t capacity, KvType key_type, KvType value_type,
+                 WindowRing ring)
+    : be_(&be), widths_(std::move(widths)), capacity_(capacity), key_type_(key_type), value_type_(value_type),
+      window_(ring.window), slack_(ring.slack) {
+  if (capacity < 1 || ring.window < 1 || ring.slack < 1) throw Error("kv cache: invalid ring shape");
   ring_rows_ = ring_rows(ring);
-  const size_t rows = size_t(n_layers) * size_t(ring_rows_);
-  k_ = BackendBuffer(be, rows * key_row_bytes());
-  v_ = BackendBuffer(be, rows * value_row_bytes());
+  lay_out(ring_rows_);
+}
+
+void KvCache::lay_out(int64_t rows) {
+  if (widths_.empty()) throw Error("kv cache: invalid shape");
+  size_t keys = 0, values = 0;
+  for (size_t l = 0; l < widths_.size(); ++l) {
+    if (widths_[l] < 1) throw Error("kv cache: invalid shape");
+    check_row_fits(key_type_, widths_[l], "keys (--kv-type, -ctk)");
+    check_row_fits(value_type_, widths_[l], "values (--kv-type, -ctv)");
+    key_at_.push_back(keys);
+    value_at_.push_back(values);
+    keys += size_t(rows) * key_row_bytes(int64_t(l));
+    values += size_t(rows) * value_row_bytes(int64_t(l));
+  }
+  k_ = BackendBuffer(*be_, keys);
+  v_ = BackendBuffer(*be_, values);
 }
 
 KvCache::KvCache(KvPool& pool, int64_t capacity, std::vector<int32_t> prefix, int64_t prefix_rows, int64_t reserved)
-    : be_(&pool.backend()), n_layers_(pool.n_layers()), kv_dim_(pool.kv_dim()), capacity_(capacity),
-      key_type_(pool.key_type()), value_type_(pool.value_type()), committed_(prefix_rows), pool_(&pool),
-      blocks_(std::move(prefix)), reserved_(reserved) {
+    : be_(&pool.backend()), widths_(pool.widths()), capacity_(capacity), key_type_(pool.key_type()),
+      value_type_(pool.value_type()), committed_(prefix_rows), pool_(&pool), blocks_(std::move(prefix)),
+      reserved_(reserved) {
   if (capacity < 1 || prefix_rows > int64_t(blocks_.size()) * pool.block_rows() || prefix_rows > capacity)
     throw Error("internal: kv cache: invalid paged shape");
 }
@@ -58,9 +63,9 @@ KvCache::KvCache(KvPool& pool, int64_t capacity, std::vector<int32_t> prefix, in
 void KvCache::store_rows(Backend& be, int64_t l, int64_t pos, int64_t n, const float* k, const float* v) const {
   for (int64_t done = 0; done < n;) {
     const int64_t run = std::min(n - done, contiguous_rows(pos + done));
-    const int64_t from = done * kv_dim_;
-    be.store_kv(k + from, key_row(l, pos + done), run * kv_dim_, key_type_);
-    be.store_kv(v + from, value_row(l, pos + done), run * kv_dim_, value_type_);
+    const int64_t from = done * kv_dim(l);
+    be.store_kv(k + from, key_row(l, pos + done), run * kv_dim(l), key_type_);
+    be.store_kv(v + from, value_row(l, pos + done), run * kv_dim(l), value_type_);
     done += run;
   }
 }
@@ -79,7 +84,8 @@ AttentionArgs KvCache::attention_args(int64_t l) const {
 }
 
 KvCache::KvCache(KvCache&& o) noexcept
-    : be_(o.be_), n_layers_(o.n_layers_), kv_dim_(o.kv_dim_), capacity_(o.capacity_), key_type_(o.key_type_),
+    : be_(o.be_), widths_(std::move(o.widths_)), key_at_(std::move(o.key_at_)), value_at_(std::move(o.value_at_)),
+      capacity_(o.capacity_), key_type_(o.key_type_),
       value_type_(o.value_type_), committed_(o.committed_), pending_(o.pending_), k_(std::move(o.k_)),
       v_(std::move(o.v_)), pool_(std::exchange(o.pool_, nullptr)), blocks_(std::move(o.blocks_)),
       reserved_(std::exchange(o.reserved_, 0)), ring_rows_(o.ring_rows_), window_(o.window_), slack_(o.slack_),
@@ -136,9 +142,9 @@ void KvCache::move_rows(int64_t dst, int64_t src, int64_t n) {
   if (pool_ || ring()) {
     // Row by row, lowest first: a row is only overwritten once it has been moved.
     for (int64_t i = 0; i < n; ++i)
-      for (int64_t l = 0; l < n_layers_; ++l) {
-        be_->copy(key_row(l, dst + i), key_row(l, src + i), key_row_bytes());
-        be_->copy(value_row(l, dst + i), value_row(l, src + i), value_row_bytes());
+      for (int64_t l = 0; l < n_layers(); ++l) {
+        be_->copy(key_row(l, dst + i), key_row(l, src + i), key_row_bytes(l));
+        be_->copy(value_row(l, dst + i), value_row(l, src + i), value_row_bytes(l));
       }
     return;
   }
@@ -147,9 +153,9 @@ void KvCache::move_rows(int64_t dst, int64_t src, int64_t n) {
   const int64_t g = src - dst;
   for (int64_t done = 0; done < n; done += g) {
     const int64_t rows = std::min(g, n - done);
-    for (int64_t l = 0; l < n_layers_; ++l) {
-      be_->copy(key_row(l, dst + done), key_row(l, src + done), size_t(rows) * key_row_bytes());
-      be_->copy(value_row(l, dst + done), value_row(l, src + done), size_t(rows) * value_row_bytes());
+    for (int64_t l = 0; l < n_layers(); ++l) {
+      be_->copy(key_row(l, dst + done), key_row(l, src + done), size_t(rows) * key_row_bytes(l));
+      be_->copy(value_row(l, dst + done), value_row(l, src + done), size_t(rows) * value_row_bytes(l));
     }
   }
 }

@@ -31,12 +31,17 @@ struct WindowRing {
 class KvCache final : public SequenceState {
  public:
   // Keys and values may have different types (llama.cpp's -ctk/-ctv): quantized values
-  // cost far less accuracy than quantized keys.
-  KvCache(Backend& be, int64_t n_layers, int64_t kv_dim, int64_t capacity, KvType key_type = KvType::F16,
+  // cost far less accuracy than quantized keys. `widths`: each layer's key (and value)
+  // row width, KV heads x head size (Gemma 4's global layers' are wider).
+  KvCache(Backend& be, std::vector<int64_t> widths, int64_t capacity, KvType key_type = KvType::F16,
           KvType value_type = KvType::F16);
+  KvCache(Backend& be, int64_t n_layers, int64_t kv_dim, int64_t capacity, KvType key_type = KvType::F16,
+          KvType value_type = KvType::F16)
+      : KvCache(be, std::vector<int64_t>(size_t(std::max<int64_t>(n_layers, 0)), kv_dim), capacity, key_type,
+                value_type) {}
   // A ring of `ring`'s rows for `capacity` positions of windowed layers: position p at
   // row p mod ring_rows (AttentionArgs::ring_rows), on any backend.
-  KvCache(Backend& be, int64_t n_layers, int64_t kv_dim, int64_t capacity, KvType key_type, KvType value_type,
+  KvCache(Backend& be, std::vector<int64_t> widths, int64_t capacity, KvType key_type, KvType value_type,
           WindowRing ring);
   // Paged: at most `capacity` positions in blocks of `pool`. The first `prefix_rows`
   // positions are committed already, in `prefix` (blocks another sequence filled, each
@@ -61,23 +66,20 @@ class KvCache final : public SequenceState {
   int64_t capacity() const { return capacity_; }
   int64_t committed() const override { return committed_; }
   int64_t pending() const override { return pending_; }
-  int64_t kv_dim() const { return kv_dim_; }
+  int64_t n_layers() const { return int64_t(widths_.size()); }
+  int64_t kv_dim(int64_t l) const { return widths_[size_t(l)]; }
   KvType key_type() const { return key_type_; }
   KvType value_type() const { return value_type_; }
-  // Bytes of one row (one position of one layer's keys, or of its values).
-  size_t key_row_bytes() const { return kv_bytes(key_type_, kv_dim_); }
-  size_t value_row_bytes() const { return kv_bytes(value_type_, kv_dim_); }
+  // Bytes of one row (one position of layer l's keys, or of its values).
+  size_t key_row_bytes(int64_t l) const { return kv_bytes(key_type_, kv_dim(l)); }
+  size_t value_row_bytes(int64_t l) const { return kv_bytes(value_type_, kv_dim(l)); }
 
-  // Rows of layer `l` (capacity x kv_dim, row-major) of key_type() / value_type(): fp16
-  // by default, as in llama.cpp (half the memory of f32, and the same rounding, so logits
-  // agree).
+  // Rows of layer `l` (capacity x kv_dim(l), row-major) of key_type() / value_type():
+  // fp16 by default, as in llama.cpp (half the memory of f32, and the same rounding, so
+  // logits agree).
   // Paged, the rows of the whole pool's layer l, where position p is at physical_row(p).
-  uint8_t* keys(int64_t l) const {
-    return pool_ ? pool_->keys(l) : k_.get<uint8_t>() + size_t(l) * size_t(rows_per_layer()) * key_row_bytes();
-  }
-  uint8_t* values(int64_t l) const {
-    return pool_ ? pool_->values(l) : v_.get<uint8_t>() + size_t(l) * size_t(rows_per_layer()) * value_row_bytes();
-  }
+  uint8_t* keys(int64_t l) const { return pool_ ? pool_->keys(l) : k_.get<uint8_t>() + key_at_[size_t(l)]; }
+  uint8_t* values(int64_t l) const { return pool_ ? pool_->values(l) : v_.get<uint8_t>() + value_at_[size_t(l)]; }
   int64_t physical_row(int64_t pos) const {
     if (ring()) return pos % ring_rows_;
     if (!pool_) return pos;
@@ -91,10 +93,10 @@ class KvCache final : public SequenceState {
   }
   // Bytes of keys and values this cache holds (a paged one: none of its own).
   uint64_t bytes() const { return k_.size() + v_.size(); }
-  uint8_t* key_row(int64_t l, int64_t pos) const { return keys(l) + size_t(physical_row(pos)) * key_row_bytes(); }
-  uint8_t* value_row(int64_t l, int64_t pos) const { return values(l) + size_t(physical_row(pos)) * value_row_bytes(); }
+  uint8_t* key_row(int64_t l, int64_t pos) const { return keys(l) + size_t(physical_row(pos)) * key_row_bytes(l); }
+  uint8_t* value_row(int64_t l, int64_t pos) const { return values(l) + size_t(physical_row(pos)) * value_row_bytes(l); }
 
-  // Stores n rows of layer l from position `pos` on, keys k and values v (n x kv_dim()
+  // Stores n rows of layer l from position `pos` on, keys k and values v (n x kv_dim(l)
   // floats each) in the cache's types on `be`, run by run of consecutive rows (a paged
   // cache's blocks, a ring's rows before it wraps).
   void store_rows(Backend& be, int64_t l, int64_t pos, int64_t n, const float* k, const float* v) const;
@@ -150,8 +152,13 @@ class KvCache final : public SequenceState {
   // Paged: copies the block holding `pos` when another sequence holds it too.
   void own_block(int64_t pos);
 
+  // The buffers' layout (not paged): each layer's rows one after the other.
+  void lay_out(int64_t rows_per_layer);
+
   Backend* be_;
-  int64_t n_layers_, kv_dim_, capacity_;
+  std::vector<int64_t> widths_;
+  std::vector<size_t> key_at_, value_at_;  // layer l's first byte in k_ and v_
+  int64_t capacity_;
   KvType key_type_, value_type_;
   int64_t committed_ = 0;
   int64_t pending_ = 0;

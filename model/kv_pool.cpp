@@ -2,24 +2,31 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 #include "core/error.h"
 
 namespace flashspec {
 
-KvPool::KvPool(Backend& be, int64_t n_layers, int64_t kv_dim, int64_t blocks, int64_t block_rows, KvType key_type,
+KvPool::KvPool(Backend& be, std::vector<int64_t> widths, int64_t blocks, int64_t block_rows, KvType key_type,
                KvType value_type)
-    : be_(&be), n_layers_(n_layers), kv_dim_(kv_dim), block_rows_(block_rows), key_type_(key_type),
-      value_type_(value_type) {
-  if (n_layers < 1 || kv_dim < 1 || blocks < 1 || block_rows < 1) throw Error("kv pool: invalid shape");
-  if ((key_type == KvType::Q8_0 || value_type == KvType::Q8_0) && kv_dim % 32 != 0)
-    throw Error("q8_0 keys or values are stored in blocks of 32 values; this model's rows have " +
-                std::to_string(kv_dim));
+    : be_(&be), widths_(std::move(widths)), block_rows_(block_rows), key_type_(key_type), value_type_(value_type) {
+  if (widths_.empty() || blocks < 1 || block_rows < 1) throw Error("kv pool: invalid shape");
   refs_.assign(size_t(blocks), 0);
   for (int64_t b = blocks - 1; b >= 0; --b) free_.push_back(int32_t(b));  // block 0 handed out first
-  const size_t all = size_t(n_layers * blocks * block_rows);
-  k_ = BackendBuffer(be, all * key_row_bytes());
-  v_ = BackendBuffer(be, all * value_row_bytes());
+  size_t keys = 0, values = 0;
+  for (int64_t l = 0; l < n_layers(); ++l) {
+    const int64_t w = widths_[size_t(l)];
+    if (w < 1) throw Error("kv pool: invalid shape");
+    if ((key_type == KvType::Q8_0 || value_type == KvType::Q8_0) && w % 32 != 0)
+      throw Error("q8_0 keys or values are stored in blocks of 32 values; this model's rows have " + std::to_string(w));
+    key_at_.push_back(keys);
+    value_at_.push_back(values);
+    keys += size_t(rows()) * key_row_bytes(l);
+    values += size_t(rows()) * value_row_bytes(l);
+  }
+  k_ = BackendBuffer(be, keys);
+  v_ = BackendBuffer(be, values);
 }
 
 bool KvPool::reserve(int64_t n) {
@@ -52,11 +59,10 @@ int64_t KvPool::shared() const {
 }
 
 void KvPool::copy_block(int32_t dst, int32_t src, int64_t rows) {
-  for (int64_t l = 0; l < n_layers_; ++l) {
-    be_->copy(keys(l) + size_t(dst * block_rows_) * key_row_bytes(), keys(l) + size_t(src * block_rows_) * key_row_bytes(),
-              size_t(rows) * key_row_bytes());
-    be_->copy(values(l) + size_t(dst * block_rows_) * value_row_bytes(),
-              values(l) + size_t(src * block_rows_) * value_row_bytes(), size_t(rows) * value_row_bytes());
+  for (int64_t l = 0; l < n_layers(); ++l) {
+    const size_t kb = key_row_bytes(l), vb = value_row_bytes(l);
+    be_->copy(keys(l) + size_t(dst * block_rows_) * kb, keys(l) + size_t(src * block_rows_) * kb, size_t(rows) * kb);
+    be_->copy(values(l) + size_t(dst * block_rows_) * vb, values(l) + size_t(src * block_rows_) * vb, size_t(rows) * vb);
   }
 }
 

@@ -20,26 +20,31 @@ namespace flashspec {
 
 class KvPool {
  public:
-  KvPool(Backend& be, int64_t n_layers, int64_t kv_dim, int64_t blocks, int64_t block_rows, KvType key_type,
+  // `widths`: each layer's key (and value) row width.
+  KvPool(Backend& be, std::vector<int64_t> widths, int64_t blocks, int64_t block_rows, KvType key_type,
          KvType value_type);
   KvPool(const KvPool&) = delete;
   KvPool& operator=(const KvPool&) = delete;
 
   Backend& backend() const { return *be_; }
-  int64_t n_layers() const { return n_layers_; }
-  int64_t kv_dim() const { return kv_dim_; }
+  int64_t n_layers() const { return int64_t(widths_.size()); }
+  const std::vector<int64_t>& widths() const { return widths_; }
   int64_t block_rows() const { return block_rows_; }
   int64_t blocks() const { return int64_t(refs_.size()); }
   KvType key_type() const { return key_type_; }
   KvType value_type() const { return value_type_; }
-  size_t key_row_bytes() const { return kv_bytes(key_type_, kv_dim_); }
-  size_t value_row_bytes() const { return kv_bytes(value_type_, kv_dim_); }
+  size_t key_row_bytes(int64_t l) const { return kv_bytes(key_type_, widths_[size_t(l)]); }
+  size_t value_row_bytes(int64_t l) const { return kv_bytes(value_type_, widths_[size_t(l)]); }
   // Bytes of one block, keys and values of every layer.
-  size_t block_bytes() const { return size_t(n_layers_ * block_rows_) * (key_row_bytes() + value_row_bytes()); }
+  size_t block_bytes() const {
+    size_t n = 0;
+    for (int64_t l = 0; l < n_layers(); ++l) n += size_t(block_rows_) * (key_row_bytes(l) + value_row_bytes(l));
+    return n;
+  }
 
   // Layer l's rows: blocks x block_rows of them, block b's first at row b * block_rows.
-  uint8_t* keys(int64_t l) const { return k_.get<uint8_t>() + size_t(l * rows()) * key_row_bytes(); }
-  uint8_t* values(int64_t l) const { return v_.get<uint8_t>() + size_t(l * rows()) * value_row_bytes(); }
+  uint8_t* keys(int64_t l) const { return k_.get<uint8_t>() + key_at_[size_t(l)]; }
+  uint8_t* values(int64_t l) const { return v_.get<uint8_t>() + value_at_[size_t(l)]; }
 
   // Blocks not held by anyone and not promised to a reservation.
   int64_t available() const { return int64_t(free_.size()) - reserved_; }
@@ -61,7 +66,9 @@ class KvPool {
   int64_t rows() const { return blocks() * block_rows_; }
 
   Backend* be_;
-  int64_t n_layers_, kv_dim_, block_rows_;
+  std::vector<int64_t> widths_;
+  std::vector<size_t> key_at_, value_at_;  // layer l's first byte in k_ and v_
+  int64_t block_rows_;
   KvType key_type_, value_type_;
   BackendBuffer k_, v_;
   std::vector<int32_t> refs_;

@@ -22,6 +22,7 @@ enum class FfnBlock : uint8_t {
   Dense,    // down(act(gate x) * up x)
   Experts,  // the same per routed expert, top-k of a softmax router, weights renormalised,
             // plus a shared expert scaled by its sigmoid gate where the file has one
+  DenseAndExperts,  // both side by side, each output normed, then their sum (Gemma 4 26B-A4B)
 };
 
 // The gate's activation in a gated FFN (dense or per expert).
@@ -39,6 +40,8 @@ struct LayerBlocks {
   Activation activation = Activation::Silu;
   int64_t window = 0;       // attention through a sliding window of this many positions; 0: all
   bool post_norms = false;  // the mixer's and the FFN's outputs normalised before they are added (Gemma)
+  bool per_layer_input = false;  // then the layer's own input added (Gemma 4 E2B / E4B: ple_forward.cpp)
+  bool output_scale = false;     // then the residual scaled by the layer's one value (Gemma 4)
 };
 
 struct Architecture {
@@ -51,8 +54,9 @@ struct Architecture {
 // The description of a model of config `c` (llama, qwen2, qwen3, qwen3moe and
 // Mixtral-style llamas: every layer attention, then a dense or an experts FFN; qwen35*:
 // DeltaNet mixers with attention every full_attention_interval layers; gemma3: windowed
-// and global attention layers, post-norms, GeGLU; gpt-oss: windowed and global attention
-// with sinks, experts with the clamped SwiGLU).
+// and global attention layers, post-norms, GeGLU; gemma4: the same with per-layer head
+// sizes, shared-KV layers, per-layer inputs and a dense FFN beside the experts; gpt-oss:
+// windowed and global attention with sinks, experts with the clamped SwiGLU).
 Architecture architecture_of(const ModelConfig& c);
 
 }  // namespace flashspec

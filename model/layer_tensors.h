@@ -27,19 +27,28 @@ struct ModelConfig;
 // have the FFN's Gate/Up/Down; mixture-of-experts layers have Router and the three expert
 // tensors instead, and may have a shared expert (ShGate/ShUp/ShDown). A multi-token-
 // prediction layer also has EhProj, which mixes a token's embedding and a hidden row.
+// Gemma 4's per-layer input (PleGate, PleProj: model/ple_inputs.h) and, in its MoE
+// layers, experts whose gate and up are one tensor (GateExps, 2 x width rows per expert,
+// the gate's first; no UpExps).
 enum class LayerMatrix : uint8_t {
   Q, K, V, Out, Qkv, Z, Alpha, Beta, SsmOut,
-  Gate, Up, Down, Router, GateExps, UpExps, DownExps, ShGate, ShUp, ShDown, EhProj
+  Gate, Up, Down, Router, GateExps, UpExps, DownExps, ShGate, ShUp, ShDown, PleGate, PleProj, EhProj
 };
 // The layer's small tensors: norms, biases, and a DeltaNet layer's convolution taps and
 // per-head constants, kept resident as f32 whatever the placement. gpt-oss's attention
 // sinks (one logit per head), router bias and experts' biases (one row per expert) too.
 // A multi-token-prediction layer's norms of the embedding and hidden halves of its input
 // (ENorm, HNorm) and of its output before the head (SharedHeadNorm).
+// Gemma 4: the norm after the per-layer input (PleNorm), the layer's output scale (one
+// value, OutScale), and in MoE layers the router input's scale (RouterScale), each
+// expert's output scale (DownExpsScale, one per expert), the experts' input norm
+// (ExpNorm), and the norms of the dense FFN's and the experts' outputs (DenseOutNorm,
+// ExpOutNorm) before their sum's (FfnPostNorm).
 enum class LayerVector : uint8_t {
   AttnNorm, FfnNorm, BiasQ, BiasK, BiasV, BiasOut, QNorm, KNorm,
   Conv, DtBias, A, SsmNorm, ShExpGate, AttnPostNorm, FfnPostNorm,
   AttnSinks, RouterBias, GateExpsBias, UpExpsBias, DownExpsBias,
+  PleNorm, OutScale, RouterScale, DownExpsScale, ExpNorm, DenseOutNorm, ExpOutNorm,
   ENorm, HNorm, SharedHeadNorm
 };
 
@@ -56,6 +65,7 @@ struct MatrixSpec {
   int64_t cols = 0, rows = 0;
   int64_t experts = 1;  // > 1: an expert tensor [cols, rows, experts]
   ReadUnit read = ReadUnit::Whole;
+  bool required = true;  // absent and not required: the layer has no such matrix
   // GGUF dims of the tensor: {cols, rows} or {cols, rows, experts}.
   std::vector<int64_t> dims() const;
 };
@@ -82,7 +92,10 @@ LayerSpec mtp_layer_spec(const ModelConfig& c, bool ffn);
 
 // One expert of a mixture-of-experts layer: a SwiGLU FFN, down(silu(gate x) * up x).
 struct ExpertWeights {
-  WeightMatrix gate, up, down;
+  WeightMatrix gate{}, up{}, down{};
+  // Gate and up from one matrix of both (Gemma 4's gate_up tensor: gate rows first), where
+  // `up` is missing.
+  ExpertWeights split_gate_up() const;
 };
 
 // The expert tensors, in the order of ExpertWeights' members (and of an expert's slices

@@ -27,6 +27,7 @@ Model::Model(GgufFile file, Backend& backend)
       backend_(backend),
       placed_(weights_, backend) {
   if (backend.host_memory()) layers_ = std::make_unique<ResidentLayers>(weights_);
+  if (weights_.ple_table.data) ple_rows_ = std::make_unique<PleRows>(weights_.ple_table);
   for (int64_t l = 0; l < config_.n_layers; ++l) {
     int64_t bytes = 0;  // one expert's slices of the expert tensors
     for (const LayerMatrixTensor& m : weights_.layer_matrices(l))
@@ -155,25 +156,17 @@ void Model::forward_many(std::span<const SequenceBatch> seqs) {
 SequenceCache Model::make_cache(int64_t capacity) const {
   const ModelConfig& c = config_;
   const KvFootprint f = kv_footprint(c, key_type_, value_type_, capacity, ring_slack());
-  if (!f.ring)
-    return make_cache(KvCache(backend_, c.attention_layers(), c.kv_dim(), capacity, key_type_, value_type_));
-  std::vector<int32_t> slots(size_t(c.n_layers), -1);
-  int32_t in_kv = 0, in_ring = 0;
-  for (int64_t l = 0; l < c.n_layers; ++l)
-    if (!c.recurrent(l)) slots[size_t(l)] = c.windowed(l) ? ~in_ring++ : in_kv++;
-  SequenceCache cache(KvCache(backend_, f.global_layers, c.kv_dim(), capacity, key_type_, value_type_),
-                      KvCache(backend_, f.windowed_layers, c.kv_dim(), capacity, key_type_, value_type_,
+  if (!f.ring) return make_cache(KvCache(backend_, kv_widths(c), capacity, key_type_, value_type_));
+  SequenceCache cache(KvCache(backend_, kv_widths(c, false), capacity, key_type_, value_type_),
+                      KvCache(backend_, kv_widths(c, true), capacity, key_type_, value_type_,
                               WindowRing{c.sliding_window, ring_slack()}),
-                      std::move(slots));
+                      kv_slots(c, true));
   if (c.hybrid()) cache.set_recurrent(std::make_unique<RecurrentState>(c));
   return cache;
 }
 
 SequenceCache Model::make_cache(KvCache kv) const {
-  std::vector<int32_t> slots(size_t(config_.n_layers), -1);
-  for (int64_t l = 0; l < config_.n_layers; ++l)
-    if (!config_.recurrent(l)) slots[size_t(l)] = int32_t(config_.kv_slot(l));
-  SequenceCache c(std::move(kv), std::move(slots));
+  SequenceCache c(std::move(kv), kv_slots(config_, false));
   if (config_.hybrid()) c.set_recurrent(std::make_unique<RecurrentState>(config_));
   return c;
 }
@@ -200,6 +193,7 @@ void Model::forward_pass(std::span<const PassPart> parts) {
 
   backend_.get_rows(placed_.embedding, in.tokens, T, a.x);
   if (config_.embedding_scale != 1.0f) backend_.scale(a.x, config_.embedding_scale, T * config_.dim);
+  if (config_.per_layer_input_dim > 0) per_layer_inputs(a, T);
   if (config_.hybrid()) begin_recurrent_rows(parts);
   for (int64_t l = 0; l < config_.n_layers; ++l) {
     const LayerWeights w = layers_->acquire(l);
@@ -211,7 +205,11 @@ void Model::forward_pass(std::span<const PassPart> parts) {
     switch (blocks.ffn) {
       case FfnBlock::Dense: dense_ffn_block(l, w, T, a); break;
       case FfnBlock::Experts: experts_ffn_block(l, w, T, a, *layers_); break;
+      case FfnBlock::DenseAndExperts: dense_and_experts_block(l, w, T, a, *layers_); break;
     }
+    if (blocks.per_layer_input) per_layer_input_block(l, w, T, a);
+    if (const float* s = blocks.output_scale ? weights_.host_vector(l, LayerVector::OutScale) : nullptr)
+      backend_.scale(a.x, *s, T * config_.dim);
     layers_->release(l);
   }
   for (const PassPart& p : parts) p.cache->add_pending(int64_t(p.chunk.tokens.size()));

@@ -23,6 +23,7 @@
 #include "model/moe_routing.h"
 #include "model/mtp_weights.h"
 #include "model/placed_weights.h"
+#include "model/ple_rows.h"
 
 namespace flashspec {
 
@@ -87,6 +88,11 @@ class Model {
   // Host-memory backends: copies the output head out of the file mapping into the
   // process's own huge-page memory, where decode reads it faster (the layers:
   // target/loaded_layers.h). Returns the bytes copied.
+  // Gemma 4 E2B / E4B: the per-layer embedding table's rows read from storage (io_uring,
+  // a small cache) instead of the mapping, so that the table is never resident (a
+  // streamed target). The reader, or null for a model without the table.
+  const PleRows* read_per_layer_inputs_from_storage(const IoOptions& io);
+  const PleRows* per_layer_rows() const { return ple_rows_.get(); }
   uint64_t load_head_into_memory();
 
   // The element types of the keys and values of the caches make_cache() makes (fp16
@@ -130,7 +136,12 @@ class Model {
 
   // Milliseconds forward passes have waited for streamed weights so far.
   double weight_wait_ms() const { return layers_ ? layers_->wait_ms() : 0.0; }
-  ReadProgress read_progress() const { return layers_ ? layers_->read_progress() : ReadProgress{}; }
+  // (Gemma 4's per-layer embedding rows read from storage count among the bytes.)
+  ReadProgress read_progress() const {
+    ReadProgress p = layers_ ? layers_->read_progress() : ReadProgress{};
+    if (ple_rows_) p.bytes += ple_rows_->bytes_read();
+    return p;
+  }
   // Mixture-of-experts models: the experts passes have routed to and read so far.
   ExpertCounters expert_counters() const;
   // Mixture-of-experts models: tells `o` each pass's routing and guesses (null: nobody,
@@ -197,6 +208,8 @@ class Model {
   // The parts' recurrent rows: each row's parent, told to their states before the layers.
   void begin_recurrent_rows(std::span<const PassPart> parts);
   void dense_ffn_block(int64_t l, const LayerWeights& w, int64_t T, const Activations& a);
+  // Its FFN alone: xb's rows through gate, up and down into `out`.
+  void dense_ffn(int64_t l, const LayerWeights& w, int64_t T, const Activations& a, float* out);
   // A shared expert beside the routed ones: xb's rows through it into `shared`, scaled
   // by the sigmoid of its gate.
   void shared_expert(const LayerWeights& w, int64_t T, const Activations& a);
@@ -204,6 +217,18 @@ class Model {
   // its rows in the order their weights arrive, and sums their outputs by the weights.
   // `src` hands out the experts' slices (the model's layer source, or the resident MTP layer).
   void experts_ffn_block(int64_t l, const LayerWeights& w, int64_t T, const Activations& a, LayerSource& src);
+  // Gemma 4's MoE layers: a dense FFN and routed experts side by side.
+  void dense_and_experts_block(int64_t l, const LayerWeights& w, int64_t T, const Activations& a, LayerSource& src);
+  // The experts FFN's halves: the router over `in` (routing_, batches_; the source told
+  // what to read, the next layer's guessed), then xb's rows through their experts, summed
+  // by their weights into xb.
+  void route_experts(int64_t l, const LayerWeights& w, const float* in, int64_t T, const Activations& a,
+                     LayerSource& src);
+  void run_experts(int64_t l, const LayerWeights& w, int64_t T, const Activations& a, LayerSource& src);
+  // Gemma 4's per-layer inputs (ple_forward.cpp): the pass's, from the table rows of its
+  // tokens and the embedding (before the layers), and layer l's added to the residual.
+  void per_layer_inputs(const Activations& a, int64_t T);
+  void per_layer_input_block(int64_t l, const LayerWeights& w, int64_t T, const Activations& a);
   // Streaming experts: guesses the experts `layer` will route to from the rows `in` of the
   // layer before it, for the source to read ahead (`logits`: T x experts of scratch).
   void guess_experts(int64_t layer, const float* in, int64_t T, float* logits);
@@ -250,6 +275,11 @@ class Model {
   // The MTP layer once placed, and its scratch: the embedding and hidden halves of its
   // input (backend memory) and the order that interleaves them.
   std::unique_ptr<PlacedMtp> mtp_;
+  // Gemma 4's per-layer inputs: where the table's rows come from, a pass's rows on the
+  // host, and the order that groups them by layer.
+  std::unique_ptr<PleRows> ple_rows_;
+  std::vector<float> ple_host_;
+  std::vector<int32_t> ple_order_;
   BackendBuffer mtp_in_;
   std::vector<int32_t> mtp_order_;
 };

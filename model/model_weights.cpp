@@ -1,5 +1,6 @@
 #include "model/model_weights.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -101,6 +102,18 @@ ModelWeights::ModelWeights(const GgufFile& f, const ModelConfig& c)
     throw Error(path + ": rope scaling 'llama3' needs the tensor 'rope_freqs.weight', which the file lacks");
   }
 
+  if (const int64_t n = c.per_layer_input_dim; n > 0) {
+    const int64_t width = n * c.n_layers;
+    ple_table = matrix_at(expect(f, "per_layer_token_embd.weight", {width, c.n_vocab}), file_base_);
+    ple_proj = matrix_at(expect(f, "per_layer_model_proj.weight", {c.dim, width}), file_base_);
+    ple_norm_ = append_vector(f, f.require_tensor("per_layer_proj_norm.weight"), n, vectors_);
+  }
+
+  if (c.value_norm) {
+    ones_ = int64_t(vectors_.size());
+    vectors_.resize(vectors_.size() + size_t(std::max(c.head_dim, c.head_dim_swa)), 1.0f);
+  }
+
   for (int64_t l = 0; l < c.n_layers; ++l) add_layer(f, l, layer_spec(c, l));
   // The first MTP layer only: the one the drafter applies recursively (files with more
   // than one, DeepSeek-style chains of them, would use them in turn).
@@ -124,7 +137,10 @@ void ModelWeights::add_layer(const GgufFile& f, int64_t l, const LayerSpec& spec
   }
   layer_vectors_.push_back(v);
   std::vector<LayerMatrixTensor> m;
-  for (const MatrixSpec& ms : spec.matrices) m.push_back({ms, &expect(f, p + ms.name + ".weight", ms.dims())});
+  for (const MatrixSpec& ms : spec.matrices) {
+    const GgufTensorInfo* t = ms.required ? &f.require_tensor(p + ms.name + ".weight") : f.find_tensor(p + ms.name + ".weight");
+    if (t) m.push_back({ms, &check_shape(f, *t, ms.dims())});
+  }
   layer_matrices_.push_back(std::move(m));
 }
 

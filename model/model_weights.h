@@ -28,6 +28,11 @@ class ModelWeights {
 
   WeightMatrix embedding{};  // [n_vocab rows, dim cols]: row t is token t's embedding
   WeightMatrix output{};     // [n_vocab rows, dim cols]; the embedding itself when the head is tied
+  // Gemma 4's per-layer token embeddings (E2B / E4B; data null without): the table, a row
+  // of n_layers x per_layer_input_dim per token (left on storage: a pass reads the rows
+  // of its tokens, model/ple_inputs.h), and the projection of the embedding to the same
+  // widths (resident).
+  WeightMatrix ple_table{}, ple_proj{};
 
   // The main layers: what a forward pass runs, places, streams and quantizes.
   int64_t n_layers() const { return n_layers_; }
@@ -59,6 +64,16 @@ class ModelWeights {
   // values; -1 when the model has none).
   int64_t output_norm_offset() const { return 0; }
   int64_t rope_factors_offset() const { return rope_factors_; }
+  // Of the per-layer inputs' norm (per_layer_input_dim values; -1 without).
+  int64_t ple_norm_offset() const { return ple_norm_; }
+  // Of ones as wide as the widest head (a norm without a weight: Gemma 4's values; -1 without).
+  int64_t ones_offset() const { return ones_; }
+  // Layer l's vector `v` as f32 on the host (the small per-layer constants a pass needs
+  // there), or null.
+  const float* host_vector(int64_t l, LayerVector v) const {
+    const int64_t at = layer_vectors_.at(size_t(l))[size_t(v)];
+    return at < 0 ? nullptr : vectors_.data() + at;
+  }
 
   // Layer l's weights in the mapping.
   LayerWeights layer(int64_t l) const;
@@ -81,6 +96,8 @@ class ModelWeights {
   std::vector<std::array<int64_t, kLayerVectors>> layer_vectors_;
   std::vector<float> vectors_;
   int64_t rope_factors_ = -1;
+  int64_t ple_norm_ = -1;
+  int64_t ones_ = -1;
 };
 
 }  // namespace flashspec

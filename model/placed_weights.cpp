@@ -21,17 +21,21 @@ PlacedWeights::PlacedWeights(const ModelWeights& w, Backend& be) {
   if (be.host_memory()) {
     embedding = w.embedding;
     output = w.output;
+    ple_proj = w.ple_proj;
     vectors = v.data();
   } else {
     embedding = upload(be, w.embedding, embedding_);
     // A tied head is the embedding itself: one copy serves both.
     output = w.output.data == w.embedding.data ? embedding : upload(be, w.output, output_);
+    if (w.ple_proj.data) ple_proj = upload(be, w.ple_proj, ple_proj_);
     vectors_ = BackendBuffer(be, v.size() * sizeof(float));
     be.upload(vectors_.get(), v.data(), vectors_.size());
     vectors = vectors_.get<float>();
   }
   output_norm = vectors + w.output_norm_offset();
   if (w.rope_factors_offset() >= 0) rope_factors = vectors + w.rope_factors_offset();
+  if (w.ple_norm_offset() >= 0) ple_norm = vectors + w.ple_norm_offset();
+  if (w.ones_offset() >= 0) ones = vectors + w.ones_offset();
 }
 
 }  // namespace flashspec

@@ -13,12 +13,15 @@ class PlacedWeights {
   PlacedWeights(const ModelWeights& w, Backend& be);
 
   WeightMatrix embedding{}, output{};
+  WeightMatrix ple_proj{};  // Gemma 4's per-layer input projection (data null without)
   const float* vectors = nullptr;  // ModelWeights::vectors(), where the kernels read them
   const float* output_norm = nullptr;
   const float* rope_factors = nullptr;  // null: none
+  const float* ple_norm = nullptr;      // null: no per-layer inputs
+  const float* ones = nullptr;          // null: no norms without a weight
 
  private:
-  BackendBuffer embedding_, output_, vectors_;
+  BackendBuffer embedding_, output_, ple_proj_, vectors_;
 };
 
 // Bytes of a weight matrix in its file encoding.

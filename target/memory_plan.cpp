@@ -193,6 +193,11 @@ MemoryPlan plan_memory(const GgufFile& f, const ModelConfig& c, const ModelWeigh
   for (const GgufTensorInfo& t : f.tensors()) p.fixed_bytes += t.nbytes;
   for (uint64_t b : p.layer_bytes) p.fixed_bytes -= b;
   p.fixed_bytes -= w.mtp_bytes();
+  if (w.ple_table.data) {
+    p.ple_row_bytes = uint64_t(row_bytes(w.ple_table.type, w.ple_table.cols));
+    p.ple_table_bytes = uint64_t(w.ple_table.rows) * p.ple_row_bytes;
+    p.fixed_bytes -= p.ple_table_bytes;
+  }
   p.homes.assign(size_t(n), LayerHome::Mapped);
   if (r.gpu) plan_vram(p, w, o);
   uint64_t loaded = 0;  // host memory the target's layers take once placed
@@ -279,6 +284,9 @@ std::string MemoryPlan::describe() const {
   if (kv_positions) s += ", KV cache of " + std::to_string(kv_positions) + " positions " + format_bytes(kv_bytes);
   if (state_bytes) s += ", recurrent state " + format_bytes(state_bytes);
   if (prefill_bytes) s += ", a prefill pass's activations " + format_bytes(prefill_bytes);
+  if (ple_table_bytes)
+    s += "; per-layer embeddings " + format_bytes(ple_table_bytes) + " left in the file (" +
+         (stream ? "read from storage, " : "read through the mapping, ") + format_bytes(ple_row_bytes) + " a token)";
   return s;
 }
 
@@ -289,6 +297,7 @@ nlohmann::json MemoryPlan::to_json() const {
   nlohmann::json j = {{"gpu", gpu},
                       {"layers", layers},
                       {"ram_budget", ram_budget},
+                      {"per_layer_embeddings", {{"table_bytes", ple_table_bytes}, {"row_bytes", ple_row_bytes}}},
                       {"draft", {{"kind", draft_kind_name(draft)}, {"bytes", draft_bytes}}},
                       {"overhead", {{"bytes", overhead_bytes()},
                                     {"process_bytes", kProcessBytes},

@@ -112,6 +112,9 @@ struct MemoryPlan {
 
   // Outside the budget, stated beside it.
   uint64_t fixed_bytes = 0;           // embedding, output head, 1-D tensors: always resident
+  // Gemma 4's per-layer embedding table: read a row per token (from storage when streamed,
+  // model/ple_rows.h), never resident, not in the budget; and the bytes a token's row takes.
+  uint64_t ple_table_bytes = 0, ple_row_bytes = 0;
   int64_t kv_positions = 0;           // the KV cache's positions, all sequences
   uint64_t kv_bytes = 0;              // ... and their keys and values
   uint64_t state_bytes = 0;           // hybrid models: the recurrent layers' state, all sequences

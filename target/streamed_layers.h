@@ -58,7 +58,7 @@ class StreamedLayers final : public LayerSource {
     const std::vector<size_t>& tensors = stream_.plan().experts->tensors[size_t(layer - first_)];
     const std::vector<uint64_t>& at = stream_.expert_slices(layer - first_, e).slice_offset;
     const std::vector<LayerMatrixTensor>& mats = w_.layer_matrices(layer);
-    ExpertWeights x;
+    ExpertWeights x{};
     for (size_t i = 0; i < tensors.size(); ++i) {
       const MatrixSpec& s = mats[tensors[i]].spec;
       const WeightMatrix m{mats[tensors[i]].tensor->type, slot + at[i], s.rows, s.cols};

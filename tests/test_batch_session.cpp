@@ -11,6 +11,7 @@
 #include "engine/batch_session.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "model/model.h"
+#include "model/kv_footprint.h"
 #include "tests/fixtures.h"
 #include "tests/greedy_options.h"
 #include "tokenizer/tokenizer.h"
@@ -311,7 +312,7 @@ TEST_CASE("paged attention: a cache in scattered blocks of a pool gives the cont
     SequenceCache flat = m.target.make_cache(64);
     std::vector<std::vector<float>> want, got;
     run(flat, want);
-    KvPool pool(m.backend, c.n_layers, c.kv_dim(), 16, 4, m.target.key_type(), m.target.value_type());
+    KvPool pool(m.backend, kv_widths(c), 16, 4, m.target.key_type(), m.target.value_type());
     // Blocks handed out in a scattered order: two other caches take some first.
     REQUIRE(pool.reserve(16));
     KvCache other1(pool, 8, {}, 0, 2), other2(pool, 8, {}, 0, 2);

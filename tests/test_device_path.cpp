@@ -159,8 +159,8 @@ TEST_CASE("device path: committing kept rows moves them within backend memory, o
   const int64_t layers = 2, dim = 3;
   // fp16 keys and f32 values (-ctk f16 -ctv f32): each side's rows move by their own size.
   KvCache kv(dev, layers, dim, 16, KvType::F16, KvType::F32);
-  REQUIRE(kv.key_row_bytes() == size_t(dim) * 2);
-  REQUIRE(kv.value_row_bytes() == size_t(dim) * 4);
+  REQUIRE(kv.key_row_bytes(0) == size_t(dim) * 2);
+  REQUIRE(kv.value_row_bytes(0) == size_t(dim) * 4);
   // Rows 0..1 committed, 8 pending rows; row r of layer l holds l * 100 + r in every cell.
   std::vector<uint16_t> keys(size_t(16 * dim));
   std::vector<uint32_t> values(keys.size());

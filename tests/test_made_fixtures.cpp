@@ -114,10 +114,15 @@ TEST_CASE("made fixtures: tiny-gemma3 is byte-identical across runs of make-fixt
   CHECK(bytes == read_file(made));
   int entries = 0;
   for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(a.path)) ++entries;
-  CHECK(entries == 4);  // the two Qwen3.5 files, this one and tiny-gptoss, nothing else
-  // tiny-gptoss is made by the same runs (its keys and tensors: tests/test_gptoss_tokenizer.cpp).
-  CHECK(read_file(a.path + "/tiny-gptoss.gguf") == read_file(b.path + "/tiny-gptoss.gguf"));
-  CHECK(read_file(a.path + "/tiny-gptoss.gguf") == read_file(made_fixture_path("tiny-gptoss")));
+  CHECK(entries == 6);  // the two Qwen3.5 files, this one, tiny-gptoss and the two Gemma 4 files, nothing else
+  // tiny-gptoss and the Gemma 4 files are made by the same runs (their keys and tensors:
+  // tests/test_gptoss_tokenizer.cpp, tests/test_gemma4.cpp).
+  for (const char* name : {"tiny-gptoss", "tiny-gemma4", "tiny-gemma4moe"}) {
+    CAPTURE(name);
+    const std::string file = std::string("/") + name + ".gguf";
+    CHECK(read_file(a.path + file) == read_file(b.path + file));
+    CHECK(read_file(a.path + file) == read_file(made_fixture_path(name)));
+  }
 
   const GgufFile f = GgufFile::open(a.path + "/tiny-gemma3.gguf");
   CHECK(f.require_string("general.architecture") == "gemma3");

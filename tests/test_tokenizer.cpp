@@ -357,12 +357,12 @@ TEST_CASE("tokenizer: a wrong metadata value is one error line naming it") {
       {"empty vocabulary", "tokenizer.ggml.tokens", gv_str_array({}), "bad.gguf: key 'tokenizer.ggml.tokens' is empty"},
       {"unsupported tokenizer model", "tokenizer.ggml.model", gv_str("t5"),
        "bad.gguf: unsupported tokenizer model 't5' (key 'tokenizer.ggml.model'; supported: "
-       "llama (SentencePiece), gpt2 (byte-level BPE))"},
+       "llama (SentencePiece), gpt2 (byte-level BPE), gemma4 (BPE over UTF-8))"},
       {"a BPE vocabulary without merges", "tokenizer.ggml.model", gv_str("gpt2"),
        "bad.gguf: missing required key 'tokenizer.ggml.merges' (a BPE vocabulary needs its merges)"},
       {"model name with a newline stays one line", "tokenizer.ggml.model", gv_str("bpe\nx"),
        "bad.gguf: unsupported tokenizer model 'bpe\\x0ax' (key 'tokenizer.ggml.model'; supported: "
-       "llama (SentencePiece), gpt2 (byte-level BPE))"},
+       "llama (SentencePiece), gpt2 (byte-level BPE), gemma4 (BPE over UTF-8))"},
       {"bos id out of range", "tokenizer.ggml.bos_token_id", gv_u32(512),
        "bad.gguf: key 'tokenizer.ggml.bos_token_id' = 512 is out of range (the vocabulary has 512 tokens)"},
       {"eos id negative", "tokenizer.ggml.eos_token_id", gv_i32(-7),

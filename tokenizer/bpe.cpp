@@ -1,6 +1,7 @@
 #include "tokenizer/bpe.h"
 
 #include <algorithm>
+#include <limits>
 #include <queue>
 
 #include "core/error.h"
@@ -57,9 +58,16 @@ std::string BpeModel::text_to_bytes(std::string_view t) {
   return out;
 }
 
-BpeModel::BpeModel(const Vocab& v, const GgufArray& merges, const std::string& path) {
+BpeModel::BpeModel(const Vocab& v, const GgufArray& merges, const std::string& path, Spelling spelling)
+    : spelling_(spelling) {
   const std::string where = printable(path) + ": key 'tokenizer.ggml.merges'";
   for (int b = 0; b < 256; ++b) {
+    if (spelling_ == Spelling::Utf8) {
+      static constexpr char kHex[] = "0123456789ABCDEF";
+      const char name[6] = {'<', '0', 'x', kHex[b >> 4], kHex[b & 15], '>'};
+      byte_token_[b] = v.find(std::string_view(name, 6));
+      continue;
+    }
     std::string ch;
     utf8_append(ch, kByteMap.to_cp[b]);
     const int32_t id = v.find(ch);
@@ -75,8 +83,9 @@ BpeModel::BpeModel(const Vocab& v, const GgufArray& merges, const std::string& p
   for (size_t r = 0; r < merges.items.size(); ++r) {
     const std::string* m = merges.items[r].as_string();
     if (!m) throw Error(where + " holds non-string values");
-    // "left right": the texts never contain a plain space (the byte map spells it Ġ), so
-    // the separator is the first space after the first character.
+    // "left right": the texts never contain a plain space (the byte map spells it Ġ,
+    // Gemma 4's vocabulary "▁"), so the separator is the first space after the first
+    // character (llama.cpp's reading).
     const size_t sp = m->find(' ', 1);
     if (sp == std::string::npos || sp + 1 >= m->size())
       throw Error(where + " entry " + std::to_string(r) + " " + in_quotes(*m) + " is not two tokens separated by a space");
@@ -95,6 +104,18 @@ BpeModel::BpeModel(const Vocab& v, const GgufArray& merges, const std::string& p
     merges_.try_emplace(pair_key(l, rt), Merge{int32_t(r), result});  // the first listing wins
   }
 
+  if (spelling_ == Spelling::Utf8) {
+    // As llama.cpp looks texts up (its text -> id map, the last of duplicates, any type):
+    // the one-character tokens that start a word's symbols, and the runs of newlines a
+    // newline word may be taken whole as.
+    for (const auto& [text, id] : v.index) {
+      if (text.find_first_not_of('\n') == std::string::npos) whole_.emplace(text, id);
+      size_t len = 0;
+      utf8_decode(text, 0, &len);
+      if (len == text.size() && (len > 1 || uint8_t(text[0]) < 0x80)) chars_.emplace(text, id);
+    }
+    return;
+  }
   // Whole-word lookup (ignore_merges): the model's own tokens by the bytes they spell;
   // added tokens (control, user-defined) are matched before pre-tokenization instead.
   whole_.reserve(v.tokens.size());
@@ -104,54 +125,83 @@ BpeModel::BpeModel(const Vocab& v, const GgufArray& merges, const std::string& p
 
 void BpeModel::encode_word(std::string_view word, bool ignore_merges, std::vector<int32_t>& out) const {
   if (word.empty()) return;
-  if (word.size() == 1) {
+  const bool utf8 = spelling_ == Spelling::Utf8;
+  if (!utf8 && word.size() == 1) {
     out.push_back(byte_token_[uint8_t(word[0])]);
     return;
   }
   if (ignore_merges) {
-    if (auto it = whole_.find(std::string(word)); it != whole_.end()) {
+    if (auto it = whole_.find(word); it != whole_.end()) {
       out.push_back(it->second);
       return;
     }
   }
   struct Symbol {
-    int32_t id, prev, next;  // id -1: merged into its left neighbour
+    int32_t id;          // -1: a character outside the vocabulary (Utf8), or merged away
+    int32_t prev, next;  // the neighbours still standing; -1 at the ends
+    uint32_t start, n;   // its bytes, word[start, start + n); n 0 once merged away
   };
   struct Candidate {
     int32_t rank, pos, result;
     bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
   };
-  const int32_t n = int32_t(word.size());
-  std::vector<Symbol> sym(static_cast<size_t>(n));
-  for (int32_t i = 0; i < n; ++i) sym[size_t(i)] = {byte_token_[uint8_t(word[size_t(i)])], i - 1, i + 1 < n ? i + 1 : -1};
+  if (word.size() > size_t(std::numeric_limits<int32_t>::max()))
+    throw Error("tokenizer: a word of " + std::to_string(word.size()) + " bytes is too long to tokenize");
+  std::vector<Symbol> sym;
+  sym.reserve(word.size());
+  for (size_t off = 0; off < word.size();) {
+    size_t len = 1;
+    int32_t id = byte_token_[uint8_t(word[off])];
+    if (utf8) {
+      utf8_decode(word, off, &len);  // a character, or 1: a byte that starts none
+      const auto it = chars_.find(word.substr(off, len));
+      id = it == chars_.end() ? -1 : it->second;
+    }
+    const int32_t i = int32_t(sym.size());
+    sym.push_back({id, i - 1, off + len < word.size() ? i + 1 : -1, uint32_t(off), uint32_t(len)});
+    off += len;
+  }
   // Lowest rank first; among equal ranks (the same pair twice) the leftmost.
   std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> queue;
   auto consider = [&](int32_t left) {
     if (left < 0) return;
     const int32_t right = sym[size_t(left)].next;
-    if (right < 0) return;
+    if (right < 0 || sym[size_t(left)].id < 0 || sym[size_t(right)].id < 0) return;
     auto it = merges_.find(pair_key(sym[size_t(left)].id, sym[size_t(right)].id));
     if (it != merges_.end()) queue.push({it->second.rank, left, it->second.result});
   };
-  for (int32_t i = 0; i + 1 < n; ++i) consider(i);
+  for (int32_t i = 0; i + 1 < int32_t(sym.size()); ++i) consider(i);
   while (!queue.empty()) {
     const Candidate c = queue.top();
     queue.pop();
     Symbol& l = sym[size_t(c.pos)];
-    if (l.id < 0 || l.next < 0) continue;
+    if (l.n == 0 || l.id < 0 || l.next < 0) continue;
     // Stale when either side changed since the pair was queued: the pair it names now
     // must still merge into the same token.
-    auto it = merges_.find(pair_key(l.id, sym[size_t(l.next)].id));
-    if (it == merges_.end() || it->second.result != c.result) continue;
     Symbol& r = sym[size_t(l.next)];
+    if (r.id < 0) continue;
+    auto it = merges_.find(pair_key(l.id, r.id));
+    if (it == merges_.end() || it->second.result != c.result) continue;
     l.id = c.result;
+    l.n += r.n;
     r.id = -1;
+    r.n = 0;
     l.next = r.next;
     if (r.next >= 0) sym[size_t(r.next)].prev = c.pos;
     consider(l.prev);
     consider(c.pos);
   }
-  for (int32_t i = 0; i >= 0; i = sym[size_t(i)].next) out.push_back(sym[size_t(i)].id);
+  for (int32_t i = 0; i >= 0; i = sym[size_t(i)].next) {
+    const Symbol& s = sym[size_t(i)];
+    if (s.id >= 0) {
+      out.push_back(s.id);
+      continue;
+    }
+    // Utf8 only (every byte has its token in ByteLevel): a character the vocabulary lacks,
+    // which no merge names, spelled by its bytes' tokens.
+    for (size_t k = s.start; k < s.start + s.n; ++k)
+      if (const int32_t b = byte_token_[uint8_t(word[k])]; b >= 0) out.push_back(b);
+  }
 }
 
 }  // namespace flashspec

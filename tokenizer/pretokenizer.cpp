@@ -141,4 +141,15 @@ void PreTokenizer::split(std::string_view text, const std::function<void(std::st
   if (pos < text.size()) word(text.substr(pos));
 }
 
+void split_newline_runs(std::string_view text, const std::function<void(std::string_view)>& word) {
+  size_t pos = 0;
+  while (pos < text.size()) {
+    const bool newlines = text[pos] == '\n';
+    size_t end = newlines ? text.find_first_not_of('\n', pos) : text.find('\n', pos);
+    if (end == std::string_view::npos) end = text.size();
+    word(text.substr(pos, end - pos));
+    pos = end;
+  }
+}
+
 }  // namespace flashspec

@@ -41,4 +41,9 @@ class PreTokenizer {
   std::unique_ptr<pcre2_code, CodeDeleter> code_;
 };
 
+// Gemma 4's pre-tokenizer (tokenizer.ggml.model "gemma4"), as llama.cpp b8967 splits with
+// "[^\n]+|[\n]+": runs of newlines and runs of other bytes, in order (the pieces
+// concatenate to the text). No pattern to compile: it needs no PreTokenizer.
+void split_newline_runs(std::string_view text, const std::function<void(std::string_view)>& word);
+
 }  // namespace flashspec

@@ -137,10 +137,10 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& f) {
   Tokenizer t;
   const std::string path = printable(f.path());
   t.model_ = f.require_string(kModelKey);
-  const bool spm = t.model_ == "llama", bpe = t.model_ == "gpt2";
-  if (!spm && !bpe)
+  const bool spm = t.model_ == "llama", bpe = t.model_ == "gpt2", gemma4 = t.model_ == "gemma4";
+  if (!spm && !bpe && !gemma4)
     throw Error(path + ": unsupported tokenizer model " + in_quotes(t.model_) +
-                " (key 'tokenizer.ggml.model'; supported: llama (SentencePiece), gpt2 (byte-level BPE))");
+                " (key 'tokenizer.ggml.model'; supported: llama (SentencePiece), gpt2 (byte-level BPE), gemma4 (BPE over UTF-8))");
   auto vocab = std::make_shared<Vocab>(read_vocab(f, path));
   const int64_t n = int64_t(vocab->tokens.size());
 
@@ -152,23 +152,37 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& f) {
     t.bos_ = read_token_id(f, "tokenizer.ggml.bos_token_id", 1, n);
     t.eos_ = read_token_id(f, "tokenizer.ggml.eos_token_id", 2, n);
   } else {
-    // Files without the key predate it; llama.cpp reads them with the GPT-2 rules.
-    const std::string* pre = f.get_string("tokenizer.ggml.pre");
-    try {
-      t.pre_ = std::make_shared<PreTokenizer>(pre ? *pre : "default");
-    } catch (const Error& e) {
-      throw Error(path + ": " + e.what());
+    if (bpe) {
+      // Files without the key predate it; llama.cpp reads them with the GPT-2 rules.
+      const std::string* pre = f.get_string("tokenizer.ggml.pre");
+      try {
+        t.pre_ = std::make_shared<PreTokenizer>(pre ? *pre : "default");
+      } catch (const Error& e) {
+        throw Error(path + ": " + e.what());
+      }
+      t.pre_name_ = t.pre_->name();
+      t.add_bos_ = t.pre_->add_bos();  // Llama 3 adds BOS; Qwen, gpt-oss and GPT-2 do not
+    } else {
+      // Gemma 4: llama.cpp b8967 takes its own pre-tokenizer "gemma4" whatever
+      // tokenizer.ggml.pre says (split_newline_runs, spaces written as "▁").
+      t.pre_name_ = "gemma4";
     }
-    t.pre_name_ = t.pre_->name();
     const GgufArray* merges = f.get_array(kMergesKey);
     if (!merges) throw Error(path + ": missing required key '" + std::string(kMergesKey) + "' (a BPE vocabulary needs its merges)");
-    t.bpe_ = std::make_shared<BpeModel>(*vocab, *merges, f.path());
+    t.bpe_ = std::make_shared<BpeModel>(*vocab, *merges, f.path(),
+                                        bpe ? BpeModel::Spelling::ByteLevel : BpeModel::Spelling::Utf8);
     t.bos_ = read_token_id(f, "tokenizer.ggml.bos_token_id", -1, n);
     t.eos_ = read_token_id(f, "tokenizer.ggml.eos_token_id", -1, n);
-    t.add_bos_ = t.pre_->add_bos();  // Llama 3 adds BOS; Qwen, gpt-oss and GPT-2 do not
   }
   if (auto b = f.get_bool("tokenizer.ggml.add_bos_token")) t.add_bos_ = *b;
   if (auto b = f.get_bool("tokenizer.ggml.add_eos_token")) t.add_eos_ = *b;
+  if (gemma4) {
+    // llama.cpp overrides a false or missing add_bos_token for Gemma 4.
+    t.add_bos_ = true;
+    if (t.bos_ < 0)
+      throw Error(path + ": a gemma4 vocabulary needs a BOS token (key 'tokenizer.ggml.bos_token_id'): prompts "
+                         "always start with it");
+  }
   if (t.add_bos_ && t.bos_ < 0)
     throw Error(path + ": key 'tokenizer.ggml.add_bos_token' is true but the vocabulary has no BOS token");
   if (t.add_eos_ && t.eos_ < 0)
@@ -262,6 +276,19 @@ void Tokenizer::encode_text(std::string_view text, bool parse_special, std::vect
 
 void Tokenizer::encode_fragment(std::string_view text, bool after_special, std::vector<int32_t>& out) const {
   if (spm_) return spm_->encode(*vocab_, text, after_special, out);
+  if (!pre_) {
+    // Gemma 4: the fragment's spaces written as "▁" (llama.cpp's escape_whitespaces; no
+    // space prefix), then BPE over its UTF-8 characters, whatever bytes it holds.
+    std::string escaped;
+    escaped.reserve(text.size() + text.size() / 4);
+    for (char c : text) {
+      if (c == ' ')
+        escaped += "\xE2\x96\x81";
+      else
+        escaped += c;
+    }
+    return encode_bpe(escaped, out);
+  }
   // Byte-level BPE takes any bytes, but the pre-tokenizer reads characters: valid runs go
   // through it, and each invalid byte is a word of its own (its byte token).
   while (!text.empty()) {
@@ -275,7 +302,7 @@ void Tokenizer::encode_fragment(std::string_view text, bool after_special, std::
 
 void Tokenizer::encode_bpe(std::string_view text, std::vector<int32_t>& out) const {
   std::string normalized;
-  if (pre_->nfc()) {
+  if (pre_ && pre_->nfc()) {
     normalized = nfc(text);
     text = normalized;
   }
@@ -285,8 +312,7 @@ void Tokenizer::encode_bpe(std::string_view text, std::vector<int32_t>& out) con
   };
   std::unordered_map<std::string_view, Span> seen;
   std::vector<int32_t> ids;
-  const bool ignore_merges = pre_->ignore_merges();
-  pre_->split(text, [&](std::string_view word) {
+  auto encode_word = [&](std::string_view word, bool ignore_merges) {
     if (auto it = seen.find(word); it != seen.end()) {
       out.insert(out.end(), ids.begin() + it->second.first, ids.begin() + it->second.first + it->second.count);
       return;
@@ -295,7 +321,14 @@ void Tokenizer::encode_bpe(std::string_view text, std::vector<int32_t>& out) con
     bpe_->encode_word(word, ignore_merges, ids);
     seen.emplace(word, Span{uint32_t(first), uint32_t(ids.size() - first)});
     out.insert(out.end(), ids.begin() + ptrdiff_t(first), ids.end());
-  });
+  };
+  if (pre_) {
+    const bool ignore_merges = pre_->ignore_merges();
+    pre_->split(text, [&](std::string_view word) { encode_word(word, ignore_merges); });
+  } else {
+    // Gemma 4: a run of newlines that is itself a token is taken whole (llama.cpp's rule).
+    split_newline_runs(text, [&](std::string_view word) { encode_word(word, word.front() == '\n'); });
+  }
 }
 
 std::string Tokenizer::token_to_piece(int32_t id) const {
@@ -303,9 +336,9 @@ std::string Tokenizer::token_to_piece(int32_t id) const {
   const std::string& text = vocab_->tokens[size_t(id)];
   switch (vocab_->types[size_t(id)]) {
     case TokenType::Normal:
-      if (bpe_) return BpeModel::text_to_bytes(text);
+      if (bpe_ && bpe_->spelling() == BpeModel::Spelling::ByteLevel) return BpeModel::text_to_bytes(text);
       {
-        std::string out;  // SentencePiece: "▁" is a space
+        std::string out;  // SentencePiece and Gemma 4's BPE: "▁" is a space
         out.reserve(text.size());
         for (size_t i = 0; i < text.size();) {
           if (text.compare(i, 3, "\xE2\x96\x81") == 0) {

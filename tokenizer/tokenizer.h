@@ -3,7 +3,12 @@
 // tokenizers' semantics so that prompt tokens are identical to theirs:
 //   - "llama": SentencePiece, score-driven bigram merges with byte fallback (tokenizer/spm.h);
 //   - "gpt2":  byte-level BPE with the pre-tokenizer tokenizer.ggml.pre names (Llama 3,
-//              Qwen 2/2.5/3, gpt-oss's o200k, GPT-2; tokenizer/bpe.h, tokenizer/pretokenizer.h).
+//              Qwen 2/2.5/3, gpt-oss's o200k, GPT-2; tokenizer/bpe.h, tokenizer/pretokenizer.h);
+//   - "gemma4": Gemma 4's BPE as llama.cpp b8967 reads it: each text fragment's spaces
+//              written as "▁", the text split into runs of newlines and runs of other
+//              characters, a run of newlines that is a token taken whole, the others merged
+//              over their UTF-8 characters, characters outside the vocabulary as <0xXX>
+//              byte tokens; BOS always added (tokenizer/bpe.h, split_newline_runs).
 // Added tokens are split out of the text before the model sees it, leftmost-longest:
 // user-defined ones (Qwen's <think>; gpt-oss's harmony markers, as llama.cpp types them:
 // tokenizer/token_text_rules.h) always, control ones (<|im_start|>) only when the caller asks
@@ -36,7 +41,8 @@ class Tokenizer {
   // Text -> token ids. With `add_special` the BOS (and EOS) ids are added where the file
   // says the model expects them (tokenizer.ggml.add_bos_token / add_eos_token). With
   // `parse_special` control tokens written in the text are matched as tokens; without, it
-  // is plain text. Invalid UTF-8 bytes become byte tokens, so decode() gives them back.
+  // is plain text. Invalid UTF-8 bytes become byte tokens, so decode() gives them back
+  // (llama.cpp reads each as U+FFFD instead).
   std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special = false) const;
   // A chat template's rendering: control tokens are matched only where they lie wholly
   // inside `control_ranges` (the template's own text); elsewhere (a message, a tool's
@@ -45,8 +51,9 @@ class Tokenizer {
 
   // The bytes a token contributes to the output text, as llama.cpp's token_to_piece:
   // normal tokens as the text they spell, byte tokens as that byte, user-defined tokens
-  // verbatim. Control tokens print verbatim for SentencePiece vocabularies (a generated
-  // BOS shows as "<s>", as in llama.cpp's reference texts) and as nothing for BPE ones
+  // verbatim (Gemma 4's and SentencePiece's normal tokens with "▁" as a space). Control
+  // tokens print verbatim for SentencePiece vocabularies (a generated BOS shows as "<s>",
+  // as in llama.cpp's reference texts) and as nothing for BPE ones, Gemma 4's included
   // (llama.cpp's special=false, how Llama 3's reserved tokens vanish from its texts).
   // May be a partial UTF-8 sequence; use Utf8Stream to print.
   std::string token_to_piece(int32_t id) const;
@@ -61,8 +68,8 @@ class Tokenizer {
   // and those llama.cpp recognises by their text (<|eot_id|>, <|im_end|>, <|eom_id|>, ...).
   bool is_end_of_generation(int32_t id) const;
   const std::vector<int32_t>& end_of_generation() const { return eog_; }
-  const std::string& model() const { return model_; }  // "llama" or "gpt2"
-  const std::string& pre() const { return pre_name_; }  // BPE pre-tokenizer; "" for SPM
+  const std::string& model() const { return model_; }  // "llama", "gpt2" or "gemma4"
+  const std::string& pre() const { return pre_name_; }  // BPE pre-tokenizer ("gemma4" for it); "" for SPM
   const std::string& token_text(int32_t id) const { return vocab_->tokens.at(size_t(id)); }
   TokenType token_type(int32_t id) const { return vocab_->types.at(size_t(id)); }
   int32_t find_token(std::string_view text) const { return vocab_->find(text); }
@@ -81,8 +88,8 @@ class Tokenizer {
   std::string model_, pre_name_;
   std::shared_ptr<const Vocab> vocab_;
   std::shared_ptr<const SpmModel> spm_;  // model "llama"
-  std::shared_ptr<const BpeModel> bpe_;  // model "gpt2"
-  std::shared_ptr<const PreTokenizer> pre_;
+  std::shared_ptr<const BpeModel> bpe_;  // models "gpt2" and "gemma4"
+  std::shared_ptr<const PreTokenizer> pre_;  // model "gpt2"
   std::shared_ptr<const AddedTokens> user_defined_, all_added_;  // what encode() splits out
   std::vector<int32_t> eog_;
   int32_t bos_ = 1, eos_ = 2;
