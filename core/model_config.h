@@ -153,12 +153,6 @@ struct ModelConfig {
   // The attention layers (those that keep KV rows and those that share them), and layer
   // l's place among them.
   int64_t attention_layers() const { return kv_slot(n_layers); }
-  // The attention layers that keep KV rows of their own.
-  int64_t kv_layers() const {
-    int64_t n = 0;
-    for (int64_t l = 0; l < n_layers; ++l) n += keeps_kv(l) ? 1 : 0;
-    return n;
-  }
   int64_t kv_slot(int64_t l) const {
     int64_t n = 0;
     for (int64_t i = 0; i < l; ++i) n += recurrent(i) ? 0 : 1;

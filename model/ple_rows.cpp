@@ -36,8 +36,6 @@ StoredPleRows::StoredPleRows(const std::string& path, uint64_t table_offset, con
 
 StoredPleRows::~StoredPleRows() = default;
 
-uint64_t StoredPleRows::memory_bytes() const { return rows_.size() + staging_.size(); }
-
 void StoredPleRows::gather(std::span<const int32_t> tokens, float* out) {
   for (int32_t t : tokens) check_token(t, table_.rows);
   for (size_t i = 0; i < tokens.size(); ++i) {

@@ -53,8 +53,6 @@ class StoredPleRows final : public PleRows {
   void gather(std::span<const int32_t> tokens, float* out) override;
   uint64_t bytes_read() const override { return bytes_read_; }
   uint64_t cache_hits() const override { return hits_; }
-  // Bytes the reader and the cache hold.
-  uint64_t memory_bytes() const;
 
   // Rows kept: a few passes' worth of prompt and draft tokens (E4B: ~6 KB a row at Q4_0).
   static constexpr int64_t kCacheRows = 256;

@@ -187,3 +187,26 @@ TEST_CASE("gemma4: inspect states the per-layer embedding table's bytes and what
   const CliResult text = run_cli({"inspect", gemma4()});
   CHECK(text.out.find("per-layer embeddings") != std::string::npos);
 }
+
+TEST_CASE("gemma4: per-layer embedding rows read from storage equal the mapping's, through a cache smaller than a pass") {
+  CpuBackend backend(2);
+  Model model(gemma4(), backend);
+  const WeightMatrix& table = model.weights().ple_table;
+  const auto offset = uint64_t(static_cast<const uint8_t*>(table.data) - model.file().bytes().data());
+  // A cache of 3 rows for passes of 7 tokens with repeats: batches of reads, evictions,
+  // and hits on rows read earlier in the same pass.
+  StoredPleRows stored(model.file().path(), offset, table, IoOptions{}, 3);
+  PleRows mapped(table);
+  const std::vector<std::vector<int32_t>> passes = {{5, 9, 5, 262143, 9, 0, 77}, {77, 1000, 5, 5, 2, 9, 123456}};
+  for (const std::vector<int32_t>& tokens : passes) {
+    std::vector<float> a(tokens.size() * size_t(table.cols)), b(a.size());
+    stored.gather(tokens, a.data());
+    mapped.gather(tokens, b.data());
+    CHECK(a == b);
+  }
+  CHECK(stored.bytes_read() >= 7 * stored.row_bytes());  // the distinct rows at least
+  CHECK(stored.cache_hits() > 0);
+  std::vector<float> out(size_t(table.cols));
+  const std::vector<int32_t> past = {int32_t(table.rows)};
+  CHECK_THROWS_AS(stored.gather(past, out.data()), Error);
+}

@@ -186,6 +186,14 @@ const units = [
   ["selectattr without value", "{{ msgs|selectattr('role', 'defined')|list|length }}", { msgs }],
   ["context with tools", "{{ tools|tojson }}", {
     tools: [{ type: "function", function: { name: "get_weather", description: "Weather", parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] } } }] }],
+  // Gemma 4's template (llama.cpp's google-gemma-4-31B-it.jinja): what its tool declarations,
+  // arguments and responses do beyond the shared conversations of jinja-llamacpp.json.
+  ["recursive macro over dictsort passing a keyword on", "{% macro fa(a, esc=True) %}{% if a is string %}{{ '<|\"|>' + a + '<|\"|>' }}{% elif a is boolean %}{{ 'true' if a else 'false' }}{% elif a is mapping %}{{ '{' }}{% set ns = namespace(first=false) %}{% for k, v in a | dictsort %}{% if ns.first %},{% endif %}{% set ns.first = true %}{{ ('<|\"|>' + k + '<|\"|>') if esc else k }}:{{ fa(v, esc=esc) }}{% endfor %}{{ '}' }}{% elif a is sequence %}[{% for i in a %}{{ fa(i, esc=esc) }}{% if not loop.last %},{% endif %}{% endfor %}]{% else %}{{ a }}{% endif %}{% endmacro %}{{ fa(x) }} {{ fa(x, esc=False) }}", {
+    x: { q: "s", n: 3, f: 1.5, b: true, nb: false, z: null, list: [1, "two", [3], { k: "v" }], obj: { b: 2, a: { c: "d" } } } }],
+  ["map with a filter name fails", "{{ ['string', 'null'] | map('upper') | list }}", {}],
+  ["backward range to -1 and sequence tests", "{% for j in range(3 - 1, -1, -1) %}{{ j }}{% endfor %} {{ 's' is sequence and 's' is not string }} {{ [1] is sequence and [1] is not string }} {{ {} is sequence }}", {}],
+  ["get with filters in a namespace", "{% set ns = namespace(name=m.get('name') | default('unknown')) %}{{ ns.name }} {{ m.get('reasoning') or m.get('reasoning_content') }} {{ 'response' in m }}", {
+    m: { reasoning_content: "why" } }],
 ];
 
 // GGUF metadata: just enough of the format to find one string key.
@@ -230,6 +238,7 @@ const templates = [
     "google-gemma-2-2b-it.jinja",
     "GLM-4.6.jinja",
     "MiniMax-M2.jinja",
+    "google-gemma-4-31B-it.jinja",
   ].map((file) => ({ name: file.replace(/\.jinja$/, ""), source: "llamacpp", path: file })),
 ];
 
