@@ -171,15 +171,10 @@ void read_gemma4(const GgufFile& f, const std::string& path, ModelConfig& c) {
   const std::string p = c.arch + ".";
   c.sliding_window = bounded(path, p + "attention.sliding_window", f.require_uint(p + "attention.sliding_window"), 1,
                              int64_t(1) << 24);
+  // One value is every layer's flag, as llama.cpp fills them (per_layer does the same).
   const std::vector<int64_t> swa = per_layer(f, path, p + "attention.sliding_window_pattern", c.n_layers, 0, kMaxLayers);
   if (swa.empty()) throw Error(path + ": key '" + p + "attention.sliding_window_pattern' is missing (which layers are windowed)");
-  const GgufValue* pattern = f.find(p + "attention.sliding_window_pattern");
-  if (std::get_if<GgufArray>(&pattern->v)) {
-    for (int64_t v : swa) c.swa_layers.push_back(v != 0 ? 1 : 0);
-  } else {
-    c.swa_period = swa[0];  // one value: llama.cpp fills every layer's flag with it
-    for (int64_t l = 0; l < c.n_layers; ++l) c.swa_layers.push_back(swa[0] != 0 ? 1 : 0);
-  }
+  for (int64_t v : swa) c.swa_layers.push_back(v != 0 ? 1 : 0);
   c.head_dim_swa = bounded(path, p + "attention.key_length_swa", f.require_uint(p + "attention.key_length_swa"), 1, kMaxDim);
   if (auto v = f.get_uint(p + "attention.value_length_swa"); v && int64_t(*v) != c.head_dim_swa)
     throw Error(path + ": attention.value_length_swa differs from key_length_swa (Gemma 4 needs them equal)");

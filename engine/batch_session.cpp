@@ -1,10 +1,9 @@
 #include "engine/batch_session.h"
 
-#include "model/kv_footprint.h"
-
 #include <algorithm>
 
 #include "core/error.h"
+#include "model/kv_footprint.h"
 #include "model/model.h"
 
 namespace flashspec {

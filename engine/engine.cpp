@@ -1,7 +1,5 @@
 #include "engine/engine.h"
 
-#include "model/kv_footprint.h"
-
 #include <algorithm>
 
 #include "core/error.h"
@@ -14,6 +12,7 @@
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/cuda_loader.h"
 #include "model/activations.h"
+#include "model/kv_footprint.h"
 #include "model/model.h"
 #include "offload/weight_stream.h"
 #include "target/loaded_layers.h"

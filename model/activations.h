@@ -41,7 +41,7 @@ struct Activations {
   float* shared;
   float* sh_w;
   // Gemma 4: the per-layer inputs, layer by layer (n_layers x T x per_layer_input_dim,
-  // model/ple_inputs.h), what they are made from (T x n_layers x per_layer_input_dim: the
+  // model/ple_forward.cpp), what they are made from (T x n_layers x per_layer_input_dim: the
   // table's rows, then their sum with the projection), the per-layer input's gate (T x
   // per_layer_input_dim), and the dense FFN's output beside the experts' (T x dim).
   float* ple;

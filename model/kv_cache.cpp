@@ -38,18 +38,15 @@ KvCache::KvCache(Backend& be, std::vector<int64_t> widths, int64_t capacity, KvT
 
 void KvCache::lay_out(int64_t rows) {
   if (widths_.empty()) throw Error("kv cache: invalid shape");
-  size_t keys = 0, values = 0;
-  for (size_t l = 0; l < widths_.size(); ++l) {
-    if (widths_[l] < 1) throw Error("kv cache: invalid shape");
-    check_row_fits(key_type_, widths_[l], "keys (--kv-type, -ctk)");
-    check_row_fits(value_type_, widths_[l], "values (--kv-type, -ctv)");
-    key_at_.push_back(keys);
-    value_at_.push_back(values);
-    keys += size_t(rows) * key_row_bytes(int64_t(l));
-    values += size_t(rows) * value_row_bytes(int64_t(l));
+  for (int64_t w : widths_) {
+    if (w < 1) throw Error("kv cache: invalid shape");
+    check_row_fits(key_type_, w, "keys (--kv-type, -ctk)");
+    check_row_fits(value_type_, w, "values (--kv-type, -ctv)");
   }
-  k_ = BackendBuffer(*be_, keys);
-  v_ = BackendBuffer(*be_, values);
+  key_at_ = layer_offsets(widths_, rows, key_type_);
+  value_at_ = layer_offsets(widths_, rows, value_type_);
+  k_ = BackendBuffer(*be_, key_at_.back());
+  v_ = BackendBuffer(*be_, value_at_.back());
 }
 
 KvCache::KvCache(KvPool& pool, int64_t capacity, std::vector<int32_t> prefix, int64_t prefix_rows, int64_t reserved)

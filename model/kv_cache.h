@@ -157,7 +157,7 @@ class KvCache final : public SequenceState {
 
   Backend* be_;
   std::vector<int64_t> widths_;
-  std::vector<size_t> key_at_, value_at_;  // layer l's first byte in k_ and v_
+  std::vector<size_t> key_at_, value_at_;  // layer_offsets: layer l's first byte in k_ and v_
   int64_t capacity_;
   KvType key_type_, value_type_;
   int64_t committed_ = 0;

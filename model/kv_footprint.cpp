@@ -7,17 +7,10 @@
 
 namespace flashspec {
 
-std::vector<int64_t> kv_widths(const ModelConfig& c) {
+std::vector<int64_t> kv_widths(const ModelConfig& c, std::optional<bool> windowed) {
   std::vector<int64_t> w;
   for (int64_t l = 0; l < c.n_layers; ++l)
-    if (c.keeps_kv(l)) w.push_back(c.kv_dim_of(l));
-  return w;
-}
-
-std::vector<int64_t> kv_widths(const ModelConfig& c, bool windowed) {
-  std::vector<int64_t> w;
-  for (int64_t l = 0; l < c.n_layers; ++l)
-    if (c.keeps_kv(l) && c.windowed(l) == windowed) w.push_back(c.kv_dim_of(l));
+    if (c.keeps_kv(l) && (!windowed || c.windowed(l) == *windowed)) w.push_back(c.kv_dim_of(l));
   return w;
 }
 

@@ -3,6 +3,7 @@
 // every position, windowed ones (Gemma 3's local layers, gpt-oss's windowed ones) a ring
 // of the window plus one pass's rows where Model::make_cache gives them one.
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "kernels/backend.h"
@@ -27,9 +28,8 @@ struct KvFootprint {
 };
 
 // The key (and value) widths of the layers that keep KV rows, in layer order: all in one
-// cache, or those of one kind (windowed or global) for the cache of that kind.
-std::vector<int64_t> kv_widths(const ModelConfig& c);
-std::vector<int64_t> kv_widths(const ModelConfig& c, bool windowed);
+// cache, or those of one kind (`windowed` or not) for the cache of that kind.
+std::vector<int64_t> kv_widths(const ModelConfig& c, std::optional<bool> windowed = std::nullopt);
 // Per layer, where its rows are among the layers of kv_widths(c) (or with `split`, `~i`
 // for the i-th windowed layer of kv_widths(c, true), i for the i-th global one): a
 // shared-KV layer's are its source layer's; -1 for recurrent layers.

@@ -8,25 +8,27 @@
 
 namespace flashspec {
 
+std::vector<size_t> layer_offsets(const std::vector<int64_t>& widths, int64_t rows, KvType type) {
+  std::vector<size_t> at{0};
+  for (int64_t w : widths) at.push_back(at.back() + size_t(rows) * kv_bytes(type, w));
+  return at;
+}
+
 KvPool::KvPool(Backend& be, std::vector<int64_t> widths, int64_t blocks, int64_t block_rows, KvType key_type,
                KvType value_type)
     : be_(&be), widths_(std::move(widths)), block_rows_(block_rows), key_type_(key_type), value_type_(value_type) {
   if (widths_.empty() || blocks < 1 || block_rows < 1) throw Error("kv pool: invalid shape");
   refs_.assign(size_t(blocks), 0);
   for (int64_t b = blocks - 1; b >= 0; --b) free_.push_back(int32_t(b));  // block 0 handed out first
-  size_t keys = 0, values = 0;
-  for (int64_t l = 0; l < n_layers(); ++l) {
-    const int64_t w = widths_[size_t(l)];
+  for (int64_t w : widths_) {
     if (w < 1) throw Error("kv pool: invalid shape");
     if ((key_type == KvType::Q8_0 || value_type == KvType::Q8_0) && w % 32 != 0)
       throw Error("q8_0 keys or values are stored in blocks of 32 values; this model's rows have " + std::to_string(w));
-    key_at_.push_back(keys);
-    value_at_.push_back(values);
-    keys += size_t(rows()) * key_row_bytes(l);
-    values += size_t(rows()) * value_row_bytes(l);
   }
-  k_ = BackendBuffer(be, keys);
-  v_ = BackendBuffer(be, values);
+  key_at_ = layer_offsets(widths_, rows(), key_type);
+  value_at_ = layer_offsets(widths_, rows(), value_type);
+  k_ = BackendBuffer(be, key_at_.back());
+  v_ = BackendBuffer(be, value_at_.back());
 }
 
 bool KvPool::reserve(int64_t n) {

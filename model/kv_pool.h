@@ -18,6 +18,10 @@
 
 namespace flashspec {
 
+// Where each layer's rows start when layers of `widths` lie one after another, `rows` rows
+// of kv_bytes(type, width) each; one entry more, the bytes of all of them.
+std::vector<size_t> layer_offsets(const std::vector<int64_t>& widths, int64_t rows, KvType type);
+
 class KvPool {
  public:
   // `widths`: each layer's key (and value) row width.
@@ -67,7 +71,7 @@ class KvPool {
 
   Backend* be_;
   std::vector<int64_t> widths_;
-  std::vector<size_t> key_at_, value_at_;  // layer l's first byte in k_ and v_
+  std::vector<size_t> key_at_, value_at_;  // layer_offsets: layer l's first byte in k_ and v_
   int64_t block_rows_;
   KvType key_type_, value_type_;
   BackendBuffer k_, v_;

@@ -27,7 +27,7 @@ struct ModelConfig;
 // have the FFN's Gate/Up/Down; mixture-of-experts layers have Router and the three expert
 // tensors instead, and may have a shared expert (ShGate/ShUp/ShDown). A multi-token-
 // prediction layer also has EhProj, which mixes a token's embedding and a hidden row.
-// Gemma 4's per-layer input (PleGate, PleProj: model/ple_inputs.h) and, in its MoE
+// Gemma 4's per-layer input (PleGate, PleProj: model/ple_forward.cpp) and, in its MoE
 // layers, experts whose gate and up are one tensor (GateExps, 2 x width rows per expert,
 // the gate's first; no UpExps).
 enum class LayerMatrix : uint8_t {

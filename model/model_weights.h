@@ -30,7 +30,7 @@ class ModelWeights {
   WeightMatrix output{};     // [n_vocab rows, dim cols]; the embedding itself when the head is tied
   // Gemma 4's per-layer token embeddings (E2B / E4B; data null without): the table, a row
   // of n_layers x per_layer_input_dim per token (left on storage: a pass reads the rows
-  // of its tokens, model/ple_inputs.h), and the projection of the embedding to the same
+  // of its tokens, model/ple_rows.h), and the projection of the embedding to the same
   // widths (resident).
   WeightMatrix ple_table{}, ple_proj{};
 

@@ -68,16 +68,20 @@ std::pair<float, int32_t> SpmModel::piece(const Vocab& v, std::string_view text)
   return {0.0f, -1};
 }
 
+void SpmModel::append_escaped(std::string& out, std::string_view text) {
+  for (char c : text) {
+    if (c == ' ')
+      out += kSpace;
+    else
+      out += c;
+  }
+}
+
 void SpmModel::encode(const Vocab& v, std::string_view text, bool after_special, std::vector<int32_t>& out) const {
   std::string s;
   s.reserve(text.size() + 16);
   if (add_space_prefix_ && after_special) s = kSpace;
-  for (char c : text) {
-    if (c == ' ')
-      s += kSpace;
-    else
-      s += c;
-  }
+  append_escaped(s, text);
   merge(v, s, out);
 }
 

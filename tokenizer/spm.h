@@ -35,6 +35,9 @@ class SpmModel {
 
   // The byte a "<0xXX>" token stands for; -1 when the text is not one.
   static int byte_of(std::string_view token_text);
+  // Appends `text` with each space written as "▁" (U+2581), as SentencePiece (and Gemma 4's
+  // BPE, and the user-defined tokens of their vocabularies) spell spaces.
+  static void append_escaped(std::string& out, std::string_view text);
 
  private:
   void merge(const Vocab& v, std::string_view escaped, std::vector<int32_t>& out) const;

@@ -121,12 +121,7 @@ std::optional<Vocab> sentencepiece_spelled(const Vocab& v) {
       out = v.tokens[id];
       continue;
     }
-    for (char c : v.tokens[id]) {
-      if (c == ' ')
-        out += "\xE2\x96\x81";  // "▁"
-      else
-        out += c;
-    }
+    SpmModel::append_escaped(out, v.tokens[id]);
   }
   return spelled;
 }
@@ -281,12 +276,7 @@ void Tokenizer::encode_fragment(std::string_view text, bool after_special, std::
     // space prefix), then BPE over its UTF-8 characters, whatever bytes it holds.
     std::string escaped;
     escaped.reserve(text.size() + text.size() / 4);
-    for (char c : text) {
-      if (c == ' ')
-        escaped += "\xE2\x96\x81";
-      else
-        escaped += c;
-    }
+    SpmModel::append_escaped(escaped, text);
     return encode_bpe(escaped, out);
   }
   // Byte-level BPE takes any bytes, but the pre-tokenizer reads characters: valid runs go
