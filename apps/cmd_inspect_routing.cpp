@@ -35,6 +35,7 @@ int64_t run_sequence(Model& model, const Tokenizer& tok, const std::vector<int32
   stats.begin_sequence();
   SequenceCache cache = model.make_cache(int64_t(prompt.size()) + n + 1);
   std::vector<float> logits;
+  stats.next_rows(prompt);
   model.forward_causal(prompt, cache, LogitRows::Last, logits);
   cache.commit_first(int64_t(prompt.size()));
   const size_t n_vocab = size_t(model.config().n_vocab);
@@ -43,6 +44,7 @@ int64_t run_sequence(Model& model, const Tokenizer& tok, const std::vector<int32
     const int32_t next = argmax({logits.data(), n_vocab});
     if (tok.is_end_of_generation(next)) break;
     const int32_t ids[1] = {next};
+    stats.next_rows(ids);
     model.forward_causal(ids, cache, LogitRows::Last, logits);
     cache.commit_first(1);
     ++made;
@@ -63,6 +65,8 @@ nlohmann::json layer_json(const LayerRoutingStats& x, const RoutingStats& s) {
                       {"reuse_pairs", x.reuse_pairs},
                       {"guess", x.guessed_rows > 0 ? nlohmann::json(x.guess) : nlohmann::json(nullptr)},
                       {"guessed_rows", x.guessed_rows},
+                      {"token", x.seen_rows > 0 ? nlohmann::json(x.token) : nlohmann::json(nullptr)},
+                      {"token_rows", x.seen_rows},
                       {"entropy", x.entropy},
                       {"busiest_share", x.busiest_share},
                       {"unused_experts", x.unused_experts},
@@ -77,8 +81,8 @@ nlohmann::json layer_json(const LayerRoutingStats& x, const RoutingStats& s) {
 LayerRoutingStats uniform_baseline(const RoutingStats& s) {
   LayerRoutingStats u;
   u.layer = -1;
-  u.reuse = u.guess = double(s.k()) / double(s.n_experts());
-  u.guessed_rows = 1;
+  u.reuse = u.guess = u.token = double(s.k()) / double(s.n_experts());
+  u.guessed_rows = u.seen_rows = 1;
   u.entropy = 1.0;
   u.busiest_share = 1.0 / double(s.n_experts());
   for (int64_t r : s.runs()) u.union_mean.push_back(RoutingStats::uniform_union(s.n_experts(), s.k(), r));
@@ -91,7 +95,8 @@ std::string routing_json(const RoutingRunArgs& a, const ModelConfig& c, const Ro
   nlohmann::json per_layer = nlohmann::json::array();
   for (const LayerRoutingStats& x : layers) per_layer.push_back(layer_json(x, s));
   nlohmann::json uniform = layer_json(uniform_baseline(s), s);
-  for (const char* counts : {"tokens", "reuse_pairs", "guessed_rows", "union_windows"}) uniform.erase(std::string(counts));
+  for (const char* counts : {"tokens", "reuse_pairs", "guessed_rows", "token_rows", "union_windows"})
+    uniform.erase(std::string(counts));
   const nlohmann::json j = {{"path", a.model},
                             {"architecture", c.arch},
                             {"experts", c.n_experts},
@@ -118,6 +123,11 @@ std::string table_row(const std::string& name, const LayerRoutingStats& x) {
   else
     std::snprintf(buf, sizeof buf, "%5s", "-");
   row += buf;
+  if (x.seen_rows > 0)
+    std::snprintf(buf, sizeof buf, "  %5.3f", x.token);
+  else
+    std::snprintf(buf, sizeof buf, "  %5s", "-");
+  row += buf;
   std::snprintf(buf, sizeof buf, "  %7.3f  %7.3f  %6.2f ", x.entropy, x.busiest_share, x.unused_experts);
   row += buf;
   for (size_t j = 0; j < x.union_mean.size(); ++j) {
@@ -141,10 +151,11 @@ std::string routing_text(const RoutingRunArgs& a, const ModelConfig& c, const Ro
                 (long long)t.prompts, (long long)t.prompt_tokens, (long long)t.generated, layers.size());
   std::string out = buf;
   out += "  reuse: share of a token's experts the token before used; guess: share the guess from the layer before\n"
-         "  finds (what streamed experts are read ahead from); entropy: of expert use, over log(experts); busiest:\n"
+         "  finds (what streamed experts are read ahead from); token: share the same token id used the last time\n"
+         "  it was routed (a guess from a draft's tokens alone); entropy: of expert use, over log(experts); busiest:\n"
          "  the most used expert's share of routed slots; unused: experts never routed to; r=N: distinct experts of\n"
          "  N consecutive tokens (what a pass of N rows reads), at most min(N*k, experts)\n";
-  std::string head = "    layer  reuse  guess  entropy  busiest  unused ";
+  std::string head = "    layer  reuse  guess  token  entropy  busiest  unused ";
   for (int64_t r : s.runs()) {
     std::snprintf(buf, sizeof buf, " %6s", ("r=" + std::to_string(r)).c_str());
     head += buf;

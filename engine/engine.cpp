@@ -204,6 +204,7 @@ void Engine::place_target_layers() {
     so.shared_cache = opt_.moe.shared_cache;
     auto streamed = std::make_unique<StreamedLayers>(t.file(), t.weights(), *plan_.stream, so, plan_.n_vram);
     stream_ = &streamed->stream();
+    t.set_token_guess(opt_.moe.token_guess);
     t.read_per_layer_inputs_from_storage(opt_.placement.io);  // Gemma 4's table stays on storage too
     host = std::move(streamed);
   }

@@ -286,6 +286,7 @@ void Model::route_experts(int64_t l, const LayerWeights& w, const float* in, int
   src.route(l, experts);  // a streaming source starts reading the routed experts now
   if (l < c.n_layers) {  // the main layers' (the MTP layer's reads nothing, drafts apart)
     if (routing_observer_) routing_observer_->routed(l, routing_);
+    if (l == first_expert_layer_ && token_routes_kept()) first_layer_routes_.record(pass_tokens_, routing_.expert);
     expert_counters_.routed += int64_t(experts.size());
     expert_counters_.routed_bytes += int64_t(experts.size()) * expert_bytes_[size_t(l)];
   }

@@ -55,6 +55,9 @@ class LayerSource {
   // and guess() can read them ahead; none where nothing is read ahead.
   virtual std::optional<WeightMatrix> router_ahead(int64_t /*layer*/) { return std::nullopt; }
   virtual void guess(int64_t /*layer*/, std::span<const int32_t> /*experts*/) {}
+  // Whether guess(layer, ...) reads anything ahead (Model::forward_pass keeps the token
+  // routes of model/token_routes.h only where it does).
+  virtual bool reads_ahead(int64_t /*layer*/) const { return false; }
   // Milliseconds acquire() and expert() have blocked waiting for weights so far (0 when
   // resident).
   virtual double wait_ms() const { return 0.0; }

@@ -25,8 +25,11 @@ Model::Model(GgufFile file, Backend& backend)
       arch_(architecture_of(config_)),
       weights_(file_, config_),
       backend_(backend),
-      placed_(weights_, backend) {
+      placed_(weights_, backend),
+      first_layer_routes_(config_.n_experts_used) {
   if (backend.host_memory()) layers_ = std::make_unique<ResidentLayers>(weights_);
+  for (int64_t l = 0; l < config_.n_layers && first_expert_layer_ < 0; ++l)
+    if (arch_.layers[size_t(l)].ffn != FfnBlock::Dense) first_expert_layer_ = l;
   if (weights_.ple_table.data) ple_rows_ = std::make_unique<PleRows>(weights_.ple_table);
   for (int64_t l = 0; l < config_.n_layers; ++l) {
     int64_t bytes = 0;  // one expert's slices of the expert tensors
@@ -195,6 +198,12 @@ void Model::forward_pass(std::span<const PassPart> parts) {
   if (config_.embedding_scale != 1.0f) backend_.scale(a.x, config_.embedding_scale, T * config_.dim);
   if (config_.per_layer_input_dim > 0) per_layer_inputs(a, T);
   if (config_.hybrid()) begin_recurrent_rows(parts);
+  // The first expert layer's reads start now, from the tokens' past routing, overlapping
+  // the embedding and the layer's mixer (the later layers' are guessed by the layer before).
+  if (token_routes_kept()) {
+    const std::vector<int32_t> likely = first_layer_routes_.guess(pass_tokens_);
+    if (!likely.empty()) layers_->guess(first_expert_layer_, likely);
+  }
   for (int64_t l = 0; l < config_.n_layers; ++l) {
     const LayerWeights w = layers_->acquire(l);
     const LayerBlocks& blocks = arch_.layers[size_t(l)];

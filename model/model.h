@@ -24,6 +24,7 @@
 #include "model/mtp_weights.h"
 #include "model/placed_weights.h"
 #include "model/ple_rows.h"
+#include "model/token_routes.h"
 
 namespace flashspec {
 
@@ -148,6 +149,10 @@ class Model {
   // the default). A resident model on a host-memory backend guesses for it even where
   // nothing is read ahead; `o` must outlive the passes it watches.
   void set_routing_observer(RoutingObserver* o) { routing_observer_ = o; }
+  // Streamed experts: read the first expert layer's likely experts ahead from what the
+  // pass's tokens routed to before (model/token_routes.h); on by default, off for a
+  // benchmark measuring what it is worth.
+  void set_token_guess(bool on) { token_guess_ = on; }
 
   // ---- the multi-token-prediction layer, where the file has one (mtp_forward.cpp) ----
   bool has_mtp() const { return weights_.has_mtp(); }
@@ -272,6 +277,14 @@ class Model {
   std::vector<int64_t> expert_bytes_;
   ExpertCounters expert_counters_;
   RoutingObserver* routing_observer_ = nullptr;
+  // The first layer with experts (-1: none) and, when its experts are read ahead, what
+  // each token routed to there.
+  int64_t first_expert_layer_ = -1;
+  bool token_guess_ = true;
+  TokenRoutes first_layer_routes_;
+  bool token_routes_kept() const {
+    return token_guess_ && first_expert_layer_ >= 0 && layers_ && layers_->reads_ahead(first_expert_layer_);
+  }
   // The MTP layer once placed, and its scratch: the embedding and hidden halves of its
   // input (backend memory) and the order that interleaves them.
   std::unique_ptr<PlacedMtp> mtp_;

@@ -27,7 +27,14 @@ void RoutingStats::begin_sequence() {
   for (Layer& s : layers_) {
     s.recent.clear();
     s.guess.clear();
+    s.next_id = 0;
   }
+  row_ids_.clear();
+}
+
+void RoutingStats::next_rows(std::span<const int32_t> ids) {
+  row_ids_.assign(ids.begin(), ids.end());
+  for (Layer& s : layers_) s.next_id = 0;
 }
 
 int64_t RoutingStats::overlap(const int32_t* a, const int32_t* b) {
@@ -81,6 +88,19 @@ void RoutingStats::routed(int64_t layer, const Routing& r) {
     s.guessed_rows += r.rows;
   }
   s.guess.clear();
+  // A long prompt may be routed in several passes: each layer walks the ids told in order.
+  if (s.next_id + r.rows <= int64_t(row_ids_.size())) {
+    for (int64_t t = 0; t < r.rows; ++t) {
+      const int32_t* e = r.expert.data() + t * k_;
+      std::vector<int32_t>& last = s.by_token[row_ids_[size_t(s.next_id + t)]];
+      if (!last.empty()) {
+        s.token_sum += double(overlap(last.data(), e)) / double(k_);
+        ++s.seen_rows;
+      }
+      last.assign(e, e + k_);
+    }
+    s.next_id += r.rows;
+  }
   for (int64_t t = 0; t < r.rows; ++t) add_token(s, r.expert.data() + t * k_);
 }
 
@@ -96,6 +116,8 @@ std::vector<LayerRoutingStats> RoutingStats::layers() const {
     x.reuse = s.pairs ? s.reuse_sum / double(s.pairs) : 0.0;
     x.guessed_rows = s.guessed_rows;
     x.guess = s.guessed_rows ? s.guess_sum / double(s.guessed_rows) : 0.0;
+    x.seen_rows = s.seen_rows;
+    x.token = s.seen_rows ? s.token_sum / double(s.seen_rows) : 0.0;
     const double slots = double(s.tokens * k_);
     double h = 0;
     int64_t busiest = 0;
@@ -123,7 +145,7 @@ LayerRoutingStats RoutingStats::mean(const std::vector<LayerRoutingStats>& layer
   m.layer = -1;
   if (layers.empty()) return m;
   const double n = double(layers.size());
-  int64_t guessed_layers = 0;
+  int64_t guessed_layers = 0, seen_layers = 0;
   m.windows.assign(layers[0].windows.size(), 0);
   m.union_mean.assign(layers[0].union_mean.size(), 0.0);
   for (const LayerRoutingStats& x : layers) {
@@ -135,6 +157,11 @@ LayerRoutingStats RoutingStats::mean(const std::vector<LayerRoutingStats>& layer
       m.guess += x.guess;
       ++guessed_layers;
     }
+    if (x.seen_rows > 0) {
+      m.seen_rows = std::max(m.seen_rows, x.seen_rows);
+      m.token += x.token;
+      ++seen_layers;
+    }
     m.entropy += x.entropy / n;
     m.busiest_share += x.busiest_share / n;
     m.unused_experts += x.unused_experts / n;
@@ -144,6 +171,7 @@ LayerRoutingStats RoutingStats::mean(const std::vector<LayerRoutingStats>& layer
     }
   }
   if (guessed_layers > 0) m.guess /= double(guessed_layers);
+  if (seen_layers > 0) m.token /= double(seen_layers);
   return m;
 }
 

@@ -8,6 +8,10 @@
 // - guess: of a row's k experts, the fraction the guess from the layer before finds
 //   (Model::guess_experts: this layer's router over the layer before's FFN input,
 //   top-k per row), which is what the read-ahead of streamed experts fetches.
+// - token: of a row's k experts, the fraction the same token id routed to at this layer the
+//   last time it was routed (in any sequence of the run): what a guess from a draft's
+//   tokens alone, before the pass computes anything, would find. Rows whose token was not
+//   routed before are not counted.
 // - entropy of the layer's expert-use counts over log(experts) (1: all used alike), the
 //   busiest expert's share of the routed slots, and the experts never routed to: an
 //   expert cache holds the most used experts, which helps only where use is skewed.
@@ -17,6 +21,8 @@
 // Independent uniform routing, the baseline of a random router, gives reuse and guess
 // k / experts and union(r) = experts * (1 - (1 - k / experts)^r) (uniform_union()).
 #include <cstdint>
+#include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "model/moe_routing.h"
@@ -30,6 +36,8 @@ struct LayerRoutingStats {
   double reuse = 0;                // mean over those pairs
   int64_t guessed_rows = 0;        // rows with a guess (none at the first expert layer)
   double guess = 0;                // mean over those rows
+  int64_t seen_rows = 0;           // rows whose token was routed before
+  double token = 0;                // mean over those rows
   double entropy = 0;              // of the use counts, over log(experts)
   double busiest_share = 0;        // the most used expert's routed slots / all routed slots
   double unused_experts = 0;       // experts no row routed to (a mean in the summary)
@@ -47,6 +55,9 @@ class RoutingStats final : public RoutingObserver {
   // The observer takes the rows of a pass as consecutive tokens of one sequence, so the
   // passes it watches must be causal runs of a single sequence.
   void begin_sequence();
+  // The token ids of the rows routed next, in order (for `token`): one pass's, or a prompt's
+  // that the model routes in several passes; rows past them are not counted there.
+  void next_rows(std::span<const int32_t> ids);
   void guessed(int64_t layer, const Routing& guess) override;
   void routed(int64_t layer, const Routing& r) override;
 
@@ -55,7 +66,7 @@ class RoutingStats final : public RoutingObserver {
   int64_t k() const { return k_; }
   // Each layer that routed rows, in order.
   std::vector<LayerRoutingStats> layers() const;
-  // Every figure of layers() averaged over layers (guess over the layers that had
+  // Every figure of layers() averaged over layers (guess and token over the layers that had
   // guesses); the counts (tokens, pairs, rows, windows), alike at every layer, the
   // largest layer's. layer = -1.
   static LayerRoutingStats mean(const std::vector<LayerRoutingStats>& layers);
@@ -64,8 +75,10 @@ class RoutingStats final : public RoutingObserver {
 
  private:
   struct Layer {
-    int64_t tokens = 0, pairs = 0, guessed_rows = 0;
-    double reuse_sum = 0, guess_sum = 0;
+    int64_t tokens = 0, pairs = 0, guessed_rows = 0, seen_rows = 0;
+    double reuse_sum = 0, guess_sum = 0, token_sum = 0;
+    std::unordered_map<int32_t, std::vector<int32_t>> by_token;  // token id -> its last k experts here
+    int64_t next_id = 0;                                           // this layer's place in row_ids_
     std::vector<int64_t> use;                // per expert: routed slots
     std::vector<int32_t> recent;             // the sequence's last (up to keep_) tokens' experts, k each, oldest first
     std::vector<int64_t> windows;            // per run length
@@ -79,6 +92,7 @@ class RoutingStats final : public RoutingObserver {
   std::vector<int64_t> runs_;
   int64_t keep_ = 1;  // tokens of a sequence held back: the longest run's but one, the pair's one
   std::vector<Layer> layers_;
+  std::vector<int32_t> row_ids_;  // the token ids of the pass being routed
   std::vector<int64_t> seen_;  // scratch: per expert, the stamp of the last set it was marked in
   int64_t stamp_ = 0;
 };

@@ -7,12 +7,14 @@
 #
 #   scripts/gpu-pack.sh [DIR]        (default: gpu-pack, which .gitignore ignores)
 #
-#   DIR/bin     flashspec, flashspec_tests, flashspec-gpubench, libflashspec-cuda.so, from
-#               build/ (built first when missing; the plugin must hold sm_90 code)
+#   DIR/bin     flashspec, flashspec_tests, flashspec-gpubench, flashspec-make-fixtures (it
+#               widens the trained MoE fixture to the 35B-A3B shape there, in seconds),
+#               libflashspec-cuda.so, from build/ (built first when missing; the plugin
+#               must hold sm_90 code)
 #   DIR/lib     every library they load but glibc's own, libstdc++ included (the machine's
 #               may be older than the GCC 12 one they were linked against)
-#   DIR/shared  the models the CUDA tests and the main job read, and the tool that inflates
-#               stories260K to the 7B shape
+#   DIR/shared  the models the CUDA tests read (the main job's source, the trained
+#               fixture, travels with the repository)
 #
 # Then, there:  FS_PACK=DIR scripts/gpu-check.sh [MODEL_DIR] [VRAM_BUDGET]
 set -euo pipefail
@@ -20,7 +22,7 @@ cd "$(dirname "$0")/.."
 DIR=${1:-gpu-pack}
 SHARED=${FLASHSPEC_SHARED_DIR:-../shared}
 BIN=build/bin
-PROGRAMS=(flashspec flashspec_tests flashspec-gpubench libflashspec-cuda.so)
+PROGRAMS=(flashspec flashspec_tests flashspec-gpubench flashspec-make-fixtures libflashspec-cuda.so)
 
 missing=0
 for p in "${PROGRAMS[@]}"; do [[ -f $BIN/$p ]] || missing=1; done
@@ -40,7 +42,7 @@ if [[ -n $archs && ! ";$archs;" =~ \;90(-real)?\; ]]; then
 fi
 
 rm -rf "$DIR"
-mkdir -p "$DIR/bin" "$DIR/lib" "$DIR/shared/models" "$DIR/shared/tools"
+mkdir -p "$DIR/bin" "$DIR/lib" "$DIR/shared/models"
 for p in "${PROGRAMS[@]}"; do
   cp "$BIN/$p" "$DIR/bin/"
   strip --strip-unneeded "$DIR/bin/$p"
@@ -52,7 +54,6 @@ for p in "${PROGRAMS[@]}"; do ldd "$BIN/$p"; done |
   grep -vE '/(libc|libm|libdl|libpthread|librt|libresolv|ld-linux[^/]*)\.so' |
   while read -r lib; do cp -L "$lib" "$DIR/lib/"; done
 cp "$SHARED/models/stories260K.gguf" "$SHARED/models/salty279K.gguf" "$DIR/shared/models/"
-cp "$SHARED/tools/gguf_inflate.py" "$DIR/shared/tools/"
 
 # What runs there must run here from the pack alone.
 LD_LIBRARY_PATH=$DIR/lib "$DIR/bin/flashspec" --version >/dev/null

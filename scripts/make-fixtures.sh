@@ -16,15 +16,17 @@
 #       weights at a real model's shape, for benchmarks (~20 GB, ~13 GB, ~6.6 GB; Gemma 4
 #       E4B ~4.2 GB, 26B-A4B ~14.2 GB at q4_0; never committed, never made by tests).
 #   scripts/make-fixtures.sh --inflate SRC.gguf --shape qwen35moe-35b-a3b|qwen35-27b --type q4_0|q8_0|f32
-#                            [--layers N] OUT.gguf
+#                            [--layers N] [--no-mtp] OUT.gguf
 #       a small trained qwen35 / qwen35moe model (tests/fixtures/trained-qwen35*.gguf, its MTP
 #       layer too) widened to the real model's widths and layer count, computing the
 #       source's function where the arithmetic allows (tests/fixture_inflate.cpp says how,
 #       and what rounds): trained weights at a real model's byte size, for benchmarks of
 #       acceptance, routing and streaming. The vocabulary, expert count, experts per token and
 #       tokenizer stay the source's (so the 35B-A3B shape has the source's 64 experts, not
-#       256). Never committed; the tests widen the tiny fixtures to the small shapes
-#       qwen35-wide-test and qwen35moe-wide-test instead.
+#       256). --no-mtp leaves the MTP layer out, as llama.cpp's converter does for Qwen3.5
+#       (llama.cpp b8967 refuses a qwen35moe file that has one). Never committed; the tests
+#       widen the tiny fixtures to the small shapes qwen35-wide-test and qwen35moe-wide-test
+#       instead.
 #
 # The generator is $FS_MAKE_FIXTURES_BIN when set, else build/bin/flashspec-make-fixtures
 # (built with cmake when missing). The Qwen3 tokenizer comes from
@@ -44,7 +46,7 @@
 # naming what is missing.
 set -euo pipefail
 
-usage="usage: scripts/make-fixtures.sh DIR | scripts/make-fixtures.sh --shape qwen35moe-35b-a3b|gptoss-20b|gemma3-12b|gemma4-e4b|gemma4-26b-a4b --type TYPE [--layers N] OUT.gguf | scripts/make-fixtures.sh --inflate SRC.gguf --shape qwen35moe-35b-a3b|qwen35-27b --type q4_0|q8_0|f32 [--layers N] OUT.gguf"
+usage="usage: scripts/make-fixtures.sh DIR | scripts/make-fixtures.sh --shape qwen35moe-35b-a3b|gptoss-20b|gemma3-12b|gemma4-e4b|gemma4-26b-a4b --type TYPE [--layers N] OUT.gguf | scripts/make-fixtures.sh --inflate SRC.gguf --shape qwen35moe-35b-a3b|qwen35-27b --type q4_0|q8_0|f32 [--layers N] [--no-mtp] OUT.gguf"
 if [[ $# -ge 1 && ( "$1" == "-h" || "$1" == "--help" ) ]]; then
   echo "$usage"
   exit 0

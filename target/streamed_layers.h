@@ -81,8 +81,9 @@ class StreamedLayers final : public LayerSource {
     return in_buffer(layer, buf)[LayerMatrix::Router];
   }
   void guess(int64_t layer, std::span<const int32_t> experts) override {
-    if (stream_.plan().experts) stream_.guess(layer - first_, experts);
+    if (reads_ahead(layer)) stream_.guess(layer - first_, experts);
   }
+  bool reads_ahead(int64_t layer) const override { return stream_.plan().experts && layer >= first_; }
   double wait_ms() const override { return stream_.totals().io_wait_ms; }
   ReadProgress read_progress() const override {
     const StreamCounters c = stream_.totals();

@@ -124,9 +124,11 @@ Widths source_widths(const ModelConfig& c) {
   return w;
 }
 
-// The shape's widths; what the shape does not change (MTP layers, the interval) is the source's.
-Widths target_widths(const Shape& s, const Widths& src) {
+// The shape's widths; what the shape does not change (MTP layers, the interval) is the source's,
+// unless the MTP layers are left out.
+Widths target_widths(const Shape& s, const Widths& src, bool keep_mtp) {
   Widths w = src;
+  if (!keep_mtp) w.mtp = 0;
   w.dim = s.embd;
   w.layers = s.layers;
   w.heads = s.heads;
@@ -422,7 +424,7 @@ LayerPlan plan_layers(const std::string& what, const Widths& a, const Widths& b,
     p.src.push_back(src);
     p.identity.push_back(p.stride * src + p.offset != t);
   }
-  for (int64_t m = 0; m < a.mtp; ++m) {
+  for (int64_t m = 0; m < b.mtp; ++m) {
     p.src.push_back(L + m);
     p.identity.push_back(false);
   }
@@ -780,6 +782,8 @@ Metadata inflated_metadata(const GgufFile& f, const ModelConfig& c, const Widths
       if (key == k) v = value.type == GgufValueType::UINT64 ? GgufValue{value.type, n} : u32(n);
     have_type = have_type || key == "general.file_type";
     have_alignment = have_alignment || key == "general.alignment";
+    // Without MTP layers the file says none, as llama.cpp's converter writes Qwen3.5.
+    if (key == A + "nextn_predict_layers" && b.mtp == 0) continue;
     kv.emplace_back(key, std::move(v));
   }
   if (!have_name) kv.insert(kv.begin() + 1, {"general.name", str(name)});
@@ -798,7 +802,7 @@ std::string size_text(uint64_t bytes) {
 }  // namespace
 
 void inflate_model(const std::string& src_path, const Shape& target, const std::string& shape_name, GgmlType type,
-                   const std::string& out_path) {
+                   bool keep_mtp, const std::string& out_path) {
   if (type != GgmlType::Q4_0 && type != GgmlType::Q8_0 && type != GgmlType::F32)
     throw Error("--inflate: --type must be q4_0, q8_0 or f32");
   const GgufFile f = GgufFile::open(src_path);
@@ -809,7 +813,7 @@ void inflate_model(const std::string& src_path, const Shape& target, const std::
                 "', not qwen35 or qwen35moe");
   if (*arch != target.arch) throw Error(what + ": the shape is " + target.arch + "'s, the source " + *arch + "'s");
   const ModelConfig c = ModelConfig::from_gguf(f);
-  const Widths a = source_widths(c), b = target_widths(target, a);
+  const Widths a = source_widths(c), b = target_widths(target, a, keep_mtp);
   check_widenable(what, a, b);
   const std::array<int64_t, 4> sections = target_sections(what, c, b);
   const LayerPlan lp = plan_layers(what, a, b, source_kinds(f, c));

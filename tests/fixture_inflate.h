@@ -14,13 +14,14 @@ namespace flashspec::fixtures {
 
 // Writes OUT (streamed, tensor by tensor; a temporary file renamed into place) from the
 // model at `src`, at the widths of `target` (its arch must be the source's; its layers are
-// the main layers, the source's MTP layers follow them). `type`: Q4_0 or Q8_0 for the large
+// the main layers, the source's MTP layers follow them unless `keep_mtp` is false: then the
+// file has none, as llama.cpp's converter writes Qwen3.5, and llama.cpp b8967 loads it). `type`: Q4_0 or Q8_0 for the large
 // matrices (the others keep the source's type), or F32 (the large matrices F32 unless the
 // source stores them as F16 / BF16, which they keep). `shape_name` names the shape in
 // general.name and in messages. Error, one line naming the dimension, when the source
 // cannot be widened to `target` exactly, or is not a Qwen3.5-layout model. Prints one
 // summary line to stderr.
 void inflate_model(const std::string& src, const Shape& target, const std::string& shape_name, GgmlType type,
-                   const std::string& out);
+                   bool keep_mtp, const std::string& out);
 
 }  // namespace flashspec::fixtures

@@ -31,7 +31,7 @@
 //       E4B's (~4.2 GB at q4_0) or Gemma 4 26B-A4B's (~14.2 GB at q4_0), for benchmarks only;
 //       streamed to disk, never held in memory.
 //   flashspec-make-fixtures --inflate SRC.gguf --shape qwen35moe-35b-a3b|qwen35-27b
-//                           --type q4_0|q8_0|f32 [--layers N] OUT.gguf
+//                           --type q4_0|q8_0|f32 [--layers N] [--no-mtp] OUT.gguf
 //       a small trained qwen35 / qwen35moe model (its MTP layers too) widened to the real
 //       model's widths and layer count, computing the source's function where the
 //       arithmetic allows: its residual copied, heads and DeltaNet channels placed or
@@ -41,7 +41,9 @@
 //       router, alpha / beta and the convolution keep their types, the norms are F32; f32
 //       is for exactness tests, and keeps F16 / BF16 matrices as they are). The shapes
 //       qwen35-wide-test and qwen35moe-wide-test (dim 256, 12 layers) serve
-//       tests/test_inflate.cpp. Streamed, tensor by tensor.
+//       tests/test_inflate.cpp. --no-mtp leaves the MTP layers out (llama.cpp's converter
+//       drops them, and llama.cpp b8967 refuses a qwen35moe file with them). Streamed,
+//       tensor by tensor.
 //
 // Every file is byte-identical from run to run and from machine to machine: the random
 // numbers come from splitmix64 and a polar Box-Muller whose logarithm is computed here with
@@ -100,7 +102,7 @@ constexpr const char* kUsage =
     "flashspec-make-fixtures --shape gemma3-12b|gemma4-e4b|gemma4-26b-a4b --type q4_0|q8_0 --gemma3-tokenizer DIR "
     "[--layers N] OUT.gguf | "
     "flashspec-make-fixtures --inflate SRC.gguf --shape qwen35moe-35b-a3b|qwen35-27b|qwen35-wide-test|qwen35moe-wide-test "
-    "--type q4_0|q8_0|f32 [--layers N] OUT.gguf";
+    "--type q4_0|q8_0|f32 [--layers N] [--no-mtp] OUT.gguf";
 constexpr uint64_t kAlignment = 32;
 
 // ---- deterministic random numbers ----
@@ -1044,7 +1046,7 @@ void write_model(const std::string& path, const Shape& s, Metadata tokenizer, in
 
 // --inflate SRC --shape NAME --type T [--layers N] OUT (tests/fixture_inflate.h).
 int run_inflate(const std::string& src, const std::string& shape, const std::string& type,
-                std::optional<uint32_t> layers, const std::string& out) {
+                std::optional<uint32_t> layers, bool keep_mtp, const std::string& out) {
   std::optional<Shape> s = inflate_shape(shape);
   if (!s)
     throw Error(shape.empty() ? std::string("--inflate needs --shape; ") + kUsage
@@ -1059,7 +1061,7 @@ int run_inflate(const std::string& src, const std::string& shape, const std::str
                                 : "unknown --type '" + type + "' for --inflate (q4_0, q8_0 or f32)");
   if (out.empty()) throw Error(std::string("no output file; ") + kUsage);
   if (layers) s->layers = *layers;
-  inflate_model(src, *s, shape, t, out);
+  inflate_model(src, *s, shape, t, keep_mtp, out);
   return 0;
 }
 
@@ -1072,6 +1074,7 @@ int run(int argc, char** argv) {
   if (!args.empty() && args[0].starts_with("--")) {
     std::string shape, type, out, models, gptoss_tokenizer, gemma3_tokenizer, inflate;
     std::optional<uint32_t> layers;
+    bool keep_mtp = true;
     for (size_t i = 0; i < args.size(); ++i) {
       const std::string& a = args[i];
       auto value = [&]() -> const std::string& {
@@ -1084,6 +1087,7 @@ int run(int argc, char** argv) {
       else if (a == "--models") models = value();
       else if (a == "--gptoss-tokenizer") gptoss_tokenizer = value();
       else if (a == "--gemma3-tokenizer") gemma3_tokenizer = value();
+      else if (a == "--no-mtp") keep_mtp = false;
       else if (a == "--layers") {
         const std::string& v = value();
         char* end = nullptr;
@@ -1099,8 +1103,9 @@ int run(int argc, char** argv) {
     if (!inflate.empty()) {
       if (!models.empty() || !gptoss_tokenizer.empty() || !gemma3_tokenizer.empty())
         throw Error("--inflate keeps the source's tokenizer: no --models or --*-tokenizer; " + std::string(kUsage));
-      return run_inflate(inflate, shape, type, layers, out);
+      return run_inflate(inflate, shape, type, layers, keep_mtp, out);
     }
+    if (!keep_mtp) throw Error("--no-mtp goes with --inflate (the random shapes have no MTP layer)");
     const bool gemma4 = shape == "gemma4-e4b" || shape == "gemma4-26b-a4b";
     if (shape != "qwen35moe-35b-a3b" && shape != "gptoss-20b" && shape != "gemma3-12b" && !gemma4)
       throw Error(shape.empty() ? std::string("--shape is missing; ") + kUsage

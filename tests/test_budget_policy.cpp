@@ -350,12 +350,13 @@ TEST_CASE("expert pass cost: one-row passes price a tree's pass by the bytes its
 
 TEST_CASE("moe switches: FLASHSPEC_MOE_OFF names the parts a benchmark switches off") {
   const MoeSwitches all = MoeSwitches::parse("");
-  CHECK((all.byte_pricing && all.sure_guesses && all.shared_cache));
+  CHECK((all.byte_pricing && all.sure_guesses && all.shared_cache && all.token_guess));
   const MoeSwitches two = MoeSwitches::parse("guess,cache");
-  CHECK((two.byte_pricing && !two.sure_guesses && !two.shared_cache));
+  CHECK((two.byte_pricing && !two.sure_guesses && !two.shared_cache && two.token_guess));
   CHECK(!MoeSwitches::parse("pricing").byte_pricing);
+  CHECK(!MoeSwitches::parse("tokens").token_guess);
   CHECK_THROWS_WITH(MoeSwitches::parse("pricing,readahead"),
-                    doctest::Contains("unknown part 'readahead' (pricing, guess, cache)"));
+                    doctest::Contains("unknown part 'readahead' (pricing, guess, cache, tokens)"));
 }
 
 TEST_CASE("expert union: one row is its own experts, and the growth with rows is learnt from passes") {

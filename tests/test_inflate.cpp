@@ -343,6 +343,23 @@ TEST_CASE("inflate: an MTP layer is widened as the last block") {
   const Trace a = decode(src.path), b = decode(wide.path);
   CHECK(a.tokens == b.tokens);
   CHECK(largest_difference(a, b) < 2e-2);
+
+  // --no-mtp: the main blocks alone, as llama.cpp's converter writes Qwen3.5; the same model.
+  TempFile bare("inflate-no-mtp");
+  const CliResult nr = inflate(src.path, "qwen35moe-wide-test", "f32", bare.path, {"--no-mtp"});
+  INFO(nr.err);
+  REQUIRE(nr.exit_code == 0);
+  const GgufFile g = GgufFile::open(bare.path);
+  CHECK(g.require_uint("qwen35moe.block_count") == 12);
+  CHECK(!g.get_uint("qwen35moe.nextn_predict_layers"));
+  size_t mtp_tensors = 0;
+  for (const GgufTensorInfo& t : f.tensors()) mtp_tensors += t.name.starts_with("blk.12.");
+  CHECK(mtp_tensors > 0);
+  CHECK(g.tensors().size() == f.tensors().size() - mtp_tensors);
+  for (const GgufTensorInfo& t : g.tensors()) CHECK(!t.name.starts_with("blk.12."));
+  const Trace c = decode(bare.path);
+  CHECK(c.tokens == b.tokens);
+  CHECK(largest_difference(b, c) == 0.0);
 }
 
 TEST_CASE("inflate: what a shape cannot take exactly is refused with one line naming the dimension") {

@@ -164,6 +164,42 @@ TEST_CASE("moe: streamed generation is bit-identical to resident at every budget
   }
 }
 
+TEST_CASE("moe: the first layer's experts are read ahead from the tokens' past routing, losslessly") {
+  for (const char* name : kMoeModels) {
+    CAPTURE(name);
+    CpuBackend backend(2);
+    Model m(model_path(name), backend);
+    const std::vector<int32_t> prompt = prompt_of(m, name, 1);
+    const GenerationResult want = generate_target_only(m, prompt, greedy(12, 4));
+    const LayerPlan by_expert = plan_layers(layer_extents(m.weights()), PlanOptions{.experts_used = 2});
+    REQUIRE(by_expert.experts);
+    // Dense parts resident, no cache slot: every routed expert is read or read ahead.
+    const uint64_t budget = by_expert.streamed_bytes + by_expert.experts->staging_bytes();
+    std::map<bool, StreamCounters> seen;
+    for (const bool on : {false, true}) {
+      CAPTURE(on);
+      m.set_token_guess(on);
+      auto src = streamed(m, budget);
+      WeightStream& ws = src->stream();
+      REQUIRE(ws.plan().experts->cache_slots_per_layer == 0);
+      m.set_layer_source(std::move(src));
+      // Twice: the second run's tokens were all routed before, in the first.
+      for (int run = 0; run < 2; ++run) {
+        const GenerationResult got = generate_target_only(m, prompt, greedy(12, 4));
+        CHECK(got.tokens == want.tokens);
+        CHECK(bit_identical(got.logits, want.logits));
+      }
+      ws.wait_expert_reads();
+      seen[on] = ws.counters();
+      m.set_layer_source(std::make_unique<ResidentLayers>(m.weights()));
+    }
+    // The same experts routed; with the tokens' guess more of them had been read ahead
+    // when the first layer routed, so fewer were read after it.
+    CHECK(seen[true].expert_guess_hits > seen[false].expert_guess_hits);
+    CHECK(seen[true].expert_reads < seen[false].expert_reads);
+  }
+}
+
 // ---- routing and batch invariance ----
 
 TEST_CASE("moe: routing is a softmax over all experts, the top k, weights renormalised over them") {

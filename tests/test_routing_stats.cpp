@@ -121,6 +121,25 @@ TEST_CASE("routing stats: a new sequence starts no pair and no run, skewed use, 
   CHECK(s.layers()[1].guessed_rows == 2);
 }
 
+TEST_CASE("routing stats: a token's experts against its own last routing, across sequences and split passes") {
+  RoutingStats s(1, 4, 2, {1});
+  const int32_t first[3] = {7, 8, 7};
+  s.begin_sequence();
+  s.next_rows(first);
+  s.routed(0, rows_of({{0, 1}, {2, 3}}));  // a prompt routed in two passes
+  s.routed(0, rows_of({{1, 2}}));          // token 7 again: {1,2} against {0,1}
+  s.begin_sequence();
+  const int32_t second[1] = {8};
+  s.next_rows(second);
+  s.routed(0, rows_of({{3, 2}}));  // token 8 against {2,3}: the other sequence's, all of it
+  s.routed(0, rows_of({{0, 1}}));  // no id told for this row: not counted
+  const std::vector<LayerRoutingStats> l = s.layers();
+  REQUIRE(l.size() == 1);
+  CHECK(l[0].seen_rows == 2);
+  CHECK(l[0].token == doctest::Approx((0.5 + 1.0) / 2));
+  CHECK(RoutingStats::mean(l).token == doctest::Approx(0.75));
+}
+
 TEST_CASE("routing stats: independent uniform routing's union") {
   CHECK(RoutingStats::uniform_union(4, 2, 1) == doctest::Approx(2.0));
   CHECK(RoutingStats::uniform_union(4, 2, 2) == doctest::Approx(3.0));
@@ -193,10 +212,12 @@ void check_routing_json(const std::string& model, const std::string& prompts) {
       CHECK(x.at(f).get<double>() >= 0.0);
       CHECK(x.at(f).get<double>() <= 1.0 + 1e-9);
     }
-    if (!x.at("guess").is_null()) {
-      CHECK(x.at("guess").get<double>() >= 0.0);
-      CHECK(x.at("guess").get<double>() <= 1.0);
-    }
+    for (const char* f : {"guess", "token"})
+      if (!x.at(f).is_null()) {
+        CAPTURE(f);
+        CHECK(x.at(f).get<double>() >= 0.0);
+        CHECK(x.at(f).get<double>() <= 1.0 + 1e-9);
+      }
     CHECK(x.at("busiest_share").get<double>() >= 1.0 / double(E) - 1e-9);
     CHECK(x.at("unused_experts").get<double>() >= 0);
     CHECK(x.at("unused_experts").get<double>() <= double(E - k));
@@ -224,7 +245,10 @@ void check_routing_json(const std::string& model, const std::string& prompts) {
   }
   CHECK(guessed_layers == int64_t(j.at("layers").size()) - 1);  // all but the first
   check_figures(j.at("mean"), false);
+  // The prompts and their continuations repeat tokens: every layer saw some of them again.
+  for (const nlohmann::json& x : j.at("layers")) CHECK(x.at("token_rows").get<int64_t>() > 0);
   CHECK(j.at("uniform").at("reuse") == doctest::Approx(double(k) / double(E)));
+  CHECK(j.at("uniform").at("token") == doctest::Approx(double(k) / double(E)));
 }
 
 }  // namespace
