@@ -11,7 +11,11 @@
 #   4. end to end: the trained MoE fixture widened to the Qwen3.5-35B-A3B shape (Q4_0,
 #      5.5 GB, its MTP layer too; flashspec-make-fixtures writes it in seconds, once, to
 #      MODEL_DIR, and keeps it) streamed with a VRAM budget below its size, its MTP layer
-#      drafting: target alone vs -d mtp --tree auto, greedy, tokens compared.
+#      drafting: target alone vs -d mtp --tree auto, greedy, tokens compared; and where
+#      the pack carries llama.cpp's CUDA build (gpu-pack.sh, FS_LLAMA_DIR), llama.cpp on the
+#      same model (the file without its MTP block, which b8967 refuses) with the largest
+#      -ngl that fits the same VRAM budget, and with every layer offloaded and the fewest
+#      --n-cpu-moe layers that fit (scripts/gpu-llama-offload.py).
 # Exits non-zero when any step failed; every log is in MODEL_DIR. (The device-like backend's
 # tests, "device path*", run on the CPU in CI and need fixtures made with npm: not here.)
 #
@@ -75,6 +79,22 @@ if [[ -f $BIG ]]; then
     --trace "$DIR/main-auto-trace.json" >"$DIR/main-auto.json" || failed+=("the main job, --tree auto")
 fi
 
+if [[ -n ${FS_PACK:-} && -f $FS_PACK/llama.tar.xz ]]; then
+  BARE=$DIR/qwen35moe-35b-a3b-no-mtp-q4_0.gguf
+  if [[ ! -f $BARE ]]; then
+    "$BIN/flashspec-make-fixtures" --inflate tests/fixtures/trained-qwen35moe.gguf --shape qwen35moe-35b-a3b \
+      --type q4_0 --no-mtp "$BARE" >>"$DIR/inflate.log" 2>&1 || failed+=("the file without MTP ($DIR/inflate.log)")
+  fi
+  if tar -C "$DIR" -xJf "$FS_PACK/llama.tar.xz" && [[ -f $BARE ]]; then
+    cuda_lib=${CUDA_HOME:-/usr/local/cuda}/lib64  # cuBLAS and the runtime: the machine's toolkit
+    LD_LIBRARY_PATH=$DIR/llama/lib:$cuda_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+      python3 scripts/gpu-llama-offload.py "$DIR/llama/bin/llama-completion" "$BARE" "$VRAM" "$P" 64 \
+      "$DIR/main-llama.json" >"$DIR/main-llama.log" 2>&1 || failed+=("llama.cpp's partial offload ($DIR/main-llama.log)")
+  else
+    failed+=("llama.cpp from the pack")
+  fi
+fi
+
 python3 - "$DIR" <<'PY' || failed+=("a comparison")
 import json, sys, os
 d = sys.argv[1]
@@ -107,6 +127,15 @@ else:
     same = a["tokens"] == b["tokens"]
     print(f"greedy tokens identical: {same}; speedup {rate(b) / rate(a):.2f}x")
     ok &= same
+    if os.path.exists(os.path.join(d, "main-llama.json")):
+        llama = load("main-llama.json") or {}
+        for name in ("ngl", "n_cpu_moe"):
+            r = llama.get(name)
+            if r and r.get("tok_s"):
+                print(f"llama.cpp {r['flags']} ({r['vram_mib']:.0f} MiB of VRAM): {r['tok_s']:.2f} tok/s; "
+                      f"flashspec --tree auto {rate(b) / r['tok_s']:.2f}x, alone {rate(a) / r['tok_s']:.2f}x")
+            else:
+                print(f"llama.cpp {name}: no setting fits or the run failed")
 sys.exit(0 if ok else 1)
 PY
 

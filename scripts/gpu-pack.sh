@@ -16,6 +16,11 @@
 #   DIR/shared  the models the CUDA tests read (the main job's source, the trained
 #               fixture, travels with the repository)
 #
+#   DIR/llama.tar.xz  only with FS_LLAMA_DIR=BUILD (a llama.cpp b8967 CUDA build folder, made
+#               elsewhere): its llama-completion and the libraries it loads, less glibc's and the
+#               CUDA toolkit's (the lent machine has the toolkit), stripped and compressed, for
+#               gpu-check's side-by-side with llama.cpp's partial offload
+#
 # Then, there:  FS_PACK=DIR scripts/gpu-check.sh [MODEL_DIR] [VRAM_BUDGET]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -55,6 +60,24 @@ for p in "${PROGRAMS[@]}"; do ldd "$BIN/$p"; done |
   while read -r lib; do cp -L "$lib" "$DIR/lib/"; done
 cp "$SHARED/models/stories260K.gguf" "$SHARED/models/salty279K.gguf" "$DIR/shared/models/"
 
+if [[ -n ${FS_LLAMA_DIR:-} ]]; then
+  llama=$FS_LLAMA_DIR/bin/llama-completion
+  [[ -x $llama ]] || { echo "gpu-pack: no $llama (FS_LLAMA_DIR names a llama.cpp build folder)" >&2; exit 1; }
+  stage=$(mktemp -d)
+  trap 'rm -rf "$stage"' EXIT
+  mkdir -p "$stage/llama/bin" "$stage/llama/lib"
+  cp "$llama" "$stage/llama/bin/"
+  ldd "$llama" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
+    grep -vE '/(libc|libm|libdl|libpthread|librt|libresolv|ld-linux[^/]*|libcuda|libcudart|libcublas(Lt)?)\.so' |
+    while read -r lib; do cp -L "$lib" "$stage/llama/lib/"; done
+  strip --strip-unneeded "$stage"/llama/bin/* "$stage"/llama/lib/*
+  tar -C "$stage" -cJf "$DIR/llama.tar.xz" llama
+fi
+mib=$(du -sm "$DIR" | cut -f1)
+if ((mib > 64)); then
+  echo "gpu-pack: $DIR holds $mib MiB, more than the 64 MiB the device tool carries with the repository" >&2
+  exit 1
+fi
 # What runs there must run here from the pack alone.
 LD_LIBRARY_PATH=$DIR/lib "$DIR/bin/flashspec" --version >/dev/null
 LD_LIBRARY_PATH=$DIR/lib "$DIR/bin/flashspec_tests" -ltc >/dev/null
