@@ -1044,7 +1044,7 @@ void write_model(const std::string& path, const Shape& s, Metadata tokenizer, in
 
 // ---- command line ----
 
-// --inflate SRC --shape NAME --type T [--layers N] OUT (tests/fixture_inflate.h).
+// --inflate SRC --shape NAME --type T [--layers N] [--no-mtp] OUT (tests/fixture_inflate.h).
 int run_inflate(const std::string& src, const std::string& shape, const std::string& type,
                 std::optional<uint32_t> layers, bool keep_mtp, const std::string& out) {
   std::optional<Shape> s = inflate_shape(shape);
