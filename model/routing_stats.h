@@ -22,10 +22,10 @@
 // k / experts and union(r) = experts * (1 - (1 - k / experts)^r) (uniform_union()).
 #include <cstdint>
 #include <span>
-#include <unordered_map>
 #include <vector>
 
 #include "model/moe_routing.h"
+#include "model/token_routes.h"
 
 namespace flashspec {
 
@@ -77,7 +77,7 @@ class RoutingStats final : public RoutingObserver {
   struct Layer {
     int64_t tokens = 0, pairs = 0, guessed_rows = 0, seen_rows = 0;
     double reuse_sum = 0, guess_sum = 0, token_sum = 0;
-    std::unordered_map<int32_t, std::vector<int32_t>> by_token;  // token id -> its last k experts here
+    TokenRoutes by_token{1};                                      // each token's last k experts here
     int64_t next_id = 0;                                           // this layer's place in row_ids_
     std::vector<int64_t> use;                // per expert: routed slots
     std::vector<int32_t> recent;             // the sequence's last (up to keep_) tokens' experts, k each, oldest first

@@ -13,11 +13,15 @@ void TokenRoutes::record(std::span<const int32_t> tokens, std::span<const int32_
   }
 }
 
+std::span<const int32_t> TokenRoutes::last(int32_t token) const {
+  const auto it = last_.find(token);
+  return it == last_.end() ? std::span<const int32_t>{} : std::span<const int32_t>(it->second);
+}
+
 std::vector<int32_t> TokenRoutes::guess(std::span<const int32_t> tokens) const {
   std::map<int32_t, int64_t> named;  // expert -> rows whose token named it (ordered: ties by id)
   for (int32_t t : tokens)
-    if (auto it = last_.find(t); it != last_.end())
-      for (int32_t e : it->second) ++named[e];
+    for (int32_t e : last(t)) ++named[e];
   std::vector<int32_t> out;
   out.reserve(named.size());
   for (const auto& [e, n] : named) out.push_back(e);

@@ -22,6 +22,8 @@ class TokenRoutes {
   // The experts the tokens' last routings name, each once, the most named first (ties:
   // the lower id); tokens never routed add nothing.
   std::vector<int32_t> guess(std::span<const int32_t> tokens) const;
+  // The experts `token` last routed to (k), or none.
+  std::span<const int32_t> last(int32_t token) const;
 
  private:
   int64_t k_;

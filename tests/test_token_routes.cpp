@@ -17,6 +17,9 @@ TEST_CASE("token routes: a guess names the tokens' last experts, the most named 
   // A token routed again: its newer experts replace the older.
   r.record(std::vector<int32_t>{5}, std::vector<int32_t>{2, 0});
   CHECK(r.guess(std::vector<int32_t>{5, 7}) == std::vector<int32_t>{0, 2});
+  const std::span<const int32_t> last = r.last(5);
+  CHECK(std::vector<int32_t>(last.begin(), last.end()) == std::vector<int32_t>{2, 0});
+  CHECK(r.last(9).empty());
   // A routing that is not k experts per token is not recorded.
   r.record(std::vector<int32_t>{9}, std::vector<int32_t>{1, 2, 3});
   CHECK(r.guess(std::vector<int32_t>{9}).empty());

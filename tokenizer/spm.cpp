@@ -77,6 +77,20 @@ void SpmModel::append_escaped(std::string& out, std::string_view text) {
   }
 }
 
+std::string SpmModel::unescaped(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    if (text.substr(i, kSpace.size()) == kSpace) {
+      out += ' ';
+      i += kSpace.size();
+    } else {
+      out += text[i++];
+    }
+  }
+  return out;
+}
+
 void SpmModel::encode(const Vocab& v, std::string_view text, bool after_special, std::vector<int32_t>& out) const {
   std::string s;
   s.reserve(text.size() + 16);

@@ -38,6 +38,8 @@ class SpmModel {
   // Appends `text` with each space written as "▁" (U+2581), as SentencePiece (and Gemma 4's
   // BPE, and the user-defined tokens of their vocabularies) spell spaces.
   static void append_escaped(std::string& out, std::string_view text);
+  // The other way: `text` with each "▁" a space (what a token's text decodes to).
+  static std::string unescaped(std::string_view text);
 
  private:
   void merge(const Vocab& v, std::string_view escaped, std::vector<int32_t>& out) const;

@@ -327,19 +327,7 @@ std::string Tokenizer::token_to_piece(int32_t id) const {
   switch (vocab_->types[size_t(id)]) {
     case TokenType::Normal:
       if (bpe_ && bpe_->spelling() == BpeModel::Spelling::ByteLevel) return BpeModel::text_to_bytes(text);
-      {
-        std::string out;  // SentencePiece and Gemma 4's BPE: "▁" is a space
-        out.reserve(text.size());
-        for (size_t i = 0; i < text.size();) {
-          if (text.compare(i, 3, "\xE2\x96\x81") == 0) {
-            out += ' ';
-            i += 3;
-          } else {
-            out += text[i++];
-          }
-        }
-        return out;
-      }
+      return SpmModel::unescaped(text);  // SentencePiece and Gemma 4's BPE: "▁" is a space
     case TokenType::UserDefined:
       return text;
     case TokenType::Control:
