@@ -21,7 +21,8 @@ uint64_t peak_rss_bytes() {
 
 nlohmann::json counts_json(const GenerationStats& s) {
   return {{"prompt_tokens", s.prompt_tokens}, {"generated", s.generated}, {"target_passes", s.target_passes},
-          {"drafted", s.drafted}, {"accepted", s.accepted}, {"acceptance", s.acceptance()}, {"tau", s.tau()},
+          {"drafted", s.drafted}, {"accepted", s.accepted}, {"pruned", s.pruned}, {"acceptance", s.acceptance()},
+          {"tau", s.tau()},
           {"accept_by_depth", s.accept_rate_by_depth()}, {"drafted_by_depth", s.drafted_by_depth},
           {"accepted_by_depth", s.accepted_by_depth},
           // time totals and streaming
@@ -44,7 +45,7 @@ nlohmann::json stats_json(const GenerationStats& s) {
                         {"pregrow_ms", p.pregrow_ms},
                         {"draft_stall_ms", p.draft_stall_ms}, {"catch_up_ms", p.catch_up_ms}, {"pregrown", p.pregrown},
                         {"tree_tokens", p.tree_tokens}, {"drafted", p.drafted}, {"draft_nodes", p.draft_nodes},
-                        {"lookup_nodes", p.lookup_nodes}, {"emitted", p.emitted},
+                        {"lookup_nodes", p.lookup_nodes}, {"emitted", p.emitted}, {"pruned", p.pruned},
                         {"predicted_tokens", p.predicted_tokens}, {"predicted_ms", p.predicted_ms}});
     if (s.bytes_read > 0) timeline.back()["bytes_read"] = p.bytes_read;  // the target streams
     if (experts > 0) {  // a mixture-of-experts target: the pass's expert union and its bytes
@@ -96,6 +97,10 @@ std::string stats_line(const GenerationStats& s, const std::string& config, uint
     for (size_t d = 0; d < shown; ++d) line.append(" ").append(std::to_string(int(100.0 * by_depth[d] + 0.5)));
     if (by_depth.size() > shown) line += " ...";
     line += " %";
+    if (s.pruned > 0) {  // rows whose own experts cost more than they were worth (not verified)
+      std::snprintf(buf, sizeof buf, ", %lld pruned", (long long)s.pruned);
+      line += buf;
+    }
   }
   if (s.bytes_read > 0) {
     std::snprintf(buf, sizeof buf, " | read %.2f GB at %.2f GB/s", double(s.bytes_read) / 1e9, s.read_gbps());

@@ -6,13 +6,15 @@
 
 namespace flashspec {
 
-Acceptance accept_by_target_draw(const TokenTree& tree, const NodeDistribution& p, Rng& rng) {
+Acceptance accept_by_target_draw(const TokenTree& tree, const NodeDistribution& p, Rng& rng,
+                                 std::span<const uint8_t> pruned) {
+  if (!pruned.empty() && pruned.size() != size_t(tree.size())) throw Error("internal: pruned flags of another tree");
   Acceptance a;
   int32_t node = 0;
   for (;;) {
     const int32_t x = sample_from(p(node), rng);
     const int32_t child = tree.child_with_token(node, x);
-    if (child < 0) {
+    if (child < 0 || (!pruned.empty() && pruned[size_t(child)])) {
       a.bonus = x;
       return a;
     }

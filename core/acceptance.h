@@ -26,8 +26,11 @@ using NodeDistribution = std::function<std::span<const float>(int32_t node)>;
 
 // SpecExec rule, for any tree (deterministic top-k / best-first included): at the
 // current node draw x from the target; descend while x is a child, else x is the
-// bonus. Greedy decoding is the special case where the draw is the argmax.
-Acceptance accept_by_target_draw(const TokenTree& tree, const NodeDistribution& p, Rng& rng);
+// bonus. Greedy decoding is the special case where the draw is the argmax. Nodes
+// flagged in `pruned` (one flag per node; empty: none) count as never proposed: exact
+// still, since the rule is exact for any tree fixed before its draws.
+Acceptance accept_by_target_draw(const TokenTree& tree, const NodeDistribution& p, Rng& rng,
+                                 std::span<const uint8_t> pruned = {});
 
 // Rejection sampling (speculative sampling) for a chain whose tokens were drawn from the
 // draft (tree.drawn / tree.draft_dist): the drawn x is accepted with probability

@@ -44,6 +44,7 @@ struct PassRecord {
   int64_t draft_nodes = 0;  // of the rows verified, nodes the draft model proposed
   int64_t lookup_nodes = 0;  // and nodes prompt lookup proposed
   int64_t emitted = 0;      // tokens this pass produced
+  int64_t pruned = 0;       // rows the pass stopped verifying: their experts cost more than they were worth
   // --tree auto's expectation when it chose this pass (0: a fixed mode): tokens emitted
   // and milliseconds of drafting plus verification.
   double predicted_tokens = 0, predicted_ms = 0;
@@ -61,6 +62,7 @@ struct GenerationStats {
   int64_t target_passes = 0;  // target forwards that produced tokens, prefill included
   int64_t drafted = 0;        // draft tokens offered to the target
   int64_t accepted = 0;       // draft tokens the target accepted
+  int64_t pruned = 0;         // drafted rows a pass stopped verifying (model/row_pruning.h)
   std::vector<int64_t> drafted_by_depth, accepted_by_depth;
   double prefill_ms = 0, decode_ms = 0, ttft_ms = 0;
   int64_t bytes_read = 0;  // target weight bytes read from storage
@@ -87,6 +89,7 @@ struct GenerationStats {
     target_passes += o.target_passes;
     drafted += o.drafted;
     accepted += o.accepted;
+    pruned += o.pruned;
     // Both per-depth counts as long as the longer drafted one: accept_rate_by_depth reads
     // them in step.
     const size_t depths = std::max(drafted_by_depth.size(), o.drafted_by_depth.size());

@@ -75,6 +75,9 @@ struct SpeculationParams {
   // --tree auto on a mixture of experts: price passes by their experts' bytes
   // (engine/expert_pass_cost.h; off only to measure what that is worth).
   bool price_experts_by_bytes = true;
+  // --tree auto over streamed experts: stop verifying the rows whose own expert reads cost
+  // more than they are worth (model/row_pruning.h; off only to measure what that is worth).
+  bool prune_rows = true;
 
   bool chain() const { return mode == Mode::Chain; }
   bool auto_budget() const { return mode == Mode::Auto; }

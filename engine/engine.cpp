@@ -113,12 +113,13 @@ Engine::Engine(const EngineOptions& o) : opt_(o) {
   if (kind != DraftKind::None) {
     policy_ = resolve_speculation(o.speculation, o, draft_share(self_bytes), mtp);
     policy_->price_experts_by_bytes = o.moe.byte_pricing;
+    policy_->prune_rows = o.moe.prune_rows;
   }
   plan_ = plan_memory(target_->file(), target_->config(), target_->weights(), plan_request(self_bytes));
   place_target_layers();
   if (!policy_) return;
   if (plan_.auto_rows_cap) policy_->node_budget = plan_.auto_rows_cap;
-  if (mtp) target_->place_mtp();
+  if (mtp) target_->place_mtp(plan_.mtp_experts_mapped);
   if (self_type) {
     ThreadPool pool(threads);
     self_draft_image_.reserve(size_t(self_bytes) + (size_t(1) << 20));

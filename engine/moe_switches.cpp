@@ -20,8 +20,10 @@ MoeSwitches MoeSwitches::parse(std::string_view off) {
       s.shared_cache = false;
     else if (part == "tokens")
       s.token_guess = false;
+    else if (part == "prune")
+      s.prune_rows = false;
     else if (!part.empty())
-      throw Error("FLASHSPEC_MOE_OFF: unknown part '" + std::string(part) + "' (pricing, guess, cache, tokens)");
+      throw Error("FLASHSPEC_MOE_OFF: unknown part '" + std::string(part) + "' (pricing, guess, cache, tokens, prune)");
     off = comma == std::string_view::npos ? std::string_view{} : off.substr(comma + 1);
   }
   return s;

@@ -207,7 +207,19 @@ void PassPipeline::choose(const std::vector<SequenceRun*>& decode, int64_t other
     s.picked = std::move(picked);
     s.rec.predicted_tokens = choices[i].predicted_tokens;
     s.rec.predicted_ms = choices[i].predicted_ms;
+    value_rows(s);
   }
+}
+
+void PassPipeline::value_rows(SequenceRun& s) const {
+  s.row_value_ms.clear();
+  // Rows are pruned where their experts stream; a sampled chain's rejection rule needs all.
+  if (!policy_->prune_rows || target_.config().n_experts == 0 || s.tree.size() < 2 || s.tree.drawn[0] >= 0) return;
+  // An accepted node saves a pass of the root alone, the cheapest way to a token.
+  const double token_ms = auto_budget_->verify_ms(0);
+  const std::vector<double> p = auto_budget_->node_probabilities(s.tree);
+  s.row_value_ms.assign(size_t(s.tree.size()), -1.0f);
+  for (size_t i = 1; i < p.size(); ++i) s.row_value_ms[i] = float(p[i] * token_ms);
 }
 
 void PassPipeline::run_pass(const std::vector<SequenceRun*>& prefill, const std::vector<SequenceRun*>& decode) {
@@ -230,7 +242,7 @@ void PassPipeline::run_pass(const std::vector<SequenceRun*>& prefill, const std:
     // The root alone is the next row of a causal sequence: no mask to read.
     s->mask = s->tree.size() > 1 ? s->tree.ancestor_mask() : std::vector<uint8_t>{};
     batches.push_back({ForwardBatch{s->tree.tokens, s->positions, s->mask}, &*s->cache, LogitRows::All, &s->logits,
-                       s->mtp ? &s->hidden : nullptr});
+                       s->mtp ? &s->hidden : nullptr, s->row_value_ms, &s->pruned});
     rows += s->tree.size();
   }
 
@@ -343,12 +355,14 @@ void PassPipeline::finish_tree(SequenceRun& s, PreGrowth& growth) {
                                           record_logprob(s, token_logprob(rows.subspan(size_t(row * n_vocab), size_t(n_vocab)),
                                                                           tok, s.opt.top_logprobs));
                                         return emit(s, tok);
-                                      });
+                                      }, s.pruned);
+  s.rec.pruned = std::count(s.pruned.begin(), s.pruned.end(), uint8_t(1));
+  st.pruned += s.rec.pruned;
   s.rec.emitted = int64_t(out.emitted.tokens);
   // The MTP layer reads the target's rows of the root and the accepted path next round,
   // whoever proposed them (a prompt-lookup branch too).
   if (s.mtp) s.mtp->add_accepted(root_pos, out.acc.path, s.hidden);
-  if (auto_budget_) auto_budget_->observe_acceptance(s.tree, out.acc.path);
+  if (auto_budget_) observe_verified(s, out.acc.path);
   finish_growth(s, growth);
   // The drafter keeps the rows of its own nodes on the accepted path, up to the first
   // lookup node; its next sync queues the rest. A path cut at a lookup node has no
@@ -367,6 +381,21 @@ void PassPipeline::finish_tree(SequenceRun& s, PreGrowth& growth) {
   st.decode_bytes_read += s.rec.bytes_read;
   st.passes.push_back(s.rec);
   if (out.emitted.stop) end(s);
+}
+
+void PassPipeline::observe_verified(const SequenceRun& s, const std::vector<int32_t>& path) {
+  if (s.rec.pruned == 0) return auto_budget_->observe_acceptance(s.tree, path);
+  // The acceptance models learn from the verified nodes alone: a pruned node was neither
+  // accepted nor rejected. The path's nodes, all verified, renumbered as select() does.
+  std::vector<int32_t> verified, id(size_t(s.tree.size()), 0);
+  for (int32_t n = 1; n < s.tree.size(); ++n)
+    if (!s.pruned[size_t(n)]) {
+      verified.push_back(n);
+      id[size_t(n)] = int32_t(verified.size());
+    }
+  std::vector<int32_t> renumbered;
+  for (int32_t n : path) renumbered.push_back(id[size_t(n)]);
+  auto_budget_->observe_acceptance(s.tree.select(verified), renumbered);
 }
 
 void PassPipeline::finish_growth(SequenceRun& s, PreGrowth& growth) {

@@ -73,9 +73,14 @@ class PassPipeline {
   double catch_up(SequenceRun& s);
   // Step 2: which candidates each tree verifies.
   void choose(const std::vector<SequenceRun*>& decode, int64_t other_rows, double drafted_ms);
+  // What verifying each of the chosen tree's rows is worth, for the pass to prune those
+  // whose own experts cost more (model/row_pruning.h); none where nothing is pruned.
+  void value_rows(SequenceRun& s) const;
   // Step 4.
   void finish_prefill(SequenceRun& s);
   void finish_tree(SequenceRun& s, PreGrowth& growth);
+  // --tree auto's acceptance models told the tree's verified nodes and accepted path.
+  void observe_verified(const SequenceRun& s, const std::vector<int32_t>& path);
   // Ends the pre-growth of the sequence's next tree, if it runs.
   static void finish_growth(SequenceRun& s, PreGrowth& growth);
   // The sequence has ended (a stop, its last token, or no tokens asked for).

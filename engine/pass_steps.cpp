@@ -4,6 +4,7 @@
 #include <chrono>
 #include <vector>
 
+#include "core/error.h"
 #include "model/model.h"
 
 namespace flashspec {
@@ -38,7 +39,7 @@ void add_lookup_branches(PromptLookup& lookup, const SpeculationParams& policy, 
 }
 
 Acceptance accept_tree(const TokenTree& tree, std::span<const float> logits, int64_t n_vocab,
-                       const SamplingParams& sampling, Rng& rng) {
+                       const SamplingParams& sampling, Rng& rng, std::span<const uint8_t> pruned) {
   // A node's distribution is computed when the rule first asks for it: most nodes of a
   // large tree are never visited.
   std::vector<std::vector<float>> dist(size_t(tree.size()));
@@ -47,7 +48,12 @@ Acceptance accept_tree(const TokenTree& tree, std::span<const float> logits, int
     if (d.empty()) sampling_distribution(sampling, logits.subspan(size_t(node * n_vocab), size_t(n_vocab)), d);
     return d;
   };
-  return tree.drawn[0] >= 0 ? accept_by_rejection(tree, p, rng) : accept_by_target_draw(tree, p, rng);
+  if (tree.drawn[0] >= 0) {
+    if (std::find(pruned.begin(), pruned.end(), uint8_t(1)) != pruned.end())
+      throw Error("internal: a sampled chain pruned (its rejection rule needs every node)");
+    return accept_by_rejection(tree, p, rng);
+  }
+  return accept_by_target_draw(tree, p, rng, pruned);
 }
 
 Emitted emit_accepted(const TokenTree& tree, const Acceptance& acc, std::span<const float> logits, int64_t n_vocab,
@@ -71,9 +77,9 @@ Emitted emit_accepted(const TokenTree& tree, const Acceptance& acc, std::span<co
 TreeOutcome settle_tree(const TokenTree& tree, std::span<const float> logits, int64_t n_vocab,
                         const SamplingParams& sampling, Rng& rng, SequenceState& state, int64_t logits_positions,
                         std::vector<std::vector<float>>& kept_logits, GenerationStats& stats,
-                        const EmitToken& emit) {
+                        const EmitToken& emit, std::span<const uint8_t> pruned) {
   TreeOutcome o;
-  o.acc = accept_tree(tree, logits, n_vocab, sampling, rng);
+  o.acc = accept_tree(tree, logits, n_vocab, sampling, rng, pruned);
   // Row of the target's output each emitted token was drawn from: the root for the
   // first, then each accepted node for the token after it.
   std::vector<int64_t> rows{0};

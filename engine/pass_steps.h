@@ -49,9 +49,10 @@ void add_lookup_branches(PromptLookup& lookup, const SpeculationParams& policy, 
                          std::span<const int32_t> seq, int64_t draft_nodes, TokenTree& tree);
 
 // `logits`: n_vocab per tree node, in node order. A chain drawn from the draft is
-// accepted by rejection sampling, any other tree by the target's own draws.
+// accepted by rejection sampling, any other tree by the target's own draws, which skip
+// the nodes the pass pruned (`pruned`: a flag per node, or empty; never for a drawn chain).
 Acceptance accept_tree(const TokenTree& tree, std::span<const float> logits, int64_t n_vocab,
-                       const SamplingParams& sampling, Rng& rng);
+                       const SamplingParams& sampling, Rng& rng, std::span<const uint8_t> pruned = {});
 
 // Emits what a verified tree yields, the accepted path's tokens then the bonus token, one
 // by one through `emit` until it says stop; the first `logits_positions` generated
@@ -82,11 +83,11 @@ struct TreeOutcome {
 // accepted path committed in the sequence's `state` (every kind of state it has; the
 // rejected branches leave nothing), the tokens emitted through `emit` until it says
 // stop (the first `logits_positions` generated positions keep their logits in
-// `kept_logits`), and the tree counted in `stats`.
+// `kept_logits`), and the tree counted in `stats`. `pruned`: as accept_tree's.
 TreeOutcome settle_tree(const TokenTree& tree, std::span<const float> logits, int64_t n_vocab,
                         const SamplingParams& sampling, Rng& rng, SequenceState& state, int64_t logits_positions,
                         std::vector<std::vector<float>>& kept_logits, GenerationStats& stats,
-                        const EmitToken& emit);
+                        const EmitToken& emit, std::span<const uint8_t> pruned = {});
 
 // The drafter's own part of an accepted path: `acc` (in verified node ids) in candidate
 // ids (`picked`: the candidate id of each verified node; empty when every candidate was

@@ -53,6 +53,10 @@ struct SequenceRun {
   std::vector<uint8_t> mask;
   std::vector<float> logits;
   std::vector<float> hidden;  // -d mtp: the target's hidden rows of the pass (what its MTP layer reads)
+  // --tree auto over streamed experts: what verifying each row is worth (ms; empty: no
+  // pruning), and the rows the pass pruned (model/row_pruning.h).
+  std::vector<float> row_value_ms;
+  std::vector<uint8_t> pruned;
 
   // A new generation after `input` (appended to the sequence).
   void begin(GenerateOptions o) {

@@ -281,12 +281,16 @@ void Model::route_experts(int64_t l, const LayerWeights& w, const float* in, int
   // Each expert's output scale (Gemma 4) folded into its rows' weights.
   if (const float* scale = l < c.n_layers ? weights_.host_vector(l, LayerVector::DownExpsScale) : nullptr)
     for (size_t i = 0; i < routing_.expert.size(); ++i) routing_.weight[i] *= scale[routing_.expert[i]];
+  const bool main_layer = l < c.n_layers;  // not the MTP layer, which reads nothing (drafts apart)
+  if (main_layer) {
+    if (routing_observer_) routing_observer_->routed(l, routing_);
+    if (l == first_expert_layer_ && token_routes_kept()) first_layer_routes_.record(pass_tokens_, routing_.expert);
+    if (pruning_.active()) prune_rows(l, src);  // after the record: the rows' real routing
+  }
   batches_ = group_by_expert(routing_, E);
   const std::vector<int32_t>& experts = batches_.experts;
   src.route(l, experts);  // a streaming source starts reading the routed experts now
-  if (l < c.n_layers) {  // the main layers' (the MTP layer's reads nothing, drafts apart)
-    if (routing_observer_) routing_observer_->routed(l, routing_);
-    if (l == first_expert_layer_ && token_routes_kept()) first_layer_routes_.record(pass_tokens_, routing_.expert);
+  if (main_layer) {
     expert_counters_.routed += int64_t(experts.size());
     expert_counters_.routed_bytes += int64_t(experts.size()) * expert_bytes_[size_t(l)];
   }
@@ -345,9 +349,17 @@ void Model::guess_experts(int64_t layer, const float* in, int64_t T, float* logi
   if (routing_observer_) routing_observer_->guessed(layer, guess);
   if (!read_ahead) return;
   // Likeliest first: by the routing weight the rows give each expert, summed.
+  // Rows pruned from the pass (model/row_pruning.h) route nowhere new.
   std::vector<float> weight(size_t(c.n_experts), 0.0f);
-  for (size_t i = 0; i < guess.expert.size(); ++i) weight[size_t(guess.expert[i])] += guess.weight[i];
-  std::vector<int32_t> experts = group_by_expert(guess, c.n_experts).experts;
+  std::vector<uint8_t> named(size_t(c.n_experts), 0);
+  for (size_t i = 0; i < guess.expert.size(); ++i) {
+    if (pruning_.pruned(int64_t(i) / c.n_experts_used)) continue;
+    named[size_t(guess.expert[i])] = 1;
+    weight[size_t(guess.expert[i])] += guess.weight[i];
+  }
+  std::vector<int32_t> experts;  // ascending, then likeliest first
+  for (int32_t e = 0; e < int32_t(c.n_experts); ++e)
+    if (named[size_t(e)]) experts.push_back(e);
   std::stable_sort(experts.begin(), experts.end(),
                    [&](int32_t a, int32_t b) { return weight[size_t(a)] > weight[size_t(b)]; });
   layers_->guess(layer, experts);

@@ -13,6 +13,7 @@
 // host-memory backends, whose ops have finished when they return, so done_with() frees
 // the expert's memory at once. Sources holding whole layers (resident, or staged into a
 // GPU's slots) slice the expert tensors of `w` (what acquire returned).
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -58,6 +59,12 @@ class LayerSource {
   // Whether guess(layer, ...) reads anything ahead (Model::forward_pass keeps the token
   // routes of model/token_routes.h only where it does).
   virtual bool reads_ahead(int64_t /*layer*/) const { return false; }
+  // Per expert of `layer` (held.size() of them): 1 where it is in memory or being read,
+  // so that routing a row to it reads nothing more (model/row_pruning.h). Sources that
+  // read no experts one by one hold them all.
+  virtual void held_experts(int64_t /*layer*/, std::span<uint8_t> held) const {
+    std::fill(held.begin(), held.end(), uint8_t(1));
+  }
   // Milliseconds acquire() and expert() have blocked waiting for weights so far (0 when
   // resident).
   virtual double wait_ms() const { return 0.0; }

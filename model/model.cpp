@@ -37,6 +37,10 @@ Model::Model(GgufFile file, Backend& backend)
       if (m.spec.experts > 1) bytes += int64_t(m.tensor->nbytes) / m.spec.experts;
     expert_bytes_.push_back(bytes);
   }
+  expert_layers_after_.assign(size_t(config_.n_layers), 0);
+  for (int64_t l = config_.n_layers - 2; l >= 0; --l)
+    expert_layers_after_[size_t(l)] =
+        expert_layers_after_[size_t(l + 1)] + (arch_.layers[size_t(l + 1)].ffn != FfnBlock::Dense);
 }
 
 uint64_t Model::load_head_into_memory() {
@@ -113,6 +117,7 @@ void Model::forward_many(std::span<const SequenceBatch> seqs) {
         throw Error("token id " + std::to_string(id) + " is outside the vocabulary of " + std::to_string(c.n_vocab) +
                     " of " + file_.path());
     s.cache->prepare_rows(T);
+    if (s.pruned) s.pruned->assign(size_t(T), 0);
     if (!b.mask.empty()) s.cache->check_tree_room(T);
     for (size_t j = 0; j < prog.size(); ++j)
       if (seqs[j].cache == s.cache) throw Error("internal: two batches of one pass share a cache");
@@ -147,7 +152,12 @@ void Model::forward_many(std::span<const SequenceBatch> seqs) {
       const int64_t from = std::max<int64_t>(g.first_logit - a, 0);
       float* out = from < n ? seqs[i].logits->data() + (a + from - g.first_logit) * c.n_vocab : nullptr;
       float* hidden = seqs[i].hidden ? seqs[i].hidden->data() + a * c.dim : nullptr;
-      parts.push_back({chunk, seqs[i].cache, from, out, hidden});
+      PassPart part{chunk, seqs[i].cache, from, out, hidden};
+      if (seqs[i].pruned && a == 0 && n == g.T && int64_t(seqs[i].row_value_ms.size()) == n) {
+        part.value_ms = seqs[i].row_value_ms.data();
+        part.pruned = seqs[i].pruned->data();
+      }
+      parts.push_back(part);
       g.done += n;
       room -= n;
     }
@@ -198,6 +208,7 @@ void Model::forward_pass(std::span<const PassPart> parts) {
   if (config_.embedding_scale != 1.0f) backend_.scale(a.x, config_.embedding_scale, T * config_.dim);
   if (config_.per_layer_input_dim > 0) per_layer_inputs(a, T);
   if (config_.hybrid()) begin_recurrent_rows(parts);
+  begin_row_pruning(parts);
   // The first expert layer's reads start now, from the tokens' past routing, overlapping
   // the embedding and the layer's mixer (the later layers' are guessed by the layer before).
   if (token_routes_kept()) {
@@ -221,9 +232,57 @@ void Model::forward_pass(std::span<const PassPart> parts) {
       backend_.scale(a.x, *s, T * config_.dim);
     layers_->release(l);
   }
+  end_row_pruning(parts);
   for (const PassPart& p : parts) p.cache->add_pending(int64_t(p.chunk.tokens.size()));
   hidden_rows(parts, a);
   output_head(parts, a);
+}
+
+void Model::begin_row_pruning(std::span<const PassPart> parts) {
+  pruning_.end();
+  if (first_expert_layer_ < 0 || std::none_of(parts.begin(), parts.end(), [](const PassPart& p) { return p.value_ms; }))
+    return;
+  std::vector<float> value;
+  std::vector<int32_t> root_of;
+  std::vector<std::vector<int32_t>> below;
+  for (const PassPart& p : parts) {
+    const int32_t r0 = int32_t(value.size()), n = int32_t(p.chunk.tokens.size());
+    // A tree's mask is n rows over its pending rows and its own: row i descends from row
+    // j (or is j) where it sees j.
+    const int64_t cols = p.chunk.mask.empty() ? 0 : int64_t(p.chunk.mask.size()) / n, pending = cols - n;
+    for (int32_t j = 0; j < n; ++j) {
+      value.push_back(p.value_ms && j > 0 ? p.value_ms[j] : -1.0f);
+      root_of.push_back(r0);
+      std::vector<int32_t> rows{r0 + j};
+      if (p.value_ms && cols > 0)
+        for (int32_t i = j + 1; i < n; ++i)
+          if (p.chunk.mask[size_t(i * cols + pending + j)]) rows.push_back(r0 + i);
+      below.push_back(std::move(rows));
+    }
+  }
+  pruning_.begin(std::move(value), std::move(root_of), std::move(below));
+}
+
+void Model::prune_rows(int64_t l, LayerSource& src) {
+  held_.resize(size_t(config_.n_experts));
+  src.held_experts(l, held_);
+  // An expert read's time at the rate the storage has read so far (none measured yet:
+  // nothing is pruned).
+  const ReadProgress read = layers_->read_progress();
+  const double read_ms = read.bytes > 0 ? double(expert_bytes_[size_t(l)]) * read.busy_ms / double(read.bytes) : 0.0;
+  pruning_.prune(routing_, held_, read_ms, expert_layers_after_[size_t(l)]);
+}
+
+void Model::end_row_pruning(std::span<const PassPart> parts) {
+  if (!pruning_.active()) return;
+  int64_t r0 = 0;
+  for (const PassPart& p : parts) {
+    const int64_t n = int64_t(p.chunk.tokens.size());
+    if (p.pruned)
+      for (int64_t i = 0; i < n; ++i) p.pruned[i] = pruning_.pruned(r0 + i);
+    r0 += n;
+  }
+  pruning_.end();
 }
 
 }  // namespace flashspec

@@ -24,6 +24,7 @@
 #include "model/mtp_weights.h"
 #include "model/placed_weights.h"
 #include "model/ple_rows.h"
+#include "model/row_pruning.h"
 #include "model/token_routes.h"
 
 namespace flashspec {
@@ -55,6 +56,12 @@ struct SequenceBatch {
   // Where wanted (an MTP drafter reads them): every row's hidden state after the final
   // norm, what the head reads, dim floats per row.
   std::vector<float>* hidden = nullptr;
+  // A tree's verification over streamed experts (model/row_pruning.h): what verifying
+  // each row is worth, in milliseconds (negative: never pruned); `pruned` is then set to
+  // one flag per row, 1 for the rows the pass stopped verifying (their logits are
+  // garbage). Ignored, with nothing pruned, where the batch takes more than one pass.
+  std::span<const float> row_value_ms = {};
+  std::vector<uint8_t>* pruned = nullptr;
 };
 
 // Rows of a model's multi-token-prediction layer: row i reads token tokens[i] at
@@ -156,9 +163,10 @@ class Model {
 
   // ---- the multi-token-prediction layer, where the file has one (mtp_forward.cpp) ----
   bool has_mtp() const { return weights_.has_mtp(); }
-  // Places the MTP layer resident for drafting (model/mtp_weights.h); returns the bytes
-  // it took. Error where the file has none.
-  uint64_t place_mtp();
+  // Places the MTP layer resident for drafting (model/mtp_weights.h), its experts left in
+  // the file mapping where `experts_mapped`; returns the bytes it took. Error where the
+  // file has none.
+  uint64_t place_mtp(bool experts_mapped = false);
   // One sequence's MTP state: its KV rows (the layer attends over the positions it has
   // seen), committed and rolled back as any SequenceCache.
   SequenceCache make_mtp_cache(int64_t capacity) const;
@@ -179,6 +187,8 @@ class Model {
     int64_t logit_from;
     float* out;
     float* hidden = nullptr;  // the chunk's normed hidden rows (host memory), where wanted
+    const float* value_ms = nullptr;  // the chunk is a whole tree whose rows may be pruned
+    uint8_t* pruned = nullptr;
   };
   // Rows of all the parts: the pass's T.
   static int64_t rows_of(std::span<const PassPart> parts) {
@@ -248,6 +258,11 @@ class Model {
   // The MTP layer's input: eh_proj over each row's normed embedding and normed hidden row.
   void mtp_input(const MtpBatch& b, const int32_t* tokens, const Activations& a);
   void check_finite(const PassPart& p) const;
+  // Row pruning over the parts that allow it (PassPart::value_ms): begun before the
+  // layers, applied to the routing of each main expert layer, told back after the pass.
+  void begin_row_pruning(std::span<const PassPart> parts);
+  void prune_rows(int64_t l, LayerSource& src);
+  void end_row_pruning(std::span<const PassPart> parts);
 
   GgufFile file_;
   ModelConfig config_;
@@ -282,6 +297,9 @@ class Model {
   int64_t first_expert_layer_ = -1;
   bool token_guess_ = true;
   TokenRoutes first_layer_routes_;
+  std::vector<int64_t> expert_layers_after_;  // per layer: the expert layers after it
+  RowPruning pruning_;
+  std::vector<uint8_t> held_;  // scratch: per expert of a layer, in memory or being read
   bool token_routes_kept() const {
     return token_guess_ && first_expert_layer_ >= 0 && layers_ && layers_->reads_ahead(first_expert_layer_);
   }

@@ -150,6 +150,14 @@ uint64_t ModelWeights::mtp_bytes() const {
   return layer_bytes(mtp_layer()) + head;
 }
 
+uint64_t ModelWeights::mtp_expert_bytes() const {
+  uint64_t n = 0;
+  if (has_mtp())
+    for (const LayerMatrixTensor& m : layer_matrices(mtp_layer()))
+      if (m.spec.experts > 1) n += m.tensor->nbytes;
+  return n;
+}
+
 uint64_t ModelWeights::mtp_forward_bytes() const {
   return has_mtp() ? layer_bytes(mtp_layer()) + uint64_t(matrix_bytes(mtp_head)) : 0;
 }

@@ -45,6 +45,9 @@ class ModelWeights {
   WeightMatrix mtp_head{};
   // Bytes the MTP layer keeps resident when it drafts: its matrices and a head of its own.
   uint64_t mtp_bytes() const;
+  // Of those, its expert tensors' (0 for a dense MTP layer): left in the file mapping
+  // beside a streamed target (model/mtp_weights.h).
+  uint64_t mtp_expert_bytes() const;
   // Bytes one MTP forward reads: its matrices and the head it reads through (its own or
   // the model's), what a draft forward is priced by.
   uint64_t mtp_forward_bytes() const;

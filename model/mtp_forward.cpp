@@ -16,11 +16,11 @@
 
 namespace flashspec {
 
-uint64_t Model::place_mtp() {
+uint64_t Model::place_mtp(bool experts_mapped) {
   if (!weights_.has_mtp())
     throw Error(printable(file_.path()) + ": the file has no MTP layer (nextn_predict_layers)");
   if (mtp_) return 0;
-  mtp_ = std::make_unique<PlacedMtp>(weights_, placed_, backend_, file_.mapped());
+  mtp_ = std::make_unique<PlacedMtp>(weights_, placed_, backend_, file_.mapped(), experts_mapped && file_.mapped());
   return mtp_->bytes();
 }
 

@@ -9,7 +9,8 @@
 
 namespace flashspec {
 
-PlacedMtp::PlacedMtp(const ModelWeights& w, const PlacedWeights& placed, Backend& be, bool mapped) {
+PlacedMtp::PlacedMtp(const ModelWeights& w, const PlacedWeights& placed, Backend& be, bool mapped,
+                     bool experts_mapped) {
   if (!w.has_mtp()) throw Error("internal: placing an MTP layer the model does not have");
   const int64_t l = w.mtp_layer();
   const LayerWeights in_file = w.layer(l);
@@ -21,28 +22,30 @@ PlacedMtp::PlacedMtp(const ModelWeights& w, const PlacedWeights& placed, Backend
   std::vector<std::optional<WeightMatrix>> packed(mats.size());
   if (be.host_memory()) {
     constexpr uint64_t kAlign = 64;  // each matrix on a cache line of its own
+    const auto is_experts = [&](size_t i) {
+      return i < w.layer_matrices(l).size() && w.layer_matrices(l)[i].spec.experts > 1;
+    };
+    const auto copied = [&](size_t i) { return mapped && !(experts_mapped && is_experts(i)); };
     std::vector<uint64_t> at;
-    for (const WeightMatrix& m : mats) {
+    for (size_t i = 0; i < mats.size(); ++i) {
       at.push_back(bytes_);
-      bytes_ += (uint64_t(matrix_bytes(m)) + kAlign - 1) / kAlign * kAlign;
+      if (copied(i)) bytes_ += (uint64_t(matrix_bytes(mats[i])) + kAlign - 1) / kAlign * kAlign;
     }
     // An image parsed from memory is the process's own already: views of it serve.
     if (mapped) host_ = AlignedBuffer(bytes_);
     for (size_t i = 0; i < mats.size(); ++i) {
       const std::span<const uint8_t> src{static_cast<const uint8_t*>(mats[i].data), size_t(matrix_bytes(mats[i]))};
-      if (!mapped) {
+      if (!copied(i)) {
         data.push_back(src.data());
         continue;
       }
       uint8_t* dst = host_.data() + at[i];
       // Expert tensors stay as stored: their experts are sliced by rows.
-      const bool experts = i < w.layer_matrices(l).size() && w.layer_matrices(l)[i].spec.experts > 1;
-      packed[i] = experts ? std::nullopt : be.pack(mats[i], dst);
+      packed[i] = is_experts(i) ? std::nullopt : be.pack(mats[i], dst);
       if (packed[i]) let_go_of_mapping(src);
       else copy_from_mapping(dst, src);
       data.push_back(dst);
     }
-    if (!mapped) bytes_ = 0;
   } else {
     for (const WeightMatrix& m : mats) {
       device_.emplace_back(be, size_t(matrix_bytes(m)));

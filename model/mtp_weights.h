@@ -4,6 +4,12 @@
 // host-memory backend (packed as the backend multiplies fastest), uploaded for a GPU. It
 // stays resident while the target's layers stream: drafting reads no storage. Its norms
 // are among the model's vectors (PlacedWeights::vectors), already placed.
+//
+// Except, where asked (`experts_mapped`: a streamed mixture of experts), its expert
+// tensors, most of its bytes (64 of 65 parts at Qwen3.5-35B-A3B's shape): they stay
+// views of the file mapping, paged in by the experts a draft routes to and given back
+// to the page cache's reclaim when the draft does not run (--tree auto declining to
+// draft), so that their memory serves the target's expert cache instead.
 #include <cstdint>
 #include <vector>
 
@@ -18,7 +24,7 @@ namespace flashspec {
 class PlacedMtp {
  public:
   // `mapped`: w views a file mapping, whose pages of the layer are let go once copied.
-  PlacedMtp(const ModelWeights& w, const PlacedWeights& placed, Backend& be, bool mapped);
+  PlacedMtp(const ModelWeights& w, const PlacedWeights& placed, Backend& be, bool mapped, bool experts_mapped = false);
   PlacedMtp(const PlacedMtp&) = delete;
   PlacedMtp& operator=(const PlacedMtp&) = delete;
 
@@ -26,7 +32,7 @@ class PlacedMtp {
   // The file's head for MTP (llama.cpp's output_extra), or null: the model's head, placed
   // where the model keeps it (PlacedWeights::output).
   const WeightMatrix* own_head() const { return head_.data ? &head_ : nullptr; }
-  uint64_t bytes() const { return bytes_; }           // copied or uploaded here
+  uint64_t bytes() const { return bytes_; }           // copied or uploaded here (not the mapped experts)
 
  private:
   LayerWeights layer_;

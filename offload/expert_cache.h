@@ -100,6 +100,11 @@ class ExpertCache {
   // Experts of `layer` held in cache slots now.
   int64_t cached(int64_t layer) const { return int64_t(cached_[size_t(layer)].size()); }
   bool is_cached(int64_t layer, int32_t e) const;
+  // Whether a slot holds (layer, e) or is being read for it: a cache slot, a staging slot
+  // read for the running pass, or a guess read ahead.
+  bool in_slot(int64_t layer, int32_t e) const {
+    return layer >= 0 && layer < n_layers_ && e >= 0 && e < experts_ && where_[key(layer, e)] >= 0;
+  }
 
  private:
   enum class State : uint8_t { Empty, Reading, Ready };

@@ -360,6 +360,11 @@ int64_t WeightStream::cached_experts(int64_t layer) const {
   return experts_ ? experts_->cached(layer) : 0;
 }
 
+void WeightStream::held_experts(int64_t layer, std::span<uint8_t> held) const {
+  std::lock_guard lk(mu_);
+  for (size_t e = 0; e < held.size(); ++e) held[e] = experts_ && experts_->in_slot(layer, int32_t(e));
+}
+
 StreamCounters WeightStream::counters() const {
   StreamCounters c = totals();
   std::lock_guard lk(mu_);

@@ -98,6 +98,9 @@ class WeightStream {
   }
   // Experts of `layer` held in its cache slots now.
   int64_t cached_experts(int64_t layer) const;
+  // Per expert of `layer`: 1 where a slot holds it or it is being read (cached, read for
+  // this pass, or guessed ahead), so that routing to it starts no read.
+  void held_experts(int64_t layer, std::span<uint8_t> held) const;
 
   StreamCounters counters() const;
   // The same without the per-layer expert counts, for the callers that read the counters

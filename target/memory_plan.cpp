@@ -167,7 +167,10 @@ std::string draft_phrase(const MemoryPlan& p) {
       return "; draft file " + format_bytes(p.draft_bytes) +
              (p.draft_mapped_reason.empty() ? " in ram" : " mapped (" + p.draft_mapped_reason + ")");
     case DraftKind::Self: return "; self-draft " + format_bytes(p.draft_bytes) + " in ram";
-    case DraftKind::Mtp: return p.draft_bytes ? "; MTP layer " + format_bytes(p.draft_bytes) + " resident" : "";
+    case DraftKind::Mtp:
+      if (!p.draft_bytes) return "";
+      return "; MTP layer " + format_bytes(p.draft_bytes) + " resident" +
+             (p.mtp_experts_mapped ? ", its experts mapped" : "");
     case DraftKind::None:
     case DraftKind::Lookup: return "";
   }
@@ -182,8 +185,12 @@ MemoryPlan plan_memory(const GgufFile& f, const ModelConfig& c, const ModelWeigh
   p.gpu = r.gpu;
   p.ram_budget = o.ram_budget;
   p.draft = r.draft;
-  // The MTP layer drafts where the target computes: in host memory unless on a GPU.
-  p.draft_bytes = r.draft == DraftKind::Mtp ? (r.gpu ? 0 : w.mtp_bytes()) : r.draft_bytes;
+  // The MTP layer drafts where the target computes: in host memory unless on a GPU;
+  // beside a streamed target its experts stay mapped, their memory the expert cache's.
+  p.mtp_experts_mapped = r.draft == DraftKind::Mtp && !r.gpu && o.stream && w.mtp_expert_bytes() > 0;
+  p.draft_bytes = r.draft == DraftKind::Mtp
+                      ? (r.gpu ? 0 : w.mtp_bytes() - (p.mtp_experts_mapped ? w.mtp_expert_bytes() : 0))
+                      : r.draft_bytes;
   const std::vector<std::vector<TensorExtent>> extents = layer_extents(w);
   const int64_t n = int64_t(extents.size());
   size_layers(p, extents, w.experts_used());

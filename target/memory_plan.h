@@ -103,6 +103,9 @@ struct MemoryPlan {
   uint64_t draft_bytes = 0;           // the draft's weights in host memory, out of the budget
   // A draft file on the CPU: why it stays in its mapping (empty: copied into memory at load).
   std::string draft_mapped_reason;
+  // -d mtp on the CPU beside a streamed target: the MTP layer's experts stay in the file
+  // mapping, out of draft_bytes (model/mtp_weights.h).
+  bool mtp_experts_mapped = false;
   // With --stream: what the budget leaves a pass's activations after the draft and the
   // stream (at least the reserve kept for --tree auto, unless the minimum ring is over
   // the budget).

@@ -71,6 +71,10 @@ class StreamedLayers final : public LayerSource {
   size_t ready_among(int64_t layer, std::span<const int32_t> experts) override {
     return stream_.plan().experts ? stream_.ready_among(layer - first_, experts) : 0;
   }
+  void held_experts(int64_t layer, std::span<uint8_t> held) const override {
+    if (stream_.plan().experts && layer >= first_) stream_.held_experts(layer - first_, held);
+    else LayerSource::held_experts(layer, held);
+  }
   void done_with(int64_t layer, int32_t e) override {
     if (stream_.plan().experts) stream_.done_with(layer - first_, e);
   }

@@ -350,13 +350,14 @@ TEST_CASE("expert pass cost: one-row passes price a tree's pass by the bytes its
 
 TEST_CASE("moe switches: FLASHSPEC_MOE_OFF names the parts a benchmark switches off") {
   const MoeSwitches all = MoeSwitches::parse("");
-  CHECK((all.byte_pricing && all.sure_guesses && all.shared_cache && all.token_guess));
+  CHECK((all.byte_pricing && all.sure_guesses && all.shared_cache && all.token_guess && all.prune_rows));
   const MoeSwitches two = MoeSwitches::parse("guess,cache");
-  CHECK((two.byte_pricing && !two.sure_guesses && !two.shared_cache && two.token_guess));
+  CHECK((two.byte_pricing && !two.sure_guesses && !two.shared_cache && two.token_guess && two.prune_rows));
   CHECK(!MoeSwitches::parse("pricing").byte_pricing);
   CHECK(!MoeSwitches::parse("tokens").token_guess);
+  CHECK(!MoeSwitches::parse("prune").prune_rows);
   CHECK_THROWS_WITH(MoeSwitches::parse("pricing,readahead"),
-                    doctest::Contains("unknown part 'readahead' (pricing, guess, cache, tokens)"));
+                    doctest::Contains("unknown part 'readahead' (pricing, guess, cache, tokens, prune)"));
 }
 
 TEST_CASE("expert union: one row is its own experts, and the growth with rows is learnt from passes") {

@@ -257,6 +257,20 @@ TEST_CASE("MTP: inspect shows the layer and its bytes, outside the layers a pass
   CHECK(j.at("placement").at("draft").at("bytes") == bytes);
   CHECK(j.at("placement").at("layers").size() == 8);       // the main layers alone
   CHECK(j.at("placement").at("stream").at("layers").size() == 8);  // the MTP block is never streamed
+
+  // Beside a streamed mixture of experts the layer's experts stay in the file mapping: the
+  // budget holds the rest of it (model/mtp_weights.h).
+  const std::string moe = mtp_fixture_path("trained-qwen35moe");
+  const nlohmann::json streamed = nlohmann::json::parse(
+      run_cli({"inspect", moe, "--json", "-d", "mtp", "--stream", "--ram-budget", "0"}).out);
+  const uint64_t whole = streamed.at("mtp").at("resident_bytes").get<uint64_t>();
+  const uint64_t held = streamed.at("placement").at("draft").at("bytes").get<uint64_t>();
+  CHECK(held > 0);
+  CHECK(held * 2 < whole);  // its 64 experts are most of it
+  CHECK(run_cli({"inspect", moe, "-d", "mtp", "--stream", "--ram-budget", "0"}).out.find("its experts mapped") !=
+        std::string::npos);
+  const nlohmann::json resident = nlohmann::json::parse(run_cli({"inspect", moe, "--json", "-d", "mtp"}).out);
+  CHECK(resident.at("placement").at("draft").at("bytes") == whole);  // not streamed: all of it copied
 }
 
 TEST_CASE("MTP: -d mtp without an MTP layer, or a layer with a tensor missing or misshapen, is one error line") {
