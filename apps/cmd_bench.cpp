@@ -3,7 +3,8 @@
 // storage bandwidths (--io-bw R,..); for each (temperature, bandwidth) it also runs the
 // target alone, the reference of every speedup. Repetitions are interleaved: repetition r
 // runs every configuration in turn (A B C A B C ...) so that drift of the machine (a
-// loaded or cooling CPU) spreads over all of them; each (repetition, configuration) gets a
+// loaded or cooling CPU) spreads over all of them (--interleave: prompt by prompt, every
+// configuration's engine loaded at once); each (repetition, configuration) gets a
 // fresh Engine and an untimed warm-up generation, then runs the prompt set (repetition r
 // samples with seed + r). Prompts come from our JSON lines, Spec-Bench's questions
 // (rendered with the target's chat template) or plain text lines (apps/bench_prompts.h).
@@ -70,6 +71,7 @@ struct BenchArgs {
   bool target_only = false;  // --target-only: no chains, no trees
   std::vector<std::string> drafts;  // -d, once per draft compared (model paths, "lookup", self:TYPE)
   std::vector<int64_t> parallel;  // sequences in flight to sweep (empty: one session per prompt, in turn)
+  bool interleave = false;  // every configuration prompt by prompt, their engines all loaded
 };
 
 // ---- sweep ---------------------------------------------------------------------------
@@ -392,31 +394,53 @@ struct Sweep {
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
 };
 
-// Repetition `rep` of one configuration: a fresh engine, an untimed warm-up (thread pool,
-// page cache, first-touch allocations, the CPU's clock), then the prompt set. `row` is
-// made on the first repetition.
-void run_rep(Sweep& sw, const Config& c, int64_t rep, std::optional<BenchRow>& row) {
+// Repetition `rep` of one configuration under way: a fresh engine after an untimed warm-up
+// (thread pool, page cache, first-touch allocations, the CPU's clock), the request its
+// prompts are generated with, and its totals so far.
+struct RepRun {
+  std::unique_ptr<Engine> engine;
+  TurnRequest opt;
+  RepTotals totals;
+  std::string what;  // its progress label
+};
+
+// Starts repetition `rep` of `c`; `row` is made on the first repetition.
+RepRun start_rep(Sweep& sw, const Config& c, int64_t rep, std::optional<BenchRow>& row) {
   const BenchArgs& a = sw.args;
-  Engine engine(engine_options(a, c));
+  RepRun r{std::make_unique<Engine>(engine_options(a, c)), turn_request(a.run, a.run.n_predict), {}, {}};
+  Engine& engine = *r.engine;
   if (sw.tokens.empty()) sw.tokens = tokenize_prompts(engine, sw.prompts);
   if (sw.meta.backend.empty()) sw.meta.backend = engine.backend().name();
-  TurnRequest opt = turn_request(a.run, a.run.n_predict);
-  opt.sampling.temperature = float(c.temp);
-  opt.sampling.seed = a.run.sampling.seed + uint64_t(rep);  // new samples each repetition when T > 0
+  r.opt.sampling.temperature = float(c.temp);
+  r.opt.sampling.seed = a.run.sampling.seed + uint64_t(rep);  // new samples each repetition when T > 0
   {
-    TurnRequest w = opt;
-    w.max_tokens = std::min<int64_t>(opt.max_tokens, 16);
+    TurnRequest w = r.opt;
+    w.max_tokens = std::min<int64_t>(r.opt.max_tokens, 16);
     engine.generate(sw.tokens.front(), w);
   }
-  if (!row) row = row_for(c, engine, opt.max_tokens, sw.prompts);
+  if (!row) row = row_for(c, engine, r.opt.max_tokens, sw.prompts);
   row->rep_started_s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - sw.start).count());
-  const std::string what = row->config + (c.parallel > 0 ? " x" + std::to_string(c.parallel) : "") +
-                           " T=" + format_number("%g", c.temp) + " " + row->placement_label() +
-                           (a.reps > 1 ? " rep " + std::to_string(rep + 1) + "/" + std::to_string(a.reps) : "");
+  r.what = row->config + (c.parallel > 0 ? " x" + std::to_string(c.parallel) : "") + " T=" +
+           format_number("%g", c.temp) + " " + row->placement_label() +
+           (a.reps > 1 ? " rep " + std::to_string(rep + 1) + "/" + std::to_string(a.reps) : "");
+  return r;
+}
+
+// Prompt i in one fresh session, as `generate` runs it; --tree auto starts each from what
+// the engine learnt on the prompts before it, as a server's session does across turns.
+void run_prompt(Sweep& sw, RepRun& r, BenchRow& row, size_t i) {
+  sw.progress.step(r.what);
+  add_generation(row, i, r.totals, r.engine->generate(sw.tokens[i], r.opt).stats);
+}
+
+// Repetition `rep` of one configuration, the prompt set in turn (or all at once with
+// --parallel).
+void run_rep(Sweep& sw, const Config& c, int64_t rep, std::optional<BenchRow>& row) {
+  RepRun r = start_rep(sw, c, rep, row);
   if (c.parallel > 0) {
-    sw.progress.step(what);
+    sw.progress.step(r.what);
     std::vector<std::vector<int32_t>> got;
-    run_batched(engine, c.parallel, sw.tokens, opt, *row, got);
+    run_batched(*r.engine, c.parallel, sw.tokens, r.opt, *row, got);
     if (rep > 0 || c.temp != 0) return;
     const std::string key = c.label() + " " + c.io_bw;
     if (c.parallel == 1) sw.answers[key] = got;
@@ -426,14 +450,20 @@ void run_rep(Sweep& sw, const Config& c, int64_t rep, std::optional<BenchRow>& r
                    row->config.c_str(), (long long)c.parallel);
     return;
   }
-  // One fresh session per prompt, as `generate` does; --tree auto starts each from what the
-  // engine learnt on the prompts before it, as a server's session does across turns.
-  RepTotals totals;
-  for (size_t i = 0; i < sw.tokens.size(); ++i) {
-    sw.progress.step(what);
-    add_generation(*row, i, totals, engine.generate(sw.tokens[i], opt).stats);
-  }
-  close_rep(*row, totals, totals.tokens_per_s());
+  for (size_t i = 0; i < sw.tokens.size(); ++i) run_prompt(sw, r, *row, i);
+  close_rep(*row, r.totals, r.totals.tokens_per_s());
+}
+
+// --interleave: repetition `rep` of every configuration at once, prompt by prompt (prompt
+// 1 in A, B, C, then prompt 2 ...), so that the storage's and the CPU's drift lands on
+// every configuration alike, prompt by prompt and so category by category.
+void run_rep_interleaved(Sweep& sw, const std::vector<Config>& configs, int64_t rep,
+                         std::vector<std::optional<BenchRow>>& made) {
+  std::vector<RepRun> runs;
+  for (size_t ci = 0; ci < configs.size(); ++ci) runs.push_back(start_rep(sw, configs[ci], rep, made[ci]));
+  for (size_t i = 0; i < sw.tokens.size(); ++i)
+    for (size_t ci = 0; ci < configs.size(); ++ci) run_prompt(sw, runs[ci], *made[ci], i);
+  for (size_t ci = 0; ci < configs.size(); ++ci) close_rep(*made[ci], runs[ci].totals, runs[ci].totals.tokens_per_s());
 }
 
 int run_bench(const BenchArgs& a) {
@@ -448,11 +478,13 @@ int run_bench(const BenchArgs& a) {
   Sweep sw{a, prompts, {}, sweep_meta(a, prompts_file, prompts.size()),
            Progress(int64_t(configs.size()) * a.reps * (a.parallel.empty() ? int64_t(prompts.size()) : 1))};
   std::vector<std::optional<BenchRow>> made(configs.size());
-  for (int64_t rep = 0; rep < a.reps; ++rep)
+  for (int64_t rep = 0; rep < a.reps; ++rep) {
+    if (a.interleave) run_rep_interleaved(sw, configs, rep, made);
     for (size_t ci = 0; ci < configs.size(); ++ci) {
-      run_rep(sw, configs[ci], rep, made[ci]);
+      if (!a.interleave) run_rep(sw, configs[ci], rep, made[ci]);
       if (rep + 1 == a.reps) sw.progress.config_done(ci + 1, configs.size(), *made[ci]);
     }
+  }
   std::vector<BenchRow> rows;
   for (std::optional<BenchRow>& r : made) rows.push_back(std::move(*r));
   finish_rows(rows);
@@ -524,6 +556,11 @@ Action register_bench(CLI::App& app) {
                   "sequence's full context)")
       ->transform(size_value());
   sub->add_flag("--target-only", args->target_only, "the target alone, no draft (the same as --chain none --tree none)");
+  sub->add_flag("--interleave", args->interleave,
+                "run the configurations prompt by prompt (prompt 1 in each, then prompt 2, ...) rather than one "
+                "prompt set after another, so that drift of the storage or the CPU spreads over all of them; every "
+                "configuration's engine is loaded at once (their memory adds up)")
+      ->excludes("--parallel");
   sub->add_option("--prompts", args->prompts_path,
                   "prompts file: one prompt per line, JSON lines with a \"prompt\" field, or Spec-Bench's questions "
                   "(\"turns\", \"category\": the first turn in the target's chat template) (default: the shipped set)");

@@ -692,3 +692,24 @@ TEST_CASE("bench: bad -r values are refused before anything runs") {
   CHECK(missing.exit_code == 2);
   CHECK(std::count(missing.err.begin(), missing.err.end(), '\n') == 1);
 }
+
+TEST_CASE("bench: --interleave runs the configurations prompt by prompt, with the same results as in turn") {
+  TempDir dir;
+  const std::vector<std::string> sweep{"--chain", "none", "--tree", "4"};  // target, tree-4: greedy, deterministic
+  std::vector<std::string> interleaved = sweep;
+  interleaved.push_back("--interleave");
+  const std::vector<nlohmann::json> a = run_small_bench(dir.path + "/a", 8, 3, sweep, 2).rows;
+  const std::vector<nlohmann::json> b = run_small_bench(dir.path + "/b", 8, 3, interleaved, 2).rows;
+  for (size_t c = 0; c < 2; ++c) {
+    CAPTURE(c);
+    CHECK(a[c].at("config") == b[c].at("config"));
+    REQUIRE(b[c].at("per_prompt").size() == 3);
+    for (size_t p = 0; p < 3; ++p)
+      for (const char* k : {"generated", "drafted", "accepted"})
+        CHECK(a[c].at("per_prompt")[p].at(k) == b[c].at("per_prompt")[p].at(k));
+    CHECK(b[c].at("reps").get<int64_t>() == 1);
+  }
+  const CliResult bad = run_cli(small_bench(dir.path + "/c", 8, 2, {"--interleave", "--parallel", "2"}));
+  CHECK(bad.exit_code != 0);
+  CHECK(bad.err.find("--interleave") != std::string::npos);
+}
