@@ -455,14 +455,19 @@ void run_rep(Sweep& sw, const Config& c, int64_t rep, std::optional<BenchRow>& r
 }
 
 // --interleave: repetition `rep` of every configuration at once, prompt by prompt (prompt
-// 1 in A, B, C, then prompt 2 ...), so that the storage's and the CPU's drift lands on
-// every configuration alike, prompt by prompt and so category by category.
+// 1 in A, B, C, then prompt 2 in B, C, A, ...), so that the storage's and the CPU's drift
+// lands on every configuration alike, prompt by prompt and so category by category. The
+// order turns with each prompt: whoever runs a prompt second reads much of what the first
+// just read, and a storage with a cache of its own (a cloud disk's) serves that faster.
 void run_rep_interleaved(Sweep& sw, const std::vector<Config>& configs, int64_t rep,
                          std::vector<std::optional<BenchRow>>& made) {
   std::vector<RepRun> runs;
   for (size_t ci = 0; ci < configs.size(); ++ci) runs.push_back(start_rep(sw, configs[ci], rep, made[ci]));
   for (size_t i = 0; i < sw.tokens.size(); ++i)
-    for (size_t ci = 0; ci < configs.size(); ++ci) run_prompt(sw, runs[ci], *made[ci], i);
+    for (size_t k = 0; k < configs.size(); ++k) {
+      const size_t ci = (i + k) % configs.size();
+      run_prompt(sw, runs[ci], *made[ci], i);
+    }
   for (size_t ci = 0; ci < configs.size(); ++ci) close_rep(*made[ci], runs[ci].totals, runs[ci].totals.tokens_per_s());
 }
 
