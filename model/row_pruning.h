@@ -57,9 +57,9 @@ class RowPruning {
   std::vector<int32_t> root_of_;
   std::vector<std::vector<int32_t>> below_;
   std::vector<uint8_t> pruned_;
-  std::vector<double> misses_;   // per row: its own misses summed over the layers weighed
-  std::vector<int64_t> weighed_; // per row: layers it was weighed at
-  std::vector<uint8_t> taken_;  // scratch: per expert, routed to by a row weighed and kept
+  std::vector<double> misses_;    // per row: its own misses summed over the layers weighed
+  std::vector<int64_t> weighed_;  // per row: layers it was weighed at
+  std::vector<uint8_t> taken_;    // scratch: per expert, routed to by a row weighed and kept
 };
 
 }  // namespace flashspec
