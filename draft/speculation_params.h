@@ -78,6 +78,9 @@ struct SpeculationParams {
   // --tree auto over streamed experts: stop verifying the rows whose own expert reads cost
   // more than they are worth (model/row_pruning.h; off only to measure what that is worth).
   bool prune_rows = true;
+  // --tree auto over streamed experts: order and price the candidate rows by a forecast of
+  // the experts each reads (model/read_forecast.h; off only to measure what that is worth).
+  bool shape_by_forecast = true;
 
   bool chain() const { return mode == Mode::Chain; }
   bool auto_budget() const { return mode == Mode::Auto; }

@@ -15,12 +15,14 @@ constexpr int64_t kSettlingPasses = 16;  // passes while cheap growth is free
 constexpr int64_t kFirstProbeGap = 8;  // passes without drafting before the first probe, at least
 constexpr double kProbeShare = 0.02;   // probes may cost this fraction of the time not drafting
 constexpr double kNever = 1e12;        // passes to the next probe when none may be afforded
+constexpr size_t kForecastNodes = 64;  // candidates the forecast orders, the likeliest
 constexpr double kDearDraft = 0.5;     // drafting one node costs this share of a one-row pass: start without
 }  // namespace
 
-BudgetPolicy::BudgetPolicy(int64_t max_budget, double draft_cost_ratio, ExpertShape experts, bool price_by_bytes)
+BudgetPolicy::BudgetPolicy(int64_t max_budget, double draft_cost_ratio, ExpertShape experts, bool price_by_bytes,
+                           bool shape_by_forecast)
     : draft_cost_ratio_(draft_cost_ratio), union_(experts), price_by_bytes_(price_by_bytes),
-      probe_gap_(kFirstProbeGap) {
+      shape_by_forecast_(shape_by_forecast), probe_gap_(kFirstProbeGap) {
   // No speculation, then powers of two and the midpoints 1.5 x 2^k: fine enough to land
   // near the point where compute starts to exceed the I/O floor. From 16 on, one node
   // less, so that a pass (its root row included) fills whole tiles of 16 rows: the AMX
@@ -197,14 +199,10 @@ BudgetPolicy::Choice BudgetPolicy::choose(const TokenTree& candidates, double dr
 
 std::vector<BudgetPolicy::Choice> BudgetPolicy::choose_many(const std::vector<TokenTree>& candidates,
                                                             int64_t other_rows, double drafted_ms,
-                                                            const std::vector<int64_t>& max_nodes) {
+                                                            const std::vector<int64_t>& max_nodes,
+                                                            ReadForecast* forecast) {
   // Every tree's candidates, likeliest first: each tree's own ranking keeps its parents
   // first, and a stable merge by probability keeps that.
-  struct Node {
-    double p;
-    size_t tree;
-    int32_t id;
-  };
   std::vector<Node> all;
   int64_t draft_nodes = 0;
   for (size_t t = 0; t < candidates.size(); ++t) {
@@ -218,9 +216,20 @@ std::vector<BudgetPolicy::Choice> BudgetPolicy::choose_many(const std::vector<To
   }
   std::stable_sort(all.begin(), all.end(), [](const Node& a, const Node& b) { return a.p > b.p; });
   const bool probing = best_ == 0 && draft_nodes > 0;
-
   // Rows of the pass: the other rows, each tree's root, and the candidates taken.
   const int64_t roots = int64_t(candidates.size()), fixed = other_rows + roots;
+  // Streamed experts: the candidates in order of tokens per forecast millisecond, each
+  // budget priced by its forecast (prefill rows beside them are not forecast).
+  chosen_forecast_.reset();
+  std::vector<ReadForecast::Experts> forecast_at;
+  if (forecast && shape_by_forecast_ && price_by_bytes_ && expert_cost_.ready() && other_rows == 0)
+    forecast_at = order_by_forecast(all, candidates, *forecast);
+  const auto pass_ms = [&](int64_t b) {  // b candidates beside the roots
+    if (forecast_at.empty()) return verify_ms(fixed - 1 + b);
+    const ReadForecast::Experts& f = forecast_at[size_t(b)];
+    return expert_cost_.forecast_pass_ms(f.routed, f.reads);
+  };
+
   size_t verify = 0;
   double verify_rate = -1, tokens = double(roots);
   std::vector<double> tokens_at(budgets_.size(), tokens);
@@ -228,7 +237,7 @@ std::vector<BudgetPolicy::Choice> BudgetPolicy::choose_many(const std::vector<To
   for (size_t i = 0; i < budgets_.size() && budgets_[i] <= int64_t(all.size()); ++i) {
     for (; counted < budgets_[i]; ++counted) tokens += all[size_t(counted)].p;
     tokens_at[i] = tokens;
-    const double rate = tokens / std::max(verify_ms(fixed - 1 + budgets_[i]) + drafted_ms, 1e-6);
+    const double rate = tokens / std::max(pass_ms(budgets_[i]) + drafted_ms, 1e-6);
     if (rate > verify_rate) verify_rate = rate, verify = i;
   }
   // The steady choice, which sets the next horizon: drafting priced in.
@@ -256,9 +265,52 @@ std::vector<BudgetPolicy::Choice> BudgetPolicy::choose_many(const std::vector<To
   }
   for (Choice& c : out) {
     std::sort(c.nodes.begin(), c.nodes.end());
-    c.predicted_ms = verify_ms(fixed - 1 + b) + drafted_ms;  // the whole pass's
+    c.predicted_ms = pass_ms(b) + drafted_ms;  // the whole pass's
   }
+  if (!forecast_at.empty()) chosen_forecast_ = forecast_at[size_t(b)];
   return out;
+}
+
+std::vector<ReadForecast::Experts> BudgetPolicy::order_by_forecast(std::vector<Node>& all,
+                                                                   const std::vector<TokenTree>& candidates,
+                                                                   ReadForecast& forecast) const {
+  std::vector<ReadForecast::Experts> at;
+  for (const TokenTree& t : candidates) forecast.add(t.tokens[0]);
+  at.push_back(forecast.total());
+  // Greedy, a node at a time among those whose parent is in: quadratic in the nodes, so
+  // only the likeliest are weighed (more would make a pass no budget of a streamed
+  // mixture of experts pays for).
+  const size_t n = std::min(all.size(), kForecastNodes);
+  std::vector<std::vector<uint8_t>> in(candidates.size());
+  for (size_t t = 0; t < candidates.size(); ++t) in[t].assign(size_t(candidates[t].size()), 0), in[t][0] = 1;
+  std::vector<uint8_t> taken(n, 0);
+  std::vector<Node> ordered;
+  while (ordered.size() < n) {
+    size_t best = n;
+    double best_score = -1;
+    for (size_t i = 0; i < n; ++i) {
+      const Node& c = all[i];
+      const TokenTree& t = candidates[c.tree];
+      if (taken[i] || !in[c.tree][size_t(t.parent[size_t(c.id)])]) continue;
+      const ReadForecast::Experts a = forecast.added_by(t.tokens[size_t(c.id)]);
+      const double score = c.p / std::max(expert_cost_.forecast_row_ms(a.routed, a.reads), 1e-3);
+      if (score > best_score) best_score = score, best = i;
+    }
+    const Node& c = all[best];
+    taken[best] = 1;
+    in[c.tree][size_t(c.id)] = 1;
+    forecast.add(candidates[c.tree].tokens[size_t(c.id)]);
+    at.push_back(forecast.total());
+    ordered.push_back(c);
+  }
+  all = std::move(ordered);
+  return at;
+}
+
+void BudgetPolicy::observe_expert_pass(const ExpertPassTimes& p) {
+  expert_cost_.observe(p);
+  if (chosen_forecast_ && !p.prefill) expert_cost_.observe_forecast(chosen_forecast_->routed, chosen_forecast_->reads, p);
+  chosen_forecast_.reset();
 }
 
 void BudgetPolicy::observe(const TokenTree& verified, const std::vector<int32_t>& path, double target_ms,

@@ -27,6 +27,13 @@
 //    union's share the expert cache misses, at the storage's rate, against the compute
 //    of the union, every budget priced from every pass (one-row passes included) rather
 //    than from its own few noisy measurements;
+//    Where the target streams its experts, the candidates themselves are priced too: a
+//    forecast from each row's token of the experts it will route to and read, given what
+//    the cache holds (model/read_forecast.h), orders them by expected tokens per
+//    millisecond of the compute and reads each adds to the rows before it, so that of two
+//    equally likely branches the one sharing the root's or cached experts comes first,
+//    and each budget along that order is priced by its forecast reads (scaled by what
+//    past forecasts came to);
 //  - drafting: the draft time a pass waited for, against the draft nodes it grew (a line
 //    through the passes that drafted); nothing for a pass that does not draft.
 // Budget b verifies the b likeliest candidates (an ancestor-closed set: no node is likelier
@@ -45,6 +52,7 @@
 // target), drafting, once off, stays off.
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "core/token_tree.h"
@@ -52,6 +60,7 @@
 #include "engine/expert_pass_cost.h"
 #include "engine/expert_union.h"
 #include "engine/running_fit.h"
+#include "model/read_forecast.h"
 
 namespace flashspec {
 
@@ -63,8 +72,10 @@ class BudgetPolicy {
   // `experts`: the target's routing when it is a mixture of experts.
   // `price_by_bytes`: price a mixture of experts' passes by the bytes their experts read
   // (engine/expert_pass_cost.h) once a pass has been measured, not by a time per expert.
+  // `shape_by_forecast`: with a forecast (choose_many), order and price the candidates by
+  // their forecast expert reads, not by probability alone.
   explicit BudgetPolicy(int64_t max_budget, double draft_cost_ratio = 0.0, ExpertShape experts = {},
-                        bool price_by_bytes = true);
+                        bool price_by_bytes = true, bool shape_by_forecast = true);
 
   int64_t passes() const { return passes_; }  // observed so far
 
@@ -85,9 +96,10 @@ class BudgetPolicy {
   // beside `other_rows` rows that are not trees (prefill chunks): one budget for the
   // whole pass, given to the likeliest candidates of all trees, the best rate of expected
   // tokens over the pass's time. One choice per tree, of at most max_nodes[t] nodes for
-  // tree t (empty: no limit).
+  // tree t (empty: no limit). `forecast`: the target's forecast of the rows' experts,
+  // none added yet (only a mixture of experts streaming them has one).
   std::vector<Choice> choose_many(const std::vector<TokenTree>& candidates, int64_t other_rows, double drafted_ms,
-                                  const std::vector<int64_t>& max_nodes = {});
+                                  const std::vector<int64_t>& max_nodes = {}, ReadForecast* forecast = nullptr);
 
   // A verified tree, the node ids of its accepted path and the pass's times: the target
   // pass, the part of it spent waiting for streamed weights, and the drafting the pass
@@ -102,8 +114,9 @@ class BudgetPolicy {
   void observe_pass(int64_t rows, double target_ms, double io_wait_ms, int64_t routed_experts = 0);
   // A target pass that is not a tree (prefill): a cost point for `rows` rows.
   void observe_cost(int64_t rows, double target_ms, double io_wait_ms, int64_t routed_experts = 0);
-  // A mixture-of-experts pass's experts and their reads (every pass, prefill included).
-  void observe_expert_pass(const ExpertPassTimes& p) { expert_cost_.observe(p); }
+  // A mixture-of-experts pass's experts and their reads (every pass, prefill included);
+  // a pass chosen by forecast also tells what its forecast came to.
+  void observe_expert_pass(const ExpertPassTimes& p);
   // The storage's time for one pass's streamed weights, as measured by the stream during
   // a pass (ReadProgress::pass_storage_ms): the I/O floor. Never called for a resident target.
   void observe_storage(double ms);
@@ -132,6 +145,16 @@ class BudgetPolicy {
   int64_t draft_horizon_probe() const;  // how much a probe drafts
   // Candidate ids sorted likeliest first (parents before children on ties).
   std::vector<int32_t> ranked(const TokenTree& t, const std::vector<double>& p) const;
+  struct Node {
+    double p;
+    size_t tree;
+    int32_t id;
+  };
+  // `all` (likeliest first, closed under parents per tree) reordered by expected tokens
+  // per forecast millisecond, after the roots' rows, each node after its parent; returns
+  // the forecast's totals with the roots and then after each node.
+  std::vector<ReadForecast::Experts> order_by_forecast(std::vector<Node>& all, const std::vector<TokenTree>& candidates,
+                                                       ReadForecast& forecast) const;
   // Remembers what the draft's nodes of `t` (ranked as `order`) are worth at each budget,
   // for the steady rates; returns how many draft nodes it has.
   int64_t record_draft_tokens(const TokenTree& t, const std::vector<double>& p, const std::vector<int32_t>& order);
@@ -151,8 +174,9 @@ class BudgetPolicy {
   ExpertUnion union_;
   MovingAverage ms_per_expert_;          // mixture of experts: tree passes' time per routed expert
   MovingAverage prefill_ms_per_expert_;  // the same from every pass, for before a tree pass is timed
-  bool price_by_bytes_;
+  bool price_by_bytes_, shape_by_forecast_;
   ExpertPassCost expert_cost_;  // mixture of experts: a pass's price from its experts' bytes
+  std::optional<ReadForecast::Experts> chosen_forecast_;  // the pass being run's, when forecast
   int64_t passes_ = 0;
   int64_t best_ = 1;           // the budget with the best steady rate (draft nodes), last pass
   int64_t next_explore_ = 6;   // pass count of the next neighbour exploration

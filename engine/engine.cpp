@@ -114,6 +114,7 @@ Engine::Engine(const EngineOptions& o) : opt_(o) {
     policy_ = resolve_speculation(o.speculation, o, draft_share(self_bytes), mtp);
     policy_->price_experts_by_bytes = o.moe.byte_pricing;
     policy_->prune_rows = o.moe.prune_rows;
+    policy_->shape_by_forecast = o.moe.shape_by_forecast;
   }
   plan_ = plan_memory(target_->file(), target_->config(), target_->weights(), plan_request(self_bytes));
   place_target_layers();

@@ -11,6 +11,7 @@ void ExpertPassCost::observe(const ExpertPassTimes& p) {
   if (p.storage_ms_per_byte > 0) ms_per_byte_.add(p.storage_ms_per_byte);
   if (p.prefill) return;
   read_share_.add(double(p.read_bytes) / double(p.routed));
+  if (p.reads > 0) bytes_per_read_.add(double(p.read_bytes) / double(p.reads));
   const double read_ms = double(p.read_bytes) * ms_per_byte_.value;
   overlap_loss_.add(p.target_ms - std::max(read_ms, compute_ms));
 }
@@ -19,6 +20,23 @@ double ExpertPassCost::pass_ms(double routed) const {
   const double compute_ms = compute_.at(routed);
   const double read_ms = read_bytes(routed) * ms_per_byte_.value;
   return std::max(compute_ms, std::max(read_ms, compute_ms) + overlap_loss_.value);
+}
+
+double ExpertPassCost::forecast_pass_ms(double routed, double reads) const {
+  if (!bytes_per_read_.n || !reads_scale_.n) return pass_ms(routed);
+  routed *= routed_scale_.value;
+  const double compute_ms = compute_.at(routed), reading_ms = read_ms(reads * reads_scale_.value);
+  return std::max(compute_ms, std::max(reading_ms, compute_ms) + overlap_loss_.value);
+}
+
+double ExpertPassCost::forecast_row_ms(double routed, double reads) const {
+  const double scale_r = routed_scale_.n ? routed_scale_.value : 1.0, scale_w = reads_scale_.n ? reads_scale_.value : 1.0;
+  return compute_.slope() * routed * scale_r + read_ms(reads * scale_w);
+}
+
+void ExpertPassCost::observe_forecast(double routed, double reads, const ExpertPassTimes& measured) {
+  if (routed > 0 && measured.routed > 0) routed_scale_.add(double(measured.routed) / routed);
+  if (reads > 0) reads_scale_.add(double(measured.reads) / reads);
 }
 
 }  // namespace flashspec

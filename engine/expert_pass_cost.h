@@ -28,6 +28,7 @@ struct ExpertPassTimes {
   int64_t routed = 0, read_bytes = 0;
   double storage_ms_per_byte = 0;
   bool prefill = false;  // a prompt's pass: it reads nearly every expert, unlike decoding
+  int64_t reads = 0;      // of the experts routed to, those read from storage (cache misses)
 };
 
 class ExpertPassCost {
@@ -40,11 +41,24 @@ class ExpertPassCost {
   // Expected expert bytes a pass routing to `routed` experts reads.
   double read_bytes(double routed) const { return routed * read_share_.value; }
 
+  // The same from a forecast of the pass's experts (model/read_forecast.h): `routed`
+  // experts, `reads` of them from storage, each forecast scaled by what the forecasts of
+  // the passes run so far came to. Before a forecast pass has been measured: pass_ms().
+  double forecast_pass_ms(double routed, double reads) const;
+  // Milliseconds `routed` more experts, `reads` of them read, add to a pass: the compute
+  // line's slope and the storage's time per read (the compute never overlaps it all).
+  double forecast_row_ms(double routed, double reads) const;
+  // A pass that was forecast to route to `routed` experts and read `reads`, as measured.
+  void observe_forecast(double routed, double reads, const ExpertPassTimes& measured);
+
  private:
   MovingAverage read_share_;    // expert bytes read per expert routed to: the cache's misses
   MovingAverage ms_per_byte_;   // storage busy time per byte read
   MovingAverage overlap_loss_;  // pass time over the longer of its read and its compute
   LineFit compute_;             // compute ms against experts routed to
+  MovingAverage bytes_per_read_;  // expert bytes landed per expert read (wrong guesses' included)
+  MovingAverage routed_scale_, reads_scale_;  // measured over forecast
+  double read_ms(double reads) const { return reads * bytes_per_read_.value * ms_per_byte_.value; }
 };
 
 }  // namespace flashspec

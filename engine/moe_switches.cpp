@@ -22,8 +22,10 @@ MoeSwitches MoeSwitches::parse(std::string_view off) {
       s.token_guess = false;
     else if (part == "prune")
       s.prune_rows = false;
+    else if (part == "shape")
+      s.shape_by_forecast = false;
     else if (!part.empty())
-      throw Error("FLASHSPEC_MOE_OFF: unknown part '" + std::string(part) + "' (pricing, guess, cache, tokens, prune)");
+      throw Error("FLASHSPEC_MOE_OFF: unknown part '" + std::string(part) + "' (pricing, guess, cache, tokens, prune, shape)");
     off = comma == std::string_view::npos ? std::string_view{} : off.substr(comma + 1);
   }
   return s;

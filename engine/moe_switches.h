@@ -1,6 +1,6 @@
 #pragma once
 // The parts of a streamed mixture of experts' speculation that a benchmark switches off
-// one at a time to measure what each is worth: FLASHSPEC_MOE_OFF=pricing,guess,cache,tokens,prune
+// one at a time to measure what each is worth: FLASHSPEC_MOE_OFF=pricing,guess,cache,tokens,prune,shape
 // (comma-separated; empty or unset: all on).
 //  - pricing: --tree auto prices a pass by the experts' bytes it is expected to read
 //    (engine/budget_policy.h), not by the experts it routes to;
@@ -11,7 +11,9 @@
 //  - tokens: the first expert layer's experts are read ahead from what the pass's tokens
 //    routed to before, as soon as the pass starts (model/token_routes.h);
 //  - prune: --tree auto's passes stop verifying the rows whose own expert reads cost more
-//    than they are worth (model/row_pruning.h).
+//    than they are worth (model/row_pruning.h);
+//  - shape: --tree auto orders and prices its candidate rows by a forecast of the experts
+//    each would read (model/read_forecast.h), not by probability alone under a union model.
 #include <string_view>
 
 namespace flashspec {
@@ -22,6 +24,7 @@ struct MoeSwitches {
   bool shared_cache = true;
   bool token_guess = true;
   bool prune_rows = true;
+  bool shape_by_forecast = true;
 
   // From FLASHSPEC_MOE_OFF; Error naming an unknown part.
   static MoeSwitches from_environment();

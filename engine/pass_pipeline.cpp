@@ -83,7 +83,7 @@ PassPipeline::PassPipeline(Model& target, Model* draft, std::optional<Speculatio
                                       : 0.0;
   const ModelConfig& c = target.config();
   auto_budget_.emplace(policy_->node_budget, ratio, ExpertShape{c.n_layers, c.n_experts, c.n_experts_used},
-                       policy_->price_experts_by_bytes);
+                       policy_->price_experts_by_bytes, policy_->shape_by_forecast);
 }
 
 void PassPipeline::equip(SequenceRun& s, int64_t rows, bool pre_grow) const {
@@ -197,7 +197,9 @@ void PassPipeline::choose(const std::vector<SequenceRun*>& decode, int64_t other
     cands.push_back(s->tree);  // the candidates, less those a constraint pruned
     room.push_back(s->cache->capacity() - s->cache->committed() - 1);
   }
-  const std::vector<BudgetPolicy::Choice> choices = auto_budget_->choose_many(cands, other_rows, drafted_ms, room);
+  std::optional<ReadForecast> forecast = target_.read_forecast();
+  const std::vector<BudgetPolicy::Choice> choices =
+      auto_budget_->choose_many(cands, other_rows, drafted_ms, room, forecast ? &*forecast : nullptr);
   for (size_t i = 0; i < decode.size(); ++i) {
     SequenceRun& s = *decode[i];
     // Node ids chosen are the pruned tree's; picked keeps candidate ids (the drafter's).
@@ -454,7 +456,8 @@ void PassPipeline::observe(const std::vector<SequenceRun*>& decode, int64_t rows
   auto_budget_->observe_storage(t.storage_ms);
   if (t.experts.routed > 0)
     auto_budget_->observe_expert_pass(
-        {t.target_ms, t.io_wait_ms, t.experts.routed, t.experts.read_bytes, t.storage_ms_per_byte, decode.empty()});
+        {t.target_ms, t.io_wait_ms, t.experts.routed, t.experts.read_bytes, t.storage_ms_per_byte, decode.empty(),
+         t.experts.read});
 }
 
 }  // namespace flashspec

@@ -9,13 +9,16 @@ namespace flashspec {
 struct LineFit {
   double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
   void add(double x, double y) { n += 1, sx += x, sy += y, sxx += x * x, sxy += x * y; }
-  double at(double x) const {
+  double slope() const {
     if (n == 0) return 0.0;
     const double den = n * sxx - sx * sx;
     // One distinct x: no slope to be learnt yet; assume y proportional to x.
-    const double slope = den > 1e-9 ? std::max(0.0, (n * sxy - sx * sy) / den) : sy / std::max(sx, 1e-9);
-    const double intercept = (sy - slope * sx) / n;
-    return std::max(0.0, intercept + slope * x);
+    return den > 1e-9 ? std::max(0.0, (n * sxy - sx * sy) / den) : sy / std::max(sx, 1e-9);
+  }
+  double at(double x) const {
+    if (n == 0) return 0.0;
+    const double s = slope();
+    return std::max(0.0, (sy - s * sx) / n + s * x);
   }
 };
 

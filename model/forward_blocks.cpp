@@ -284,7 +284,7 @@ void Model::route_experts(int64_t l, const LayerWeights& w, const float* in, int
   const bool main_layer = l < c.n_layers;  // not the MTP layer, which reads nothing (drafts apart)
   if (main_layer) {
     if (routing_observer_) routing_observer_->routed(l, routing_);
-    if (l == first_expert_layer_ && token_routes_kept()) first_layer_routes_.record(pass_tokens_, routing_.expert);
+    if (token_routes_kept()) record_token_routes(l);
     if (pruning_.active()) prune_rows(l, src);  // after the record: the rows' real routing
   }
   batches_ = group_by_expert(routing_, E);
@@ -327,6 +327,20 @@ void Model::run_experts(int64_t l, const LayerWeights& w, int64_t T, const Activ
     src.done_with(l, experts[i]);
   }
   be.weighted_sum_rows(a.expert_rows, T * k, batches_.slot.data(), routing_.weight.data(), T, k, c.dim, a.xb);
+}
+
+void Model::record_token_routes(int64_t l) {
+  if (!pruning_.active()) return token_routes_->record(l, pass_tokens_, routing_.expert);
+  // A row pruned at an earlier layer skipped its experts since: its routing here is not
+  // its token's.
+  const int64_t k = config_.n_experts_used;
+  std::vector<int32_t> tokens, experts;
+  for (int64_t t = 0; t < int64_t(pass_tokens_.size()); ++t)
+    if (!pruning_.pruned(t)) {
+      tokens.push_back(pass_tokens_[size_t(t)]);
+      experts.insert(experts.end(), routing_.expert.begin() + t * k, routing_.expert.begin() + (t + 1) * k);
+    }
+  token_routes_->record(l, tokens, experts);
 }
 
 void Model::guess_experts(int64_t layer, const float* in, int64_t T, float* logits) {

@@ -25,11 +25,11 @@ Model::Model(GgufFile file, Backend& backend)
       arch_(architecture_of(config_)),
       weights_(file_, config_),
       backend_(backend),
-      placed_(weights_, backend),
-      first_layer_routes_(config_.n_experts_used) {
+      placed_(weights_, backend) {
   if (backend.host_memory()) layers_ = std::make_unique<ResidentLayers>(weights_);
   for (int64_t l = 0; l < config_.n_layers && first_expert_layer_ < 0; ++l)
     if (arch_.layers[size_t(l)].ffn != FfnBlock::Dense) first_expert_layer_ = l;
+  if (first_expert_layer_ >= 0) token_routes_.emplace(config_.n_layers, config_.n_experts_used);
   if (weights_.ple_table.data) ple_rows_ = std::make_unique<PleRows>(weights_.ple_table);
   for (int64_t l = 0; l < config_.n_layers; ++l) {
     int64_t bytes = 0;  // one expert's slices of the expert tensors
@@ -211,8 +211,8 @@ void Model::forward_pass(std::span<const PassPart> parts) {
   begin_row_pruning(parts);
   // The first expert layer's reads start now, from the tokens' past routing, overlapping
   // the embedding and the layer's mixer (the later layers' are guessed by the layer before).
-  if (token_routes_kept()) {
-    const std::vector<int32_t> likely = first_layer_routes_.guess(pass_tokens_);
+  if (token_guess_ && token_routes_kept()) {
+    const std::vector<int32_t> likely = token_routes_->guess(first_expert_layer_, pass_tokens_);
     if (!likely.empty()) layers_->guess(first_expert_layer_, likely);
   }
   for (int64_t l = 0; l < config_.n_layers; ++l) {
@@ -236,6 +236,17 @@ void Model::forward_pass(std::span<const PassPart> parts) {
   for (const PassPart& p : parts) p.cache->add_pending(int64_t(p.chunk.tokens.size()));
   hidden_rows(parts, a);
   output_head(parts, a);
+}
+
+std::optional<ReadForecast> Model::read_forecast() const {
+  if (!token_routes_kept()) return std::nullopt;
+  std::vector<std::vector<uint8_t>> held(size_t(config_.n_layers));
+  for (int64_t l = 0; l < config_.n_layers; ++l)
+    if (arch_.layers[size_t(l)].ffn != FfnBlock::Dense) {
+      held[size_t(l)].resize(size_t(config_.n_experts));
+      layers_->held_experts(l, held[size_t(l)]);
+    }
+  return ReadForecast(*token_routes_, std::move(held));
 }
 
 void Model::begin_row_pruning(std::span<const PassPart> parts) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -23,6 +24,7 @@
 #include "model/moe_routing.h"
 #include "model/mtp_weights.h"
 #include "model/placed_weights.h"
+#include "model/read_forecast.h"
 #include "model/ple_rows.h"
 #include "model/row_pruning.h"
 #include "model/token_routes.h"
@@ -152,6 +154,10 @@ class Model {
   }
   // Mixture-of-experts models: the experts passes have routed to and read so far.
   ExpertCounters expert_counters() const;
+  // A forecast of the experts a pass's rows will route to and read, from their tokens'
+  // past routing and what the expert cache holds now (model/read_forecast.h); none where
+  // experts are not streamed.
+  std::optional<ReadForecast> read_forecast() const;
   // Mixture-of-experts models: tells `o` each pass's routing and guesses (null: nobody,
   // the default). A resident model on a host-memory backend guesses for it even where
   // nothing is read ahead; `o` must outlive the passes it watches.
@@ -247,6 +253,8 @@ class Model {
   // Streaming experts: guesses the experts `layer` will route to from the rows `in` of the
   // layer before it, for the source to read ahead (`logits`: T x experts of scratch).
   void guess_experts(int64_t layer, const float* in, int64_t T, float* logits);
+  // The layer's routing of the pass's rows into token_routes_ (rows pruned before it left out).
+  void record_token_routes(int64_t l);
   // The final norm and the head over the rows that want logits, written where each part
   // wants them; Error on a logit that is not finite.
   void output_head(std::span<const PassPart> parts, const Activations& a);
@@ -292,16 +300,16 @@ class Model {
   std::vector<int64_t> expert_bytes_;
   ExpertCounters expert_counters_;
   RoutingObserver* routing_observer_ = nullptr;
-  // The first layer with experts (-1: none) and, when its experts are read ahead, what
-  // each token routed to there.
+  // The first layer with experts (-1: none) and, when experts are read ahead, what each
+  // token routed to at each layer.
   int64_t first_expert_layer_ = -1;
   bool token_guess_ = true;
-  TokenRoutes first_layer_routes_;
+  std::optional<TokenRoutes> token_routes_;
   std::vector<int64_t> expert_layers_after_;  // per layer: the expert layers after it
   RowPruning pruning_;
   std::vector<uint8_t> held_;  // scratch: per expert of a layer, in memory or being read
   bool token_routes_kept() const {
-    return token_guess_ && first_expert_layer_ >= 0 && layers_ && layers_->reads_ahead(first_expert_layer_);
+    return token_routes_ && layers_ && layers_->reads_ahead(first_expert_layer_);
   }
   // The MTP layer once placed, and its scratch: the embedding and hidden halves of its
   // input (backend memory) and the order that interleaves them.

@@ -17,7 +17,7 @@ RoutingStats::RoutingStats(int64_t n_layers, int64_t n_experts, int64_t k, std::
     keep_ = std::max(keep_, r - 1);
   }
   for (Layer& s : layers_) {
-    s.by_token = TokenRoutes(k);
+    s.by_token = TokenRoutes(1, k, kAllTokens);
     s.use.assign(size_t(n_experts), 0);
     s.windows.assign(runs_.size(), 0);
     s.union_sum.assign(runs_.size(), 0.0);
@@ -94,11 +94,11 @@ void RoutingStats::routed(int64_t layer, const Routing& r) {
     for (int64_t t = 0; t < r.rows; ++t) {
       const std::span<const int32_t> e(r.expert.data() + t * k_, size_t(k_));
       const std::span<const int32_t> id(&row_ids_[size_t(s.next_id + t)], 1);
-      if (const std::span<const int32_t> last = s.by_token.last(id[0]); !last.empty()) {
+      if (const std::span<const int32_t> last = s.by_token.last(0, id[0]); !last.empty()) {
         s.token_sum += double(overlap(last.data(), e.data())) / double(k_);
         ++s.seen_rows;
       }
-      s.by_token.record(id, e);  // row by row: a token twice in a pass meets its first row's
+      s.by_token.record(0, id, e);  // row by row: a token twice in a pass meets its first row's
     }
     s.next_id += r.rows;
   }

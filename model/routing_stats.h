@@ -47,6 +47,7 @@ struct LayerRoutingStats {
 
 class RoutingStats final : public RoutingObserver {
  public:
+  static constexpr int64_t kAllTokens = int64_t(1) << 20;  // past any vocabulary: a measurement forgets nothing
   // Experts of `n_experts` per layer, `k` per row, over `n_layers` layers; unions over
   // runs of each of `runs` tokens.
   RoutingStats(int64_t n_layers, int64_t n_experts, int64_t k, std::vector<int64_t> runs = {1, 2, 4, 8, 16});
@@ -77,7 +78,7 @@ class RoutingStats final : public RoutingObserver {
   struct Layer {
     int64_t tokens = 0, pairs = 0, guessed_rows = 0, seen_rows = 0;
     double reuse_sum = 0, guess_sum = 0, token_sum = 0;
-    TokenRoutes by_token{1};                                      // each token's last k experts here
+    TokenRoutes by_token{1, 1};  // each token's last k experts here, every token remembered
     int64_t next_id = 0;                                           // this layer's place in row_ids_
     std::vector<int64_t> use;                // per expert: routed slots
     std::vector<int32_t> recent;             // the sequence's last (up to keep_) tokens' experts, k each, oldest first

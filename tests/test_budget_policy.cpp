@@ -356,8 +356,10 @@ TEST_CASE("moe switches: FLASHSPEC_MOE_OFF names the parts a benchmark switches 
   CHECK(!MoeSwitches::parse("pricing").byte_pricing);
   CHECK(!MoeSwitches::parse("tokens").token_guess);
   CHECK(!MoeSwitches::parse("prune").prune_rows);
+  CHECK(!MoeSwitches::parse("shape").shape_by_forecast);
+  CHECK(MoeSwitches::parse("prune").shape_by_forecast);
   CHECK_THROWS_WITH(MoeSwitches::parse("pricing,readahead"),
-                    doctest::Contains("unknown part 'readahead' (pricing, guess, cache, tokens, prune)"));
+                    doctest::Contains("unknown part 'readahead' (pricing, guess, cache, tokens, prune, shape)"));
 }
 
 TEST_CASE("expert union: one row is its own experts, and the growth with rows is learnt from passes") {
