@@ -46,6 +46,11 @@ void add_stream_flags(CLI::App& sub, PlacementOptions& p, CLI::Option* stream) {
           ->transform(size_value()),
       sub.add_flag_function("--no-direct", [&p](int64_t) { p.io.direct = false; },
                             with + "buffered reads instead of O_DIRECT"),
+      sub.add_option_function<int64_t>(
+             "--expert-cache", [&p](const int64_t& n) { p.expert_cache = n; },
+             with + "a mixture of experts: an expert cache of exactly N slots per layer (0: none; default: as many "
+                    "as --ram-budget leaves room for)")
+          ->check(CLI::Range(int64_t(0), int64_t(1) << 20)),
   };
   if (stream)
     for (CLI::Option* o : added) o->needs(stream);

@@ -151,9 +151,12 @@ LayerPlan plan_layers(const std::vector<std::vector<TensorExtent>>& layers, cons
     if (o.ring_slots > 2 && streamed >= kLongStream && o.layer_memory >= uint64_t(o.ring_slots) * p.slot_bytes + staging)
       place(o.ring_slots);
   }
-  if (p.experts && p.experts->n_layers > 0 && p.experts->slot_bytes > 0)
-    p.experts->cache_slots_per_layer =
+  if (p.experts && p.experts->n_layers > 0 && p.experts->slot_bytes > 0) {
+    int64_t slots =
         std::min<int64_t>(p.experts->experts, int64_t(left / (uint64_t(p.experts->n_layers) * p.experts->slot_bytes)));
+    if (o.max_cache_slots >= 0) slots = std::min(slots, o.max_cache_slots);
+    p.experts->cache_slots_per_layer = slots;
+  }
   for (int l = 0; l < n; ++l) {
     LayerExtent& e = p.layers[size_t(l)];
     if (e.resident) {

@@ -58,6 +58,8 @@ struct PlanOptions {
   // fits the budget (false: always as part of their layer, e.g. for a GPU's staging).
   bool expert_granular = true;
   int64_t experts_used = 0;  // experts a token routes to (sizes the staging slots; 0: all)
+  // Expert cache slots per layer, at most (-1: as many as the budget leaves room for).
+  int64_t max_cache_slots = -1;
 };
 
 struct LayerPlan {

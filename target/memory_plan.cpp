@@ -114,6 +114,24 @@ int ring_slots_for(int64_t sequences) { return sequences > 1 ? 3 : 2; }
 constexpr int64_t kReservedAutoRows = 64;
 constexpr int64_t kReservedAutoRowsStreamedExperts = 2;
 
+// --expert-cache N: N experts of each layer cached, or one error line saying why not.
+void check_expert_cache(const LayerPlan& stream, const PlacementOptions& o, uint64_t budget) {
+  if (!o.expert_cache) return;
+  const int64_t want = *o.expert_cache;
+  const std::string flag = "--expert-cache " + std::to_string(want);
+  if (!stream.experts)
+    throw Error(flag + ": the target's experts are not read one by one (a mixture of experts streamed on the CPU " +
+                "whose layers do not all fit the budget)");
+  const ExpertPlan& x = *stream.experts;
+  if (want > x.experts)
+    throw Error(flag + ": the target has " + std::to_string(x.experts) + " experts per layer");
+  if (x.cache_slots_per_layer < want)
+    throw Error(flag + " takes " + format_bytes(uint64_t(want * x.n_layers) * x.slot_bytes) + " (" +
+                std::to_string(want) + " x " + std::to_string(x.n_layers) + " layers x " + format_bytes(x.slot_bytes) +
+                " per expert); --ram-budget " +
+                format_bytes(budget) + " leaves room for " + std::to_string(x.cache_slots_per_layer) + " per layer");
+}
+
 // With --stream: the budget less the draft and the activations' reserve goes to the layers
 // (resident ones, the ring, expert slots); what the stream leaves is the activations'.
 void plan_stream(MemoryPlan& p, const ModelWeights& w, const ModelConfig& c,
@@ -130,7 +148,9 @@ void plan_stream(MemoryPlan& p, const ModelWeights& w, const ModelConfig& c,
   po.align = UringReader::kAlign;
   po.expert_granular = expert_granular;
   po.experts_used = w.experts_used();
+  po.max_cache_slots = r.placement.expert_cache.value_or(-1);
   p.stream = plan_layers({extents.begin() + p.n_vram, extents.end()}, po);
+  check_expert_cache(*p.stream, r.placement, budget);
   const uint64_t taken = p.draft_bytes + p.stream->memory_bytes();
   p.activation_bytes = budget > taken ? budget - taken : 0;
   for (int64_t l = p.n_vram; l < p.n_layers(); ++l)

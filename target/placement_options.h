@@ -18,6 +18,9 @@ struct PlacementOptions {
   std::optional<uint64_t> vram_budget;  // GPU: VRAM for resident layers (default: all fit)
   std::optional<int64_t> gpu_layers;    // GPU: exactly this many leading layers in VRAM (-ngl)
   IoOptions io;                         // how streamed layers are read
+  // With stream, a mixture of experts: exactly this many experts cached per layer
+  // (--expert-cache; unset: as many as the budget leaves room for).
+  std::optional<int64_t> expert_cache;
   // CPU: true (--mmap) reads weights through the file mapping; false (--no-mmap) copies
   // them into memory at load; unset copies what fits in the memory available and is too
   // large for the CPU's caches (target/memory_plan.h). The copy decodes faster; the mapping

@@ -823,6 +823,53 @@ TEST_CASE("cli: inspect shows an MoE model's total and active parameters and whe
   CHECK(text.out.find("experts read one by one") != std::string::npos);
 }
 
+TEST_CASE("cli: --expert-cache sets the expert cache's slots per layer, or says in one line why it cannot") {
+  const std::string model = model_path("tiny-qwen3moe");
+  const auto slots = [](const CliResult& r) {
+    return nlohmann::json::parse(r.out)["placement"]["stream"]["experts"]["cache_slots_per_layer"].get<int64_t>();
+  };
+  // 700K holds the dense parts, the staging slots and a few of the 8 experts per layer.
+  const CliResult fit = run_cli({"inspect", model, "--json", "--stream", "--ram-budget", "700K"});
+  REQUIRE(fit.exit_code == 0);
+  const int64_t room = slots(fit);
+  REQUIRE(room >= 2);
+  REQUIRE(room < 8);
+  for (const int64_t n : {int64_t(0), int64_t(1), room}) {
+    CAPTURE(n);
+    const CliResult r =
+        run_cli({"inspect", model, "--json", "--stream", "--ram-budget", "700K", "--expert-cache", std::to_string(n)});
+    REQUIRE(r.exit_code == 0);
+    CHECK(slots(r) == n);
+  }
+  // The same tokens whatever the cache holds.
+  const std::vector<std::string> gen{"generate", "-m", model, "-p", "Hello", "-n", "8", "--temp", "0", "--ignore-eos",
+                                     "--stream", "--ram-budget", "700K", "--json"};
+  const CliResult cached = run_cli(gen);
+  std::vector<std::string> none = gen;
+  none.insert(none.end(), {"--expert-cache", "0"});
+  const CliResult uncached = run_cli(none);
+  REQUIRE(cached.exit_code == 0);
+  REQUIRE(uncached.exit_code == 0);
+  const nlohmann::json a = nlohmann::json::parse(cached.out), b = nlohmann::json::parse(uncached.out);
+  CHECK(a["tokens"] == b["tokens"]);
+  CHECK(b["stats"]["expert_cache_hits"] == 0);
+  // What cannot be: one line each, and a non-zero exit.
+  const auto refused = [](const std::vector<std::string>& args, const std::string& says) {
+    const CliResult r = run_cli(args);
+    CAPTURE(r.err);
+    CHECK(r.exit_code != 0);
+    CHECK(r.err.find(says) != std::string::npos);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  };
+  refused({"inspect", model, "--stream", "--ram-budget", "700K", "--expert-cache", "9"},
+          "--expert-cache 9: the target has 8 experts per layer");
+  refused({"inspect", model, "--stream", "--ram-budget", "700K", "--expert-cache", std::to_string(room + 1)},
+          "leaves room for " + std::to_string(room) + " per layer");
+  refused({"inspect", model_path("stories260K"), "--stream", "--ram-budget", "0", "--expert-cache", "1"},
+          "the target's experts are not read one by one");
+  refused({"inspect", model, "--expert-cache", "1"}, "--stream");
+}
+
 TEST_CASE("moe: urgent reads overtake queued ones, after the job being cut and earlier urgent ones") {
   std::vector<uint8_t> bytes(64 * 4096);
   for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = uint8_t(i * 7 + (i >> 12));
