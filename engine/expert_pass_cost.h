@@ -45,8 +45,8 @@ class ExpertPassCost {
   // experts, `reads` of them from storage, each forecast scaled by what the forecasts of
   // the passes run so far came to. Before a forecast pass has been measured: pass_ms().
   double forecast_pass_ms(double routed, double reads) const;
-  // Milliseconds `routed` more experts, `reads` of them read, add to a pass: the compute
-  // line's slope and the storage's time per read (the compute never overlaps it all).
+  // Milliseconds `routed` more experts, `reads` of them read, add to a pass: their compute
+  // (the line's slope) plus the storage's time for the reads, scaled as above.
   double forecast_row_ms(double routed, double reads) const;
   // A pass that was forecast to route to `routed` experts and read `reads`, as measured.
   void observe_forecast(double routed, double reads, const ExpertPassTimes& measured);

@@ -10,6 +10,7 @@
 // probability h (TokenRoutes::hit_rate) and, for the rest of its k, to experts drawn at
 // random; a token never routed is all random. An expert adds to the union unless an
 // earlier row of the pass routes to it, and to the reads unless it is also not held.
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -34,11 +35,11 @@ class ReadForecast {
 
  private:
   struct Layer {
-    std::vector<uint8_t> held, routed;  // per expert: held; routed to by a row known to name it
+    std::vector<uint8_t> held, routed;  // per expert: held; named by a row added
     double filled = 0;                  // experts the pass routes to there, expected
     double held_share = 0;              // of all experts, held
   };
-  Experts at(const Layer& L, int64_t l, int32_t token, bool commit, Layer* into) const;
+  Experts at(size_t l, int32_t token) const;  // what a row of `token` adds at layer l
   const TokenRoutes& routes_;
   std::vector<Layer> layers_;
   Experts total_;
