@@ -20,8 +20,12 @@ namespace flashspec {
 
 class TokenRoutes {
  public:
-  static constexpr int64_t kMaxTokens = 4096;  // 5.2 MB at 40 layers of 8 experts
+  static constexpr int64_t kMaxTokens = 4096;  // 5.5 MB at 40 layers of 8 experts (max_bytes)
   TokenRoutes(int64_t layers, int64_t k, int64_t max_tokens = kMaxTokens);
+  // The most memory a table of `max_tokens` tokens takes (its index's nodes approximated).
+  static uint64_t max_bytes(int64_t layers, int64_t k, int64_t max_tokens = kMaxTokens) {
+    return uint64_t(max_tokens) * (uint64_t(layers * k) * sizeof(int32_t) + 64);
+  }
 
   // Rows routed at `layer`: `tokens[t]` went to experts[t*k .. t*k+k). Each row is first
   // compared with its token's last routing there (hit_rate), then replaces it.

@@ -14,6 +14,7 @@
 #include "model/model.h"
 #include "model/model_weights.h"
 #include "model/recurrent_state.h"
+#include "model/token_routes.h"
 #include "offload/uring_reader.h"
 #include "target/staged_layers.h"
 #include "target/streamed_layers.h"
@@ -151,6 +152,7 @@ void plan_stream(MemoryPlan& p, const ModelWeights& w, const ModelConfig& c,
   po.max_cache_slots = r.placement.expert_cache.value_or(-1);
   p.stream = plan_layers({extents.begin() + p.n_vram, extents.end()}, po);
   check_expert_cache(*p.stream, r.placement, budget);
+  if (p.stream->experts) p.token_routes_bytes = TokenRoutes::max_bytes(c.n_layers, w.experts_used());
   const uint64_t taken = p.draft_bytes + p.stream->memory_bytes();
   p.activation_bytes = budget > taken ? budget - taken : 0;
   for (int64_t l = p.n_vram; l < p.n_layers(); ++l)
@@ -308,6 +310,7 @@ std::string MemoryPlan::describe() const {
   }
   s += "; resident outside the budget, " + format_bytes(overhead_bytes()) + ": the process about " +
        format_bytes(kProcessBytes) + ", embedding, head and vectors " + format_bytes(fixed_bytes);
+  if (token_routes_bytes) s += ", token routes " + format_bytes(token_routes_bytes);
   if (kv_positions) s += ", KV cache of " + std::to_string(kv_positions) + " positions " + format_bytes(kv_bytes);
   if (state_bytes) s += ", recurrent state " + format_bytes(state_bytes);
   if (prefill_bytes) s += ", a prefill pass's activations " + format_bytes(prefill_bytes);
@@ -329,6 +332,7 @@ nlohmann::json MemoryPlan::to_json() const {
                       {"overhead", {{"bytes", overhead_bytes()},
                                     {"process_bytes", kProcessBytes},
                                     {"fixed_bytes", fixed_bytes},
+                                    {"token_routes_bytes", token_routes_bytes},
                                     {"kv_positions", kv_positions},
                                     {"kv_bytes", kv_bytes},
                                     {"state_bytes", state_bytes},

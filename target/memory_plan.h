@@ -115,6 +115,7 @@ struct MemoryPlan {
 
   // Outside the budget, stated beside it.
   uint64_t fixed_bytes = 0;           // embedding, output head, 1-D tensors: always resident
+  uint64_t token_routes_bytes = 0;    // experts read one by one: each token's last routings (model/token_routes.h)
   // Gemma 4's per-layer embedding table: read a row per token (from storage when streamed,
   // model/ple_rows.h), never resident, not in the budget; and the bytes a token's row takes.
   uint64_t ple_table_bytes = 0, ple_row_bytes = 0;
@@ -129,7 +130,9 @@ struct MemoryPlan {
   // Host memory the layers take outside the mapping (resident stream layers and the ring).
   uint64_t host_layer_bytes() const { return stream ? stream->memory_bytes() : 0; }
   // What is resident whatever the budget (stated beside it).
-  uint64_t overhead_bytes() const { return kProcessBytes + fixed_bytes + kv_bytes + state_bytes + prefill_bytes; }
+  uint64_t overhead_bytes() const {
+    return kProcessBytes + fixed_bytes + token_routes_bytes + kv_bytes + state_bytes + prefill_bytes;
+  }
   // The process itself, whatever the model: the binary, its libraries, the command's
   // own state, the threads' stacks and the reader's queues (a tiny model resident peaks
   // near 14 MB; a streamed one adds the reader and the pages of the file's header).

@@ -817,6 +817,9 @@ TEST_CASE("cli: inspect shows an MoE model's total and active parameters and whe
   const nlohmann::json& x = j["placement"]["stream"]["experts"];
   CHECK(x["staging_slots"] == 4);
   CHECK(x["cache_slots_per_layer"] == 0);
+  // Outside the budget: each token's last routings at the 2 layers (2 experts each), for
+  // the forecast and the first layer's guess, at most 4,096 tokens.
+  CHECK(j["placement"]["overhead"]["token_routes_bytes"] == 4096 * (2 * 2 * 4 + 64));
   const CliResult text = run_cli({"inspect", model, "--stream", "--ram-budget", "0"});
   REQUIRE(text.exit_code == 0);
   CHECK(text.out.find("mixture of experts: 8 experts of width 48, 2 per token") != std::string::npos);
