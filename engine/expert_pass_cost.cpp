@@ -16,17 +16,17 @@ void ExpertPassCost::observe(const ExpertPassTimes& p) {
   overlap_loss_.add(p.target_ms - std::max(read_ms, compute_ms));
 }
 
+double ExpertPassCost::pass_of(double compute_ms, double reading_ms) const {
+  return std::max(compute_ms, std::max(reading_ms, compute_ms) + overlap_loss_.value);
+}
+
 double ExpertPassCost::pass_ms(double routed) const {
-  const double compute_ms = compute_.at(routed);
-  const double read_ms = read_bytes(routed) * ms_per_byte_.value;
-  return std::max(compute_ms, std::max(read_ms, compute_ms) + overlap_loss_.value);
+  return pass_of(compute_.at(routed), read_bytes(routed) * ms_per_byte_.value);
 }
 
 double ExpertPassCost::forecast_pass_ms(double routed, double reads) const {
   if (!bytes_per_read_.n || !reads_scale_.n) return pass_ms(routed);
-  routed *= routed_scale_.value;
-  const double compute_ms = compute_.at(routed), reading_ms = read_ms(reads * reads_scale_.value);
-  return std::max(compute_ms, std::max(reading_ms, compute_ms) + overlap_loss_.value);
+  return pass_of(compute_.at(routed * routed_scale_.value), read_ms(reads * reads_scale_.value));
 }
 
 double ExpertPassCost::forecast_row_ms(double routed, double reads) const {

@@ -59,6 +59,8 @@ class ExpertPassCost {
   MovingAverage bytes_per_read_;  // expert bytes landed per expert read (wrong guesses' included)
   MovingAverage routed_scale_, reads_scale_;  // measured over forecast
   double read_ms(double reads) const { return reads * bytes_per_read_.value * ms_per_byte_.value; }
+  // A pass's time from its compute and its reads: the longer, plus the overlap's loss.
+  double pass_of(double compute_ms, double reading_ms) const;
 };
 
 }  // namespace flashspec

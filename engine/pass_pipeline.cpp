@@ -197,6 +197,7 @@ void PassPipeline::choose(const std::vector<SequenceRun*>& decode, int64_t other
     cands.push_back(s->tree);  // the candidates, less those a constraint pruned
     room.push_back(s->cache->capacity() - s->cache->committed() - 1);
   }
+  // Every pass, a root's alone too: what its forecast came to calibrates the next ones.
   std::optional<ReadForecast> forecast = policy_->shape_by_forecast ? target_.read_forecast() : std::nullopt;
   const std::vector<BudgetPolicy::Choice> choices =
       auto_budget_->choose_many(cands, other_rows, drafted_ms, room, forecast ? &*forecast : nullptr);
