@@ -12,7 +12,7 @@
 #include "model/read_forecast.h"
 #include "tests/fixtures.h"
 #include "tests/greedy_options.h"
-#include "tests/streamed_model.h"
+#include "tests/streamed_moe_pair.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;
@@ -102,27 +102,21 @@ TEST_CASE("tree auto with a forecast: of two equally likely branches, the one sh
 }
 
 TEST_CASE("tree auto with a forecast: a streamed mixture of experts stays lossless with the forecast on and off") {
-  CpuBackend backend(2), draft_backend(1);
-  Model target(model_path("tiny-qwen3moe"), backend), draft(model_path("tiny-qwen3moe"), draft_backend);
-  CHECK(!target.read_forecast());  // resident: nothing streams, nothing to forecast
-  const std::vector<int32_t> prompt{1, 50, 60, 70, 80, 90, 100, 110};
-  const GenerationResult want = generate_target_only(target, prompt, greedy(24));
-  stream_from_storage(target, 0, target.config().n_experts_used);
+  StreamedMoePair m(24);
+  CHECK(!m.draft.read_forecast());  // resident: nothing streams, nothing to forecast
   for (const bool shape : {true, false}) {
     CAPTURE(shape);
-    SpeculationParams p;
-    p.mode = SpeculationParams::Mode::Auto;
-    p.node_budget = 8;
+    SpeculationParams p = StreamedMoePair::auto_tree();
     p.shape_by_forecast = shape;
-    CHECK(generate_speculative(target, draft, prompt, greedy(24), p).tokens == want.tokens);
+    CHECK(generate_speculative(m.target, m.draft, m.prompt, greedy(24), p).tokens == m.want.tokens);
   }
   // After those passes the forecast knows the prompt's tokens: a row of the last one
   // routes to its k experts at each expert layer, at the measured hit rate.
-  std::optional<ReadForecast> f = target.read_forecast();
+  std::optional<ReadForecast> f = m.target.read_forecast();
   REQUIRE(f);
-  const ReadForecast::Experts root = f->add(prompt.back());
-  const int64_t expert_layers = target.config().n_layers;  // every layer of tiny-qwen3moe has experts
-  CHECK(root.routed == doctest::Approx(double(expert_layers * target.config().n_experts_used)).epsilon(0.01));
+  const ReadForecast::Experts root = f->add(m.prompt.back());
+  const int64_t expert_layers = m.target.config().n_layers;  // every layer of tiny-qwen3moe has experts
+  CHECK(root.routed == doctest::Approx(double(expert_layers * m.target.config().n_experts_used)).epsilon(0.01));
   CHECK(root.reads <= root.routed);
-  CHECK(f->added_by(prompt.back()).routed == doctest::Approx(0));
+  CHECK(f->added_by(m.prompt.back()).routed == doctest::Approx(0));
 }

@@ -16,6 +16,7 @@
 #include "tests/fixtures.h"
 #include "tests/greedy_options.h"
 #include "tests/streamed_model.h"
+#include "tests/streamed_moe_pair.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;
@@ -205,19 +206,13 @@ TEST_CASE("row pruning: a streamed tree pass prunes rows worth nothing, and the 
 }
 
 TEST_CASE("row pruning: --tree auto over a streamed mixture of experts is lossless with pruning on and off") {
-  CpuBackend backend(2), draft_backend(1);
-  Model target(model_path("tiny-qwen3moe"), backend), draft(model_path("tiny-qwen3moe"), draft_backend);
-  const std::vector<int32_t> prompt{1, 50, 60, 70, 80, 90, 100, 110};
-  const GenerationResult want = generate_target_only(target, prompt, greedy(24));
-  stream_from_storage(target, 0, target.config().n_experts_used);
+  StreamedMoePair m(24);
   for (const bool prune : {true, false}) {
     CAPTURE(prune);
-    SpeculationParams p;
-    p.mode = SpeculationParams::Mode::Auto;
-    p.node_budget = 8;
+    SpeculationParams p = StreamedMoePair::auto_tree();
     p.prune_rows = prune;
-    const GenerationResult got = generate_speculative(target, draft, prompt, greedy(24), p);
-    CHECK(got.tokens == want.tokens);
+    const GenerationResult got = generate_speculative(m.target, m.draft, m.prompt, greedy(24), p);
+    CHECK(got.tokens == m.want.tokens);
     if (!prune) CHECK(got.stats.pruned == 0);
     int64_t pruned = 0;
     for (const PassRecord& r : got.stats.passes) pruned += r.pruned;

@@ -16,11 +16,8 @@
 #include <vector>
 
 #include "engine/budget_policy.h"
-#include "kernels/cpu/cpu_backend.h"
-#include "model/model.h"
 #include "tests/fixtures.h"
-#include "tests/greedy_options.h"
-#include "tests/streamed_model.h"
+#include "tests/streamed_moe_pair.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;
@@ -96,24 +93,16 @@ TEST_CASE("storage slowdown: a streamed mixture of experts' pass price follows a
 }
 
 TEST_CASE("storage slowdown: --tree auto over a streamed mixture of experts stays lossless beside a competing reader") {
-  CpuBackend backend(2), draft_backend(1);
-  const std::string path = model_path("tiny-qwen3moe");
-  Model target(path, backend), draft(path, draft_backend);
-  const std::vector<int32_t> prompt{1, 50, 60, 70, 80, 90, 100, 110};
-  const GenerationResult want = generate_target_only(target, prompt, greedy(32));
-  stream_from_storage(target, 0, target.config().n_experts_used);
-  SpeculationParams p;
-  p.mode = SpeculationParams::Mode::Auto;
-  p.node_budget = 8;
+  StreamedMoePair m(32);
   // The competitor starts as the 12th token is final: the slowdown lands mid-run.
   std::unique_ptr<CompetingReader> competitor;
   GenerateOptions o = greedy(32);
   int64_t emitted = 0;
   o.on_token = [&](int32_t) {
-    if (++emitted == 12) competitor = std::make_unique<CompetingReader>(path);
+    if (++emitted == 12) competitor = std::make_unique<CompetingReader>(model_path("tiny-qwen3moe"));
   };
-  const GenerationResult got = generate_speculative(target, draft, prompt, o, p);
-  CHECK(got.tokens == want.tokens);
+  const GenerationResult got = generate_speculative(m.target, m.draft, m.prompt, o, StreamedMoePair::auto_tree());
+  CHECK(got.tokens == m.want.tokens);
   REQUIRE(competitor);
   int64_t before = 0, after = 0;  // tokens emitted so far; target bytes streamed once the competitor read
   for (const PassRecord& r : got.stats.passes) {
