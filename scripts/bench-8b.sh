@@ -9,8 +9,9 @@
 #                       [-n 48] [-r 3] [--max-prompts N] [--out-dir DIR]
 #
 # The two models are function-exact inflations of the trained stories260K / salty279K
-# pair (../shared/tools/gguf_inflate.py; numpy, a few minutes each), made on demand into
-# --cache (default $FLASHSPEC_MODEL_CACHE or ~/.cache/flashspec-models, 4.5 GB) and reused.
+# pair (flashspec-make-fixtures --inflate --shape llama-8b / llama-1b, on every core: about
+# a minute on 2), made on demand into --cache (default $FLASHSPEC_MODEL_CACHE or
+# ~/.cache/flashspec-models, 4.5 GB) and reused.
 # --no-direct --io-bw 4.5G emulates fast storage from the page cache on a slow disk.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,29 +39,28 @@ done
 FLASHSPEC=${FLASHSPEC:-build/bin/flashspec}  # the binary to bench (default: the README build)
 [[ -x $FLASHSPEC ]] || { echo "$FLASHSPEC: not built (scripts/run.sh builds it)" >&2; exit 1; }
 SHARED=../shared
-PY=/usr/bin/python3
-$PY -c "import numpy" 2>/dev/null || { echo "numpy: missing (apt-get install python3-numpy)" >&2; exit 1; }
+MAKE_FIXTURES=${FLASHSPEC_MAKE_FIXTURES:-$(dirname "$FLASHSPEC")/flashspec-make-fixtures}
+[[ -x $MAKE_FIXTURES ]] || { echo "$MAKE_FIXTURES: not built (cmake --build build --target flashspec-make-fixtures)" >&2; exit 1; }
 
-# make NAME SOURCE ARGS...: inflates SOURCE into CACHE/NAME once (written aside, then renamed).
+# make NAME SOURCE SHAPE: widens SOURCE into CACHE/NAME once (the tool writes a temporary
+# file and renames it into place).
 make_model() {
-  local out=$CACHE/$1 src=$SHARED/models/$2
-  shift 2
+  local out=$CACHE/$1
   [[ -f $out ]] && return
   mkdir -p "$CACHE"
   echo "making $out (once) ..." >&2
-  $PY $SHARED/tools/gguf_inflate.py "$src" "$out.partial" "$@" --ctx 4096 --type q4_0 >&2
-  mv "$out.partial" "$out"
+  "$MAKE_FIXTURES" --inflate "$SHARED/models/$2" --shape "$3" --type q4_0 "$out" >&2
 }
-make_model t8b-q4_0.gguf stories260K.gguf --dim 4096 --ff 14336 --layers 32 --heads 32 --kv-heads 8 --head-dim 128
-make_model d1b-q4_0.gguf salty279K.gguf --dim 2048 --ff 8192 --layers 16 --heads 32 --kv-heads 8 --head-dim 64
+make_model llama-8b-q4_0.gguf stories260K.gguf llama-8b
+make_model llama-1b-q4_0.gguf salty279K.gguf llama-1b
 
-TARGET=$CACHE/t8b-q4_0.gguf
+TARGET=$CACHE/llama-8b-q4_0.gguf
 COMMON=(-m "$TARGET" --stream --ram-budget "$BUDGET" -n "$N" -r "$REPS" --temp 0 --ignore-eos "${EXTRA[@]}")
 mkdir -p "$OUT"
 # Each drafter with the automatic policy and fixed shapes; every bench run has the target
 # alone as its first configuration, the reference of its speedups.
-"$FLASHSPEC" bench "${COMMON[@]}" -d "$CACHE/d1b-q4_0.gguf" --chain 2,4 --tree auto,8 --out "$OUT/d1b"
-"$FLASHSPEC" bench "${COMMON[@]}" -d "$CACHE/d1b-q4_0.gguf" --lookup --chain none --tree auto --out "$OUT/d1b-lookup"
+"$FLASHSPEC" bench "${COMMON[@]}" -d "$CACHE/llama-1b-q4_0.gguf" --chain 2,4 --tree auto,8 --out "$OUT/d1b"
+"$FLASHSPEC" bench "${COMMON[@]}" -d "$CACHE/llama-1b-q4_0.gguf" --lookup --chain none --tree auto --out "$OUT/d1b-lookup"
 "$FLASHSPEC" bench "${COMMON[@]}" -d "$SHARED/models/salty279K.gguf" --chain none --tree auto,16 --out "$OUT/salty"
 "$FLASHSPEC" bench "${COMMON[@]}" -d lookup --chain none --tree auto --out "$OUT/lookup"
 echo "reports: $OUT/{d1b,d1b-lookup,salty,lookup}.{jsonl,csv,svg}" >&2

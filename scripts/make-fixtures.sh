@@ -27,6 +27,11 @@
 #       (llama.cpp b8967 refuses a qwen35moe file that has one). Never committed; the tests
 #       widen the tiny fixtures to the small shapes qwen35-wide-test and qwen35moe-wide-test
 #       instead.
+#   scripts/make-fixtures.sh --inflate SRC.gguf --shape llama-8b|llama-1b --type q4_0|q8_0|f32
+#                            [--layers N] OUT.gguf
+#       a small trained dense llama model widened as ../shared/tools/gguf_inflate.py widens it
+#       (tests/fixture_inflate_llama.cpp), on every core: stories260K to Llama-3.1-8B's widths
+#       (llama-8b, 4.5 GB at q4_0), salty279K to Llama-3.2-1B's (llama-1b, 0.55 GB).
 #
 # The generator is $FS_MAKE_FIXTURES_BIN when set, else build/bin/flashspec-make-fixtures
 # (built with cmake when missing). The Qwen3 tokenizer comes from
@@ -46,7 +51,7 @@
 # naming what is missing.
 set -euo pipefail
 
-usage="usage: scripts/make-fixtures.sh DIR | scripts/make-fixtures.sh --shape qwen35moe-35b-a3b|gptoss-20b|gemma3-12b|gemma4-e4b|gemma4-26b-a4b --type TYPE [--layers N] OUT.gguf | scripts/make-fixtures.sh --inflate SRC.gguf --shape qwen35moe-35b-a3b|qwen35-27b --type q4_0|q8_0|f32 [--layers N] [--no-mtp] OUT.gguf"
+usage="usage: scripts/make-fixtures.sh DIR | scripts/make-fixtures.sh --shape qwen35moe-35b-a3b|gptoss-20b|gemma3-12b|gemma4-e4b|gemma4-26b-a4b --type TYPE [--layers N] OUT.gguf | scripts/make-fixtures.sh --inflate SRC.gguf --shape qwen35moe-35b-a3b|qwen35-27b|llama-8b|llama-1b --type q4_0|q8_0|f32 [--layers N] [--no-mtp] OUT.gguf"
 if [[ $# -ge 1 && ( "$1" == "-h" || "$1" == "--help" ) ]]; then
   echo "$usage"
   exit 0

@@ -736,8 +736,6 @@ std::vector<bool> source_kinds(const GgufFile& f, const ModelConfig& c) {
 
 // ---- metadata ----
 
-uint32_t file_type_of(GgmlType t) { return t == GgmlType::Q4_0 ? 2 : t == GgmlType::Q8_0 ? 7 : 0; }
-
 // The source's keys in its order, the widths replaced, and the RMS norms' eps divided by
 // S'/S (see the file's comment); tokenizer keys unchanged.
 Metadata inflated_metadata(const GgufFile& f, const ModelConfig& c, const Widths& b,

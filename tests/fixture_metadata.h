@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/ggml_type.h"
 #include "core/gguf.h"
 
 namespace flashspec::fixtures {
@@ -27,6 +28,10 @@ inline GgufValue boolean(bool v) { return {GgufValueType::BOOL, v}; }
 inline GgufValue array(GgufValueType elem, std::vector<GgufValue> items) {
   return {GgufValueType::ARRAY, GgufArray{elem, std::move(items)}};
 }
+
+// general.file_type (llama.cpp's llama_ftype) of a file whose large matrices are `t`:
+// 2 Q4_0, 7 Q8_0, 0 F32 (--inflate's types).
+inline uint32_t file_type_of(GgmlType t) { return t == GgmlType::Q4_0 ? 2 : t == GgmlType::Q8_0 ? 7 : 0; }
 
 // convert_hf_to_gguf.py's does_token_look_special (which added tokens count as control).
 inline bool looks_special(std::string_view t) {

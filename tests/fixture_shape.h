@@ -1,6 +1,6 @@
 #pragma once
 // The widths and settings of a model the fixture generator writes (tests/make_fixtures.cpp)
-// or widens a trained model to (tests/fixture_inflate.h), and the plan of one tensor it
+// or widens a trained model to (tests/fixture_inflate.h, tests/fixture_inflate_llama.h), and the plan of one tensor it
 // writes: its layout and how its values are drawn.
 #include <array>
 #include <cstdint>
@@ -12,7 +12,7 @@
 namespace flashspec::fixtures {
 
 struct Shape {
-  std::string arch;  // qwen35, qwen35moe, gemma3, gemma4 or gpt-oss
+  std::string arch;  // qwen35, qwen35moe, gemma3, gemma4, gpt-oss or (--inflate) llama
   std::string name;  // general.name
   uint32_t layers = 8, context = 4096, embd = 64, ffn = 128;
   uint32_t heads = 4, heads_kv = 2, head_dim = 32;

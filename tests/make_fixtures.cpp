@@ -44,15 +44,27 @@
 //       tests/test_inflate.cpp. --no-mtp leaves the MTP layers out (llama.cpp's converter
 //       drops them, and llama.cpp b8967 refuses a qwen35moe file with them). Streamed,
 //       tensor by tensor.
+//   flashspec-make-fixtures --inflate SRC.gguf --shape llama-8b|llama-1b|llama-wide-test|stories260K-wide
+//                           --type q4_0|q8_0|f32 [--layers N] OUT.gguf
+//       a small trained dense llama model (../shared/models/stories260K.gguf for llama-8b,
+//       Llama-3.1-8B's widths; salty279K.gguf for llama-1b, Llama-3.2-1B's) widened as
+//       ../shared/tools/gguf_inflate.py widens it, function-exactly: its residual padded
+//       with zeros, heads and RoPE pairs placed, noise where it multiplies zeros, identity
+//       layers after the source's (tests/fixture_inflate_llama.cpp). The rows are made and
+//       quantized on every core, streamed tensor by tensor; the bytes do not depend on the
+//       core count. llama-wide-test (dim 256, 6 layers) serves tests/test_inflate.cpp;
+//       stories260K-wide is the shared stories260K-wide-* files' shape (scripts/gpu-check.sh).
+//       A llama source (or a llama shape) goes to this widening, the others to the one above.
 //
 // Every file is byte-identical from run to run and from machine to machine: the random
-// numbers come from splitmix64 and a polar Box-Muller whose logarithm is computed here with
-// + - * / only (IEEE exact, and the build forbids FMA contraction), not from <random>'s
-// distributions or libm, whose results differ between implementations. Each tensor draws
-// from its own stream (seeded by the file's seed and its name), so a tensor's values do not
-// depend on the others. Files are written to a temporary name in the destination folder,
-// synced and renamed into place: a concurrent reader sees the old file, or none, or the
-// whole new one.
+// numbers come from splitmix64 and a polar Box-Muller whose logarithm is computed with
+// + - * / only (IEEE exact, and the build forbids FMA contraction; tests/fixture_rng.h), not
+// from <random>'s distributions or libm, whose results differ between implementations. Each
+// random tensor draws from its own stream (seeded by the file's seed and its name), so a
+// tensor's values do not depend on the others (an inflated llama's rows: each row its own,
+// seeded by the tensor's name and the row). Files are written to a temporary name in the
+// destination folder, synced and renamed into place: a concurrent reader sees the old file,
+// or none, or the whole new one.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -83,7 +95,9 @@
 #include "tests/fixture_gemma4.h"
 #include "tests/fixture_gptoss_tokenizer.h"
 #include "tests/fixture_inflate.h"
+#include "tests/fixture_inflate_llama.h"
 #include "tests/fixture_metadata.h"
+#include "tests/fixture_rng.h"
 #include "tests/fixture_shape.h"
 #include "tests/fixture_stream.h"
 
@@ -102,76 +116,10 @@ constexpr const char* kUsage =
     "flashspec-make-fixtures --shape gemma3-12b|gemma4-e4b|gemma4-26b-a4b --type q4_0|q8_0 --gemma3-tokenizer DIR "
     "[--layers N] OUT.gguf | "
     "flashspec-make-fixtures --inflate SRC.gguf --shape qwen35moe-35b-a3b|qwen35-27b|qwen35-wide-test|qwen35moe-wide-test "
-    "--type q4_0|q8_0|f32 [--layers N] [--no-mtp] OUT.gguf";
+    "--type q4_0|q8_0|f32 [--layers N] [--no-mtp] OUT.gguf | "
+    "flashspec-make-fixtures --inflate SRC.gguf --shape llama-8b|llama-1b|llama-wide-test|stories260K-wide --type q4_0|q8_0|f32 "
+    "[--layers N] OUT.gguf";
 constexpr uint64_t kAlignment = 32;
-
-// ---- deterministic random numbers ----
-
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-uint64_t fnv1a64(std::string_view s) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
-  return h;
-}
-
-// Natural log of x > 0 from frexp (exact) and the atanh series on [sqrt(1/2), sqrt(2)):
-// log m = 2 z (1 + z^2/3 + z^4/5 + ...), z = (m - 1) / (m + 1), |z| <= 0.1716, so that 12
-// terms reach double precision.
-double det_log(double x) {
-  static constexpr double kInvOdd[12] = {1.0 / 1,  1.0 / 3,  1.0 / 5,  1.0 / 7,  1.0 / 9,  1.0 / 11,
-                                         1.0 / 13, 1.0 / 15, 1.0 / 17, 1.0 / 19, 1.0 / 21, 1.0 / 23};
-  int e = 0;
-  double m = std::frexp(x, &e);  // x = m * 2^e, m in [0.5, 1)
-  if (m < 0.70710678118654752) {
-    m *= 2.0;
-    e -= 1;
-  }
-  const double z = (m - 1.0) / (m + 1.0);
-  const double z2 = z * z;
-  double p = kInvOdd[11];
-  for (int k = 10; k >= 0; --k) p = p * z2 + kInvOdd[k];
-  return double(e) * 0.69314718055994531 + 2.0 * z * p;
-}
-
-// e^x for |x| <= 3 by its Taylor series (used for a handful of values).
-double det_exp(double x) {
-  double term = 1.0, sum = 1.0;
-  for (int k = 1; k < 40; ++k) {
-    term *= x / double(k);
-    sum += term;
-  }
-  return sum;
-}
-
-struct Rng {
-  explicit Rng(uint64_t seed) : state(seed) {}
-  uint64_t bits() { return splitmix64(state); }
-  double uniform() { return double(bits() >> 11) * 0x1.0p-53; }  // [0, 1)
-  double normal() {  // N(0, 1), Marsaglia's polar form of Box-Muller
-    if (has_spare) {
-      has_spare = false;
-      return spare;
-    }
-    for (;;) {
-      const double u = 2.0 * uniform() - 1.0, v = 2.0 * uniform() - 1.0;
-      const double s = u * u + v * v;
-      if (s <= 0.0 || s >= 1.0) continue;
-      const double m = std::sqrt(-2.0 * det_log(s) / s);
-      spare = v * m;
-      has_spare = true;
-      return u * m;
-    }
-  }
-  uint64_t state;
-  double spare = 0.0;
-  bool has_spare = false;
-};
 
 // ---- the model shapes (struct Shape: tests/fixture_shape.h) ----
 
@@ -282,7 +230,7 @@ std::optional<Shape> inflate_shape(const std::string& name) {
   if (name == "qwen35-27b") return qwen35_27b();
   if (name == "qwen35-wide-test") return qwen35_wide_test(false);
   if (name == "qwen35moe-wide-test") return qwen35_wide_test(true);
-  return std::nullopt;
+  return llama_inflate_shape(name);
 }
 
 // Gemma 3 at a tiny shape, laid out as llama.cpp's convert_hf_to_gguf.py writes a Gemma 3
@@ -1044,7 +992,8 @@ void write_model(const std::string& path, const Shape& s, Metadata tokenizer, in
 
 // ---- command line ----
 
-// --inflate SRC --shape NAME --type T [--layers N] [--no-mtp] OUT (tests/fixture_inflate.h).
+// --inflate SRC --shape NAME --type T [--layers N] [--no-mtp] OUT (tests/fixture_inflate.h,
+// and tests/fixture_inflate_llama.h for a llama source or shape).
 int run_inflate(const std::string& src, const std::string& shape, const std::string& type,
                 std::optional<uint32_t> layers, bool keep_mtp, const std::string& out) {
   std::optional<Shape> s = inflate_shape(shape);
@@ -1052,7 +1001,7 @@ int run_inflate(const std::string& src, const std::string& shape, const std::str
     throw Error(shape.empty() ? std::string("--inflate needs --shape; ") + kUsage
                               : "unknown --shape '" + shape +
                                     "' for --inflate (known: qwen35moe-35b-a3b, qwen35-27b, qwen35-wide-test, "
-                                    "qwen35moe-wide-test)");
+                                    "qwen35moe-wide-test, llama-8b, llama-1b, llama-wide-test, stories260K-wide)");
   GgmlType t;
   if (type == "q4_0") t = GgmlType::Q4_0;
   else if (type == "q8_0") t = GgmlType::Q8_0;
@@ -1061,7 +1010,14 @@ int run_inflate(const std::string& src, const std::string& shape, const std::str
                                 : "unknown --type '" + type + "' for --inflate (q4_0, q8_0 or f32)");
   if (out.empty()) throw Error(std::string("no output file; ") + kUsage);
   if (layers) s->layers = *layers;
-  inflate_model(src, *s, shape, t, keep_mtp, out);
+  const GgufFile f = GgufFile::open(src);
+  const std::string* arch = f.get_string("general.architecture");
+  if (s->arch == "llama" || (arch && *arch == "llama")) {
+    if (!keep_mtp) throw Error("--no-mtp goes with qwen35 / qwen35moe sources (a llama model has no MTP layer)");
+    inflate_llama(src, *s, shape, t, 0, out);  // on every core
+  } else {
+    inflate_model(src, *s, shape, t, keep_mtp, out);
+  }
   return 0;
 }
 

@@ -8,7 +8,9 @@
 // its source layers sit 5 apart (layer i at 5 i + 4) between identity layers. Then Q8_0
 // sources widened to Q8_0 (every block's values kept), the trained fixtures when they
 // exist, an MTP layer widened beside the others, and one refusal line for each source the
-// shape cannot take exactly.
+// shape cannot take exactly. Then the dense llama widening (tests/fixture_inflate_llama.h):
+// stories260K and salty279K widened to llama-wide-test decode as their sources in F32, the
+// file's bytes do not depend on the thread count, Q8_0 generates, and its refusals.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -25,6 +27,7 @@
 #include "kernels/cpu/matmul.h"
 #include "model/model.h"
 #include "tests/cli_runner.h"
+#include "tests/fixture_inflate_llama.h"
 #include "tests/fixtures.h"
 #include "tests/gguf_writer.h"
 #include "tokenizer/tokenizer.h"
@@ -421,4 +424,99 @@ TEST_CASE("inflate: what a shape cannot take exactly is refused with one line na
   CHECK(r.err.find("flashspec-make-fixtures: cannot inflate " + src + " to " + shape + ": " + expected) == 0);
   CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
   CHECK(std::filesystem::file_size(out.path) == 0);  // TempFile's empty file, not replaced
+}
+
+// ---- llama (tests/fixture_inflate_llama.h) ----
+
+// stories260K and salty279K (dim 64, 5 layers, 8 heads / 4 kv heads of 8) widened to
+// llama-wide-test (dim 256, ffn 768, 6 layers, 16 heads / 4 kv heads of 32) in F32: the
+// padded residual dims stay zero, Q is times 2 (exact), RoPE pairs 4 apart turn at the
+// source's angles, so what differs is sums in other orders and those angles' last bits.
+TEST_CASE("inflate: stories260K and salty279K widened to llama-wide-test F32 decode as their sources") {
+  for (const std::string name : {"stories260K", "salty279K"}) {
+    CAPTURE(name);
+    const std::string src = model_path(name);
+    TempFile wide("inflate-llama-f32");
+    const CliResult r = inflate(src, "llama-wide-test", "f32", wide.path);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    const GgufFile f = GgufFile::open(wide.path);
+    CHECK(f.require_uint("llama.embedding_length") == 256);
+    CHECK(f.require_uint("llama.block_count") == 6);
+    CHECK(f.require_uint("llama.attention.head_count") == 16);
+    CHECK(f.require_uint("llama.attention.key_length") == 32);  // 16 x 32 over a 256-wide residual
+    CHECK(f.require_uint("llama.rope.dimension_count") == 32);
+    CHECK(f.require_uint("llama.context_length") == 4096);
+    CHECK(f.require_float("llama.attention.layer_norm_rms_epsilon") == double(float(1e-5f / 4.0)));
+    const Trace a = decode(src), b = decode(wide.path);
+    CHECK(a.tokens == b.tokens);
+    const double worst = largest_difference(a, b);
+    MESSAGE(name << " widened to llama-wide-test F32: largest logit difference " << worst);
+    CHECK(worst < 1e-3);
+  }
+}
+
+// The rows are made on every core, each from its own stream: one thread and three write the
+// same bytes (Q4_0 and Q8_0 both). The Q8_0 file loads and generates; quantizing moves its
+// logits a little (compared on the source's tokens).
+TEST_CASE("inflate: a llama widening is the same file on 1 and 3 threads, and its Q8_0 generates") {
+  const std::string src = model_path("stories260K");
+  const fixtures::Shape shape = *fixtures::llama_inflate_shape("llama-wide-test");
+  for (const GgmlType type : {GgmlType::Q4_0, GgmlType::Q8_0}) {
+    CAPTURE(type_name(type));
+    TempFile one("inflate-llama-t1"), three("inflate-llama-t3");
+    fixtures::inflate_llama(src, shape, "llama-wide-test", type, 1, one.path);
+    fixtures::inflate_llama(src, shape, "llama-wide-test", type, 3, three.path);
+    const std::vector<uint8_t> x = read_file(one.path), y = read_file(three.path);
+    CHECK(x.size() > 1000000);
+    CHECK(x == y);
+    if (type != GgmlType::Q8_0) continue;
+    const Trace a = decode(src), b = decode(one.path, &a.tokens);
+    size_t same = 0, all = 0;
+    for (size_t p = 0; p < a.tokens.size(); ++p)
+      for (size_t s = 0; s < a.tokens[p].size(); ++s, ++all) same += a.tokens[p][s] == b.tokens[p][s];
+    const double worst = largest_difference(a, b);
+    MESSAGE("stories260K widened to llama-wide-test Q8_0: " << same << " of " << all
+            << " greedy tokens the source's, largest logit difference " << worst);
+    CHECK(worst < kTrainedTolerance);
+    check_greedy_but_near_ties(a, b, worst);
+  }
+}
+
+TEST_CASE("inflate: what a llama shape cannot take is refused with one line") {
+  const std::string stories = model_path("stories260K");
+  TempFile derived("inflate-llama-bad-src"), out("inflate-llama-bad");
+  std::string src = stories, shape = "llama-wide-test", expected;
+  std::vector<std::string> extra;
+  SUBCASE("another architecture") {
+    src = model_path("tiny-qwen3");
+    expected = "general.architecture is 'qwen3', not llama";
+  }
+  SUBCASE("a shape of another architecture") {
+    shape = "qwen35-wide-test";
+    expected = "the shape is qwen35's, the source llama's";
+  }
+  SUBCASE("experts") {
+    src = model_path("tiny-llama3moe");
+    expected = "llama.expert_count is ";
+  }
+  SUBCASE("fewer layers") {
+    extra = {"--layers", "3"};
+    expected = "block_count: 3 layers are fewer than the source's 5";
+  }
+  SUBCASE("a head size that does not divide the shape's") {
+    derive(stories, derived.path, [](GgufWriter& w) { w.set("llama.attention.key_length", gv_u32(12)); });
+    src = derived.path;
+    expected = "attention.key_length 32 is not a multiple of the source's head size 12";
+  }
+  SUBCASE("more kv heads") {
+    derive(stories, derived.path, [](GgufWriter& w) { w.set("llama.attention.head_count_kv", gv_u32(8)); });
+    src = derived.path;
+    expected = "attention.head_count_kv 4 is less than the source's 8";
+  }
+  const CliResult r = inflate(src, shape, "q4_0", out.path, extra);
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find("flashspec-make-fixtures: cannot inflate " + src + " to " + shape + ": " + expected) == 0);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  CHECK(std::filesystem::file_size(out.path) == 0);
 }
