@@ -1,10 +1,13 @@
 // The CUDA kernels' row decoding (kernels/cuda/block_formats.cuh), compiled for the host,
 // against the CPU's dequantize_row on random rows of every type; the GPU's activation
 // rounding for F16 / BF16 weights against the CPU's; the mat-vec's integer dot products on
-// 8-bit activations (kernels/cuda/q8_dot.cuh) against the CPU backend's matmul: what the
-// GPU computes is checked on every machine, GPU or not.
+// 8-bit activations (kernels/cuda/q8_dot.cuh) against the CPU backend's matmul, and the
+// mat-vec's split of a matrix among warps and its staged copies (kernels/cuda/
+// matvec_tiles.cuh) walked for whole grids: what the GPU computes is checked on every
+// machine, GPU or not.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -15,6 +18,7 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/quantize_activations.h"
 #include "kernels/cuda/block_formats.cuh"
+#include "kernels/cuda/matvec_tiles.cuh"
 #include "tests/q8_activations.h"
 #include "tests/test_data.h"
 
@@ -151,5 +155,103 @@ TEST_CASE("block formats: the GPU's 8-bit-activation dot products equal the CPU 
     }
     CHECK(bad_ref == 0);
     CHECK(bad_cpu == 0);
+  }
+}
+
+namespace {
+
+// The mat-vec of kernels/cuda/matvec_q8.cu walked on the host: each of `warps` warps takes
+// its tiles (warp_rows), each step copies the 16-byte words step_copy names into the rows'
+// slots, as the device's asynchronous copies do, and each of 32 lanes multiplies its group
+// of every row in the slots with every activation row; a row's lanes are summed when its
+// last chunk is done. stores[r] counts the writes of row r.
+template <GgmlType kType>
+std::vector<float> walk_matvec(const uint8_t* w, int64_t rows, int64_t cols,
+                               const std::vector<std::vector<cuda::Q8Group>>& acts, int64_t warps,
+                               std::vector<int>& stores) {
+  using cuda::Chunk;
+  using cuda::Tile;
+  constexpr int R = Tile<kType>::rows, kWords = Chunk<kType>::words;
+  const int64_t stride = row_bytes(kType, cols), groups = cols / 32;
+  const size_t T = acts.size();
+  std::vector<float> y(T * size_t(rows), std::nanf(""));
+  std::vector<uint8_t> slots(size_t(R) * kWords * 16);
+  std::vector<float> acc(size_t(R) * T * 32);
+  for (int64_t warp = 0; warp < warps; ++warp) {
+    const cuda::WarpRows wr = cuda::warp_rows<kType>(w, stride, rows, groups, warp, warps);
+    for (int64_t i = 0; i < wr.steps; ++i) {
+      const cuda::Step st = cuda::step_of(wr, i, R);
+      if (st.chunk == 0) std::fill(acc.begin(), acc.end(), 0.0f);
+      int skew[R];
+      for (int k = 0; k < R; ++k) {
+        const cuda::StepCopy cp = cuda::step_copy<kType>(wr, st, k);
+        REQUIRE(cp.count <= kWords);
+        std::memcpy(slots.data() + size_t(k) * kWords * 16, cp.from, size_t(cp.count) * 16);
+        skew[k] = cp.skew;
+      }
+      for (int lane = 0; lane < 32; ++lane) {
+        const int64_t g = st.chunk * 32 + lane;
+        if (g >= groups) continue;
+        for (int k = 0; k < R; ++k) {
+          const cuda::W8Group wg = cuda::q8_weight_group<kType>(slots.data() + size_t(k) * kWords * 16 + skew[k], lane);
+          for (size_t t = 0; t < T; ++t) acc[(size_t(k) * T + t) * 32 + size_t(lane)] += cuda::q8_dot(wg, acts[t][size_t(g)]);
+        }
+      }
+      if (st.chunk + 1 < wr.chunks) continue;
+      for (int k = 0; k < R; ++k) {
+        const int64_t r = st.row0 + k;
+        if (r >= rows) continue;
+        ++stores[size_t(r)];
+        for (size_t t = 0; t < T; ++t) {
+          float v = 0.0f;
+          for (int lane = 0; lane < 32; ++lane) v += acc[(size_t(k) * T + t) * 32 + size_t(lane)];
+          y[t * size_t(rows) + size_t(r)] = v;
+        }
+      }
+    }
+  }
+  return y;
+}
+
+}  // namespace
+
+TEST_CASE("block formats: the GPU mat-vec's tiles and staged copies, walked for whole grids, give the CPU's matmul") {
+  // Rows not a multiple of a tile, rows whose bytes are not a multiple of 16 (every chunk
+  // at another skew), a last chunk shorter than the others, a matrix that starts 2 or 4
+  // bytes past a 16-byte boundary, and grids of fewer warps than tiles and of more.
+  std::mt19937 rng(43);
+  CpuBackend cpu(1);
+  for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
+    CAPTURE(type_name(type));
+    const bool k_quant = type == GgmlType::Q4_K || type == GgmlType::Q6_K;
+    const int64_t rows = 37, cols = k_quant ? 1280 : 1056, T = 3;
+    const std::vector<uint8_t> bytes = random_block_bytes(rng, type, rows, cols);
+    // 16 bytes of room either side: the copies read whole 16-byte words around the rows
+    const size_t lead = 16 + size_t(cuda::q8_dot_alignment(type) == 4 ? 4 : 2);
+    std::vector<uint8_t> buf(bytes.size() + lead + 16);
+    std::memcpy(buf.data() + lead, bytes.data(), bytes.size());
+    const uint8_t* w = buf.data() + lead;
+    std::vector<float> x(size_t(T * cols));
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (float& v : x) v = normal(rng);
+    std::vector<std::vector<cuda::Q8Group>> acts;
+    for (int64_t t = 0; t < T; ++t) acts.push_back(q8_activation_groups(type, x.data() + t * cols, cols));
+    std::vector<float> want(size_t(T * rows));
+    cpu.matmul(WeightMatrix{type, w, rows, cols}, x.data(), T, want.data());
+    for (int64_t warps : {int64_t(1), int64_t(3), int64_t(7), int64_t(64)}) {
+      CAPTURE(warps);
+      std::vector<int> stores(size_t(rows), 0);
+      std::vector<float> got;
+      switch (type) {
+        case GgmlType::Q4_0: got = walk_matvec<GgmlType::Q4_0>(w, rows, cols, acts, warps, stores); break;
+        case GgmlType::Q8_0: got = walk_matvec<GgmlType::Q8_0>(w, rows, cols, acts, warps, stores); break;
+        case GgmlType::Q4_K: got = walk_matvec<GgmlType::Q4_K>(w, rows, cols, acts, warps, stores); break;
+        default: got = walk_matvec<GgmlType::Q6_K>(w, rows, cols, acts, warps, stores); break;
+      }
+      CHECK(std::count(stores.begin(), stores.end(), 1) == rows);  // every row written once
+      int bad = 0;
+      for (size_t i = 0; i < want.size(); ++i) bad += !(std::fabs(got[i] - want[i]) <= 1e-4f * (1.0f + std::fabs(want[i])));
+      CHECK(bad == 0);
+    }
   }
 }

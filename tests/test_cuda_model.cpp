@@ -17,6 +17,7 @@
 #include "tests/gpu_or_skip.h"
 #include "tests/greedy_options.h"
 #include "tests/json_file.h"
+#include "tests/mtp_fixtures.h"
 #include "tokenizer/tokenizer.h"
 
 using namespace flashspec;
@@ -174,6 +175,47 @@ TEST_CASE("cuda model: f32 and q8_0 KV caches agree with the CPU's") {
         MESSAGE(std::string(name) << " kv " << std::string(kv_type_name(t)) << ": max |logit difference| over the first 4 positions " << d);
         CHECK(d < (t == KvType::F32 ? 1e-2 : 5e-2));
       }
+    }
+  }
+}
+
+TEST_CASE("cuda model: the hybrid Qwen3.5 fixtures (recurrent core, experts, MTP trees) agree with the CPU") {
+  // The trained qwen35 / qwen35moe fixtures: Gated DeltaNet layers whose recurrent state
+  // follows tree branches, gated attention, routed and shared experts, and the MTP layer
+  // drafting trees, all on the GPU: greedy tokens against the CPU backend's (parting only
+  // at a near tie, as above), and -d mtp trees lossless against the target alone there.
+  const std::unique_ptr<Backend> gpu = gpu_or_skip();
+  if (!gpu) return;
+  const std::vector<int32_t> prompt = {1, 403, 407, 261, 378, 432, 383, 286};  // "Once upon a time, there"
+  const double tolerance = 0.5;
+  for (const std::string& name : mtp_fixture_names()) {
+    CAPTURE(name);
+    CpuBackend cpu(2);
+    Model ref(mtp_fixture_path(name), cpu), m(mtp_fixture_path(name), *gpu);
+    keep_layers_in_backend(m);
+    m.place_mtp();
+    const GenerationResult want = generate_target_only(ref, prompt, greedy(48, 48));
+    const GenerationResult got = generate_target_only(m, prompt, greedy(48, 48));
+    const size_t part = parting(got, want);
+    if (part < want.tokens.size()) {
+      const std::vector<float>& cpu_logits = want.logits[part];
+      const double margin = double(cpu_logits[size_t(want.tokens[part])]) - double(cpu_logits[size_t(got.tokens[part])]);
+      MESSAGE(name << ": the GPU parts from the CPU at generated token " << part << ", margin " << margin);
+      CHECK(margin < 2 * tolerance);
+    }
+    const size_t compared = std::min<size_t>(8, part);
+    const double d = max_abs_diff({got.logits.begin(), got.logits.begin() + compared},
+                                  {want.logits.begin(), want.logits.begin() + compared});
+    MESSAGE(name << ": max |logit difference| over the first " << compared << " positions " << d);
+    CHECK(d < tolerance);
+    for (const bool chain : {true, false}) {
+      CAPTURE(chain);
+      SpeculationParams p;
+      p.mode = chain ? SpeculationMode::Chain : SpeculationMode::Tree;
+      p.node_budget = chain ? 3 : 8;
+      p.mtp = true;
+      const GenerationResult spec = generate_in_new_session(m, nullptr, p, prompt, greedy(48));
+      CHECK(spec.tokens == got.tokens);
     }
   }
 }

@@ -6,6 +6,7 @@
 //     bandwidth (beside it: calls launched back to back from the host, and one matrix
 //     called again and again, read from the L2 cache);
 //   - batched matmul (T = 16 .. 256, the tree-verification path): TFLOP/s;
+//   - a whole 8B-shape layer's seven matmuls at T = 1 and T = 16 (layer_pass);
 //   - host -> device: a plain cudaMemcpy from cudaMallocHost memory, and a layer copied
 //     by the backend's copy queue from a page-locked (registered) mapping as the weight
 //     stream's buffers are, and the ratio of the two;
@@ -13,7 +14,7 @@
 //     alone.
 // One JSON line per measurement; run on a machine with an NVIDIA GPU.
 //
-//   flashspec-gpubench [--device N] [--iters N]
+//   flashspec-gpubench [--device N] [--iters N] [--layer-only]
 #include <sys/mman.h>
 
 #include <CLI/CLI.hpp>
@@ -194,6 +195,50 @@ void matmul_shape(cuda::CudaBackend& be, int iters, double d2d_gbps, GgmlType t,
   }
 }
 
+// A whole 8B-shape layer (Llama-3.1-8B's seven matrices: Q, K, V, O, gate, up, down) passed
+// at once, as a decode step (T = 1) and a 16-node tree pass (T = 16) run it: the device's
+// time for the seven matmuls queued back to back, each pass on another copy of the layer
+// so that its weights come from device memory. Timed together, the launch ramps of small
+// matrices weigh as they do in a forward pass; the weight bytes read per second as a
+// fraction of the copy bandwidth is the figure to hold to the goal (0.6).
+void layer_pass(cuda::CudaBackend& be, int iters, double d2d_gbps, GgmlType t, std::mt19937& rng) {
+  const Shape shapes[] = {{4096, 4096}, {1024, 4096}, {1024, 4096}, {4096, 4096},
+                          {14336, 4096}, {14336, 4096}, {4096, 14336}};
+  std::vector<std::vector<uint8_t>> host;
+  size_t layer_bytes = 0;
+  for (const Shape& s : shapes) {
+    host.push_back(random_matrix(t, s.rows, s.cols, rng));
+    layer_bytes += host.back().size();
+  }
+  const size_t copies = std::max<size_t>(2, (size_t(320) << 20) / layer_bytes);
+  std::vector<BackendBuffer> bufs;
+  std::vector<std::vector<WeightMatrix>> layers(copies);
+  for (size_t c = 0; c < copies; ++c)
+    for (size_t m = 0; m < host.size(); ++m) {
+      bufs.emplace_back(be, host[m].size());
+      be.upload(bufs.back().get(), host[m].data(), host[m].size());
+      layers[c].push_back(WeightMatrix{t, bufs.back().get(), shapes[m].rows, shapes[m].cols});
+    }
+  double one_row_s = 0;
+  for (int64_t T : {1, 16}) {
+    std::vector<float> xh(size_t(T * 14336));
+    for (float& v : xh) v = float(int(rng() % 2001) - 1000) / 1000.0f;
+    BackendBuffer x(be, xh.size() * 4), y(be, size_t(T * 14336) * 4);
+    be.upload(x.get(), xh.data(), xh.size() * 4);
+    size_t turn = 0;
+    const double sec = device_seconds_per_iter(std::max<int>(iters, int(4 * copies)), be, [&] {
+      for (const WeightMatrix& w : layers[turn++ % copies]) be.matmul(w, x.get<float>(), T, y.get<float>());
+    });
+    const double gbps = double(layer_bytes) / sec / 1e9;
+    nlohmann::json j = {{"test", "layer_pass"}, {"type", std::string(type_name(t))}, {"T", T},
+                        {"layer_bytes", layer_bytes}, {"us", sec * 1e6}, {"weight_gbps", gbps},
+                        {"fraction_of_d2d", gbps / d2d_gbps}};
+    if (T == 1) one_row_s = sec;
+    else j["vs_T1"] = sec / one_row_s;
+    print(j);
+  }
+}
+
 // Seconds per host -> device copy of `layer` bytes: a plain cudaMemcpy from cudaMallocHost
 // memory.
 double pinned_memcpy_seconds(Backend& be, int iters, BackendBuffer& dst, size_t layer) {
@@ -259,13 +304,15 @@ void copy_compute_overlap(Backend& be, int iters, BackendBuffer& dst, void* map,
          {"overlap", (copy_s + compute_s - both_s) / std::min(copy_s, compute_s)}});
 }
 
-int run(int device, int iters) {
+int run(int device, int iters, bool layer_only) {
   const std::unique_ptr<Backend> be = cuda::make_backend(device);
   std::printf("{\"backend\":\"%s\"}\n", be->name().c_str());
   auto& cuda_be = dynamic_cast<cuda::CudaBackend&>(*be);
   std::mt19937 rng(1);
 
   const double d2d_gbps = d2d_bandwidth(*be, iters);
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K}) layer_pass(cuda_be, iters, d2d_gbps, t, rng);
+  if (layer_only) return 0;
   for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K})
     for (int64_t rows : {4096, 11008}) matvec_q8_grids(cuda_be, device, iters, d2d_gbps, t, rows, 4096, rng);
 
@@ -301,9 +348,11 @@ int main(int argc, char** argv) {
   int device = 0, iters = 20;
   app.add_option("--device", device, "CUDA device")->check(CLI::Range(0, 64));
   app.add_option("--iters", iters, "timed iterations per measurement")->check(CLI::Range(1, 100000));
+  bool layer_only = false;
+  app.add_flag("--layer-only", layer_only, "only the copy bandwidth and the 8B-shape layer passes");
   CLI11_PARSE(app, argc, argv);
   try {
-    return run(device, iters);
+    return run(device, iters, layer_only);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "flashspec-gpubench: error: %s\n", e.what());
     return 1;

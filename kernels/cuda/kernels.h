@@ -20,9 +20,12 @@ void launch_matvec(const WeightMatrix& w, const float* x, int64_t T, float* y, c
 bool matvec_q8_applies(const WeightMatrix& w);
 // Device scratch the 8-bit-activation matmul needs for T activation rows.
 size_t matvec_q8_scratch_bytes(const WeightMatrix& w, int64_t T);
-// y = W x for any T (in launches of kMatvecMaxT rows); scratch holds
-// matvec_q8_scratch_bytes(w, T) bytes (none for one row of up to 16384 values). One row
-// is spread over about blocks_per_sm blocks per multiprocessor (each quantizes the row).
+// The 8-bit-activation matmul reads each weight once for up to this many activation rows
+// (a tree pass of 16 nodes reads its weights once).
+inline constexpr int64_t kMatvecQ8MaxT = 16;
+// y = W x for any T (in launches of kMatvecQ8MaxT rows); scratch holds
+// matvec_q8_scratch_bytes(w, T) bytes (none for one row of up to 14336 values). The grid
+// has at most blocks_per_sm blocks per multiprocessor (each fused one quantizes the row).
 inline constexpr int kMatvecQ8BlocksPerSm = 4;
 void launch_matvec_q8(const WeightMatrix& w, const float* x, int64_t T, float* y, int sm_count, void* scratch,
                       cudaStream_t s, int blocks_per_sm = kMatvecQ8BlocksPerSm);

@@ -1,15 +1,15 @@
 // The matmul of Q4_0, Q8_0, Q4_K and Q6_K weights on 8-bit activations (q8_dot.cuh says
-// why), for any number of activation rows: kMatvecMaxT rows per weight read.
+// why), for any number of activation rows: kMatvecQ8MaxT rows per weight read.
 //
-// One warp per output row, lane l taking groups l, l + 32, ... of the row (matvec_rows
-// says how the row's bytes reach it). Activations
+// A warp takes a tile of a few output rows at a time, lane l taking groups l, l + 32, ...
+// of each (matvec_rows says how the rows' bytes reach it). Activations
 // are laid out as Q8Group fields in three arrays (Q8Rows): the first and the second int4 of
 // each group's codes, and its (scale, sum) float2, activation row t's groups at
 // [t * groups, (t + 1) * groups): lanes reading consecutive groups read 16-byte strides,
 // which shared memory serves without bank conflicts.
 //
 // For one activation row (decoding) each block quantizes the row into shared memory
-// itself and then walks several weight rows: a separate quantizing kernel would add a
+// itself and then walks its tiles: a separate quantizing kernel would add a
 // launch to every matmul, which at decode sizes costs about as much as the mat-vec. For
 // more rows a quantizing kernel writes the codes to device memory once and every block
 // reads them (from L1 / L2: they are small next to the weights). Large batches (prefill)
@@ -18,20 +18,23 @@
 #include <algorithm>
 #include <utility>
 
+#include <cuda_pipeline.h>
+
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/kernels.h"
+#include "kernels/cuda/matvec_tiles.cuh"
 #include "kernels/cuda/q8_dot.cuh"
 
 namespace flashspec::cuda {
 
 namespace {
 
-constexpr int kWarps = 8;
+constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
 // Shared memory holds one quantized activation row of up to this many values (1.25
-// bytes per value) beside the staging buffers, within the 48 KiB a block gets without
-// opting in; wider rows take the two-kernel path.
-constexpr int64_t kFusedMaxCols = 16384;
+// bytes per value; an 8B model's widest, its FFN's) beside the staging buffers, within the
+// 48 KiB a block gets without opting in; wider rows take the two-kernel path.
+constexpr int64_t kFusedMaxCols = 14336;
 
 // 16-byte words of one quantized activation row of `groups` groups in shared memory (codes,
 // then scales, rounded up so that the staging buffers after them stay aligned).
@@ -104,117 +107,145 @@ __device__ Q8Group load_group(const Q8Rows& q, int64_t i) {
   return Q8Group{{a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w}, s.x, s.y};
 }
 
-// A warp reads its weight row in chunks of 32 groups (for K-quants: 4 super-blocks), lane
-// l computing group l of a chunk. The chunk's bytes are staged in shared memory first, read
-// from device memory 16 bytes per lane in one contiguous run: read in place, an 18-byte
-// Q4_0 group costs nine 16-bit loads, and the first GPU runs showed the kernel bound by
-// those load instructions (L1 wavefronts), not by the device's bandwidth. The next chunk's
-// loads are issued before this chunk's arithmetic, so that they are in flight meanwhile.
-template <GgmlType kType>
-struct Chunk {
-  static constexpr int bytes = kType == GgmlType::Q4_0   ? 32 * 18
-                               : kType == GgmlType::Q8_0 ? 32 * 34
-                               : kType == GgmlType::Q4_K ? 4 * 144
-                                                         : 4 * 210;
-  // 16-byte words covering a chunk at any 2-byte alignment (up to 15 bytes either side).
-  static constexpr int words = bytes / 16 + 2;
-  static constexpr int words_per_lane = (words + 31) / 32;
-};
-
-// The 16-byte words of [src, src + n) from the word holding src on, as lanes hold them.
-template <GgmlType kType>
-__device__ int fetch_chunk(const uint8_t* src, int n, int lane, int4 (&r)[Chunk<kType>::words_per_lane]) {
-  const uintptr_t lo = reinterpret_cast<uintptr_t>(src) & ~uintptr_t(15);
-  const int count = int((reinterpret_cast<uintptr_t>(src) + uintptr_t(n) + 15 - lo) / 16);
-  const int4* from = reinterpret_cast<const int4*>(lo);
-#pragma unroll
-  for (int k = 0; k < Chunk<kType>::words_per_lane; ++k)
-    if (lane + 32 * k < count) r[k] = __ldg(from + lane + 32 * k);
-  return count;
-}
-
-template <GgmlType kType>
-__device__ void store_chunk(int4* buf, int count, int lane, const int4 (&r)[Chunk<kType>::words_per_lane]) {
-#pragma unroll
-  for (int k = 0; k < Chunk<kType>::words_per_lane; ++k)
-    if (lane + 32 * k < count) buf[lane + 32 * k] = r[k];
-}
-
-// Shared memory a block's warps stage their chunks in: two buffers per warp.
+// Shared memory a block's warps stage their steps in.
 template <GgmlType kType>
 constexpr size_t staging_bytes() {
-  return size_t(kWarps) * 2 * Chunk<kType>::words * sizeof(int4);
+  return size_t(kWarps) * Tile<kType>::stages * Tile<kType>::step_words * sizeof(int4);
 }
-static_assert(activation_words(kFusedMaxCols / 32) * sizeof(int4) + staging_bytes<GgmlType::Q8_0>() <= 48 * 1024,
-              "the fused kernel's shared memory (Q8_0 has the largest chunks)");
-
-// y[t * rows + r] for the rows r this warp takes: rows_per_warp rows starting at the
-// block's first row plus the warp's index, kWarps apart.
 template <GgmlType kType>
-__device__ void matvec_rows(const uint8_t* __restrict__ w, int64_t stride, int64_t rows, int64_t groups,
-                            Q8Rows q, int T, int rows_per_warp, int4* staging,
-                            float* __restrict__ y) {
-  const int lane = int(threadIdx.x) & 31;
-  const int warp = int(threadIdx.x >> 5);
-  int4* bufs = staging + size_t(warp) * 2 * Chunk<kType>::words;
-  const int64_t first = int64_t(blockIdx.x) * kWarps * rows_per_warp + warp;
-  const int64_t chunks = (groups + 31) / 32;
-  for (int k = 0; k < rows_per_warp; ++k) {
-    const int64_t r = first + int64_t(k) * kWarps;
-    if (r >= rows) return;
-    const uint8_t* row = w + r * stride;
-    float acc[kMatvecMaxT];
+constexpr bool fused_fits() {
+  return activation_words(kFusedMaxCols / 32) * sizeof(int4) + staging_bytes<kType>() <= 48 * 1024;
+}
+static_assert(fused_fits<GgmlType::Q4_0>() && fused_fits<GgmlType::Q8_0>() && fused_fits<GgmlType::Q4_K>() &&
+                  fused_fits<GgmlType::Q6_K>(),
+              "the fused kernel's shared memory: 48 KiB without opting in");
+
+// Queues the copies of step i into `slot` as one commit group (empty past the last step,
+// so that waits count groups alike).
+template <GgmlType kType>
+__device__ void issue_step(const WarpRows& wr, int64_t i, int4* slot, int lane) {
+  if (i < wr.steps) {
+    const Step st = step_of(wr, i, Tile<kType>::rows);
 #pragma unroll
-    for (int t = 0; t < kMatvecMaxT; ++t) acc[t] = 0.0f;
-    int4 next[Chunk<kType>::words_per_lane];
-    // stride is the row's bytes: the last chunk may be short
-    auto chunk_size = [&](int64_t c) { return int(min(int64_t(Chunk<kType>::bytes), stride - c * Chunk<kType>::bytes)); };
-    int count = fetch_chunk<kType>(row, chunk_size(0), lane, next);
-    for (int64_t c = 0; c < chunks; ++c) {
-      int4* buf = bufs + (c & 1) * Chunk<kType>::words;
-      store_chunk<kType>(buf, count, lane, next);
-      __syncwarp();
-      const uint8_t* at = row + c * Chunk<kType>::bytes;
-      if (c + 1 < chunks) count = fetch_chunk<kType>(at + Chunk<kType>::bytes, chunk_size(c + 1), lane, next);
-      const int64_t g = c * 32 + lane;
-      if (g < groups) {
-        const uint8_t* staged = reinterpret_cast<const uint8_t*>(buf) + (reinterpret_cast<uintptr_t>(at) & 15);
-        const W8Group wg = q8_weight_group<kType>(staged, lane);
-#pragma unroll
-        for (int t = 0; t < kMatvecMaxT; ++t)
-          if (t < T) acc[t] += q8_dot(wg, load_group(q, int64_t(t) * groups + g));
-      }
+    for (int k = 0; k < Tile<kType>::rows; ++k) {
+      const StepCopy cp = step_copy<kType>(wr, st, k);
+      const int4* from = reinterpret_cast<const int4*>(cp.from);
+      for (int j = lane; j < cp.count; j += 32) __pipeline_memcpy_async(slot + k * Chunk<kType>::words + j, from + j, 16);
     }
-#pragma unroll
-    for (int t = 0; t < kMatvecMaxT; ++t) {
-      if (t < T) {
-        float v = acc[t];
-        for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffffu, v, off);
-        if (lane == 0) y[int64_t(t) * rows + r] = v;
-      }
-    }
-    __syncwarp();  // the next row's first chunk reuses buffer 0
   }
+  __pipeline_commit();
 }
 
-// One activation row, quantized by each block into shared memory.
+// A warp multiplies Tile::rows weight rows at once, 32 groups (for K-quants: 4
+// super-blocks) of each per step, lane l computing group l of the step's chunk: each
+// activation group a lane loads serves every row of the tile, which keeps the shared-memory
+// and L1 traffic of the activations below the weights' own (the first GPU runs found the
+// kernel bound by load instructions, not by the device's bandwidth). A step's chunks are
+// copied from device memory into shared memory with asynchronous 16-byte copies in one
+// contiguous run per row (read in place, an 18-byte Q4_0 group costs nine 16-bit loads),
+// Tile::stages - 1 steps ahead, so that a warp keeps that many steps' bytes in flight
+// while it computes: a kernel that waited for each chunk was bound by the memory latency,
+// a warp's chunks running one after another. The steps of all the tiles a warp takes form
+// one pipeline, so a warp ramps up once, not once per row (matvec_tiles.cuh: which bytes).
+//
+// y[t * rows + r] for the rows of wr, T <= kMaxT activation rows. The caller has issued
+// steps 0 .. stages - 2 (the fused kernel does so before it quantizes the activations).
+template <GgmlType kType, int kMaxT>
+__device__ void matvec_rows(const WarpRows& wr, int64_t groups, Q8Rows q, int T, int4* staging,
+                            float* __restrict__ y) {
+  constexpr int R = Tile<kType>::rows, S = Tile<kType>::stages;
+  const int lane = int(threadIdx.x) & 31;
+  float acc[R][kMaxT];
+  for (int64_t i = 0; i < wr.steps; ++i) {
+    issue_step<kType>(wr, i + S - 1, staging + ((i + S - 1) % S) * Tile<kType>::step_words, lane);
+    __pipeline_wait_prior(S - 1);  // this lane's copies of step i are done ...
+    __syncwarp();                  // ... and every lane's
+    const Step st = step_of(wr, i, R);
+    const int64_t c = st.chunk;
+    if (c == 0) {
+#pragma unroll
+      for (int k = 0; k < R; ++k)
+#pragma unroll
+        for (int t = 0; t < kMaxT; ++t) acc[k][t] = 0.0f;
+    }
+    const int64_t g = c * 32 + lane;
+    if (g < groups) {
+      const int4* slot = staging + (i % S) * Tile<kType>::step_words;
+      W8Group wg[R];
+#pragma unroll
+      for (int k = 0; k < R; ++k) {
+        const int skew = step_copy<kType>(wr, st, k).skew;
+        wg[k] = q8_weight_group<kType>(reinterpret_cast<const uint8_t*>(slot + k * Chunk<kType>::words) + skew, lane);
+      }
+#pragma unroll
+      for (int t = 0; t < kMaxT; ++t) {
+        if (t < T) {
+          const Q8Group a = load_group(q, int64_t(t) * groups + g);
+#pragma unroll
+          for (int k = 0; k < R; ++k) acc[k][t] += q8_dot(wg[k], a);
+        }
+      }
+    }
+    __syncwarp();  // every lane is done with slot i % S before step i + S is copied into it
+    if (c + 1 == wr.chunks) {
+#pragma unroll
+      for (int k = 0; k < R; ++k) {
+        const int64_t r = st.row0 + k;
+#pragma unroll
+        for (int t = 0; t < kMaxT; ++t) {
+          if (t < T) {
+            float v = acc[k][t];
+            for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffffu, v, off);
+            if (lane == 0 && r < wr.rows) y[int64_t(t) * wr.rows + r] = v;
+          }
+        }
+      }
+    }
+  }
+  __pipeline_wait_prior(0);  // no copy outlives the kernel
+}
+
+// This warp's rows: tiles spread over the grid's warps in turn.
+template <GgmlType kType>
+__device__ WarpRows this_warp_rows(const uint8_t* w, int64_t stride, int64_t rows, int64_t groups) {
+  return warp_rows<kType>(w, stride, rows, groups, int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5),
+                          int64_t(gridDim.x) * kWarps);
+}
+
+template <GgmlType kType>
+__device__ int4* warp_staging(int4* staging) {
+  return staging + size_t(threadIdx.x >> 5) * Tile<kType>::stages * Tile<kType>::step_words;
+}
+
+template <GgmlType kType>
+__device__ void issue_first_steps(const WarpRows& wr, int4* staging) {
+  for (int s = 0; s + 1 < Tile<kType>::stages; ++s)
+    issue_step<kType>(wr, s, staging + s * Tile<kType>::step_words, int(threadIdx.x) & 31);
+}
+
+// One activation row, quantized by each block into shared memory while the first weight
+// steps are copied.
 template <GgmlType kType>
 __global__ void matvec_q8_fused_kernel(const uint8_t* __restrict__ w, int64_t stride, int64_t rows, int64_t groups,
-                                       const float* __restrict__ x, int rows_per_warp, float* __restrict__ y) {
+                                       const float* __restrict__ x, float* __restrict__ y) {
   extern __shared__ int4 smem[];
   const Q8Rows q{smem, smem + groups, reinterpret_cast<float2*>(smem + 2 * groups)};
-  int4* staging = smem + activation_words(groups);
+  int4* staging = warp_staging<kType>(smem + activation_words(groups));
+  const WarpRows wr = this_warp_rows<kType>(w, stride, rows, groups);
+  issue_first_steps<kType>(wr, staging);
   quantize_groups<kType>(x, groups, int(threadIdx.x >> 5), kWarps, q);
   __syncthreads();
-  matvec_rows<kType>(w, stride, rows, groups, q, 1, rows_per_warp, staging, y);
+  matvec_rows<kType, 1>(wr, groups, q, 1, staging, y);
 }
 
 template <GgmlType kType>
 __global__ void matvec_q8_kernel(const uint8_t* __restrict__ w, int64_t stride, int64_t rows, int64_t groups,
-                                 Q8Rows q, int T,
-                                 float* __restrict__ y) {
-  extern __shared__ int4 staging[];
-  matvec_rows<kType>(w, stride, rows, groups, q, T, 1, staging, y);
+                                 Q8Rows q, int T, float* __restrict__ y) {
+  extern __shared__ int4 smem[];
+  int4* staging = warp_staging<kType>(smem);
+  const WarpRows wr = this_warp_rows<kType>(w, stride, rows, groups);
+  issue_first_steps<kType>(wr, staging);
+  matvec_rows<kType, kMatvecQ8MaxT>(wr, groups, q, T, staging, y);
 }
 
 template <class F>
@@ -226,6 +257,16 @@ void with_q8_type(GgmlType t, F&& f) {
     case GgmlType::Q6_K: return f.template operator()<GgmlType::Q6_K>();
     default: throw Error("cuda: no 8-bit-activation mat-vec for this weight type");
   }
+}
+
+// Blocks of `kernel` that fit on a multiprocessor at once with `smem` bytes of shared memory
+// each (registers permitting): a grid past that many per multiprocessor runs a second,
+// partial wave, which left part of the device idle while the rest finished.
+template <class Kernel>
+int resident_per_sm(Kernel kernel, size_t smem) {
+  int n = 0;
+  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, smem), "occupancy");
+  return std::max(n, 1);
 }
 
 }  // namespace
@@ -246,28 +287,36 @@ void launch_matvec_q8(const WeightMatrix& w, const float* x, int64_t T, float* y
   const auto* data = static_cast<const uint8_t*>(w.data);
   const int64_t stride = row_bytes(w.type, w.cols), groups = w.cols / 32;
   with_q8_type(w.type, [&]<GgmlType kType>() {
+    // One tile per warp, or fewer warps where the grid would pass blocks_per_sm blocks per
+    // multiprocessor (they then take several tiles in turn): each fused block quantizes
+    // the activations once for all its tiles.
+    // Asked once per kernel (the fused kernel at its largest shared memory).
+    static const int fused_resident = resident_per_sm(
+        matvec_q8_fused_kernel<kType>, size_t(activation_words(kFusedMaxCols / 32)) * sizeof(int4) + staging_bytes<kType>());
+    static const int batched_resident = resident_per_sm(matvec_q8_kernel<kType>, staging_bytes<kType>());
+    const int64_t tiles = (w.rows + Tile<kType>::rows - 1) / Tile<kType>::rows;
+    const auto blocks_at_most = [&](int resident) {
+      const int64_t most = int64_t(std::clamp(blocks_per_sm, 1, resident)) * std::max(sm_count, 1);
+      return unsigned(std::clamp<int64_t>((tiles + kWarps - 1) / kWarps, 1, most));
+    };
     if (fused(w, T)) {
-      // Enough rows per warp that the grid is about blocks_per_sm blocks per
-      // multiprocessor: each block quantizes the activations once for all its rows.
-      const int64_t warps_wanted = int64_t(std::max(blocks_per_sm, 1)) * std::max(sm_count, 1) * kWarps;
-      const int rows_per_warp = int(std::clamp<int64_t>((w.rows + warps_wanted - 1) / warps_wanted, 1, 64));
-      const int64_t per_block = int64_t(kWarps) * rows_per_warp;
+      const unsigned blocks = blocks_at_most(fused_resident);
       const size_t smem = size_t(activation_words(groups)) * sizeof(int4) + staging_bytes<kType>();
-      matvec_q8_fused_kernel<kType><<<unsigned((w.rows + per_block - 1) / per_block), kThreads, smem, s>>>(
-          data, stride, w.rows, groups, x, rows_per_warp, y);
+      matvec_q8_fused_kernel<kType><<<blocks, kThreads, smem, s>>>(data, stride, w.rows, groups, x, y);
       check_launch("matvec_q8_fused");
       return;
     }
+    const unsigned blocks = blocks_at_most(batched_resident);
     const int64_t n = T * groups, runs = (n + 7) / 8;
     auto* codes = static_cast<int4*>(scratch);
     const Q8Rows q{codes, codes + n, reinterpret_cast<float2*>(codes + 2 * n)};
     quantize_activations_kernel<kType><<<unsigned((runs + kWarps - 1) / kWarps), kThreads, 0, s>>>(x, n, q);
     check_launch("quantize_activations");
-    for (int64_t t0 = 0; t0 < T; t0 += kMatvecMaxT) {
+    for (int64_t t0 = 0; t0 < T; t0 += kMatvecQ8MaxT) {
       const int64_t at = t0 * groups;
-      matvec_q8_kernel<kType><<<unsigned((w.rows + kWarps - 1) / kWarps), kThreads, staging_bytes<kType>(), s>>>(
-          data, stride, w.rows, groups, Q8Rows{q.lo + at, q.hi + at, q.scales + at}, int(std::min(kMatvecMaxT, T - t0)),
-          y + t0 * w.rows);
+      matvec_q8_kernel<kType><<<blocks, kThreads, staging_bytes<kType>(), s>>>(
+          data, stride, w.rows, groups, Q8Rows{q.lo + at, q.hi + at, q.scales + at},
+          int(std::min(kMatvecQ8MaxT, T - t0)), y + t0 * w.rows);
     }
     check_launch("matvec_q8");
   });
