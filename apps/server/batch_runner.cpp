@@ -271,6 +271,9 @@ void BatchRunner::retire(RunningList& running) {
     }
     Job& job = s.job;
     it = running.erase(it);  // the request's callbacks are not called after this
+    // The gauges first: a client that reads /metrics once answered sees its sequence gone
+    // (CI under load once read the running count of the pass before).
+    publish(int64_t(running.size()));
     complete(job, std::move(r), error);
   }
 }
