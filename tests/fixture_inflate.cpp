@@ -818,9 +818,7 @@ void inflate_model(const std::string& src_path, const Shape& target, const std::
   const Maps maps = make_maps(c, a, b);
   const std::vector<Job> jobs = plan_jobs(f, a, maps, lp, type);
 
-  const std::string* src_name = f.get_string("general.name");
-  const std::string name = (src_name ? *src_name : *arch) + " inflated to " + shape_name + " widths (" +
-                           std::string(type_name(type)) + ")";
+  const std::string name = inflated_name(f, *arch, shape_name, type);
   std::vector<GgufTensorLayout> layout;
   for (const Job& j : jobs) layout.push_back(j.out);
   const std::vector<uint8_t> header =

@@ -357,9 +357,7 @@ void inflate_llama(const std::string& src_path, const Shape& target, const std::
   check_widenable(what, a, b, c.n_rot, type);
   const std::vector<Tensor> tensors = plan_tensors(f, what, c, a, b, type);
 
-  const std::string* src_name = f.get_string("general.name");
-  const std::string name = (src_name ? *src_name : *arch) + " inflated to " + shape_name + " widths (" +
-                           std::string(type_name(type)) + ")";
+  const std::string name = inflated_name(f, *arch, shape_name, type);
   std::vector<GgufTensorLayout> layout;
   for (const Tensor& t : tensors) layout.push_back(t.out);
   const std::vector<uint8_t> header =

@@ -33,6 +33,13 @@ inline GgufValue array(GgufValueType elem, std::vector<GgufValue> items) {
 // 2 Q4_0, 7 Q8_0, 0 F32 (--inflate's types).
 inline uint32_t file_type_of(GgmlType t) { return t == GgmlType::Q4_0 ? 2 : t == GgmlType::Q8_0 ? 7 : 0; }
 
+// general.name of a file --inflate widened from f (architecture arch) to shape_name.
+inline std::string inflated_name(const GgufFile& f, const std::string& arch, const std::string& shape_name,
+                                 GgmlType t) {
+  const std::string* src_name = f.get_string("general.name");
+  return (src_name ? *src_name : arch) + " inflated to " + shape_name + " widths (" + std::string(type_name(t)) + ")";
+}
+
 // convert_hf_to_gguf.py's does_token_look_special (which added tokens count as control).
 inline bool looks_special(std::string_view t) {
   if (t == "<pad>" || t == "<mask>" || t == "<2mass>" || t == "[@BOS@]") return true;

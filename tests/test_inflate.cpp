@@ -188,6 +188,17 @@ std::vector<float> values(const GgufFile& f, const std::string& name) {
   return v;
 }
 
+// --inflate refuses SRC at SHAPE: exit 1, one line "cannot inflate SRC to SHAPE: EXPECTED...",
+// and OUT (a TempFile's empty file) left as it was.
+void check_refused(const std::string& src, const std::string& shape, const std::string& type, const std::string& out,
+                   const std::vector<std::string>& extra, const std::string& expected) {
+  const CliResult r = inflate(src, shape, type, out, extra);
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find("flashspec-make-fixtures: cannot inflate " + src + " to " + shape + ": " + expected) == 0);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  CHECK(std::filesystem::file_size(out) == 0);
+}
+
 }  // namespace
 
 // F32: every matrix holds the source's values (F16 ones stay F16), so what differs is the
@@ -419,11 +430,7 @@ TEST_CASE("inflate: what a shape cannot take exactly is refused with one line na
     src = derived.path;
     expected = "ssm.time_step_rank: 8 value heads over 4 key heads leave fewer per key head than the source's 4";
   }
-  const CliResult r = inflate(src, shape, "q8_0", out.path, extra);
-  CHECK(r.exit_code == 1);
-  CHECK(r.err.find("flashspec-make-fixtures: cannot inflate " + src + " to " + shape + ": " + expected) == 0);
-  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
-  CHECK(std::filesystem::file_size(out.path) == 0);  // TempFile's empty file, not replaced
+  check_refused(src, shape, "q8_0", out.path, extra, expected);
 }
 
 // ---- llama (tests/fixture_inflate_llama.h) ----
@@ -514,9 +521,5 @@ TEST_CASE("inflate: what a llama shape cannot take is refused with one line") {
     src = derived.path;
     expected = "attention.head_count_kv 4 is less than the source's 8";
   }
-  const CliResult r = inflate(src, shape, "q4_0", out.path, extra);
-  CHECK(r.exit_code == 1);
-  CHECK(r.err.find("flashspec-make-fixtures: cannot inflate " + src + " to " + shape + ": " + expected) == 0);
-  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
-  CHECK(std::filesystem::file_size(out.path) == 0);
+  check_refused(src, shape, "q4_0", out.path, extra, expected);
 }
