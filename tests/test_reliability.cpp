@@ -48,12 +48,18 @@ std::string copy_of(const std::string& name, const TempFile& f) {
 }  // namespace
 
 TEST_CASE("reliability: a model file truncated while generating is one error line, not SIGBUS") {
-  TempFile f("shrink");
+  TempFile f("shrink"), out("shrink-out");
   const std::string model = copy_of("stories260K-wide-f32", f);
+  CliOptions o;
+  o.stdout_path = out.path;
   auto run = std::async(std::launch::async, [&] {
-    return run_cli(generate(model, {"-n", "6000", "--ignore-eos"}), "", 120);
+    return run_cli(generate(model, {"-n", "6000", "--ignore-eos"}), o);
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  // Truncate only once tokens stream out, so the model is open and generating (a fixed
+  // sleep truncated it before the open on a loaded CI machine).
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::filesystem::file_size(out.path) < 64 && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   std::filesystem::resize_file(model, 0);
   const CliResult r = run.get();
   CAPTURE(r.err);
