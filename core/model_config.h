@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "core/delta_net_shape.h"
+
 namespace flashspec {
 
 class GgufFile;
@@ -28,24 +30,6 @@ struct YarnRope {
   float ext_factor = 0.0f;   // 0: no YaRN
   float attn_factor = 1.0f;  // llama.cpp's cparams.yarn_attn_factor
   float beta_fast = 32.0f, beta_slow = 1.0f;
-};
-
-// A Gated DeltaNet mixer (Qwen3.5's linear attention): a short causal convolution over
-// the projected q, k, v channels, then per value head a state of state x state that each
-// token decays and corrects by the delta rule. Value heads share key heads in groups
-// (v_heads a multiple of k_heads; value head h reads key head h % k_heads).
-struct DeltaNetShape {
-  int64_t conv_kernel = 0;  // ssm.conv_kernel: taps, the current token's included
-  int64_t state = 0;        // ssm.state_size: a head's key (and value) width
-  int64_t k_heads = 0;      // ssm.group_count
-  int64_t v_heads = 0;      // ssm.time_step_rank
-  int64_t key_dim() const { return k_heads * state; }
-  int64_t value_dim() const { return v_heads * state; }
-  int64_t conv_dim() const { return 2 * key_dim() + value_dim(); }  // q, k, v channels
-  // Floats one sequence keeps per layer: the convolution's last conv_kernel - 1 inputs and
-  // the heads' states.
-  int64_t window_floats() const { return (conv_kernel - 1) * conv_dim(); }
-  int64_t state_floats() const { return v_heads * state * state; }
 };
 
 struct ModelConfig {

@@ -296,10 +296,12 @@ class Backend {
     sigmoid_mul_host(yh.data(), gh.data(), 0, T, n, per_row);
     upload(y, yh.data(), yh.size() * sizeof(float));
   }
-  // Gated DeltaNet's recurrent core (kernels/delta_net.h). Its start and end states,
-  // parents and records are host memory; x, alpha, beta, conv, dt_bias, a and out are
-  // the backend's.
+  // Gated DeltaNet's recurrent core (kernels/delta_net.h). Its parents and the spans of
+  // state pointers are host memory; everything else, the states and records included, is
+  // the backend's, so a sequence's recurrent state never leaves the device.
   virtual void delta_net(std::span<const DeltaNetCall> calls);
+  // Recorded rows replayed onto a layer's state in backend memory (a commit, a truncate).
+  virtual void delta_replay(const DeltaReplay& r);
   // y[t] = sum_s weights[t*k+s] * x[slots[t*k+s]] for T rows of `width`, in rank order s
   // (x has x_rows rows).
   virtual void weighted_sum_rows(const float* x, int64_t x_rows, const int32_t* slots, const float* weights,

@@ -327,23 +327,80 @@ void delta_net_host(std::span<const DeltaNetCall> calls, const ParallelFor& para
 }
 
 void Backend::delta_net(std::span<const DeltaNetCall> calls) {
-  // Through the host: the backend's inputs come down, the outputs go back up.
+  // Through the host: the backend's inputs and start states come down, the outputs,
+  // records and end states go back up.
+  auto down = [&](const float* p, int64_t n) {
+    std::vector<float> v(static_cast<size_t>(n));
+    download(v.data(), p, v.size() * sizeof(float));
+    return v;
+  };
   for (const DeltaNetCall& c : calls) {
-    auto down = [&](const float* p, int64_t n) {
-      std::vector<float> v(static_cast<size_t>(n));
-      download(v.data(), p, v.size() * sizeof(float));
-      return v;
-    };
-    const std::vector<float> x = down(c.x, c.T * c.conv_dim()), alpha = down(c.alpha, c.T * c.v_heads),
-                             beta = down(c.beta, c.T * c.v_heads), conv = down(c.conv, c.conv_dim() * c.conv_kernel),
+    const int64_t T = c.T, window = (c.conv_kernel - 1) * c.conv_dim(), heads = c.v_heads * c.state * c.state;
+    const std::vector<float> x = down(c.x, T * c.conv_dim()), alpha = down(c.alpha, T * c.v_heads),
+                             beta = down(c.beta, T * c.v_heads), conv = down(c.conv, c.conv_dim() * c.conv_kernel),
                              dt = down(c.dt_bias, c.v_heads), a = down(c.a, c.v_heads);
-    std::vector<float> out(size_t(c.T * c.value_dim()));
+    std::vector<std::vector<float>> starts;
+    std::vector<const float*> start_window, start_state;
+    for (size_t s = 0; s < c.start_state.size(); ++s) {
+      starts.push_back(down(c.start_window[s], window));
+      start_window.push_back(starts.back().data());
+      starts.push_back(down(c.start_state[s], heads));
+      start_state.push_back(starts.back().data());
+    }
+    // Host room for each output the call asks for, and where it goes up to.
+    std::vector<std::pair<std::vector<float>, float*>> outs;
+    auto room = [&](float* dst, int64_t n) -> float* {
+      if (!dst) return nullptr;
+      outs.emplace_back(std::vector<float>(static_cast<size_t>(n)), dst);
+      return outs.back().first.data();
+    };
+    outs.reserve(7 + 2 * c.mid_rows.size());
     DeltaNetCall h = c;
     h.x = x.data(), h.alpha = alpha.data(), h.beta = beta.data(), h.conv = conv.data();
-    h.dt_bias = dt.data(), h.a = a.data(), h.out = out.data();
+    h.dt_bias = dt.data(), h.a = a.data();
+    h.start_window = start_window, h.start_state = start_state;
+    h.out = room(c.out, T * c.value_dim());
+    h.inputs = room(c.inputs, T * c.conv_dim());
+    h.keys = room(c.keys, T * c.key_dim());
+    h.deltas = room(c.deltas, T * c.value_dim());
+    h.decays = room(c.decays, T * c.v_heads);
+    h.end_window = room(c.end_window, window);
+    h.end_state = room(c.end_state, heads);
+    std::vector<float*> mid_windows, mid_states;
+    for (size_t m = 0; m < c.mid_rows.size(); ++m) {
+      mid_windows.push_back(room(c.mid_windows[m], window));
+      mid_states.push_back(room(c.mid_states[m], heads));
+    }
+    h.mid_windows = mid_windows, h.mid_states = mid_states;
     delta_net_host({&h, 1}, nullptr);
-    upload(c.out, out.data(), out.size() * sizeof(float));
+    for (const auto& [v, dst] : outs) upload(dst, v.data(), v.size() * sizeof(float));
   }
+}
+
+void Backend::delta_replay(const DeltaReplay& r) {
+  // Through the host: the state and the replayed rows' records come down, the state goes
+  // back up.
+  const DeltaNetShape& d = r.shape;
+  const int64_t window = d.window_floats(), n = int64_t(r.rows.size());
+  std::vector<float> snap(size_t(window + d.state_floats()));
+  download(snap.data(), r.snapshot, snap.size() * sizeof(float));
+  std::vector<float> inputs(size_t(n * d.conv_dim())), keys(size_t(n * d.key_dim())),
+      deltas(size_t(n * d.value_dim())), decays(size_t(n * d.v_heads));
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t row = r.rows[size_t(i)];
+    auto down_row = [&](std::vector<float>& v, const float* src, int64_t w) {
+      download(v.data() + i * w, src + row * w, size_t(w) * sizeof(float));
+    };
+    down_row(inputs, r.inputs, d.conv_dim());
+    down_row(keys, r.keys, d.key_dim());
+    down_row(deltas, r.deltas, d.value_dim());
+    down_row(decays, r.decays, d.v_heads);
+  }
+  std::vector<int64_t> in_order(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) in_order[size_t(i)] = i;
+  delta_replay_host({.shape = d, .snapshot = snap.data(), .inputs = inputs.data(), .keys = keys.data(),
+                     .deltas = deltas.data(), .decays = decays.data(), .rows = in_order});
+  upload(r.snapshot, snap.data(), snap.size() * sizeof(float));
 }
 
 void sigmoid_mul_host(float* y, const float* g, int64_t b, int64_t e, int64_t n, bool per_row) {
@@ -351,12 +408,22 @@ void sigmoid_mul_host(float* y, const float* g, int64_t b, int64_t e, int64_t n,
     for (int64_t i = 0; i < n; ++i) y[t * n + i] *= sigmoid(per_row ? g[t] : g[t * n + i]);
 }
 
-void replay_delta_row(float* state, int64_t S, int64_t k_heads, int64_t v_heads, const float* key,
-                      const float* delta, const float* decay) {
-  for (int64_t h = 0; h < v_heads; ++h) {
-    float* s = state + h * S * S;
-    decay_state(s, S * S, decay[h]);
-    add_outer(s, S, key + (h % k_heads) * S, delta + h * S);
+void delta_replay_host(const DeltaReplay& r) {
+  const DeltaNetShape& d = r.shape;
+  const int64_t C = d.conv_dim(), back = d.conv_kernel - 1, S = d.state;
+  float* window = r.snapshot;
+  float* state = r.snapshot + d.window_floats();
+  for (const int64_t row : r.rows) {
+    if (back > 0) {  // the window moves on by the row's input
+      std::memmove(window, window + C, size_t((back - 1) * C) * sizeof(float));
+      std::memcpy(window + (back - 1) * C, r.inputs + row * C, size_t(C) * sizeof(float));
+    }
+    const float* key = r.keys + row * d.key_dim();
+    for (int64_t h = 0; h < d.v_heads; ++h) {
+      float* s = state + h * S * S;
+      decay_state(s, S * S, r.decays[row * d.v_heads + h]);
+      add_outer(s, S, key + (h % d.k_heads) * S, r.deltas + row * d.value_dim() + h * S);
+    }
   }
 }
 

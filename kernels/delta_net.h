@@ -14,6 +14,8 @@
 #include <functional>
 #include <span>
 
+#include "core/delta_net_shape.h"
+
 namespace flashspec {
 
 // Runs fn(begin, end) over pieces of [0, n) (a thread pool's parallel_for), or null: at once.
@@ -32,20 +34,21 @@ struct DeltaNetCall {
   // Row i's parent: a row j < i of this call, or -1 - s for start state s. Host memory.
   const int32_t* parent = nullptr;
   // Start states: the convolution's last conv_kernel - 1 inputs (oldest first) and the
-  // heads' states, per start. Host memory.
+  // heads' states, per start. The pointers are host memory, what they point to the
+  // backend's: a sequence's states stay where the pass runs.
   std::span<const float* const> start_window, start_state;
   float* out = nullptr;          // T x value_dim: S^T q per head
-  // What a commit replays (replay_delta_row), per row; null: not kept. Host memory.
+  // What a commit replays (DeltaReplay), per row; null: not kept. Backend memory.
   float* inputs = nullptr;       // T x conv_dim: x
   float* keys = nullptr;         // T x key_dim: the normalised keys
   float* deltas = nullptr;       // T x value_dim: d
   float* decays = nullptr;       // T x v_heads
-  // The state after the last row (a causal run's end), or null. Host memory; it may not
-  // alias a start.
+  // The state after the last row (a causal run's end), or null. Backend memory; it may
+  // not alias a start.
   float* end_window = nullptr;
   float* end_state = nullptr;
   // The states after rows mid_rows[m] too (checkpoints inside a causal run), into
-  // mid_windows[m] and mid_states[m]. Host memory.
+  // mid_windows[m] and mid_states[m]: host spans of pointers to backend memory.
   std::span<const int64_t> mid_rows;
   std::span<float* const> mid_windows, mid_states;
 
@@ -54,15 +57,28 @@ struct DeltaNetCall {
   int64_t conv_dim() const { return 2 * key_dim() + value_dim(); }
 };
 
+// Recorded rows applied in turn to one layer's state, as a commit or a truncate replays
+// them: each row moves the window on by its input and updates the heads with the
+// arithmetic the pass used, so a state rebuilt along an accepted path is bit-identical
+// to the one verified.
+struct DeltaReplay {
+  DeltaNetShape shape;
+  float* snapshot = nullptr;  // window_floats() then state_floats(); backend memory
+  // The records (DeltaNetCall's inputs, keys, deltas, decays), row-major; backend memory.
+  const float* inputs = nullptr;
+  const float* keys = nullptr;
+  const float* deltas = nullptr;
+  const float* decays = nullptr;
+  std::span<const int64_t> rows;  // host memory: the record rows, applied in this order
+};
+
 // Runs the calls on the host (every pointer host memory), spread by `parallel` when given.
 void delta_net_host(std::span<const DeltaNetCall> calls, const ParallelFor& parallel);
 
 // Rows [b, e) of sigmoid_mul (kernels/backend.h).
 void sigmoid_mul_host(float* y, const float* g, int64_t b, int64_t e, int64_t n, bool per_row);
 
-// One recorded row applied to `state` (v_heads heads) with the arithmetic the call used,
-// so that a state rebuilt along an accepted path is bit-identical to the one verified.
-void replay_delta_row(float* state, int64_t state_dim, int64_t k_heads, int64_t v_heads, const float* key,
-                      const float* delta, const float* decay);
+// A replay on the host (every pointer host memory).
+void delta_replay_host(const DeltaReplay& r);
 
 }  // namespace flashspec

@@ -24,13 +24,14 @@ namespace flashspec {
 
 // Every op with a host default in Backend, in the order host_fallback_detail::inherited
 // tests them.
-inline constexpr std::array<HostFallbackOp, 8> kHostDefaultOps = {{
+inline constexpr std::array<HostFallbackOp, 9> kHostDefaultOps = {{
     {"gelu_mul", "Gemma 3"},
     {"scale", "Gemma 3"},
     {"swiglu_oai_mul", "gpt-oss"},
     {"deinterleave", "Qwen3.5 hybrids"},
     {"sigmoid_mul", "Qwen3.5 hybrids"},
     {"delta_net", "Qwen3.5 hybrids"},
+    {"delta_replay", "Qwen3.5 hybrids"},
     {"gather_rows", "mixtures of experts, MTP drafts"},
     {"weighted_sum_rows", "mixtures of experts"},
 }};
@@ -47,6 +48,7 @@ constexpr std::array<bool, kHostDefaultOps.size()> inherited() {
           std::is_same_v<decltype(&B::deinterleave), decltype(&Backend::deinterleave)>,
           std::is_same_v<decltype(&B::sigmoid_mul), decltype(&Backend::sigmoid_mul)>,
           std::is_same_v<decltype(&B::delta_net), decltype(&Backend::delta_net)>,
+          std::is_same_v<decltype(&B::delta_replay), decltype(&Backend::delta_replay)>,
           std::is_same_v<decltype(&B::gather_rows), decltype(&Backend::gather_rows)>,
           std::is_same_v<decltype(&B::weighted_sum_rows), decltype(&Backend::weighted_sum_rows)>};
 }
@@ -74,21 +76,10 @@ constexpr std::array<HostFallbackOp, host_fallback_detail::count<B>()> host_fall
 template <class B>
 inline constexpr auto kHostFallbacksOf = host_fallbacks_of<B>();
 
-// The entries of kHostDefaultOps with these names, in kHostDefaultOps' order; a name
-// that is not there fails to compile.
-template <size_t N>
-consteval std::array<HostFallbackOp, N> host_default_ops(const std::string_view (&names)[N]) {
-  std::array<HostFallbackOp, N> out{};
-  size_t n = 0;
-  for (const HostFallbackOp& op : kHostDefaultOps)
-    if (std::find(std::begin(names), std::end(names), op.name) != std::end(names)) out[n++] = op;
-  if (n != N) throw "host_default_ops: a name that is not an op with a host default";
-  return out;
-}
-
-// The CUDA backend's (kernels/cuda/cuda_backend.h).
-inline constexpr auto kCudaHostFallbackOps = host_default_ops({"gelu_mul", "scale", "deinterleave", "sigmoid_mul",
-                                                              "delta_net", "gather_rows", "weighted_sum_rows"});
+// The CUDA backend's (kernels/cuda/cuda_backend.h): it has a kernel for every op. An op
+// given a host default later, without a CUDA kernel, must be listed here (cuda_backend.cu
+// checks it at compile time).
+inline constexpr std::array<HostFallbackOp, 0> kCudaHostFallbackOps{};
 
 // "gelu_mul, scale (Gemma 3); deinterleave, ... (Qwen3.5 hybrids); ...": the ops in
 // order, each run of ops used by the same models followed by those models.

@@ -174,13 +174,13 @@ SequenceCache Model::make_cache(int64_t capacity) const {
                       KvCache(backend_, kv_widths(c, true), capacity, key_type_, value_type_,
                               WindowRing{c.sliding_window, ring_slack()}),
                       kv_slots(c, true));
-  if (c.hybrid()) cache.set_recurrent(std::make_unique<RecurrentState>(c));
+  if (c.hybrid()) cache.set_recurrent(std::make_unique<RecurrentState>(c, backend_));
   return cache;
 }
 
 SequenceCache Model::make_cache(KvCache kv) const {
   SequenceCache c(std::move(kv), kv_slots(config_, false));
-  if (config_.hybrid()) c.set_recurrent(std::make_unique<RecurrentState>(config_));
+  if (config_.hybrid()) c.set_recurrent(std::make_unique<RecurrentState>(config_, backend_));
   return c;
 }
 

@@ -1,27 +1,35 @@
 #include "model/recurrent_state.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "core/error.h"
 
 namespace flashspec {
 
-RecurrentState::RecurrentState(const ModelConfig& c) : shape_(c.delta) {
-  const size_t n = size_t(state_floats(shape_));
+RecurrentState::RecurrentState(const ModelConfig& c, Backend& be) : be_(be), shape_(c.delta) {
   for (int64_t l = 0; l < c.n_layers; ++l) {
     if (!c.recurrent(l)) continue;
     Layer L;
-    L.committed.assign(n, 0.0f);  // a sequence starts from zero states, as llama.cpp's
-    L.prev.assign(n, 0.0f);
-    L.anchor.assign(n, 0.0f);
+    zero(L.committed);  // a sequence starts from zero states, as llama.cpp's
+    zero(L.prev);
+    zero(L.anchor);
     layers_.push_back(std::move(L));
   }
-  spare_.assign(n, 0.0f);
+  ensure(spare_);
+}
+
+void RecurrentState::ensure(Snapshot& s) {
+  if (s.size() != snapshot_bytes()) s = Snapshot(be_, snapshot_bytes());
+}
+
+void RecurrentState::zero(Snapshot& s) {
+  ensure(s);
+  const std::vector<float> zeros(size_t(state_floats(shape_)), 0.0f);
+  be_.upload(s.get(), zeros.data(), snapshot_bytes());
 }
 
 void RecurrentState::reset() {
-  for (Layer& L : layers_) std::fill(L.committed.begin(), L.committed.end(), 0.0f);
+  for (Layer& L : layers_) zero(L.committed);
   committed_ = 0;
   prev_pos_ = -1;
   last_rows_ = 0;
@@ -38,16 +46,28 @@ void RecurrentState::begin_rows(std::span<const int32_t> parents, bool causal) {
     if (parents[i] >= P + int64_t(i)) throw Error("internal: a recurrent row's parent comes after it");
 }
 
-void RecurrentState::Records::resize(const DeltaNetShape& d, int64_t rows) {
-  inputs.resize(size_t(rows * d.conv_dim()));
-  keys.resize(size_t(rows * d.key_dim()));
-  deltas.resize(size_t(rows * d.value_dim()));
-  decays.resize(size_t(rows * d.v_heads));
+void RecurrentState::Records::resize(Backend& be, const DeltaNetShape& d, int64_t rows) {
+  if (rows <= capacity) return;
+  // Doubling, so that trees growing by a level at a time reallocate rarely; the rows
+  // there move to the new room inside backend memory.
+  const int64_t cap = std::max(rows, 2 * capacity);
+  auto grow = [&](BackendBuffer& b, int64_t w) {
+    BackendBuffer bigger(be, size_t(cap * w) * sizeof(float));
+    if (capacity) be.copy(bigger.get(), b.get(), size_t(capacity * w) * sizeof(float));
+    b = std::move(bigger);
+  };
+  grow(inputs, d.conv_dim());
+  grow(keys, d.key_dim());
+  grow(deltas, d.value_dim());
+  grow(decays, d.v_heads);
+  capacity = cap;
 }
 
-void RecurrentState::Records::copy_row(const DeltaNetShape& d, const Records& src, int64_t from, int64_t to) {
-  auto row = [&](const std::vector<float>& a, std::vector<float>& b, int64_t w) {
-    std::memmove(b.data() + to * w, a.data() + from * w, size_t(w) * sizeof(float));
+void RecurrentState::Records::copy_row(Backend& be, const DeltaNetShape& d, const Records& src, int64_t from,
+                                       int64_t to) {
+  if (&src == this && from == to) return;
+  auto row = [&](const BackendBuffer& a, BackendBuffer& b, int64_t w) {
+    be.copy(b.get<float>() + to * w, a.get<float>() + from * w, size_t(w) * sizeof(float));
   };
   row(src.inputs, inputs, d.conv_dim());
   row(src.keys, keys, d.key_dim());
@@ -55,16 +75,15 @@ void RecurrentState::Records::copy_row(const DeltaNetShape& d, const Records& sr
   row(src.decays, decays, d.v_heads);
 }
 
-void RecurrentState::replay(Snapshot& s, const Records& r, int64_t row) {
-  const DeltaNetShape& d = shape_;
-  const int64_t C = d.conv_dim(), rows = d.conv_kernel - 1;
-  if (rows > 0) {  // the window moves on by the row's input
-    float* w = window(s);
-    std::memmove(w, w + C, size_t((rows - 1) * C) * sizeof(float));
-    std::memcpy(w + (rows - 1) * C, r.inputs.data() + row * C, size_t(C) * sizeof(float));
-  }
-  replay_delta_row(heads(s), d.state, d.k_heads, d.v_heads, r.keys.data() + row * d.key_dim(),
-                   r.deltas.data() + row * d.value_dim(), r.decays.data() + row * d.v_heads);
+void RecurrentState::replay(Snapshot& s, const Records& r, std::span<const int64_t> rows) {
+  if (rows.empty()) return;
+  be_.delta_replay({.shape = shape_,
+                    .snapshot = s.get<float>(),
+                    .inputs = r.inputs.get<float>(),
+                    .keys = r.keys.get<float>(),
+                    .deltas = r.deltas.get<float>(),
+                    .decays = r.decays.get<float>(),
+                    .rows = rows});
 }
 
 void RecurrentState::materialize(Layer& L, int64_t row, Snapshot& out) {
@@ -76,8 +95,10 @@ void RecurrentState::materialize(Layer& L, int64_t row, Snapshot& out) {
     path.push_back(at);
     at = parent_[size_t(at)];
   }
-  out = at < 0 ? L.committed : L.anchor;
-  for (auto it = path.rbegin(); it != path.rend(); ++it) replay(out, L.pending, *it);
+  ensure(out);
+  be_.copy(out.get(), (at < 0 ? L.committed : L.anchor).get(), snapshot_bytes());
+  std::reverse(path.begin(), path.end());
+  replay(out, L.pending, path);
 }
 
 void RecurrentState::set_starts(Layer& L, DeltaNetCall& call) {
@@ -128,7 +149,7 @@ void RecurrentState::set_causal_outputs(Layer& L, DeltaNetCall& call) {
   L.checks.resize(checkpoints_.size());
   for (size_t m = 0; m < checkpoints_.size(); ++m) {
     if (checkpoints_[m] <= first || checkpoints_[m] > first + n) continue;
-    L.checks[m].resize(spare_.size());
+    ensure(L.checks[m]);
     call_mid_rows_.push_back(checkpoints_[m] - first - 1);
     call_mid_windows_.push_back(window(L.checks[m]));
     call_mid_states_.push_back(heads(L.checks[m]));
@@ -141,11 +162,11 @@ void RecurrentState::set_causal_outputs(Layer& L, DeltaNetCall& call) {
 void RecurrentState::set_records(Layer& L, DeltaNetCall& call) {
   const DeltaNetShape& d = shape_;
   const int64_t P = pending();
-  L.pending.resize(d, P + call.T);
-  call.inputs = L.pending.inputs.data() + P * d.conv_dim();
-  call.keys = L.pending.keys.data() + P * d.key_dim();
-  call.deltas = L.pending.deltas.data() + P * d.value_dim();
-  call.decays = L.pending.decays.data() + P * d.v_heads;
+  L.pending.resize(be_, d, P + call.T);
+  call.inputs = L.pending.inputs.get<float>() + P * d.conv_dim();
+  call.keys = L.pending.keys.get<float>() + P * d.key_dim();
+  call.deltas = L.pending.deltas.get<float>() + P * d.value_dim();
+  call.decays = L.pending.decays.get<float>() + P * d.v_heads;
 }
 
 void RecurrentState::fill_call(int64_t layer, DeltaNetCall& call) {
@@ -207,9 +228,10 @@ void RecurrentState::commit_path(std::span<const int64_t> path) {
     std::swap(L.prev, L.committed);
     std::swap(L.committed, spare_);
     // The path's records, for a truncate into it.
-    L.last.resize(d, n);
-    if (all_recorded)
-      for (int64_t i = 0; i < n; ++i) L.last.copy_row(d, L.pending, path[size_t(i)], i);
+    if (all_recorded) {
+      L.last.resize(be_, d, n);
+      for (int64_t i = 0; i < n; ++i) L.last.copy_row(be_, d, L.pending, path[size_t(i)], i);
+    }
   }
   prev_pos_ = committed_;
   last_rows_ = all_recorded ? n : 0;
@@ -236,7 +258,7 @@ void RecurrentState::keep_pending(std::span<const int64_t> rows, int64_t end) {
     recorded.push_back(recorded_[size_t(old)]);
     if (old == anchor_row_) anchor = j;
     if (recorded_[size_t(old)])
-      for (Layer& L : layers_) L.pending.copy_row(d, L.pending, old, j);
+      for (Layer& L : layers_) L.pending.copy_row(be_, d, L.pending, old, j);
   }
   parent_ = std::move(parent);
   recorded_ = std::move(recorded);
@@ -252,9 +274,10 @@ std::vector<std::pair<int64_t, std::vector<float>>> RecurrentState::take_checkpo
   std::vector<std::pair<int64_t, std::vector<float>>> out;
   for (size_t m = 0; m < checkpoints_.size(); ++m) {
     if (!checkpoint_done_[m]) continue;
-    std::vector<float> snap;
-    snap.reserve(size_t(snapshot_floats()));
-    for (const Layer& L : layers_) snap.insert(snap.end(), L.checks[m].begin(), L.checks[m].end());
+    std::vector<float> snap(static_cast<size_t>(snapshot_floats()));
+    const size_t n = size_t(state_floats(shape_));
+    for (size_t l = 0; l < layers_.size(); ++l)
+      be_.download(snap.data() + l * n, layers_[l].checks[m].get(), snapshot_bytes());
     out.emplace_back(checkpoints_[m], std::move(snap));
   }
   request_checkpoints({});
@@ -265,9 +288,7 @@ void RecurrentState::restore(std::span<const float> snapshot, int64_t pos) {
   if (committed_ != 0 || pending() != 0) throw Error("internal: restoring a recurrent snapshot into a used sequence");
   if (int64_t(snapshot.size()) != snapshot_floats()) throw Error("internal: a recurrent snapshot of another shape");
   const size_t n = size_t(state_floats(shape_));
-  for (size_t l = 0; l < layers_.size(); ++l)
-    std::copy(snapshot.begin() + std::ptrdiff_t(l * n), snapshot.begin() + std::ptrdiff_t((l + 1) * n),
-              layers_[l].committed.begin());
+  for (size_t l = 0; l < layers_.size(); ++l) be_.upload(layers_[l].committed.get(), snapshot.data() + l * n, snapshot_bytes());
   committed_ = pos;
   prev_pos_ = -1;
   last_rows_ = 0;
@@ -290,9 +311,11 @@ int64_t RecurrentState::truncate(int64_t n) {
     return 0;
   }
   // From the state before the last commit, its first n - prev_pos_ rows again.
+  std::vector<int64_t> rows(static_cast<size_t>(n - prev_pos_));
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = int64_t(i);
   for (Layer& L : layers_) {
-    L.committed = L.prev;
-    for (int64_t i = 0; i < n - prev_pos_; ++i) replay(L.committed, L.last, i);
+    be_.copy(L.committed.get(), L.prev.get(), snapshot_bytes());
+    replay(L.committed, L.last, rows);
   }
   last_rows_ = n - prev_pos_;
   committed_ = n;

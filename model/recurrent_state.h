@@ -14,11 +14,16 @@
 //   rejected branches leave nothing behind.
 // truncate() can go back to any position since the commit before the last (a stop
 // inside an accepted path) or to 0; elsewhere it goes back to 0 and says so.
+//
+// States and records live in the backend's memory and change there alone (delta_net,
+// delta_replay, copies), so on a GPU they never cross to the host; only a prefix
+// checkpoint taken or restored does.
 #include <cstdint>
 #include <span>
 #include <vector>
 
 #include "core/model_config.h"
+#include "kernels/backend_buffer.h"
 #include "kernels/delta_net.h"
 #include "model/sequence_state.h"
 
@@ -26,7 +31,8 @@ namespace flashspec {
 
 class RecurrentState final : public SequenceState {
  public:
-  explicit RecurrentState(const ModelConfig& c);
+  // be holds the states; it outlives this.
+  RecurrentState(const ModelConfig& c, Backend& be);
 
   // Full states a sequence holds per layer: committed, the one before the last commit
   // (truncate), and the end of the last causal run (anchor).
@@ -63,15 +69,16 @@ class RecurrentState final : public SequenceState {
   int64_t snapshot_floats() const { return int64_t(layers_.size()) * state_floats(shape_); }
 
  private:
-  using Snapshot = std::vector<float>;  // window (conv_kernel - 1 rows) then the heads' states
+  using Snapshot = BackendBuffer;  // window (conv_kernel - 1 rows) then the heads' states
   // Rows' records: each row's convolution input, normalised key, delta and decays, as
   // replay() reads them.
   struct Records {
-    std::vector<float> inputs, keys, deltas, decays;
+    BackendBuffer inputs, keys, deltas, decays;
+    int64_t capacity = 0;  // rows
     // Room for `rows` rows (what is there stays).
-    void resize(const DeltaNetShape& d, int64_t rows);
+    void resize(Backend& be, const DeltaNetShape& d, int64_t rows);
     // Row `from` of `src` becomes row `to` here (src may be this, from >= to).
-    void copy_row(const DeltaNetShape& d, const Records& src, int64_t from, int64_t to);
+    void copy_row(Backend& be, const DeltaNetShape& d, const Records& src, int64_t from, int64_t to);
   };
   struct Layer {
     Snapshot committed, prev, anchor;
@@ -79,10 +86,15 @@ class RecurrentState final : public SequenceState {
     Records pending;  // of the pending rows
     Records last;     // of the last commit's rows, in path order (truncate)
   };
-  float* window(Snapshot& s) { return s.data(); }
-  float* heads(Snapshot& s) { return s.data() + shape_.window_floats(); }
-  // Applies record `row` of `r` (a layer's pending records or its last commit's) to `s`.
-  void replay(Snapshot& s, const Records& r, int64_t row);
+  float* window(const Snapshot& s) const { return s.get<float>(); }
+  float* heads(const Snapshot& s) const { return s.get<float>() + shape_.window_floats(); }
+  size_t snapshot_bytes() const { return size_t(state_floats(shape_)) * sizeof(float); }
+  // s allocated (its contents undefined), or zeros.
+  void ensure(Snapshot& s);
+  void zero(Snapshot& s);
+  // Applies records `rows` of `r` (a layer's pending records or its last commit's) to
+  // `s`, in order.
+  void replay(Snapshot& s, const Records& r, std::span<const int64_t> rows);
   // fill_call's parts: the call's parents and start states; a causal run's end state and
   // checkpoints; a tree's records.
   void set_starts(Layer& L, DeltaNetCall& call);
@@ -97,6 +109,7 @@ class RecurrentState final : public SequenceState {
   void materialize(Layer& L, int64_t row, Snapshot& out);
   void reset();
 
+  Backend& be_;
   DeltaNetShape shape_;
   std::vector<Layer> layers_;  // the recurrent layers, in order
   int64_t committed_ = 0;

@@ -46,6 +46,7 @@ class CpuBackend final : public Backend {
   void deinterleave(const float* x, int64_t blocks, int64_t width, float* first, float* second) override;
   void sigmoid_mul(float* y, const float* g, int64_t T, int64_t n, bool per_row) override;
   void delta_net(std::span<const DeltaNetCall> calls) override;
+  void delta_replay(const DeltaReplay& r) override { delta_replay_host(r); }
   void gather_rows(const float* x, int64_t x_rows, const int32_t* rows, int64_t n, int64_t width, float* y) override;
   void weighted_sum_rows(const float* x, int64_t x_rows, const int32_t* slots, const float* weights, int64_t T,
                          int64_t k, int64_t width, float* y) override;

@@ -53,6 +53,7 @@ CudaBackend::CudaBackend(int device) : device_(device) {
   cudaDeviceProp p{};
   check(cudaGetDeviceProperties(&p, device_), "query device");
   sm_count_ = p.multiProcessorCount;
+  max_shared_ = p.sharedMemPerBlockOptin;
   device_name_ = std::string(p.name) + ", sm_" + std::to_string(p.major) + std::to_string(p.minor) + ", " +
                  std::to_string((p.totalGlobalMem + (size_t(1) << 29)) >> 30) + " GiB";
   cudaStream_t s = nullptr;
@@ -256,6 +257,54 @@ void CudaBackend::swiglu_oai_mul(float* gate, const float* up, int64_t n) {
 void CudaBackend::add(float* y, const float* x, int64_t n) {
   use_device();
   launch_add(y, x, n, stream());
+}
+
+void CudaBackend::gelu_mul(float* gate, const float* up, int64_t n) {
+  use_device();
+  launch_gelu_mul(gate, up, n, stream());
+}
+
+void CudaBackend::scale(float* x, float s, int64_t n) {
+  use_device();
+  launch_scale(x, s, n, stream());
+}
+
+void CudaBackend::deinterleave(const float* x, int64_t blocks, int64_t width, float* first, float* second) {
+  use_device();
+  launch_deinterleave(x, blocks, width, first, second, stream());
+}
+
+void CudaBackend::sigmoid_mul(float* y, const float* g, int64_t T, int64_t n, bool per_row) {
+  use_device();
+  launch_sigmoid_mul(y, g, T, n, per_row, stream());
+}
+
+void CudaBackend::gather_rows(const float* x, int64_t, const int32_t* rows, int64_t n, int64_t width, float* y) {
+  use_device();
+  routing_.reserve(*this, size_t(n) * sizeof(int32_t));
+  upload(routing_.get(), rows, size_t(n) * sizeof(int32_t));
+  launch_gather_rows(x, routing_.get<int32_t>(), n, width, y, stream());
+}
+
+void CudaBackend::weighted_sum_rows(const float* x, int64_t, const int32_t* slots, const float* weights, int64_t T,
+                                    int64_t k, int64_t width, float* y) {
+  use_device();
+  const size_t n = size_t(T * k);
+  routing_.reserve(*this, n * (sizeof(int32_t) + sizeof(float)));
+  upload(routing_.get(), slots, n * sizeof(int32_t));
+  float* w = reinterpret_cast<float*>(routing_.get<int32_t>() + n);
+  upload(w, weights, n * sizeof(float));
+  launch_weighted_sum_rows(x, routing_.get<int32_t>(), w, T, k, width, y, stream());
+}
+
+void CudaBackend::delta_net(std::span<const DeltaNetCall> calls) {
+  use_device();
+  for (const DeltaNetCall& c : calls) launch_delta_net(c, delta_, *this, max_shared_, stream());
+}
+
+void CudaBackend::delta_replay(const DeltaReplay& r) {
+  use_device();
+  launch_delta_replay(r, delta_, *this, stream());
 }
 
 }  // namespace flashspec::cuda

@@ -19,6 +19,7 @@
 #include "kernels/backend.h"
 #include "kernels/backend_buffer.h"
 #include "kernels/cuda/cuda_handles.h"
+#include "kernels/cuda/kernels.h"
 
 namespace flashspec::cuda {
 
@@ -67,12 +68,23 @@ class CudaBackend final : public Backend {
   void silu_mul(float* gate, const float* up, int64_t n) override;
   void swiglu_oai_mul(float* gate, const float* up, int64_t n) override;
   void add(float* y, const float* x, int64_t n) override;
+  void gelu_mul(float* gate, const float* up, int64_t n) override;
+  void scale(float* x, float s, int64_t n) override;
+  void deinterleave(const float* x, int64_t blocks, int64_t width, float* first, float* second) override;
+  void sigmoid_mul(float* y, const float* g, int64_t T, int64_t n, bool per_row) override;
+  void delta_net(std::span<const DeltaNetCall> calls) override;
+  void delta_replay(const DeltaReplay& r) override;
+  // Their index and weight arrays are uploaded first.
+  void gather_rows(const float* x, int64_t x_rows, const int32_t* rows, int64_t n, int64_t width, float* y) override;
+  void weighted_sum_rows(const float* x, int64_t x_rows, const int32_t* slots, const float* weights, int64_t T,
+                         int64_t k, int64_t width, float* y) override;
 
  private:
   void use_device() const;
 
   int device_;
   int sm_count_ = 0;  // multiprocessors: the 8-bit mat-vec sizes its grid by them
+  size_t max_shared_ = 0;  // shared memory one block may opt in to (the DeltaNet state)
   std::string device_name_;
   // Declared before the scratch buffers below, which free into them when they die.
   StreamHandle stream_;
@@ -81,6 +93,8 @@ class CudaBackend final : public Backend {
   BackendBuffer dequantized_;              // scratch: a weight matrix as f32 for cuBLAS
   BackendBuffer rounded_;                  // scratch: activations rounded for F16/BF16 weights
   BackendBuffer quantized_;                // scratch: activations as 8-bit codes (matvec_q8.cu)
+  DeltaNetScratch delta_;                  // scratch: Gated DeltaNet's (delta_net.cu)
+  BackendBuffer routing_;                  // scratch: gather_rows' and weighted_sum_rows' arrays
 };
 
 }  // namespace flashspec::cuda

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "kernels/backend.h"
+#include "kernels/backend_buffer.h"
 
 namespace flashspec::cuda {
 
@@ -45,5 +46,31 @@ void launch_silu_mul(float* gate, const float* up, int64_t n, cudaStream_t s);
 void launch_swiglu_oai(float* gate, const float* up, int64_t n, cudaStream_t s);
 void launch_add(float* y, const float* x, int64_t n, cudaStream_t s);
 void launch_add_bias(float* y, const float* bias, int64_t T, int64_t n, cudaStream_t s);
+
+// rows.cu: Gemma's, the hybrids' and the experts' row ops. Index and weight arrays are
+// device memory here (the backend uploads the host's).
+void launch_gelu_mul(float* gate, const float* up, int64_t n, cudaStream_t s);
+void launch_scale(float* x, float v, int64_t n, cudaStream_t s);
+void launch_deinterleave(const float* x, int64_t n_blocks, int64_t width, float* first, float* second,
+                         cudaStream_t s);
+void launch_sigmoid_mul(float* y, const float* g, int64_t T, int64_t n, bool per_row, cudaStream_t s);
+void launch_gather_rows(const float* x, const int32_t* rows, int64_t n, int64_t width, float* y, cudaStream_t s);
+void launch_weighted_sum_rows(const float* x, const int32_t* slots, const float* weights, int64_t T, int64_t k,
+                              int64_t width, float* y, cudaStream_t s);
+
+// Gated DeltaNet (delta_net.cu). Device scratch reused from call to call: the uploaded
+// plan, the rows after the convolution, the gates, the states saved at a tree's branch
+// points, a replay's row list.
+struct DeltaNetScratch {
+  BackendBuffer plan, mixed, gates, slots, replay_rows;
+};
+// Error (one line) when the device's `max_shared` bytes per block, or the kernels, cannot
+// take states of S x S or a convolution of conv_kernel taps.
+void check_delta_net_fits(int64_t conv_kernel, int64_t S, size_t max_shared);
+// One call (kernels/delta_net.h): every pointer but the parents and the spans of state
+// pointers is device memory. Scratch grows through `be` (this backend).
+void launch_delta_net(const DeltaNetCall& c, DeltaNetScratch& scratch, Backend& be, size_t max_shared,
+                      cudaStream_t s);
+void launch_delta_replay(const DeltaReplay& r, DeltaNetScratch& scratch, Backend& be, cudaStream_t s);
 
 }  // namespace flashspec::cuda
