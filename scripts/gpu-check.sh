@@ -5,8 +5,10 @@
 #          whole models against the CPU backend for every weight and KV type, staged layers
 #          against resident ones bit for bit, speculative output against target-only on the
 #          GPU), each group with its own log, every group run even after one fails;
-#   layer  flashspec-gpubench --layer-only: the device-to-device copy bandwidth and a whole
-#          8B-shape layer's seven matmuls at T = 1 and T = 16 for Q4_0, Q8_0 and Q4_K;
+#   layer  flashspec-gpubench --layer-only: the device-to-device copy bandwidth, a whole
+#          8B-shape layer's seven matmuls at T = 1 and T = 16 for Q4_0, Q8_0 and Q4_K, and
+#          a Qwen3.5-35B-A3B layer's recurrent core (decode, a 16-node tree, a prompt, a
+#          commit's replay);
 #   kv     each --kv-type end to end: greedy tokens of --backend cuda against the CPU's;
 #   pair   the main job: stories260K / salty279K widened to the Llama-3.1-8B / 3.2-1B shapes
 #          at Q4_0 (function-exact; flashspec-make-fixtures writes them in seconds, once, to

@@ -7,6 +7,8 @@
 //     called again and again, read from the L2 cache);
 //   - batched matmul (T = 16 .. 256, the tree-verification path): TFLOP/s;
 //   - a whole 8B-shape layer's seven matmuls at T = 1 and T = 16 (layer_pass);
+//   - the recurrent core of one Qwen3.5-35B-A3B layer (delta_net_pass): a decoded token,
+//     a 16-node tree with its records, a 512-token prompt, a commit's replay of 4 rows;
 //   - host -> device: a plain cudaMemcpy from cudaMallocHost memory, and a layer copied
 //     by the backend's copy queue from a page-locked (registered) mapping as the weight
 //     stream's buffers are, and the ratio of the two;
@@ -239,6 +241,61 @@ void layer_pass(cuda::CudaBackend& be, int iters, double d2d_gbps, GgmlType t, s
   }
 }
 
+// Gated DeltaNet at Qwen3.5-35B-A3B's shape (16 key heads, 32 value heads of 128, 4
+// taps): host-timed per call (the plan's upload and the launches included), with the
+// bytes of state each call reads and writes, as GB/s.
+void delta_net_pass(cuda::CudaBackend& be, int iters, std::mt19937& rng) {
+  const DeltaNetShape d{.conv_kernel = 4, .state = 128, .k_heads = 16, .v_heads = 32};
+  const int64_t max_t = 512, snap = d.window_floats() + d.state_floats();
+  auto random_buffer = [&](int64_t n, float scale) {
+    std::vector<float> h(static_cast<size_t>(n));
+    for (float& v : h) v = scale * float(int(rng() % 2001) - 1000) / 1000.0f;
+    BackendBuffer b(be, h.size() * sizeof(float));
+    be.upload(b.get(), h.data(), h.size() * sizeof(float));
+    return b;
+  };
+  const BackendBuffer x = random_buffer(max_t * d.conv_dim(), 1.0f), alpha = random_buffer(max_t * d.v_heads, 1.0f),
+                      beta = random_buffer(max_t * d.v_heads, 1.0f), conv = random_buffer(d.conv_dim() * 4, 0.5f),
+                      dt = random_buffer(d.v_heads, 0.5f), a = random_buffer(d.v_heads, 0.5f),
+                      start = random_buffer(snap, 0.1f);
+  BackendBuffer out(be, size_t(max_t * d.value_dim()) * 4), end(be, size_t(snap) * 4);
+  BackendBuffer inputs(be, size_t(16 * d.conv_dim()) * 4), keys(be, size_t(16 * d.key_dim()) * 4),
+      deltas(be, size_t(16 * d.value_dim()) * 4), decays(be, size_t(16 * d.v_heads) * 4);
+  const std::vector<const float*> sw = {start.get<float>()}, ss = {start.get<float>() + d.window_floats()};
+  const double state_bytes = double(d.state_floats()) * 4;
+  auto run_call = [&](const char* what, const std::vector<int32_t>& parent, bool records) {
+    const int64_t T = int64_t(parent.size());
+    DeltaNetCall c{.T = T, .conv_kernel = d.conv_kernel, .state = d.state, .k_heads = d.k_heads,
+                   .v_heads = d.v_heads, .eps = 1e-6f, .x = x.get<float>(), .alpha = alpha.get<float>(),
+                   .beta = beta.get<float>(), .conv = conv.get<float>(), .dt_bias = dt.get<float>(),
+                   .a = a.get<float>(), .parent = parent.data(), .start_window = sw, .start_state = ss,
+                   .out = out.get<float>()};
+    if (records) {
+      c.inputs = inputs.get<float>(), c.keys = keys.get<float>(), c.deltas = deltas.get<float>();
+      c.decays = decays.get<float>();
+    } else {
+      c.end_window = end.get<float>(), c.end_state = end.get<float>() + d.window_floats();
+    }
+    const double sec = seconds_per_iter(iters, be, [&] { be.delta_net({&c, 1}); });
+    // A causal run reads its start state and writes its end; a tree reads its start.
+    const double moved = state_bytes * (records ? 1 : 2);
+    print({{"test", "delta_net"}, {"call", what}, {"T", T}, {"us", sec * 1e6}, {"state_gbps", moved / sec / 1e9}});
+  };
+  run_call("decode", {-1}, false);
+  std::vector<int32_t> tree(16);  // a root, 3 children, each with 4 below: branch points
+  for (int32_t i = 0; i < 16; ++i) tree[size_t(i)] = i == 0 ? -1 : i <= 3 ? 0 : 1 + (i - 4) / 4;
+  run_call("tree of 16", tree, true);
+  std::vector<int32_t> chain(static_cast<size_t>(max_t));
+  for (int32_t i = 0; i < int32_t(max_t); ++i) chain[size_t(i)] = i - 1;
+  run_call("prompt of 512", chain, false);
+  const std::vector<int64_t> path = {0, 1, 4, 5};
+  const double sec = seconds_per_iter(iters, be, [&] {
+    be.delta_replay({.shape = d, .snapshot = end.get<float>(), .inputs = inputs.get<float>(), .keys = keys.get<float>(),
+                     .deltas = deltas.get<float>(), .decays = decays.get<float>(), .rows = path});
+  });
+  print({{"test", "delta_replay"}, {"rows", path.size()}, {"us", sec * 1e6}, {"state_gbps", 2 * state_bytes / sec / 1e9}});
+}
+
 // Seconds per host -> device copy of `layer` bytes: a plain cudaMemcpy from cudaMallocHost
 // memory.
 double pinned_memcpy_seconds(Backend& be, int iters, BackendBuffer& dst, size_t layer) {
@@ -312,6 +369,7 @@ int run(int device, int iters, bool layer_only) {
 
   const double d2d_gbps = d2d_bandwidth(*be, iters);
   for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K}) layer_pass(cuda_be, iters, d2d_gbps, t, rng);
+  delta_net_pass(cuda_be, iters, rng);
   if (layer_only) return 0;
   for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K})
     for (int64_t rows : {4096, 11008}) matvec_q8_grids(cuda_be, device, iters, d2d_gbps, t, rows, 4096, rng);
@@ -349,7 +407,8 @@ int main(int argc, char** argv) {
   app.add_option("--device", device, "CUDA device")->check(CLI::Range(0, 64));
   app.add_option("--iters", iters, "timed iterations per measurement")->check(CLI::Range(1, 100000));
   bool layer_only = false;
-  app.add_flag("--layer-only", layer_only, "only the copy bandwidth and the 8B-shape layer passes");
+  app.add_flag("--layer-only", layer_only,
+               "only the copy bandwidth, the 8B-shape layer passes and the recurrent core");
   CLI11_PARSE(app, argc, argv);
   try {
     return run(device, iters, layer_only);
