@@ -11,8 +11,8 @@ RecurrentState::RecurrentState(const ModelConfig& c, Backend& be) : be_(be), sha
     if (!c.recurrent(l)) continue;
     Layer L;
     zero(L.committed);  // a sequence starts from zero states, as llama.cpp's
-    zero(L.prev);
-    zero(L.anchor);
+    ensure(L.prev);     // (read only once a commit or a causal run has written them)
+    ensure(L.anchor);
     layers_.push_back(std::move(L));
   }
   ensure(spare_);
@@ -288,7 +288,8 @@ void RecurrentState::restore(std::span<const float> snapshot, int64_t pos) {
   if (committed_ != 0 || pending() != 0) throw Error("internal: restoring a recurrent snapshot into a used sequence");
   if (int64_t(snapshot.size()) != snapshot_floats()) throw Error("internal: a recurrent snapshot of another shape");
   const size_t n = size_t(state_floats(shape_));
-  for (size_t l = 0; l < layers_.size(); ++l) be_.upload(layers_[l].committed.get(), snapshot.data() + l * n, snapshot_bytes());
+  for (size_t l = 0; l < layers_.size(); ++l)
+    be_.upload(layers_[l].committed.get(), snapshot.data() + l * n, snapshot_bytes());
   committed_ = pos;
   prev_pos_ = -1;
   last_rows_ = 0;
