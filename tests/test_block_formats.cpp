@@ -110,15 +110,24 @@ TEST_CASE("block formats: the GPU rounds F16 / BF16 weights' activations as the 
   CHECK(std::isnan(cuda::round_activation(GgmlType::BF16, nan)));
   for (int i = 0; i < 16; ++i) CHECK(cuda::iq4_nl_value(i) == kIQ4NLValues[i]);
   for (int i = 0; i < 16; ++i) CHECK(cuda::mxfp4_value(i) == kMXFP4Values[i]);
+  // The GPU's four-at-once MXFP4 lookup (byte select, then negation), every combination
+  // of four indices.
+  int bad_grid = 0;
+  for (uint32_t c = 0; c < 65536; ++c) {
+    const uint32_t idx = (c & 15) | ((c >> 4) & 15) << 8 | ((c >> 8) & 15) << 16 | ((c >> 12) & 15) << 24;
+    const uint32_t got = cuda::mxfp4_grid4(idx);
+    for (int n = 0; n < 4; ++n) bad_grid += int8_t(got >> (8 * n)) != kMXFP4Values[(idx >> (8 * n)) & 15];
+  }
+  CHECK(bad_grid == 0);
 }
 
 TEST_CASE("block formats: the GPU's 8-bit-activation dot products equal the CPU backend's matmul") {
-  // The CUDA matmul of Q4_0, Q8_0, Q4_K and Q6_K weights (kernels/cuda/q8_dot.cuh) multiplies
+  // The CUDA matmul of Q4_0, Q8_0, Q4_K, Q6_K and MXFP4 weights (kernels/cuda/q8_dot.cuh) multiplies
   // activations quantized as the CPU backend quantizes them; its integer sums are exact,
   // so the two results may differ only in the order float terms are added.
   std::mt19937 rng(41);
   CpuBackend cpu(1);
-  for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
+  for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::MXFP4}) {
     CAPTURE(type_name(type));
     constexpr int64_t rows = 24, cols = 1024;
     const std::vector<uint8_t> w = random_block_bytes(rng, type, rows, cols);
@@ -141,6 +150,7 @@ TEST_CASE("block formats: the GPU's 8-bit-activation dot products equal the CPU 
           case GgmlType::Q4_0: got += cuda::q8_dot(cuda::q8_weight_group<GgmlType::Q4_0>(row, g), a[size_t(g)]); break;
           case GgmlType::Q8_0: got += cuda::q8_dot(cuda::q8_weight_group<GgmlType::Q8_0>(row, g), a[size_t(g)]); break;
           case GgmlType::Q4_K: got += cuda::q8_dot(cuda::q8_weight_group<GgmlType::Q4_K>(row, g), a[size_t(g)]); break;
+          case GgmlType::MXFP4: got += cuda::q8_dot(cuda::q8_weight_group<GgmlType::MXFP4>(row, g), a[size_t(g)]); break;
           default: got += cuda::q8_dot(cuda::q8_weight_group<GgmlType::Q6_K>(row, g), a[size_t(g)]); break;
         }
       }
@@ -217,17 +227,17 @@ std::vector<float> walk_matvec(const uint8_t* w, int64_t rows, int64_t cols,
 
 TEST_CASE("block formats: the GPU mat-vec's tiles and staged copies, walked for whole grids, give the CPU's matmul") {
   // Rows not a multiple of a tile, rows whose bytes are not a multiple of 16 (every chunk
-  // at another skew), a last chunk shorter than the others, a matrix that starts 2 or 4
+  // at another skew), a last chunk shorter than the others, a matrix that starts 2, 3 or 4
   // bytes past a 16-byte boundary, and grids of fewer warps than tiles and of more.
   std::mt19937 rng(43);
   CpuBackend cpu(1);
-  for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
+  for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::MXFP4}) {
     CAPTURE(type_name(type));
     const bool k_quant = type == GgmlType::Q4_K || type == GgmlType::Q6_K;
     const int64_t rows = 37, cols = k_quant ? 1280 : 1056, T = 3;
     const std::vector<uint8_t> bytes = random_block_bytes(rng, type, rows, cols);
     // 16 bytes of room either side: the copies read whole 16-byte words around the rows
-    const size_t lead = 16 + size_t(cuda::q8_dot_alignment(type) == 4 ? 4 : 2);
+    const size_t lead = 16 + size_t(cuda::q8_dot_alignment(type) == 4 ? 4 : cuda::q8_dot_alignment(type) == 2 ? 2 : 3);
     std::vector<uint8_t> buf(bytes.size() + lead + 16);
     std::memcpy(buf.data() + lead, bytes.data(), bytes.size());
     const uint8_t* w = buf.data() + lead;
@@ -246,6 +256,7 @@ TEST_CASE("block formats: the GPU mat-vec's tiles and staged copies, walked for 
         case GgmlType::Q4_0: got = walk_matvec<GgmlType::Q4_0>(w, rows, cols, acts, warps, stores); break;
         case GgmlType::Q8_0: got = walk_matvec<GgmlType::Q8_0>(w, rows, cols, acts, warps, stores); break;
         case GgmlType::Q4_K: got = walk_matvec<GgmlType::Q4_K>(w, rows, cols, acts, warps, stores); break;
+        case GgmlType::MXFP4: got = walk_matvec<GgmlType::MXFP4>(w, rows, cols, acts, warps, stores); break;
         default: got = walk_matvec<GgmlType::Q6_K>(w, rows, cols, acts, warps, stores); break;
       }
       CHECK(std::count(stores.begin(), stores.end(), 1) == rows);  // every row written once

@@ -106,6 +106,8 @@ std::vector<uint8_t> random_matrix(GgmlType t, int64_t rows, int64_t cols, std::
     } else if (t == GgmlType::F16 || t == GgmlType::BF16) {
       const uint16_t v = t == GgmlType::F16 ? scale : uint16_t(0x3c00);
       std::memcpy(m.data() + at, &v, 2);
+    } else if (t == GgmlType::MXFP4) {
+      m[size_t(at)] = 120;  // E8M0: a scale of 2^-8
     } else {
       for (size_t off : fp16_scale_offsets(t)) std::memcpy(m.data() + at + int64_t(off), &scale, 2);
     }
@@ -371,12 +373,12 @@ int run(int device, int iters, bool layer_only) {
   for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K}) layer_pass(cuda_be, iters, d2d_gbps, t, rng);
   delta_net_pass(cuda_be, iters, rng);
   if (layer_only) return 0;
-  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K})
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::MXFP4})
     for (int64_t rows : {4096, 11008}) matvec_q8_grids(cuda_be, device, iters, d2d_gbps, t, rows, 4096, rng);
 
   // Mat-vec and batched matmul on 7B shapes.
-  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q5_K, GgmlType::Q3_K,
-                     GgmlType::Q2_K, GgmlType::Q5_0, GgmlType::IQ4_NL, GgmlType::F16})
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::MXFP4, GgmlType::Q5_K,
+                     GgmlType::Q3_K, GgmlType::Q2_K, GgmlType::Q5_0, GgmlType::IQ4_NL, GgmlType::F16})
     for (Shape s : {Shape{4096, 4096}, Shape{11008, 4096}, Shape{4096, 11008}})
       if (s.cols % traits(t).block_elems == 0) matmul_shape(cuda_be, iters, d2d_gbps, t, s, rng);
 

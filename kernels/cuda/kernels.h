@@ -16,7 +16,7 @@ inline constexpr int64_t kMatvecMaxT = 8;
 void launch_get_rows(const WeightMatrix& table, const int32_t* ids, int64_t n, float* out, cudaStream_t s);
 // y = W x for T <= kMatvecMaxT rows of x.
 void launch_matvec(const WeightMatrix& w, const float* x, int64_t T, float* y, cudaStream_t s);
-// The 8-bit-activation matmul (matvec_q8.cu) takes W: Q4_0, Q8_0, Q4_K or Q6_K, aligned
+// The 8-bit-activation matmul (matvec_q8.cu) takes W: Q4_0, Q8_0, Q4_K, Q6_K or MXFP4, aligned
 // for its loads.
 bool matvec_q8_applies(const WeightMatrix& w);
 // Device scratch the 8-bit-activation matmul needs for T activation rows.

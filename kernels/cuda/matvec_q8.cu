@@ -1,4 +1,4 @@
-// The matmul of Q4_0, Q8_0, Q4_K and Q6_K weights on 8-bit activations (q8_dot.cuh says
+// The matmul of Q4_0, Q8_0, Q4_K, Q6_K and MXFP4 weights on 8-bit activations (q8_dot.cuh says
 // why), for any number of activation rows: kMatvecQ8MaxT rows per weight read.
 //
 // A warp takes a tile of a few output rows at a time, lane l taking groups l, l + 32, ...
@@ -117,7 +117,7 @@ constexpr bool fused_fits() {
   return activation_words(kFusedMaxCols / 32) * sizeof(int4) + staging_bytes<kType>() <= 48 * 1024;
 }
 static_assert(fused_fits<GgmlType::Q4_0>() && fused_fits<GgmlType::Q8_0>() && fused_fits<GgmlType::Q4_K>() &&
-                  fused_fits<GgmlType::Q6_K>(),
+                  fused_fits<GgmlType::Q6_K>() && fused_fits<GgmlType::MXFP4>(),
               "the fused kernel's shared memory: 48 KiB without opting in");
 
 // Queues the copies of step i into `slot` as one commit group (empty past the last step,
@@ -255,6 +255,7 @@ void with_q8_type(GgmlType t, F&& f) {
     case GgmlType::Q8_0: return f.template operator()<GgmlType::Q8_0>();
     case GgmlType::Q4_K: return f.template operator()<GgmlType::Q4_K>();
     case GgmlType::Q6_K: return f.template operator()<GgmlType::Q6_K>();
+    case GgmlType::MXFP4: return f.template operator()<GgmlType::MXFP4>();
     default: throw Error("cuda: no 8-bit-activation mat-vec for this weight type");
   }
 }

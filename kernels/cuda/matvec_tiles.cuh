@@ -16,11 +16,12 @@ namespace flashspec::cuda {
 // A chunk: 32 groups of a row (for K-quants: 4 super-blocks).
 template <GgmlType kType>
 struct Chunk {
-  static constexpr int bytes = kType == GgmlType::Q4_0   ? 32 * 18
-                               : kType == GgmlType::Q8_0 ? 32 * 34
-                               : kType == GgmlType::Q4_K ? 4 * 144
-                                                         : 4 * 210;
-  // 16-byte words covering a chunk at any 2-byte alignment (up to 15 bytes either side).
+  static constexpr int bytes = kType == GgmlType::Q4_0    ? 32 * 18
+                               : kType == GgmlType::Q8_0  ? 32 * 34
+                               : kType == GgmlType::MXFP4 ? 32 * 17
+                               : kType == GgmlType::Q4_K  ? 4 * 144
+                                                          : 4 * 210;
+  // 16-byte words covering a chunk at any alignment (up to 15 bytes either side).
   static constexpr int words = bytes / 16 + 2;
 };
 

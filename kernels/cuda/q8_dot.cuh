@@ -1,7 +1,7 @@
 #pragma once
 // Integer dot products of one group of 32 weights with 32 activations quantized to 8 bits,
-// for the matmul of Q4_0, Q8_0, Q4_K and Q6_K weights (what Q4_0 / Q8_0 / Q4_K_M files
-// are made of).
+// for the matmul of Q4_0, Q8_0, Q4_K, Q6_K and MXFP4 weights (what Q4_0 / Q8_0 / Q4_K_M
+// files are made of, and gpt-oss's experts).
 //
 // Why: the float mat-vec spends ~4 instructions per weight (decode, convert, multiply),
 // which bound it by instructions, well below the device's bandwidth. With the
@@ -25,7 +25,8 @@ namespace flashspec::cuda {
 
 // Weight types whose mat-vec multiplies 8-bit activations.
 FS_HD constexpr bool uses_q8_activations(GgmlType t) {
-  return t == GgmlType::Q4_0 || t == GgmlType::Q8_0 || t == GgmlType::Q4_K || t == GgmlType::Q6_K;
+  return t == GgmlType::Q4_0 || t == GgmlType::Q8_0 || t == GgmlType::Q4_K || t == GgmlType::Q6_K ||
+         t == GgmlType::MXFP4;
 }
 
 // Values per activation scale: a Q8_K block for K-quant weights, a Q8_0 block otherwise.
@@ -35,8 +36,10 @@ FS_HD constexpr int q8_activation_block(GgmlType t) {
 
 // The byte alignment the weight loads below rely on (row starts and the data pointer):
 // Q4_0 / Q8_0 / Q6_K blocks (18 / 34 / 210 bytes) are read 16 bits at a time, Q4_K's
-// nibbles 32 bits.
-FS_HD constexpr int q8_dot_alignment(GgmlType t) { return t == GgmlType::Q4_K ? 4 : 2; }
+// nibbles 32 bits; MXFP4's 17-byte blocks at any byte.
+FS_HD constexpr int q8_dot_alignment(GgmlType t) {
+  return t == GgmlType::Q4_K ? 4 : t == GgmlType::MXFP4 ? 1 : 2;
+}
 
 // One group's activations: its 32 codes as 8 little-endian words, the block scale and the
 // sum of the codes (exact in a float: |sum| <= 32 * 127).
@@ -123,6 +126,64 @@ FS_HD uint32_t load_group_words(const uint8_t* b, uint32_t* words) {
 #endif
 }
 
+// An MXFP4 group (an E8M0 exponent, then 16 bytes) at any byte alignment: the 16 bytes as
+// 4 little-endian words into `words`, the exponent returned. On the device from the 5
+// aligned 32-bit words holding the group's bytes, joined by funnel shifts (the staged
+// chunks are whole 16-byte words, so all 5 are there); on the host byte-exact loads.
+FS_HD uint32_t load_mxfp4_words(const uint8_t* b, uint32_t* words) {
+#ifdef __CUDA_ARCH__
+  const uint32_t skew = uint32_t(reinterpret_cast<uintptr_t>(b) & 3u) * 8u;
+  const uint32_t* at = reinterpret_cast<const uint32_t*>(b - (reinterpret_cast<uintptr_t>(b) & 3u));
+  uint32_t lo = at[0];
+  const uint32_t e = (lo >> skew) & 0xffu;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const uint32_t hi = at[k + 1];
+    words[k] = __funnelshift_rc(lo, hi, 8u + skew);  // shift 32: hi itself
+    lo = hi;
+  }
+  return e;
+#else
+  for (int k = 0; k < 4; ++k) words[k] = load32(b + 1 + 4 * k);
+  return b[0];
+#endif
+}
+
+// The device's byte select (prmt: result byte n is byte s[4n+2:4n] of y:x) and per-byte
+// subtraction, emulated on the host so that the host tests run the device's lookup.
+FS_HD uint32_t byte_perm(uint32_t x, uint32_t y, uint32_t s) {
+#ifdef __CUDA_ARCH__
+  return __byte_perm(x, y, s);
+#else
+  const uint64_t yx = uint64_t(y) << 32 | x;
+  uint32_t r = 0;
+  for (int n = 0; n < 4; ++n) r |= uint32_t((yx >> (8 * ((s >> (4 * n)) & 7u))) & 0xffu) << (8 * n);
+  return r;
+#endif
+}
+FS_HD uint32_t vsub4(uint32_t a, uint32_t b) {
+#ifdef __CUDA_ARCH__
+  return __vsub4(a, b);
+#else
+  uint32_t r = 0;
+  for (int n = 0; n < 4; ++n) r |= ((((a >> (8 * n)) & 0xffu) - ((b >> (8 * n)) & 0xffu)) & 0xffu) << (8 * n);
+  return r;
+#endif
+}
+
+// Four MXFP4 indices (0..15, one per byte) as their int8 grid values (kMXFP4Values: 0, 1,
+// 2, 3, 4, 6, 8, 12 for 0..7, their negatives for 8..15): the magnitudes by one byte
+// select from a table of 8, negated where bit 3 is set. About 2.5 instructions a weight,
+// against 4 for a lookup per weight.
+FS_HD uint32_t mxfp4_grid4(uint32_t idx) {
+  const uint32_t m = idx & 0x07070707u;
+  const uint32_t t = m | (m >> 4);  // bytes 0 and 2 now hold two indices each, as nibbles
+  const uint32_t sel = (t & 0xffu) | ((t >> 8) & 0xff00u);
+  const uint32_t magnitude = byte_perm(0x03020100u, 0x0c080604u, sel);
+  const uint32_t negative = ((idx >> 3) & 0x01010101u) * 0xffu;  // 0xff in the bytes to negate
+  return vsub4(magnitude ^ negative, negative);                  // -v = (v ^ 0xff) - 0xff
+}
+
 // One group of 32 weights as dp4a operands: weight i is d * sc * (q_i - offset) - m, with
 // sc the integer sub-block scale of words 0..3 (sc[0]) or 4..7 (sc[1]); offset is nonzero
 // only where both sc are 1 (Q4_0).
@@ -168,8 +229,19 @@ FS_HD W8Group q8_weight_group(const uint8_t* row, int64_t g) {
     const uint8_t* q = b + 16 + 32 * (sub / 2);
     const int shift = (sub % 2) * 4;
     for (int k = 0; k < 8; ++k) w.q[k] = int((load32(q + 4 * k) >> shift) & 0x0f0f0f0fu);
+  } else if constexpr (kType == GgmlType::MXFP4) {
+    // 17 bytes: an E8M0 exponent, 16 bytes of nibbles (byte i: weight i low, i + 16 high),
+    // each an index into the grid, which holds twice the values under half the scale.
+    const uint8_t* b = row + g * 17;
+    uint32_t v[4];
+    w.d = e8m0_half_bits_to_float(uint8_t(load_mxfp4_words(b, v)));
+    w.sc[0] = w.sc[1] = 1;
+    for (int k = 0; k < 4; ++k) {
+      w.q[k] = int(mxfp4_grid4(v[k] & 0x0f0f0f0fu));
+      w.q[k + 4] = int(mxfp4_grid4((v[k] >> 4) & 0x0f0f0f0fu));
+    }
   } else {
-    static_assert(kType == GgmlType::Q6_K, "q8_weight_group: Q4_0, Q8_0, Q4_K or Q6_K");
+    static_assert(kType == GgmlType::Q6_K, "q8_weight_group: Q4_0, Q8_0, Q4_K, Q6_K or MXFP4");
     // 210 bytes per 256 weights: 128 ql, 64 qh, 16 int8 scales, fp16 d (decode_group's
     // Q6_K case says which bits a group reads); each half of a group has its own scale.
     const uint8_t* b = row + (g / 8) * 210;
