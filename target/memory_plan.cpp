@@ -175,8 +175,9 @@ void plan_context(MemoryPlan& p, const ModelConfig& c, const PlanRequest& r) {
   const KvFootprint kv = kv_footprint(c, r.key_type, r.value_type, r.context, Model::kRingStepRows);
   p.kv_positions = r.context * r.sequences;
   p.kv_bytes = kv.total_bytes() * uint64_t(r.sequences);
-  if (c.hybrid())
-    p.state_bytes = uint64_t((c.n_layers - c.attention_layers()) * RecurrentState::state_floats(c.delta)) *
+  if (c.hybrid())  // every state a sequence holds (RecurrentState::kHeldStates per layer)
+    p.state_bytes = RecurrentState::kHeldStates *
+                    uint64_t((c.n_layers - c.attention_layers()) * RecurrentState::state_floats(c.delta)) *
                     sizeof(float) * uint64_t(r.sequences);
   p.prefill_bytes = Activations::bytes(c, std::min(r.batch, r.context));
 }

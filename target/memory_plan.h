@@ -121,7 +121,7 @@ struct MemoryPlan {
   uint64_t ple_table_bytes = 0, ple_row_bytes = 0;
   int64_t kv_positions = 0;           // the KV cache's positions, all sequences
   uint64_t kv_bytes = 0;              // ... and their keys and values
-  uint64_t state_bytes = 0;           // hybrid models: the recurrent layers' state, all sequences
+  uint64_t state_bytes = 0;           // hybrid models: the recurrent layers' states held, all sequences
   uint64_t prefill_bytes = 0;         // the activations of a prefill pass of `batch` rows
 
   int64_t n_layers() const { return int64_t(homes.size()); }

@@ -169,4 +169,10 @@ TEST_CASE("hybrid: cli: --kv-type q8_0 on tiny-qwen35 runs and stays near llama.
   REQUIRE(i.exit_code == 0);
   CHECK(i.out.find("KV cache (K q8_0, V q8_0") != std::string::npos);
   CHECK(i.out.find("recurrent state (f32") != std::string::npos);
+  // The placement counts every state a sequence holds, as the recurrent-state line does.
+  const CliResult ji = run_cli({"inspect", model, "--json"});
+  REQUIRE(ji.exit_code == 0);
+  const nlohmann::json ij = nlohmann::json::parse(ji.out);
+  CHECK(ij.at("placement").at("overhead").at("state_bytes") ==
+        ij.at("hybrid").at("recurrent_state_bytes_held_per_sequence"));
 }
