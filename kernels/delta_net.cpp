@@ -1,5 +1,6 @@
 #include "kernels/delta_net.h"
 
+#include "core/error.h"
 #include "kernels/backend.h"
 
 #include <algorithm>
@@ -106,32 +107,11 @@ void prepare_rows(const DeltaNetCall& c, Prepared& p, int64_t b, int64_t e) {
   }
 }
 
-// The rows of a call as a forest: children in index order under each row and start.
-struct Forest {
-  std::vector<int32_t> first_child, next_sibling, roots;  // roots in index order
-  explicit Forest(const DeltaNetCall& c)
-      : first_child(size_t(c.T), -1), next_sibling(size_t(c.T), -1) {
-    std::vector<int32_t> last_child(size_t(c.T), -1);
-    for (int64_t i = 0; i < c.T; ++i) {
-      const int32_t p = c.parent[i];
-      if (p < 0) {
-        roots.push_back(int32_t(i));
-        continue;
-      }
-      if (last_child[size_t(p)] < 0)
-        first_child[size_t(p)] = int32_t(i);
-      else
-        next_sibling[size_t(last_child[size_t(p)])] = int32_t(i);
-      last_child[size_t(p)] = int32_t(i);
-    }
-  }
-};
-
 // One value head over every row: depth first, continuing in place into a row's last
 // child and into a copy for the others, so a chain takes no copy at all.
 class HeadRun {
  public:
-  HeadRun(const DeltaNetCall& c, const Prepared& p, const Forest& f, int64_t h)
+  HeadRun(const DeltaNetCall& c, const Prepared& p, const DeltaForest& f, int64_t h)
       : c_(c), p_(p), f_(f), h_(h), S_(c.state), d_(size_t(c.state)) {}
 
   void run() {
@@ -182,7 +162,7 @@ class HeadRun {
 
   const DeltaNetCall& c_;
   const Prepared& p_;
-  const Forest& f_;
+  const DeltaForest& f_;
   const int64_t h_, S_;
   std::vector<float> d_;
   std::vector<std::vector<float>> stack_;
@@ -306,7 +286,7 @@ void run_call(const DeltaNetCall& c, const ParallelFor& parallel) {
       for (int64_t h = b; h < e; ++h) ChunkedChain(c, p, h).run();
     });
   } else {
-    const Forest f(c);
+    const DeltaForest f({c.parent, size_t(c.T)});
     spread(c.v_heads, [&](int64_t b, int64_t e) {
       for (int64_t h = b; h < e; ++h) HeadRun(c, p, f, h).run();
     });
@@ -321,6 +301,21 @@ void run_call(const DeltaNetCall& c, const ParallelFor& parallel) {
 }
 
 }  // namespace
+
+DeltaForest::DeltaForest(std::span<const int32_t> parent)
+    : first_child(parent.size(), -1), next_sibling(parent.size(), -1) {
+  std::vector<int32_t> last_child(parent.size(), -1);
+  for (size_t i = 0; i < parent.size(); ++i) {
+    const int32_t p = parent[i];
+    if (p >= int64_t(i)) throw Error("internal: a recurrent row's parent comes after it");
+    if (p < 0) {
+      roots.push_back(int32_t(i));
+      continue;
+    }
+    (last_child[size_t(p)] < 0 ? first_child[size_t(p)] : next_sibling[size_t(last_child[size_t(p)])]) = int32_t(i);
+    last_child[size_t(p)] = int32_t(i);
+  }
+}
 
 void delta_net_host(std::span<const DeltaNetCall> calls, const ParallelFor& parallel) {
   for (const DeltaNetCall& c : calls) run_call(c, parallel);

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <vector>
 
 #include "core/delta_net_shape.h"
 
@@ -70,6 +71,13 @@ struct DeltaReplay {
   const float* deltas = nullptr;
   const float* decays = nullptr;
   std::span<const int64_t> rows;  // host memory: the record rows, applied in this order
+};
+
+// A call's rows as a forest (DeltaNetCall::parent): children in index order under each
+// row and start, as linked lists; roots in index order.
+struct DeltaForest {
+  explicit DeltaForest(std::span<const int32_t> parent);
+  std::vector<int32_t> first_child, next_sibling, roots;
 };
 
 // Runs the calls on the host (every pointer host memory), spread by `parallel` when given.

@@ -2,28 +2,15 @@
 
 #include <algorithm>
 
-#include "core/error.h"
 
 namespace flashspec {
 
 DeltaSchedule make_delta_schedule(std::span<const int32_t> parent) {
-  const int64_t T = int64_t(parent.size());
-  // Children in index order, by linked lists (first child, next sibling).
-  std::vector<int32_t> first(size_t(T), -1), next(size_t(T), -1), last(size_t(T), -1), roots;
-  for (int64_t i = 0; i < T; ++i) {
-    const int32_t p = parent[size_t(i)];
-    if (p >= i) throw Error("internal: a recurrent row's parent comes after it");
-    if (p < 0) {
-      roots.push_back(int32_t(i));
-      continue;
-    }
-    (last[size_t(p)] < 0 ? first[size_t(p)] : next[size_t(last[size_t(p)])]) = int32_t(i);
-    last[size_t(p)] = int32_t(i);
-  }
+  const DeltaForest f(parent);
   DeltaSchedule s;
-  std::vector<int32_t> slot_of(size_t(T), -1);  // a row with two or more children: its slot
-  std::vector<int32_t> stack;                    // rows still to run, the next on top
-  for (auto r = roots.rbegin(); r != roots.rend(); ++r) stack.push_back(*r);
+  std::vector<int32_t> slot_of(parent.size(), -1);  // a row with two or more children: its slot
+  std::vector<int32_t> stack(f.roots.rbegin(), f.roots.rend());  // rows still to run, the next on top
+  std::vector<int32_t> kids;
   int32_t prev = -1;
   while (!stack.empty()) {
     const int32_t i = stack.back();
@@ -31,12 +18,12 @@ DeltaSchedule make_delta_schedule(std::span<const int32_t> parent) {
     const int32_t p = parent[size_t(i)];
     s.order.push_back(i);
     s.from.push_back(p < 0 ? -2 - (-1 - p) : p == prev ? DeltaSchedule::kContinue : slot_of[size_t(p)]);
-    const bool branches = first[size_t(i)] >= 0 && next[size_t(first[size_t(i)])] >= 0;
-    if (branches) slot_of[size_t(i)] = s.slots++;
+    const int32_t first = f.first_child[size_t(i)];
+    if (first >= 0 && f.next_sibling[size_t(first)] >= 0) slot_of[size_t(i)] = s.slots++;
     s.save.push_back(slot_of[size_t(i)]);
-    std::vector<int32_t> kids;
-    for (int32_t k = first[size_t(i)]; k >= 0; k = next[size_t(k)]) kids.push_back(k);
-    for (auto k = kids.rbegin(); k != kids.rend(); ++k) stack.push_back(*k);
+    kids.clear();
+    for (int32_t k = first; k >= 0; k = f.next_sibling[size_t(k)]) kids.push_back(k);
+    stack.insert(stack.end(), kids.rbegin(), kids.rend());
     prev = i;
   }
   return s;

@@ -19,30 +19,13 @@
 #include "kernels/rope_angle.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/quantize_activations.h"
+#include "tests/backend_copies.h"
 #include "tests/gpu_or_skip.h"
 #include "tests/q8_activations.h"
 #include "tests/test_data.h"
 
 using namespace flashspec;
 using namespace flashspec::testing;
-
-namespace {
-
-template <class T>
-BackendBuffer to_gpu(Backend& be, const std::vector<T>& v) {
-  BackendBuffer b(be, v.size() * sizeof(T));
-  be.upload(b.get(), v.data(), v.size() * sizeof(T));
-  return b;
-}
-
-template <class T>
-std::vector<T> from_gpu(Backend& be, const BackendBuffer& b, size_t n) {
-  std::vector<T> v(n);
-  be.download(v.data(), b.get(), n * sizeof(T));
-  return v;
-}
-
-}  // namespace
 
 TEST_CASE("cuda backend: matmul of every weight type, mat-vec and cuBLAS batches, against double precision") {
   const std::unique_ptr<Backend> gpu = gpu_or_skip();

@@ -12,6 +12,7 @@
 
 #include "kernels/backend_buffer.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "tests/backend_copies.h"
 #include "tests/gpu_or_skip.h"
 #include "tests/test_data.h"
 
@@ -19,19 +20,6 @@ using namespace flashspec;
 using namespace flashspec::testing;
 
 namespace {
-
-template <class T>
-BackendBuffer to_gpu(Backend& be, const std::vector<T>& v) {
-  BackendBuffer b(be, std::max<size_t>(v.size(), 1) * sizeof(T));
-  if (!v.empty()) be.upload(b.get(), v.data(), v.size() * sizeof(T));
-  return b;
-}
-
-std::vector<float> from_gpu(Backend& be, const BackendBuffer& b, size_t n) {
-  std::vector<float> v(n);
-  be.download(v.data(), b.get(), n * sizeof(float));
-  return v;
-}
 
 // Largest |a - b| over the largest |b| (at least 1).
 double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
@@ -108,11 +96,11 @@ TEST_CASE("cuda backend: the recurrent core on the GPU: trees, causal runs and r
     g.deltas = gdeltas.get<float>(), g.decays = gdecays.get<float>();
     cpu.delta_net({&c, 1});
     gpu->delta_net({&g, 1});
-    CHECK(relative_error(from_gpu(*gpu, gout, out.size()), out) < 1e-4);
-    CHECK(from_gpu(*gpu, ginputs, inputs.size()) == inputs);
-    CHECK(relative_error(from_gpu(*gpu, gkeys, keys.size()), keys) < 1e-5);
-    CHECK(relative_error(from_gpu(*gpu, gdeltas, deltas.size()), deltas) < 1e-4);
-    CHECK(relative_error(from_gpu(*gpu, gdecays, decays.size()), decays) < 1e-5);
+    CHECK(relative_error(from_gpu<float>(*gpu, gout, out.size()), out) < 1e-4);
+    CHECK(from_gpu<float>(*gpu, ginputs, inputs.size()) == inputs);
+    CHECK(relative_error(from_gpu<float>(*gpu, gkeys, keys.size()), keys) < 1e-5);
+    CHECK(relative_error(from_gpu<float>(*gpu, gdeltas, deltas.size()), deltas) < 1e-4);
+    CHECK(relative_error(from_gpu<float>(*gpu, gdecays, decays.size()), decays) < 1e-5);
 
     // The deepest row's path replayed onto its start on the GPU equals that path run as a
     // causal chain on the GPU, bit for bit: a commit rebuilds what was verified.
@@ -150,7 +138,7 @@ TEST_CASE("cuda backend: the recurrent core on the GPU: trees, causal runs and r
     BackendBuffer chain_out(*gpu, path.size() * size_t(d.value_dim()) * 4), cend(*gpu, snap.size() * 4);
     cc.out = chain_out.get<float>(), cc.end_window = cend.get<float>(), cc.end_state = cend.get<float>() + d.window_floats();
     gpu->delta_net({&cc, 1});
-    CHECK(from_gpu(*gpu, gsnap, snap.size()) == from_gpu(*gpu, cend, snap.size()));
+    CHECK(from_gpu<float>(*gpu, gsnap, snap.size()) == from_gpu<float>(*gpu, cend, snap.size()));
   }
 
   SUBCASE("a causal run of 200 rows with a checkpoint inside, its end and checkpoint states") {
@@ -174,9 +162,9 @@ TEST_CASE("cuda backend: the recurrent core on the GPU: trees, causal runs and r
     g.mid_rows = mid_row, g.mid_windows = gmw, g.mid_states = gms;
     cpu.delta_net({&c, 1});  // the CPU's chunked form
     gpu->delta_net({&g, 1});
-    CHECK(relative_error(from_gpu(*gpu, gout, out.size()), out) < 1e-3);
-    CHECK(relative_error(from_gpu(*gpu, gend, snap), end) < 1e-3);
-    CHECK(relative_error(from_gpu(*gpu, gmid, snap), mid) < 1e-3);
+    CHECK(relative_error(from_gpu<float>(*gpu, gout, out.size()), out) < 1e-3);
+    CHECK(relative_error(from_gpu<float>(*gpu, gend, snap), end) < 1e-3);
+    CHECK(relative_error(from_gpu<float>(*gpu, gmid, snap), mid) < 1e-3);
   }
 }
 
@@ -197,14 +185,14 @@ TEST_CASE("cuda backend: Gemma's, the hybrids' and the experts' row ops agree wi
     const BackendBuffer ug = to_gpu(*gpu, u);
     gpu->gelu_mul(gg.get<float>(), ug.get<float>(), n);
     cpu.gelu_mul(g.data(), u.data(), n);
-    check_close(from_gpu(*gpu, gg, size_t(n)), g, 1e-5);
+    check_close(from_gpu<float>(*gpu, gg, size_t(n)), g, 1e-5);
   }
   {  // scale
     std::vector<float> x = u;
     BackendBuffer xg = to_gpu(*gpu, x);
     gpu->scale(xg.get<float>(), 45.25f, n);
     cpu.scale(x.data(), 45.25f, n);
-    CHECK(from_gpu(*gpu, xg, size_t(n)) == x);
+    CHECK(from_gpu<float>(*gpu, xg, size_t(n)) == x);
   }
   {  // deinterleave: 10 blocks of two halves of 150
     const BackendBuffer ug = to_gpu(*gpu, u);
@@ -212,8 +200,8 @@ TEST_CASE("cuda backend: Gemma's, the hybrids' and the experts' row ops agree wi
     std::vector<float> f(1500), s(1500);
     gpu->deinterleave(ug.get<float>(), 10, 150, fg.get<float>(), sg.get<float>());
     cpu.deinterleave(u.data(), 10, 150, f.data(), s.data());
-    CHECK(from_gpu(*gpu, fg, 1500) == f);
-    CHECK(from_gpu(*gpu, sg, 1500) == s);
+    CHECK(from_gpu<float>(*gpu, fg, 1500) == f);
+    CHECK(from_gpu<float>(*gpu, sg, 1500) == s);
   }
   for (const bool per_row : {false, true}) {  // sigmoid_mul: 30 rows of 100
     CAPTURE(per_row);
@@ -222,7 +210,7 @@ TEST_CASE("cuda backend: Gemma's, the hybrids' and the experts' row ops agree wi
     const BackendBuffer gg = to_gpu(*gpu, v);
     gpu->sigmoid_mul(yg.get<float>(), gg.get<float>(), 30, 100, per_row);
     cpu.sigmoid_mul(y.data(), v.data(), 30, 100, per_row);
-    check_close(from_gpu(*gpu, yg, size_t(n)), y, 1e-5);
+    check_close(from_gpu<float>(*gpu, yg, size_t(n)), y, 1e-5);
   }
   {  // gather_rows and weighted_sum_rows: 20 rows of 150, indices from host memory
     const std::vector<int32_t> rows = {3, 0, 19, 19, 7, 11, 2};
@@ -233,9 +221,9 @@ TEST_CASE("cuda backend: Gemma's, the hybrids' and the experts' row ops agree wi
     std::vector<float> gathered(rows.size() * 150), summed(3 * 150);
     gpu->gather_rows(xg.get<float>(), 20, rows.data(), int64_t(rows.size()), 150, gg.get<float>());
     cpu.gather_rows(u.data(), 20, rows.data(), int64_t(rows.size()), 150, gathered.data());
-    CHECK(from_gpu(*gpu, gg, gathered.size()) == gathered);
+    CHECK(from_gpu<float>(*gpu, gg, gathered.size()) == gathered);
     gpu->weighted_sum_rows(gg.get<float>(), int64_t(rows.size()), slots.data(), weights.data(), 3, 2, 150, wg.get<float>());
     cpu.weighted_sum_rows(gathered.data(), int64_t(rows.size()), slots.data(), weights.data(), 3, 2, 150, summed.data());
-    check_close(from_gpu(*gpu, wg, summed.size()), summed, 1e-6);
+    check_close(from_gpu<float>(*gpu, wg, summed.size()), summed, 1e-6);
   }
 }
