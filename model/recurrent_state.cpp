@@ -10,26 +10,27 @@ RecurrentState::RecurrentState(const ModelConfig& c, Backend& be) : be_(be), sha
   for (int64_t l = 0; l < c.n_layers; ++l) {
     if (!c.recurrent(l)) continue;
     Layer L;
-    zero(L.committed);  // a sequence starts from zero states, as llama.cpp's
-    ensure(L.prev);     // (read only once a commit or a causal run has written them)
+    ensure(L.committed);
+    ensure(L.prev);  // (read only once a commit or a causal run has written them)
     ensure(L.anchor);
     layers_.push_back(std::move(L));
   }
   ensure(spare_);
+  zero_committed();
 }
 
 void RecurrentState::ensure(Snapshot& s) {
   if (s.size() != snapshot_bytes()) s = Snapshot(be_, snapshot_bytes());
 }
 
-void RecurrentState::zero(Snapshot& s) {
-  ensure(s);
+void RecurrentState::zero_committed() {
+  // A sequence starts from zero states, as llama.cpp's.
   const std::vector<float> zeros(size_t(state_floats(shape_)), 0.0f);
-  be_.upload(s.get(), zeros.data(), snapshot_bytes());
+  for (Layer& L : layers_) be_.upload(L.committed.get(), zeros.data(), snapshot_bytes());
 }
 
 void RecurrentState::reset() {
-  for (Layer& L : layers_) zero(L.committed);
+  zero_committed();
   committed_ = 0;
   prev_pos_ = -1;
   last_rows_ = 0;

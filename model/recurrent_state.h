@@ -89,9 +89,9 @@ class RecurrentState final : public SequenceState {
   float* window(const Snapshot& s) const { return s.get<float>(); }
   float* heads(const Snapshot& s) const { return s.get<float>() + shape_.window_floats(); }
   size_t snapshot_bytes() const { return size_t(state_floats(shape_)) * sizeof(float); }
-  // s allocated (its contents undefined), or zeros.
+  // s allocated (its contents undefined); every layer's committed state zero.
   void ensure(Snapshot& s);
-  void zero(Snapshot& s);
+  void zero_committed();
   // Applies records `rows` of `r` (a layer's pending records or its last commit's) to
   // `s`, in order.
   void replay(Snapshot& s, const Records& r, std::span<const int64_t> rows);
