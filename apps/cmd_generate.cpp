@@ -95,6 +95,7 @@ int run_generate(const GenerateArgs& a) {
   if (a.top_logprobs >= 0) j["logprobs"] = logprobs_json(r.logprobs, a.top_logprobs > 0);
   j["stats"] = stats_json(r.stats);
   j["peak_rss_bytes"] = peak_rss_bytes();
+  if (const std::optional<uint64_t> vram = engine.peak_device_bytes()) j["peak_vram_bytes"] = *vram;
   print_stdout(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   if (auto n = slower_than_target_notice(r.stats)) std::fprintf(stderr, "%s\n", n->c_str());
   return 0;

@@ -133,6 +133,20 @@ MemoryPlan inspect_plan(const InspectArgs& a, const GgufFile& f, const ModelConf
   req.context = a.ctx > 0 ? a.ctx : std::min(c.context_length, Engine::kDefaultSessionContext);
   req.key_type = a.kv_types.key_type();
   req.value_type = a.kv_types.value_type();
+  if (req.gpu) {
+    const DeviceFootprintRequest d{.positions = req.context,
+                                   .pass_rows = std::min(req.batch, req.context),
+                                   .key_type = req.key_type,
+                                   .value_type = req.value_type};
+    if (req.draft == DraftKind::File) {
+      const GgufFile df = GgufFile::open(a.draft);
+      const ModelConfig dc = ModelConfig::from_gguf(df);
+      const ModelWeights dw(df, dc);
+      req.draft_device_bytes = draft_device_bytes(req.draft, w, c, &dw, &dc, 0, d);
+    } else {
+      req.draft_device_bytes = draft_device_bytes(req.draft, w, c, nullptr, nullptr, self_bytes, d);
+    }
+  }
   return plan_memory(f, c, w, req);
 }
 

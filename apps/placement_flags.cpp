@@ -23,7 +23,8 @@ void add_placement_flags(CLI::App& sub, PlacementOptions& p) {
   add_stream_flags(sub, p, stream);
   CLI::Option* vram = sub.add_option_function<uint64_t>(
                              "--vram-budget", [&p](const uint64_t& v) { p.vram_budget = v; },
-                             "with --backend cuda: VRAM for resident target layers (default: all of them)")
+                             "with --backend cuda: all the VRAM flashspec may take (the draft, KV caches and a pass's working memory "
+                             "first, then as many target layers as fit; default: every layer resident)")
                           ->transform(size_value());
   CLI::Option* ngl = sub.add_option_function<int64_t>(
                             "--gpu-layers,--n-gpu-layers", [&p](const int64_t& v) { p.gpu_layers = v; },

@@ -180,9 +180,23 @@ PlanRequest Engine::plan_request(uint64_t self_bytes) const {
   if (policy_ && !policy_->auto_budget()) r.fixed_rows = policy_->max_verified() + 1;
   r.sequences = std::max<int64_t>(opt_.parallel, 1);
   r.context = usable_context();
+  r.scratch_rows = scratch_rows();
   r.batch = opt_.batch;
   r.key_type = opt_.k_type;
   r.value_type = opt_.v_type;
+  if (r.gpu && policy_ && r.draft != DraftKind::Lookup) {
+    // The draft's context holds its tree besides the target's (PassPipeline::equip).
+    const int64_t tree = policy_->max_tree_nodes() + 2, positions = r.context + r.scratch_rows + tree;
+    const DeviceFootprintRequest d{.positions = positions,
+                                   .sequences = r.sequences,
+                                   .pass_rows = std::min(r.batch, positions),
+                                   .tree_rows = tree,
+                                   .key_type = r.key_type,
+                                   .value_type = r.value_type};
+    const Model& t = *target_;
+    r.draft_device_bytes = draft_device_bytes(r.draft, t.weights(), t.config(), draft_ ? &draft_->weights() : nullptr,
+                                              draft_ ? &draft_->config() : nullptr, self_bytes, d);
+  }
   return r;
 }
 
@@ -281,6 +295,13 @@ TurnResult Engine::generate(std::span<const int32_t> prompt, const TurnRequest& 
   TurnResult out = run_turn(*this, s, prompt, r);
   if (const BudgetPolicy* p = s.budget_policy()) learned_ = *p;
   return out;
+}
+
+std::optional<uint64_t> Engine::peak_device_bytes() const {
+  std::optional<uint64_t> peak = backend_->peak_memory_bytes();
+  if (draft_backend_ && peak)
+    if (const std::optional<uint64_t> d = draft_backend_->peak_memory_bytes()) *peak += *d;
+  return peak;
 }
 
 StreamCounters Engine::stream_counters() const {

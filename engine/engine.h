@@ -62,6 +62,9 @@ class Engine {
   const Model& target() const { return *target_; }
   Model* draft() { return draft_.get(); }
   const MemoryPlan& plan() const { return plan_; }
+  // The most memory the target's and the draft's backends held at once so far, where
+  // they count it (on a GPU: VRAM, set beside plan().vram_bytes()); nullopt elsewhere.
+  std::optional<uint64_t> peak_device_bytes() const;
   Backend& backend() { return *backend_; }
   bool speculative() const { return policy_.has_value(); }
   const std::optional<SpeculationParams>& policy() const { return policy_; }

@@ -202,6 +202,10 @@ class Backend {
   // fraction of a second; for reports such as `flashspec throughput`), or nullopt where
   // the backend has no such measurement.
   virtual std::optional<ReadBandwidth> read_bandwidth() = 0;
+  // The most backend memory held at once so far (a GPU's: what its allocations took from
+  // the device at their peak), or nullopt where the backend does not count it (host
+  // memory: the process's peak RSS says it).
+  virtual std::optional<uint64_t> peak_memory_bytes() const { return std::nullopt; }
 
   // out[i] = dequantized row ids[i] of `table` (an embedding matrix, a row of table.cols
   // floats per token id); out is n x table.cols. The caller has checked that every id is a

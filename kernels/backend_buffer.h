@@ -33,8 +33,11 @@ class BackendBuffer {
   size_t size() const { return bytes_; }
 
   // Grows to at least `bytes` (contents are not kept); for scratch reused across calls.
+  // The old block goes first, so that growing never holds both (a GPU's pool hands the
+  // freed block back in stream order, after the ops that read it).
   void reserve(Backend& be, size_t bytes) {
     if (be_ == &be && bytes <= bytes_) return;
+    reset();
     *this = BackendBuffer(be, bytes);
   }
 

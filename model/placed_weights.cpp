@@ -16,6 +16,13 @@ WeightMatrix upload(Backend& be, const WeightMatrix& m, BackendBuffer& buf) {
 
 }  // namespace
 
+uint64_t PlacedWeights::backend_bytes(const ModelWeights& w) {
+  uint64_t b = uint64_t(matrix_bytes(w.embedding)) + w.vectors().size() * sizeof(float);
+  if (w.output.data != w.embedding.data) b += uint64_t(matrix_bytes(w.output));
+  if (w.ple_proj.data) b += uint64_t(matrix_bytes(w.ple_proj));
+  return b;
+}
+
 PlacedWeights::PlacedWeights(const ModelWeights& w, Backend& be) {
   const std::vector<float>& v = w.vectors();
   if (be.host_memory()) {

@@ -11,6 +11,8 @@ namespace flashspec {
 class PlacedWeights {
  public:
   PlacedWeights(const ModelWeights& w, Backend& be);
+  // What the copies take in a backend with memory of its own (VRAM).
+  static uint64_t backend_bytes(const ModelWeights& w);
 
   WeightMatrix embedding{}, output{};
   WeightMatrix ple_proj{};  // Gemma 4's per-layer input projection (data null without)

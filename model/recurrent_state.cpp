@@ -19,6 +19,16 @@ RecurrentState::RecurrentState(const ModelConfig& c, Backend& be) : be_(be), sha
   zero_committed();
 }
 
+uint64_t RecurrentState::backend_bytes(const ModelConfig& c, int64_t tree_rows) {
+  if (!c.hybrid()) return 0;
+  const uint64_t layers = uint64_t(c.n_layers - c.attention_layers());
+  const uint64_t state = uint64_t(state_floats(c.delta)) * sizeof(float);
+  const uint64_t record = uint64_t(record_floats(c.delta)) * sizeof(float);
+  const uint64_t rows = uint64_t(std::max<int64_t>(tree_rows, 0));
+  // Pending records: 3 rows' room per row at their growth's peak; the last commit's: 2.
+  return (kHeldStates * layers + 1 + rows) * state + 5 * rows * layers * record;
+}
+
 void RecurrentState::ensure(Snapshot& s) {
   if (s.size() != snapshot_bytes()) s = Snapshot(be_, snapshot_bytes());
 }

@@ -44,6 +44,13 @@ class RecurrentState final : public SequenceState {
     return d.conv_dim() + d.key_dim() + d.value_dim() + d.v_heads;
   }
 
+  // Backend memory one sequence's states take at most when its passes carry trees of up
+  // to `tree_rows` rows: the held states and the spare; the starts one call rebuilds (one
+  // per distinct parent before the pass: at most a row each); per layer the records of
+  // the pending rows and of the last commit, each grown by doubling (a capacity of at
+  // most twice the rows, and while growing the old room beside the new).
+  static uint64_t backend_bytes(const ModelConfig& c, int64_t tree_rows);
+
   int64_t committed() const override { return committed_; }
   int64_t pending() const override { return int64_t(parent_.size()); }
   void prepare_rows(int64_t) override {}

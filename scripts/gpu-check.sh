@@ -16,6 +16,9 @@
 #          layers that do not fit staged into VRAM each pass: from pinned RAM, and with
 #          --stream from storage), the 1B draft resident: target alone vs -d 1B --tree auto,
 #          greedy, tokens compared; all layers in VRAM beside it; the disk's O_DIRECT rate;
+#          each run's VRAM peak beside its plan, and under the budget (which counts the
+#          draft, the KV cache of --ctx CTX and a pass's working memory, as llama.cpp's -ngl
+#          search counts its buffers at -c CTX);
 #   llama  where the pack carries llama.cpp's CUDA build (gpu-pack.sh, FS_LLAMA_DIR):
 #          llama.cpp on the same 8B file with the largest -ngl that fits the same VRAM
 #          budget (scripts/gpu-llama-offload.py), the same prompt and length;
@@ -80,10 +83,13 @@ fi
 llama_offload() {
   local cuda_lib=${CUDA_HOME:-/usr/local/cuda}/lib64  # cuBLAS and the runtime: the machine's toolkit
   LD_LIBRARY_PATH=$DIR/llama/lib:$cuda_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
-    python3 scripts/gpu-llama-offload.py "$LLAMA" "$1" "$VRAM" "$P" 64 "$DIR/$2-llama.json" \
+    python3 scripts/gpu-llama-offload.py "$LLAMA" "$1" "$VRAM" "$P" 64 "$CTX" "$DIR/$2-llama.json" \
     >"$DIR/$2-llama.log" 2>&1 || failed+=("llama.cpp's partial offload ($DIR/$2-llama.log)")
 }
 P="Once upon a time, there was a little girl named Lily"
+# Both engines size their KV caches for the same context (flashspec --ctx, llama.cpp -c),
+# counted in the same VRAM budget.
+CTX=128
 
 # The CUDA model tests' stories260K-wide files (dim 256, 8 layers) are too large to carry:
 # in a pack's shared folder they are stand-ins made here, the same shape widened by the C++
@@ -153,7 +159,7 @@ if step pair; then
       local name=$1 n=$2
       shift 2
       say "pair: $name"
-      "$BIN/flashspec" generate -m "$T8B" --backend cuda -p "$P" -n "$n" --temp 0 --ignore-eos --json "$@" \
+      "$BIN/flashspec" generate -m "$T8B" --backend cuda -p "$P" -n "$n" --ctx "$CTX" --temp 0 --ignore-eos --json "$@" \
         >"$DIR/pair-$name.json" 2>"$DIR/pair-$name.log" || failed+=("the 8B main job, $name ($DIR/pair-$name.log)")
     }
     pair resident 64
@@ -173,7 +179,7 @@ if step moe; then
   say "the 35B-A3B-shape MoE"
   BIG=$DIR/qwen35moe-35b-a3b-q4_0.gguf
   inflate tests/fixtures/trained-qwen35moe.gguf qwen35moe-35b-a3b "$BIG"
-  common=(-m "$BIG" --backend cuda --stream --vram-budget "$VRAM" -p "$P" -n 64 --temp 0 --ignore-eos --json)
+  common=(-m "$BIG" --backend cuda --stream --vram-budget "$VRAM" -p "$P" -n 64 --ctx "$CTX" --temp 0 --ignore-eos --json)
   if [[ -f $BIG ]]; then
     "$BIN/flashspec" generate "${common[@]}" >"$DIR/main-alone.json" || failed+=("the main job, target alone")
     "$BIN/flashspec" generate "${common[@]}" -d mtp --tree auto \
@@ -191,9 +197,12 @@ if step bench; then
 fi
 
 say "comparisons"
-python3 - "$DIR" "$STEPS" <<'PY' || failed+=("a comparison")
-import json, sys, os
+python3 - "$DIR" "$STEPS" "$VRAM" <<'PY' || failed+=("a comparison")
+import json, sys, os, re
 d, steps = sys.argv[1], sys.argv[2].split()
+units = {"": 1, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+size = re.fullmatch(r"([0-9.]+)\s*([A-Za-z]*)", sys.argv[3].strip())
+budget = float(size.group(1)) * units[size.group(2).upper()]
 def load(name):  # None for a run that wrote nothing readable (its failure is listed already)
     try:
         with open(os.path.join(d, name)) as f:
@@ -203,10 +212,17 @@ def load(name):  # None for a run that wrote nothing readable (its failure is li
         return None
 def rate(r):
     return r["stats"]["generated"] / r["stats"]["decode_ms"] * 1e3
-def show(name, r):
+def show(name, r):  # False when a run under --vram-budget held more VRAM than the budget
     s = r["stats"]
+    vram = r["placement"].get("vram", {})
+    peak = r.get("peak_vram_bytes", 0)
     print(f"{name}: {rate(r):.2f} tok/s decode, tau {s.get('tau', 1):.2f}, I/O busy {s.get('io_busy', 0):.2f}, "
-          f"{s.get('read_gbps', 0):.2f} GB/s read")
+          f"{s.get('read_gbps', 0):.2f} GB/s read; VRAM peak {peak / 2**20:.0f} MiB, planned "
+          f"{vram.get('total_bytes', 0) / 2**20:.0f} MiB ({vram.get('n_layers', 0)} layers resident)")
+    if "budget_bytes" in vram and peak > budget:
+        print(f"{name}: VRAM peak {peak / 2**20:.0f} MiB is over --vram-budget {budget / 2**20:.0f} MiB")
+        return False
+    return True
 def versus(alone, auto, what):  # the same greedy tokens, and the speedup
     same = alone["tokens"] == auto["tokens"]
     print(f"{what}: greedy tokens identical: {same}; --tree auto {rate(auto) / rate(alone):.2f}x the target alone")
@@ -240,7 +256,7 @@ if "pair" in steps:
         if r is None:
             ok = False
         else:
-            show(f"8B {n}", r)
+            ok &= show(f"8B {n}", r)
     for where in ("ram", "disk"):
         a, b = runs[f"{where}-alone"], runs[f"{where}-auto"]
         if a and b:
@@ -253,8 +269,8 @@ if "moe" in steps:
     if a is None or b is None:
         ok = False
     else:
-        show("35B-A3B target alone", a)
-        show("35B-A3B --tree auto", b)
+        ok &= show("35B-A3B target alone", a)
+        ok &= show("35B-A3B --tree auto", b)
         ok &= versus(a, b, "35B-A3B streamed")
         against_llama("main", [("alone", a), ("--tree auto", b)])
 sys.exit(0 if ok else 1)

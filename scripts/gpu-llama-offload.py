@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """llama.cpp's partial offload at a VRAM budget, for scripts/gpu-check.sh's side-by-side.
 
-  gpu-llama-offload.py LLAMA_COMPLETION MODEL.gguf VRAM_BUDGET PROMPT N_PREDICT OUT.json
+  gpu-llama-offload.py LLAMA_COMPLETION MODEL.gguf VRAM_BUDGET PROMPT N_PREDICT CTX OUT.json
 
 llama.cpp has no VRAM budget of its own: it puts -ngl layers (and with --n-cpu-moe M the
 experts of the first M layers stay on the CPU) on the GPU whatever they weigh. So this
@@ -9,7 +9,8 @@ finds, by short runs (-n 1) that read the CUDA0 buffer sizes llama.cpp prints (m
 recurrent state, compute), the largest -ngl whose buffers fit VRAM_BUDGET, and with every
 layer offloaded the fewest --n-cpu-moe layers that fit (a mixture of experts' usual
 setting); both are monotone, so a bisection takes a few runs. Then it times each at
-N_PREDICT greedy tokens of PROMPT and writes what it chose and measured to OUT.json:
+N_PREDICT greedy tokens of PROMPT, its KV cache sized for CTX positions (-c, as flashspec's
+--ctx in the same comparison), and writes what it chose and measured to OUT.json:
 {"ngl": {"value": N, "vram_mib": ..., "tok_s": ...}, "n_cpu_moe": {...}} (a setting that
 no value fits is null). VRAM_BUDGET as flashspec reads it: K/M/G/T decimal, KiB/MiB/GiB
 binary.
@@ -31,17 +32,17 @@ def parse_size(text):
     return float(m.group(1)) * UNITS[m.group(2).upper()]
 
 
-def run(binary, model, prompt, n, extra):
+def run(binary, model, prompt, n, ctx, extra):
     # -fit off: llama.cpp b8967 would otherwise move layers to fit the free VRAM itself.
-    cmd = [binary, "-m", model, "-p", prompt, "-n", str(n), "--temp", "0", "-c", "128", "-no-cnv",
+    cmd = [binary, "-m", model, "-p", prompt, "-n", str(n), "--temp", "0", "-c", str(ctx), "-no-cnv",
            "--ignore-eos", "-fit", "off"] + extra
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     return p.returncode, p.stdout + p.stderr
 
 
-def vram_mib(binary, model, prompt, extra):
+def vram_mib(binary, model, prompt, ctx, extra):
     """CUDA0 MiB of one short run with these flags; None when it fails (out of memory)."""
-    rc, log = run(binary, model, prompt, 1, extra)
+    rc, log = run(binary, model, prompt, 1, ctx, extra)
     if rc != 0:
         return None
     return sum(float(x) for x in BUFFER.findall(log))
@@ -61,11 +62,11 @@ def bisect(lo, hi, fits):
 
 
 def main():
-    if len(sys.argv) != 7:
+    if len(sys.argv) != 8:
         raise SystemExit(__doc__.strip().splitlines()[2])
-    binary, model, budget_text, prompt, n_text, out = sys.argv[1:]
+    binary, model, budget_text, prompt, n_text, ctx_text, out = sys.argv[1:]
     budget_mib = parse_size(budget_text) / 2**20
-    n = int(n_text)
+    n, ctx = int(n_text), int(ctx_text)
     # -ngl above the layer count offloads every layer and the output layer; the searches stop
     # at 64 layers (7 short runs each).
     layers = 64
@@ -74,7 +75,7 @@ def main():
     def fits(flags):
         key = tuple(flags)
         if key not in seen:
-            seen[key] = vram_mib(binary, model, prompt, flags)
+            seen[key] = vram_mib(binary, model, prompt, ctx, flags)
         return seen[key] is not None and seen[key] <= budget_mib
 
     result = {"budget_mib": budget_mib}
@@ -86,7 +87,7 @@ def main():
         if flags is None:
             result[name] = None
             continue
-        rc, log = run(binary, model, prompt, n, flags)
+        rc, log = run(binary, model, prompt, n, ctx, flags)
         rates = EVAL.findall(log)
         result[name] = {"flags": " ".join(flags), "vram_mib": seen[tuple(flags)],
                         "tok_s": float(rates[-1]) if rc == 0 and rates else None}

@@ -69,6 +69,17 @@ const char* draft_kind_name(DraftKind k) {
 
 namespace {
 
+// "layers 1.2 GB (2 slots of 109 MB), embedding, head and vectors 4 MB, ..." for VRAM.
+std::string vram_claims(const MemoryPlan& p) {
+  std::string s = "layers " + format_bytes(p.vram_layer_bytes);
+  if (p.vram_slot_bytes) s += " (2 slots of " + format_bytes(p.vram_slot_bytes) + ")";
+  s += ", embedding, head and vectors " + format_bytes(p.vram_target.fixed) + ", KV cache" +
+       (p.state_bytes ? " and recurrent states " : " ") + format_bytes(p.vram_target.context) +
+       ", a pass's working memory " + format_bytes(p.vram_target.pass);
+  if (p.vram_draft_bytes) s += ", the draft " + format_bytes(p.vram_draft_bytes);
+  return s;
+}
+
 // Per layer: the bytes of its matrices, and what one token reads of them.
 void size_layers(MemoryPlan& p, const std::vector<std::vector<TensorExtent>>& extents, int64_t experts_used) {
   for (const auto& l : extents) {
@@ -83,11 +94,25 @@ void size_layers(MemoryPlan& p, const std::vector<std::vector<TensorExtent>>& ex
 }
 
 // The VRAM tier: the first layers that fit --vram-budget (or -ngl of them), and the two
-// slots the others pass through.
-void plan_vram(MemoryPlan& p, const ModelWeights& w, const PlacementOptions& o) {
+// slots the others pass through. The budget is all of VRAM: the target's other claims and
+// a draft computing there come out of it first.
+void plan_vram(MemoryPlan& p, const ModelConfig& c, const ModelWeights& w, const PlanRequest& r) {
+  const PlacementOptions& o = r.placement;
   const int64_t n = p.n_layers();
+  const int64_t positions = r.context + r.scratch_rows;
+  p.vram_target = device_footprint(w, c,
+                                   {.positions = positions,
+                                    .sequences = r.sequences,
+                                    .pass_rows = std::min(r.batch, positions),
+                                    .tree_rows = std::max(r.auto_rows, r.fixed_rows),
+                                    .key_type = r.key_type,
+                                    .value_type = r.value_type});
+  p.vram_draft_bytes = r.draft_device_bytes;
+  p.vram_budget = o.vram_budget;
+  const uint64_t others = p.vram_target.total() + p.vram_draft_bytes;
+  const uint64_t left = o.vram_budget && *o.vram_budget > others ? *o.vram_budget - others : 0;
   p.n_vram = o.gpu_layers ? std::min<int64_t>(*o.gpu_layers, n)
-             : o.vram_budget ? StagedLayers::resident_layers_for(w, *o.vram_budget)
+             : o.vram_budget ? StagedLayers::resident_layers_for(w, left)
                              : n;
   for (int64_t l = 0; l < n; ++l) {
     const uint64_t b = StagedLayers::packed_bytes(w, l);
@@ -96,6 +121,9 @@ void plan_vram(MemoryPlan& p, const ModelWeights& w, const PlacementOptions& o) 
   }
   p.vram_layer_bytes += 2 * p.vram_slot_bytes;
   for (int64_t l = 0; l < p.n_vram; ++l) p.homes[size_t(l)] = LayerHome::Vram;
+  if (o.vram_budget && p.vram_layer_bytes > left)
+    throw Error("--vram-budget " + format_bytes(*o.vram_budget) + " is less than the " + format_bytes(p.vram_bytes()) +
+                " the GPU must hold at least: " + vram_claims(p) + "; raise it, or -ngl 0 for the fewest");
 }
 
 // Ring slots wanted: passes carrying several sequences' rows compute each layer for about
@@ -229,7 +257,8 @@ MemoryPlan plan_memory(const GgufFile& f, const ModelConfig& c, const ModelWeigh
     p.fixed_bytes -= p.ple_table_bytes;
   }
   p.homes.assign(size_t(n), LayerHome::Mapped);
-  if (r.gpu) plan_vram(p, w, o);
+  plan_context(p, c, r);
+  if (r.gpu) plan_vram(p, c, w, r);
   uint64_t loaded = 0;  // host memory the target's layers take once placed
   if (o.stream && p.n_vram < n) {
     plan_stream(p, w, c, extents, r);
@@ -247,7 +276,6 @@ MemoryPlan plan_memory(const GgufFile& f, const ModelConfig& c, const ModelWeigh
   const uint64_t left = r.memory_available - std::min(r.memory_available, loaded);
   if (r.draft == DraftKind::File && p.draft_bytes > 0)
     p.draft_mapped_reason = why_mapped(p.draft_bytes, o.mmap, left);
-  plan_context(p, c, r);
   // A fixed tree on a hybrid target: its nodes' recurrent records must fit the memory
   // there is (an error now, rather than a pass that runs out of it).
   if (r.fixed_rows > 0 && c.hybrid() && !r.gpu) {
@@ -259,6 +287,21 @@ MemoryPlan plan_memory(const GgufFile& f, const ModelConfig& c, const ModelWeigh
                   format_bytes(have) + " of memory available: draft fewer (--tree, --chain) or use --tree auto");
   }
   return p;
+}
+
+uint64_t draft_device_bytes(DraftKind k, const ModelWeights& w, const ModelConfig& c, const ModelWeights* dw,
+                            const ModelConfig* dc, uint64_t self_bytes, const DeviceFootprintRequest& r) {
+  switch (k) {
+    case DraftKind::File: return dw && dc ? resident_device_footprint(*dw, *dc, r).total() : 0;
+    case DraftKind::Self: {
+      const DeviceFootprint f = device_footprint(w, c, r);
+      return self_bytes + f.context + f.pass;
+    }
+    case DraftKind::Mtp: return mtp_device_bytes(w, c, r);
+    case DraftKind::None:
+    case DraftKind::Lookup: return 0;
+  }
+  return 0;
 }
 
 std::string MemoryPlan::describe() const {
@@ -283,8 +326,9 @@ std::string MemoryPlan::describe() const {
     l = e;
   }
   if (gpu) {
-    s.append("; VRAM ").append(format_bytes(vram_layer_bytes)).append(" for layers");
-    if (vram_slot_bytes) s.append(" (2 slots of ").append(format_bytes(vram_slot_bytes)).append(" included)");
+    s += "; VRAM " + format_bytes(vram_bytes());
+    if (vram_budget) s += " of --vram-budget " + format_bytes(*vram_budget);
+    s += ": " + vram_claims(*this);
   }
   if (stream && stream->experts) {
     // Mixture of experts, read expert by expert: the ring carries the dense parts.
@@ -310,11 +354,12 @@ std::string MemoryPlan::describe() const {
     if (auto_rows_cap) s += " (--tree auto verifies at most " + std::to_string(auto_rows_cap) + " rows)";
   }
   s += "; resident outside the budget, " + format_bytes(overhead_bytes()) + ": the process about " +
-       format_bytes(kProcessBytes) + ", embedding, head and vectors " + format_bytes(fixed_bytes);
+       format_bytes(kProcessBytes);
+  if (!gpu) s += ", embedding, head and vectors " + format_bytes(fixed_bytes);
   if (token_routes_bytes) s += ", token routes " + format_bytes(token_routes_bytes);
-  if (kv_positions) s += ", KV cache of " + std::to_string(kv_positions) + " positions " + format_bytes(kv_bytes);
-  if (state_bytes) s += ", recurrent state " + format_bytes(state_bytes);
-  if (prefill_bytes) s += ", a prefill pass's activations " + format_bytes(prefill_bytes);
+  if (kv_positions && !gpu) s += ", KV cache of " + std::to_string(kv_positions) + " positions " + format_bytes(kv_bytes);
+  if (state_bytes && !gpu) s += ", recurrent state " + format_bytes(state_bytes);
+  if (prefill_bytes && !gpu) s += ", a prefill pass's activations " + format_bytes(prefill_bytes);
   if (ple_table_bytes)
     s += "; per-layer embeddings " + format_bytes(ple_table_bytes) + " left in the file (" +
          (stream ? "read from storage, " : "read through the mapping, ") + format_bytes(ple_row_bytes) + " a token)";
@@ -340,7 +385,17 @@ nlohmann::json MemoryPlan::to_json() const {
                                     {"prefill_bytes", prefill_bytes}}}};
   if (!draft_mapped_reason.empty()) j["draft"]["mapped_reason"] = draft_mapped_reason;
   if (!mapped_reason.empty()) j["mapped_reason"] = mapped_reason;
-  if (gpu) j["vram"] = {{"n_layers", n_vram}, {"bytes", vram_layer_bytes}, {"slot_bytes", vram_slot_bytes}};
+  if (gpu) {
+    j["vram"] = {{"n_layers", n_vram},
+                 {"bytes", vram_layer_bytes},
+                 {"slot_bytes", vram_slot_bytes},
+                 {"fixed_bytes", vram_target.fixed},
+                 {"context_bytes", vram_target.context},
+                 {"pass_bytes", vram_target.pass},
+                 {"draft_bytes", vram_draft_bytes},
+                 {"total_bytes", vram_bytes()}};
+    if (vram_budget) j["vram"]["budget_bytes"] = *vram_budget;
+  }
   if (stream) {
     nlohmann::json ranges = nlohmann::json::array();
     for (const LayerExtent& e : stream->layers)

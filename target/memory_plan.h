@@ -37,7 +37,9 @@
 // budget's share for layers are resident, spread over the pass, and the rest streamed.
 // On a GPU the first layers that fit --vram-budget (or -ngl of them) are in vram; the
 // rest pass through the vram slots, copied from the mapping or, with --stream, from
-// pinned ram or the ring.
+// pinned ram or the ring. --vram-budget is all that VRAM holds, as llama.cpp's buffers
+// are when its -ngl is fitted to a card: the layers get what the draft there, the KV
+// cache and states, a pass's working memory and the embedding and head leave them.
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -48,6 +50,7 @@
 
 #include "kernels/backend.h"
 #include "offload/layer_plan.h"
+#include "target/device_footprint.h"
 #include "target/placement_options.h"
 
 namespace flashspec {
@@ -80,6 +83,11 @@ struct PlanRequest {
   int64_t sequences = 1;   // sequences a pass carries (serve --parallel)
   int64_t context = 0;     // positions each sequence holds (the KV cache's)
   int64_t batch = 512;     // most rows a prefill pass computes
+  // KV positions beyond `context` a speculative pass needs (Session::scratch_rows).
+  int64_t scratch_rows = 0;
+  // A draft computing on the GPU: all it keeps there (target/device_footprint.h), counted
+  // against --vram-budget before the target's layers.
+  uint64_t draft_device_bytes = 0;
   KvType key_type = KvType::F16, value_type = KvType::F16;
 };
 
@@ -93,6 +101,13 @@ struct MemoryPlan {
   int64_t n_vram = 0;                 // layers 0 .. n_vram-1 are in VRAM
   uint64_t vram_layer_bytes = 0;      // VRAM those take, plus the two slots when others pass through
   uint64_t vram_slot_bytes = 0;       // one slot (0: no slots)
+  // On a GPU, what VRAM holds besides the target's layers: the target's other claims
+  // (layers 0 here) and the draft's, if it computes there. --vram-budget bounds their sum
+  // with vram_layer_bytes.
+  DeviceFootprint vram_target;
+  uint64_t vram_draft_bytes = 0;
+  std::optional<uint64_t> vram_budget;
+  uint64_t vram_bytes() const { return vram_layer_bytes + vram_target.total() + vram_draft_bytes; }
   std::optional<LayerPlan> stream;    // the weight stream of layers n_vram.. (with --stream)
   // CPU without --stream: why the layers stay in the mapping (empty: they are copied into
   // RAM at load, their homes Ram).
@@ -129,9 +144,10 @@ struct MemoryPlan {
   uint64_t streamed_bytes_per_pass() const { return stream ? stream->streamed_bytes : 0; }
   // Host memory the layers take outside the mapping (resident stream layers and the ring).
   uint64_t host_layer_bytes() const { return stream ? stream->memory_bytes() : 0; }
-  // What is resident whatever the budget (stated beside it).
+  // What host memory holds whatever the budget (stated beside it). On a GPU the embedding,
+  // head, KV cache, states and activations are VRAM's, in vram_bytes() instead.
   uint64_t overhead_bytes() const {
-    return kProcessBytes + fixed_bytes + token_routes_bytes + kv_bytes + state_bytes + prefill_bytes;
+    return kProcessBytes + token_routes_bytes + (gpu ? 0 : fixed_bytes + kv_bytes + state_bytes + prefill_bytes);
   }
   // The process itself, whatever the model: the binary, its libraries, the command's
   // own state, the threads' stacks and the reader's queues (a tiny model resident peaks
@@ -145,6 +161,13 @@ struct MemoryPlan {
 // The plan of target `w` (its file `f`, config `c`) for `r`. Error where a fixed tree's
 // pass would not fit the memory there is.
 MemoryPlan plan_memory(const GgufFile& f, const ModelConfig& c, const ModelWeights& w, const PlanRequest& r);
+
+// What a draft computing on the GPU keeps there (PlanRequest::draft_device_bytes): a draft
+// file's whole model (`dw`, `dc`: its weights and config), a self-draft (the target, `w`
+// and `c`, quantized to `self_bytes` of weights) or the target's MTP layer; 0 for the
+// others. `r` is the draft's: its context holds its tree besides the target's.
+uint64_t draft_device_bytes(DraftKind k, const ModelWeights& w, const ModelConfig& c, const ModelWeights* dw,
+                            const ModelConfig* dc, uint64_t self_bytes, const DeviceFootprintRequest& r);
 
 // Whether `bytes` of weights may be copied into memory when `available` is free: with a
 // tenth of it (at least 256 MB) left for the KV cache, activations and everything else.

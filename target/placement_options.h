@@ -15,7 +15,7 @@ struct PlacementOptions {
   // With stream: RAM for the resident layers, the ring, the draft and a pass's
   // activations (target/memory_plan.h says how it is shared).
   uint64_t ram_budget = 0;
-  std::optional<uint64_t> vram_budget;  // GPU: VRAM for resident layers (default: all fit)
+  std::optional<uint64_t> vram_budget;  // GPU: all VRAM taken (memory_plan.h; default: every layer resident)
   std::optional<int64_t> gpu_layers;    // GPU: exactly this many leading layers in VRAM (-ngl)
   IoOptions io;                         // how streamed layers are read
   // With stream, a mixture of experts: exactly this many experts cached per layer

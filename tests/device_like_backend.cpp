@@ -339,6 +339,8 @@ void* DeviceLikeBackend::alloc(size_t bytes) {
   void* p = cpu_.alloc(bytes);
   std::lock_guard lk(mu_);
   allocs_[static_cast<const uint8_t*>(p)] = bytes;
+  live_bytes_ += bytes;
+  peak_bytes_ = std::max(peak_bytes_, live_bytes_);
   return p;
 }
 
@@ -346,9 +348,18 @@ void DeviceLikeBackend::free(void* p) noexcept {
   wait_idle(kDeadlock);  // queued ops may still read it
   {
     std::lock_guard lk(mu_);
-    allocs_.erase(static_cast<const uint8_t*>(p));
+    auto it = allocs_.find(static_cast<const uint8_t*>(p));
+    if (it != allocs_.end()) {
+      live_bytes_ -= it->second;
+      allocs_.erase(it);
+    }
   }
   cpu_.free(p);
+}
+
+std::optional<uint64_t> DeviceLikeBackend::peak_memory_bytes() const {
+  std::lock_guard lk(mu_);
+  return peak_bytes_;
 }
 
 int64_t DeviceLikeBackend::live_allocations() const {

@@ -95,6 +95,8 @@ class DeviceLikeBackend final : public Backend {
   void unpin(const void* p);
 
   int64_t live_allocations() const;
+  // Bytes allocated at once at most so far, as a GPU's pool would have taken them.
+  std::optional<uint64_t> peak_memory_bytes() const override;
   // Copies made by copy queues, and those of them read from unpinned host memory.
   int64_t streamed_copies() const;
   int64_t unpinned_copies() const;
@@ -113,6 +115,7 @@ class DeviceLikeBackend final : public Backend {
   CpuBackend cpu_;
   mutable std::mutex mu_;  // the draft may run on its own thread
   std::map<const uint8_t*, size_t> allocs_, pinned_;
+  uint64_t live_bytes_ = 0, peak_bytes_ = 0;
   int64_t streamed_copies_ = 0, unpinned_copies_ = 0, out_of_order_ = 0;
 
   // Asynchronous mode: the op queue and its thread.

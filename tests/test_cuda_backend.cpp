@@ -60,7 +60,7 @@ TEST_CASE("cuda backend: matmul of every weight type, mat-vec and cuBLAS batches
       std::vector<float> xr = x;
       if (c.type == GgmlType::F16) round_row_f16(x.data(), xr.data(), int64_t(x.size()));
       if (c.type == GgmlType::BF16) round_row_bf16(x.data(), xr.data(), int64_t(x.size()));
-      if (cuda::uses_q8_activations(c.type))
+      if (uses_q8_activations(c.type))
         for (int64_t t = 0; t < T; ++t) {
           const std::vector<float> q = q8_activations_as_floats(c.type, x.data() + t * c.cols, c.cols);
           std::copy(q.begin(), q.end(), xr.begin() + t * c.cols);

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <algorithm>
 #include <functional>
 #include <set>
 #include <future>
@@ -22,6 +23,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "model/activations.h"
 #include "model/model.h"
+#include "model/placed_weights.h"
 #include "offload/layer_plan.h"
 #include "offload/throttle.h"
 #include "offload/uring_reader.h"
@@ -767,12 +769,45 @@ TEST_CASE("stream: inspect shows the VRAM tier in front of the stream") {
   CpuBackend cpu(1);
   const Model m(model, cpu);
   const uint64_t layer = StagedLayers::packed_bytes(m.weights(), 0);
-  // Three layers and the two ring slots fit; the stream then starts at layer 3.
-  const nlohmann::json three =
-      cli_json({"inspect", model, "--json", "--backend", "cuda", "--stream", "--vram-budget", std::to_string(5 * layer)});
+  // What VRAM holds besides the layers (embedding and head, KV cache, a pass's working
+  // memory) comes out of the budget first.
+  const nlohmann::json none = cli_json({"inspect", model, "--json", "--backend", "cuda", "--stream", "-ngl", "0"});
+  const nlohmann::json& claims = none.at("placement").at("vram");
+  const uint64_t others = claims.at("fixed_bytes").get<uint64_t>() + claims.at("context_bytes").get<uint64_t>() +
+                          claims.at("pass_bytes").get<uint64_t>();
+  CHECK(claims.at("fixed_bytes").get<uint64_t>() >= uint64_t(matrix_bytes(m.weights().embedding)));
+  CHECK(claims.at("context_bytes").get<uint64_t>() > 0);
+  CHECK(claims.at("total_bytes").get<uint64_t>() == others + 2 * layer);  // no layer resident: the 2 slots
+  // Three layers and the two ring slots fit beside them; the stream then starts at layer 3.
+  const std::string budget = std::to_string(others + 5 * layer);
+  const nlohmann::json three = cli_json({"inspect", model, "--json", "--backend", "cuda", "--stream", "--vram-budget", budget});
   CHECK(three.at("placement").at("vram").at("n_layers").get<int64_t>() == 3);
   CHECK(three.at("placement").at("vram").at("slot_bytes").get<int64_t>() == int64_t(layer));
   CHECK(three.at("placement").at("vram").at("bytes").get<int64_t>() == int64_t(5 * layer));  // 3 layers + 2 slots
+  CHECK(three.at("placement").at("vram").at("total_bytes").get<uint64_t>() == others + 5 * layer);
+  CHECK(three.at("placement").at("vram").at("budget_bytes").get<uint64_t>() == others + 5 * layer);
+  // A byte less: two layers.
+  CHECK(cli_json({"inspect", model, "--json", "--backend", "cuda", "--stream", "--vram-budget",
+                  std::to_string(others + 5 * layer - 1)})
+            .at("placement").at("vram").at("n_layers").get<int64_t>() == 2);
+  // A draft on the GPU comes out of the budget too: all its layers, and the rest it holds.
+  const std::string draft = model_path("stories260K-wide-q8_0");
+  const uint64_t draft_bytes =
+      cli_json({"inspect", model, "--json", "--backend", "cuda", "--stream", "-ngl", "0", "-d", draft})
+          .at("placement").at("vram").at("draft_bytes").get<uint64_t>();
+  CHECK(draft_bytes > 8 * layer);  // its 8 layers are wider than the target's in q4_0
+  const nlohmann::json drafted =
+      cli_json({"inspect", model, "--json", "--backend", "cuda", "--stream", "--vram-budget",
+                std::to_string(others + draft_bytes + 5 * layer), "-d", draft});
+  CHECK(drafted.at("placement").at("vram").at("n_layers").get<int64_t>() == 3);
+  CHECK(run_cli({"inspect", model, "--backend", "cuda", "--stream", "--vram-budget", budget, "-d", draft}).exit_code == 1);
+  // Less than the slots need beside the rest: one error line that says what takes it.
+  const CliResult small = run_cli({"inspect", model, "--backend", "cuda", "--stream", "--vram-budget", std::to_string(others)});
+  CHECK(small.exit_code == 1);
+  CHECK(small.err.find("--vram-budget") != std::string::npos);
+  CHECK(small.err.find("KV cache") != std::string::npos);
+  CHECK(small.err.find("-ngl 0") != std::string::npos);
+  CHECK(std::count(small.err.begin(), small.err.end(), '\n') == 1);
   CHECK(three.at("placement").at("stream").at("first_layer").get<int64_t>() == 3);
   CHECK(three.at("placement").at("stream").at("layers").size() == 5);
   CHECK(three.at("placement").at("layers")[2].at("home").get<std::string>() == "vram");
@@ -786,8 +821,7 @@ TEST_CASE("stream: inspect shows the VRAM tier in front of the stream") {
   const nlohmann::json ngl = cli_json({"inspect", model, "--json", "--backend", "cuda", "-ngl", "6"});
   CHECK(ngl.at("placement").at("vram").at("n_layers").get<int64_t>() == 6);
   CHECK(ngl.at("placement").at("layers")[6].at("home").get<std::string>() == "mapped");
-  const CliResult text =
-      run_cli({"inspect", model, "--backend", "cuda", "--stream", "--vram-budget", std::to_string(5 * layer)});
+  const CliResult text = run_cli({"inspect", model, "--backend", "cuda", "--stream", "--vram-budget", budget});
   CHECK(text.out.find("0-2 vram") != std::string::npos);
   CHECK(text.out.find("layer   3:") != std::string::npos);
   CHECK(text.out.find("layer   2:") == std::string::npos);

@@ -143,6 +143,14 @@ void CudaBackend::free(void* p) noexcept {
     cudaFree(p);
 }
 
+std::optional<uint64_t> CudaBackend::peak_memory_bytes() const {
+  if (!pool_) return std::nullopt;
+  use_device();
+  uint64_t high = 0;
+  check(cudaMemPoolGetAttribute(pool_.get(), cudaMemPoolAttrReservedMemHigh, &high), "query memory pool");
+  return high;
+}
+
 void CudaBackend::upload(void* dst, const void* src, size_t bytes) {
   use_device();
   // From pageable memory this returns once src has been staged, so it may be reused.

@@ -19,15 +19,11 @@
 
 #include "core/ggml_type.h"
 #include "kernels/cuda/block_formats.cuh"
+#include "kernels/matvec_q8_types.h"
 #include "kernels/q8_rule.h"
 
 namespace flashspec::cuda {
 
-// Weight types whose mat-vec multiplies 8-bit activations.
-FS_HD constexpr bool uses_q8_activations(GgmlType t) {
-  return t == GgmlType::Q4_0 || t == GgmlType::Q8_0 || t == GgmlType::Q4_K || t == GgmlType::Q6_K ||
-         t == GgmlType::MXFP4;
-}
 
 // Values per activation scale: a Q8_K block for K-quant weights, a Q8_0 block otherwise.
 FS_HD constexpr int q8_activation_block(GgmlType t) {

@@ -1,0 +1,95 @@
+// What the memory plan charges --vram-budget (target/device_footprint.h) must cover what
+// the device path allocates: runs on the device-like backend, which counts its
+// allocations, peak under the footprint of the same shapes, for a dense pair drafting
+// trees (each model on a backend of its own, as on a GPU) and for hybrid models drafting
+// with their MTP layer (target and MTP layer on one backend, recurrent records and all).
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "model/model.h"
+#include "target/device_footprint.h"
+#include "target/staged_layers.h"
+#include "tests/device_like_backend.h"
+#include "tests/fixtures.h"
+#include "tests/greedy_options.h"
+#include "tests/mtp_fixtures.h"
+
+using namespace flashspec;
+using namespace flashspec::testing;
+
+namespace {
+
+const std::vector<int32_t> kPrompt = {1, 403, 407, 261, 378, 432, 383, 286};  // "Once upon a time, there"
+
+SpeculationParams tree_policy(int64_t nodes, bool mtp) {
+  SpeculationParams p{.mode = SpeculationParams::Mode::Tree};
+  p.node_budget = nodes;
+  p.pregrow = mtp ? 0 : 4;
+  p.mtp = mtp;
+  return p;
+}
+
+// The footprint the plan would charge for a session of `positions` (engine/engine.cpp
+// plan_request: the target verifies max_verified() + 1 rows; the draft holds its tree too).
+DeviceFootprintRequest target_request(const SpeculationParams& p, int64_t positions) {
+  return {.positions = positions, .pass_rows = positions, .tree_rows = p.max_verified() + 1};
+}
+DeviceFootprintRequest draft_request(const SpeculationParams& p, int64_t positions) {
+  const int64_t tree = p.max_tree_nodes() + 2;
+  return {.positions = positions + tree, .pass_rows = positions + tree, .tree_rows = tree};
+}
+
+void check_covers(const DeviceLikeBackend& be, uint64_t planned) {
+  const uint64_t peak = be.peak_memory_bytes().value();
+  INFO("peak " << peak << " of " << planned << " planned");
+  CHECK(peak <= planned);
+  // Not a bound so loose that it says nothing: the shapes' claims are most of it.
+  CHECK(peak * 3 >= planned);
+}
+
+}  // namespace
+
+TEST_CASE("device footprint: a dense pair's tree speculation stays within what the plan charges each backend") {
+  // A prompt longer than the trees, so that its prefill is the widest pass.
+  std::vector<int32_t> prompt(kPrompt);
+  while (prompt.size() < 64) prompt.push_back(int32_t(300 + prompt.size()));
+  for (const int64_t nodes : {4, 12, 48}) {
+    CAPTURE(nodes);
+    DeviceLikeBackend dev, dev_draft;
+    Model target(model_path("stories260K"), dev), draft(model_path("salty279K"), dev_draft);
+    keep_layers_in_backend(target);
+    keep_layers_in_backend(draft);
+    const SpeculationParams p = tree_policy(nodes, false);
+    const GenerateOptions o = greedy(48);
+    const int64_t positions = int64_t(prompt.size()) + o.n_predict + Session::scratch_rows(p);
+    const GenerationResult r = generate_speculative(target, draft, prompt, o, p);
+    CHECK(r.stats.accepted > 0);
+    check_covers(dev,
+                 resident_device_footprint(target.weights(), target.config(), target_request(p, positions)).total());
+    check_covers(dev_draft,
+                 resident_device_footprint(draft.weights(), draft.config(), draft_request(p, positions)).total());
+  }
+}
+
+TEST_CASE("device footprint: hybrid models drafting trees with their MTP layer stay within the plan's charge") {
+  for (const std::string& name : mtp_fixture_names()) {
+    for (const int64_t nodes : {4, 8, 32}) {
+      CAPTURE(name);
+      CAPTURE(nodes);
+      DeviceLikeBackend dev;
+      Model m(mtp_fixture_path(name), dev);
+      keep_layers_in_backend(m);
+      m.place_mtp();
+      const SpeculationParams p = tree_policy(nodes, true);
+      const GenerateOptions o = greedy(32);
+      const int64_t positions = int64_t(kPrompt.size()) + o.n_predict + Session::scratch_rows(p);
+      const GenerationResult r = generate_in_new_session(m, nullptr, p, kPrompt, o);
+      CHECK(r.stats.accepted > 0);
+      const ModelWeights& w = m.weights();
+      check_covers(dev, resident_device_footprint(w, m.config(), target_request(p, positions)).total() +
+                            mtp_device_bytes(w, m.config(), draft_request(p, positions)));
+    }
+  }
+}
