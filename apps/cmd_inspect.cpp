@@ -133,20 +133,24 @@ MemoryPlan inspect_plan(const InspectArgs& a, const GgufFile& f, const ModelConf
   req.context = a.ctx > 0 ? a.ctx : std::min(c.context_length, Engine::kDefaultSessionContext);
   req.key_type = a.kv_types.key_type();
   req.value_type = a.kv_types.value_type();
-  if (req.gpu) {
-    const DeviceFootprintRequest d{.positions = req.context,
-                                   .pass_rows = std::min(req.batch, req.context),
-                                   .key_type = req.key_type,
-                                   .value_type = req.value_type};
-    if (req.draft == DraftKind::File) {
-      const GgufFile df = GgufFile::open(a.draft);
-      const ModelConfig dc = ModelConfig::from_gguf(df);
-      const ModelWeights dw(df, dc);
-      req.draft_device_bytes = draft_device_bytes(req.draft, w, c, &dw, &dc, 0, d);
-    } else {
-      req.draft_device_bytes = draft_device_bytes(req.draft, w, c, nullptr, nullptr, self_bytes, d);
-    }
+  // A draft file on the GPU: all of it in VRAM, sized as the other drafts without a tree.
+  std::optional<GgufFile> df;
+  std::optional<ModelConfig> dc;
+  std::optional<ModelWeights> dw;
+  if (req.gpu && req.draft == DraftKind::File) {
+    df.emplace(GgufFile::open(a.draft));
+    dc.emplace(ModelConfig::from_gguf(*df));
+    dw.emplace(*df, *dc);
   }
+  if (req.gpu && req.draft != DraftKind::None && req.draft != DraftKind::Lookup)
+    req.draft_device_bytes = [&](int64_t) {
+      const int64_t positions = req.context + 2;
+      return draft_device_bytes(req.draft, w, c, dw ? &*dw : nullptr, dc ? &*dc : nullptr, self_bytes,
+                                {.positions = positions,
+                                 .pass_rows = std::min(req.batch, positions),
+                                 .key_type = req.key_type,
+                                 .value_type = req.value_type});
+    };
   return plan_memory(f, c, w, req);
 }
 

@@ -180,23 +180,26 @@ PlanRequest Engine::plan_request(uint64_t self_bytes) const {
   if (policy_ && !policy_->auto_budget()) r.fixed_rows = policy_->max_verified() + 1;
   r.sequences = std::max<int64_t>(opt_.parallel, 1);
   r.context = usable_context();
-  r.scratch_rows = scratch_rows();
   r.batch = opt_.batch;
   r.key_type = opt_.k_type;
   r.value_type = opt_.v_type;
-  if (r.gpu && policy_ && r.draft != DraftKind::Lookup) {
-    // The draft's context holds its tree besides the target's (PassPipeline::equip).
-    const int64_t tree = policy_->max_tree_nodes() + 2, positions = r.context + r.scratch_rows + tree;
-    const DeviceFootprintRequest d{.positions = positions,
-                                   .sequences = r.sequences,
-                                   .pass_rows = std::min(r.batch, positions),
-                                   .tree_rows = tree,
-                                   .key_type = r.key_type,
-                                   .value_type = r.value_type};
-    const Model& t = *target_;
-    r.draft_device_bytes = draft_device_bytes(r.draft, t.weights(), t.config(), draft_ ? &draft_->weights() : nullptr,
-                                              draft_ ? &draft_->config() : nullptr, self_bytes, d);
-  }
+  if (r.gpu && policy_ && r.draft != DraftKind::Lookup)
+    r.draft_device_bytes = [this, ctx = r.context, seqs = r.sequences, kind = r.draft, self_bytes](int64_t rows) {
+      // The draft holds the target's context and scratch rows, and its own tree of up to
+      // max_tree_nodes() for a node budget of `rows`, plus 2 (PassPipeline::equip).
+      SpeculationParams p = *policy_;
+      p.node_budget = rows;
+      const int64_t tree = p.max_tree_nodes() + 2, positions = ctx + 2 + rows + tree;
+      const DeviceFootprintRequest d{.positions = positions,
+                                     .sequences = seqs,
+                                     .pass_rows = std::min(opt_.batch, positions),
+                                     .tree_rows = tree,
+                                     .key_type = opt_.k_type,
+                                     .value_type = opt_.v_type};
+      const Model& t = *target_;
+      return draft_device_bytes(kind, t.weights(), t.config(), draft_ ? &draft_->weights() : nullptr,
+                                draft_ ? &draft_->config() : nullptr, self_bytes, d);
+    };
   return r;
 }
 

@@ -37,6 +37,16 @@ uint64_t kernel_scratch_bytes(const ModelWeights& w, int64_t T) {
   return codes + uint64_t(gemm_rows + T) * uint64_t(gemm_cols) * sizeof(float);
 }
 
+// The CUDA backend's Gated DeltaNet scratch for a pass of T rows, `tree` of them a tree
+// (kernels/cuda/delta_net.cu): the convolved channels, the gates, and a saved state per
+// branch point of the tree (a node with two children or more: at most half the rows).
+uint64_t delta_scratch_bytes(const ModelConfig& c, int64_t T, int64_t tree) {
+  if (!c.hybrid()) return 0;
+  const DeltaNetShape& d = c.delta;
+  const uint64_t slots = uint64_t(tree / 2 + 1) * uint64_t(d.state_floats());
+  return (uint64_t(T * d.conv_dim()) + uint64_t(2 * T * d.v_heads) + slots) * sizeof(float) + uint64_t(T) * 64;
+}
+
 }  // namespace
 
 DeviceFootprint device_footprint(const ModelWeights& w, const ModelConfig& c, const DeviceFootprintRequest& r) {
@@ -51,7 +61,7 @@ DeviceFootprint device_footprint(const ModelWeights& w, const ModelConfig& c, co
   // Inputs: ids and positions, and a tree's masks (each row over the rows pending before it).
   const uint64_t inputs = uint64_t(T) * 2 * sizeof(int32_t) + uint64_t(tree) * uint64_t(r.positions);
   const uint64_t logits = uint64_t(std::max<int64_t>(tree, 1)) * uint64_t(c.n_vocab) * sizeof(float);
-  f.pass = Activations::bytes(c, T) + inputs + logits + kernel_scratch_bytes(w, T);
+  f.pass = Activations::bytes(c, T) + inputs + logits + kernel_scratch_bytes(w, T) + delta_scratch_bytes(c, T, tree);
   return f;
 }
 

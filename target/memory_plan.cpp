@@ -93,23 +93,42 @@ void size_layers(MemoryPlan& p, const std::vector<std::vector<TensorExtent>>& ex
   }
 }
 
+// Rows of activations the budget keeps for --tree auto before the layers take their share,
+// so that its trees are not starved by a budget the layers would fill. A mixture of
+// experts streamed expert by expert keeps 2 (the root and one draft node): its tree
+// passes read the union of their rows' experts, which grows nearly with the rows, so
+// larger trees seldom pay there, while each reserved row is taken from the expert cache
+// every pass reads through (64 rows took 3 of 15 slots per layer at the 35B-A3B shape
+// under 2 GB: 8% more bytes per token, whether auto drafted or not). What the layers
+// leave over still goes to auto's trees.
+constexpr int64_t kReservedAutoRows = 64;
+constexpr int64_t kReservedAutoRowsStreamedExperts = 2;
+
 // The VRAM tier: the first layers that fit --vram-budget (or -ngl of them), and the two
 // slots the others pass through. The budget is all of VRAM: the target's other claims and
-// a draft computing there come out of it first.
+// a draft computing there come out of it first, with --tree auto's trees at the rows the
+// RAM plan reserves them (kReservedAutoRows); what the layers leave goes to larger trees.
 void plan_vram(MemoryPlan& p, const ModelConfig& c, const ModelWeights& w, const PlanRequest& r) {
   const PlacementOptions& o = r.placement;
   const int64_t n = p.n_layers();
-  const int64_t positions = r.context + r.scratch_rows;
-  p.vram_target = device_footprint(w, c,
-                                   {.positions = positions,
-                                    .sequences = r.sequences,
-                                    .pass_rows = std::min(r.batch, positions),
-                                    .tree_rows = std::max(r.auto_rows, r.fixed_rows),
-                                    .key_type = r.key_type,
-                                    .value_type = r.value_type});
-  p.vram_draft_bytes = r.draft_device_bytes;
+  // The claims when the target verifies `rows` draft rows a pass: its context holds them
+  // beyond the prompt and answer (Session::scratch_rows), a pass carries them and the root.
+  auto claim = [&](int64_t rows) {
+    const int64_t positions = r.context + 2 + rows;
+    p.vram_target = device_footprint(w, c,
+                                     {.positions = positions,
+                                      .sequences = r.sequences,
+                                      .pass_rows = std::min(r.batch, positions),
+                                      .tree_rows = rows > 0 ? rows + 1 : 0,
+                                      .key_type = r.key_type,
+                                      .value_type = r.value_type});
+    p.vram_draft_bytes = r.draft_device_bytes ? r.draft_device_bytes(rows) : 0;
+    return p.vram_target.total() + p.vram_draft_bytes;
+  };
+  const int64_t asked = r.auto_rows > 0 ? r.auto_rows : std::max<int64_t>(r.fixed_rows - 1, 0);
+  const int64_t reserved = r.auto_rows > 0 && o.vram_budget ? std::min(asked, kReservedAutoRows) : asked;
+  const uint64_t others = claim(reserved);
   p.vram_budget = o.vram_budget;
-  const uint64_t others = p.vram_target.total() + p.vram_draft_bytes;
   const uint64_t left = o.vram_budget && *o.vram_budget > others ? *o.vram_budget - others : 0;
   p.n_vram = o.gpu_layers ? std::min<int64_t>(*o.gpu_layers, n)
              : o.vram_budget ? StagedLayers::resident_layers_for(w, left)
@@ -124,6 +143,16 @@ void plan_vram(MemoryPlan& p, const ModelConfig& c, const ModelWeights& w, const
   if (o.vram_budget && p.vram_layer_bytes > left)
     throw Error("--vram-budget " + format_bytes(*o.vram_budget) + " is less than the " + format_bytes(p.vram_bytes()) +
                 " the GPU must hold at least: " + vram_claims(p) + "; raise it, or -ngl 0 for the fewest");
+  if (reserved == asked) return;
+  // The most rows whose claims fit beside the layers: in [lo, hi).
+  const uint64_t room = *o.vram_budget - p.vram_layer_bytes;
+  int64_t lo = reserved, hi = asked + 1;
+  while (hi - lo > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    (claim(mid) <= room ? lo : hi) = mid;
+  }
+  claim(lo);
+  if (lo < asked) p.auto_rows_cap = lo;
 }
 
 // Ring slots wanted: passes carrying several sequences' rows compute each layer for about
@@ -131,17 +160,6 @@ void plan_vram(MemoryPlan& p, const ModelConfig& c, const ModelWeights& w, const
 // computes longer than it reads and every resident layer; a third slot lets it run two
 // layers ahead.
 int ring_slots_for(int64_t sequences) { return sequences > 1 ? 3 : 2; }
-
-// Rows of activations the budget keeps for --tree auto before the layers take their share,
-// so that its trees are not starved by a budget the layers would fill. A mixture of
-// experts streamed expert by expert keeps 2 (the root and one draft node): its tree
-// passes read the union of their rows' experts, which grows nearly with the rows, so
-// larger trees seldom pay there, while each reserved row is taken from the expert cache
-// every pass reads through (64 rows took 3 of 15 slots per layer at the 35B-A3B shape
-// under 2 GB: 8% more bytes per token, whether auto drafted or not). What the layers
-// leave over still goes to auto's trees.
-constexpr int64_t kReservedAutoRows = 64;
-constexpr int64_t kReservedAutoRowsStreamedExperts = 2;
 
 // --expert-cache N: N experts of each layer cached, or one error line saying why not.
 void check_expert_cache(const LayerPlan& stream, const PlacementOptions& o, uint64_t budget) {
@@ -169,8 +187,9 @@ void plan_stream(MemoryPlan& p, const ModelWeights& w, const ModelConfig& c,
   const bool expert_granular = !r.gpu;  // a GPU's staging copies whole layers
   const int64_t reserved_rows =
       expert_granular && w.experts_used() > 0 ? kReservedAutoRowsStreamedExperts : kReservedAutoRows;
+  // (On a GPU the activations are VRAM's: plan_vram's.)
   const uint64_t reserve =
-      r.auto_rows > 0 ? Activations::tree_pass_bytes(c, std::min(r.auto_rows, reserved_rows)) : 0;
+      r.auto_rows > 0 && !r.gpu ? Activations::tree_pass_bytes(c, std::min(r.auto_rows, reserved_rows)) : 0;
   PlanOptions po;
   po.layer_memory = budget - std::min(budget, p.draft_bytes + reserve);
   po.ring_slots = ring_slots_for(r.sequences);
@@ -187,7 +206,8 @@ void plan_stream(MemoryPlan& p, const ModelWeights& w, const ModelConfig& c,
     p.homes[size_t(l)] = p.stream->layers[size_t(l - p.n_vram)].resident
                              ? (r.gpu ? LayerHome::PinnedRam : LayerHome::Ram)
                              : LayerHome::Streamed;
-  if (r.auto_rows <= 0 || p.stream->ring_over_budget()) return;
+  // On a GPU a pass's activations are in VRAM, where plan_vram caps --tree auto's rows.
+  if (r.auto_rows <= 0 || r.gpu || p.stream->ring_over_budget()) return;
   if (Activations::tree_pass_bytes(c, r.auto_rows) <= p.activation_bytes) return;
   int64_t lo = 1, hi = r.auto_rows;  // the most rows whose pass fits: in [lo, hi)
   while (hi - lo > 1) {
@@ -329,6 +349,7 @@ std::string MemoryPlan::describe() const {
     s += "; VRAM " + format_bytes(vram_bytes());
     if (vram_budget) s += " of --vram-budget " + format_bytes(*vram_budget);
     s += ": " + vram_claims(*this);
+    if (auto_rows_cap) s += " (--tree auto verifies at most " + std::to_string(auto_rows_cap) + " rows)";
   }
   if (stream && stream->experts) {
     // Mixture of experts, read expert by expert: the ring carries the dense parts.
@@ -393,7 +414,8 @@ nlohmann::json MemoryPlan::to_json() const {
                  {"context_bytes", vram_target.context},
                  {"pass_bytes", vram_target.pass},
                  {"draft_bytes", vram_draft_bytes},
-                 {"total_bytes", vram_bytes()}};
+                 {"total_bytes", vram_bytes()},
+                 {"auto_rows_cap", auto_rows_cap}};
     if (vram_budget) j["vram"]["budget_bytes"] = *vram_budget;
   }
   if (stream) {

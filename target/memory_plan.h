@@ -41,6 +41,7 @@
 // are when its -ngl is fitted to a card: the layers get what the draft there, the KV
 // cache and states, a pass's working memory and the embedding and head leave them.
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <string>
@@ -83,11 +84,10 @@ struct PlanRequest {
   int64_t sequences = 1;   // sequences a pass carries (serve --parallel)
   int64_t context = 0;     // positions each sequence holds (the KV cache's)
   int64_t batch = 512;     // most rows a prefill pass computes
-  // KV positions beyond `context` a speculative pass needs (Session::scratch_rows).
-  int64_t scratch_rows = 0;
-  // A draft computing on the GPU: all it keeps there (target/device_footprint.h), counted
-  // against --vram-budget before the target's layers.
-  uint64_t draft_device_bytes = 0;
+  // A draft computing on the GPU: all it keeps there (target/device_footprint.h) when the
+  // target verifies up to `rows` draft rows a pass (its own tree grows with them), counted
+  // against --vram-budget before the target's layers. Empty: no draft there.
+  std::function<uint64_t(int64_t rows)> draft_device_bytes;
   KvType key_type = KvType::F16, value_type = KvType::F16;
 };
 
@@ -125,7 +125,8 @@ struct MemoryPlan {
   // stream (at least the reserve kept for --tree auto, unless the minimum ring is over
   // the budget).
   uint64_t activation_bytes = 0;
-  // --tree auto's largest pass when the activations' room limits it (0: not limited).
+  // --tree auto's largest pass when the activations' room limits it (0: not limited): in
+  // the RAM budget, or on a GPU in the VRAM budget.
   int64_t auto_rows_cap = 0;
 
   // Outside the budget, stated beside it.

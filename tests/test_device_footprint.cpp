@@ -2,17 +2,24 @@
 // the device path allocates: runs on the device-like backend, which counts its
 // allocations, peak under the footprint of the same shapes, for a dense pair drafting
 // trees (each model on a backend of its own, as on a GPU) and for hybrid models drafting
-// with their MTP layer (target and MTP layer on one backend, recurrent records and all).
+// with their MTP layer (target and MTP layer on one backend, recurrent records and all);
+// on a GPU, the CUDA backend's memory pools likewise. And the plan on a GPU: --tree auto's
+// trees take the VRAM the layers leave, all of it within --vram-budget.
 #include <doctest/doctest.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "core/gguf.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "model/model.h"
+#include "target/memory_plan.h"
 #include "target/device_footprint.h"
 #include "target/staged_layers.h"
 #include "tests/device_like_backend.h"
 #include "tests/fixtures.h"
+#include "tests/gpu_or_skip.h"
 #include "tests/greedy_options.h"
 #include "tests/mtp_fixtures.h"
 
@@ -41,7 +48,7 @@ DeviceFootprintRequest draft_request(const SpeculationParams& p, int64_t positio
   return {.positions = positions + tree, .pass_rows = positions + tree, .tree_rows = tree};
 }
 
-void check_covers(const DeviceLikeBackend& be, uint64_t planned) {
+void check_covers(const Backend& be, uint64_t planned) {
   const uint64_t peak = be.peak_memory_bytes().value();
   INFO("peak " << peak << " of " << planned << " planned");
   CHECK(peak <= planned);
@@ -73,6 +80,26 @@ TEST_CASE("device footprint: a dense pair's tree speculation stays within what t
   }
 }
 
+TEST_CASE("device footprint: on the GPU, what the memory pools held at most stays within the footprint") {
+  const std::unique_ptr<Backend> gpu = gpu_or_skip();
+  if (!gpu) return;
+  const std::unique_ptr<Backend> gpu_draft = gpu_or_skip();  // the draft's own, as the engine makes it
+  std::vector<int32_t> prompt(kPrompt);
+  while (prompt.size() < 64) prompt.push_back(int32_t(300 + prompt.size()));
+  Model target(model_path("stories260K"), *gpu), draft(model_path("salty279K"), *gpu_draft);
+  keep_layers_in_backend(target);
+  keep_layers_in_backend(draft);
+  const SpeculationParams p = tree_policy(48, false);
+  const GenerateOptions o = greedy(48);
+  const int64_t positions = int64_t(prompt.size()) + o.n_predict + Session::scratch_rows(p);
+  CHECK(generate_speculative(target, draft, prompt, o, p).stats.accepted > 0);
+  // (The CUDA backend's scratch, which the device-like backend does not allocate, is in
+  // the footprint too.)
+  check_covers(*gpu, resident_device_footprint(target.weights(), target.config(), target_request(p, positions)).total());
+  check_covers(*gpu_draft,
+               resident_device_footprint(draft.weights(), draft.config(), draft_request(p, positions)).total());
+}
+
 TEST_CASE("device footprint: hybrid models drafting trees with their MTP layer stay within the plan's charge") {
   for (const std::string& name : mtp_fixture_names()) {
     for (const int64_t nodes : {4, 8, 32}) {
@@ -92,4 +119,53 @@ TEST_CASE("device footprint: hybrid models drafting trees with their MTP layer s
                             mtp_device_bytes(w, m.config(), draft_request(p, positions)));
     }
   }
+}
+
+TEST_CASE("device footprint: on a GPU --tree auto's trees get the VRAM the layers leave, all within --vram-budget") {
+  CpuBackend cpu(1);
+  const Model m(model_path("stories260K-wide-q4_0"), cpu);  // 8 equal layers
+  const uint64_t layer = StagedLayers::packed_bytes(m.weights(), 0);
+  auto plan = [&](uint64_t budget) {
+    PlanRequest r;
+    r.gpu = true;
+    r.placement.vram_budget = budget;
+    r.context = 128;
+    r.auto_rows = 1024;  // --tree auto's default --draft-max
+    r.draft = DraftKind::File;
+    r.draft_device_bytes = [](int64_t rows) { return uint64_t(500000 + 2000 * rows); };
+    return plan_memory(m.file(), m.config(), m.weights(), r);
+  };
+  // The claims with trees of 64 rows, and 3 layers and the 2 slots beside them: the layers
+  // come first, larger trees take only what they leave.
+  PlanRequest reserved;
+  reserved.gpu = true;
+  reserved.placement.gpu_layers = 3;
+  reserved.context = 128;
+  reserved.auto_rows = 64;
+  reserved.draft = DraftKind::File;
+  reserved.draft_device_bytes = [](int64_t rows) { return uint64_t(500000 + 2000 * rows); };
+  const uint64_t at_64 = plan_memory(m.file(), m.config(), m.weights(), reserved).vram_bytes();
+  uint64_t last_cap = 0;
+  for (const uint64_t extra : {uint64_t(0), layer / 2, layer - 1}) {
+    CAPTURE(extra);
+    const MemoryPlan p = plan(at_64 + extra);
+    CHECK(p.n_vram == 3);
+    CHECK(p.vram_bytes() <= at_64 + extra);
+    CHECK(p.auto_rows_cap >= 64);
+    CHECK(p.auto_rows_cap < 1024);
+    CHECK(p.auto_rows_cap >= int64_t(last_cap));  // more room, larger trees
+    last_cap = uint64_t(p.auto_rows_cap);
+  }
+  CHECK(last_cap > 64);
+  // A row more than the cap would not fit.
+  const MemoryPlan tight = plan(at_64 + layer / 2);
+  PlanRequest one_more = reserved;
+  one_more.auto_rows = tight.auto_rows_cap + 1;
+  CHECK(plan_memory(m.file(), m.config(), m.weights(), one_more).vram_bytes() > at_64 + layer / 2);
+  // Room for everything: every layer resident, trees uncapped.
+  const MemoryPlan all = plan(uint64_t(1) << 34);
+  CHECK(all.n_vram == 8);
+  CHECK(all.auto_rows_cap == 0);
+  // The draft's claim is charged for the rows the trees may take.
+  CHECK(all.vram_draft_bytes == 500000 + 2000 * 1024);
 }

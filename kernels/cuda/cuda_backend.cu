@@ -147,7 +147,7 @@ std::optional<uint64_t> CudaBackend::peak_memory_bytes() const {
   if (!pool_) return std::nullopt;
   use_device();
   uint64_t high = 0;
-  check(cudaMemPoolGetAttribute(pool_.get(), cudaMemPoolAttrReservedMemHigh, &high), "query memory pool");
+  check(cudaMemPoolGetAttribute(pool_.get(), cudaMemPoolAttrUsedMemHigh, &high), "query memory pool");
   return high;
 }
 

@@ -56,8 +56,9 @@ class CudaBackend final : public Backend {
   std::unique_ptr<CopyQueue> make_copy_queue() override;
   // Not measured: nullopt.
   std::optional<ReadBandwidth> read_bandwidth() override { return std::nullopt; }
-  // The memory pool's high-water mark of what it reserved from the device (nullopt
-  // without memory pools). cuBLAS's workspace and the CUDA context are outside it.
+  // The memory pool's high-water mark of the bytes allocated from it at once (nullopt
+  // without memory pools): what llama.cpp's buffer sizes count, without the pool's
+  // rounding to its pages. cuBLAS's workspace and the CUDA context are outside it.
   std::optional<uint64_t> peak_memory_bytes() const override;
 
   void get_rows(const WeightMatrix& table, const int32_t* ids, int64_t n, float* out) override;
