@@ -107,7 +107,8 @@ constexpr int64_t kReservedAutoRowsStreamedExperts = 2;
 // The VRAM tier: the first layers that fit --vram-budget (or -ngl of them), and the two
 // slots the others pass through. The budget is all of VRAM: the target's other claims and
 // a draft computing there come out of it first, with --tree auto's trees at the rows the
-// RAM plan reserves them (kReservedAutoRows); what the layers leave goes to larger trees.
+// RAM plan reserves them (kReservedAutoRows) or fewer; what the layers leave goes to
+// larger trees.
 void plan_vram(MemoryPlan& p, const ModelConfig& c, const ModelWeights& w, const PlanRequest& r) {
   const PlacementOptions& o = r.placement;
   const int64_t n = p.n_layers();
@@ -125,8 +126,23 @@ void plan_vram(MemoryPlan& p, const ModelConfig& c, const ModelWeights& w, const
     p.vram_draft_bytes = r.draft_device_bytes ? r.draft_device_bytes(rows) : 0;
     return p.vram_target.total() + p.vram_draft_bytes;
   };
+  // The most rows in [lo, hi) whose claims are at most `room` (lo's are taken to be).
+  auto most_rows = [&](int64_t lo, int64_t hi, uint64_t room) {
+    while (hi - lo > 1) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      (claim(mid) <= room ? lo : hi) = mid;
+    }
+    return lo;
+  };
   const int64_t asked = r.auto_rows > 0 ? r.auto_rows : std::max<int64_t>(r.fixed_rows - 1, 0);
-  const int64_t reserved = r.auto_rows > 0 && o.vram_budget ? std::min(asked, kReservedAutoRows) : asked;
+  int64_t reserved = asked;
+  if (r.auto_rows > 0 && o.vram_budget) {
+    // At most an eighth of the budget: a hybrid model's rows each keep records of every
+    // recurrent layer (about 10 MB a row at the 35B-A3B shape), which 64 of would take
+    // from the layers.
+    const uint64_t none = claim(0);
+    reserved = most_rows(1, std::min(asked, kReservedAutoRows) + 1, none + *o.vram_budget / 8);
+  }
   const uint64_t others = claim(reserved);
   p.vram_budget = o.vram_budget;
   const uint64_t left = o.vram_budget && *o.vram_budget > others ? *o.vram_budget - others : 0;
@@ -144,15 +160,10 @@ void plan_vram(MemoryPlan& p, const ModelConfig& c, const ModelWeights& w, const
     throw Error("--vram-budget " + format_bytes(*o.vram_budget) + " is less than the " + format_bytes(p.vram_bytes()) +
                 " the GPU must hold at least: " + vram_claims(p) + "; raise it, or -ngl 0 for the fewest");
   if (reserved == asked) return;
-  // The most rows whose claims fit beside the layers: in [lo, hi).
-  const uint64_t room = *o.vram_budget - p.vram_layer_bytes;
-  int64_t lo = reserved, hi = asked + 1;
-  while (hi - lo > 1) {
-    const int64_t mid = lo + (hi - lo) / 2;
-    (claim(mid) <= room ? lo : hi) = mid;
-  }
-  claim(lo);
-  if (lo < asked) p.auto_rows_cap = lo;
+  // Trees grow into what the layers leave.
+  const int64_t rows = most_rows(reserved, asked + 1, *o.vram_budget - p.vram_layer_bytes);
+  claim(rows);
+  if (rows < asked) p.auto_rows_cap = rows;
 }
 
 // Ring slots wanted: passes carrying several sequences' rows compute each layer for about

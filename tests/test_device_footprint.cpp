@@ -125,47 +125,47 @@ TEST_CASE("device footprint: on a GPU --tree auto's trees get the VRAM the layer
   CpuBackend cpu(1);
   const Model m(model_path("stories260K-wide-q4_0"), cpu);  // 8 equal layers
   const uint64_t layer = StagedLayers::packed_bytes(m.weights(), 0);
-  auto plan = [&](uint64_t budget) {
+  auto request = [](int64_t auto_rows) {
     PlanRequest r;
     r.gpu = true;
-    r.placement.vram_budget = budget;
     r.context = 128;
-    r.auto_rows = 1024;  // --tree auto's default --draft-max
+    r.auto_rows = auto_rows;
     r.draft = DraftKind::File;
     r.draft_device_bytes = [](int64_t rows) { return uint64_t(500000 + 2000 * rows); };
+    return r;
+  };
+  auto plan = [&](uint64_t budget) {
+    PlanRequest r = request(1024);  // --tree auto's default --draft-max
+    r.placement.vram_budget = budget;
     return plan_memory(m.file(), m.config(), m.weights(), r);
   };
-  // The claims with trees of 64 rows, and 3 layers and the 2 slots beside them: the layers
-  // come first, larger trees take only what they leave.
-  PlanRequest reserved;
-  reserved.gpu = true;
-  reserved.placement.gpu_layers = 3;
-  reserved.context = 128;
-  reserved.auto_rows = 64;
-  reserved.draft = DraftKind::File;
-  reserved.draft_device_bytes = [](int64_t rows) { return uint64_t(500000 + 2000 * rows); };
-  const uint64_t at_64 = plan_memory(m.file(), m.config(), m.weights(), reserved).vram_bytes();
-  uint64_t last_cap = 0;
-  for (const uint64_t extra : {uint64_t(0), layer / 2, layer - 1}) {
+  // The same layers with -ngl and a fixed number of rows: what those claims take.
+  auto vram_with = [&](int64_t layers, int64_t rows) {
+    PlanRequest r = request(rows);
+    r.placement.gpu_layers = layers;
+    return plan_memory(m.file(), m.config(), m.weights(), r).vram_bytes();
+  };
+  const uint64_t base = vram_with(3, 1);
+  int64_t last_layers = 0, last_cap = 0;
+  for (const uint64_t extra : {uint64_t(0), layer / 3, 2 * layer / 3, layer, 3 * layer}) {
     CAPTURE(extra);
-    const MemoryPlan p = plan(at_64 + extra);
-    CHECK(p.n_vram == 3);
-    CHECK(p.vram_bytes() <= at_64 + extra);
-    CHECK(p.auto_rows_cap >= 64);
-    CHECK(p.auto_rows_cap < 1024);
-    CHECK(p.auto_rows_cap >= int64_t(last_cap));  // more room, larger trees
-    last_cap = uint64_t(p.auto_rows_cap);
+    const uint64_t budget = base + extra;
+    const MemoryPlan p = plan(budget);
+    CHECK(p.vram_bytes() <= budget);
+    REQUIRE(p.auto_rows_cap > 0);  // far from room for 1024 rows
+    // The trees took what the layers left: a row more would not fit beside them.
+    CHECK(vram_with(p.n_vram, p.auto_rows_cap) == p.vram_bytes());
+    CHECK(vram_with(p.n_vram, p.auto_rows_cap + 1) > budget);
+    // More room: more layers, or the same layers and larger trees.
+    CHECK(p.n_vram >= last_layers);
+    if (p.n_vram == last_layers) CHECK(p.auto_rows_cap >= last_cap);
+    last_layers = p.n_vram;
+    last_cap = p.auto_rows_cap;
   }
-  CHECK(last_cap > 64);
-  // A row more than the cap would not fit.
-  const MemoryPlan tight = plan(at_64 + layer / 2);
-  PlanRequest one_more = reserved;
-  one_more.auto_rows = tight.auto_rows_cap + 1;
-  CHECK(plan_memory(m.file(), m.config(), m.weights(), one_more).vram_bytes() > at_64 + layer / 2);
-  // Room for everything: every layer resident, trees uncapped.
+  CHECK(last_layers > 3);
+  // Room for everything: every layer resident, trees uncapped, the draft charged for them.
   const MemoryPlan all = plan(uint64_t(1) << 34);
   CHECK(all.n_vram == 8);
   CHECK(all.auto_rows_cap == 0);
-  // The draft's claim is charged for the rows the trees may take.
   CHECK(all.vram_draft_bytes == 500000 + 2000 * 1024);
 }
