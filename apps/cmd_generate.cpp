@@ -1,6 +1,8 @@
 // `flashspec generate`: one prompt, target-only or speculative, text or JSON out.
 #include <cstdio>
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "apps/commands.h"
 #include "apps/constraint_flags.h"
@@ -10,6 +12,7 @@
 #include "apps/text_input.h"
 #include "core/error.h"
 #include "core/printable.h"
+#include "core/units.h"
 #include "engine/engine.h"
 #include "model/model.h"
 
@@ -78,7 +81,9 @@ int run_generate(const GenerateArgs& a) {
   const std::string config = speculation_label(a.run.engine);
   if (!a.json) {
     print_stdout("\n");  // ends the text's line: the stats line needs no blank line before it
-    std::fprintf(stderr, "%s\n", stats_line(r.stats, config, a.run.sampling.seed, !a.run.sampling.greedy()).c_str());
+    std::string line = stats_line(r.stats, config, a.run.sampling.seed, !a.run.sampling.greedy());
+    if (const std::optional<uint64_t> vram = engine.peak_device_bytes()) line += " | VRAM peak " + format_bytes(*vram);
+    std::fprintf(stderr, "%s\n", line.c_str());
     if (auto n = slower_than_target_notice(r.stats)) std::fprintf(stderr, "%s\n", n->c_str());
     return 0;
   }
