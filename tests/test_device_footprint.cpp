@@ -14,8 +14,8 @@
 #include "core/gguf.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "model/model.h"
-#include "target/memory_plan.h"
 #include "target/device_footprint.h"
+#include "target/memory_plan.h"
 #include "target/staged_layers.h"
 #include "tests/device_like_backend.h"
 #include "tests/fixtures.h"
@@ -56,27 +56,32 @@ void check_covers(const Backend& be, uint64_t planned) {
   CHECK(peak * 3 >= planned);
 }
 
+// The dense pair, each model on a backend of its own as on a GPU, drafting trees of
+// `nodes` (pregrow 4) after a prompt longer than the trees, so that its prefill is the
+// widest pass: each backend's peak within its footprint.
+void check_dense_pair(Backend& target_be, Backend& draft_be, int64_t nodes) {
+  std::vector<int32_t> prompt(kPrompt);
+  while (prompt.size() < 64) prompt.push_back(int32_t(300 + prompt.size()));
+  Model target(model_path("stories260K"), target_be), draft(model_path("salty279K"), draft_be);
+  keep_layers_in_backend(target);
+  keep_layers_in_backend(draft);
+  const SpeculationParams p = tree_policy(nodes, false);
+  const GenerateOptions o = greedy(48);
+  const int64_t positions = int64_t(prompt.size()) + o.n_predict + Session::scratch_rows(p);
+  CHECK(generate_speculative(target, draft, prompt, o, p).stats.accepted > 0);
+  check_covers(target_be,
+               resident_device_footprint(target.weights(), target.config(), target_request(p, positions)).total());
+  check_covers(draft_be,
+               resident_device_footprint(draft.weights(), draft.config(), draft_request(p, positions)).total());
+}
+
 }  // namespace
 
 TEST_CASE("device footprint: a dense pair's tree speculation stays within what the plan charges each backend") {
-  // A prompt longer than the trees, so that its prefill is the widest pass.
-  std::vector<int32_t> prompt(kPrompt);
-  while (prompt.size() < 64) prompt.push_back(int32_t(300 + prompt.size()));
   for (const int64_t nodes : {4, 12, 48}) {
     CAPTURE(nodes);
     DeviceLikeBackend dev, dev_draft;
-    Model target(model_path("stories260K"), dev), draft(model_path("salty279K"), dev_draft);
-    keep_layers_in_backend(target);
-    keep_layers_in_backend(draft);
-    const SpeculationParams p = tree_policy(nodes, false);
-    const GenerateOptions o = greedy(48);
-    const int64_t positions = int64_t(prompt.size()) + o.n_predict + Session::scratch_rows(p);
-    const GenerationResult r = generate_speculative(target, draft, prompt, o, p);
-    CHECK(r.stats.accepted > 0);
-    check_covers(dev,
-                 resident_device_footprint(target.weights(), target.config(), target_request(p, positions)).total());
-    check_covers(dev_draft,
-                 resident_device_footprint(draft.weights(), draft.config(), draft_request(p, positions)).total());
+    check_dense_pair(dev, dev_draft, nodes);
   }
 }
 
@@ -84,20 +89,9 @@ TEST_CASE("device footprint: on the GPU, what the memory pools held at most stay
   const std::unique_ptr<Backend> gpu = gpu_or_skip();
   if (!gpu) return;
   const std::unique_ptr<Backend> gpu_draft = gpu_or_skip();  // the draft's own, as the engine makes it
-  std::vector<int32_t> prompt(kPrompt);
-  while (prompt.size() < 64) prompt.push_back(int32_t(300 + prompt.size()));
-  Model target(model_path("stories260K"), *gpu), draft(model_path("salty279K"), *gpu_draft);
-  keep_layers_in_backend(target);
-  keep_layers_in_backend(draft);
-  const SpeculationParams p = tree_policy(48, false);
-  const GenerateOptions o = greedy(48);
-  const int64_t positions = int64_t(prompt.size()) + o.n_predict + Session::scratch_rows(p);
-  CHECK(generate_speculative(target, draft, prompt, o, p).stats.accepted > 0);
   // (The CUDA backend's scratch, which the device-like backend does not allocate, is in
   // the footprint too.)
-  check_covers(*gpu, resident_device_footprint(target.weights(), target.config(), target_request(p, positions)).total());
-  check_covers(*gpu_draft,
-               resident_device_footprint(draft.weights(), draft.config(), draft_request(p, positions)).total());
+  check_dense_pair(*gpu, *gpu_draft, 48);
 }
 
 TEST_CASE("device footprint: hybrid models drafting trees with their MTP layer stay within the plan's charge") {
