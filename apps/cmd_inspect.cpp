@@ -133,7 +133,7 @@ MemoryPlan inspect_plan(const InspectArgs& a, const GgufFile& f, const ModelConf
   req.context = a.ctx > 0 ? a.ctx : std::min(c.context_length, Engine::kDefaultSessionContext);
   req.key_type = a.kv_types.key_type();
   req.value_type = a.kv_types.value_type();
-  // A draft file on the GPU: all of it in VRAM, sized as the other drafts without a tree.
+  // A draft file on the GPU: all of it in VRAM, which the plan sizes by its shapes.
   std::optional<GgufFile> df;
   std::optional<ModelConfig> dc;
   std::optional<ModelWeights> dw;
@@ -141,16 +141,9 @@ MemoryPlan inspect_plan(const InspectArgs& a, const GgufFile& f, const ModelConf
     df.emplace(GgufFile::open(a.draft));
     dc.emplace(ModelConfig::from_gguf(*df));
     dw.emplace(*df, *dc);
+    req.draft_weights = &*dw;
+    req.draft_config = &*dc;
   }
-  if (req.gpu && req.draft != DraftKind::None && req.draft != DraftKind::Lookup)
-    req.draft_device_bytes = [&](int64_t) {
-      const int64_t positions = req.context + 2;
-      return draft_device_bytes(req.draft, w, c, dw ? &*dw : nullptr, dc ? &*dc : nullptr, self_bytes,
-                                {.positions = positions,
-                                 .pass_rows = std::min(req.batch, positions),
-                                 .key_type = req.key_type,
-                                 .value_type = req.value_type});
-    };
   return plan_memory(f, c, w, req);
 }
 

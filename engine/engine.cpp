@@ -183,23 +183,11 @@ PlanRequest Engine::plan_request(uint64_t self_bytes) const {
   r.batch = opt_.batch;
   r.key_type = opt_.k_type;
   r.value_type = opt_.v_type;
-  if (r.gpu && policy_ && r.draft != DraftKind::Lookup)
-    r.draft_device_bytes = [this, ctx = r.context, seqs = r.sequences, kind = r.draft, self_bytes](int64_t rows) {
-      // The draft holds the target's context and scratch rows, and its own tree of up to
-      // max_tree_nodes() for a node budget of `rows`, plus 2 (PassPipeline::equip).
-      SpeculationParams p = *policy_;
-      p.node_budget = rows;
-      const int64_t tree = p.max_tree_nodes() + 2, positions = ctx + 2 + rows + tree;
-      const DeviceFootprintRequest d{.positions = positions,
-                                     .sequences = seqs,
-                                     .pass_rows = std::min(opt_.batch, positions),
-                                     .tree_rows = tree,
-                                     .key_type = opt_.k_type,
-                                     .value_type = opt_.v_type};
-      const Model& t = *target_;
-      return draft_device_bytes(kind, t.weights(), t.config(), draft_ ? &draft_->weights() : nullptr,
-                                draft_ ? &draft_->config() : nullptr, self_bytes, d);
-    };
+  if (draft_) {
+    r.draft_weights = &draft_->weights();
+    r.draft_config = &draft_->config();
+  }
+  if (policy_) r.draft_tree_factor = 1 + policy_->pregrow_factor();
   return r;
 }
 

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-
 namespace flashspec {
 
 DeltaSchedule make_delta_schedule(std::span<const int32_t> parent) {

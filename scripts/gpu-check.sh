@@ -197,12 +197,9 @@ if step bench; then
 fi
 
 say "comparisons"
-python3 - "$DIR" "$STEPS" "$VRAM" <<'PY' || failed+=("a comparison")
-import json, sys, os, re
+python3 - "$DIR" "$STEPS" <<'PY' || failed+=("a comparison")
+import json, sys, os
 d, steps = sys.argv[1], sys.argv[2].split()
-units = {"": 1, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
-size = re.fullmatch(r"([0-9.]+)\s*([A-Za-z]*)", sys.argv[3].strip())
-budget = float(size.group(1)) * units[size.group(2).upper()]
 def load(name):  # None for a run that wrote nothing readable (its failure is listed already)
     try:
         with open(os.path.join(d, name)) as f:
@@ -219,8 +216,8 @@ def show(name, r):  # False when a run under --vram-budget held more VRAM than t
     print(f"{name}: {rate(r):.2f} tok/s decode, tau {s.get('tau', 1):.2f}, I/O busy {s.get('io_busy', 0):.2f}, "
           f"{s.get('read_gbps', 0):.2f} GB/s read; VRAM peak {peak / 2**20:.0f} MiB, planned "
           f"{vram.get('total_bytes', 0) / 2**20:.0f} MiB ({vram.get('n_layers', 0)} layers resident)")
-    if "budget_bytes" in vram and peak > budget:
-        print(f"{name}: VRAM peak {peak / 2**20:.0f} MiB is over --vram-budget {budget / 2**20:.0f} MiB")
+    if "budget_bytes" in vram and peak > vram["budget_bytes"]:
+        print(f"{name}: VRAM peak {peak / 2**20:.0f} MiB is over --vram-budget {vram['budget_bytes'] / 2**20:.0f} MiB")
         return False
     return True
 def versus(alone, auto, what):  # the same greedy tokens, and the speedup

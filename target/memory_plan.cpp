@@ -104,6 +104,38 @@ void size_layers(MemoryPlan& p, const std::vector<std::vector<TensorExtent>>& ex
 constexpr int64_t kReservedAutoRows = 64;
 constexpr int64_t kReservedAutoRowsStreamedExperts = 2;
 
+// A footprint request of the plan's sequences, batch and cache types.
+DeviceFootprintRequest footprint_request(const PlanRequest& r, int64_t positions, int64_t tree_rows) {
+  return {.positions = positions,
+          .sequences = r.sequences,
+          .pass_rows = std::min(r.batch, positions),
+          .tree_rows = tree_rows,
+          .key_type = r.key_type,
+          .value_type = r.value_type};
+}
+
+// What a draft computing on the GPU keeps there when the target verifies `rows` draft rows
+// a pass: a draft file's whole model, a self-draft (the target's shapes, r.draft_bytes of
+// weights) or the target's MTP layer. Its context holds the target's, and its own tree of
+// rows * draft_tree_factor nodes plus 2 (PassPipeline::equip).
+uint64_t draft_vram_bytes(const ModelWeights& w, const ModelConfig& c, const PlanRequest& r, int64_t rows) {
+  const int64_t tree = rows * r.draft_tree_factor + 2;
+  const DeviceFootprintRequest d = footprint_request(r, r.context + 2 + rows + tree, tree);
+  switch (r.draft) {
+    case DraftKind::File:
+      return r.draft_weights && r.draft_config ? resident_device_footprint(*r.draft_weights, *r.draft_config, d).total()
+                                               : 0;
+    case DraftKind::Self: {
+      const DeviceFootprint f = device_footprint(w, c, d);
+      return r.draft_bytes + f.context + f.pass;
+    }
+    case DraftKind::Mtp: return mtp_device_bytes(w, c, d);
+    case DraftKind::None:
+    case DraftKind::Lookup: return 0;
+  }
+  return 0;
+}
+
 // The VRAM tier: the first layers that fit --vram-budget (or -ngl of them), and the two
 // slots the others pass through. The budget is all of VRAM: the target's other claims and
 // a draft computing there come out of it first, with --tree auto's trees at the rows the
@@ -115,15 +147,8 @@ void plan_vram(MemoryPlan& p, const ModelConfig& c, const ModelWeights& w, const
   // The claims when the target verifies `rows` draft rows a pass: its context holds them
   // beyond the prompt and answer (Session::scratch_rows), a pass carries them and the root.
   auto claim = [&](int64_t rows) {
-    const int64_t positions = r.context + 2 + rows;
-    p.vram_target = device_footprint(w, c,
-                                     {.positions = positions,
-                                      .sequences = r.sequences,
-                                      .pass_rows = std::min(r.batch, positions),
-                                      .tree_rows = rows > 0 ? rows + 1 : 0,
-                                      .key_type = r.key_type,
-                                      .value_type = r.value_type});
-    p.vram_draft_bytes = r.draft_device_bytes ? r.draft_device_bytes(rows) : 0;
+    p.vram_target = device_footprint(w, c, footprint_request(r, r.context + 2 + rows, rows > 0 ? rows + 1 : 0));
+    p.vram_draft_bytes = draft_vram_bytes(w, c, r, rows);
     return p.vram_target.total() + p.vram_draft_bytes;
   };
   // The most rows in [lo, hi) whose claims are at most `room` (lo's are taken to be).
@@ -318,21 +343,6 @@ MemoryPlan plan_memory(const GgufFile& f, const ModelConfig& c, const ModelWeigh
                   format_bytes(have) + " of memory available: draft fewer (--tree, --chain) or use --tree auto");
   }
   return p;
-}
-
-uint64_t draft_device_bytes(DraftKind k, const ModelWeights& w, const ModelConfig& c, const ModelWeights* dw,
-                            const ModelConfig* dc, uint64_t self_bytes, const DeviceFootprintRequest& r) {
-  switch (k) {
-    case DraftKind::File: return dw && dc ? resident_device_footprint(*dw, *dc, r).total() : 0;
-    case DraftKind::Self: {
-      const DeviceFootprint f = device_footprint(w, c, r);
-      return self_bytes + f.context + f.pass;
-    }
-    case DraftKind::Mtp: return mtp_device_bytes(w, c, r);
-    case DraftKind::None:
-    case DraftKind::Lookup: return 0;
-  }
-  return 0;
 }
 
 std::string MemoryPlan::describe() const {

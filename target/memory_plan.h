@@ -41,7 +41,6 @@
 // are when its -ngl is fitted to a card: the layers get what the draft there, the KV
 // cache and states, a pass's working memory and the embedding and head leave them.
 #include <cstdint>
-#include <functional>
 #include <limits>
 #include <optional>
 #include <string>
@@ -84,10 +83,13 @@ struct PlanRequest {
   int64_t sequences = 1;   // sequences a pass carries (serve --parallel)
   int64_t context = 0;     // positions each sequence holds (the KV cache's)
   int64_t batch = 512;     // most rows a prefill pass computes
-  // A draft computing on the GPU: all it keeps there (target/device_footprint.h) when the
-  // target verifies up to `rows` draft rows a pass (its own tree grows with them), counted
-  // against --vram-budget before the target's layers. Empty: no draft there.
-  std::function<uint64_t(int64_t rows)> draft_device_bytes;
+  // A draft file's weights and config (File; null otherwise): on a GPU all of it is in
+  // VRAM, counted against --vram-budget with the draft's context and passes.
+  const ModelWeights* draft_weights = nullptr;
+  const ModelConfig* draft_config = nullptr;
+  // Nodes the draft's own tree holds per row the target verifies (1 + its pre-grown share,
+  // SpeculationParams::max_tree_nodes): its claim on VRAM grows with the target's trees.
+  int64_t draft_tree_factor = 1;
   KvType key_type = KvType::F16, value_type = KvType::F16;
 };
 
@@ -162,13 +164,6 @@ struct MemoryPlan {
 // The plan of target `w` (its file `f`, config `c`) for `r`. Error where a fixed tree's
 // pass would not fit the memory there is.
 MemoryPlan plan_memory(const GgufFile& f, const ModelConfig& c, const ModelWeights& w, const PlanRequest& r);
-
-// What a draft computing on the GPU keeps there (PlanRequest::draft_device_bytes): a draft
-// file's whole model (`dw`, `dc`: its weights and config), a self-draft (the target, `w`
-// and `c`, quantized to `self_bytes` of weights) or the target's MTP layer; 0 for the
-// others. `r` is the draft's: its context holds its tree besides the target's.
-uint64_t draft_device_bytes(DraftKind k, const ModelWeights& w, const ModelConfig& c, const ModelWeights* dw,
-                            const ModelConfig* dc, uint64_t self_bytes, const DeviceFootprintRequest& r);
 
 // Whether `bytes` of weights may be copied into memory when `available` is free: with a
 // tenth of it (at least 256 MB) left for the KV cache, activations and everything else.

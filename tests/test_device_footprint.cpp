@@ -118,14 +118,17 @@ TEST_CASE("device footprint: hybrid models drafting trees with their MTP layer s
 TEST_CASE("device footprint: on a GPU --tree auto's trees get the VRAM the layers leave, all within --vram-budget") {
   CpuBackend cpu(1);
   const Model m(model_path("stories260K-wide-q4_0"), cpu);  // 8 equal layers
+  const Model draft(model_path("salty279K"), cpu);
   const uint64_t layer = StagedLayers::packed_bytes(m.weights(), 0);
-  auto request = [](int64_t auto_rows) {
+  auto request = [&](int64_t auto_rows) {
     PlanRequest r;
     r.gpu = true;
     r.context = 128;
     r.auto_rows = auto_rows;
-    r.draft = DraftKind::File;
-    r.draft_device_bytes = [](int64_t rows) { return uint64_t(500000 + 2000 * rows); };
+    r.draft = DraftKind::File;  // on the GPU, its tree growing 4 nodes ahead of each verified one
+    r.draft_weights = &draft.weights();
+    r.draft_config = &draft.config();
+    r.draft_tree_factor = 5;
     return r;
   };
   auto plan = [&](uint64_t budget) {
@@ -140,8 +143,8 @@ TEST_CASE("device footprint: on a GPU --tree auto's trees get the VRAM the layer
     return plan_memory(m.file(), m.config(), m.weights(), r).vram_bytes();
   };
   const uint64_t base = vram_with(3, 1);
-  int64_t last_layers = 0, last_cap = 0;
-  for (const uint64_t extra : {uint64_t(0), layer / 3, 2 * layer / 3, layer, 3 * layer}) {
+  int64_t first_layers = -1, last_layers = 0, last_cap = 0;
+  for (const uint64_t extra : {uint64_t(0), layer / 3, 2 * layer / 3, layer, 3 * layer, 5 * layer}) {
     CAPTURE(extra);
     const uint64_t budget = base + extra;
     const MemoryPlan p = plan(budget);
@@ -153,13 +156,18 @@ TEST_CASE("device footprint: on a GPU --tree auto's trees get the VRAM the layer
     // More room: more layers, or the same layers and larger trees.
     CHECK(p.n_vram >= last_layers);
     if (p.n_vram == last_layers) CHECK(p.auto_rows_cap >= last_cap);
+    if (first_layers < 0) first_layers = p.n_vram;
     last_layers = p.n_vram;
     last_cap = p.auto_rows_cap;
   }
-  CHECK(last_layers > 3);
+  CHECK(last_layers > first_layers);
   // Room for everything: every layer resident, trees uncapped, the draft charged for them.
   const MemoryPlan all = plan(uint64_t(1) << 34);
   CHECK(all.n_vram == 8);
   CHECK(all.auto_rows_cap == 0);
-  CHECK(all.vram_draft_bytes == 500000 + 2000 * 1024);
+  PlanRequest trees = request(1024), smaller = request(64);
+  trees.placement.gpu_layers = smaller.placement.gpu_layers = 8;
+  const uint64_t draft_at_1024 = plan_memory(m.file(), m.config(), m.weights(), trees).vram_draft_bytes;
+  CHECK(all.vram_draft_bytes == draft_at_1024);
+  CHECK(draft_at_1024 > plan_memory(m.file(), m.config(), m.weights(), smaller).vram_draft_bytes);
 }

@@ -24,7 +24,6 @@
 
 namespace flashspec::cuda {
 
-
 // Values per activation scale: a Q8_K block for K-quant weights, a Q8_0 block otherwise.
 FS_HD constexpr int q8_activation_block(GgmlType t) {
   return t == GgmlType::Q4_K || t == GgmlType::Q6_K ? 256 : 32;
